@@ -1,0 +1,23 @@
+#pragma once
+// Start-up and shut-down of MPI and Kokkos, in the order they require.
+
+namespace mtk {
+
+/// MPI_Init (if nobody has yet), then Kokkos::initialize; the destructor finalizes Kokkos, then
+/// MPI (only if this object initialised it). Create it first in main(); no Kokkos View may
+/// outlive it.
+class Environment {
+ public:
+  Environment(int& argc, char**& argv);
+  ~Environment();
+  Environment(const Environment&) = delete;
+  Environment& operator=(const Environment&) = delete;
+
+ private:
+  bool owns_mpi_ = false;
+};
+
+/// Kokkos backend and version in one line, e.g. "Kokkos 3.4.1 (Serial)".
+const char* kokkos_description();
+
+}  // namespace mtk

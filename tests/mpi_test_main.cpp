@@ -1,0 +1,45 @@
+// The shared main of MTK's tests: MPI, then Kokkos, then GoogleTest; finalised in reverse.
+// Rank 0 prints the usual report; other ranks print only their failures, prefixed with the rank.
+// The exit status is the same on every rank: non-zero when any rank failed.
+
+#include <mtk_environment.hpp>
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdio>
+
+namespace {
+
+class RankFailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit RankFailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (r.failed())
+      std::fprintf(stderr, "[rank %d] %s:%d: failure\n%s\n", rank_, r.file_name() ? r.file_name() : "?",
+                   r.line_number(), r.summary());
+  }
+
+ private:
+  int rank_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int status = 0;
+  {
+    mtk::Environment env(argc, argv);
+    ::testing::InitGoogleTest(&argc, argv);
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    if (rank != 0) {
+      delete listeners.Release(listeners.default_result_printer());
+      listeners.Append(new RankFailurePrinter(rank));
+    }
+    int local = RUN_ALL_TESTS();
+    MPI_Allreduce(&local, &status, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  }
+  return status;
+}
