@@ -1,0 +1,43 @@
+#pragma once
+// The elementwise functions and reductions MTK's ops apply. Shared by the graph (ops, gradients)
+// and the kernels.
+
+namespace mtk {
+
+/// y = f(x) (p is the op's scalar parameter where it has one).
+enum class UnaryFn {
+  identity,
+  negative,
+  abs,
+  exp,
+  log,
+  sqrt,
+  rsqrt,
+  square,
+  reciprocal,
+  relu,
+  gelu,       // tanh approximation, as Mesh-TensorFlow
+  gelu_grad,  // d gelu / dx
+  tanh,
+  sigmoid,
+  sign,
+  pow_scalar,  // x^p
+  add_scalar,  // x + p
+  mul_scalar,  // x * p
+  relu_mask,   // 1 if x > 0 else 0
+};
+
+/// z = f(x, y) with broadcasting by dimension name.
+enum class BinaryFn { add, subtract, multiply, divide, maximum, minimum, pow };
+
+/// z = (x op y) ? 1 : 0, as float32.
+enum class CompareFn { less, less_equal, greater, greater_equal, equal, not_equal };
+
+enum class ReduceFn { sum, max, min };
+
+const char* unary_name(UnaryFn f);
+const char* binary_name(BinaryFn f);
+const char* compare_name(CompareFn f);
+const char* reduce_name(ReduceFn f);
+
+}  // namespace mtk

@@ -1,0 +1,2 @@
+// mtk::kernels — see mtk_kernels.hpp. (implementation in progress)
+#include <mtk_kernels.hpp>

@@ -1,0 +1,2 @@
+// see mtk_kernels.hpp (tests in progress)
+#include <gtest/gtest.h>
