@@ -1,2 +1,932 @@
-// see mtk_kernels.hpp (tests in progress)
+// Tests of the elementwise, layout and random kernels (mtk_kernels.hpp) against naive host loops.
+
+#include <mtk_error.hpp>
+#include <mtk_functions.hpp>
+#include <mtk_kernels.hpp>
+#include <mtk_shape.hpp>
+
+#include <Kokkos_Core.hpp>
 #include <gtest/gtest.h>
+
+#include "mtk_test_util.hpp"
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace k = mtk::kernels;
+using mtk::BinaryFn;
+using mtk::CompareFn;
+using mtk::Shape;
+using mtk::UnaryFn;
+using mtk::test::to_vector;
+using mtk::test::to_view;
+using I32 = std::int32_t;
+
+std::vector<double> random_values(std::int64_t n, double lo, double hi, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (auto& x : v)
+    x = dist(gen);
+  return v;
+}
+
+std::vector<double> random_ints(std::int64_t n, int lo, int hi, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> dist(lo, hi);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (auto& x : v)
+    x = dist(gen);
+  return v;
+}
+
+/// Offset in a row-major buffer of shape `in` of the element at row-major position k of `out`,
+/// matching dims by name (the naive reference of broadcasting).
+std::int64_t ref_offset(const Shape& out, const Shape& in, std::int64_t k) {
+  std::vector<std::int64_t> idx(static_cast<size_t>(out.rank()));
+  for (int i = out.rank() - 1; i >= 0; --i) {
+    idx[static_cast<size_t>(i)] = k % out[i].size;
+    k /= out[i].size;
+  }
+  std::int64_t off = 0;
+  for (int j = 0; j < in.rank(); ++j)
+    off = off * in[j].size + idx[static_cast<size_t>(out.index_of(in[j].name))];
+  return off;
+}
+
+/// Multi-index of row-major position k in `s`.
+std::vector<std::int64_t> unflatten(const Shape& s, std::int64_t k) {
+  std::vector<std::int64_t> idx(static_cast<size_t>(s.rank()));
+  for (int i = s.rank() - 1; i >= 0; --i) {
+    idx[static_cast<size_t>(i)] = k % s[i].size;
+    k /= s[i].size;
+  }
+  return idx;
+}
+
+/// Expects `f` to throw mtk::Error whose message contains every string of `parts`.
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no mtk::Error thrown";
+  } catch (const mtk::Error& e) {
+    const std::string what = e.what();
+    for (const auto& p : parts)
+      EXPECT_NE(what.find(p), std::string::npos) << what << " lacks " << p;
+  }
+}
+
+double ref_gelu(double x) {
+  const double c = std::sqrt(2.0 / 3.14159265358979323846);
+  return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
+}
+
+// ------------------------------------------------------------------ fill, unary
+
+TEST(KernelsElementwise, Fill) {
+  auto f = to_vector(k::fill<float>(7, 2.5f));
+  ASSERT_EQ(f.size(), 7u);
+  for (double v : f)
+    EXPECT_EQ(v, 2.5);
+  auto i = to_vector(k::fill<I32>(5, -3));
+  ASSERT_EQ(i.size(), 5u);
+  for (double v : i)
+    EXPECT_EQ(v, -3);
+  EXPECT_EQ(k::fill<float>(0, 1.f).extent(0), 0u);
+}
+
+struct UnaryCase {
+  UnaryFn fn;
+  double lo, hi, p;
+  std::function<double(double, double)> ref;
+};
+
+std::vector<UnaryCase> unary_cases() {
+  return {
+      {UnaryFn::identity, -4, 4, 0, [](double x, double) { return x; }},
+      {UnaryFn::negative, -4, 4, 0, [](double x, double) { return -x; }},
+      {UnaryFn::abs, -4, 4, 0, [](double x, double) { return std::fabs(x); }},
+      {UnaryFn::exp, -4, 4, 0, [](double x, double) { return std::exp(x); }},
+      {UnaryFn::log, 0.05, 10, 0, [](double x, double) { return std::log(x); }},
+      {UnaryFn::sqrt, 0.0, 10, 0, [](double x, double) { return std::sqrt(x); }},
+      {UnaryFn::rsqrt, 0.05, 10, 0, [](double x, double) { return 1.0 / std::sqrt(x); }},
+      {UnaryFn::square, -4, 4, 0, [](double x, double) { return x * x; }},
+      {UnaryFn::reciprocal, 0.1, 10, 0, [](double x, double) { return 1.0 / x; }},
+      {UnaryFn::relu, -4, 4, 0, [](double x, double) { return x > 0 ? x : 0.0; }},
+      {UnaryFn::gelu, -6, 6, 0, [](double x, double) { return ref_gelu(x); }},
+      {UnaryFn::gelu_grad, -6, 6, 0,
+       [](double x, double) {
+         const double h = 1e-5;
+         return (ref_gelu(x + h) - ref_gelu(x - h)) / (2 * h);
+       }},
+      {UnaryFn::tanh, -5, 5, 0, [](double x, double) { return std::tanh(x); }},
+      {UnaryFn::sigmoid, -30, 30, 0, [](double x, double) { return 1.0 / (1.0 + std::exp(-x)); }},
+      {UnaryFn::sign, -4, 4, 0,
+       [](double x, double) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }},
+      {UnaryFn::pow_scalar, 0.1, 5, 1.7, [](double x, double p) { return std::pow(x, p); }},
+      {UnaryFn::pow_scalar, -3, 3, 2.0, [](double x, double p) { return std::pow(x, p); }},
+      {UnaryFn::add_scalar, -4, 4, 0.75, [](double x, double p) { return x + p; }},
+      {UnaryFn::mul_scalar, -4, 4, -2.5, [](double x, double p) { return x * p; }},
+      {UnaryFn::relu_mask, -4, 4, 0, [](double x, double) { return x > 0 ? 1.0 : 0.0; }},
+  };
+}
+
+TEST(KernelsElementwise, UnaryFloatEveryFunction) {
+  unsigned seed = 1;
+  for (const auto& c : unary_cases()) {
+    SCOPED_TRACE(mtk::unary_name(c.fn));
+    auto x = random_values(1000, c.lo, c.hi, seed++);
+    x[0] = c.lo;
+    x[1] = c.hi;
+    if (c.lo < 0 && c.hi > 0)
+      x[2] = 0.0;
+    for (auto& v : x)
+      v = static_cast<float>(v);  // the reference sees the float inputs
+    auto y = to_vector(k::unary(c.fn, to_view<float>(x), c.p));
+    ASSERT_EQ(y.size(), x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double r = c.ref(x[i], c.p);
+      EXPECT_NEAR(y[i], r, 2e-6 * std::max(1.0, std::fabs(r))) << "x = " << x[i];
+    }
+  }
+}
+
+TEST(KernelsElementwise, GeluGradIsTheDerivativeOfTheGeluKernel) {
+  // Central finite difference of the float gelu kernel itself.
+  const double h = 1e-2;
+  auto x = random_values(200, -5, 5, 7);
+  std::vector<double> xp(x), xm(x);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<float>(x[i]);
+    xp[i] = x[i] + h;
+    xm[i] = x[i] - h;
+  }
+  auto gp = to_vector(k::unary(UnaryFn::gelu, to_view<float>(xp)));
+  auto gm = to_vector(k::unary(UnaryFn::gelu, to_view<float>(xm)));
+  auto d = to_vector(k::unary(UnaryFn::gelu_grad, to_view<float>(x)));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double fd = (gp[i] - gm[i]) / (static_cast<float>(xp[i]) - static_cast<float>(xm[i]));
+    EXPECT_NEAR(d[i], fd, 2e-3) << "x = " << x[i];
+  }
+  // Known values: gelu(0) = 0, gelu'(0) = 0.5.
+  auto z = to_vector(k::unary(UnaryFn::gelu_grad, to_view<float>({0.0})));
+  EXPECT_FLOAT_EQ(z[0], 0.5f);
+}
+
+TEST(KernelsElementwise, UnaryFloatEdgeValues) {
+  auto y = to_vector(k::unary(UnaryFn::sigmoid, to_view<float>({-200.0, 200.0})));
+  EXPECT_EQ(y[0], 0.0);
+  EXPECT_EQ(y[1], 1.0);
+  auto r = to_vector(k::unary(UnaryFn::relu, to_view<float>({-0.0, 0.0, -1e-30})));
+  for (double v : r)
+    EXPECT_EQ(v, 0.0);
+  EXPECT_EQ(k::unary(UnaryFn::exp, k::FView("empty", 0)).extent(0), 0u);
+}
+
+TEST(KernelsElementwise, UnaryInt32) {
+  auto x = random_ints(500, -1000, 1000, 3);
+  x[0] = 0;
+  x[1] = -1;
+  x[2] = 1;
+  struct Case {
+    UnaryFn fn;
+    double p;
+    std::function<double(double)> ref;
+  };
+  const std::vector<Case> cases = {
+      {UnaryFn::identity, 0, [](double v) { return v; }},
+      {UnaryFn::negative, 0, [](double v) { return -v; }},
+      {UnaryFn::abs, 0, [](double v) { return std::fabs(v); }},
+      {UnaryFn::square, 0, [](double v) { return v * v; }},
+      {UnaryFn::sign, 0, [](double v) { return v > 0 ? 1.0 : (v < 0 ? -1.0 : 0.0); }},
+      {UnaryFn::add_scalar, 5, [](double v) { return v + 5; }},
+      {UnaryFn::add_scalar, -7, [](double v) { return v - 7; }},
+      {UnaryFn::mul_scalar, 3, [](double v) { return v * 3; }},
+      {UnaryFn::mul_scalar, -2, [](double v) { return v * -2; }},
+      {UnaryFn::relu, 0, [](double v) { return v > 0 ? v : 0.0; }},
+      {UnaryFn::relu_mask, 0, [](double v) { return v > 0 ? 1.0 : 0.0; }},
+      {UnaryFn::pow_scalar, 2, [](double v) { return v * v; }},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(mtk::unary_name(c.fn));
+    auto y = to_vector(k::unary(c.fn, to_view<I32>(x), c.p));
+    for (size_t i = 0; i < x.size(); ++i)
+      EXPECT_EQ(y[i], c.ref(x[i])) << "x = " << x[i];
+  }
+  // Functions computed through double and truncated toward zero.
+  auto s = to_vector(k::unary(UnaryFn::sqrt, to_view<I32>({0, 1, 8, 9, 10})));
+  EXPECT_EQ(s, (std::vector<double>{0, 1, 2, 3, 3}));
+  auto l = to_vector(k::unary(UnaryFn::log, to_view<I32>({0})));  // -inf saturates
+  EXPECT_EQ(l[0], -2147483648.0);
+}
+
+// ------------------------------------------------------------------ binary, compare, where
+
+struct BroadcastCase {
+  std::string name;
+  Shape a, b, out;
+};
+
+std::vector<BroadcastCase> broadcast_cases() {
+  return {
+      {"same shape",
+       {{"b", 3}, {"l", 4}, {"d", 5}},
+       {{"b", 3}, {"l", 4}, {"d", 5}},
+       {{"b", 3}, {"l", 4}, {"d", 5}}},
+      {"bias add [b,l,d]+[d]",
+       {{"b", 3}, {"l", 4}, {"d", 5}},
+       {{"d", 5}},
+       {{"b", 3}, {"l", 4}, {"d", 5}}},
+      {"[b,l]*[l]", {{"b", 6}, {"l", 7}}, {{"l", 7}}, {{"b", 6}, {"l", 7}}},
+      {"[l]*[b,l] (suffix first operand)", {{"l", 7}}, {{"b", 6}, {"l", 7}}, {{"b", 6}, {"l", 7}}},
+      {"suffix of two dims",
+       {{"b", 2}, {"l", 3}, {"d", 4}},
+       {{"l", 3}, {"d", 4}},
+       {{"b", 2}, {"l", 3}, {"d", 4}}},
+      {"outer [x]+[y]->[x,y]", {{"x", 5}}, {{"y", 6}}, {{"x", 5}, {"y", 6}}},
+      {"outer [x]+[y]->[y,x]", {{"x", 5}}, {{"y", 6}}, {{"y", 6}, {"x", 5}}},
+      {"out in another order",
+       {{"b", 3}, {"l", 4}, {"d", 5}},
+       {{"d", 5}, {"b", 3}},
+       {{"l", 4}, {"d", 5}, {"b", 3}}},
+      {"both transposed", {{"d", 5}, {"l", 4}}, {{"l", 4}, {"d", 5}}, {{"l", 4}, {"d", 5}}},
+      {"non-suffix subset [b,d] of [b,l,d]",
+       {{"b", 3}, {"l", 4}, {"d", 5}},
+       {{"b", 3}, {"d", 5}},
+       {{"b", 3}, {"l", 4}, {"d", 5}}},
+      {"scalar", {{"b", 3}, {"l", 4}}, {}, {{"b", 3}, {"l", 4}}},
+      {"scalar first", {}, {{"b", 3}, {"l", 4}}, {{"b", 3}, {"l", 4}}},
+      {"rank 0", {}, {}, {}},
+      {"empty dim", {{"b", 0}, {"l", 4}}, {{"l", 4}}, {{"b", 0}, {"l", 4}}},
+  };
+}
+
+double ref_binary(BinaryFn fn, double a, double b, bool integer) {
+  switch (fn) {
+    case BinaryFn::add:
+      return a + b;
+    case BinaryFn::subtract:
+      return a - b;
+    case BinaryFn::multiply:
+      return a * b;
+    case BinaryFn::divide:
+      return integer ? static_cast<double>(static_cast<long>(a) / static_cast<long>(b)) : a / b;
+    case BinaryFn::maximum:
+      return std::max(a, b);
+    case BinaryFn::minimum:
+      return std::min(a, b);
+    case BinaryFn::pow:
+      return integer ? std::trunc(std::pow(a, b)) : std::pow(a, b);
+  }
+  return 0;
+}
+
+const std::vector<BinaryFn> kBinaryFns = {BinaryFn::add,    BinaryFn::subtract, BinaryFn::multiply,
+                                          BinaryFn::divide, BinaryFn::maximum,  BinaryFn::minimum,
+                                          BinaryFn::pow};
+
+template <class T>
+void check_binary(bool integer) {
+  unsigned seed = 11;
+  for (const auto& c : broadcast_cases()) {
+    for (BinaryFn fn : kBinaryFns) {
+      SCOPED_TRACE(c.name + " / " + mtk::binary_name(fn));
+      const bool pow = fn == BinaryFn::pow;
+      std::vector<double> a, b;
+      if (integer) {
+        a = random_ints(c.a.num_elements(), pow ? -3 : -20, pow ? 3 : 20, seed++);
+        b = random_ints(c.b.num_elements(), pow ? 0 : 1, pow ? 4 : 9, seed++);
+        if (!pow)
+          for (size_t i = 0; i < b.size(); i += 2)
+            b[i] = -b[i];  // nonzero, both signs
+      } else {
+        a = random_values(c.a.num_elements(), pow ? 0.1 : -5, 5, seed++);
+        b = random_values(c.b.num_elements(), pow ? -2 : 0.5, 3, seed++);
+        for (auto& v : a)
+          v = static_cast<float>(v);
+        for (auto& v : b)
+          v = static_cast<float>(v);
+      }
+      auto z = to_vector(k::binary<T>(fn, c.a, to_view<T>(a), c.b, to_view<T>(b), c.out));
+      ASSERT_EQ(static_cast<std::int64_t>(z.size()), c.out.num_elements());
+      for (std::int64_t i = 0; i < c.out.num_elements(); ++i) {
+        const double r = ref_binary(fn, a[static_cast<size_t>(ref_offset(c.out, c.a, i))],
+                                    b[static_cast<size_t>(ref_offset(c.out, c.b, i))], integer);
+        if (integer)
+          ASSERT_EQ(z[static_cast<size_t>(i)], r) << "at " << i;
+        else
+          ASSERT_NEAR(z[static_cast<size_t>(i)], r, 2e-6 * std::max(1.0, std::fabs(r)))
+              << "at " << i;
+      }
+    }
+  }
+}
+
+TEST(KernelsElementwise, BinaryFloatBroadcasting) {
+  check_binary<float>(false);
+}
+TEST(KernelsElementwise, BinaryInt32Broadcasting) {
+  check_binary<I32>(true);
+}
+
+TEST(KernelsElementwise, BinaryInt32DivideByZeroIsZero) {
+  Shape s{{"x", 3}};
+  auto z = to_vector(
+      k::binary<I32>(BinaryFn::divide, s, to_view<I32>({7, -7, 0}), s, to_view<I32>({0, 2, 0}), s));
+  EXPECT_EQ(z, (std::vector<double>{0, -3, 0}));
+}
+
+TEST(KernelsElementwise, BinaryLarge) {
+  // Big enough that a parallel backend splits it.
+  Shape out{{"b", 16}, {"l", 128}, {"d", 96}}, bias{{"d", 96}}, tr{{"d", 96}, {"b", 16}};
+  auto a = random_values(out.num_elements(), -1, 1, 5);
+  auto b = random_values(bias.num_elements(), -1, 1, 6);
+  auto t = random_values(tr.num_elements(), -1, 1, 7);
+  for (auto& v : a)
+    v = static_cast<float>(v);
+  for (auto& v : b)
+    v = static_cast<float>(v);
+  for (auto& v : t)
+    v = static_cast<float>(v);
+  auto z = to_vector(
+      k::binary<float>(BinaryFn::add, out, to_view<float>(a), bias, to_view<float>(b), out));
+  auto w = to_vector(
+      k::binary<float>(BinaryFn::multiply, out, to_view<float>(a), tr, to_view<float>(t), out));
+  for (std::int64_t i = 0; i < out.num_elements(); ++i) {
+    const auto u = static_cast<size_t>(i);
+    ASSERT_EQ(z[u], static_cast<float>(a[u] + b[static_cast<size_t>(i % 96)]));
+    ASSERT_EQ(w[u], static_cast<float>(a[u] * t[static_cast<size_t>(ref_offset(out, tr, i))]));
+  }
+}
+
+TEST(KernelsElementwise, BinaryErrors) {
+  Shape a{{"x", 3}}, b{{"x", 4}}, y{{"y", 2}};
+  auto va = to_view<float>({1, 2, 3});
+  auto vb = to_view<float>({1, 2, 3, 4});
+  expect_error([&] { k::binary<float>(BinaryFn::add, a, va, b, vb, a); },
+               {"mtk::kernels::binary", "[x=3]", "[x=4]"});
+  expect_error([&] { k::binary<float>(BinaryFn::add, a, va, a, va, y); },
+               {"mtk::kernels::binary", "'x'", "[x=3]", "[y=2]"});
+  expect_error([&] { k::binary<float>(BinaryFn::add, a, vb, a, va, a); },
+               {"mtk::kernels::binary", "4 elements", "[x=3]"});
+  expect_error([&] { k::compare<float>(CompareFn::less, a, va, b, vb, b); },
+               {"mtk::kernels::compare", "[x=3]", "[x=4]"});
+  expect_error([&] { k::where(a, va, a, va, b, vb, a); },
+               {"mtk::kernels::where", "[x=4]", "[x=3]"});
+  expect_error([&] { k::axpy<float>(1.f, va, vb); }, {"mtk::kernels::axpy", "3", "4"});
+  expect_error([&] { k::axpby(1.f, va, 2.f, vb); }, {"mtk::kernels::axpby", "3", "4"});
+  expect_error([&] { k::range<float>(a, 1, 0); }, {"mtk::kernels::range", "[x=3]"});
+}
+
+double ref_compare(CompareFn fn, double a, double b) {
+  switch (fn) {
+    case CompareFn::less:
+      return a < b;
+    case CompareFn::less_equal:
+      return a <= b;
+    case CompareFn::greater:
+      return a > b;
+    case CompareFn::greater_equal:
+      return a >= b;
+    case CompareFn::equal:
+      return a == b;
+    case CompareFn::not_equal:
+      return a != b;
+  }
+  return -1;
+}
+
+template <class T>
+void check_compare() {
+  const std::vector<CompareFn> fns = {CompareFn::less,    CompareFn::less_equal,
+                                      CompareFn::greater, CompareFn::greater_equal,
+                                      CompareFn::equal,   CompareFn::not_equal};
+  unsigned seed = 21;
+  for (const auto& c : broadcast_cases()) {
+    for (CompareFn fn : fns) {
+      SCOPED_TRACE(c.name + " / " + mtk::compare_name(fn));
+      // Small integers (also as floats) so that equality happens often.
+      auto a = random_ints(c.a.num_elements(), -2, 2, seed++);
+      auto b = random_ints(c.b.num_elements(), -2, 2, seed++);
+      auto z = to_vector(k::compare<T>(fn, c.a, to_view<T>(a), c.b, to_view<T>(b), c.out));
+      ASSERT_EQ(static_cast<std::int64_t>(z.size()), c.out.num_elements());
+      for (std::int64_t i = 0; i < c.out.num_elements(); ++i)
+        ASSERT_EQ(z[static_cast<size_t>(i)],
+                  ref_compare(fn, a[static_cast<size_t>(ref_offset(c.out, c.a, i))],
+                              b[static_cast<size_t>(ref_offset(c.out, c.b, i))]))
+            << "at " << i;
+    }
+  }
+}
+
+TEST(KernelsElementwise, CompareFloat) {
+  check_compare<float>();
+}
+TEST(KernelsElementwise, CompareInt32) {
+  check_compare<I32>();
+}
+
+TEST(KernelsElementwise, Where) {
+  struct Case {
+    Shape cond, a, b, out;
+  };
+  const std::vector<Case> cases = {
+      {{{"b", 3}, {"l", 4}}, {{"b", 3}, {"l", 4}}, {{"b", 3}, {"l", 4}}, {{"b", 3}, {"l", 4}}},
+      {{{"b", 3}, {"l", 4}},
+       {{"b", 3}, {"l", 4}, {"d", 5}},
+       {{"d", 5}},
+       {{"b", 3}, {"l", 4}, {"d", 5}}},
+      {{{"l", 4}}, {{"d", 5}, {"b", 3}}, {}, {{"d", 5}, {"l", 4}, {"b", 3}}},
+  };
+  unsigned seed = 31;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.out.to_string());
+    auto cond = random_ints(c.cond.num_elements(), 0, 1, seed++);
+    cond[0] = -1;  // any nonzero is true
+    auto a = random_values(c.a.num_elements(), -1, 1, seed++);
+    auto b = random_values(c.b.num_elements(), 2, 3, seed++);
+    auto z = to_vector(k::where(c.cond, to_view<float>(cond), c.a, to_view<float>(a), c.b,
+                                to_view<float>(b), c.out));
+    for (std::int64_t i = 0; i < c.out.num_elements(); ++i) {
+      const bool t = cond[static_cast<size_t>(ref_offset(c.out, c.cond, i))] != 0;
+      const double r = t ? a[static_cast<size_t>(ref_offset(c.out, c.a, i))]
+                         : b[static_cast<size_t>(ref_offset(c.out, c.b, i))];
+      ASSERT_EQ(z[static_cast<size_t>(i)], static_cast<float>(r)) << "at " << i;
+    }
+  }
+}
+
+// ------------------------------------------------------------------ cast, axpy, axpby, range
+
+TEST(KernelsElementwise, Cast) {
+  auto f = to_view<float>({-2.7, -2.0, -0.5, 0.0, 0.5, 2.7, 3.0, 1e6});
+  EXPECT_EQ(to_vector(k::cast<I32, float>(f)),
+            (std::vector<double>{-2, -2, 0, 0, 0, 2, 3, 1000000}));
+  auto i = to_view<I32>({-5, 0, 7, 16777217});
+  EXPECT_EQ(to_vector(k::cast<float, I32>(i)), (std::vector<double>{-5, 0, 7, 16777216}));
+  EXPECT_EQ(to_vector(k::cast<float, float>(f)), to_vector(f));
+  EXPECT_EQ(to_vector(k::cast<I32, I32>(i)), to_vector(i));
+  auto copy = k::cast<float, float>(f);
+  EXPECT_NE(copy.data(), f.data());
+}
+
+TEST(KernelsElementwise, AxpyAxpby) {
+  auto x = random_values(300, -1, 1, 41), y = random_values(300, -1, 1, 42);
+  auto vy = to_view<float>(y);
+  k::axpy(0.5f, to_view<float>(x), vy);
+  auto r = to_vector(vy);
+  for (size_t i = 0; i < x.size(); ++i)
+    EXPECT_FLOAT_EQ(r[i], static_cast<float>(y[i]) + 0.5f * static_cast<float>(x[i]));
+  auto xi = random_ints(100, -50, 50, 43), yi = random_ints(100, -50, 50, 44);
+  auto vyi = to_view<I32>(yi);
+  k::axpy<I32>(-3, to_view<I32>(xi), vyi);
+  auto ri = to_vector(vyi);
+  for (size_t i = 0; i < xi.size(); ++i)
+    EXPECT_EQ(ri[i], yi[i] - 3 * xi[i]);
+  auto z = to_vector(k::axpby(2.f, to_view<float>(x), -0.25f, to_view<float>(y)));
+  for (size_t i = 0; i < x.size(); ++i)
+    EXPECT_FLOAT_EQ(z[i], 2.f * static_cast<float>(x[i]) - 0.25f * static_cast<float>(y[i]));
+}
+
+TEST(KernelsElementwise, Range) {
+  Shape s{{"a", 2}, {"b", 3}, {"c", 4}};
+  for (int dim = 0; dim < 3; ++dim) {
+    for (std::int64_t origin : {0, 5}) {
+      auto f = to_vector(k::range<float>(s, dim, origin));
+      auto i = to_vector(k::range<I32>(s, dim, origin));
+      for (std::int64_t e = 0; e < s.num_elements(); ++e) {
+        const double r = static_cast<double>(origin + unflatten(s, e)[static_cast<size_t>(dim)]);
+        ASSERT_EQ(f[static_cast<size_t>(e)], r);
+        ASSERT_EQ(i[static_cast<size_t>(e)], r);
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------ layout
+
+template <class T>
+void check_transpose() {
+  Shape in{{"a", 2}, {"b", 3}, {"c", 4}, {"d", 5}};
+  auto x = random_ints(in.num_elements(), -100, 100, 51);
+  const std::vector<std::vector<int>> perms = {
+      {0, 1, 2, 3}, {3, 2, 1, 0}, {1, 0, 2, 3}, {0, 2, 3, 1}, {2, 0, 3, 1}};
+  for (const auto& p : perms) {
+    std::vector<mtk::Dimension> dims;
+    for (int i : p)
+      dims.push_back(in[i]);
+    Shape out(dims);
+    SCOPED_TRACE(out.to_string());
+    auto y = to_vector(k::transpose<T>(in, to_view<T>(x), out));
+    ASSERT_EQ(y.size(), x.size());
+    for (std::int64_t e = 0; e < out.num_elements(); ++e)
+      ASSERT_EQ(y[static_cast<size_t>(e)], x[static_cast<size_t>(ref_offset(out, in, e))]);
+  }
+}
+
+TEST(KernelsLayout, TransposeFloat) {
+  check_transpose<float>();
+}
+TEST(KernelsLayout, TransposeInt32) {
+  check_transpose<I32>();
+}
+
+TEST(KernelsLayout, TransposeErrors) {
+  Shape in{{"a", 2}, {"b", 3}};
+  auto x = to_view<float>(std::vector<double>(6, 1.0));
+  expect_error(
+      [&] {
+        k::transpose<float>(in, x, Shape{{"b", 3}, {"a", 2}, {"c", 1}});
+      },
+      {"mtk::kernels::transpose", "[a=2, b=3]", "[b=3, a=2, c=1]"});
+  expect_error(
+      [&] {
+        k::transpose<float>(in, x, Shape{{"b", 2}, {"a", 2}});
+      },
+      {"mtk::kernels::transpose", "[a=2, b=3]", "[b=2, a=2]"});
+  expect_error(
+      [&] {
+        k::transpose<float>(in, x, Shape{{"b", 3}, {"c", 2}});
+      },
+      {"mtk::kernels::transpose", "[a=2, b=3]"});
+}
+
+TEST(KernelsLayout, Broadcast) {
+  struct Case {
+    Shape in, out;
+  };
+  const std::vector<Case> cases = {
+      {{{"d", 5}}, {{"b", 3}, {"l", 4}, {"d", 5}}},
+      {{{"b", 3}}, {{"b", 3}, {"l", 4}}},
+      {{{"l", 4}, {"b", 3}}, {{"b", 3}, {"x", 2}, {"l", 4}}},
+      {{{"b", 3}, {"l", 4}}, {{"b", 3}, {"l", 4}}},
+      {{}, {{"b", 3}, {"l", 4}}},
+  };
+  unsigned seed = 61;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.in.to_string() + " -> " + c.out.to_string());
+    auto x = random_ints(c.in.num_elements(), -100, 100, seed++);
+    auto yf = to_vector(k::broadcast<float>(c.in, to_view<float>(x), c.out));
+    auto yi = to_vector(k::broadcast<I32>(c.in, to_view<I32>(x), c.out));
+    ASSERT_EQ(static_cast<std::int64_t>(yf.size()), c.out.num_elements());
+    for (std::int64_t e = 0; e < c.out.num_elements(); ++e) {
+      ASSERT_EQ(yf[static_cast<size_t>(e)], x[static_cast<size_t>(ref_offset(c.out, c.in, e))]);
+      ASSERT_EQ(yi[static_cast<size_t>(e)], x[static_cast<size_t>(ref_offset(c.out, c.in, e))]);
+    }
+  }
+  expect_error(
+      [] {
+        k::broadcast<float>(Shape{{"a", 2}}, to_view<float>({1, 2}), Shape{{"b", 2}});
+      },
+      {"mtk::kernels::broadcast", "[a=2]", "[b=2]"});
+}
+
+/// Reference: x of shape `in`, element at multi-index idx of the result comes from fn(idx).
+template <class T>
+void check_slice() {
+  Shape in{{"a", 3}, {"b", 7}, {"c", 2}};
+  auto x = random_ints(in.num_elements(), -100, 100, 71);
+  for (int dim = 0; dim < 3; ++dim) {
+    const std::int64_t n = in[dim].size;
+    for (std::int64_t begin = 0; begin < n; ++begin) {
+      for (std::int64_t size = 0; begin + size <= n; ++size) {
+        std::vector<mtk::Dimension> dims = in.dims();
+        dims[static_cast<size_t>(dim)].size = size;
+        Shape out(dims);
+        auto y = to_vector(k::slice<T>(in, to_view<T>(x), dim, begin, size));
+        ASSERT_EQ(static_cast<std::int64_t>(y.size()), out.num_elements());
+        for (std::int64_t e = 0; e < out.num_elements(); ++e) {
+          auto idx = unflatten(out, e);
+          idx[static_cast<size_t>(dim)] += begin;
+          ASSERT_EQ(y[static_cast<size_t>(e)],
+                    x[static_cast<size_t>(mtk::test::flat_index(in, idx))]);
+        }
+      }
+    }
+  }
+  expect_error([&] { k::slice<T>(in, to_view<T>(x), 1, 5, 3); },
+               {"mtk::kernels::slice", "'b'", "[a=3, b=7, c=2]"});
+  expect_error([&] { k::slice<T>(in, to_view<T>(x), 3, 0, 1); },
+               {"mtk::kernels::slice", "[a=3, b=7, c=2]"});
+}
+
+TEST(KernelsLayout, SliceFloat) {
+  check_slice<float>();
+}
+TEST(KernelsLayout, SliceInt32) {
+  check_slice<I32>();
+}
+
+template <class T>
+void check_concat() {
+  for (int dim = 0; dim < 3; ++dim) {
+    SCOPED_TRACE(dim);
+    const std::vector<std::int64_t> sizes = {2, 0, 3, 1};
+    std::vector<Shape> shapes;
+    std::vector<k::View<T>> views;
+    std::vector<std::vector<double>> values;
+    std::int64_t total = 0;
+    for (size_t p = 0; p < sizes.size(); ++p) {
+      std::vector<mtk::Dimension> dims = {{"a", 2}, {"b", 3}, {"c", 4}};
+      dims[static_cast<size_t>(dim)].size = sizes[p];
+      shapes.emplace_back(dims);
+      values.push_back(
+          random_ints(shapes.back().num_elements(), -100, 100, static_cast<unsigned>(80 + p)));
+      views.push_back(to_view<T>(values.back()));
+      total += sizes[p];
+    }
+    std::vector<mtk::Dimension> dims = {{"a", 2}, {"b", 3}, {"c", 4}};
+    dims[static_cast<size_t>(dim)].size = total;
+    Shape out(dims);
+    auto y = to_vector(k::concat<T>(shapes, views, dim));
+    ASSERT_EQ(static_cast<std::int64_t>(y.size()), out.num_elements());
+    for (std::int64_t e = 0; e < out.num_elements(); ++e) {
+      auto idx = unflatten(out, e);
+      size_t p = 0;
+      while (idx[static_cast<size_t>(dim)] >= sizes[p])
+        idx[static_cast<size_t>(dim)] -= sizes[p++];
+      ASSERT_EQ(y[static_cast<size_t>(e)],
+                values[p][static_cast<size_t>(mtk::test::flat_index(shapes[p], idx))]);
+    }
+  }
+  std::vector<Shape> bad = {Shape{{"a", 2}, {"b", 3}}, Shape{{"a", 3}, {"b", 3}}};
+  std::vector<k::View<T>> bv = {to_view<T>(std::vector<double>(6)),
+                                to_view<T>(std::vector<double>(9))};
+  expect_error([&] { k::concat<T>(bad, bv, 1); },
+               {"mtk::kernels::concat", "[a=2, b=3]", "[a=3, b=3]"});
+  EXPECT_NO_THROW(k::concat<T>(bad, bv, 0));
+}
+
+TEST(KernelsLayout, ConcatFloat) {
+  check_concat<float>();
+}
+TEST(KernelsLayout, ConcatInt32) {
+  check_concat<I32>();
+}
+
+template <class T>
+void check_pad() {
+  Shape in{{"a", 2}, {"b", 3}, {"c", 4}};
+  auto x = random_ints(in.num_elements(), -100, 100, 91);
+  for (int dim = 0; dim < 3; ++dim) {
+    for (auto [before, after] : std::vector<std::pair<int, int>>{{0, 0}, {1, 0}, {0, 2}, {3, 1}}) {
+      std::vector<mtk::Dimension> dims = in.dims();
+      dims[static_cast<size_t>(dim)].size += before + after;
+      Shape out(dims);
+      auto y = to_vector(k::pad<T>(in, to_view<T>(x), dim, before, after, T(7)));
+      ASSERT_EQ(static_cast<std::int64_t>(y.size()), out.num_elements());
+      for (std::int64_t e = 0; e < out.num_elements(); ++e) {
+        auto idx = unflatten(out, e);
+        auto& j = idx[static_cast<size_t>(dim)];
+        j -= before;
+        const double r = (j >= 0 && j < in[dim].size)
+                             ? x[static_cast<size_t>(mtk::test::flat_index(in, idx))]
+                             : 7.0;
+        ASSERT_EQ(y[static_cast<size_t>(e)], r);
+      }
+    }
+  }
+  expect_error([&] { k::pad<T>(in, to_view<T>(x), 1, -1, 0, T(0)); },
+               {"mtk::kernels::pad", "[a=2, b=3, c=4]"});
+}
+
+TEST(KernelsLayout, PadFloat) {
+  check_pad<float>();
+}
+TEST(KernelsLayout, PadInt32) {
+  check_pad<I32>();
+}
+
+template <class T>
+void check_shift() {
+  Shape in{{"a", 2}, {"b", 5}, {"c", 3}};
+  auto x = random_ints(in.num_elements(), 1, 100, 95);  // nonzero: zero fill is visible
+  for (int dim = 0; dim < 3; ++dim) {
+    const std::int64_t n = in[dim].size;
+    for (std::int64_t offset = -7; offset <= 7; ++offset) {
+      for (bool wrap : {false, true}) {
+        SCOPED_TRACE(mtk::cat("dim ", dim, " offset ", offset, " wrap ", wrap));
+        auto y = to_vector(k::shift<T>(in, to_view<T>(x), dim, offset, wrap));
+        ASSERT_EQ(y.size(), x.size());
+        for (std::int64_t e = 0; e < in.num_elements(); ++e) {
+          auto idx = unflatten(in, e);
+          auto& j = idx[static_cast<size_t>(dim)];
+          j -= offset;
+          if (wrap)
+            j = ((j % n) + n) % n;
+          const double r =
+              (j >= 0 && j < n) ? x[static_cast<size_t>(mtk::test::flat_index(in, idx))] : 0.0;
+          ASSERT_EQ(y[static_cast<size_t>(e)], r);
+        }
+      }
+    }
+  }
+  // Spelled out: out[i] = x[i - 1].
+  Shape s{{"t", 4}};
+  EXPECT_EQ(to_vector(k::shift<T>(s, to_view<T>({1, 2, 3, 4}), 0, 1, false)),
+            (std::vector<double>{0, 1, 2, 3}));
+  EXPECT_EQ(to_vector(k::shift<T>(s, to_view<T>({1, 2, 3, 4}), 0, 1, true)),
+            (std::vector<double>{4, 1, 2, 3}));
+  EXPECT_EQ(to_vector(k::shift<T>(s, to_view<T>({1, 2, 3, 4}), 0, -1, false)),
+            (std::vector<double>{2, 3, 4, 0}));
+}
+
+TEST(KernelsLayout, ShiftFloat) {
+  check_shift<float>();
+}
+TEST(KernelsLayout, ShiftInt32) {
+  check_shift<I32>();
+}
+
+// ------------------------------------------------------------------ random
+
+struct Moments {
+  double mean = 0, stddev = 0, min = 1e300, max = -1e300;
+};
+
+Moments moments(const std::vector<double>& v) {
+  Moments m;
+  for (double x : v) {
+    m.mean += x;
+    m.min = std::min(m.min, x);
+    m.max = std::max(m.max, x);
+  }
+  m.mean /= static_cast<double>(v.size());
+  for (double x : v)
+    m.stddev += (x - m.mean) * (x - m.mean);
+  m.stddev = std::sqrt(m.stddev / static_cast<double>(v.size()));
+  return m;
+}
+
+const Shape kBig{{"x", 400}, {"y", 250}};  // 100k samples
+const std::vector<std::int64_t> kZero = {0, 0};
+
+TEST(KernelsRandom, UniformRangeAndMoments) {
+  auto v = to_vector(k::random_uniform(kBig, kBig, kZero, 1234, -1.f, 3.f));
+  ASSERT_EQ(v.size(), 100000u);
+  auto m = moments(v);
+  EXPECT_GE(m.min, -1.0);
+  EXPECT_LT(m.max, 3.0);
+  EXPECT_LT(m.min, -0.99);
+  EXPECT_GT(m.max, 2.99);
+  EXPECT_NEAR(m.mean, 1.0, 0.02);
+  EXPECT_NEAR(m.stddev, 4.0 / std::sqrt(12.0), 0.01);
+  // Neighbouring elements are uncorrelated.
+  double c = 0;
+  for (size_t i = 0; i + 1 < v.size(); ++i)
+    c += (v[i] - m.mean) * (v[i + 1] - m.mean);
+  EXPECT_NEAR(c / static_cast<double>(v.size() - 1) / (m.stddev * m.stddev), 0.0, 0.02);
+  // Unit interval: within [0, 1).
+  auto u = to_vector(k::random_uniform(kBig, kBig, kZero, 99, 0.f, 1.f));
+  for (double x : u)
+    ASSERT_TRUE(x >= 0.0 && x < 1.0) << x;
+}
+
+TEST(KernelsRandom, NormalMoments) {
+  auto v = to_vector(k::random_normal(kBig, kBig, kZero, 77, 0.5f, 2.f, false));
+  auto m = moments(v);
+  EXPECT_NEAR(m.mean, 0.5, 0.03);
+  EXPECT_NEAR(m.stddev, 2.0, 0.03);
+  EXPECT_LT(m.min, 0.5 - 2 * 2.0 * 1.75);  // untruncated: tails beyond 2 stddev occur
+  EXPECT_GT(m.max, 0.5 + 2 * 2.0 * 1.75);
+  std::int64_t beyond = 0;
+  for (double x : v)
+    beyond += std::fabs(x - 0.5) > 4.0;
+  EXPECT_NEAR(static_cast<double>(beyond) / 100000.0, 0.0455, 0.004);
+}
+
+TEST(KernelsRandom, TruncatedNormalWithinTwoStddev) {
+  auto v = to_vector(k::random_normal(kBig, kBig, kZero, 78, -1.f, 0.5f, true));
+  auto m = moments(v);
+  EXPECT_GE(m.min, -1.0 - 1.0);
+  EXPECT_LE(m.max, -1.0 + 1.0);
+  EXPECT_NEAR(m.mean, -1.0, 0.01);
+  // Standard deviation of N(0, 1) truncated to [-2, 2]: 0.8796.
+  EXPECT_NEAR(m.stddev, 0.5 * 0.8796, 0.01);
+  EXPECT_LT(m.min, -1.0 - 0.99);  // the truncation boundary is approached, not clamped early
+  EXPECT_GT(m.max, -1.0 + 0.99);
+}
+
+TEST(KernelsRandom, SeedsDifferAndRepeat) {
+  Shape s{{"x", 64}};
+  std::vector<std::int64_t> o = {0};
+  auto a = to_vector(k::random_uniform(s, s, o, 1, 0.f, 1.f));
+  auto a2 = to_vector(k::random_uniform(s, s, o, 1, 0.f, 1.f));
+  auto b = to_vector(k::random_uniform(s, s, o, 2, 0.f, 1.f));
+  EXPECT_EQ(a, a2);
+  int same = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    same += a[i] == b[i];
+  EXPECT_LT(same, 3);
+  auto n = to_vector(k::random_normal(s, s, o, k::hash_name("w"), 0.f, 1.f, false));
+  auto n2 = to_vector(k::random_normal(s, s, o, k::hash_name("v"), 0.f, 1.f, false));
+  EXPECT_NE(n, n2);
+}
+
+/// Generates the global tensor at once and as tiles of `tile` (which divide it), stitching the
+/// tiles into global order: they must agree bitwise.
+void check_layout_independence(
+    const Shape& global, const std::vector<std::int64_t>& tile,
+    const std::function<k::FView(const Shape&, const Shape&, const std::vector<std::int64_t>&)>&
+        gen) {
+  SCOPED_TRACE(global.to_string());
+  auto whole = to_vector(gen(global, global, std::vector<std::int64_t>(tile.size(), 0)));
+  std::vector<double> stitched(whole.size(), std::nan(""));
+  std::vector<mtk::Dimension> ldims = global.dims();
+  std::vector<std::int64_t> counts;
+  std::int64_t tiles = 1;
+  for (size_t i = 0; i < tile.size(); ++i) {
+    ldims[i].size = tile[i];
+    counts.push_back(global[static_cast<int>(i)].size / tile[i]);
+    tiles *= counts.back();
+  }
+  const Shape local(ldims);
+  const Shape grid = [&] {
+    std::vector<mtk::Dimension> g;
+    for (size_t i = 0; i < counts.size(); ++i)
+      g.push_back({"g" + std::to_string(i), counts[i]});
+    return Shape(g);
+  }();
+  for (std::int64_t t = 0; t < tiles; ++t) {
+    auto origin = unflatten(grid, t);
+    for (size_t i = 0; i < origin.size(); ++i)
+      origin[i] *= tile[i];
+    auto part = to_vector(gen(global, local, origin));
+    ASSERT_EQ(static_cast<std::int64_t>(part.size()), local.num_elements());
+    for (std::int64_t e = 0; e < local.num_elements(); ++e) {
+      auto idx = unflatten(local, e);
+      for (size_t i = 0; i < idx.size(); ++i)
+        idx[i] += origin[i];
+      stitched[static_cast<size_t>(mtk::test::flat_index(global, idx))] =
+          part[static_cast<size_t>(e)];
+    }
+  }
+  for (size_t i = 0; i < whole.size(); ++i) {
+    // Bitwise: compare the float bit patterns.
+    const float a = static_cast<float>(whole[i]), b = static_cast<float>(stitched[i]);
+    std::uint32_t ua, ub;
+    std::memcpy(&ua, &a, 4);
+    std::memcpy(&ub, &b, 4);
+    ASSERT_EQ(ua, ub) << "element " << i;
+  }
+}
+
+TEST(KernelsRandom, LayoutIndependence) {
+  auto uniform = [](const Shape& g, const Shape& l, const std::vector<std::int64_t>& o) {
+    return k::random_uniform(g, l, o, 4242, -0.1f, 0.1f);
+  };
+  auto normal = [](const Shape& g, const Shape& l, const std::vector<std::int64_t>& o) {
+    return k::random_normal(g, l, o, 4243, 0.f, 0.02f, false);
+  };
+  auto truncated = [](const Shape& g, const Shape& l, const std::vector<std::int64_t>& o) {
+    return k::random_normal(g, l, o, 4244, 1.f, 3.f, true);
+  };
+  const Shape g2{{"r", 8}, {"c", 6}};
+  const Shape g3{{"a", 4}, {"b", 6}, {"c", 10}};
+  for (const auto& gen :
+       {std::function<k::FView(const Shape&, const Shape&, const std::vector<std::int64_t>&)>(
+            uniform),
+        std::function<k::FView(const Shape&, const Shape&, const std::vector<std::int64_t>&)>(
+            normal),
+        std::function<k::FView(const Shape&, const Shape&, const std::vector<std::int64_t>&)>(
+            truncated)}) {
+    check_layout_independence(g2, {4, 3}, gen);  // four [4,3] slices
+    check_layout_independence(g2, {2, 6}, gen);
+    check_layout_independence(g2, {8, 1}, gen);
+    check_layout_independence(g3, {2, 3, 5}, gen);
+    check_layout_independence(g3, {4, 1, 10}, gen);
+  }
+}
+
+TEST(KernelsRandom, Errors) {
+  const Shape g{{"r", 8}, {"c", 6}};
+  expect_error(
+      [&] {
+        k::random_uniform(g, Shape{{"r", 4}, {"c", 3}}, {6, 0}, 1, 0.f, 1.f);
+      },
+      {"mtk::kernels::random_uniform", "[r=4, c=3]", "[r=8, c=6]"});
+  expect_error(
+      [&] {
+        k::random_normal(g, Shape{{"c", 6}, {"r", 8}}, {0, 0}, 1, 0.f, 1.f, true);
+      },
+      {"mtk::kernels::random_normal", "[c=6, r=8]", "[r=8, c=6]"});
+  expect_error([&] { k::random_uniform(g, g, {0}, 1, 0.f, 1.f); },
+               {"mtk::kernels::random_uniform", "[r=8, c=6]"});
+}
+
+TEST(KernelsRandom, HashName) {
+  // FNV-1a 64 reference values.
+  EXPECT_EQ(k::hash_name(""), 0xcbf29ce484222325ull);
+  EXPECT_EQ(k::hash_name("a"), 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(k::hash_name("foobar"), 0x85944171f73967e8ull);
+  EXPECT_NE(k::hash_name("layer_0/w"), k::hash_name("layer_1/w"));
+}
+
+}  // namespace
