@@ -8,6 +8,7 @@
 #include <mtk_shape.hpp>
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -166,8 +167,9 @@ class Graph {
 
  private:
   std::string unique_name(const std::string& base);
-  std::vector<Operation> ops_;
-  std::vector<TensorInfo> tensors_;
+  // Deques: references to ops and tensors stay valid while the graph grows.
+  std::deque<Operation> ops_;
+  std::deque<TensorInfo> tensors_;
   std::vector<std::string> names_;
 };
 

@@ -39,7 +39,10 @@ class Lowering {
   std::vector<int> axes(int t) const { return L(t).mesh_axes(); }
   const Operation& op() const { return g_.op(op_index_); }
   std::string label() const { return cat(op_kind_name(op().kind), " '", op().name, "'"); }
-  std::string describe(int t) const { return cat("'", g_.tensor_info(t).name, "' ", L(t).to_string()); }
+  std::string describe(int t) const {
+    const std::string name = t < g_.num_tensors() ? g_.tensor_info(t).name : "temporary";
+    return cat("'", name, "' ", L(t).to_string());
+  }
   bool is_float(int t) const { return L_dtype(t) == DType::float32; }
   DType L_dtype(int t) const {
     return t < g_.num_tensors() ? g_.tensor_info(t).dtype : temp_dtype_.at(t);
@@ -58,7 +61,7 @@ class Lowering {
   }
 
   // A temporary buffer (not a graph tensor) with its own layout.
-  int new_temp(const Shape& shape, const std::vector<int>& ax, DType dtype) {
+  int new_temp(Shape shape, const std::vector<int>& ax, DType dtype) {
     int id = static_cast<int>(p_->layouts_.size());
     p_->layouts_.emplace_back(shape, ax, mesh_.shape(), "tmp");
     pending_.emplace_back();
@@ -126,7 +129,7 @@ class Lowering {
 
   void require_whole(int t, const std::string& dim) {
     int i = L(t).shape().index_of(dim);
-    if (i >= 0 && L(t).mesh_axis(i) >= 0)
+    if (i >= 0 && L(t).mesh_axis(i) >= 0 && mesh_.shape()[L(t).mesh_axis(i)].size > 1)
       fail("mtk::lower", cat(label(), " needs dimension '", dim, "' whole, but tensor ", describe(t),
                              " splits it over mesh dimension '", mesh_.shape()[L(t).mesh_axis(i)].name,
                              "' of size ", mesh_.shape()[L(t).mesh_axis(i)].size,
@@ -579,8 +582,14 @@ class Lowering {
     for (int i = 0; i < xs.rank(); ++i) {
       int a = L(x).mesh_axis(i);
       if (a < 0) continue;
+      // The same dim, possibly renamed: same size at the same row-major position.
       int j = ys.index_of(xs[i].name);
-      if (j >= 0 && ys[j].size == xs[i].size && prefix(xs, i) == prefix(ys, j)) {
+      if (j < 0 || ys[j].size != xs[i].size || prefix(xs, i) != prefix(ys, j)) {
+        j = -1;
+        for (int k = 0; k < ys.rank() && j < 0; ++k)
+          if (ys[k].size == xs[i].size && prefix(ys, k) == prefix(xs, i) && !xs.contains(ys[k].name)) j = k;
+      }
+      if (j >= 0) {
         keep_axes[static_cast<size_t>(i)] = a;
         y_axes_mid[static_cast<size_t>(j)] = a;
       }
@@ -610,22 +619,22 @@ class Lowering {
     });
   }
 
-  // slice / pad / shift / concat along a dim that must be whole in the inputs.
+  // slice / pad / shift / concat work on a whole dim: a split input dim is gathered first (an
+  // allconcat, listed by explain()), the result is sliced again if the output splits its dim.
   void lower_along_dim() {
     const Operation& o = op();
     const int y = o.outputs[0];
+    std::vector<int> ins;
     for (int t : o.inputs) {
-      require_whole(t, o.attrs.dim);
       materialize(t);
+      ins.push_back(gather_dims(t, {o.attrs.dim}));
     }
-    const int d = L(o.inputs[0]).shape().index_of(o.attrs.dim);
-    // Computed with the output dim whole, then sliced if the output splits it.
-    auto mid_axes = axes(o.inputs[0]);
+    const int d = L(ins[0]).shape().index_of(o.attrs.dim);
+    auto mid_axes = axes(ins[0]);
     const int mid = new_temp(L(y).shape(), mid_axes, L_dtype(y));
     const Shape lmid = local(mid);
     std::vector<Shape> lin;
-    for (int t : o.inputs) lin.push_back(local(t));
-    const std::vector<int> ins = o.inputs;
+    for (int t : ins) lin.push_back(local(t));
     const OpKind kind = o.kind;
     const OpAttrs at = o.attrs;
     const bool f = is_float(y);

@@ -9,6 +9,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -97,7 +98,7 @@ class Program {
 
   Mesh mesh_;
   Graph* graph_ = nullptr;
-  std::vector<TensorLayout> layouts_;     // by tensor id
+  std::deque<TensorLayout> layouts_;  // by tensor id, then temporaries (stable references)
   std::vector<std::vector<int>> pending_;  // by tensor id: mesh axes of a pending sum at the end
   std::vector<Step> steps_;
   std::vector<int> last_use_;  // by tensor id: index of the last step reading it (-1: none)

@@ -1,0 +1,275 @@
+// The core promise of MTK: the layout changes speed and memory, never results. Every op's forward
+// values and every gradient, on every mesh of this rank count (1-D, 2-D, 3-D) under several
+// layouts, equal the same graph run on one processor; gradients also agree with finite
+// differences; runs are deterministic.
+
+#include "mtk_graph_test_cases.hpp"
+#include "mtk_test_util.hpp"
+
+#include <mtk_error.hpp>
+#include <mtk_lowering.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace mtk;
+using namespace mtk::test;
+
+namespace {
+
+// "b:@0;k:@1" on mesh (a, b) -> "b:a;k:b"; rules naming a missing mesh dim are dropped.
+LayoutRules instantiate(const std::string& text, const MeshShape& mesh) {
+  std::string t = text;
+  for (char& c : t)
+    if (c == '@') c = 'm';
+  const LayoutRules templ = LayoutRules::parse(t);
+  std::vector<std::pair<std::string, std::string>> rules;
+  for (const auto& [tensor_dim, axis] : templ.rules()) {
+    int a = axis[1] - '0';
+    if (a < mesh.ndims()) rules.emplace_back(tensor_dim, mesh[a].name);
+  }
+  return LayoutRules(rules);
+}
+
+struct Result {
+  std::vector<HostTensor> values;  // outputs, loss, gradients
+  std::vector<std::string> labels;
+};
+
+Result run_case(const GraphCase& c, const Mesh& mesh, const LayoutRules& rules, int runs = 1,
+                std::string* explain = nullptr) {
+  Graph g;
+  BuiltGraph built = c.build(g);
+  auto vars = g.trainable_variables();
+  auto grads = gradients(built.loss, vars);
+  std::vector<Tensor> fetch = built.outputs;
+  Result r;
+  for (const auto& t : built.outputs) r.labels.push_back("output " + t.name());
+  fetch.push_back(built.loss);
+  r.labels.push_back("loss");
+  for (size_t k = 0; k < grads.size(); ++k) {
+    fetch.push_back(grads[k]);
+    r.labels.push_back("d loss / d " + vars[k].name());
+  }
+  auto program = lower(g, mesh, rules);
+  for (int k = 0; k < runs; ++k) r.values = program->run(built.feeds, fetch);
+  if (explain) *explain = program->explain();
+  return r;
+}
+
+void expect_close(const Result& got, const Result& want, const std::string& where) {
+  ASSERT_EQ(got.values.size(), want.values.size()) << where;
+  for (size_t t = 0; t < got.values.size(); ++t) {
+    const auto& a = got.values[t];
+    const auto& b = want.values[t];
+    ASSERT_EQ(a.shape, b.shape) << where << " " << want.labels[t];
+    double scale = 0, diff = 0;
+    for (std::int64_t e = 0; e < b.shape.num_elements(); ++e) {
+      scale = std::max(scale, std::fabs(b.at(e)));
+      diff = std::max(diff, std::fabs(a.at(e) - b.at(e)));
+    }
+    EXPECT_LE(diff, 1e-5 * std::max(scale, 1e-6)) << where << ": " << want.labels[t]
+                                                  << " differs by " << diff << " (scale " << scale << ")";
+  }
+}
+
+const Mesh& single_processor_mesh() {
+  static Mesh mesh(MeshShape::parse("x:1"), MPI_COMM_SELF);
+  return mesh;
+}
+
+}  // namespace
+
+class LayoutInvariance : public ::testing::TestWithParam<int> {};
+
+TEST_P(LayoutInvariance, ForwardAndGradientsMatchOneProcessor) {
+  const GraphCase c = graph_cases().at(static_cast<size_t>(GetParam()));
+  const Result reference = run_case(c, single_processor_mesh(), LayoutRules());
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    Mesh mesh(mshape, MPI_COMM_WORLD);
+    for (const auto& layout : c.layouts) {
+      const LayoutRules rules = instantiate(layout, mshape);
+      const std::string where = c.name + " on mesh " + mshape.to_string() + " layout \"" + rules.to_string() + "\"";
+      expect_close(run_case(c, mesh, rules), reference, where);
+    }
+  }
+}
+
+TEST_P(LayoutInvariance, DeterministicBitwise) {
+  const GraphCase c = graph_cases().at(static_cast<size_t>(GetParam()));
+  const auto mshape = meshes_of_size(world_size()).back();
+  Mesh mesh(mshape, MPI_COMM_WORLD);
+  const LayoutRules rules = instantiate(c.layouts.back(), mshape);
+  const Result a = run_case(c, mesh, rules), b = run_case(c, mesh, rules);
+  for (size_t t = 0; t < a.values.size(); ++t) {
+    EXPECT_EQ(a.values[t].f, b.values[t].f) << c.name << " " << a.labels[t];
+    EXPECT_EQ(a.values[t].i, b.values[t].i) << c.name << " " << a.labels[t];
+  }
+}
+
+TEST_P(LayoutInvariance, GradientsMatchFiniteDifferences) {
+  const GraphCase c = graph_cases().at(static_cast<size_t>(GetParam()));
+  if (!c.finite_differences) GTEST_SKIP() << c.name << " is checked against the 1-processor run only";
+  // On one processor, in float32: central differences on a few elements of every variable.
+  Graph g;
+  BuiltGraph built = c.build(g);
+  auto vars = g.trainable_variables();
+  auto grads = gradients(built.loss, vars);
+  auto program = lower(g, single_processor_mesh(), LayoutRules());
+  std::vector<Tensor> fetch = {built.loss};
+  fetch.insert(fetch.end(), grads.begin(), grads.end());
+  auto base = program->run(built.feeds, fetch);
+  for (size_t k = 0; k < vars.size(); ++k) {
+    auto slice = program->variable_slice(vars[k].name());
+    auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), slice);
+    const std::int64_t n = static_cast<std::int64_t>(host.extent(0));
+    for (std::int64_t e : {std::int64_t(0), n / 3, n - 1}) {
+      const float eps = 1e-2f, saved = host(e);
+      auto loss_at = [&](float value) {
+        auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), slice);
+        h(e) = value;
+        Kokkos::View<float*> dev("perturbed", h.extent(0));
+        Kokkos::deep_copy(dev, h);
+        program->set_variable_slice(vars[k].name(), dev);
+        program->set_step(0);
+        return program->run(built.feeds, {built.loss})[0].f[0];
+      };
+      const double numeric = (static_cast<double>(loss_at(saved + eps)) - loss_at(saved - eps)) / (2.0 * eps);
+      loss_at(saved);
+      const double analytic = base[1 + k].f[static_cast<size_t>(e)];
+      EXPECT_NEAR(numeric, analytic, 2e-2 * std::max(1.0, std::fabs(analytic)))
+          << c.name << ": d loss / d " << vars[k].name() << "[" << e << "]";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, LayoutInvariance,
+                         ::testing::Range(0, static_cast<int>(graph_cases().size())),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return graph_cases().at(static_cast<size_t>(info.param)).name;
+                         });
+
+TEST(Lowering, PartialSumsMergeIntoOneAllreduce) {
+  // Two contractions over a split dim, added: one allreduce, not two.
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    Mesh mesh(mshape, MPI_COMM_WORLD);
+    Graph g;
+    const Dimension b{"b", 8}, k{"k", 16}, j{"j", 8};
+    Tensor x1 = var(g, "x1", {b, k}), x2 = var(g, "x2", {b, k}), w1 = var(g, "w1", {k, j}),
+           w2 = var(g, "w2", {k, j});
+    Tensor y = einsum({x1, w1}, Shape{b, j}) + einsum({x2, w2}, Shape{b, j});
+    Tensor total = reduce_sum(multiply(y, 0.5));
+    auto program = lower(g, mesh, LayoutRules::parse("k:" + mshape[0].name));
+    auto calls = program->counters().comm_calls;
+    if (mshape[0].size > 1) {
+      EXPECT_EQ(calls["allreduce"], 0) << "the sum stays pending until fetched";
+    }
+    auto got = program->run({}, {y, total});
+    auto ref = lower(g, single_processor_mesh(), LayoutRules())->run({}, {y, total});
+    EXPECT_NEAR(got[1].f[0], ref[1].f[0], 1e-4 * std::max(1.0f, std::fabs(ref[1].f[0])));
+    for (size_t e = 0; e < ref[0].f.size(); ++e) ASSERT_NEAR(got[0].f[e], ref[0].f[e], 1e-4);
+  }
+}
+
+TEST(Lowering, CountersAndExplain) {
+  const int n = world_size();
+  Mesh mesh(MeshShape::parse("model:" + std::to_string(n)), MPI_COMM_WORLD);
+  Graph g;
+  const Dimension b{"b", 16}, dm{"d_model", 8}, ff{"d_ff", 32};
+  Tensor x = placeholder(g, "x", {b, dm});
+  Tensor w1 = var(g, "w1", {dm, ff}), w2 = var(g, "w2", {ff, dm});
+  Tensor hdn = relu(einsum({x, w1}, Shape{b, ff}));
+  Tensor y = einsum({hdn, w2}, Shape{b, dm});
+  Tensor loss = reduce_sum(square(y));
+  auto program = lower(g, mesh, LayoutRules::parse("d_ff:model"));
+  const auto& c = program->counters();
+  // FLOPs: each rank does 1/n of both contractions.
+  EXPECT_DOUBLE_EQ(c.flops.at("einsum"), 2.0 * 16 * 8 * 32 * 2 / n);
+  EXPECT_EQ(c.variable_bytes, (8 * 32 * 2 / n) * 4);
+  EXPECT_GE(c.peak_bytes, c.variable_bytes);
+  if (n > 1) {
+    // One allreduce: the second contraction's partial sum, needed whole by square().
+    EXPECT_EQ(c.comm_calls.at("allreduce"), 1) << program->explain();
+    EXPECT_EQ(c.comm_bytes.at("allreduce"), 16 * 8 * 4) << program->explain();
+  }
+  std::string text = program->explain();
+  EXPECT_NE(text.find("d_ff=32@model"), std::string::npos) << text;
+  EXPECT_NE(text.find("einsum"), std::string::npos) << text;
+  std::vector<float> xs(16 * 8, 0.25f);
+  auto out = program->run({{x.id(), HostTensor::floats(x.shape(), xs)}}, {loss});
+  EXPECT_TRUE(std::isfinite(out[0].f[0]));
+}
+
+TEST(Lowering, BadLayoutsAndOpsFailClearlyOnEveryRank) {
+  const int n = world_size();
+  Mesh mesh(MeshShape::parse("m:" + std::to_string(n)), MPI_COMM_WORLD);
+  {
+    Graph g;
+    Tensor x = var(g, "x", {{"b", 8}, {"l", 16}});
+    cumsum(x, "l");
+    if (n > 1) {
+      try {
+        lower(g, mesh, LayoutRules::parse("l:m"));
+        FAIL() << "no error";
+      } catch (const Error& e) {
+        std::string m = e.what();
+        EXPECT_NE(m.find("cumsum"), std::string::npos) << m;
+        EXPECT_NE(m.find("'l'"), std::string::npos) << m;
+        EXPECT_NE(m.find("whole"), std::string::npos) << m;
+      }
+    }
+  }
+  {
+    Graph g;
+    var(g, "w", {{"d_ff", 6}, {"heads", 4}});
+    if (n > 1) {
+      EXPECT_THROW(lower(g, mesh, LayoutRules::parse("d_ff:m;heads:m")), Error);
+    }
+  }
+  {
+    Graph g;
+    Tensor a = var(g, "a", {{"i", 4}, {"k", 3}}), w = var(g, "w", {{"k", 5}});
+    EXPECT_THROW(einsum({a, w}, Shape{{"i", 4}}), Error);         // k: 3 vs 5
+    EXPECT_THROW(einsum({a}, Shape{{"z", 2}}), Error);            // unknown output dim
+    EXPECT_THROW(reduce_sum(a, {"nope"}), Error);                 // unknown dim
+    EXPECT_THROW(einsum({a}, Shape{{"i", 5}}), Error);            // wrong size
+  }
+  // Still in step.
+  int one = 1, sum = 0;
+  MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_EQ(sum, n);
+}
+
+TEST(Lowering, AssignmentsUpdateVariablesLikeOneProcessor) {
+  auto build = [](Graph& g) {
+    const Dimension b{"b", 8}, i{"i", 8}, j{"j", 16};
+    Tensor x = var(g, "x", {b, i}), w = var(g, "w", {i, j}, 0.5f);
+    Tensor loss = reduce_sum(square(einsum({x, w}, Shape{b, j})));
+    auto grads = gradients(loss, {x, w});
+    assign_sub(w, multiply(grads[1], 0.01));
+    assign_add(x, multiply(grads[0], -0.01));
+    assign(g.variable("x"), g.variable("x"));
+    return loss;
+  };
+  auto run = [&](const Mesh& mesh, const LayoutRules& rules) {
+    Graph g;
+    Tensor loss = build(g);
+    auto p = lower(g, mesh, rules);
+    std::vector<float> losses;
+    for (int s = 0; s < 3; ++s) losses.push_back(p->run({}, {loss})[0].f[0]);
+    return std::make_pair(losses, p->variable_value("w").f);
+  };
+  auto ref = run(single_processor_mesh(), LayoutRules());
+  EXPECT_LT(ref.first[2], ref.first[0]);
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    Mesh mesh(mshape, MPI_COMM_WORLD);
+    for (const auto& layout : {"b:@0", "i:@0;j:@1", "j:@0"}) {
+      auto got = run(mesh, instantiate(layout, mshape));
+      for (int s = 0; s < 3; ++s)
+        EXPECT_NEAR(got.first[static_cast<size_t>(s)], ref.first[static_cast<size_t>(s)],
+                    1e-5 * std::fabs(ref.first[static_cast<size_t>(s)]));
+      for (size_t e = 0; e < ref.second.size(); ++e) ASSERT_NEAR(got.second[e], ref.second[e], 1e-5);
+    }
+  }
+}
