@@ -1,0 +1,2 @@
+// mtk-ckpt (in progress)
+int main() { return 1; }

@@ -1,0 +1,2 @@
+// (in progress)
+#include <mtk_config.hpp>
