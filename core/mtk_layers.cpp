@@ -180,7 +180,7 @@ MoeResult mixture_of_experts(const LayerContext& ctx, const std::string& name, c
   Tensor expert_out = einsum({h, w2}, Shape{experts, batch_unsplit, cap, d_model});
   expert_out = reshape(expert_out, Shape{experts_unsplit, batch, cap, d_model});
   Tensor y = einsum({combine, expert_out}, x.shape());
-  return {y, aux};
+  return {y, aux, combine};
 }
 
 Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& targets, const Dimension& vocab,

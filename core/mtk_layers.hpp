@@ -57,6 +57,7 @@ struct MoeOptions {
 struct MoeResult {
   Tensor output;    ///< same shape as x
   Tensor aux_loss;  ///< scalar load-balancing loss (already scaled by the coefficient)
+  Tensor combine;   ///< [batch, length, experts_unsplit, expert_capacity] routing weights
 };
 
 /// Mixture of experts (Mesh-TensorFlow moe v1): each sequence of x [batch, length, d_model] is a

@@ -4,6 +4,7 @@
 // differences; runs are deterministic.
 
 #include "mtk_graph_test_cases.hpp"
+#include "mtk_invariance_check.hpp"
 #include "mtk_test_util.hpp"
 
 #include <mtk_error.hpp>
@@ -16,70 +17,6 @@
 using namespace mtk;
 using namespace mtk::test;
 
-namespace {
-
-// "b:@0;k:@1" on mesh (a, b) -> "b:a;k:b"; rules naming a missing mesh dim are dropped.
-LayoutRules instantiate(const std::string& text, const MeshShape& mesh) {
-  std::string t = text;
-  for (char& c : t)
-    if (c == '@') c = 'm';
-  const LayoutRules templ = LayoutRules::parse(t);
-  std::vector<std::pair<std::string, std::string>> rules;
-  for (const auto& [tensor_dim, axis] : templ.rules()) {
-    int a = axis[1] - '0';
-    if (a < mesh.ndims()) rules.emplace_back(tensor_dim, mesh[a].name);
-  }
-  return LayoutRules(rules);
-}
-
-struct Result {
-  std::vector<HostTensor> values;  // outputs, loss, gradients
-  std::vector<std::string> labels;
-};
-
-Result run_case(const GraphCase& c, const Mesh& mesh, const LayoutRules& rules, int runs = 1,
-                std::string* explain = nullptr) {
-  Graph g;
-  BuiltGraph built = c.build(g);
-  auto vars = g.trainable_variables();
-  auto grads = gradients(built.loss, vars);
-  std::vector<Tensor> fetch = built.outputs;
-  Result r;
-  for (const auto& t : built.outputs) r.labels.push_back("output " + t.name());
-  fetch.push_back(built.loss);
-  r.labels.push_back("loss");
-  for (size_t k = 0; k < grads.size(); ++k) {
-    fetch.push_back(grads[k]);
-    r.labels.push_back("d loss / d " + vars[k].name());
-  }
-  auto program = lower(g, mesh, rules);
-  for (int k = 0; k < runs; ++k) r.values = program->run(built.feeds, fetch);
-  if (explain) *explain = program->explain();
-  return r;
-}
-
-void expect_close(const Result& got, const Result& want, const std::string& where) {
-  ASSERT_EQ(got.values.size(), want.values.size()) << where;
-  for (size_t t = 0; t < got.values.size(); ++t) {
-    const auto& a = got.values[t];
-    const auto& b = want.values[t];
-    ASSERT_EQ(a.shape, b.shape) << where << " " << want.labels[t];
-    double scale = 0, diff = 0;
-    for (std::int64_t e = 0; e < b.shape.num_elements(); ++e) {
-      scale = std::max(scale, std::fabs(b.at(e)));
-      diff = std::max(diff, std::fabs(a.at(e) - b.at(e)));
-    }
-    EXPECT_LE(diff, 1e-5 * std::max(scale, 1e-6)) << where << ": " << want.labels[t]
-                                                  << " differs by " << diff << " (scale " << scale << ")";
-  }
-}
-
-const Mesh& single_processor_mesh() {
-  static Mesh mesh(MeshShape::parse("x:1"), MPI_COMM_SELF);
-  return mesh;
-}
-
-}  // namespace
 
 class LayoutInvariance : public ::testing::TestWithParam<int> {};
 
