@@ -1,0 +1,31 @@
+#pragma once
+// Stop requests from the batch system: Slurm (`--signal`), PBS and `kill` send SIGTERM or SIGUSR1
+// before a job's time limit. The handlers only set a flag; the training loop polls
+// stop_requested() once per step, which agrees across ranks, then saves a checkpoint and exits.
+
+#include <mpi.h>
+
+namespace mtk {
+
+/// Installs handlers for SIGTERM and SIGUSR1 (idempotent) that record the signal. A second
+/// SIGTERM while a stop is already pending restores the default action and re-raises it, so a
+/// process that stopped polling can still be terminated.
+void install_stop_signal_handlers();
+
+/// Whether this process has received SIGTERM or SIGUSR1 since the handlers were installed (or
+/// since clear_stop_request()). Local and async-signal-safe to read; no communication.
+bool stop_signal_received();
+/// The signal number received (SIGTERM or SIGUSR1), or 0.
+int stop_signal_number();
+
+/// Collective over `comm`: true on every rank when any rank has received a stop signal (an
+/// allreduce max), so all ranks finish the same step, save together and exit.
+bool stop_requested(MPI_Comm comm);
+
+/// Forgets a received signal (tests, or a trainer that handled the stop and continues).
+void clear_stop_request();
+
+/// Asks for a stop as if a signal had arrived (tests, or a trainer's own time limit).
+void request_stop(int signal_number);
+
+}  // namespace mtk

@@ -1,0 +1,143 @@
+// ckpt_writer: a small training job for the checkpoint tests that are driven from outside
+// (kill during save, signal-triggered save). It trains the tiny model, saves every K steps with
+// CheckpointManager, resumes with --resume, and on SIGTERM/SIGUSR1 finishes the step, saves and
+// exits 0. Rank 0 prints one line per event:
+//   restored step S from PATH | fresh start
+//   step S loss HEXFLOAT DECIMAL      (S: the data step just trained)
+//   saved PATH
+//   stopped by signal N after step S
+//
+// usage: ckpt_writer --run-dir DIR --steps N [--save-every K] [--keep K] [--resume]
+//                    [--sleep-ms MS] [--pid-dir DIR]
+
+#include <mtk_checkpoint.hpp>
+#include <mtk_environment.hpp>
+#include <mtk_error.hpp>
+#include <mtk_signals.hpp>
+
+#include <mpi.h>
+
+#include "ckpt_test_model.hpp"
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <unistd.h>
+
+namespace {
+
+struct Options {
+  std::string run_dir, pid_dir;
+  long steps = 10, save_every = 1000000, keep = 2, sleep_ms = 0;
+  bool resume = false;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc)
+        mtk::fail("ckpt_writer", "missing value after " + a);
+      return argv[++i];
+    };
+    if (a == "--run-dir")
+      o.run_dir = next();
+    else if (a == "--pid-dir")
+      o.pid_dir = next();
+    else if (a == "--steps")
+      o.steps = std::stol(next());
+    else if (a == "--save-every")
+      o.save_every = std::stol(next());
+    else if (a == "--keep")
+      o.keep = std::stol(next());
+    else if (a == "--sleep-ms")
+      o.sleep_ms = std::stol(next());
+    else if (a == "--resume")
+      o.resume = true;
+    else
+      mtk::fail("ckpt_writer", "unknown option " + a);
+  }
+  if (o.run_dir.empty())
+    mtk::fail("ckpt_writer", "--run-dir is required");
+  return o;
+}
+
+int run(const Options& o) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  mtk::install_stop_signal_handlers();
+  mtk::Mesh mesh(mtk::test::checkpoint_test_mesh(size), MPI_COMM_WORLD);
+  mtk::test::TinyModel model = mtk::test::make_tiny_model(mesh, mtk::test::rules_a());
+  mtk::Program& program = *model.program;
+  mtk::CheckpointManager manager(o.run_dir, static_cast<int>(o.keep), mesh);
+  if (o.resume) {
+    mtk::CheckpointMetadata meta;
+    if (manager.restore_latest(program, &meta)) {
+      if (rank == 0)
+        std::printf("restored step %lld from %s\n", static_cast<long long>(meta.step),
+                    manager.latest().c_str());
+    } else if (rank == 0) {
+      std::printf("fresh start\n");
+    }
+  } else if (rank == 0) {
+    std::printf("fresh start\n");
+  }
+  std::fflush(stdout);
+  if (!o.pid_dir.empty()) {
+    const std::string file = o.pid_dir + "/rank-" + std::to_string(rank) + ".pid";
+    std::ofstream(file + ".tmp") << ::getpid() << "\n";
+    std::rename((file + ".tmp").c_str(), file.c_str());
+  }
+  auto save = [&] {
+    mtk::CheckpointMetadata meta;
+    meta.layout = mtk::test::rules_a().to_string();
+    meta.data_position = "step=" + std::to_string(program.step());
+    const std::string path = manager.save(program, meta);
+    if (rank == 0)
+      std::printf("saved %s\n", path.c_str());
+    std::fflush(stdout);
+  };
+  while (program.step() < o.steps) {
+    const long long s = program.step();
+    const float loss = model.train_step();
+    if (rank == 0)
+      std::printf("step %lld loss %a %.9g\n", s, static_cast<double>(loss), loss);
+    std::fflush(stdout);
+    bool saved = false;
+    if (program.step() % o.save_every == 0) {
+      save();
+      saved = true;
+    }
+    if (mtk::stop_requested(mesh.comm())) {
+      if (!saved)
+        save();
+      if (rank == 0)
+        std::printf("stopped by signal after step %lld\n", s);
+      std::fflush(stdout);
+      return 0;
+    }
+    if (o.sleep_ms > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(o.sleep_ms));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int status = 1;
+  {
+    mtk::Environment env(argc, argv);
+    try {
+      status = run(parse(argc, argv));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ckpt_writer: %s\n", e.what());
+      status = 1;
+    }
+  }
+  return status;
+}
