@@ -80,7 +80,7 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs)
       auto it = grad.find(op.outputs[0]);
       if (it == grad.end()) continue;
       dy = it->second;
-    } else if (op.kind == OpKind::top_1) {
+    } else if (op.kind == OpKind::top_1 || op.kind == OpKind::softmax_cross_entropy) {
       auto it = grad.find(op.outputs[0]);
       if (it == grad.end()) continue;
       dy = it->second;
@@ -172,6 +172,12 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs)
         Tensor idx = g.tensor(op.outputs[1]);
         Tensor hot = one_hot(idx, x.shape().dim(op.attrs.dim));
         accumulate(x.id(), einsum_to({dy, hot}, x.shape()));
+        break;
+      }
+      case OpKind::softmax_cross_entropy: {
+        Tensor logits = in(0), targets = in(1), lse = g.tensor(op.outputs[1]);
+        accumulate(logits.id(), g.add_op1(OpKind::softmax_cross_entropy_grad, "softmax_cross_entropy_grad",
+                                          {logits, targets, lse, dy}, logits.shape(), DType::float32, op.attrs));
         break;
       }
       case OpKind::gather: {

@@ -36,6 +36,8 @@ const char* op_kind_name(OpKind k) {
     case OpKind::one_hot: return "one_hot";
     case OpKind::gather: return "gather";
     case OpKind::scatter_add: return "scatter_add";
+    case OpKind::softmax_cross_entropy: return "softmax_cross_entropy";
+    case OpKind::softmax_cross_entropy_grad: return "softmax_cross_entropy_grad";
     case OpKind::reshape: return "reshape";
     case OpKind::broadcast: return "broadcast";
     case OpKind::slice: return "slice";

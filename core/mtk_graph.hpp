@@ -88,6 +88,9 @@ enum class OpKind {
   one_hot,
   gather,
   scatter_add,
+  // fused losses
+  softmax_cross_entropy,
+  softmax_cross_entropy_grad,
   // shape and layout
   reshape,
   broadcast,

@@ -186,18 +186,7 @@ MoeResult mixture_of_experts(const LayerContext& ctx, const std::string& name, c
 Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& targets, const Dimension& vocab,
                              const CrossEntropyOptions& options) {
   Tensor scaled = options.logit_scale == 1.0 ? logits : multiply(logits, options.logit_scale);
-  Tensor logp = log_softmax(scaled, vocab.name);
-  std::vector<std::string> keep;
-  for (const auto& d : logits.shape().dims())
-    if (d.name != vocab.name) keep.push_back(d.name);
-  Tensor nll = negative(einsum({one_hot(targets, vocab), logp}, keep));
-  if (options.label_smoothing > 0.0) {
-    const double ls = options.label_smoothing;
-    Tensor uniform = negative(reduce_sum(logp, {vocab.name}));
-    nll = multiply(nll, 1.0 - ls) + multiply(uniform, ls / static_cast<double>(vocab.size));
-  }
-  if (options.z_loss > 0.0) nll = nll + multiply(square(reduce_logsumexp(scaled, {vocab.name})), options.z_loss);
-  return nll;
+  return mtk::softmax_cross_entropy(scaled, targets, vocab.name, options.label_smoothing, options.z_loss);
 }
 
 }  // namespace mtk::layers

@@ -50,8 +50,8 @@ class Lowering {
 
   void add_step(const std::string& what, std::vector<int> reads, std::vector<int> writes,
                 std::function<void(Buffers&)> fn, const std::string& flop_kind = "",
-                double flops = 0) {
-    p_->steps_.push_back({what, std::move(reads), std::move(writes), std::move(fn)});
+                double flops = 0, Program::Category category = Program::Category::compute) {
+    p_->steps_.push_back({what, category, std::move(reads), std::move(writes), std::move(fn)});
     if (!flop_kind.empty()) p_->counters_.flops[flop_kind] += flops;
   }
 
@@ -79,7 +79,8 @@ class Lowering {
     std::string names;
     for (int a : ax) names += (names.empty() ? "" : ",") + mesh_.shape()[a].name;
     add_step(cat("allreduce(sum) of ", describe(t), " over ", names), {t}, {t},
-             [mesh, ax, t](Buffers& b) { allreduce<float>(mesh, ax, b[static_cast<size_t>(t)].f); });
+             [mesh, ax, t](Buffers& b) { allreduce<float>(mesh, ax, b[static_cast<size_t>(t)].f); },
+             "", 0, Program::Category::collective);
   }
 
   // A copy of tensor t laid out with per-dim axes `to` (t itself when nothing changes).
@@ -102,7 +103,8 @@ class Lowering {
                auto& dst = b[static_cast<size_t>(out)];
                if (f) dst.f = run_relayout<float>(mesh, plan, src.f);
                else dst.i = run_relayout<std::int32_t>(mesh, plan, src.i);
-             });
+             },
+             "", 0, Program::Category::collective);
     return out;
   }
 
@@ -161,6 +163,8 @@ class Lowering {
       case OpKind::one_hot: lower_one_hot(); break;
       case OpKind::gather: lower_gather(); break;
       case OpKind::scatter_add: lower_scatter_add(); break;
+      case OpKind::softmax_cross_entropy: lower_cross_entropy(); break;
+      case OpKind::softmax_cross_entropy_grad: lower_cross_entropy_grad(); break;
       case OpKind::reshape: lower_reshape(); break;
       case OpKind::broadcast: lower_broadcast(); break;
       case OpKind::slice:
@@ -421,7 +425,8 @@ class Lowering {
         const Mesh mesh = mesh_;
         count_comm("allreduce", ly.num_elements() * 4);
         add_step("allreduce(sum) of " + describe(y), {y}, {y},
-                 [mesh, p, y](Buffers& b) { allreduce<std::int32_t>(mesh, p, b[static_cast<size_t>(y)].i); });
+                 [mesh, p, y](Buffers& b) { allreduce<std::int32_t>(mesh, p, b[static_cast<size_t>(y)].i); },
+                 "", 0, Program::Category::collective);
       } else {
         pending_[static_cast<size_t>(y)] = p;
       }
@@ -432,7 +437,7 @@ class Lowering {
       add_step(cat("allreduce(", reduce_name(fn), ") of ", describe(y)), {y}, {y}, [=](Buffers& b) {
         if (f) allreduce<float>(mesh, reduced_axes, b[static_cast<size_t>(y)].f, rop);
         else allreduce<std::int32_t>(mesh, reduced_axes, b[static_cast<size_t>(y)].i, rop);
-      });
+      }, "", 0, Program::Category::collective);
     }
   }
 
@@ -565,6 +570,55 @@ class Lowering {
     }, "gather", static_cast<double>(lu.num_elements()));
   }
 
+  // Fused cross-entropy: row statistics of the local vocabulary slice, combined over the mesh axis
+  // that splits the vocabulary (max, sum of exponentials, target logit and logit sum).
+  void lower_cross_entropy() {
+    const Operation& o = op();
+    const int x = o.inputs[0], t = o.inputs[1], loss = o.outputs[0], lse_out = o.outputs[1];
+    materialize(x);
+    const int d = L(x).shape().index_of(o.attrs.dim);
+    const int axis = L(x).mesh_axis(d) >= 0 && mesh_.shape()[L(x).mesh_axis(d)].size > 1 ? L(x).mesh_axis(d) : -1;
+    const std::int64_t origin = L(x).slice_origin(mesh_.coordinates())[static_cast<size_t>(d)];
+    const std::int64_t V = L(x).shape()[d].size;
+    const Shape lx = local(x), lr = local(loss);
+    const double ls = o.attrs.scalar, z = o.attrs.scalar2;
+    const Mesh mesh = mesh_;
+    if (axis >= 0) count_comm("allreduce", lr.num_elements() * 4 * 4);
+    add_step(label() + (axis >= 0 ? " (vocabulary split over " + mesh_.shape()[axis].name + ")" : ""),
+             {x, t}, {loss, lse_out}, [=](Buffers& b) {
+               const FView& X = b[static_cast<size_t>(x)].f;
+               FView m = kernels::reduce<float>(ReduceFn::max, lx, X, lr);
+               if (axis >= 0) allreduce<float>(mesh, {axis}, m, ReduceOp::max);
+               FView s = kernels::sum_exp_shifted(lx, X, d, m);
+               FView xt, sx;
+               kernels::target_logit_and_sum(lx, X, d, b[static_cast<size_t>(t)].i, origin, xt, sx);
+               if (axis >= 0) {
+                 allreduce<float>(mesh, {axis}, s);
+                 allreduce<float>(mesh, {axis}, xt);
+                 allreduce<float>(mesh, {axis}, sx);
+               }
+               FView lse = kernels::binary<float>(BinaryFn::add, lr, m, lr, kernels::unary<float>(UnaryFn::log, s), lr);
+               b[static_cast<size_t>(loss)].f = kernels::cross_entropy_from_stats(lse, xt, sx, ls, V, z);
+               b[static_cast<size_t>(lse_out)].f = lse;
+             }, "softmax", 4.0 * static_cast<double>(lx.num_elements()));
+  }
+
+  void lower_cross_entropy_grad() {
+    const Operation& o = op();
+    const int x = o.inputs[0], t = o.inputs[1], lse = o.inputs[2], dy = o.inputs[3], dx = o.outputs[0];
+    for (int k : {x, lse, dy}) materialize(k);
+    const int d = L(x).shape().index_of(o.attrs.dim);
+    const std::int64_t origin = L(x).slice_origin(mesh_.coordinates())[static_cast<size_t>(d)];
+    const std::int64_t V = L(x).shape()[d].size;
+    const Shape lx = local(x);
+    const double ls = o.attrs.scalar, z = o.attrs.scalar2;
+    add_step(label(), {x, t, lse, dy}, {dx}, [=](Buffers& b) {
+      b[static_cast<size_t>(dx)].f = kernels::cross_entropy_grad(
+          lx, b[static_cast<size_t>(x)].f, d, b[static_cast<size_t>(t)].i, origin, b[static_cast<size_t>(lse)].f,
+          b[static_cast<size_t>(dy)].f, ls, V, z);
+    }, "softmax", 3.0 * static_cast<double>(lx.num_elements()));
+  }
+
   void lower_reshape() {
     const int x = op().inputs[0], y = op().outputs[0];
     materialize(x);
@@ -687,7 +741,7 @@ class Lowering {
     Program* p = p_.get();
     // Keep the value alive until the end of the run.
     keep_to_end_.push_back(val);
-    p_->assigns_.push_back({label(), {val}, {var}, [=](Buffers& b) {
+    p_->assigns_.push_back({label(), Program::Category::other, {val}, {var}, [=](Buffers& b) {
       auto& storage = p->variables_[var];
       auto& v = b[static_cast<size_t>(val)];
       if (mode == AssignMode::set) {

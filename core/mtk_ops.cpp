@@ -357,6 +357,29 @@ Tensor scatter_add(const Tensor& ids, const Tensor& updates, const Shape& table_
   return g.add_op1(OpKind::scatter_add, "scatter_add", {ids, updates}, table_shape, DType::float32, a);
 }
 
+Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& targets, const std::string& dim,
+                             double label_smoothing, double z_loss) {
+  const char* where = "mtk::softmax_cross_entropy";
+  Graph& g = graph_of({logits, targets}, where);
+  require_float(logits, where);
+  if (targets.dtype() != DType::int32) fail(where, cat("targets ", describe(targets), " must be int32"));
+  const int d = dim_index(logits, dim, where);
+  auto dims = logits.shape().dims();
+  dims.erase(dims.begin() + d);
+  if (Shape(dims) != targets.shape())
+    fail(where, cat("targets ", describe(targets), " must have the shape of logits ", describe(logits),
+                    " without '", dim, "': ", Shape(dims).to_string()));
+  if (label_smoothing < 0 || label_smoothing >= 1)
+    fail(where, cat("label smoothing ", label_smoothing, " not in [0, 1)"));
+  OpAttrs a;
+  a.dim = dim;
+  a.scalar = label_smoothing;
+  a.scalar2 = z_loss;
+  auto out = g.add_op(OpKind::softmax_cross_entropy, "softmax_cross_entropy", {logits, targets},
+                      {{targets.shape(), DType::float32}, {targets.shape(), DType::float32}}, a);
+  return out[0];
+}
+
 Tensor reshape(const Tensor& x, const Shape& shape) {
   graph_of({x}, "mtk::reshape");
   if (shape.num_elements() != x.shape().num_elements())

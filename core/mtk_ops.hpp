@@ -98,6 +98,13 @@ Tensor gather(const Tensor& table, const Tensor& ids, const std::string& dim);
 Tensor scatter_add(const Tensor& ids, const Tensor& updates, const Shape& table_shape,
                    const std::string& dim);
 
+// -------------------------------------------------------------------------------- losses
+/// Fused softmax cross-entropy of logits [..., dim] against int32 targets [...] (the logits' dims
+/// without `dim`): lse - (1 - ls) x_target - ls / V sum(x) + z lse^2 per row, where lse is the
+/// log-sum-exp of the row. Never materialises probabilities or one-hot targets; `dim` may be split.
+Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& targets, const std::string& dim,
+                             double label_smoothing = 0.0, double z_loss = 0.0);
+
 // --------------------------------------------------------------------------- shape, layout
 /// Same number of elements, new dims (row-major order kept). Changing which mesh dim splits the
 /// data lowers to a slice, an allconcat or an alltoall.

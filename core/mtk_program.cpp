@@ -3,6 +3,8 @@
 #include <mtk_kernels.hpp>
 #include <mtk_program.hpp>
 
+#include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <set>
 
@@ -114,6 +116,20 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
                                      const std::vector<Tensor>& fetches,
                                      const std::map<int, HostTensor>& local_feeds) {
   Kokkos::Profiling::pushRegion("mtk::Program::run");
+  using clock = std::chrono::steady_clock;
+  auto mark = clock::now();
+  auto charge = [&](const char* what, const std::string* step = nullptr) {
+    if (!profiling_) return;
+    Kokkos::fence();
+    const auto now = clock::now();
+    const double dt = std::chrono::duration<double>(now - mark).count();
+    time_split_[what] += dt;
+    if (step) {
+      time_by_kind_[step->substr(0, step->find(' '))] += dt;
+      if (std::getenv("MTK_PROFILE_STEPS")) time_by_kind_["step: " + *step] += dt;
+    }
+    mark = now;
+  };
   std::vector<Buffer> buffers(layouts_.size());
   std::vector<bool> keep(layouts_.size(), false);
   for (const auto& t : fetches) keep.at(static_cast<size_t>(t.id())) = true;
@@ -140,8 +156,13 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
       }
     }
   });
+  charge("other");
   for (size_t s = 0; s < steps_.size(); ++s) {
     steps_[s].run(buffers);
+    charge(steps_[s].category == Category::collective ? "collectives"
+           : steps_[s].category == Category::other    ? "other"
+                                                      : "compute",
+           &steps_[s].what);
     // Free each buffer after its last use.
     for (int t : steps_[s].reads)
       if (last_use_[static_cast<size_t>(t)] == static_cast<int>(s) && !keep[static_cast<size_t>(t)])
@@ -152,6 +173,7 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
   std::vector<HostTensor> out;
   for (const auto& t : fetches) out.push_back(gather_global(t.id(), buffers[static_cast<size_t>(t.id())]));
   for (auto& a : assigns_) a.run(buffers);
+  charge("other");
   ++step_;
   Kokkos::Profiling::popRegion();
   return out;

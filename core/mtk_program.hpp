@@ -56,8 +56,10 @@ class Program {
     Kokkos::View<std::int32_t*> i;
   };
   /// A unit of work: runs kernels/collectives on the buffers.
+  enum class Category { compute, collective, other };
   struct Step {
     std::string what;  ///< "einsum 'logits'", "allreduce over batch", ...
+    Category category = Category::compute;
     std::vector<int> reads;
     std::vector<int> writes;
     std::function<void(std::vector<Buffer>&)> run;
@@ -69,6 +71,18 @@ class Program {
   std::vector<HostTensor> run(const std::map<int, HostTensor>& feeds,
                               const std::vector<Tensor>& fetches = {},
                               const std::map<int, HostTensor>& local_feeds = {});
+
+  /// When on, run() times every step (fencing the device) and adds the seconds to
+  /// time_split(): "compute" (kernels), "collectives" (allreduce, relayouts), "other" (feeds,
+  /// fetches, assignments).
+  void set_profiling(bool on) { profiling_ = on; }
+  const std::map<std::string, double>& time_split() const { return time_split_; }
+  /// Seconds per step kind ("einsum", "softmax", "allreduce(sum)", ...) while profiling.
+  const std::map<std::string, double>& time_by_kind() const { return time_by_kind_; }
+  void reset_time_split() {
+    time_split_.clear();
+    time_by_kind_.clear();
+  }
 
   const Mesh& mesh() const { return mesh_; }
   const Counters& counters() const { return counters_; }
@@ -110,6 +124,9 @@ class Program {
   std::vector<int> persistent_;  // tensor ids whose buffers alias variable storage
   Counters counters_;
   std::int64_t step_ = 0;
+  bool profiling_ = false;
+  std::map<std::string, double> time_split_;
+  std::map<std::string, double> time_by_kind_;
 };
 
 }  // namespace mtk

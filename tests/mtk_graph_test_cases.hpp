@@ -162,6 +162,21 @@ inline std::vector<GraphCase> graph_cases() {
                    },
                    {"b:@0", "j:@0;b:@1", "i:@0;j:@1"}});
 
+  cases.push_back({"cross_entropy",
+                   [=](Graph& g) {
+                     Tensor x = var(g, "x", {b, l, v});
+                     Tensor targets = placeholder(g, "targets", {b, l}, DType::int32);
+                     Tensor plain = softmax_cross_entropy(x, targets, "v");
+                     Tensor smoothed = softmax_cross_entropy(multiply(x, 0.9), targets, "v", 0.1, 1e-2);
+                     // The same loss from primitives: -sum(one_hot * log_softmax).
+                     Tensor composite = negative(einsum({one_hot(targets, v), log_softmax(x, "v")}, Shape{b, l}));
+                     BuiltGraph r{{plain, smoothed, composite}, weighted_loss(g, {plain, smoothed}), {}};
+                     r.feeds[targets.id()] = int_pattern(targets.shape(), 16);
+                     return r;
+                   },
+                   {"v:@0", "b:@0;v:@1", "l:@0;b:@1", "v:@0;l:@1;b:@2"},
+                   true});
+
   return cases;
 }
 

@@ -87,6 +87,15 @@ INSTANTIATE_TEST_SUITE_P(AllOps, LayoutInvariance,
                            return graph_cases().at(static_cast<size_t>(info.param)).name;
                          });
 
+TEST(Lowering, FusedCrossEntropyEqualsTheCompositeLoss) {
+  const GraphCase c = graph_cases().back();
+  ASSERT_EQ(c.name, "cross_entropy");
+  const Result r = run_case(c, single_processor_mesh(), LayoutRules());
+  const auto& fused = r.values[0];
+  const auto& composite = r.values[2];
+  for (size_t k = 0; k < fused.f.size(); ++k) EXPECT_NEAR(fused.f[k], composite.f[k], 1e-5 * std::max(1.0f, std::fabs(composite.f[k])));
+}
+
 TEST(Lowering, PartialSumsMergeIntoOneAllreduce) {
   // Two contractions over a split dim, added: one allreduce, not two.
   for (const auto& mshape : meshes_of_size(world_size())) {

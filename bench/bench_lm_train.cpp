@@ -1,0 +1,148 @@
+// Training throughput of the standard benchmark model (shared/bench/README.md) on any mesh and
+// layout, with the step time split into compute, collectives and other. One JSON object.
+//   mpiexec -n 2 bench_lm_train --mesh batch:2 --layout batch:batch --steps 3
+
+#include <mtk_environment.hpp>
+#include <mtk_error.hpp>
+#include <mtk_lowering.hpp>
+#include <mtk_optimizers.hpp>
+#include <mtk_transformer.hpp>
+
+#include <KokkosBlas3_gemm.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+
+namespace {
+
+// Single-process sgemm GFLOP/s on 2048^3 (this rank's share of the machine's matmul ceiling).
+double sgemm_gflops() {
+  const int n = 2048;
+  Kokkos::View<float**, Kokkos::LayoutRight> a("a", n, n), b("b", n, n), c("c", n, n);
+  Kokkos::deep_copy(a, 1.0f);
+  Kokkos::deep_copy(b, 0.5f);
+  double best = 0;
+  for (int r = 0; r < 3; ++r) {
+    MPI_Barrier(MPI_COMM_WORLD);  // all ranks run together: the ceiling of the whole machine
+    auto t0 = std::chrono::steady_clock::now();
+    KokkosBlas::gemm("N", "N", 1.0f, a, b, 0.0f, c);
+    Kokkos::fence();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 2.0 * n * n * n / s / 1e9);
+  }
+  return best;
+}
+
+int run(int argc, char** argv) {
+  int ranks = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::string mesh_text = "batch:" + std::to_string(ranks), layout_text = "batch:batch", opt = "adam";
+  int steps = 3;
+  mtk::TransformerConfig c;  // defaults are the standard benchmark model
+  c.vocab_size = 32000;
+  c.d_model = 512;
+  c.d_ff = 2048;
+  c.num_heads = 8;
+  c.d_kv = 64;
+  c.num_layers = 6;
+  c.length = 256;
+  c.batch = 8;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--mesh") mesh_text = v;
+    else if (k == "--layout") layout_text = v;
+    else if (k == "--steps") steps = std::stoi(v);
+    else if (k == "--optimizer") opt = v;
+    else if (k == "--d_model") c.d_model = std::stoll(v);
+    else if (k == "--d_ff") c.d_ff = std::stoll(v);
+    else if (k == "--heads") c.num_heads = std::stoll(v);
+    else if (k == "--d_kv") c.d_kv = std::stoll(v);
+    else if (k == "--layers") c.num_layers = std::stoll(v);
+    else if (k == "--vocab") c.vocab_size = std::stoll(v);
+    else if (k == "--seq") c.length = std::stoll(v);
+    else if (k == "--batch") c.batch = std::stoll(v);
+    else mtk::fail("bench_lm_train", "unknown option " + k);
+  }
+  const double ceiling_per_rank = sgemm_gflops();
+  double ceiling = 0;
+  MPI_Allreduce(&ceiling_per_rank, &ceiling, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+
+  mtk::Graph g;
+  mtk::ModelGraph m = mtk::build_transformer(g, c, true);
+  std::unique_ptr<mtk::Optimizer> optimizer;
+  if (opt == "adafactor") optimizer = std::make_unique<mtk::Adafactor>();
+  else optimizer = std::make_unique<mtk::Adam>();
+  mtk::LearningRateSchedule lr;
+  lr.kind = mtk::LearningRateSchedule::Kind::constant;
+  lr.value = 1e-4;
+  mtk::minimize(m.loss, *optimizer, lr);
+  mtk::Mesh mesh(mtk::MeshShape::parse(mesh_text), MPI_COMM_WORLD);
+  auto program = mtk::lower(g, mesh, mtk::LayoutRules::parse(layout_text));
+
+  const mtk::Shape s{{"batch", c.batch}, {"length", c.length}};
+  std::mt19937 rng(0);
+  std::vector<std::int32_t> in, tg, seg(static_cast<size_t>(c.batch * c.length), 1), pos;
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t l = 0; l < c.length; ++l) {
+      in.push_back(static_cast<std::int32_t>(1 + rng() % (c.vocab_size - 1)));
+      tg.push_back(static_cast<std::int32_t>(1 + rng() % (c.vocab_size - 1)));
+      pos.push_back(static_cast<std::int32_t>(l));
+    }
+  std::map<int, mtk::HostTensor> feeds{{m.inputs.id(), mtk::HostTensor::ints(s, in)},
+                                       {m.targets.id(), mtk::HostTensor::ints(s, tg)},
+                                       {m.segments.id(), mtk::HostTensor::ints(s, seg)},
+                                       {m.positions.id(), mtk::HostTensor::ints(s, pos)}};
+  program->run(feeds, {m.loss});  // warm-up
+  program->set_profiling(true);
+  MPI_Barrier(MPI_COMM_WORLD);
+  auto t0 = std::chrono::steady_clock::now();
+  float loss = 0;
+  for (int k = 0; k < steps; ++k) loss = program->run(feeds, {m.loss})[0].f[0];
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
+  const double tokens = static_cast<double>(c.batch * c.length);
+  // The peer's model-FLOPs formula: 6 x non-embedding params x tokens + attention.
+  const double hk = static_cast<double>(c.num_heads * c.d_kv);
+  const double n_params = static_cast<double>(c.num_layers) * (4.0 * c.d_model * hk + 2.0 * c.d_model * c.d_ff) +
+                          static_cast<double>(c.vocab_size) * c.d_model;
+  const double flops = 6 * n_params * tokens + c.num_layers * 6.0 * 2 * c.batch * c.length * c.length * hk;
+  auto split = program->time_split();
+  if (rank == 0) {
+    std::printf(
+        "{\"bench\":\"lm_train\",\"ranks\":%d,\"mesh\":\"%s\",\"layout\":\"%s\",\"optimizer\":\"%s\","
+        "\"tokens_per_step\":%.0f,\"step_s\":%.4f,\"tokens_per_s\":%.1f,\"model_gflops_per_s\":%.2f,"
+        "\"sgemm_ceiling_gflops\":%.1f,\"mfu\":%.3f,\"loss\":%.4f,"
+        "\"time_split_s\":{\"compute\":%.4f,\"collectives\":%.4f,\"other\":%.4f},"
+        "\"comm_bytes_per_step\":%lld,\"peak_bytes\":%lld}\n",
+        ranks, mesh_text.c_str(), layout_text.c_str(), opt.c_str(), tokens, step_s, tokens / step_s,
+        flops / step_s / 1e9, ceiling, flops / step_s / 1e9 / ceiling, loss, split["compute"] / steps,
+        split["collectives"] / steps, split["other"] / steps,
+        static_cast<long long>(program->counters().total_comm_bytes()),
+        static_cast<long long>(program->counters().peak_bytes));
+  }
+  if (rank == 0 && std::getenv("MTK_BENCH_DETAIL")) {
+    for (const auto& [k, v] : program->time_by_kind()) std::fprintf(stderr, "  %-16s %.3f s/step\n", k.c_str(), v / steps);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int status = 0;
+  {
+    mtk::Environment env(argc, argv);
+    try {
+      status = run(argc, argv);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_lm_train: %s\n", e.what());
+      status = 1;
+    }
+  }
+  return status;
+}
