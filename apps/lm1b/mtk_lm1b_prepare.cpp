@@ -1,5 +1,544 @@
 #include "mtk_lm1b_prepare.hpp"
 
+#include <mtk_error.hpp>
+#include <mtk_lm1b_corpus.hpp>
+#include <mtk_metrics.hpp>
+#include <mtk_token_shards.hpp>
+#include <mtk_vocab.hpp>
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
 namespace mtk::lm1b {
-int prepare_main(const std::vector<std::string>&) { return 1; }
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+const char* const kUsage =
+    "usage: mtk-lm1b prepare --data CORPUS --out DIR [options]\n"
+    "\n"
+    "Trains a SentencePiece vocabulary on a sample of CORPUS's training text and encodes the\n"
+    "training shards and held-out shard 00000 into token shards under DIR (docs/lm1b.md).\n"
+    "CORPUS has the LM1B layout: training-monolingual.tokenized.shuffled/news.en-000NN-of-00100\n"
+    "and heldout-monolingual.tokenized.shuffled/news.en.heldout-00000-of-00050.\n"
+    "\n"
+    "  --data CORPUS          the corpus folder "
+    "(1-billion-word-language-modeling-benchmark-r13output)\n"
+    "  --out DIR              output folder (created; shared by all ranks)\n"
+    "  --vocab-size N         vocabulary size, reserved ids and byte pieces included (32000)\n"
+    "  --model-type T         unigram | bpe | word | char (unigram)\n"
+    "  --sample-lines N       training lines the vocabulary is trained on, at most (1000000)\n"
+    "  --max-line-bytes N     longer lines are skipped and counted (4096)\n"
+    "  --training-shards N    require and use training shards 00001..N (default: all present,\n"
+    "                         which must be 00001..000NN without a gap)\n"
+    "  --threads N            SentencePiece trainer threads; the vocabulary depends on it (1)\n"
+    "  --seed N               SentencePiece trainer seed (1)\n"
+    "  --strict               a line that would be skipped is an error instead\n"
+    "  --force                retrain the vocabulary and re-encode every shard\n"
+    "\n"
+    "Run it on any number of MPI ranks: rank 0 trains the vocabulary, then the shards are dealt\n"
+    "round-robin over the ranks. A re-run reuses the vocabulary and every finished shard.\n";
+
+struct Options {
+  std::string data, out;
+  int vocab_size = 32000;
+  std::string model_type = "unigram";
+  std::int64_t sample_lines = 1000000;
+  std::int64_t max_line_bytes = 4096;
+  int training_shards = 0;
+  int threads = 1;
+  unsigned seed = 1;
+  bool strict = false, force = false, help = false;
+};
+
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+std::int64_t parse_int(const std::string& flag, const std::string& value, std::int64_t lo,
+                       std::int64_t hi) {
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != value.size() || value.empty() || v < lo || v > hi)
+    throw UsageError(cat("mtk-lm1b prepare: ", flag, " '", value, "' is not an integer in [", lo,
+                         ", ", hi, "]"));
+  return v;
+}
+
+Options parse(const std::vector<std::string>& args) {
+  Options o;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i], value;
+    bool has_value = false;
+    if (const auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+      has_value = true;
+    }
+    auto take = [&]() -> std::string {
+      if (has_value)
+        return value;
+      if (i + 1 >= args.size())
+        throw UsageError(cat("mtk-lm1b prepare: ", flag, " needs a value"));
+      return args[++i];
+    };
+    if (flag == "--help" || flag == "-h") {
+      o.help = true;
+    } else if (flag == "--data") {
+      o.data = take();
+    } else if (flag == "--out") {
+      o.out = take();
+    } else if (flag == "--vocab-size") {
+      o.vocab_size = static_cast<int>(parse_int(flag, take(), 8, 1 << 24));
+    } else if (flag == "--model-type") {
+      o.model_type = take();
+    } else if (flag == "--sample-lines") {
+      o.sample_lines = parse_int(flag, take(), 1, std::int64_t{1} << 40);
+    } else if (flag == "--max-line-bytes") {
+      o.max_line_bytes = parse_int(flag, take(), 1, std::int64_t{1} << 30);
+    } else if (flag == "--training-shards") {
+      o.training_shards = static_cast<int>(parse_int(flag, take(), 1, Lm1bCorpus::kTrainingShards));
+    } else if (flag == "--threads") {
+      o.threads = static_cast<int>(parse_int(flag, take(), 1, 1024));
+    } else if (flag == "--seed") {
+      o.seed = static_cast<unsigned>(parse_int(flag, take(), 0, 0xFFFFFFFEll));
+    } else if (flag == "--strict") {
+      o.strict = true;
+    } else if (flag == "--force") {
+      o.force = true;
+    } else {
+      throw UsageError(cat("mtk-lm1b prepare: unknown argument '", args[i], "'"));
+    }
+  }
+  if (o.help)
+    return o;
+  if (o.data.empty())
+    throw UsageError("mtk-lm1b prepare: --data CORPUS is required");
+  if (o.out.empty())
+    throw UsageError("mtk-lm1b prepare: --out DIR is required");
+  if (o.model_type != "unigram" && o.model_type != "bpe" && o.model_type != "word" &&
+      o.model_type != "char")
+    throw UsageError(cat("mtk-lm1b prepare: --model-type '", o.model_type,
+                         "' is not unigram, bpe, word or char"));
+  return o;
+}
+
+// Waits for every rank without spinning: a rank that finished early sleeps instead of polling
+// MPI at full speed, leaving the cores to the ranks still working (and to the trainer's threads).
+void polite_barrier(MPI_Comm comm) {
+  MPI_Request request;
+  MPI_Ibarrier(comm, &request);
+  for (int done = 0;;) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done)
+      return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// Runs `fn` (work that may differ between ranks), then agrees on failure: if any rank failed,
+// every rank throws the same error, so none is left waiting.
+template <class F>
+void collective_step(MPI_Comm comm, F&& fn) {
+  std::string failure;
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    failure = e.what();
+    if (failure.empty())
+      failure = "unknown error";
+  }
+  polite_barrier(comm);
+  agree(comm, failure);
+}
+
+std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  const int length = static_cast<int>(mine.size());
+  std::vector<int> lengths(static_cast<std::size_t>(size));
+  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm);
+  std::vector<int> displs(static_cast<std::size_t>(size), 0);
+  int total = 0;
+  for (int r = 0; r < size; ++r) {
+    displs[static_cast<std::size_t>(r)] = total;
+    total += lengths[static_cast<std::size_t>(r)];
+  }
+  std::vector<char> all(static_cast<std::size_t>(rank == 0 ? std::max(total, 1) : 1));
+  MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), displs.data(), MPI_CHAR, 0,
+              comm);
+  std::vector<std::string> out;
+  if (rank == 0)
+    for (int r = 0; r < size; ++r)
+      out.emplace_back(all.data() + displs[static_cast<std::size_t>(r)],
+                       static_cast<std::size_t>(lengths[static_cast<std::size_t>(r)]));
+  return out;
+}
+
+std::string broadcast_string(MPI_Comm comm, std::string text) {
+  auto length = static_cast<long long>(text.size());
+  MPI_Bcast(&length, 1, MPI_LONG_LONG, 0, comm);
+  text.resize(static_cast<std::size_t>(length));
+  // Chunks below INT_MAX each.
+  for (long long at = 0; at < length; at += 1 << 30) {
+    const int n = static_cast<int>(std::min<long long>(1 << 30, length - at));
+    MPI_Bcast(text.data() + at, n, MPI_CHAR, 0, comm);
+  }
+  return text;
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return "";
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::uint64_t file_size(const std::string& path) {
+  std::error_code ec;
+  const auto n = fs::file_size(path, ec);
+  if (ec)
+    fail("mtk-lm1b prepare", cat("cannot read the size of '", path, "': ", ec.message()));
+  return n;
+}
+
+// "0.42 s", "12.3 s", then "3m05s".
+std::string seconds_text(double s) {
+  if (s >= 60)
+    return format_duration(s);
+  char text[32];
+  std::snprintf(text, sizeof text, s < 10 ? "%.2f s" : "%.1f s", s);
+  return text;
+}
+
+void say(const std::string& line) {
+  std::fprintf(stdout, "%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+struct Job {
+  std::string name, source, output;
+  bool heldout = false;
+};
+
+// What a rank reports about one shard: the counts of its header, whether it was reused, the
+// time, and examples of skipped lines.
+struct JobResult {
+  bool reused = false;
+  double seconds = 0;
+  TokenShardInfo info;
+  std::vector<std::string> examples;
+
+  std::string serialize() const {
+    std::ostringstream os;
+    os << (reused ? 1 : 0) << ' ' << seconds << ' ' << info.num_sentences << ' ' << info.num_tokens
+       << ' ' << info.num_words << ' ' << info.source_lines << ' ' << info.skipped_empty << ' '
+       << info.skipped_invalid_utf8 << ' ' << info.skipped_too_long << '\n';
+    for (const auto& e : examples)
+      os << e << '\n';
+    return os.str();
+  }
+  static JobResult parse(const std::string& text) {
+    JobResult r;
+    std::istringstream is(text);
+    int reused = 0;
+    is >> reused >> r.seconds >> r.info.num_sentences >> r.info.num_tokens >> r.info.num_words >>
+        r.info.source_lines >> r.info.skipped_empty >> r.info.skipped_invalid_utf8 >>
+        r.info.skipped_too_long;
+    r.reused = reused != 0;
+    std::string line;
+    std::getline(is, line);
+    while (std::getline(is, line))
+      if (!line.empty())
+        r.examples.push_back(line);
+    return r;
+  }
+};
+
+JobResult run_job(const Job& job, const Vocab& vocab, const Options& o) {
+  const auto start = Clock::now();
+  JobResult result;
+  const std::uint64_t source_bytes = file_size(job.source);
+  if (!o.force &&
+      TokenShard::is_current(job.output, vocab.fingerprint(), source_bytes, o.max_line_bytes)) {
+    result.reused = true;
+    result.info = TokenShard::read_info(job.output);
+    result.seconds = seconds_since(start);
+    return result;
+  }
+  LineReaderOptions ro;
+  ro.max_line_bytes = static_cast<std::size_t>(o.max_line_bytes);
+  ro.strict = o.strict;
+  LineReader reader(job.source, ro);
+  TokenShardInfo info;
+  info.vocab_size = vocab.size();
+  info.eos_id = Vocab::kEosId;
+  info.vocab_fingerprint = vocab.fingerprint();
+  info.source_bytes = source_bytes;
+  info.max_line_bytes = o.max_line_bytes;
+  TokenShardWriter writer(job.output, info);
+  std::string line;
+  std::vector<std::int32_t> ids;
+  while (reader.next(line)) {
+    ids.clear();
+    vocab.encode_append(line, ids);
+    writer.add_sentence(ids, count_words(line.data(), line.size()));
+  }
+  writer.set_source_stats(reader.stats());
+  result.info = writer.finish();
+  result.examples = reader.stats().examples;
+  result.seconds = seconds_since(start);
+  return result;
+}
+
+std::string vocab_settings(const Options& o, const Lm1bCorpus& corpus) {
+  std::uint64_t bytes = 0;
+  for (const auto& s : corpus.training_shards)
+    bytes += file_size(s);
+  return cat("mtk-lm1b vocabulary settings v1: vocab_size=", o.vocab_size,
+             " model_type=", o.model_type, " sample_lines=", o.sample_lines,
+             " max_line_bytes=", o.max_line_bytes,
+             " training_shards=", corpus.training_shards.size(), " training_bytes=", bytes,
+             " threads=", o.threads, " seed=", o.seed, " byte_fallback=1\n");
+}
+
+struct Totals {
+  LineStats lines;  // counts only
+  std::int64_t sentences = 0, tokens = 0, words = 0, shards = 0, reused = 0;
+  void add(const JobResult& r) {
+    sentences += r.info.num_sentences;
+    tokens += r.info.num_tokens;
+    words += r.info.num_words;
+    lines.lines += r.info.source_lines;
+    lines.empty += r.info.skipped_empty;
+    lines.invalid_utf8 += r.info.skipped_invalid_utf8;
+    lines.too_long += r.info.skipped_too_long;
+    ++shards;
+    reused += r.reused ? 1 : 0;
+  }
+};
+
+void run(const Options& o, MPI_Comm comm) {
+  const auto start = Clock::now();
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  const bool root = rank == 0;
+
+  // 1. The corpus and the output folders.
+  Lm1bCorpus corpus;
+  collective_step(comm, [&] {
+    corpus = Lm1bCorpus::find(o.data, o.training_shards);
+    if (root) {
+      fs::create_directories(fs::path(o.out) / "train");
+      fs::create_directories(fs::path(o.out) / "heldout");
+      // The manifest marks a finished run: it goes until this one finishes.
+      fs::remove(fs::path(o.out) / "manifest.txt");
+    }
+  });
+  collective_step(comm, [&] {
+    if (!fs::is_directory(fs::path(o.out) / "train"))
+      fail("mtk-lm1b prepare",
+           cat("'", o.out, "' is not visible on rank ", rank,
+               ": with several ranks, --out must be on a file system all ranks share"));
+  });
+  if (root)
+    say(cat("prepare: corpus ", o.data, ": ", corpus.training_shards.size(),
+            " training shards + held-out shard 00000; ", size, size == 1 ? " rank" : " ranks"));
+
+  // 2. The vocabulary: rank 0 trains (or reuses) it, every rank gets its bytes.
+  const std::string vocab_path = Lm1bPrepared::vocab_path(o.out);
+  const std::string settings_path = (fs::path(o.out) / "vocab.settings").string();
+  std::string model_bytes;
+  LineStats sample_stats;
+  std::int64_t sample_size = 0;
+  bool trained = false;
+  collective_step(comm, [&] {
+    if (!root)
+      return;
+    const std::string settings = vocab_settings(o, corpus);
+    if (!o.force && fs::exists(vocab_path) && read_file(settings_path) == settings) {
+      model_bytes = Vocab::load(vocab_path).serialized();
+      say(cat("prepare: vocabulary ", vocab_path, " is current (same settings): reused"));
+      return;
+    }
+    const auto t0 = Clock::now();
+    LineReaderOptions ro;
+    ro.max_line_bytes = static_cast<std::size_t>(o.max_line_bytes);
+    ro.strict = o.strict;
+    say(cat("prepare: vocabulary: reading up to ", o.sample_lines, " lines from ",
+            corpus.training_shards.size(), " training shards"));
+    const auto lines = sample_lines(corpus.training_shards, o.sample_lines, ro, sample_stats);
+    sample_size = static_cast<std::int64_t>(lines.size());
+    say(cat("prepare: vocabulary: training a ", o.model_type, " model of ", o.vocab_size,
+            " pieces on ", lines.size(), " lines (", o.threads,
+            o.threads == 1 ? " thread" : " threads", "); ", sample_stats.skipped_summary(),
+            sample_stats.skipped() ? ", each reported with its shard below" : ""));
+    VocabOptions vo;
+    vo.vocab_size = o.vocab_size;
+    vo.model_type = o.model_type;
+    vo.max_sentence_bytes = static_cast<int>(o.max_line_bytes);
+    vo.num_threads = o.threads;
+    vo.seed = o.seed;
+    const Vocab vocab = Vocab::train(lines, vo);
+    fs::remove(settings_path);
+    vocab.save(vocab_path);
+    vocab.save_pieces((fs::path(o.out) / "vocab.pieces").string());
+    std::ofstream(settings_path) << settings;
+    model_bytes = vocab.serialized();
+    trained = true;
+    say(cat("prepare: vocabulary: ", vocab.size(), " pieces in ", seconds_text(seconds_since(t0)),
+            " -> ", vocab_path));
+  });
+  model_bytes = broadcast_string(comm, model_bytes);
+  Vocab vocab;
+  collective_step(comm, [&] { vocab = Vocab::from_serialized(model_bytes, vocab_path); });
+
+  // 3. The shards: held-out first, then training; job j on rank j % size, in rounds.
+  std::vector<Job> jobs;
+  jobs.push_back({lm1b_heldout_shard_name(0), corpus.heldout_shard,
+                  Lm1bPrepared::heldout_shard_path(o.out, 0), true});
+  for (std::size_t i = 0; i < corpus.training_shards.size(); ++i) {
+    const int n = corpus.training_numbers[i];
+    jobs.push_back({lm1b_training_shard_name(n), corpus.training_shards[i],
+                    Lm1bPrepared::training_shard_path(o.out, n), false});
+  }
+  const int num_jobs = static_cast<int>(jobs.size());
+  const int width = static_cast<int>(std::to_string(num_jobs).size());
+  Totals training, heldout;
+  for (int first = 0; first < num_jobs; first += size) {
+    const int j = first + rank;
+    std::string mine;
+    collective_step(comm, [&] {
+      if (j < num_jobs)
+        mine = run_job(jobs[static_cast<std::size_t>(j)], vocab, o).serialize();
+    });
+    const auto results = gather_strings(comm, mine);
+    if (!root)
+      continue;
+    for (int r = 0; r < size && first + r < num_jobs; ++r) {
+      const Job& job = jobs[static_cast<std::size_t>(first + r)];
+      const JobResult res = JobResult::parse(results[static_cast<std::size_t>(r)]);
+      (job.heldout ? heldout : training).add(res);
+      char counter[32];
+      std::snprintf(counter, sizeof counter, "[%*d/%d]", width, first + r + 1, num_jobs);
+      const std::int64_t skipped =
+          res.info.skipped_empty + res.info.skipped_invalid_utf8 + res.info.skipped_too_long;
+      say(cat("prepare: ", counter, " ", job.name, ": ", res.info.num_sentences, " sentences, ",
+              res.info.num_words, " words, ", res.info.num_tokens, " tokens, ", skipped,
+              " skipped lines", res.reused ? ", reused" : cat(", ", seconds_text(res.seconds)),
+              size > 1 ? cat(" (rank ", r, ")") : std::string()));
+      for (const auto& e : res.examples)
+        say(cat("  skipped ", e));
+    }
+  }
+
+  // 4. Manifest and summary (rank 0), then the report.
+  const double tokens_per_word =
+      static_cast<double>(heldout.tokens) / static_cast<double>(heldout.words + heldout.sentences);
+  collective_step(comm, [&] {
+    if (!root)
+      return;
+    Lm1bPrepared prepared;
+    prepared.dir = o.out;
+    prepared.vocab_model = vocab_path;
+    for (const auto& job : jobs)
+      if (!job.heldout)
+        prepared.training_shards.push_back(job.output);
+    prepared.heldout_shard = jobs.front().output;
+    MetricRecord summary = {
+        {"vocab_size", std::int64_t{vocab.size()}},
+        {"model_type", o.model_type},
+        {"vocab_trained", std::int64_t{trained ? 1 : 0}},
+        {"vocab_sample_lines", sample_size},
+        {"vocab_sample_skipped", sample_stats.skipped()},
+        {"training_shards", training.shards},
+        {"training_sentences", training.sentences},
+        {"training_words", training.words},
+        {"training_tokens", training.tokens},
+        {"training_lines", training.lines.lines},
+        {"training_skipped_empty", training.lines.empty},
+        {"training_skipped_invalid_utf8", training.lines.invalid_utf8},
+        {"training_skipped_too_long", training.lines.too_long},
+        {"heldout_sentences", heldout.sentences},
+        {"heldout_words", heldout.words},
+        {"heldout_tokens", heldout.tokens},
+        {"heldout_skipped", heldout.lines.skipped()},
+        {"heldout_tokens_per_word", tokens_per_word},
+        {"max_line_bytes", o.max_line_bytes},
+        {"ranks", std::int64_t{size}},
+        {"seconds", seconds_since(start)},
+    };
+    MetricsWriter((fs::path(o.out) / "summary.json").string(), true).write(summary);
+    prepared.write_manifest();
+  });
+  if (!root)
+    return;
+  say(cat("prepare: done in ", seconds_text(seconds_since(start)), " -> ", o.out));
+  say(cat("  vocabulary: ", vocab.size(), " pieces (", o.model_type, "), ",
+          trained ? cat("trained on ", sample_size, " lines, ", sample_stats.skipped_summary())
+                  : std::string("reused")));
+  say(cat("  training:   ", training.shards, " shards (", training.reused, " reused), ",
+          training.sentences, " sentences, ", training.words, " words, ", training.tokens,
+          " tokens incl. end-of-sentence; ", training.lines.skipped_summary(), " of ",
+          training.lines.lines, " lines"));
+  char ratio[64];
+  std::snprintf(ratio, sizeof ratio, "%.4f", tokens_per_word);
+  say(cat("  held-out:   ", heldout.sentences, " sentences, ", heldout.words, " words + ",
+          heldout.sentences, " end-of-sentence = ", heldout.words + heldout.sentences, ", ",
+          heldout.tokens, " tokens: ", ratio, " tokens per word (end-of-sentence counted); ",
+          heldout.lines.skipped_summary()));
+}
+
+}  // namespace
+
+int prepare_main(const std::vector<std::string>& args) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  Options options;
+  try {
+    options = parse(args);  // the same on every rank: no agreement needed
+  } catch (const UsageError& e) {
+    if (rank == 0)
+      std::fprintf(stderr, "%s\n(`mtk-lm1b prepare --help` lists the options)\n", e.what());
+    return 2;
+  }
+  if (options.help) {
+    if (rank == 0)
+      std::fprintf(stdout, "%s", kUsage);
+    return 0;
+  }
+  try {
+    run(options, MPI_COMM_WORLD);
+  } catch (const std::exception& e) {
+    // Every rank got the same error from the agreement; rank 0 reports it.
+    if (rank == 0)
+      std::fprintf(stderr, "mtk-lm1b prepare: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace mtk::lm1b

@@ -6,14 +6,13 @@
 
 #include <mpi.h>
 
-#include <stdlib.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <stdlib.h>
 #include <string>
 #include <vector>
 
@@ -28,8 +27,10 @@ class TempDir {
     MPI_Comm_rank(comm_, &rank);
     std::string path;
     if (rank == 0) {
-      std::string pattern = (std::filesystem::temp_directory_path() / "mtk-data-test-XXXXXX").string();
-      if (::mkdtemp(pattern.data()) == nullptr) std::abort();
+      std::string pattern =
+          (std::filesystem::temp_directory_path() / "mtk-data-test-XXXXXX").string();
+      if (::mkdtemp(pattern.data()) == nullptr)
+        std::abort();
       path = pattern;
     }
     int length = static_cast<int>(path.size());
@@ -43,7 +44,8 @@ class TempDir {
     int rank = 0;
     MPI_Comm_rank(comm_, &rank);
     std::error_code ec;
-    if (rank == 0) std::filesystem::remove_all(path_, ec);
+    if (rank == 0)
+      std::filesystem::remove_all(path_, ec);
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
@@ -78,16 +80,18 @@ class TestRng {
     state_ ^= state_ << 17;
     return state_;
   }
-  int uniform(int lo, int hi) { return lo + static_cast<int>(next() % static_cast<std::uint64_t>(hi - lo + 1)); }
+  int uniform(int lo, int hi) {
+    return lo + static_cast<int>(next() % static_cast<std::uint64_t>(hi - lo + 1));
+  }
 
  private:
   std::uint64_t state_;
 };
 
 /// English-looking sentences (Moses-style tokens, single spaces) from a few hundred made-up words.
-inline std::vector<std::string> synthetic_sentences(int count, std::uint64_t seed, int min_words = 3,
-                                                    int max_words = 25) {
-  static const char* const syllables[] = {"ba", "ke", "lo", "mi", "nu", "ra", "se", "ti", "vo",
+inline std::vector<std::string> synthetic_sentences(int count, std::uint64_t seed,
+                                                    int min_words = 3, int max_words = 25) {
+  static const char* const syllables[] = {"ba", "ke",  "lo",  "mi",  "nu", "ra", "se", "ti",  "vo",
                                           "wa", "the", "and", "ing", "er", "on", "st", "pre", "un"};
   static const char* const punctuation[] = {",", ".", "'s", ";", "?"};
   TestRng rng(seed);
@@ -96,8 +100,10 @@ inline std::vector<std::string> synthetic_sentences(int count, std::uint64_t see
   for (int w = 0; w < 300; ++w) {
     std::string word;
     const int n = word_rng.uniform(1, 3);
-    for (int s = 0; s < n; ++s) word += syllables[word_rng.uniform(0, 17)];
-    if (w % 17 == 0) word[0] = static_cast<char>(word[0] - 'a' + 'A');
+    for (int s = 0; s < n; ++s)
+      word += syllables[word_rng.uniform(0, 17)];
+    if (w % 17 == 0)
+      word[0] = static_cast<char>(word[0] - 'a' + 'A');
     words.push_back(word);
   }
   std::vector<std::string> out;
@@ -105,11 +111,13 @@ inline std::vector<std::string> synthetic_sentences(int count, std::uint64_t see
     const int n = rng.uniform(min_words, max_words);
     std::string s;
     for (int k = 0; k < n; ++k) {
-      if (k) s += ' ';
+      if (k)
+        s += ' ';
       // Zipf-like: small indices are frequent.
       const int a = rng.uniform(0, 299), b = rng.uniform(0, 299);
       s += words[static_cast<std::size_t>(std::min(a, b))];
-      if (k + 1 < n && rng.uniform(0, 9) == 0) s += std::string(" ") + punctuation[rng.uniform(0, 4)];
+      if (k + 1 < n && rng.uniform(0, 9) == 0)
+        s += std::string(" ") + punctuation[rng.uniform(0, 4)];
     }
     s += " .";
     out.push_back(s);
@@ -119,7 +127,8 @@ inline std::vector<std::string> synthetic_sentences(int count, std::uint64_t see
 
 inline std::string join_lines(const std::vector<std::string>& lines) {
   std::string text;
-  for (const auto& l : lines) text += l + "\n";
+  for (const auto& l : lines)
+    text += l + "\n";
   return text;
 }
 

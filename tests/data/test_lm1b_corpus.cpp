@@ -1,12 +1,11 @@
 // LM1B layout discovery and the validating line reader: missing folders and shards, empty shards,
 // invalid UTF-8, overlong and empty lines (counted and reported, or errors in strict mode).
-#include "lm_data_test_util.hpp"
-
 #include <mtk_error.hpp>
 #include <mtk_lm1b_corpus.hpp>
 
 #include <gtest/gtest.h>
 
+#include "lm_data_test_util.hpp"
 #include <filesystem>
 
 namespace {
@@ -35,7 +34,8 @@ bool contains(const std::string& text, const std::string& part) {
 std::vector<std::string> read_all(LineReader& r) {
   std::vector<std::string> lines;
   std::string line;
-  while (r.next(line)) lines.push_back(line);
+  while (r.next(line))
+    lines.push_back(line);
   return lines;
 }
 
@@ -58,7 +58,8 @@ TEST(LineReader, ReadsLinesAndCountsSkipped) {
   TempDir dir;
   const std::string path = dir / "shard";
   const std::string long_line(300, 'x');
-  write_text(path, "first line\r\nsecond \xFF line\n\n   \n" + long_line + "\nlast line no newline");
+  write_text(path,
+             "first line\r\nsecond \xFF line\n\n   \n" + long_line + "\nlast line no newline");
   LineReaderOptions o;
   o.max_line_bytes = 100;
   LineReader r(path, o);
@@ -72,7 +73,8 @@ TEST(LineReader, ReadsLinesAndCountsSkipped) {
   EXPECT_EQ(s.too_long, 1);
   EXPECT_EQ(s.skipped(), 4);
   ASSERT_EQ(s.examples.size(), 4u);
-  EXPECT_TRUE(contains(s.examples[0], path + ":2: invalid UTF-8 at byte 8 (0xFF)")) << s.examples[0];
+  EXPECT_TRUE(contains(s.examples[0], path + ":2: invalid UTF-8 at byte 8 (0xFF)"))
+      << s.examples[0];
   EXPECT_TRUE(contains(s.examples[1], path + ":3: empty line")) << s.examples[1];
   EXPECT_TRUE(contains(s.examples[3], path + ":5: line longer than 100 bytes")) << s.examples[3];
   EXPECT_EQ(s.skipped_summary(), "4 skipped (2 empty, 1 invalid UTF-8, 1 longer than the limit)");
@@ -156,9 +158,9 @@ TEST(Lm1bCorpus, MissingFoldersAndShards) {
   mtk::test::write_lm1b_corpus(dir / "c", 4, 3, 3);
   fs::remove(dir / "c/training-monolingual.tokenized.shuffled/news.en-00003-of-00100");
   e = error_of([&] { mtk::Lm1bCorpus::find(dir / "c"); });
-  EXPECT_TRUE(contains(e, "missing training shard '" +
-                              (dir / "c/training-monolingual.tokenized.shuffled/"
-                                     "news.en-00003-of-00100")))
+  EXPECT_TRUE(
+      contains(e, "missing training shard '" + (dir / "c/training-monolingual.tokenized.shuffled/"
+                                                      "news.en-00003-of-00100")))
       << e;
 
   mtk::test::write_lm1b_corpus(dir / "c", 4, 3, 3);

@@ -1,9 +1,6 @@
 // `mtk-lm1b prepare` end to end on a small generated corpus in the LM1B layout, at several rank
 // counts: vocabulary, token shards, skipped-line accounting, reuse on a re-run, and failures that
 // every rank reports together.
-#include "lm_data_test_util.hpp"
-#include "mtk_lm1b_prepare.hpp"
-
 #include <mtk_error.hpp>
 #include <mtk_lm1b_corpus.hpp>
 #include <mtk_token_shards.hpp>
@@ -12,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "lm_data_test_util.hpp"
+#include "mtk_lm1b_prepare.hpp"
 #include <filesystem>
 
 namespace {
@@ -48,15 +47,18 @@ TEST(Prepare, EncodesTheCorpusCountsSkippedLinesAndReusesShards) {
     std::string text;
     for (std::size_t i = 0; i < shard2.size(); ++i) {
       text += shard2[i] + "\n";
-      if (i == 10) text += "bad \xFF byte\n";
-      if (i == 20) text += std::string(300, 'z') + "\n";
-      if (i == 30) text += "\n";
+      if (i == 10)
+        text += "bad \xFF byte\n";
+      if (i == 20)
+        text += std::string(300, 'z') + "\n";
+      if (i == 30)
+        text += "\n";
     }
     mtk::test::write_text(shard_path(corpus, 2), text);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  const std::vector<std::string> args = {"--data", corpus, "--out", out, "--vocab-size", "350",
-                                         "--max-line-bytes", "200"};
+  const std::vector<std::string> args = {
+      "--data", corpus, "--out", out, "--vocab-size", "350", "--max-line-bytes", "200"};
   ASSERT_EQ(common_status(mtk::lm1b::prepare_main(args)), 0);
 
   const auto p = mtk::Lm1bPrepared::open(out);
@@ -111,7 +113,8 @@ TEST(Prepare, EncodesTheCorpusCountsSkippedLinesAndReusesShards) {
 TEST(Prepare, BadInputFailsOnEveryRank) {
   TempDir dir(MPI_COMM_WORLD);
   const std::string corpus = dir / "corpus", out = dir / "out";
-  if (world_rank() == 0) mtk::test::write_lm1b_corpus(corpus, 5, 60, 10);
+  if (world_rank() == 0)
+    mtk::test::write_lm1b_corpus(corpus, 5, 60, 10);
   MPI_Barrier(MPI_COMM_WORLD);
   const std::vector<std::string> base = {"--data", corpus, "--out", out, "--vocab-size", "300"};
 
@@ -126,7 +129,8 @@ TEST(Prepare, BadInputFailsOnEveryRank) {
 
   // An empty shard: found by whichever rank encodes it; all ranks fail together.
   MPI_Barrier(MPI_COMM_WORLD);
-  if (world_rank() == 0) mtk::test::write_text(shard_path(corpus, 4), "");
+  if (world_rank() == 0)
+    mtk::test::write_text(shard_path(corpus, 4), "");
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_EQ(common_status(mtk::lm1b::prepare_main(base)), 1);
   EXPECT_FALSE(fs::exists(dir / "out/manifest.txt"));
@@ -162,7 +166,8 @@ TEST(Prepare, BadInputFailsOnEveryRank) {
 
   // A gap in the training shards.
   MPI_Barrier(MPI_COMM_WORLD);
-  if (world_rank() == 0) fs::remove(shard_path(corpus, 2));
+  if (world_rank() == 0)
+    fs::remove(shard_path(corpus, 2));
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_EQ(common_status(mtk::lm1b::prepare_main(base)), 1);
 }

@@ -1,7 +1,5 @@
 // Packing, order, resume and per-rank slices of language-model batches. Registered at 1, 2 and 4
 // ranks: the slices of every rank, put together, must be the batch one rank computes alone.
-#include "lm_data_test_util.hpp"
-
 #include <mtk_error.hpp>
 #include <mtk_lm_batches.hpp>
 #include <mtk_token_shards.hpp>
@@ -9,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "lm_data_test_util.hpp"
 #include <algorithm>
 #include <functional>
 #include <set>
@@ -51,13 +50,15 @@ std::vector<std::string> write_shards(const mtk::test::TempDir& dir,
   std::vector<std::string> paths;
   for (std::size_t s = 0; s < shards.size(); ++s) {
     paths.push_back(dir / ("shard" + std::to_string(s) + ".tok"));
-    if (world_rank() != 0) continue;
+    if (world_rank() != 0)
+      continue;
     TokenShardInfo info;
     info.vocab_size = vocab;
     info.eos_id = 1;
     info.vocab_fingerprint = 77;
     TokenShardWriter w(paths.back(), info);
-    for (const auto& sentence : shards[s]) w.add_sentence(sentence, 1);
+    for (const auto& sentence : shards[s])
+      w.add_sentence(sentence, 1);
     w.finish();
   }
   MPI_Barrier(MPI_COMM_WORLD);
@@ -66,7 +67,8 @@ std::vector<std::string> write_shards(const mtk::test::TempDir& dir,
 
 Ids range(std::int32_t from, std::int32_t to) {  // [from, to)
   Ids v;
-  for (std::int32_t i = from; i < to; ++i) v.push_back(i);
+  for (std::int32_t i = from; i < to; ++i)
+    v.push_back(i);
   return v;
 }
 
@@ -90,7 +92,8 @@ std::vector<std::vector<Ids>> random_shards(int shards, int sentences, int max_l
     for (int i = 0; i < sentences; ++i) {
       Ids s;
       const int n = rng.uniform(1, max_len);
-      for (int k = 0; k < n; ++k) s.push_back(rng.uniform(2, 49));
+      for (int k = 0; k < n; ++k)
+        s.push_back(rng.uniform(2, 49));
       shard.push_back(s);
     }
   return out;
@@ -98,8 +101,9 @@ std::vector<std::vector<Ids>> random_shards(int shards, int sentences, int max_l
 
 TEST(Packing, SegmentsPositionsAndCuts) {
   mtk::test::TempDir dir(MPI_COMM_WORLD);
-  const auto paths = write_shards(dir, {{{10, 11}, {12, 13, 14}, {15, 16}, range(20, 39), {40, 41, 42}, {43}},
-                                        {{44, 45, 46, 47, 48, 49, 2}, {3}}});
+  const auto paths =
+      write_shards(dir, {{{10, 11}, {12, 13, 14}, {15, 16}, range(20, 39), {40, 41, 42}, {43}},
+                         {{44, 45, 46, 47, 48, 49, 2}, {3}}});
   const auto p = PackedSequences::open(paths, 8);
   EXPECT_EQ(p->size(), 8);
   EXPECT_EQ(p->num_tokens(), 46);
@@ -163,7 +167,8 @@ TEST(Packing, CoversEveryTokenOnceAndSplitsOnlyLongSentences) {
     ASSERT_LE(n, L);
     for (std::int64_t i = 0; i < L; ++i) {
       EXPECT_EQ(r.segments[static_cast<std::size_t>(i)] != 0, i < n);
-      if (i < n) all.push_back(r.targets[static_cast<std::size_t>(i)]);
+      if (i < n)
+        all.push_back(r.targets[static_cast<std::size_t>(i)]);
     }
     starts.insert(at);
     at += n;
@@ -262,16 +267,19 @@ TEST_F(Stream, RowsFollowTheSeededOrderAndEachEpochIsAPermutation) {
   std::vector<std::int64_t> first_epoch;
   for (std::int64_t e = 0; e < 2; ++e) {
     std::set<std::int64_t> seen;
-    for (std::int64_t k = 0; k < n; ++k) seen.insert(s.sequence_at(e, k));
+    for (std::int64_t k = 0; k < n; ++k)
+      seen.insert(s.sequence_at(e, k));
     EXPECT_EQ(static_cast<std::int64_t>(seen.size()), n);
   }
-  EXPECT_NE(s.sequence_at(0, 0) * n + s.sequence_at(0, 1), s.sequence_at(1, 0) * n + s.sequence_at(1, 1));
+  EXPECT_NE(s.sequence_at(0, 0) * n + s.sequence_at(0, 1),
+            s.sequence_at(1, 0) * n + s.sequence_at(1, 1));
   // Batches straddle the epoch boundary: row g is sequence_at(g / n, g % n).
   const std::int64_t steps = n / 4 + 3;
   LmBatch first_batch;
   for (std::int64_t t = 0; t < steps; ++t) {
     const LmBatch b = s.next();
-    if (t == 0) first_batch = b;
+    if (t == 0)
+      first_batch = b;
     EXPECT_EQ(b.position.epoch * n + b.position.index, t * 4);
     std::int64_t tokens = 0;
     for (std::int64_t r = 0; r < 4; ++r) {
@@ -281,8 +289,10 @@ TEST_F(Stream, RowsFollowTheSeededOrderAndEachEpochIsAPermutation) {
       const auto at = static_cast<std::ptrdiff_t>(r * 16);
       EXPECT_TRUE(std::equal(want.targets.begin(), want.targets.end(), b.targets.begin() + at));
       EXPECT_TRUE(std::equal(want.inputs.begin(), want.inputs.end(), b.inputs.begin() + at));
-      EXPECT_TRUE(std::equal(want.segments.begin(), want.segments.end(), b.segment_ids.begin() + at));
-      EXPECT_TRUE(std::equal(want.positions.begin(), want.positions.end(), b.positions.begin() + at));
+      EXPECT_TRUE(
+          std::equal(want.segments.begin(), want.segments.end(), b.segment_ids.begin() + at));
+      EXPECT_TRUE(
+          std::equal(want.positions.begin(), want.positions.end(), b.positions.begin() + at));
       tokens += seqs_->tokens_in(seq);
     }
     EXPECT_EQ(b.global_tokens, tokens);
@@ -294,7 +304,8 @@ TEST_F(Stream, RowsFollowTheSeededOrderAndEachEpochIsAPermutation) {
   o.seed = 4;
   LmBatchStream other(seqs_, o);
   int differ = 0;
-  for (std::int64_t k = 0; k < n; ++k) differ += other.sequence_at(0, k) != s.sequence_at(0, k);
+  for (std::int64_t k = 0; k < n; ++k)
+    differ += other.sequence_at(0, k) != s.sequence_at(0, k);
   EXPECT_GT(differ, n / 2);
 }
 
@@ -304,17 +315,20 @@ TEST_F(Stream, ResumeEqualsAnUninterruptedStream) {
   o.seed = 11;
   LmBatchStream full(seqs_, o);
   std::vector<LmBatch> expected;
-  for (int t = 0; t < 12; ++t) expected.push_back(full.next());
+  for (int t = 0; t < 12; ++t)
+    expected.push_back(full.next());
 
   LmBatchStream first(seqs_, o);
-  for (int t = 0; t < 5; ++t) first.next();
+  for (int t = 0; t < 5; ++t)
+    first.next();
   const std::string saved = first.save();
   EXPECT_EQ(saved.rfind("lm-position v1 epoch=", 0), 0u) << saved;
 
   LmBatchStream resumed(seqs_, o);
   resumed.restore(saved);
   EXPECT_EQ(resumed.position(), first.position());
-  for (int t = 5; t < 12; ++t) expect_same(resumed.next(), expected[static_cast<std::size_t>(t)]);
+  for (int t = 5; t < 12; ++t)
+    expect_same(resumed.next(), expected[static_cast<std::size_t>(t)]);
 
   // The position counts rows, so a different batch size continues the same row stream.
   LmBatchOptions half = o;
@@ -364,7 +378,8 @@ void check_slices(const std::shared_ptr<const PackedSequences>& seqs, int slices
     EXPECT_EQ(b.first_row, b.rows * slice);
     EXPECT_EQ(b.global_tokens, all.global_tokens);
     const auto cells = static_cast<int>(b.rows * b.length);
-    for (const auto& [got, want] : {std::pair{&b.inputs, &all.inputs}, {&b.targets, &all.targets},
+    for (const auto& [got, want] : {std::pair{&b.inputs, &all.inputs},
+                                    {&b.targets, &all.targets},
                                     {&b.segment_ids, &all.segment_ids},
                                     {&b.positions, &all.positions}}) {
       Ids stitched(static_cast<std::size_t>(cells * slices));

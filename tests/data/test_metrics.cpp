@@ -1,11 +1,10 @@
 // JSON Lines metrics and the progress line.
-#include "lm_data_test_util.hpp"
-
 #include <mtk_error.hpp>
 #include <mtk_metrics.hpp>
 
 #include <gtest/gtest.h>
 
+#include "lm_data_test_util.hpp"
 #include <cmath>
 #include <limits>
 #include <thread>
@@ -47,8 +46,9 @@ TEST(Metrics, WriterAppendsLines) {
     EXPECT_FALSE(w.is_open());
     EXPECT_TRUE(moved.is_open());
   }
-  EXPECT_EQ(mtk::test::read_text(path),
-            "{\"step\": 1, \"loss\": 4}\n{\"step\": 2, \"loss\": 3.5}\n{\"step\": 3, \"loss\": 3.25}\n");
+  EXPECT_EQ(
+      mtk::test::read_text(path),
+      "{\"step\": 1, \"loss\": 4}\n{\"step\": 2, \"loss\": 3.5}\n{\"step\": 3, \"loss\": 3.25}\n");
   { mtk::MetricsWriter(path, true).write({{"step", std::int64_t{7}}}); }
   EXPECT_EQ(mtk::test::read_text(path), "{\"step\": 7}\n");
   EXPECT_THROW(mtk::MetricsWriter("/nonexistent-dir/m.jsonl"), mtk::Error);

@@ -1,16 +1,14 @@
 // Token shards: write / read round trip, header checks, damaged and unfinished files.
-#include "lm_data_test_util.hpp"
-
 #include <mtk_error.hpp>
 #include <mtk_lm1b_corpus.hpp>
 #include <mtk_token_shards.hpp>
 
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
+#include "lm_data_test_util.hpp"
 #include <filesystem>
 #include <functional>
+#include <unistd.h>
 
 namespace {
 
@@ -45,7 +43,8 @@ TEST(TokenShards, WriteReadRoundTrip) {
   const std::vector<std::vector<std::int32_t>> sentences = {{5, 6, 7}, {8}, {9, 10, 11, 12, 13}};
   {
     TokenShardWriter w(path, header());
-    for (const auto& s : sentences) w.add_sentence(s, static_cast<std::int64_t>(s.size()) + 1);
+    for (const auto& s : sentences)
+      w.add_sentence(s, static_cast<std::int64_t>(s.size()) + 1);
     mtk::LineStats stats;
     stats.lines = 5;
     stats.empty = 1;

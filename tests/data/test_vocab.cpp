@@ -1,10 +1,10 @@
 // SentencePiece vocabularies: training, reserved ids, encode/decode round trips, save/load.
-#include "lm_data_test_util.hpp"
-
 #include <mtk_error.hpp>
 #include <mtk_vocab.hpp>
 
 #include <gtest/gtest.h>
+
+#include "lm_data_test_util.hpp"
 
 namespace {
 
@@ -54,7 +54,8 @@ TEST(Vocab, UnseenCharactersUseBytesNotUnk) {
   const Vocab& v = trained();
   const std::string text = "Zürich ☃ costs 42 € .";
   const auto ids = v.encode(text);
-  for (auto id : ids) EXPECT_NE(id, Vocab::kUnkId);
+  for (auto id : ids)
+    EXPECT_NE(id, Vocab::kUnkId);
   EXPECT_EQ(v.decode(ids), text);
 }
 

@@ -1,0 +1,83 @@
+#pragma once
+// Training metrics: a JSON Lines log (one object per logged step) and the progress line rank 0
+// prints.
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace mtk {
+
+/// A metric value: an integer, a number or a string.
+using MetricValue = std::variant<std::int64_t, double, std::string>;
+/// Fields of one record, written in this order.
+using MetricRecord = std::vector<std::pair<std::string, MetricValue>>;
+
+/// One JSON object on one line (no newline). Integers are exact, doubles use the shortest text that
+/// reads back to the same value, strings are escaped; NaN and infinities (not JSON) become null.
+std::string to_json(const MetricRecord& record);
+
+/// Appends records to a JSON Lines file, one object per line, flushed after each so that a killed
+/// run keeps every logged step. Opening appends, so a resumed run continues the same file.
+class MetricsWriter {
+ public:
+  MetricsWriter() = default;
+  /// `truncate`: start the file afresh instead of appending.
+  explicit MetricsWriter(const std::string& path, bool truncate = false);
+  ~MetricsWriter();
+  MetricsWriter(MetricsWriter&& other) noexcept;
+  MetricsWriter& operator=(MetricsWriter&& other) noexcept;
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
+
+  void write(const MetricRecord& record);
+  bool is_open() const { return file_ != nullptr; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+};
+
+/// "1h02m", "3m05s", "12s"; "?" for negative or non-finite values.
+std::string format_duration(double seconds);
+/// "12.3k", "1.25M", "950" (3 significant digits).
+std::string format_count(double value);
+
+/// What one progress line shows.
+struct ProgressInfo {
+  std::int64_t step = 0;
+  std::int64_t total_steps = 0;  ///< 0: unknown (no percentage, no ETA)
+  double loss = 0.0;
+  double tokens_per_s = 0.0;
+  double lr = 0.0;
+  double eta_s = -1.0;  ///< negative: unknown
+};
+
+/// "step   1200/136000 (0.9%) | loss 4.1234 | 52.1k tok/s | lr 1.00e-02 | ETA 3h05m"
+std::string format_progress(const ProgressInfo& info);
+
+/// Throughput and ETA from the wall clock: call tick(step, tokens) after each step; rates are
+/// measured over the steps since the previous report() (and the ETA from the whole run's rate).
+class ProgressMeter {
+ public:
+  /// `first_step`: the step the run (or resumed run) starts at.
+  ProgressMeter(std::int64_t first_step, std::int64_t total_steps);
+  /// Counts `tokens` processed by step `step` (just completed).
+  void tick(std::int64_t step, std::int64_t tokens);
+  /// The line for the last ticked step, and restarts the interval.
+  ProgressInfo report(double loss, double lr);
+  double elapsed_s() const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  std::int64_t first_step_, total_steps_, step_;
+  Clock::time_point start_, interval_start_;
+  std::int64_t interval_tokens_ = 0;
+};
+
+}  // namespace mtk
