@@ -16,14 +16,19 @@ using Buffers = std::vector<Program::Buffer>;
 /// Builds a Program op by op; see mtk_lowering.hpp for the rules.
 class Lowering {
  public:
-  Lowering(Graph& g, const Mesh& mesh, const LayoutRules& rules)
-      : g_(g), mesh_(mesh), rules_(rules), p_(new Program(mesh)) {}
+  // `shape`/`coords`: the mesh and the processor to lower for. They equal `mesh`'s own unless
+  // `dry` (analysis only: nothing is allocated and the program must not run).
+  Lowering(Graph& g, const Mesh& mesh, const LayoutRules& rules, const MeshShape& shape,
+           const std::vector<int>& coords, bool dry)
+      : g_(g), mesh_(mesh), shape_(shape), coords_(coords), dry_(dry), rules_(rules), p_(new Program(mesh)) {
+    p_->dry_ = dry;
+  }
 
   std::unique_ptr<Program> run() {
     p_->graph_ = &g_;
     for (int t = 0; t < g_.num_tensors(); ++t) {
       const auto& info = g_.tensor_info(t);
-      p_->layouts_.emplace_back(info.shape, rules_, mesh_.shape(), info.name);
+      p_->layouts_.emplace_back(info.shape, rules_, shape_, info.name);
     }
     pending_.assign(static_cast<size_t>(g_.num_tensors()), {});
     for (int i = 0; i < g_.num_ops(); ++i) lower_op(i);
@@ -63,7 +68,7 @@ class Lowering {
   // A temporary buffer (not a graph tensor) with its own layout.
   int new_temp(Shape shape, const std::vector<int>& ax, DType dtype) {
     int id = static_cast<int>(p_->layouts_.size());
-    p_->layouts_.emplace_back(shape, ax, mesh_.shape(), "tmp");
+    p_->layouts_.emplace_back(shape, ax, shape_, "tmp");
     pending_.emplace_back();
     temp_dtype_[id] = dtype;
     return id;
@@ -77,7 +82,7 @@ class Lowering {
     count_comm("allreduce", local(t).num_elements() * 4);
     const Mesh mesh = mesh_;
     std::string names;
-    for (int a : ax) names += (names.empty() ? "" : ",") + mesh_.shape()[a].name;
+    for (int a : ax) names += (names.empty() ? "" : ",") + shape_[a].name;
     add_step(cat("allreduce(sum) of ", describe(t), " over ", names), {t}, {t},
              [mesh, ax, t](Buffers& b) { allreduce<float>(mesh, ax, b[static_cast<size_t>(t)].f); },
              "", 0, Program::Category::collective);
@@ -88,7 +93,7 @@ class Lowering {
     if (to == axes(t)) return t;
     materialize(t);
     const Shape& s = L(t).shape();
-    auto plan = plan_relayout(s, axes(t), to, mesh_.shape());
+    auto plan = plan_relayout(s, axes(t), to, shape_);
     int out = new_temp(s, to, L_dtype(t));
     for (const auto& m : plan) {
       const std::int64_t bytes = m.local_before.num_elements() * 4;
@@ -97,7 +102,7 @@ class Lowering {
     }
     const Mesh mesh = mesh_;
     const bool f = is_float(t);
-    add_step(cat("relayout ", describe(t), ": ", describe_relayout(plan, mesh_.shape())), {t}, {out},
+    add_step(cat("relayout ", describe(t), ": ", describe_relayout(plan, shape_)), {t}, {out},
              [mesh, plan, t, out, f](Buffers& b) {
                auto& src = b[static_cast<size_t>(t)];
                auto& dst = b[static_cast<size_t>(out)];
@@ -131,10 +136,10 @@ class Lowering {
 
   void require_whole(int t, const std::string& dim) {
     int i = L(t).shape().index_of(dim);
-    if (i >= 0 && L(t).mesh_axis(i) >= 0 && mesh_.shape()[L(t).mesh_axis(i)].size > 1)
+    if (i >= 0 && L(t).mesh_axis(i) >= 0 && shape_[L(t).mesh_axis(i)].size > 1)
       fail("mtk::lower", cat(label(), " needs dimension '", dim, "' whole, but tensor ", describe(t),
-                             " splits it over mesh dimension '", mesh_.shape()[L(t).mesh_axis(i)].name,
-                             "' of size ", mesh_.shape()[L(t).mesh_axis(i)].size,
+                             " splits it over mesh dimension '", shape_[L(t).mesh_axis(i)].name,
+                             "' of size ", shape_[L(t).mesh_axis(i)].size,
                              "; change the layout rule for '", dim, "'"));
   }
 
@@ -181,11 +186,13 @@ class Lowering {
     const int t = o.outputs[0];
     const auto& l = L(t);
     const Shape ls = l.slice_shape();
-    const auto origin = l.slice_origin(mesh_.coordinates());
+    const auto origin = l.slice_origin(coords_);
     const Initializer& init = o.attrs.init;
     const std::uint64_t seed = kernels::hash_name(o.name) ^ (init.seed * 0x9E3779B97F4A7C15ull);
     Program::Buffer b;
-    if (g_.tensor_info(t).dtype == DType::int32) {
+    if (dry_) {
+      // analysis only: no storage
+    } else if (g_.tensor_info(t).dtype == DType::int32) {
       b.i = kernels::fill<std::int32_t>(ls.num_elements(), static_cast<std::int32_t>(
                                             init.kind == Initializer::Kind::ones ? 1 : init.kind == Initializer::Kind::constant ? init.a : 0));
     } else {
@@ -224,7 +231,7 @@ class Lowering {
   void lower_range() {
     const int t = op().outputs[0];
     const Shape ls = local(t);
-    const std::int64_t origin = L(t).slice_origin(mesh_.coordinates())[0];
+    const std::int64_t origin = L(t).slice_origin(coords_)[0];
     const bool f = is_float(t);
     add_step(label(), {}, {t}, [t, ls, origin, f](Buffers& b) {
       if (f) b[static_cast<size_t>(t)].f = kernels::range<float>(ls, 0, origin);
@@ -236,7 +243,7 @@ class Lowering {
     const Operation& o = op();
     const int t = o.outputs[0];
     const Shape gs = L(t).shape(), ls = local(t);
-    const auto origin = L(t).slice_origin(mesh_.coordinates());
+    const auto origin = L(t).slice_origin(coords_);
     const bool uniform = o.kind == OpKind::random_uniform;
     const double a = o.attrs.scalar, c = o.attrs.scalar2;
     const std::uint64_t seed = o.attrs.seed;
@@ -380,7 +387,7 @@ class Lowering {
     for (int a : out_pending)
       if (L(y).tensor_dim_on(a) >= 0)
         fail("mtk::lower", cat(label(), ": output ", describe(y), " is split over mesh dimension '",
-                               mesh_.shape()[a].name, "' which also splits a summed dimension"));
+                               shape_[a].name, "' which also splits a summed dimension"));
     pending_[static_cast<size_t>(y)] = out_pending;
     const Shape ly = local(y);
     if (in.size() == 1) {
@@ -461,7 +468,7 @@ class Lowering {
     const Shape lr(dims);
     const Mesh mesh = mesh_;
     count_comm("allreduce", lr.num_elements() * 4 * 2);
-    add_step(label() + " (split over " + mesh_.shape()[axis].name + ")", {x}, {y}, [=](Buffers& b) {
+    add_step(label() + " (split over " + shape_[axis].name + ")", {x}, {y}, [=](Buffers& b) {
       const FView& X = b[static_cast<size_t>(x)].f;
       FView m = kernels::reduce<float>(ReduceFn::max, lx, X, lr);
       allreduce<float>(mesh, {axis}, m, ReduceOp::max);
@@ -507,7 +514,7 @@ class Lowering {
     const Operation& o = op();
     const int ids = o.inputs[0], y = o.outputs[0];
     const int d = L(y).shape().index_of(o.attrs.dim);
-    const std::int64_t origin = L(y).slice_origin(mesh_.coordinates())[static_cast<size_t>(d)];
+    const std::int64_t origin = L(y).slice_origin(coords_)[static_cast<size_t>(d)];
     const Shape li = local(ids), ly = local(y);
     const float on = static_cast<float>(o.attrs.scalar), off = static_cast<float>(o.attrs.scalar2);
     add_step(label(), {ids}, {y}, [=](Buffers& b) {
@@ -526,7 +533,7 @@ class Lowering {
       table = gather_dims(table, {o.attrs.dim});
       axis = -1;
     }
-    const std::int64_t origin = L(table).slice_origin(mesh_.coordinates())[static_cast<size_t>(d)];
+    const std::int64_t origin = L(table).slice_origin(coords_)[static_cast<size_t>(d)];
     if (axis >= 0) pending_[static_cast<size_t>(y)] = {axis};  // rows outside the slice are 0
     const Shape lt = local(table), li = local(ids), ly = local(y);
     add_step(label(), {table, ids}, {y}, [=](Buffers& b) {
@@ -562,7 +569,7 @@ class Lowering {
     p.erase(std::unique(p.begin(), p.end()), p.end());
     pending_[static_cast<size_t>(y)] = p;
     const int d = ts.index_of(o.attrs.dim);
-    const std::int64_t origin = L(y).slice_origin(mesh_.coordinates())[static_cast<size_t>(d)];
+    const std::int64_t origin = L(y).slice_origin(coords_)[static_cast<size_t>(d)];
     const Shape li = local(ids), lu = local(upd), ly = local(y);
     add_step(label(), {ids, upd}, {y}, [=](Buffers& b) {
       b[static_cast<size_t>(y)].f = kernels::scatter_add(li, b[static_cast<size_t>(ids)].i, lu,
@@ -577,14 +584,14 @@ class Lowering {
     const int x = o.inputs[0], t = o.inputs[1], loss = o.outputs[0], lse_out = o.outputs[1];
     materialize(x);
     const int d = L(x).shape().index_of(o.attrs.dim);
-    const int axis = L(x).mesh_axis(d) >= 0 && mesh_.shape()[L(x).mesh_axis(d)].size > 1 ? L(x).mesh_axis(d) : -1;
-    const std::int64_t origin = L(x).slice_origin(mesh_.coordinates())[static_cast<size_t>(d)];
+    const int axis = L(x).mesh_axis(d) >= 0 && shape_[L(x).mesh_axis(d)].size > 1 ? L(x).mesh_axis(d) : -1;
+    const std::int64_t origin = L(x).slice_origin(coords_)[static_cast<size_t>(d)];
     const std::int64_t V = L(x).shape()[d].size;
     const Shape lx = local(x), lr = local(loss);
     const double ls = o.attrs.scalar, z = o.attrs.scalar2;
     const Mesh mesh = mesh_;
     if (axis >= 0) count_comm("allreduce", lr.num_elements() * 4 * 4);
-    add_step(label() + (axis >= 0 ? " (vocabulary split over " + mesh_.shape()[axis].name + ")" : ""),
+    add_step(label() + (axis >= 0 ? " (vocabulary split over " + shape_[axis].name + ")" : ""),
              {x, t}, {loss, lse_out}, [=](Buffers& b) {
                const FView& X = b[static_cast<size_t>(x)].f;
                FView m = kernels::reduce<float>(ReduceFn::max, lx, X, lr);
@@ -608,7 +615,7 @@ class Lowering {
     const int x = o.inputs[0], t = o.inputs[1], lse = o.inputs[2], dy = o.inputs[3], dx = o.outputs[0];
     for (int k : {x, lse, dy}) materialize(k);
     const int d = L(x).shape().index_of(o.attrs.dim);
-    const std::int64_t origin = L(x).slice_origin(mesh_.coordinates())[static_cast<size_t>(d)];
+    const std::int64_t origin = L(x).slice_origin(coords_)[static_cast<size_t>(d)];
     const std::int64_t V = L(x).shape()[d].size;
     const Shape lx = local(x);
     const double ls = o.attrs.scalar, z = o.attrs.scalar2;
@@ -791,6 +798,9 @@ class Lowering {
 
   Graph& g_;
   Mesh mesh_;
+  MeshShape shape_;
+  std::vector<int> coords_;
+  bool dry_ = false;
   LayoutRules rules_;
   std::unique_ptr<Program> p_;
   int op_index_ = 0;
@@ -804,13 +814,19 @@ std::unique_ptr<Program> lower(Graph& graph, const Mesh& mesh, const LayoutRules
   std::unique_ptr<Program> program;
   std::string failure;
   try {
-    program = Lowering(graph, mesh, rules).run();
+    program = Lowering(graph, mesh, rules, mesh.shape(), mesh.coordinates(), false).run();
   } catch (const std::exception& e) {
     failure = e.what();
   }
   Kokkos::Profiling::popRegion();
   agree(mesh.comm(), failure);  // every rank throws if any rank failed
   return program;
+}
+
+std::unique_ptr<Program> analyze(Graph& graph, const MeshShape& mesh, const LayoutRules& rules,
+                                 int processor) {
+  static const Mesh self(MeshShape::parse("self:1"), MPI_COMM_SELF);
+  return Lowering(graph, self, rules, mesh, mesh.coordinates_of(processor), true).run();
 }
 
 }  // namespace mtk

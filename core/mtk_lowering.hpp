@@ -22,4 +22,10 @@ namespace mtk {
 /// their initializers. Collective over the mesh.
 std::unique_ptr<Program> lower(Graph& graph, const Mesh& mesh, const LayoutRules& rules);
 
+/// Lowers for processor `processor` of a mesh of any size without the ranks, allocating nothing:
+/// its counters() and explain() describe the real program (FLOPs, communication, memory), but it
+/// cannot run. For sizing the paper's models on a laptop. Not collective.
+std::unique_ptr<Program> analyze(Graph& graph, const MeshShape& mesh, const LayoutRules& rules,
+                                 int processor = 0);
+
 }  // namespace mtk

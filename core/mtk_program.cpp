@@ -115,6 +115,7 @@ HostTensor Program::gather_global(int tensor, const Buffer& buffer) {
 std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
                                      const std::vector<Tensor>& fetches,
                                      const std::map<int, HostTensor>& local_feeds) {
+  if (dry_) fail("mtk::Program::run", "this program was built by mtk::analyze() for sizing only");
   Kokkos::Profiling::pushRegion("mtk::Program::run");
   using clock = std::chrono::steady_clock;
   auto mark = clock::now();
@@ -221,7 +222,9 @@ std::string Program::explain() const {
     std::snprintf(buf, sizeof buf, "%.2f %s", b, unit[u]);
     return std::string(buf);
   };
-  std::string s = cat("MTK program on mesh ", mesh_.shape().to_string(), ", rank ", mesh_.rank(), " (",
+  const MeshShape& shape = layouts_.empty() ? mesh_.shape() : layouts_.front().mesh();
+  std::string s = cat("MTK program on mesh ", shape.to_string(), dry_ ? " (analysis)" : "", ", rank ",
+                      dry_ ? 0 : mesh_.rank(), " (",
                       steps_.size(), " steps, ", assigns_.size(), " assignments)\n");
   s += "  variables (layout):\n";
   for (const auto& n : variable_order_)

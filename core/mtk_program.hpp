@@ -125,6 +125,7 @@ class Program {
   Counters counters_;
   std::int64_t step_ = 0;
   bool profiling_ = false;
+  bool dry_ = false;  // built by analyze(): counters only
   std::map<std::string, double> time_split_;
   std::map<std::string, double> time_by_kind_;
 };
