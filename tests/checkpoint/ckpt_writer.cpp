@@ -76,13 +76,13 @@ int run(const Options& o) {
   mtk::CheckpointManager manager(o.run_dir, static_cast<int>(o.keep), mesh);
   if (o.resume) {
     mtk::CheckpointMetadata meta;
-    if (manager.restore_latest(program, &meta)) {
-      if (rank == 0)
-        std::printf("restored step %lld from %s\n", static_cast<long long>(meta.step),
-                    manager.latest().c_str());
-    } else if (rank == 0) {
+    const bool restored = manager.restore_latest(program, &meta);
+    const std::string latest = manager.latest();  // collective: every rank calls it
+    if (rank == 0 && restored)
+      std::printf("restored step %lld from %s\n", static_cast<long long>(meta.step),
+                  latest.c_str());
+    else if (rank == 0)
       std::printf("fresh start\n");
-    }
   } else if (rank == 0) {
     std::printf("fresh start\n");
   }
