@@ -20,8 +20,8 @@ void agree(MPI_Comm comm, const std::string& local_failure) {
   text.resize(static_cast<size_t>(length));
   MPI_Bcast(text.data(), length, MPI_CHAR, first, comm);
   std::string message(text.begin(), text.end());
-  if (rank == first) throw Error(message);
-  throw Error(cat("[failed on rank ", first, "] ", message));
+  if (rank == first) throw AgreedError(message);
+  throw AgreedError(cat("[failed on rank ", first, "] ", message));
 }
 
 }  // namespace mtk

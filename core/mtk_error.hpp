@@ -17,6 +17,13 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+/// The error agree() raises: every rank of the communicator throws it with the same message, so
+/// a program may report it once (rank 0) and finish normally.
+class AgreedError : public Error {
+ public:
+  explicit AgreedError(const std::string& what) : Error(what) {}
+};
+
 /// Throws mtk::Error("<where>: <what>").
 [[noreturn]] void fail(const std::string& where, const std::string& what);
 
