@@ -202,8 +202,8 @@ std::string restore_weights(Program& program, const Options& o, const Mesh& mesh
   CheckpointManager manager(o.run_dir, 1000000, mesh);
   manager.set_logger([](const std::string& m) { say("%s\n", m.c_str()); });
   if (manager.restore_latest(program, meta)) return manager.latest();
-  if (required)
-    fail("mtk-lm1b", cat("no checkpoint in run directory '", o.run_dir, "'; train first or pass --restore"));
+  if (required)  // every rank sees the same run directory: fail together
+    agree(mesh.comm(), cat("mtk-lm1b: no checkpoint in run directory '", o.run_dir, "'; train first or pass --restore"));
   return "";
 }
 

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# End to end: a generated corpus in LM1B layout -> prepare -> train on 2 ranks (loss falls) ->
+# eval (finite perplexity); the same losses on 1, 2 and 4 ranks under different layouts; resume
+# continues the same trajectory; bad input fails clearly on every rank without hanging.
+#   lm1b_end_to_end.sh MTK_LM1B_BINARY CONFIG
+set -euo pipefail
+lm1b="$1"
+config="$2"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+export OPENBLAS_NUM_THREADS=1
+mpirun() { timeout 300 mpiexec "$@"; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# A corpus with structure to learn: sentences from a small grammar, tokenized LM1B-style.
+mkdir -p corpus/training-monolingual.tokenized.shuffled corpus/heldout-monolingual.tokenized.shuffled
+gen() {  # gen SEED LINES
+  awk -v seed="$1" -v n="$2" 'BEGIN {
+    srand(seed);
+    split("the a one every this that", det, " ");
+    split("king shepherd city river mountain servant prophet people house garden", noun, " ");
+    split("saw built blessed crossed heard found loved kept", verb, " ");
+    split("quickly slowly gladly there again today", adv, " ");
+    for (i = 0; i < n; i++) {
+      s = det[int(rand()*6)+1] " " noun[int(rand()*10)+1] " " verb[int(rand()*8)+1] " " det[int(rand()*6)+1] " " noun[int(rand()*10)+1];
+      if (rand() < 0.5) s = s " " adv[int(rand()*6)+1];
+      if (rand() < 0.3) s = s " , and " det[int(rand()*6)+1] " " noun[int(rand()*10)+1] " " verb[int(rand()*8)+1];
+      print s " .";
+    }
+  }'
+}
+for k in 1 2 3; do gen "$k" 300 > "corpus/training-monolingual.tokenized.shuffled/news.en-0000$k-of-00100"; done
+gen 99 80 > corpus/heldout-monolingual.tokenized.shuffled/news.en.heldout-00000-of-00050
+
+mpirun -n 2 "$lm1b" prepare --data corpus --out prepared --vocab-size 300 > prepare.log 2>&1 || { cat prepare.log; fail "prepare"; }
+grep -q "0 skipped" prepare.log || { cat prepare.log; fail "prepare did not report skipped lines"; }
+
+# Train on 2 ranks (data parallel); the loss must fall.
+mpirun -n 2 "$lm1b" train --config "$config" --run-dir run2 > train2.log 2>&1 || { cat train2.log; fail "train on 2 ranks"; }
+cat train2.log
+[ -f run2/config.resolved.yaml ] || fail "no config.resolved.yaml"
+first=$(head -1 run2/metrics.jsonl | sed 's/.*"loss": \([0-9.e+-]*\).*/\1/')
+last=$(tail -1 run2/metrics.jsonl | sed 's/.*"loss": \([0-9.e+-]*\).*/\1/')
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1.0) }' || fail "loss did not fall: $first -> $last"
+echo "loss $first -> $last"
+for key in step loss tokens_per_s lr; do grep -q "\"$key\"" run2/metrics.jsonl || fail "metrics.jsonl lacks $key"; done
+
+# Eval: finite perplexities, JSON line with the two figures.
+mpirun -n 2 "$lm1b" eval --config "$config" --run-dir run2 > eval.log 2>&1 || { cat eval.log; fail "eval"; }
+cat eval.log
+grep -q '"log_ppl_per_token": [0-9]' eval.log || fail "eval printed no log_ppl_per_token"
+grep -q '"ppl_per_word": [0-9]' eval.log || fail "eval printed no ppl_per_word"
+
+# The same losses on 1 rank and on 4 ranks with a 2-D layout (first 10 steps).
+mpirun -n 1 "$lm1b" train --config "$config" --run-dir run1 --mesh batch:1 --set train.steps=10 > train1.log 2>&1 || { cat train1.log; fail "train on 1 rank"; }
+mpirun -n 4 "$lm1b" train --config "$config" --run-dir run4 --mesh "batch:2;model:2" --set train.steps=10 > train4.log 2>&1 || { cat train4.log; fail "train on 4 ranks"; }
+losses() { sed -n 's/.*"step": \([0-9]*\), "loss": \([0-9.e+-]*\).*/\1 \2/p' "$1" | head -10; }
+paste <(losses run1/metrics.jsonl) <(losses run2/metrics.jsonl) <(losses run4/metrics.jsonl) > compare.txt
+cat compare.txt
+awk '{ for (k = 4; k <= 6; k += 2) { d = $k - $2; if (d < 0) d = -d; if (d > 1e-4 * ($2 > 1 ? $2 : 1)) { print "step " $1 ": " $2 " vs " $k; bad = 1 } } } END { exit bad }' compare.txt ||
+  fail "losses differ between 1, 2 and 4 ranks"
+[ "$(wc -l < compare.txt)" -eq 10 ] || fail "expected 10 compared steps"
+
+# Resume: 20 steps, then 20 more from the checkpoint, equals the 40-step run bitwise on the same mesh.
+mpirun -n 2 "$lm1b" train --config "$config" --run-dir resume --set train.steps=20 > r1.log 2>&1 || { cat r1.log; fail "resume part 1"; }
+mpirun -n 2 "$lm1b" train --config "$config" --run-dir resume > r2.log 2>&1 || { cat r2.log; fail "resume part 2"; }
+grep -q "resumed from" r2.log || { cat r2.log; fail "did not resume"; }
+diff <(losses run2/metrics.jsonl; sed -n 's/.*"step": \([0-9]*\), "loss": \([0-9.e+-]*\).*/\1 \2/p' run2/metrics.jsonl | sed -n '11,40p') \
+     <(losses resume/metrics.jsonl; sed -n 's/.*"step": \([0-9]*\), "loss": \([0-9.e+-]*\).*/\1 \2/p' resume/metrics.jsonl | sed -n '11,40p') ||
+  fail "resumed losses differ from the uninterrupted run"
+
+# Bad input: clear errors, non-zero exit, no hang (each run has a timeout).
+expect_error() {  # expect_error PATTERN COMMAND...
+  local pattern="$1"; shift
+  if "$@" > err.log 2>&1; then cat err.log; fail "expected failure: $*"; fi
+  grep -q -- "$pattern" err.log || { cat err.log; fail "error lacks '$pattern': $*"; }
+}
+expect_error "unknown key 'train.stepz'" mpirun -n 2 "$lm1b" train --config "$config" --run-dir bad --set train.stepz=3
+expect_error "not divisible" mpirun -n 2 "$lm1b" train --config "$config" --run-dir bad --set model.num_heads=3 --mesh model:2 --layout heads:model
+expect_error "prepare" mpirun -n 2 "$lm1b" train --config "$config" --run-dir bad --set data.dir=nowhere
+expect_error "has 2 ranks" mpirun -n 2 "$lm1b" train --config "$config" --run-dir bad --mesh batch:4
+expect_error "no checkpoint" mpirun -n 2 "$lm1b" eval --config "$config" --run-dir empty
+mkdir -p broken/training-monolingual.tokenized.shuffled broken/heldout-monolingual.tokenized.shuffled
+: > broken/training-monolingual.tokenized.shuffled/news.en-00001-of-00100
+cp corpus/heldout-monolingual.tokenized.shuffled/* broken/heldout-monolingual.tokenized.shuffled/
+expect_error "news.en-00001-of-00100" mpirun -n 2 "$lm1b" prepare --data broken --out broken-out --vocab-size 300
+expect_error "training-monolingual" mpirun -n 2 "$lm1b" prepare --data nowhere --out x
+echo "1 passed, 0 failed"
