@@ -255,12 +255,16 @@ struct Modulo {
   std::int64_t n;
   KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t k) const { return k % n; }
 };
+struct Divide {  // the operand's dims lead the output's: one offset per block of `n` outputs
+  std::int64_t n;
+  KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t k) const { return k / n; }
+};
 struct Mapped {
   IndexMap map;
   KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t k) const { return map.offset(k); }
 };
 
-enum class Access { direct, modulo, mapped };
+enum class Access { direct, modulo, divide, mapped };
 
 /// How output elements reach one operand. Validates (by name) that the operand fits the output.
 struct Plan {
@@ -278,11 +282,31 @@ Plan plan_operand(const Shape& out, const Shape& in, const char* where) {
     return p;
   }
   const int shift = out.rank() - in.rank();
-  bool suffix = shift >= 0;
+  bool suffix = shift >= 0, prefix = shift >= 0;
   for (int i = 0; suffix && i < in.rank(); ++i)
     suffix = in[i] == out[i + shift];
-  p.access = suffix ? Access::modulo : Access::mapped;
+  for (int i = 0; prefix && i < in.rank(); ++i)
+    prefix = in[i] == out[i];
+  if (suffix) {
+    p.access = Access::modulo;
+  } else if (prefix && p.n > 0) {
+    p.access = Access::divide;
+    p.n = out.num_elements() / p.n;  // outputs per operand element
+  } else {
+    p.access = Access::mapped;
+  }
   return p;
+}
+
+/// Calls f with the compile-time indexer that fits `p`.
+template <class F>
+void with_indexer(const Plan& p, F&& f) {
+  switch (p.access) {
+    case Access::direct: f(Direct{}); break;
+    case Access::modulo: f(Modulo{p.n}); break;
+    case Access::divide: f(Divide{p.n}); break;
+    default: f(Mapped{p.map}); break;
+  }
 }
 
 /// A runtime-dispatched indexer (used by where, whose three operands would multiply the fast
@@ -297,6 +321,8 @@ struct AnyAccess {
       return k;
     if (access == Access::modulo)
       return k % n;
+    if (access == Access::divide)
+      return k / n;
     return map.offset(k);
   }
 };
@@ -318,14 +344,9 @@ View<R> zip(const char* label, Op op, const Shape& a_shape, const View<T>& a, co
   const Plan pa = plan_operand(out_shape, a_shape, label);
   const Plan pb = plan_operand(out_shape, b_shape, label);
   auto out = alloc<R>(label, out_shape.num_elements());
-  if (pa.access == Access::direct && pb.access == Access::direct)
-    zip_kernel(label, op, a, Direct{}, b, Direct{}, out);
-  else if (pa.access == Access::direct && pb.access == Access::modulo)
-    zip_kernel(label, op, a, Direct{}, b, Modulo{pb.n}, out);
-  else if (pa.access == Access::modulo && pb.access == Access::direct)
-    zip_kernel(label, op, a, Modulo{pa.n}, b, Direct{}, out);
-  else
-    zip_kernel(label, op, a, Mapped{pa.map}, b, Mapped{pb.map}, out);
+  with_indexer(pa, [&](auto ia) {
+    with_indexer(pb, [&](auto ib) { zip_kernel(label, op, a, ia, b, ib, out); });
+  });
   return out;
 }
 

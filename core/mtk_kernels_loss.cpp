@@ -99,6 +99,17 @@ FView cross_entropy_grad(const Shape& shape, const FView& x, int dim, const IVie
   const float keep = static_cast<float>(1.0 - label_smoothing);
   const float spread = static_cast<float>(label_smoothing / static_cast<double>(vocab_size));
   const float z2 = static_cast<float>(2.0 * z_loss);
+  if (inner == 1) {  // rows contiguous (the vocabulary is the last dim): no index division
+    Kokkos::parallel_for(
+        "mtk::kernels::cross_entropy_grad", Kokkos::RangePolicy<std::int64_t>(0, r.rows()),
+        KOKKOS_LAMBDA(std::int64_t row) {
+          const float l = lse(row), g = dy(row), scale = 1.0f + z2 * l;
+          const std::int64_t t = targets(row) - origin, base = row * V;
+          for (std::int64_t j = 0; j < V; ++j) out(base + j) = g * (::expf(x(base + j) - l) * scale - spread);
+          if (t >= 0 && t < V) out(base + t) -= g * keep;
+        });
+    return out;
+  }
   Kokkos::parallel_for(
       "mtk::kernels::cross_entropy_grad", Kokkos::RangePolicy<std::int64_t>(0, static_cast<std::int64_t>(x.extent(0))),
       KOKKOS_LAMBDA(std::int64_t k) {
