@@ -41,7 +41,8 @@ int run(int argc, char** argv) {
   int ranks = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  std::string mesh_text = "batch:" + std::to_string(ranks), layout_text = "batch:batch", opt = "adam";
+  std::string mesh_text = "batch:" + std::to_string(ranks), layout_text = "batch:batch",
+              opt = "adam";
   int steps = 3;
   mtk::TransformerConfig c;  // defaults are the standard benchmark model
   c.vocab_size = 32000;
@@ -54,19 +55,32 @@ int run(int argc, char** argv) {
   c.batch = 8;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
-    if (k == "--mesh") mesh_text = v;
-    else if (k == "--layout") layout_text = v;
-    else if (k == "--steps") steps = std::stoi(v);
-    else if (k == "--optimizer") opt = v;
-    else if (k == "--d_model") c.d_model = std::stoll(v);
-    else if (k == "--d_ff") c.d_ff = std::stoll(v);
-    else if (k == "--heads") c.num_heads = std::stoll(v);
-    else if (k == "--d_kv") c.d_kv = std::stoll(v);
-    else if (k == "--layers") c.num_layers = std::stoll(v);
-    else if (k == "--vocab") c.vocab_size = std::stoll(v);
-    else if (k == "--seq") c.length = std::stoll(v);
-    else if (k == "--batch") c.batch = std::stoll(v);
-    else mtk::fail("bench_lm_train", "unknown option " + k);
+    if (k == "--mesh")
+      mesh_text = v;
+    else if (k == "--layout")
+      layout_text = v;
+    else if (k == "--steps")
+      steps = std::stoi(v);
+    else if (k == "--optimizer")
+      opt = v;
+    else if (k == "--d_model")
+      c.d_model = std::stoll(v);
+    else if (k == "--d_ff")
+      c.d_ff = std::stoll(v);
+    else if (k == "--heads")
+      c.num_heads = std::stoll(v);
+    else if (k == "--d_kv")
+      c.d_kv = std::stoll(v);
+    else if (k == "--layers")
+      c.num_layers = std::stoll(v);
+    else if (k == "--vocab")
+      c.vocab_size = std::stoll(v);
+    else if (k == "--seq")
+      c.length = std::stoll(v);
+    else if (k == "--batch")
+      c.batch = std::stoll(v);
+    else
+      mtk::fail("bench_lm_train", "unknown option " + k);
   }
   const double ceiling_per_rank = sgemm_gflops();
   double ceiling = 0;
@@ -75,8 +89,10 @@ int run(int argc, char** argv) {
   mtk::Graph g;
   mtk::ModelGraph m = mtk::build_transformer(g, c, true);
   std::unique_ptr<mtk::Optimizer> optimizer;
-  if (opt == "adafactor") optimizer = std::make_unique<mtk::Adafactor>();
-  else optimizer = std::make_unique<mtk::Adam>();
+  if (opt == "adafactor")
+    optimizer = std::make_unique<mtk::Adafactor>();
+  else
+    optimizer = std::make_unique<mtk::Adam>();
   mtk::LearningRateSchedule lr;
   lr.kind = mtk::LearningRateSchedule::Kind::constant;
   lr.value = 1e-4;
@@ -102,31 +118,38 @@ int run(int argc, char** argv) {
   MPI_Barrier(MPI_COMM_WORLD);
   auto t0 = std::chrono::steady_clock::now();
   float loss = 0;
-  for (int k = 0; k < steps; ++k) loss = program->run(feeds, {m.loss})[0].f[0];
+  for (int k = 0; k < steps; ++k)
+    loss = program->run(feeds, {m.loss})[0].f[0];
   MPI_Barrier(MPI_COMM_WORLD);
-  const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
+  const double step_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
   const double tokens = static_cast<double>(c.batch * c.length);
   // The peer's model-FLOPs formula: 6 x non-embedding params x tokens + attention.
   const double hk = static_cast<double>(c.num_heads * c.d_kv);
-  const double n_params = static_cast<double>(c.num_layers) * (4.0 * c.d_model * hk + 2.0 * c.d_model * c.d_ff) +
-                          static_cast<double>(c.vocab_size) * c.d_model;
-  const double flops = 6 * n_params * tokens + c.num_layers * 6.0 * 2 * c.batch * c.length * c.length * hk;
+  const double n_params =
+      static_cast<double>(c.num_layers) * (4.0 * c.d_model * hk + 2.0 * c.d_model * c.d_ff) +
+      static_cast<double>(c.vocab_size) * c.d_model;
+  const double flops =
+      6 * n_params * tokens + c.num_layers * 6.0 * 2 * c.batch * c.length * c.length * hk;
   auto split = program->time_split();
   if (rank == 0) {
     std::printf(
-        "{\"bench\":\"lm_train\",\"ranks\":%d,\"mesh\":\"%s\",\"layout\":\"%s\",\"optimizer\":\"%s\","
-        "\"tokens_per_step\":%.0f,\"step_s\":%.4f,\"tokens_per_s\":%.1f,\"model_gflops_per_s\":%.2f,"
+        "{\"bench\":\"lm_train\",\"ranks\":%d,\"mesh\":\"%s\",\"layout\":\"%s\",\"optimizer\":\"%"
+        "s\","
+        "\"tokens_per_step\":%.0f,\"step_s\":%.4f,\"tokens_per_s\":%.1f,\"model_gflops_per_s\":%."
+        "2f,"
         "\"sgemm_ceiling_gflops\":%.1f,\"mfu\":%.3f,\"loss\":%.4f,"
         "\"time_split_s\":{\"compute\":%.4f,\"collectives\":%.4f,\"other\":%.4f},"
         "\"comm_bytes_per_step\":%lld,\"peak_bytes\":%lld}\n",
         ranks, mesh_text.c_str(), layout_text.c_str(), opt.c_str(), tokens, step_s, tokens / step_s,
-        flops / step_s / 1e9, ceiling, flops / step_s / 1e9 / ceiling, loss, split["compute"] / steps,
-        split["collectives"] / steps, split["other"] / steps,
+        flops / step_s / 1e9, ceiling, flops / step_s / 1e9 / ceiling, loss,
+        split["compute"] / steps, split["collectives"] / steps, split["other"] / steps,
         static_cast<long long>(program->counters().total_comm_bytes()),
         static_cast<long long>(program->counters().peak_bytes));
   }
   if (rank == 0 && std::getenv("MTK_BENCH_DETAIL")) {
-    for (const auto& [k, v] : program->time_by_kind()) std::fprintf(stderr, "  %-16s %.3f s/step\n", k.c_str(), v / steps);
+    for (const auto& [k, v] : program->time_by_kind())
+      std::fprintf(stderr, "  %-16s %.3f s/step\n", k.c_str(), v / steps);
   }
   return 0;
 }

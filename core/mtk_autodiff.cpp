@@ -9,7 +9,8 @@ namespace {
 
 // dy reduced (summed) and reordered to `shape`.
 Tensor sum_to(const Tensor& dy, const Shape& shape) {
-  if (dy.shape() == shape) return dy;
+  if (dy.shape() == shape)
+    return dy;
   return einsum({dy}, shape);
 }
 
@@ -18,37 +19,58 @@ Tensor einsum_to(const std::vector<Tensor>& xs, const Shape& shape) {
   std::vector<Dimension> have;
   for (const auto& d : shape.dims()) {
     bool found = false;
-    for (const auto& x : xs) found = found || x.shape().contains(d.name);
-    if (found) have.push_back(d);
+    for (const auto& x : xs)
+      found = found || x.shape().contains(d.name);
+    if (found)
+      have.push_back(d);
   }
   Tensor t = einsum(xs, Shape(have));
   return static_cast<int>(have.size()) == shape.rank() ? t : broadcast(t, shape);
 }
 
-Tensor zeros_like(const Tensor& x) { return constant(x.graph(), x.shape(), 0.0); }
+Tensor zeros_like(const Tensor& x) {
+  return constant(x.graph(), x.shape(), 0.0);
+}
 
 Tensor unary_grad(const Operation& op, const Tensor& x, const Tensor& y, const Tensor& dy) {
   const double p = op.attrs.scalar;
   switch (op.attrs.unary) {
-    case UnaryFn::identity: return dy;
-    case UnaryFn::add_scalar: return dy;
-    case UnaryFn::negative: return negative(dy);
-    case UnaryFn::mul_scalar: return multiply(dy, p);
-    case UnaryFn::abs: return dy * unary(UnaryFn::sign, x);
-    case UnaryFn::exp: return dy * y;
-    case UnaryFn::log: return dy / x;
-    case UnaryFn::sqrt: return multiply(dy / y, 0.5);
-    case UnaryFn::rsqrt: return multiply(dy * pow(y, 3.0), -0.5);
-    case UnaryFn::square: return multiply(dy * x, 2.0);
-    case UnaryFn::reciprocal: return negative(dy * square(y));
-    case UnaryFn::relu: return dy * unary(UnaryFn::relu_mask, x);
-    case UnaryFn::gelu: return dy * unary(UnaryFn::gelu_grad, x);
-    case UnaryFn::tanh: return dy * add(negative(square(y)), 1.0);
-    case UnaryFn::sigmoid: return dy * y * add(negative(y), 1.0);
-    case UnaryFn::pow_scalar: return multiply(dy * pow(x, p - 1.0), p);
+    case UnaryFn::identity:
+      return dy;
+    case UnaryFn::add_scalar:
+      return dy;
+    case UnaryFn::negative:
+      return negative(dy);
+    case UnaryFn::mul_scalar:
+      return multiply(dy, p);
+    case UnaryFn::abs:
+      return dy * unary(UnaryFn::sign, x);
+    case UnaryFn::exp:
+      return dy * y;
+    case UnaryFn::log:
+      return dy / x;
+    case UnaryFn::sqrt:
+      return multiply(dy / y, 0.5);
+    case UnaryFn::rsqrt:
+      return multiply(dy * pow(y, 3.0), -0.5);
+    case UnaryFn::square:
+      return multiply(dy * x, 2.0);
+    case UnaryFn::reciprocal:
+      return negative(dy * square(y));
+    case UnaryFn::relu:
+      return dy * unary(UnaryFn::relu_mask, x);
+    case UnaryFn::gelu:
+      return dy * unary(UnaryFn::gelu_grad, x);
+    case UnaryFn::tanh:
+      return dy * add(negative(square(y)), 1.0);
+    case UnaryFn::sigmoid:
+      return dy * y * add(negative(y), 1.0);
+    case UnaryFn::pow_scalar:
+      return multiply(dy * pow(x, p - 1.0), p);
     case UnaryFn::sign:
     case UnaryFn::relu_mask:
-    case UnaryFn::gelu_grad: return Tensor();
+    case UnaryFn::gelu_grad:
+      return Tensor();
   }
   return Tensor();
 }
@@ -56,20 +78,25 @@ Tensor unary_grad(const Operation& op, const Tensor& x, const Tensor& y, const T
 }  // namespace
 
 std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs) {
-  if (!loss.valid()) fail("mtk::gradients", "the loss tensor handle is empty");
+  if (!loss.valid())
+    fail("mtk::gradients", "the loss tensor handle is empty");
   if (loss.dtype() != DType::float32)
     fail("mtk::gradients", cat("loss '", loss.name(), "' must be float32"));
   Graph& g = loss.graph();
   const int last_op = loss.producer();
   std::map<int, Tensor> grad;  // tensor id -> accumulated gradient
   auto accumulate = [&](int id, const Tensor& d) {
-    if (!d.valid()) return;
+    if (!d.valid())
+      return;
     const auto& info = g.tensor_info(id);
-    if (info.dtype != DType::float32) return;
+    if (info.dtype != DType::float32)
+      return;
     Tensor shaped = d.shape() == info.shape ? d : sum_to(d, info.shape);
     auto it = grad.find(id);
-    if (it == grad.end()) grad.emplace(id, shaped);
-    else it->second = it->second + shaped;
+    if (it == grad.end())
+      grad.emplace(id, shaped);
+    else
+      it->second = it->second + shaped;
   };
   grad.emplace(loss.id(), constant(g, loss.shape(), 1.0));
 
@@ -78,11 +105,13 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs)
     Tensor dy;
     if (op.outputs.size() == 1) {
       auto it = grad.find(op.outputs[0]);
-      if (it == grad.end()) continue;
+      if (it == grad.end())
+        continue;
       dy = it->second;
     } else if (op.kind == OpKind::top_1 || op.kind == OpKind::softmax_cross_entropy) {
       auto it = grad.find(op.outputs[0]);
-      if (it == grad.end()) continue;
+      if (it == grad.end())
+        continue;
       dy = it->second;
     } else {
       continue;
@@ -90,7 +119,9 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs)
     auto in = [&](size_t i) { return g.tensor(op.inputs[i]); };
     Tensor y = g.tensor(op.outputs[0]);
     switch (op.kind) {
-      case OpKind::unary: accumulate(op.inputs[0], unary_grad(op, in(0), y, dy)); break;
+      case OpKind::unary:
+        accumulate(op.inputs[0], unary_grad(op, in(0), y, dy));
+        break;
       case OpKind::binary: {
         Tensor a = in(0), b = in(1);
         switch (op.attrs.binary) {
@@ -131,7 +162,8 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs)
         accumulate(op.inputs[2], sum_to(where(c, zero, dy), in(2).shape()));
         break;
       }
-      case OpKind::cast: break;  // float <-> int: no gradient
+      case OpKind::cast:
+        break;  // float <-> int: no gradient
       case OpKind::einsum: {
         if (op.inputs.size() == 1) {
           accumulate(op.inputs[0], einsum_to({dy}, in(0).shape()));
@@ -176,8 +208,9 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs)
       }
       case OpKind::softmax_cross_entropy: {
         Tensor logits = in(0), targets = in(1), lse = g.tensor(op.outputs[1]);
-        accumulate(logits.id(), g.add_op1(OpKind::softmax_cross_entropy_grad, "softmax_cross_entropy_grad",
-                                          {logits, targets, lse, dy}, logits.shape(), DType::float32, op.attrs));
+        accumulate(logits.id(),
+                   g.add_op1(OpKind::softmax_cross_entropy_grad, "softmax_cross_entropy_grad",
+                             {logits, targets, lse, dy}, logits.shape(), DType::float32, op.attrs));
         break;
       }
       case OpKind::gather: {
@@ -190,14 +223,18 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs)
         accumulate(upd.id(), sum_to(gather(dy, ids, op.attrs.dim), upd.shape()));
         break;
       }
-      case OpKind::reshape: accumulate(op.inputs[0], reshape(dy, in(0).shape())); break;
-      case OpKind::broadcast: accumulate(op.inputs[0], sum_to(dy, in(0).shape())); break;
+      case OpKind::reshape:
+        accumulate(op.inputs[0], reshape(dy, in(0).shape()));
+        break;
+      case OpKind::broadcast:
+        accumulate(op.inputs[0], sum_to(dy, in(0).shape()));
+        break;
       case OpKind::slice: {
         const Shape& xs_ = in(0).shape();
         const std::int64_t full = xs_.size_of(op.attrs.dim);
         const std::string out_dim = y.shape()[xs_.index_of(op.attrs.dim)].name;
-        accumulate(op.inputs[0], pad(dy, out_dim, op.attrs.begin, full - op.attrs.begin - op.attrs.size,
-                                     op.attrs.dim));
+        accumulate(op.inputs[0], pad(dy, out_dim, op.attrs.begin,
+                                     full - op.attrs.begin - op.attrs.size, op.attrs.dim));
         break;
       }
       case OpKind::concat: {
@@ -213,20 +250,22 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs)
       }
       case OpKind::pad: {
         const int i = in(0).shape().index_of(op.attrs.dim);
-        accumulate(op.inputs[0],
-                   slice(dy, y.shape()[i].name, op.attrs.begin, in(0).shape()[i].size, op.attrs.dim));
+        accumulate(op.inputs[0], slice(dy, y.shape()[i].name, op.attrs.begin, in(0).shape()[i].size,
+                                       op.attrs.dim));
         break;
       }
       case OpKind::shift:
         accumulate(op.inputs[0], shift(dy, op.attrs.dim, -op.attrs.begin, op.attrs.flag));
         break;
-      default: break;  // sources, compare, one_hot, range, random, stop_gradient, assign
+      default:
+        break;  // sources, compare, one_hot, range, random, stop_gradient, assign
     }
   }
 
   std::vector<Tensor> out;
   for (const auto& x : xs) {
-    if (!x.valid() || &x.graph() != &g) fail("mtk::gradients", "a tensor of another graph");
+    if (!x.valid() || &x.graph() != &g)
+      fail("mtk::gradients", "a tensor of another graph");
     auto it = grad.find(x.id());
     out.push_back(it != grad.end() ? it->second : zeros_like(x));
   }

@@ -9,19 +9,30 @@ namespace {
 template <class T>
 MPI_Datatype mpi_type();
 template <>
-MPI_Datatype mpi_type<float>() { return MPI_FLOAT; }
+MPI_Datatype mpi_type<float>() {
+  return MPI_FLOAT;
+}
 template <>
-MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
+MPI_Datatype mpi_type<double>() {
+  return MPI_DOUBLE;
+}
 template <>
-MPI_Datatype mpi_type<std::int32_t>() { return MPI_INT32_T; }
+MPI_Datatype mpi_type<std::int32_t>() {
+  return MPI_INT32_T;
+}
 template <>
-MPI_Datatype mpi_type<std::int64_t>() { return MPI_INT64_T; }
+MPI_Datatype mpi_type<std::int64_t>() {
+  return MPI_INT64_T;
+}
 
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::max: return MPI_MAX;
-    case ReduceOp::min: return MPI_MIN;
-    default: return MPI_SUM;
+    case ReduceOp::max:
+      return MPI_MAX;
+    case ReduceOp::min:
+      return MPI_MIN;
+    default:
+      return MPI_SUM;
   }
 }
 
@@ -38,16 +49,19 @@ struct MpiStage {
   Kokkos::View<T*> device;
   typename Kokkos::View<T*>::HostMirror host;
   MpiStage(const Kokkos::View<T*>& v, bool fill) : device(v), host(Kokkos::create_mirror_view(v)) {
-    if (fill && host.data() != device.data()) Kokkos::deep_copy(host, device);
+    if (fill && host.data() != device.data())
+      Kokkos::deep_copy(host, device);
   }
   void write_back() {
-    if (host.data() != device.data()) Kokkos::deep_copy(device, host);
+    if (host.data() != device.data())
+      Kokkos::deep_copy(device, host);
   }
   T* data() { return host.data(); }
 };
 
 void check_dim(const char* where, const Shape& s, int dim) {
-  if (dim < 0 || dim >= s.rank()) fail(where, cat("tensor dim ", dim, " outside ", s.to_string()));
+  if (dim < 0 || dim >= s.rank())
+    fail(where, cat("tensor dim ", dim, " outside ", s.to_string()));
 }
 
 template <class T>
@@ -66,19 +80,21 @@ struct Around {
   std::int64_t outer = 1, n = 1, inner = 1;
   Around(const Shape& s, int dim) {
     for (int i = 0; i < s.rank(); ++i) {
-      if (i < dim) outer *= s[i].size;
-      if (i > dim) inner *= s[i].size;
+      if (i < dim)
+        outer *= s[i].size;
+      if (i > dim)
+        inner *= s[i].size;
     }
     n = s[dim].size;
   }
 };
 
-
 // out[p][o][j][i] = in[o][p*m + j][i] with m = n / parts: chunk p of dim `dim` moved to the front.
 template <class T>
 Kokkos::View<T*> split_to_chunks(const char* label, const Kokkos::View<T*>& in, Around a,
                                  std::int64_t parts) {
-  Kokkos::View<T*> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), in.extent(0));
+  Kokkos::View<T*> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
+                       in.extent(0));
   const std::int64_t m = a.n / parts, outer = a.outer, n = a.n, inner = a.inner;
   Kokkos::parallel_for(
       label, Kokkos::RangePolicy<std::int64_t>(0, static_cast<std::int64_t>(in.extent(0))),
@@ -96,7 +112,8 @@ Kokkos::View<T*> split_to_chunks(const char* label, const Kokkos::View<T*>& in, 
 template <class T>
 Kokkos::View<T*> chunks_to_concat(const char* label, const Kokkos::View<T*>& in, Around chunk,
                                   std::int64_t parts) {
-  Kokkos::View<T*> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), in.extent(0));
+  Kokkos::View<T*> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
+                       in.extent(0));
   const std::int64_t m = chunk.n, outer = chunk.outer, inner = chunk.inner, n = m * parts;
   Kokkos::parallel_for(
       label, Kokkos::RangePolicy<std::int64_t>(0, static_cast<std::int64_t>(in.extent(0))),
@@ -144,8 +161,9 @@ Kokkos::View<T*> allconcat(const Mesh& mesh, int axis, const Shape& local_shape,
   check_size(where, local_shape, local);
   const std::int64_t parts = axis_size(mesh, axis, where);
   Kokkos::Profiling::pushRegion(where);
-  Kokkos::View<T*> gathered(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::allconcat::gathered")),
-                            local.extent(0) * parts);
+  Kokkos::View<T*> gathered(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::allconcat::gathered")),
+      local.extent(0) * parts);
   {
     MpiStage<T> send(local, true), recv(gathered, false);
     int count = mpi_count(local.extent(0), where);
@@ -153,7 +171,8 @@ Kokkos::View<T*> allconcat(const Mesh& mesh, int axis, const Shape& local_shape,
                   mesh.axes_comm({axis}));
     recv.write_back();
   }
-  auto out = detail::chunks_to_concat("mtk::allconcat::unpack", gathered, detail::Around(local_shape, dim), parts);
+  auto out = detail::chunks_to_concat("mtk::allconcat::unpack", gathered,
+                                      detail::Around(local_shape, dim), parts);
   Kokkos::Profiling::popRegion();
   return out;
 }
@@ -169,14 +188,16 @@ Kokkos::View<T*> alltoall(const Mesh& mesh, int axis, const Shape& local_shape, 
     fail(where, cat("split and concat dim are both '", local_shape[split_dim].name, "'"));
   const std::int64_t parts = axis_size(mesh, axis, where);
   if (local_shape[split_dim].size % parts != 0)
-    fail(where, cat("dimension '", local_shape[split_dim].name, "' of size ",
-                    local_shape[split_dim].size, " in ", local_shape.to_string(),
-                    " is not divisible by mesh dimension '", mesh.shape()[axis].name,
-                    "' of size ", parts));
+    fail(where,
+         cat("dimension '", local_shape[split_dim].name, "' of size ", local_shape[split_dim].size,
+             " in ", local_shape.to_string(), " is not divisible by mesh dimension '",
+             mesh.shape()[axis].name, "' of size ", parts));
   Kokkos::Profiling::pushRegion(where);
-  auto send = detail::split_to_chunks("mtk::alltoall::pack", local, detail::Around(local_shape, split_dim), parts);
-  Kokkos::View<T*> received(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::alltoall::received")),
-                            local.extent(0));
+  auto send = detail::split_to_chunks("mtk::alltoall::pack", local,
+                                      detail::Around(local_shape, split_dim), parts);
+  Kokkos::View<T*> received(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::alltoall::received")),
+      local.extent(0));
   {
     MpiStage<T> s(send, true), r(received, false);
     int count = mpi_count(static_cast<std::int64_t>(local.extent(0)) / parts, where);
@@ -187,7 +208,8 @@ Kokkos::View<T*> alltoall(const Mesh& mesh, int axis, const Shape& local_shape, 
   send = Kokkos::View<T*>();
   std::vector<Dimension> chunk_dims = local_shape.dims();
   chunk_dims[static_cast<size_t>(split_dim)].size /= parts;
-  auto out = detail::chunks_to_concat("mtk::alltoall::unpack", received, detail::Around(Shape(chunk_dims), concat_dim), parts);
+  auto out = detail::chunks_to_concat("mtk::alltoall::unpack", received,
+                                      detail::Around(Shape(chunk_dims), concat_dim), parts);
   Kokkos::Profiling::popRegion();
   return out;
 }
@@ -201,12 +223,14 @@ Kokkos::View<T*> reduce_scatter(const Mesh& mesh, int axis, const Shape& local_s
   const std::int64_t parts = axis_size(mesh, axis, where);
   if (local_shape[dim].size % parts != 0)
     fail(where, cat("dimension '", local_shape[dim].name, "' of size ", local_shape[dim].size,
-                    " is not divisible by mesh dimension '", mesh.shape()[axis].name,
-                    "' of size ", parts));
+                    " is not divisible by mesh dimension '", mesh.shape()[axis].name, "' of size ",
+                    parts));
   Kokkos::Profiling::pushRegion(where);
-  auto send = detail::split_to_chunks("mtk::reduce_scatter::pack", local, detail::Around(local_shape, dim), parts);
+  auto send = detail::split_to_chunks("mtk::reduce_scatter::pack", local,
+                                      detail::Around(local_shape, dim), parts);
   const std::int64_t count = static_cast<std::int64_t>(local.extent(0)) / parts;
-  Kokkos::View<T*> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::reduce_scatter")), count);
+  Kokkos::View<T*> out(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::reduce_scatter")), count);
   {
     MpiStage<T> s(send, true), r(out, false);
     MPI_Reduce_scatter_block(s.data(), r.data(), mpi_count(count, where), mpi_type<T>(), mpi_op(op),
@@ -223,7 +247,8 @@ void broadcast(const Mesh& mesh, const std::vector<int>& axes, const Kokkos::Vie
   const int n = mesh.group_size(axes);
   if (root < 0 || root >= n)
     fail("mtk::broadcast", cat("root ", root, " outside a group of ", n, " processors"));
-  if (n == 1) return;
+  if (n == 1)
+    return;
   Kokkos::Profiling::pushRegion("mtk::broadcast");
   MpiStage<T> stage(data, true);
   MPI_Bcast(stage.data(), mpi_count(data.extent(0), "mtk::broadcast"), mpi_type<T>(), root,
@@ -260,8 +285,10 @@ Kokkos::View<T*> shift(const Mesh& mesh, int axis, int offset, bool wrap,
     dest = ((dest % n) + n) % n;
     source = ((source % n) + n) % n;
   } else {
-    if (dest < 0 || dest >= n) dest = -1;
-    if (source < 0 || source >= n) source = -1;
+    if (dest < 0 || dest >= n)
+      dest = -1;
+    if (source < 0 || source >= n)
+      source = -1;
   }
   Kokkos::Profiling::pushRegion("mtk::shift");
   auto out = exchange(mesh, axis, dest, source, data, "mtk::shift");
@@ -285,24 +312,24 @@ Kokkos::View<T*> permute(const Mesh& mesh, int axis, const std::vector<int>& des
   }
   const int c = mesh.coordinate(axis);
   Kokkos::Profiling::pushRegion("mtk::permute");
-  auto out = exchange(mesh, axis, destination[static_cast<size_t>(c)], source[static_cast<size_t>(c)],
-                      data, "mtk::permute");
+  auto out = exchange(mesh, axis, destination[static_cast<size_t>(c)],
+                      source[static_cast<size_t>(c)], data, "mtk::permute");
   Kokkos::Profiling::popRegion();
   return out;
 }
 
-#define MTK_INSTANTIATE_COLLECTIVES(T)                                                           \
-  template void allreduce<T>(const Mesh&, const std::vector<int>&, const Kokkos::View<T*>&,     \
-                             ReduceOp);                                                          \
-  template Kokkos::View<T*> allconcat<T>(const Mesh&, int, const Shape&, int,                   \
-                                         const Kokkos::View<T*>&);                               \
-  template Kokkos::View<T*> alltoall<T>(const Mesh&, int, const Shape&, int, int,               \
-                                        const Kokkos::View<T*>&);                                \
-  template Kokkos::View<T*> reduce_scatter<T>(const Mesh&, int, const Shape&, int,              \
-                                              const Kokkos::View<T*>&, ReduceOp);                \
+#define MTK_INSTANTIATE_COLLECTIVES(T)                                                            \
+  template void allreduce<T>(const Mesh&, const std::vector<int>&, const Kokkos::View<T*>&,       \
+                             ReduceOp);                                                           \
+  template Kokkos::View<T*> allconcat<T>(const Mesh&, int, const Shape&, int,                     \
+                                         const Kokkos::View<T*>&);                                \
+  template Kokkos::View<T*> alltoall<T>(const Mesh&, int, const Shape&, int, int,                 \
+                                        const Kokkos::View<T*>&);                                 \
+  template Kokkos::View<T*> reduce_scatter<T>(const Mesh&, int, const Shape&, int,                \
+                                              const Kokkos::View<T*>&, ReduceOp);                 \
   template void broadcast<T>(const Mesh&, const std::vector<int>&, const Kokkos::View<T*>&, int); \
-  template Kokkos::View<T*> shift<T>(const Mesh&, int, int, bool, const Kokkos::View<T*>&);     \
-  template Kokkos::View<T*> permute<T>(const Mesh&, int, const std::vector<int>&,               \
+  template Kokkos::View<T*> shift<T>(const Mesh&, int, int, bool, const Kokkos::View<T*>&);       \
+  template Kokkos::View<T*> permute<T>(const Mesh&, int, const std::vector<int>&,                 \
                                        const Kokkos::View<T*>&);
 
 MTK_INSTANTIATE_COLLECTIVES(float)

@@ -9,7 +9,11 @@ namespace mtk {
 
 enum class DType { float32, int32 };
 
-inline const char* dtype_name(DType t) { return t == DType::float32 ? "float32" : "int32"; }
-inline std::size_t dtype_bytes(DType) { return 4; }
+inline const char* dtype_name(DType t) {
+  return t == DType::float32 ? "float32" : "int32";
+}
+inline std::size_t dtype_bytes(DType) {
+  return 4;
+}
 
 }  // namespace mtk

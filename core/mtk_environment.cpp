@@ -19,7 +19,8 @@ Environment::Environment(int& argc, char**& argv) {
 
 Environment::~Environment() {
   Kokkos::finalize();
-  if (owns_mpi_) MPI_Finalize();
+  if (owns_mpi_)
+    MPI_Finalize();
 }
 
 const char* kokkos_description() {

@@ -6,46 +6,85 @@
 namespace mtk {
 
 Graph& Tensor::graph() const {
-  if (!graph_) fail("mtk::Tensor", "use of an empty tensor handle");
+  if (!graph_)
+    fail("mtk::Tensor", "use of an empty tensor handle");
   return *graph_;
 }
-const Shape& Tensor::shape() const { return graph().tensor_info(id_).shape; }
-DType Tensor::dtype() const { return graph().tensor_info(id_).dtype; }
-const std::string& Tensor::name() const { return graph().tensor_info(id_).name; }
-int Tensor::producer() const { return graph().tensor_info(id_).producer; }
+const Shape& Tensor::shape() const {
+  return graph().tensor_info(id_).shape;
+}
+DType Tensor::dtype() const {
+  return graph().tensor_info(id_).dtype;
+}
+const std::string& Tensor::name() const {
+  return graph().tensor_info(id_).name;
+}
+int Tensor::producer() const {
+  return graph().tensor_info(id_).producer;
+}
 
 const char* op_kind_name(OpKind k) {
   switch (k) {
-    case OpKind::variable: return "variable";
-    case OpKind::placeholder: return "placeholder";
-    case OpKind::constant: return "constant";
-    case OpKind::range: return "range";
-    case OpKind::random_uniform: return "random_uniform";
-    case OpKind::random_normal: return "random_normal";
-    case OpKind::unary: return "unary";
-    case OpKind::binary: return "binary";
-    case OpKind::compare: return "compare";
-    case OpKind::where: return "where";
-    case OpKind::cast: return "cast";
-    case OpKind::einsum: return "einsum";
-    case OpKind::reduce: return "reduce";
-    case OpKind::softmax: return "softmax";
-    case OpKind::log_softmax: return "log_softmax";
-    case OpKind::cumsum: return "cumsum";
-    case OpKind::top_1: return "top_1";
-    case OpKind::one_hot: return "one_hot";
-    case OpKind::gather: return "gather";
-    case OpKind::scatter_add: return "scatter_add";
-    case OpKind::softmax_cross_entropy: return "softmax_cross_entropy";
-    case OpKind::softmax_cross_entropy_grad: return "softmax_cross_entropy_grad";
-    case OpKind::reshape: return "reshape";
-    case OpKind::broadcast: return "broadcast";
-    case OpKind::slice: return "slice";
-    case OpKind::concat: return "concat";
-    case OpKind::pad: return "pad";
-    case OpKind::shift: return "shift";
-    case OpKind::stop_gradient: return "stop_gradient";
-    case OpKind::assign: return "assign";
+    case OpKind::variable:
+      return "variable";
+    case OpKind::placeholder:
+      return "placeholder";
+    case OpKind::constant:
+      return "constant";
+    case OpKind::range:
+      return "range";
+    case OpKind::random_uniform:
+      return "random_uniform";
+    case OpKind::random_normal:
+      return "random_normal";
+    case OpKind::unary:
+      return "unary";
+    case OpKind::binary:
+      return "binary";
+    case OpKind::compare:
+      return "compare";
+    case OpKind::where:
+      return "where";
+    case OpKind::cast:
+      return "cast";
+    case OpKind::einsum:
+      return "einsum";
+    case OpKind::reduce:
+      return "reduce";
+    case OpKind::softmax:
+      return "softmax";
+    case OpKind::log_softmax:
+      return "log_softmax";
+    case OpKind::cumsum:
+      return "cumsum";
+    case OpKind::top_1:
+      return "top_1";
+    case OpKind::one_hot:
+      return "one_hot";
+    case OpKind::gather:
+      return "gather";
+    case OpKind::scatter_add:
+      return "scatter_add";
+    case OpKind::softmax_cross_entropy:
+      return "softmax_cross_entropy";
+    case OpKind::softmax_cross_entropy_grad:
+      return "softmax_cross_entropy_grad";
+    case OpKind::reshape:
+      return "reshape";
+    case OpKind::broadcast:
+      return "broadcast";
+    case OpKind::slice:
+      return "slice";
+    case OpKind::concat:
+      return "concat";
+    case OpKind::pad:
+      return "pad";
+    case OpKind::shift:
+      return "shift";
+    case OpKind::stop_gradient:
+      return "stop_gradient";
+    case OpKind::assign:
+      return "assign";
   }
   return "?";
 }
@@ -89,13 +128,15 @@ std::vector<Tensor> Graph::add_op(OpKind kind, const std::string& name,
 std::vector<int> Graph::variable_ops() const {
   std::vector<int> out;
   for (int i = 0; i < num_ops(); ++i)
-    if (ops_[static_cast<size_t>(i)].kind == OpKind::variable) out.push_back(i);
+    if (ops_[static_cast<size_t>(i)].kind == OpKind::variable)
+      out.push_back(i);
   return out;
 }
 
 Tensor Graph::variable(const std::string& name) {
   for (int i : variable_ops())
-    if (ops_[static_cast<size_t>(i)].name == name) return Tensor(this, ops_[static_cast<size_t>(i)].outputs[0]);
+    if (ops_[static_cast<size_t>(i)].name == name)
+      return Tensor(this, ops_[static_cast<size_t>(i)].outputs[0]);
   fail("mtk::Graph::variable", cat("no variable named '", name, "'"));
 }
 
@@ -103,7 +144,8 @@ std::vector<Tensor> Graph::trainable_variables() {
   std::vector<Tensor> out;
   for (int i : variable_ops())
     if (ops_[static_cast<size_t>(i)].attrs.trainable &&
-        tensors_[static_cast<size_t>(ops_[static_cast<size_t>(i)].outputs[0])].dtype == DType::float32)
+        tensors_[static_cast<size_t>(ops_[static_cast<size_t>(i)].outputs[0])].dtype ==
+            DType::float32)
       out.emplace_back(this, ops_[static_cast<size_t>(i)].outputs[0]);
   return out;
 }

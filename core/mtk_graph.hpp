@@ -147,7 +147,8 @@ class Graph {
   Graph& operator=(const Graph&) = delete;
 
   /// Appends an operation. `name` is made unique ("einsum", "einsum_1", ...).
-  std::vector<Tensor> add_op(OpKind kind, const std::string& name, const std::vector<Tensor>& inputs,
+  std::vector<Tensor> add_op(OpKind kind, const std::string& name,
+                             const std::vector<Tensor>& inputs,
                              const std::vector<std::pair<Shape, DType>>& outputs,
                              const OpAttrs& attrs = {});
   Tensor add_op1(OpKind kind, const std::string& name, const std::vector<Tensor>& inputs,

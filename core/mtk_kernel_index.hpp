@@ -35,7 +35,8 @@ struct IndexMap {
 /// name; dims of `out` that `in` lacks get stride 0 (broadcast). Every dim of `in` must be in `out`
 /// with the same size.
 inline IndexMap map_by_name(const Shape& out, const Shape& in, const char* where) {
-  if (out.rank() > max_rank) fail(where, cat("shape ", out.to_string(), " exceeds rank ", max_rank));
+  if (out.rank() > max_rank)
+    fail(where, cat("shape ", out.to_string(), " exceeds rank ", max_rank));
   IndexMap m;
   m.rank = out.rank();
   auto in_strides = in.strides();

@@ -155,7 +155,8 @@ void target_logit_and_sum(const Shape& shape, const FView& x, int dim, const IVi
 /// loss = lse - (1 - ls) x_t - ls / V sum_j x_j + z lse^2, elementwise over rows.
 FView cross_entropy_from_stats(const FView& lse, const FView& target_logit, const FView& logit_sum,
                                double label_smoothing, std::int64_t vocab_size, double z_loss);
-/// d loss / d x[row, j] = dy[row] (p_j (1 + 2 z lse) - (1 - ls) [j == t] - ls / V), p = exp(x - lse).
+/// d loss / d x[row, j] = dy[row] (p_j (1 + 2 z lse) - (1 - ls) [j == t] - ls / V), p = exp(x -
+/// lse).
 FView cross_entropy_grad(const Shape& shape, const FView& x, int dim, const IView& targets,
                          std::int64_t origin, const FView& lse, const FView& dy,
                          double label_smoothing, std::int64_t vocab_size, double z_loss);

@@ -302,10 +302,18 @@ Plan plan_operand(const Shape& out, const Shape& in, const char* where) {
 template <class F>
 void with_indexer(const Plan& p, F&& f) {
   switch (p.access) {
-    case Access::direct: f(Direct{}); break;
-    case Access::modulo: f(Modulo{p.n}); break;
-    case Access::divide: f(Divide{p.n}); break;
-    default: f(Mapped{p.map}); break;
+    case Access::direct:
+      f(Direct{});
+      break;
+    case Access::modulo:
+      f(Modulo{p.n});
+      break;
+    case Access::divide:
+      f(Divide{p.n});
+      break;
+    default:
+      f(Mapped{p.map});
+      break;
   }
 }
 

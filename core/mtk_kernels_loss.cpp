@@ -15,8 +15,10 @@ struct Rows {
     if (dim < 0 || dim >= s.rank())
       fail("mtk::kernels::cross_entropy", cat("dim ", dim, " outside ", s.to_string()));
     for (int i = 0; i < s.rank(); ++i) {
-      if (i < dim) outer *= s[i].size;
-      if (i > dim) inner *= s[i].size;
+      if (i < dim)
+        outer *= s[i].size;
+      if (i > dim)
+        inner *= s[i].size;
     }
     v = s[dim].size;
   }
@@ -24,7 +26,8 @@ struct Rows {
 };
 
 void check_rows(const char* where, const Rows& r, std::int64_t n, const char* what) {
-  if (n != r.rows()) fail(where, cat(what, " holds ", n, " values for ", r.rows(), " rows"));
+  if (n != r.rows())
+    fail(where, cat(what, " holds ", n, " values for ", r.rows(), " rows"));
 }
 
 }  // namespace detail::loss_impl
@@ -33,8 +36,11 @@ using detail::loss_impl::Rows;
 
 FView sum_exp_shifted(const Shape& shape, const FView& x, int dim, const FView& shift) {
   const Rows r(shape, dim);
-  detail::loss_impl::check_rows("mtk::kernels::sum_exp_shifted", r, static_cast<std::int64_t>(shift.extent(0)), "shift");
-  FView out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::kernels::sum_exp_shifted")), r.rows());
+  detail::loss_impl::check_rows("mtk::kernels::sum_exp_shifted", r,
+                                static_cast<std::int64_t>(shift.extent(0)), "shift");
+  FView out(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::kernels::sum_exp_shifted")),
+      r.rows());
   const std::int64_t V = r.v, inner = r.inner;
   Kokkos::parallel_for(
       "mtk::kernels::sum_exp_shifted", Kokkos::RangePolicy<std::int64_t>(0, r.rows()),
@@ -42,7 +48,8 @@ FView sum_exp_shifted(const Shape& shape, const FView& x, int dim, const FView& 
         const std::int64_t o = row / inner, i = row % inner;
         const float m = shift(row);
         double s = 0;
-        for (std::int64_t j = 0; j < V; ++j) s += ::expf(x((o * V + j) * inner + i) - m);
+        for (std::int64_t j = 0; j < V; ++j)
+          s += ::expf(x((o * V + j) * inner + i) - m);
         out(row) = static_cast<float>(s);
       });
   return out;
@@ -51,9 +58,13 @@ FView sum_exp_shifted(const Shape& shape, const FView& x, int dim, const FView& 
 void target_logit_and_sum(const Shape& shape, const FView& x, int dim, const IView& targets,
                           std::int64_t origin, FView& target_logit, FView& logit_sum) {
   const Rows r(shape, dim);
-  detail::loss_impl::check_rows("mtk::kernels::target_logit_and_sum", r, static_cast<std::int64_t>(targets.extent(0)), "targets");
-  FView xt(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::kernels::target_logit")), r.rows());
-  FView sx(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::kernels::logit_sum")), r.rows());
+  detail::loss_impl::check_rows("mtk::kernels::target_logit_and_sum", r,
+                                static_cast<std::int64_t>(targets.extent(0)), "targets");
+  FView xt(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::kernels::target_logit")),
+      r.rows());
+  FView sx(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::kernels::logit_sum")),
+           r.rows());
   const std::int64_t V = r.v, inner = r.inner;
   Kokkos::parallel_for(
       "mtk::kernels::target_logit_and_sum", Kokkos::RangePolicy<std::int64_t>(0, r.rows()),
@@ -61,7 +72,8 @@ void target_logit_and_sum(const Shape& shape, const FView& x, int dim, const IVi
         const std::int64_t o = row / inner, i = row % inner;
         const std::int64_t t = targets(row) - origin;
         double s = 0;
-        for (std::int64_t j = 0; j < V; ++j) s += x((o * V + j) * inner + i);
+        for (std::int64_t j = 0; j < V; ++j)
+          s += x((o * V + j) * inner + i);
         sx(row) = static_cast<float>(s);
         xt(row) = (t >= 0 && t < V) ? x((o * V + t) * inner + i) : 0.0f;
       });
@@ -72,9 +84,12 @@ void target_logit_and_sum(const Shape& shape, const FView& x, int dim, const IVi
 FView cross_entropy_from_stats(const FView& lse, const FView& target_logit, const FView& logit_sum,
                                double label_smoothing, std::int64_t vocab_size, double z_loss) {
   const std::int64_t n = static_cast<std::int64_t>(lse.extent(0));
-  if (static_cast<std::int64_t>(target_logit.extent(0)) != n || static_cast<std::int64_t>(logit_sum.extent(0)) != n)
+  if (static_cast<std::int64_t>(target_logit.extent(0)) != n ||
+      static_cast<std::int64_t>(logit_sum.extent(0)) != n)
     fail("mtk::kernels::cross_entropy_from_stats", "row statistics differ in length");
-  FView out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::kernels::cross_entropy")), n);
+  FView out(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::kernels::cross_entropy")),
+      n);
   const float keep = static_cast<float>(1.0 - label_smoothing);
   const float spread = static_cast<float>(label_smoothing / static_cast<double>(vocab_size));
   const float z = static_cast<float>(z_loss);
@@ -91,9 +106,12 @@ FView cross_entropy_grad(const Shape& shape, const FView& x, int dim, const IVie
                          std::int64_t origin, const FView& lse, const FView& dy,
                          double label_smoothing, std::int64_t vocab_size, double z_loss) {
   const Rows r(shape, dim);
-  detail::loss_impl::check_rows("mtk::kernels::cross_entropy_grad", r, static_cast<std::int64_t>(lse.extent(0)), "lse");
-  detail::loss_impl::check_rows("mtk::kernels::cross_entropy_grad", r, static_cast<std::int64_t>(dy.extent(0)), "dy");
-  FView out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::kernels::cross_entropy_grad")),
+  detail::loss_impl::check_rows("mtk::kernels::cross_entropy_grad", r,
+                                static_cast<std::int64_t>(lse.extent(0)), "lse");
+  detail::loss_impl::check_rows("mtk::kernels::cross_entropy_grad", r,
+                                static_cast<std::int64_t>(dy.extent(0)), "dy");
+  FView out(Kokkos::view_alloc(Kokkos::WithoutInitializing,
+                               std::string("mtk::kernels::cross_entropy_grad")),
             x.extent(0));
   const std::int64_t V = r.v, inner = r.inner;
   const float keep = static_cast<float>(1.0 - label_smoothing);
@@ -105,13 +123,16 @@ FView cross_entropy_grad(const Shape& shape, const FView& x, int dim, const IVie
         KOKKOS_LAMBDA(std::int64_t row) {
           const float l = lse(row), g = dy(row), scale = 1.0f + z2 * l;
           const std::int64_t t = targets(row) - origin, base = row * V;
-          for (std::int64_t j = 0; j < V; ++j) out(base + j) = g * (::expf(x(base + j) - l) * scale - spread);
-          if (t >= 0 && t < V) out(base + t) -= g * keep;
+          for (std::int64_t j = 0; j < V; ++j)
+            out(base + j) = g * (::expf(x(base + j) - l) * scale - spread);
+          if (t >= 0 && t < V)
+            out(base + t) -= g * keep;
         });
     return out;
   }
   Kokkos::parallel_for(
-      "mtk::kernels::cross_entropy_grad", Kokkos::RangePolicy<std::int64_t>(0, static_cast<std::int64_t>(x.extent(0))),
+      "mtk::kernels::cross_entropy_grad",
+      Kokkos::RangePolicy<std::int64_t>(0, static_cast<std::int64_t>(x.extent(0))),
       KOKKOS_LAMBDA(std::int64_t k) {
         const std::int64_t i = k % inner, rest = k / inner, j = rest % V, o = rest / V;
         const std::int64_t row = o * inner + i;

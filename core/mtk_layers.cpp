@@ -9,24 +9,28 @@ namespace mtk::layers {
 namespace {
 
 // Dims of x without `drop`, followed by `add`.
-Shape replace_dims(const Shape& x, const std::vector<std::string>& drop, const std::vector<Dimension>& add) {
+Shape replace_dims(const Shape& x, const std::vector<std::string>& drop,
+                   const std::vector<Dimension>& add) {
   std::vector<Dimension> dims;
   for (const auto& d : x.dims())
-    if (std::find(drop.begin(), drop.end(), d.name) == drop.end()) dims.push_back(d);
+    if (std::find(drop.begin(), drop.end(), d.name) == drop.end())
+      dims.push_back(d);
   dims.insert(dims.end(), add.begin(), add.end());
   return Shape(dims);
 }
 
 // A weight initialised with variance scaling over its fan-in.
 Tensor weight(Graph& g, const std::string& name, const Shape& shape, std::int64_t fan_in) {
-  return variable(g, name, shape,
-                  Initializer::normal(static_cast<float>(1.0 / std::sqrt(static_cast<double>(fan_in)))));
+  return variable(
+      g, name, shape,
+      Initializer::normal(static_cast<float>(1.0 / std::sqrt(static_cast<double>(fan_in)))));
 }
 
 }  // namespace
 
 Tensor LayerContext::dropout(const Tensor& x, const std::string& name) const {
-  if (!training || dropout_rate <= 0.0) return x;
+  if (!training || dropout_rate <= 0.0)
+    return x;
   return mtk::dropout(x, dropout_rate, seed ^ kernels::hash_name(name));
 }
 
@@ -71,7 +75,8 @@ Tensor attention_bias(Graph& g, const Dimension& length, const Dimension& memory
     Tensor other = multiply(add(negative(equal(qs, ms)), 1.0), -1e9);
     bias = bias.valid() ? other + bias : other;
   }
-  if (!bias.valid()) bias = constant(g, Shape(), 0.0);
+  if (!bias.valid())
+    bias = constant(g, Shape(), 0.0);
   return bias;
 }
 
@@ -95,13 +100,15 @@ Tensor multihead_attention(const LayerContext& ctx, const std::string& name, con
   // logits [batch..., heads, length, memory_length]
   std::vector<Dimension> ld;
   for (const auto& d : x.shape().dims())
-    if (d.name != d_model.name && d.name != length_dim) ld.push_back(d);
+    if (d.name != d_model.name && d.name != length_dim)
+      ld.push_back(d);
   ld.push_back(heads);
   ld.push_back(x.shape().dim(length_dim));
   ld.push_back(mem.shape().dim(memory_length_dim));
   Tensor logits = einsum({q, k}, Shape(ld));
   logits = binary(BinaryFn::add, logits, bias, nullptr);
-  if (logits.shape() != Shape(ld)) logits = einsum({logits}, Shape(ld));
+  if (logits.shape() != Shape(ld))
+    logits = einsum({logits}, Shape(ld));
   Tensor weights = ctx.dropout(softmax(logits, memory_length_dim), name + "/dropout");
   Tensor o = einsum({weights, v}, replace_dims(x.shape(), {d_model.name}, {heads, d_kv}));
   return einsum({o, wo}, x.shape());
@@ -137,7 +144,8 @@ MoeResult mixture_of_experts(const LayerContext& ctx, const std::string& name, c
 
   // Gating: softmax over experts, top-2.
   Tensor wg = weight(g, name + "/gate", Shape{d_model, experts_unsplit}, d_model.size);
-  Tensor raw = softmax(einsum({x, wg}, Shape{batch, length, experts_unsplit}), experts_unsplit.name);
+  Tensor raw =
+      softmax(einsum({x, wg}, Shape{batch, length, experts_unsplit}), experts_unsplit.name);
   auto [gate_1, index_1] = top_1(raw, experts_unsplit.name);
   Tensor mask_1 = one_hot(index_1, experts_unsplit);
   // Load-balancing loss: fraction of tokens routed to each expert x mean gate probability.
@@ -186,7 +194,8 @@ MoeResult mixture_of_experts(const LayerContext& ctx, const std::string& name, c
 Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& targets, const Dimension& vocab,
                              const CrossEntropyOptions& options) {
   Tensor scaled = options.logit_scale == 1.0 ? logits : multiply(logits, options.logit_scale);
-  return mtk::softmax_cross_entropy(scaled, targets, vocab.name, options.label_smoothing, options.z_loss);
+  return mtk::softmax_cross_entropy(scaled, targets, vocab.name, options.label_smoothing,
+                                    options.z_loss);
 }
 
 }  // namespace mtk::layers

@@ -14,7 +14,8 @@ LayoutRules::LayoutRules(std::vector<std::pair<std::string, std::string>> rules)
       if (rules_[j].first == tensor_dim)
         fail("mtk::LayoutRules",
              cat("tensor dimension '", tensor_dim, "' is mapped to two mesh dimensions ('",
-                 rules_[j].second, "' and '", mesh_dim, "'); a tensor dimension is split over at "
+                 rules_[j].second, "' and '", mesh_dim,
+                 "'); a tensor dimension is split over at "
                  "most one mesh dimension"));
   }
 }
@@ -24,14 +25,16 @@ LayoutRules LayoutRules::parse(const std::string& text) {
     return LayoutRules(parse_name_pairs(text, "mtk::LayoutRules::parse"));
   } catch (const Error& e) {
     std::string what = e.what();
-    if (what.rfind("mtk::LayoutRules::parse", 0) == 0) throw;
+    if (what.rfind("mtk::LayoutRules::parse", 0) == 0)
+      throw;
     fail("mtk::LayoutRules::parse", cat("in \"", text, "\": ", what));
   }
 }
 
 std::string LayoutRules::mesh_dim_for(const std::string& tensor_dim) const {
   for (const auto& r : rules_)
-    if (r.first == tensor_dim) return r.second;
+    if (r.first == tensor_dim)
+      return r.second;
   return "";
 }
 
@@ -43,21 +46,25 @@ int LayoutRules::mesh_axis_for(const std::string& tensor_dim, const MeshShape& m
 LayoutRules LayoutRules::with(const std::string& tensor_dim, const std::string& mesh_dim) const {
   std::vector<std::pair<std::string, std::string>> r;
   for (const auto& p : rules_)
-    if (p.first != tensor_dim) r.push_back(p);
-  if (!mesh_dim.empty()) r.emplace_back(tensor_dim, mesh_dim);
+    if (p.first != tensor_dim)
+      r.push_back(p);
+  if (!mesh_dim.empty())
+    r.emplace_back(tensor_dim, mesh_dim);
   return LayoutRules(std::move(r));
 }
 
 std::string LayoutRules::to_string() const {
   std::string s;
-  for (const auto& [t, m] : rules_) s += (s.empty() ? "" : ";") + t + ":" + m;
+  for (const auto& [t, m] : rules_)
+    s += (s.empty() ? "" : ";") + t + ":" + m;
   return s;
 }
 
 TensorLayout::TensorLayout(const Shape& shape, const LayoutRules& rules, const MeshShape& mesh,
                            const std::string& tensor_name)
     : shape_(shape), mesh_(mesh) {
-  for (const auto& d : shape.dims()) axis_of_dim_.push_back(rules.mesh_axis_for(d.name, mesh));
+  for (const auto& d : shape.dims())
+    axis_of_dim_.push_back(rules.mesh_axis_for(d.name, mesh));
   validate(tensor_name);
 }
 
@@ -71,14 +78,16 @@ TensorLayout::TensorLayout(const Shape& shape, std::vector<int> axis_of_dim, con
 }
 
 void TensorLayout::validate(const std::string& tensor_name) {
-  std::string label = tensor_name.empty() ? shape_.to_string() : "'" + tensor_name + "' " + shape_.to_string();
+  std::string label =
+      tensor_name.empty() ? shape_.to_string() : "'" + tensor_name + "' " + shape_.to_string();
   std::vector<Dimension> local = shape_.dims();
   for (int i = 0; i < shape_.rank(); ++i) {
     int a = axis_of_dim_[static_cast<size_t>(i)];
-    if (a < 0) continue;
+    if (a < 0)
+      continue;
     if (a >= mesh_.ndims())
-      fail("mtk::TensorLayout", cat("tensor ", label, ": mesh axis ", a, " outside mesh ",
-                                    mesh_.to_string()));
+      fail("mtk::TensorLayout",
+           cat("tensor ", label, ": mesh axis ", a, " outside mesh ", mesh_.to_string()));
     const Dimension& md = mesh_[a];
     for (int j = 0; j < i; ++j)
       if (axis_of_dim_[static_cast<size_t>(j)] == a)
@@ -97,21 +106,24 @@ void TensorLayout::validate(const std::string& tensor_name) {
 
 int TensorLayout::tensor_dim_on(int mesh_axis) const {
   for (size_t i = 0; i < axis_of_dim_.size(); ++i)
-    if (axis_of_dim_[i] == mesh_axis) return static_cast<int>(i);
+    if (axis_of_dim_[i] == mesh_axis)
+      return static_cast<int>(i);
   return -1;
 }
 
 std::vector<int> TensorLayout::split_axes() const {
   std::vector<int> out;
   for (int a = 0; a < mesh_.ndims(); ++a)
-    if (tensor_dim_on(a) >= 0) out.push_back(a);
+    if (tensor_dim_on(a) >= 0)
+      out.push_back(a);
   return out;
 }
 
 std::vector<int> TensorLayout::replicated_axes() const {
   std::vector<int> out;
   for (int a = 0; a < mesh_.ndims(); ++a)
-    if (tensor_dim_on(a) < 0) out.push_back(a);
+    if (tensor_dim_on(a) < 0)
+      out.push_back(a);
   return out;
 }
 
@@ -122,7 +134,8 @@ std::vector<std::int64_t> TensorLayout::slice_origin(const std::vector<int>& coo
   std::vector<std::int64_t> origin(static_cast<size_t>(shape_.rank()), 0);
   for (int i = 0; i < shape_.rank(); ++i) {
     int a = axis_of_dim_[static_cast<size_t>(i)];
-    if (a >= 0) origin[static_cast<size_t>(i)] = coordinates[static_cast<size_t>(a)] * slice_shape_[i].size;
+    if (a >= 0)
+      origin[static_cast<size_t>(i)] = coordinates[static_cast<size_t>(a)] * slice_shape_[i].size;
   }
   return origin;
 }
@@ -130,10 +143,12 @@ std::vector<std::int64_t> TensorLayout::slice_origin(const std::vector<int>& coo
 std::string TensorLayout::to_string() const {
   std::string s = "[";
   for (int i = 0; i < shape_.rank(); ++i) {
-    if (i) s += ", ";
+    if (i)
+      s += ", ";
     s += shape_[i].name + "=" + std::to_string(shape_[i].size);
     int a = axis_of_dim_[static_cast<size_t>(i)];
-    if (a >= 0) s += "@" + mesh_[a].name;
+    if (a >= 0)
+      s += "@" + mesh_[a].name;
   }
   return s + "]";
 }

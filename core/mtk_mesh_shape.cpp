@@ -34,13 +34,15 @@ MeshShape MeshShape::parse(const std::string& text) {
     dims.push_back({name, size});
   }
   if (dims.empty())
-    fail("mtk::MeshShape::parse", cat("\"", text, "\" names no mesh dimension (e.g. \"batch:4;model:2\")"));
+    fail("mtk::MeshShape::parse",
+         cat("\"", text, "\" names no mesh dimension (e.g. \"batch:4;model:2\")"));
   return MeshShape(std::move(dims));
 }
 
 int MeshShape::axis(const std::string& name) const {
   int i = index_of(name);
-  if (i < 0) fail("mtk::MeshShape::axis", cat("no mesh dimension '", name, "' in mesh ", to_string()));
+  if (i < 0)
+    fail("mtk::MeshShape::axis", cat("no mesh dimension '", name, "' in mesh ", to_string()));
   return i;
 }
 
@@ -74,7 +76,8 @@ int MeshShape::pnum_of(const std::vector<int>& coordinates) const {
 
 std::string MeshShape::to_string() const {
   std::string s;
-  for (const auto& d : dims()) s += (s.empty() ? "" : ";") + d.name + ":" + std::to_string(d.size);
+  for (const auto& d : dims())
+    s += (s.empty() ? "" : ";") + d.name + ":" + std::to_string(d.size);
   return s;
 }
 

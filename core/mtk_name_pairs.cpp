@@ -8,18 +8,23 @@ namespace {
 
 std::string trim(const std::string& s) {
   size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b])))
+    ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1])))
+    --e;
   return s.substr(b, e - b);
 }
 
 }  // namespace
 
 bool is_valid_name(const std::string& name) {
-  if (name.empty()) return false;
-  if (!(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) return false;
+  if (name.empty())
+    return false;
+  if (!(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_'))
+    return false;
   for (char c : name)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_'))
+      return false;
   return true;
 }
 
@@ -29,10 +34,12 @@ std::vector<std::pair<std::string, std::string>> parse_name_pairs(const std::str
   size_t start = 0;
   while (start <= text.size()) {
     size_t end = text.find(';', start);
-    if (end == std::string::npos) end = text.size();
+    if (end == std::string::npos)
+      end = text.size();
     std::string entry = trim(text.substr(start, end - start));
     start = end + 1;
-    if (entry.empty()) continue;
+    if (entry.empty())
+      continue;
     size_t colon = entry.find(':');
     if (colon == std::string::npos || entry.find(':', colon + 1) != std::string::npos)
       fail(where, cat("malformed entry '", entry, "' in \"", text,

@@ -7,16 +7,21 @@ namespace mtk {
 namespace {
 
 Graph& graph_of(const std::vector<Tensor>& xs, const char* where) {
-  if (xs.empty()) fail(where, "no input tensors");
+  if (xs.empty())
+    fail(where, "no input tensors");
   for (const auto& x : xs)
-    if (!x.valid()) fail(where, "an input tensor handle is empty");
+    if (!x.valid())
+      fail(where, "an input tensor handle is empty");
   Graph& g = xs.front().graph();
   for (const auto& x : xs)
-    if (&x.graph() != &g) fail(where, "inputs belong to different graphs");
+    if (&x.graph() != &g)
+      fail(where, "inputs belong to different graphs");
   return g;
 }
 
-std::string describe(const Tensor& t) { return "'" + t.name() + "' " + t.shape().to_string(); }
+std::string describe(const Tensor& t) {
+  return "'" + t.name() + "' " + t.shape().to_string();
+}
 
 void require_float(const Tensor& x, const char* where) {
   if (x.dtype() != DType::float32)
@@ -31,7 +36,8 @@ void require_same_dtype(const Tensor& a, const Tensor& b, const char* where) {
 
 int dim_index(const Tensor& x, const std::string& dim, const char* where) {
   int i = x.shape().index_of(dim);
-  if (i < 0) fail(where, cat("tensor ", describe(x), " has no dimension '", dim, "'"));
+  if (i < 0)
+    fail(where, cat("tensor ", describe(x), " has no dimension '", dim, "'"));
   return i;
 }
 
@@ -40,12 +46,14 @@ Shape union_shape(const std::vector<Tensor>& xs, const char* where) {
   std::vector<Dimension> dims;
   for (const auto& x : xs)
     for (const auto& d : x.shape().dims()) {
-      auto it = std::find_if(dims.begin(), dims.end(), [&](const Dimension& e) { return e.name == d.name; });
+      auto it = std::find_if(dims.begin(), dims.end(),
+                             [&](const Dimension& e) { return e.name == d.name; });
       if (it == dims.end()) {
         dims.push_back(d);
       } else if (it->size != d.size) {
         std::string list;
-        for (const auto& y : xs) list += " " + describe(y);
+        for (const auto& y : xs)
+          list += " " + describe(y);
         fail(where, cat("dimension '", d.name, "' has sizes ", it->size, " and ", d.size,
                         " in the inputs:", list));
       }
@@ -117,21 +125,51 @@ Tensor unary(UnaryFn fn, const Tensor& x, double p) {
   return x.graph().add_op1(OpKind::unary, unary_name(fn), {x}, x.shape(), x.dtype(), a);
 }
 
-Tensor negative(const Tensor& x) { return unary(UnaryFn::negative, x); }
-Tensor abs(const Tensor& x) { return unary(UnaryFn::abs, x); }
-Tensor exp(const Tensor& x) { return unary(UnaryFn::exp, x); }
-Tensor log(const Tensor& x) { return unary(UnaryFn::log, x); }
-Tensor sqrt(const Tensor& x) { return unary(UnaryFn::sqrt, x); }
-Tensor rsqrt(const Tensor& x) { return unary(UnaryFn::rsqrt, x); }
-Tensor square(const Tensor& x) { return unary(UnaryFn::square, x); }
-Tensor reciprocal(const Tensor& x) { return unary(UnaryFn::reciprocal, x); }
-Tensor relu(const Tensor& x) { return unary(UnaryFn::relu, x); }
-Tensor gelu(const Tensor& x) { return unary(UnaryFn::gelu, x); }
-Tensor tanh(const Tensor& x) { return unary(UnaryFn::tanh, x); }
-Tensor sigmoid(const Tensor& x) { return unary(UnaryFn::sigmoid, x); }
-Tensor pow(const Tensor& x, double p) { return unary(UnaryFn::pow_scalar, x, p); }
-Tensor add(const Tensor& x, double c) { return unary(UnaryFn::add_scalar, x, c); }
-Tensor multiply(const Tensor& x, double c) { return unary(UnaryFn::mul_scalar, x, c); }
+Tensor negative(const Tensor& x) {
+  return unary(UnaryFn::negative, x);
+}
+Tensor abs(const Tensor& x) {
+  return unary(UnaryFn::abs, x);
+}
+Tensor exp(const Tensor& x) {
+  return unary(UnaryFn::exp, x);
+}
+Tensor log(const Tensor& x) {
+  return unary(UnaryFn::log, x);
+}
+Tensor sqrt(const Tensor& x) {
+  return unary(UnaryFn::sqrt, x);
+}
+Tensor rsqrt(const Tensor& x) {
+  return unary(UnaryFn::rsqrt, x);
+}
+Tensor square(const Tensor& x) {
+  return unary(UnaryFn::square, x);
+}
+Tensor reciprocal(const Tensor& x) {
+  return unary(UnaryFn::reciprocal, x);
+}
+Tensor relu(const Tensor& x) {
+  return unary(UnaryFn::relu, x);
+}
+Tensor gelu(const Tensor& x) {
+  return unary(UnaryFn::gelu, x);
+}
+Tensor tanh(const Tensor& x) {
+  return unary(UnaryFn::tanh, x);
+}
+Tensor sigmoid(const Tensor& x) {
+  return unary(UnaryFn::sigmoid, x);
+}
+Tensor pow(const Tensor& x, double p) {
+  return unary(UnaryFn::pow_scalar, x, p);
+}
+Tensor add(const Tensor& x, double c) {
+  return unary(UnaryFn::add_scalar, x, c);
+}
+Tensor multiply(const Tensor& x, double c) {
+  return unary(UnaryFn::mul_scalar, x, c);
+}
 
 Tensor binary(BinaryFn fn, const Tensor& a, const Tensor& b, const Shape* out_shape) {
   const char* where = "mtk::binary";
@@ -151,17 +189,39 @@ Tensor binary(BinaryFn fn, const Tensor& a, const Tensor& b, const Shape* out_sh
   return g.add_op1(OpKind::binary, binary_name(fn), {a, b}, out, a.dtype(), at);
 }
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary(BinaryFn::add, a, b); }
-Tensor subtract(const Tensor& a, const Tensor& b) { return binary(BinaryFn::subtract, a, b); }
-Tensor multiply(const Tensor& a, const Tensor& b) { return binary(BinaryFn::multiply, a, b); }
-Tensor divide(const Tensor& a, const Tensor& b) { return binary(BinaryFn::divide, a, b); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return binary(BinaryFn::maximum, a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return binary(BinaryFn::minimum, a, b); }
-Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return subtract(a, b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return multiply(a, b); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return divide(a, b); }
-Tensor operator-(const Tensor& x) { return negative(x); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  return binary(BinaryFn::add, a, b);
+}
+Tensor subtract(const Tensor& a, const Tensor& b) {
+  return binary(BinaryFn::subtract, a, b);
+}
+Tensor multiply(const Tensor& a, const Tensor& b) {
+  return binary(BinaryFn::multiply, a, b);
+}
+Tensor divide(const Tensor& a, const Tensor& b) {
+  return binary(BinaryFn::divide, a, b);
+}
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return binary(BinaryFn::maximum, a, b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return binary(BinaryFn::minimum, a, b);
+}
+Tensor operator+(const Tensor& a, const Tensor& b) {
+  return add(a, b);
+}
+Tensor operator-(const Tensor& a, const Tensor& b) {
+  return subtract(a, b);
+}
+Tensor operator*(const Tensor& a, const Tensor& b) {
+  return multiply(a, b);
+}
+Tensor operator/(const Tensor& a, const Tensor& b) {
+  return divide(a, b);
+}
+Tensor operator-(const Tensor& x) {
+  return negative(x);
+}
 
 Tensor compare(CompareFn fn, const Tensor& a, const Tensor& b) {
   const char* where = "mtk::compare";
@@ -172,9 +232,15 @@ Tensor compare(CompareFn fn, const Tensor& a, const Tensor& b) {
   return g.add_op1(OpKind::compare, compare_name(fn), {a, b}, union_shape({a, b}, where),
                    DType::float32, at);
 }
-Tensor less(const Tensor& a, const Tensor& b) { return compare(CompareFn::less, a, b); }
-Tensor greater(const Tensor& a, const Tensor& b) { return compare(CompareFn::greater, a, b); }
-Tensor equal(const Tensor& a, const Tensor& b) { return compare(CompareFn::equal, a, b); }
+Tensor less(const Tensor& a, const Tensor& b) {
+  return compare(CompareFn::less, a, b);
+}
+Tensor greater(const Tensor& a, const Tensor& b) {
+  return compare(CompareFn::greater, a, b);
+}
+Tensor equal(const Tensor& a, const Tensor& b) {
+  return compare(CompareFn::equal, a, b);
+}
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   const char* where_ = "mtk::where";
@@ -188,19 +254,22 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 Tensor cast(const Tensor& x, DType dtype) {
   graph_of({x}, "mtk::cast");
-  if (x.dtype() == dtype) return x;
+  if (x.dtype() == dtype)
+    return x;
   return x.graph().add_op1(OpKind::cast, "cast", {x}, x.shape(), dtype);
 }
 
 Tensor einsum(const std::vector<Tensor>& xs, const Shape& out_shape) {
   const char* where = "mtk::einsum";
   Graph& g = graph_of(xs, where);
-  for (const auto& x : xs) require_float(x, where);
+  for (const auto& x : xs)
+    require_float(x, where);
   Shape all = union_shape(xs, where);
   for (const auto& d : out_shape.dims()) {
     int j = all.index_of(d.name);
     std::string list;
-    for (const auto& x : xs) list += " " + describe(x);
+    for (const auto& x : xs)
+      list += " " + describe(x);
     if (j < 0)
       fail(where, cat("output dimension '", d.name, "' of ", out_shape.to_string(),
                       " appears in no input:", list, " (use broadcast() to add a dimension)"));
@@ -208,18 +277,23 @@ Tensor einsum(const std::vector<Tensor>& xs, const Shape& out_shape) {
       fail(where, cat("output dimension '", d.name, "' has size ", d.size, " but ", all[j].size,
                       " in the inputs:", list));
   }
-  if (xs.size() == 1) return g.add_op1(OpKind::einsum, "einsum", xs, out_shape, DType::float32);
-  if (xs.size() == 2) return g.add_op1(OpKind::einsum, "einsum", xs, out_shape, DType::float32);
+  if (xs.size() == 1)
+    return g.add_op1(OpKind::einsum, "einsum", xs, out_shape, DType::float32);
+  if (xs.size() == 2)
+    return g.add_op1(OpKind::einsum, "einsum", xs, out_shape, DType::float32);
   // Contract left to right, keeping every dim still needed later or in the output.
   Tensor acc = xs[0];
   for (size_t i = 1; i < xs.size(); ++i) {
-    if (i + 1 == xs.size()) return einsum({acc, xs[i]}, out_shape);
+    if (i + 1 == xs.size())
+      return einsum({acc, xs[i]}, out_shape);
     std::vector<Dimension> keep;
     Shape both = union_shape({acc, xs[i]}, where);
     for (const auto& d : both.dims()) {
       bool needed = out_shape.contains(d.name);
-      for (size_t j = i + 1; j < xs.size() && !needed; ++j) needed = xs[j].shape().contains(d.name);
-      if (needed) keep.push_back(d);
+      for (size_t j = i + 1; j < xs.size() && !needed; ++j)
+        needed = xs[j].shape().contains(d.name);
+      if (needed)
+        keep.push_back(d);
     }
     acc = einsum({acc, xs[i]}, Shape(keep));
   }
@@ -231,7 +305,8 @@ Tensor einsum(const std::vector<Tensor>& xs, const std::vector<std::string>& out
   std::vector<Dimension> dims;
   for (const auto& n : out_dims) {
     int j = all.index_of(n);
-    if (j < 0) fail("mtk::einsum", cat("output dimension '", n, "' appears in no input ", all.to_string()));
+    if (j < 0)
+      fail("mtk::einsum", cat("output dimension '", n, "' appears in no input ", all.to_string()));
     dims.push_back(all[j]);
   }
   return einsum(xs, Shape(dims));
@@ -240,27 +315,34 @@ Tensor einsum(const std::vector<Tensor>& xs, const std::vector<std::string>& out
 Tensor reduce(ReduceFn fn, const Tensor& x, const std::vector<std::string>& reduced_dims) {
   graph_of({x}, "mtk::reduce");
   std::vector<Dimension> keep;
-  for (const auto& n : reduced_dims) dim_index(x, n, "mtk::reduce");
+  for (const auto& n : reduced_dims)
+    dim_index(x, n, "mtk::reduce");
   for (const auto& d : x.shape().dims())
     if (std::find(reduced_dims.begin(), reduced_dims.end(), d.name) == reduced_dims.end())
       keep.push_back(d);
-  if (reduced_dims.empty()) return x;
+  if (reduced_dims.empty())
+    return x;
   OpAttrs a;
   a.reduce = fn;
-  return x.graph().add_op1(OpKind::reduce, std::string("reduce_") + reduce_name(fn), {x}, Shape(keep),
-                           x.dtype(), a);
+  return x.graph().add_op1(OpKind::reduce, std::string("reduce_") + reduce_name(fn), {x},
+                           Shape(keep), x.dtype(), a);
 }
 
 Tensor reduce_sum(const Tensor& x, const std::vector<std::string>& dims) {
   return reduce(ReduceFn::sum, x, dims);
 }
-Tensor reduce_sum(const Tensor& x) { return reduce(ReduceFn::sum, x, x.shape().names()); }
+Tensor reduce_sum(const Tensor& x) {
+  return reduce(ReduceFn::sum, x, x.shape().names());
+}
 Tensor reduce_mean(const Tensor& x, const std::vector<std::string>& dims) {
   std::int64_t n = 1;
-  for (const auto& d : dims) n *= x.shape().size_of(d);
+  for (const auto& d : dims)
+    n *= x.shape().size_of(d);
   return multiply(reduce_sum(x, dims), 1.0 / static_cast<double>(n));
 }
-Tensor reduce_mean(const Tensor& x) { return reduce_mean(x, x.shape().names()); }
+Tensor reduce_mean(const Tensor& x) {
+  return reduce_mean(x, x.shape().names());
+}
 Tensor reduce_max(const Tensor& x, const std::vector<std::string>& dims) {
   return reduce(ReduceFn::max, x, dims);
 }
@@ -328,13 +410,15 @@ Tensor gather(const Tensor& table, const Tensor& ids, const std::string& dim) {
   const char* where = "mtk::gather";
   Graph& g = graph_of({table, ids}, where);
   require_float(table, where);
-  if (ids.dtype() != DType::int32) fail(where, cat("ids ", describe(ids), " must be int32"));
+  if (ids.dtype() != DType::int32)
+    fail(where, cat("ids ", describe(ids), " must be int32"));
   int i = dim_index(table, dim, where);
   if (ids.shape().contains(dim))
     fail(where, cat("ids ", describe(ids), " must not have the gathered dimension '", dim, "'"));
   auto dims = ids.shape().dims();
   for (int j = 0; j < table.shape().rank(); ++j)
-    if (j != i) dims.push_back(table.shape()[j]);
+    if (j != i)
+      dims.push_back(table.shape()[j]);
   Shape out(dims);
   union_shape({table, ids}, where);
   OpAttrs a;
@@ -347,14 +431,16 @@ Tensor scatter_add(const Tensor& ids, const Tensor& updates, const Shape& table_
   const char* where = "mtk::scatter_add";
   Graph& g = graph_of({ids, updates}, where);
   require_float(updates, where);
-  if (!table_shape.contains(dim)) fail(where, cat("table ", table_shape.to_string(), " lacks '", dim, "'"));
+  if (!table_shape.contains(dim))
+    fail(where, cat("table ", table_shape.to_string(), " lacks '", dim, "'"));
   for (const auto& d : updates.shape().dims())
     if (!ids.shape().contains(d.name) && !table_shape.contains(d.name))
       fail(where, cat("updates dimension '", d.name, "' is in neither ids ", describe(ids),
                       " nor table ", table_shape.to_string()));
   OpAttrs a;
   a.dim = dim;
-  return g.add_op1(OpKind::scatter_add, "scatter_add", {ids, updates}, table_shape, DType::float32, a);
+  return g.add_op1(OpKind::scatter_add, "scatter_add", {ids, updates}, table_shape, DType::float32,
+                   a);
 }
 
 Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& targets, const std::string& dim,
@@ -362,13 +448,14 @@ Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& targets, const 
   const char* where = "mtk::softmax_cross_entropy";
   Graph& g = graph_of({logits, targets}, where);
   require_float(logits, where);
-  if (targets.dtype() != DType::int32) fail(where, cat("targets ", describe(targets), " must be int32"));
+  if (targets.dtype() != DType::int32)
+    fail(where, cat("targets ", describe(targets), " must be int32"));
   const int d = dim_index(logits, dim, where);
   auto dims = logits.shape().dims();
   dims.erase(dims.begin() + d);
   if (Shape(dims) != targets.shape())
-    fail(where, cat("targets ", describe(targets), " must have the shape of logits ", describe(logits),
-                    " without '", dim, "': ", Shape(dims).to_string()));
+    fail(where, cat("targets ", describe(targets), " must have the shape of logits ",
+                    describe(logits), " without '", dim, "': ", Shape(dims).to_string()));
   if (label_smoothing < 0 || label_smoothing >= 1)
     fail(where, cat("label smoothing ", label_smoothing, " not in [0, 1)"));
   OpAttrs a;
@@ -385,7 +472,8 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   if (shape.num_elements() != x.shape().num_elements())
     fail("mtk::reshape", cat("cannot reshape ", describe(x), " (", x.shape().num_elements(),
                              " elements) to ", shape.to_string(), " (", shape.num_elements(), ")"));
-  if (shape == x.shape()) return x;
+  if (shape == x.shape())
+    return x;
   return x.graph().add_op1(OpKind::reshape, "reshape", {x}, shape, x.dtype());
 }
 
@@ -396,11 +484,13 @@ Tensor rename_dimension(const Tensor& x, const std::string& old_name, const std:
 
 Tensor replace_dimensions(const Tensor& x, const std::vector<std::string>& old_names,
                           const std::vector<Dimension>& new_dims) {
-  if (old_names.empty()) fail("mtk::replace_dimensions", "no dimensions to replace");
+  if (old_names.empty())
+    fail("mtk::replace_dimensions", "no dimensions to replace");
   int first = dim_index(x, old_names.front(), "mtk::replace_dimensions");
   for (size_t k = 0; k < old_names.size(); ++k)
     if (dim_index(x, old_names[k], "mtk::replace_dimensions") != first + static_cast<int>(k))
-      fail("mtk::replace_dimensions", cat("dimensions to replace must be consecutive in ", describe(x)));
+      fail("mtk::replace_dimensions",
+           cat("dimensions to replace must be consecutive in ", describe(x)));
   auto dims = x.shape().dims();
   dims.erase(dims.begin() + first, dims.begin() + first + static_cast<long>(old_names.size()));
   dims.insert(dims.begin() + first, new_dims.begin(), new_dims.end());
@@ -414,7 +504,8 @@ Tensor broadcast(const Tensor& x, const Shape& shape) {
     if (j < 0 || shape[j].size != d.size)
       fail("mtk::broadcast", cat("cannot broadcast ", describe(x), " to ", shape.to_string()));
   }
-  if (shape == x.shape()) return x;
+  if (shape == x.shape())
+    return x;
   return x.graph().add_op1(OpKind::broadcast, "broadcast", {x}, shape, x.dtype());
 }
 
@@ -455,12 +546,14 @@ Tensor concat(const std::vector<Tensor>& xs, const std::string& dim, const std::
 Tensor pad(const Tensor& x, const std::string& dim, std::int64_t before, std::int64_t after,
            const std::string& new_name) {
   int i = dim_index(x, dim, "mtk::pad");
-  if (before < 0 || after < 0) fail("mtk::pad", cat("negative padding of '", dim, "' in ", describe(x)));
+  if (before < 0 || after < 0)
+    fail("mtk::pad", cat("negative padding of '", dim, "' in ", describe(x)));
   OpAttrs a;
   a.dim = dim;
   a.begin = before;
   a.after = after;
-  Shape out = replace_dim(x.shape(), i, {new_name.empty() ? dim : new_name, x.shape()[i].size + before + after});
+  Shape out = replace_dim(x.shape(), i,
+                          {new_name.empty() ? dim : new_name, x.shape()[i].size + before + after});
   return x.graph().add_op1(OpKind::pad, "pad", {x}, out, x.dtype(), a);
 }
 
@@ -479,8 +572,10 @@ Tensor stop_gradient(const Tensor& x) {
 }
 
 Tensor dropout(const Tensor& x, double rate, std::uint64_t seed) {
-  if (rate <= 0.0) return x;
-  if (rate >= 1.0) fail("mtk::dropout", cat("rate ", rate, " must be below 1 for ", describe(x)));
+  if (rate <= 0.0)
+    return x;
+  if (rate >= 1.0)
+    fail("mtk::dropout", cat("rate ", rate, " must be below 1 for ", describe(x)));
   Tensor u = random_uniform(x.graph(), x.shape(), seed);
   Tensor keep = compare(CompareFn::greater_equal, u, constant(x.graph(), Shape(), rate));
   return multiply(multiply(x, keep), 1.0 / (1.0 - rate));
@@ -500,7 +595,9 @@ Tensor assign_op(const Tensor& var, const Tensor& value, AssignMode mode, const 
 }
 }  // namespace
 
-Tensor assign(const Tensor& v, const Tensor& x) { return assign_op(v, x, AssignMode::set, "mtk::assign"); }
+Tensor assign(const Tensor& v, const Tensor& x) {
+  return assign_op(v, x, AssignMode::set, "mtk::assign");
+}
 Tensor assign_add(const Tensor& v, const Tensor& x) {
   return assign_op(v, x, AssignMode::add, "mtk::assign_add");
 }

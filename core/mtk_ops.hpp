@@ -118,7 +118,8 @@ Tensor broadcast(const Tensor& x, const Shape& shape);
 /// Positions [begin, begin + size) of `dim`, renamed `new_name` when given.
 Tensor slice(const Tensor& x, const std::string& dim, std::int64_t begin, std::int64_t size,
              const std::string& new_name = "");
-Tensor concat(const std::vector<Tensor>& xs, const std::string& dim, const std::string& new_name = "");
+Tensor concat(const std::vector<Tensor>& xs, const std::string& dim,
+              const std::string& new_name = "");
 Tensor pad(const Tensor& x, const std::string& dim, std::int64_t before, std::int64_t after,
            const std::string& new_name = "");
 /// out[i] = x[i - offset] along `dim` (zeros shifted in unless `wrap`).

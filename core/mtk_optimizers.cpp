@@ -16,33 +16,41 @@ Tensor slot(const Tensor& var, const std::string& suffix, const Shape& shape) {
 Shape without(const Shape& s, const std::vector<std::string>& drop) {
   std::vector<Dimension> dims;
   for (const auto& d : s.dims())
-    if (std::find(drop.begin(), drop.end(), d.name) == drop.end()) dims.push_back(d);
+    if (std::find(drop.begin(), drop.end(), d.name) == drop.end())
+      dims.push_back(d);
   return Shape(dims);
 }
 
-Tensor scalar(Graph& g, double v) { return constant(g, Shape(), v); }
+Tensor scalar(Graph& g, double v) {
+  return constant(g, Shape(), v);
+}
 
 // sqrt(mean(x^2)) over every element.
-Tensor rms(const Tensor& x) { return sqrt(reduce_mean(square(x))); }
+Tensor rms(const Tensor& x) {
+  return sqrt(reduce_mean(square(x)));
+}
 
 }  // namespace
 
 Tensor global_step(Graph& g) {
   for (int i : g.variable_ops())
-    if (g.op(i).name == "global_step") return g.tensor(g.op(i).outputs[0]);
+    if (g.op(i).name == "global_step")
+      return g.tensor(g.op(i).outputs[0]);
   return variable(g, "global_step", Shape(), Initializer::zeros(), false);
 }
 
 Tensor LearningRateSchedule::build(const Tensor& step) const {
   Graph& g = step.graph();
   switch (kind) {
-    case Kind::constant: return scalar(g, value);
+    case Kind::constant:
+      return scalar(g, value);
     case Kind::rsqrt_decay:
       return rsqrt(maximum(step, scalar(g, std::max(1.0, warmup_steps))));
     case Kind::linear_decay: {
       // Linear warm-up to `value`, then linear decay to 0 at total_steps.
       Tensor up = multiply(step, value / std::max(1.0, warmup_steps));
-      Tensor down = multiply(add(negative(step), total_steps), value / std::max(1.0, total_steps - warmup_steps));
+      Tensor down = multiply(add(negative(step), total_steps),
+                             value / std::max(1.0, total_steps - warmup_steps));
       return maximum(minimum(up, down), scalar(g, 0.0));
     }
     case Kind::adafactor_relative:
@@ -52,16 +60,20 @@ Tensor LearningRateSchedule::build(const Tensor& step) const {
 }
 
 std::vector<std::string> Adafactor::factored_dims(const Shape& shape) const {
-  if (!o_.factored || shape.rank() < 2) return {};
+  if (!o_.factored || shape.rank() < 2)
+    return {};
   std::vector<Dimension> dims = shape.dims();
-  std::stable_sort(dims.begin(), dims.end(), [](const Dimension& a, const Dimension& b) { return a.size > b.size; });
-  if (dims[1].size < o_.min_dim_size_to_factor) return {};
+  std::stable_sort(dims.begin(), dims.end(),
+                   [](const Dimension& a, const Dimension& b) { return a.size > b.size; });
+  if (dims[1].size < o_.min_dim_size_to_factor)
+    return {};
   return {dims[0].name, dims[1].name};
 }
 
 void Adafactor::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>& grads,
                       const Tensor& step, const Tensor& lr) {
-  if (vars.size() != grads.size()) fail("mtk::Adafactor::apply", "one gradient per variable");
+  if (vars.size() != grads.size())
+    fail("mtk::Adafactor::apply", "one gradient per variable");
   Graph& g = step.graph();
   // decay = 1 - (step + 1)^-0.8
   Tensor decay = add(negative(pow(add(step, 1.0), -o_.decay_exponent)), 1.0);
@@ -96,7 +108,8 @@ void Adafactor::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>
       update = update / clip;
     }
     Tensor scale = lr;
-    if (o_.parameter_scaling) scale = lr * maximum(rms(var), scalar(g, o_.epsilon2));
+    if (o_.parameter_scaling)
+      scale = lr * maximum(rms(var), scalar(g, o_.epsilon2));
     if (o_.beta1 > 0.0) {
       Tensor m = slot(var, "adafactor_m", var.shape());
       Tensor new_m = multiply(m, o_.beta1) + multiply(update, 1.0 - o_.beta1);
@@ -109,7 +122,8 @@ void Adafactor::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>
 
 void Adam::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>& grads,
                  const Tensor& step, const Tensor& lr) {
-  if (vars.size() != grads.size()) fail("mtk::Adam::apply", "one gradient per variable");
+  if (vars.size() != grads.size())
+    fail("mtk::Adam::apply", "one gradient per variable");
   Graph& g = step.graph();
   Tensor t = add(step, 1.0);
   // Bias corrections 1 - beta^t, as exp(t * log(beta)).
@@ -130,7 +144,8 @@ void Adam::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>& gra
 
 void Sgd::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>& grads, const Tensor&,
                 const Tensor& lr) {
-  for (size_t k = 0; k < vars.size(); ++k) assign_sub(vars[k], grads[k] * lr);
+  for (size_t k = 0; k < vars.size(); ++k)
+    assign_sub(vars[k], grads[k] * lr);
 }
 
 Tensor minimize(const Tensor& loss, Optimizer& optimizer, const LearningRateSchedule& schedule) {

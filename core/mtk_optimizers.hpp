@@ -15,10 +15,15 @@ namespace mtk {
 Tensor global_step(Graph& g);
 
 struct LearningRateSchedule {
-  enum class Kind { constant, rsqrt_decay, linear_decay, adafactor_relative } kind = Kind::rsqrt_decay;
-  double value = 0.01;           ///< constant value / peak for linear_decay
-  double warmup_steps = 10000;   ///< rsqrt_decay: lr = 1/sqrt(max(step, warmup)); linear warm-up
-  double total_steps = 100000;   ///< linear_decay end
+  enum class Kind {
+    constant,
+    rsqrt_decay,
+    linear_decay,
+    adafactor_relative
+  } kind = Kind::rsqrt_decay;
+  double value = 0.01;          ///< constant value / peak for linear_decay
+  double warmup_steps = 10000;  ///< rsqrt_decay: lr = 1/sqrt(max(step, warmup)); linear warm-up
+  double total_steps = 100000;  ///< linear_decay end
   /// The learning rate at `step` (a scalar tensor of the global step), as graph ops.
   Tensor build(const Tensor& step) const;
 };

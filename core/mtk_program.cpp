@@ -4,21 +4,23 @@
 #include <mtk_program.hpp>
 
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 
 namespace mtk {
 
 double Counters::total_flops() const {
   double t = 0;
-  for (const auto& [k, v] : flops) t += v;
+  for (const auto& [k, v] : flops)
+    t += v;
   return t;
 }
 
 std::int64_t Counters::total_comm_bytes() const {
   std::int64_t t = 0;
-  for (const auto& [k, v] : comm_bytes) t += v;
+  for (const auto& [k, v] : comm_bytes)
+    t += v;
   return t;
 }
 
@@ -32,7 +34,8 @@ template <class T>
 Kokkos::View<T*> upload(const std::vector<T>& host, const std::string& label) {
   Kokkos::View<T*> v(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), host.size());
   auto h = Kokkos::create_mirror_view(v);
-  for (size_t k = 0; k < host.size(); ++k) h(k) = host[k];
+  for (size_t k = 0; k < host.size(); ++k)
+    h(k) = host[k];
   Kokkos::deep_copy(v, h);
   return v;
 }
@@ -67,20 +70,22 @@ Program::Buffer Program::slice_of_host(int tensor, const HostTensor& global) con
   const auto& l = layouts_.at(static_cast<size_t>(tensor));
   const auto& info = graph_->tensor_info(tensor);
   if (global.shape != l.shape() || global.dtype != info.dtype)
-    fail("mtk::Program::run", cat("feed for '", info.name, "' has shape ", global.shape.to_string(), " ",
-                                  dtype_name(global.dtype), "; expected ", l.shape().to_string(), " ",
-                                  dtype_name(info.dtype)));
+    fail("mtk::Program::run", cat("feed for '", info.name, "' has shape ", global.shape.to_string(),
+                                  " ", dtype_name(global.dtype), "; expected ",
+                                  l.shape().to_string(), " ", dtype_name(info.dtype)));
   const auto origin = l.slice_origin(mesh_.coordinates());
   Buffer b;
   if (info.dtype == DType::float32) {
     if (static_cast<std::int64_t>(global.f.size()) != l.shape().num_elements())
-      fail("mtk::Program::run", cat("feed for '", info.name, "' holds ", global.f.size(), " values; ",
-                                    l.shape().to_string(), " needs ", l.shape().num_elements()));
+      fail("mtk::Program::run",
+           cat("feed for '", info.name, "' holds ", global.f.size(), " values; ",
+               l.shape().to_string(), " needs ", l.shape().num_elements()));
     b.f = upload(host_slice(global.f, l.shape(), l.slice_shape(), origin), info.name);
   } else {
     if (static_cast<std::int64_t>(global.i.size()) != l.shape().num_elements())
-      fail("mtk::Program::run", cat("feed for '", info.name, "' holds ", global.i.size(), " values; ",
-                                    l.shape().to_string(), " needs ", l.shape().num_elements()));
+      fail("mtk::Program::run",
+           cat("feed for '", info.name, "' holds ", global.i.size(), " values; ",
+               l.shape().to_string(), " needs ", l.shape().num_elements()));
     b.i = upload(host_slice(global.i, l.shape(), l.slice_shape(), origin), info.name);
   }
   return b;
@@ -93,8 +98,8 @@ HostTensor Program::gather_global(int tensor, const Buffer& buffer) {
   Kokkos::View<std::int32_t*> iv = buffer.i;
   const auto& pend = pending_.at(static_cast<size_t>(tensor));
   if (!pend.empty()) {  // finish a deferred partial sum on a copy
-    Kokkos::View<float*> copy(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::fetch")),
-                              f.extent(0));
+    Kokkos::View<float*> copy(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::fetch")), f.extent(0));
     Kokkos::deep_copy(copy, f);
     allreduce<float>(mesh_, pend, copy);
     f = copy;
@@ -102,38 +107,46 @@ HostTensor Program::gather_global(int tensor, const Buffer& buffer) {
   Shape cur = l.slice_shape();
   for (int i = 0; i < l.shape().rank(); ++i) {
     const int a = l.mesh_axis(i);
-    if (a < 0) continue;
-    if (is_float) f = allconcat<float>(mesh_, a, cur, i, f);
-    else iv = allconcat<std::int32_t>(mesh_, a, cur, i, iv);
+    if (a < 0)
+      continue;
+    if (is_float)
+      f = allconcat<float>(mesh_, a, cur, i, f);
+    else
+      iv = allconcat<std::int32_t>(mesh_, a, cur, i, iv);
     auto dims = cur.dims();
     dims[static_cast<size_t>(i)] = l.shape()[i];
     cur = Shape(dims);
   }
-  return is_float ? HostTensor::floats(l.shape(), download(f)) : HostTensor::ints(l.shape(), download(iv));
+  return is_float ? HostTensor::floats(l.shape(), download(f))
+                  : HostTensor::ints(l.shape(), download(iv));
 }
 
 std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
                                      const std::vector<Tensor>& fetches,
                                      const std::map<int, HostTensor>& local_feeds) {
-  if (dry_) fail("mtk::Program::run", "this program was built by mtk::analyze() for sizing only");
+  if (dry_)
+    fail("mtk::Program::run", "this program was built by mtk::analyze() for sizing only");
   Kokkos::Profiling::pushRegion("mtk::Program::run");
   using clock = std::chrono::steady_clock;
   auto mark = clock::now();
   auto charge = [&](const char* what, const std::string* step = nullptr) {
-    if (!profiling_) return;
+    if (!profiling_)
+      return;
     Kokkos::fence();
     const auto now = clock::now();
     const double dt = std::chrono::duration<double>(now - mark).count();
     time_split_[what] += dt;
     if (step) {
       time_by_kind_[step->substr(0, step->find(' '))] += dt;
-      if (std::getenv("MTK_PROFILE_STEPS")) time_by_kind_["step: " + *step] += dt;
+      if (std::getenv("MTK_PROFILE_STEPS"))
+        time_by_kind_["step: " + *step] += dt;
     }
     mark = now;
   };
   std::vector<Buffer> buffers(layouts_.size());
   std::vector<bool> keep(layouts_.size(), false);
-  for (const auto& t : fetches) keep.at(static_cast<size_t>(t.id())) = true;
+  for (const auto& t : fetches)
+    keep.at(static_cast<size_t>(t.id())) = true;
   for (const auto& [t, v] : variables_) {
     buffers[static_cast<size_t>(t)] = v;
     keep[static_cast<size_t>(t)] = true;
@@ -147,13 +160,17 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
       } else if (l != local_feeds.end()) {
         const auto& ls = layouts_[static_cast<size_t>(t)].slice_shape();
         if (l->second.shape != ls)
-          fail("mtk::Program::run", cat("local feed for '", graph_->tensor_info(t).name, "' has shape ",
-                                        l->second.shape.to_string(), "; this rank's slice is ", ls.to_string()));
-        if (l->second.dtype == DType::float32) buffers[static_cast<size_t>(t)].f = upload(l->second.f, "feed");
-        else buffers[static_cast<size_t>(t)].i = upload(l->second.i, "feed");
+          fail("mtk::Program::run",
+               cat("local feed for '", graph_->tensor_info(t).name, "' has shape ",
+                   l->second.shape.to_string(), "; this rank's slice is ", ls.to_string()));
+        if (l->second.dtype == DType::float32)
+          buffers[static_cast<size_t>(t)].f = upload(l->second.f, "feed");
+        else
+          buffers[static_cast<size_t>(t)].i = upload(l->second.i, "feed");
       } else {
-        fail("mtk::Program::run", cat("placeholder '", graph_->tensor_info(t).name, "' ",
-                                      layouts_[static_cast<size_t>(t)].shape().to_string(), " was not fed"));
+        fail("mtk::Program::run",
+             cat("placeholder '", graph_->tensor_info(t).name, "' ",
+                 layouts_[static_cast<size_t>(t)].shape().to_string(), " was not fed"));
       }
     }
   });
@@ -169,44 +186,54 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
       if (last_use_[static_cast<size_t>(t)] == static_cast<int>(s) && !keep[static_cast<size_t>(t)])
         buffers[static_cast<size_t>(t)] = Buffer();
     for (int t : steps_[s].writes)
-      if (last_use_[static_cast<size_t>(t)] < 0 && !keep[static_cast<size_t>(t)]) buffers[static_cast<size_t>(t)] = Buffer();
+      if (last_use_[static_cast<size_t>(t)] < 0 && !keep[static_cast<size_t>(t)])
+        buffers[static_cast<size_t>(t)] = Buffer();
   }
   std::vector<HostTensor> out;
-  for (const auto& t : fetches) out.push_back(gather_global(t.id(), buffers[static_cast<size_t>(t.id())]));
-  for (auto& a : assigns_) a.run(buffers);
+  for (const auto& t : fetches)
+    out.push_back(gather_global(t.id(), buffers[static_cast<size_t>(t.id())]));
+  for (auto& a : assigns_)
+    a.run(buffers);
   charge("other");
   ++step_;
   Kokkos::Profiling::popRegion();
   return out;
 }
 
-std::vector<std::string> Program::variable_names() const { return variable_order_; }
+std::vector<std::string> Program::variable_names() const {
+  return variable_order_;
+}
 
 const TensorLayout& Program::variable_layout(const std::string& name) const {
   auto it = variable_tensor_.find(name);
-  if (it == variable_tensor_.end()) fail("mtk::Program::variable_layout", cat("no variable '", name, "'"));
+  if (it == variable_tensor_.end())
+    fail("mtk::Program::variable_layout", cat("no variable '", name, "'"));
   return layouts_[static_cast<size_t>(it->second)];
 }
 
 Kokkos::View<float*> Program::variable_slice(const std::string& name) const {
   auto it = variable_tensor_.find(name);
-  if (it == variable_tensor_.end()) fail("mtk::Program::variable_slice", cat("no variable '", name, "'"));
+  if (it == variable_tensor_.end())
+    fail("mtk::Program::variable_slice", cat("no variable '", name, "'"));
   return variables_.at(it->second).f;
 }
 
 void Program::set_variable_slice(const std::string& name, const Kokkos::View<float*>& slice) {
   auto it = variable_tensor_.find(name);
-  if (it == variable_tensor_.end()) fail("mtk::Program::set_variable_slice", cat("no variable '", name, "'"));
+  if (it == variable_tensor_.end())
+    fail("mtk::Program::set_variable_slice", cat("no variable '", name, "'"));
   const auto& ls = layouts_[static_cast<size_t>(it->second)].slice_shape();
   if (static_cast<std::int64_t>(slice.extent(0)) != ls.num_elements())
-    fail("mtk::Program::set_variable_slice", cat("variable '", name, "' slice ", ls.to_string(), " needs ",
-                                                 ls.num_elements(), " values, got ", slice.extent(0)));
+    fail("mtk::Program::set_variable_slice",
+         cat("variable '", name, "' slice ", ls.to_string(), " needs ", ls.num_elements(),
+             " values, got ", slice.extent(0)));
   variables_[it->second].f = slice;
 }
 
 HostTensor Program::variable_value(const std::string& name) {
   auto it = variable_tensor_.find(name);
-  if (it == variable_tensor_.end()) fail("mtk::Program::variable_value", cat("no variable '", name, "'"));
+  if (it == variable_tensor_.end())
+    fail("mtk::Program::variable_value", cat("no variable '", name, "'"));
   return gather_global(it->second, variables_.at(it->second));
 }
 
@@ -223,12 +250,13 @@ std::string Program::explain() const {
     return std::string(buf);
   };
   const MeshShape& shape = layouts_.empty() ? mesh_.shape() : layouts_.front().mesh();
-  std::string s = cat("MTK program on mesh ", shape.to_string(), dry_ ? " (analysis)" : "", ", rank ",
-                      dry_ ? 0 : mesh_.rank(), " (",
-                      steps_.size(), " steps, ", assigns_.size(), " assignments)\n");
+  std::string s = cat("MTK program on mesh ", shape.to_string(), dry_ ? " (analysis)" : "",
+                      ", rank ", dry_ ? 0 : mesh_.rank(), " (", steps_.size(), " steps, ",
+                      assigns_.size(), " assignments)\n");
   s += "  variables (layout):\n";
   for (const auto& n : variable_order_)
-    s += cat("    ", n, " ", layouts_[static_cast<size_t>(variable_tensor_.at(n))].to_string(), "\n");
+    s += cat("    ", n, " ", layouts_[static_cast<size_t>(variable_tensor_.at(n))].to_string(),
+             "\n");
   s += "  FLOPs per run (this rank):\n";
   for (const auto& [k, v] : counters_.flops) {
     char buf[64];
@@ -236,9 +264,11 @@ std::string Program::explain() const {
     s += cat("    ", k, ": ", buf, "\n");
   }
   s += "  communication per run (this rank, payload bytes / calls):\n";
-  if (counters_.comm_bytes.empty()) s += "    none\n";
+  if (counters_.comm_bytes.empty())
+    s += "    none\n";
   for (const auto& [k, v] : counters_.comm_bytes)
-    s += cat("    ", k, ": ", human(static_cast<double>(v)), " in ", counters_.comm_calls.at(k), " calls\n");
+    s += cat("    ", k, ": ", human(static_cast<double>(v)), " in ", counters_.comm_calls.at(k),
+             " calls\n");
   s += cat("  memory: variables ", human(static_cast<double>(counters_.variable_bytes)), ", peak ",
            human(static_cast<double>(counters_.peak_bytes)), "\n");
   s += "  collectives and relayouts, in order:\n";

@@ -39,11 +39,11 @@ struct HostTensor {
 
 /// Exact per-rank costs of one run of the lowered program.
 struct Counters {
-  std::map<std::string, double> flops;                ///< per op kind
-  std::map<std::string, std::int64_t> comm_bytes;     ///< per collective kind: payload bytes
-  std::map<std::string, std::int64_t> comm_calls;     ///< per collective kind
-  std::int64_t variable_bytes = 0;                    ///< persistent variable slices
-  std::int64_t peak_bytes = 0;                        ///< variables + peak live activations
+  std::map<std::string, double> flops;             ///< per op kind
+  std::map<std::string, std::int64_t> comm_bytes;  ///< per collective kind: payload bytes
+  std::map<std::string, std::int64_t> comm_calls;  ///< per collective kind
+  std::int64_t variable_bytes = 0;                 ///< persistent variable slices
+  std::int64_t peak_bytes = 0;                     ///< variables + peak live activations
   double total_flops() const;
   std::int64_t total_comm_bytes() const;
 };
@@ -112,7 +112,7 @@ class Program {
 
   Mesh mesh_;
   Graph* graph_ = nullptr;
-  std::deque<TensorLayout> layouts_;  // by tensor id, then temporaries (stable references)
+  std::deque<TensorLayout> layouts_;       // by tensor id, then temporaries (stable references)
   std::vector<std::vector<int>> pending_;  // by tensor id: mesh axes of a pending sum at the end
   std::vector<Step> steps_;
   std::vector<int> last_use_;  // by tensor id: index of the last step reading it (-1: none)

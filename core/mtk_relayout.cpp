@@ -8,7 +8,8 @@ namespace mtk {
 Shape local_shape(const Shape& shape, const std::vector<int>& axes, const MeshShape& mesh) {
   auto dims = shape.dims();
   for (size_t i = 0; i < dims.size(); ++i)
-    if (axes[i] >= 0) dims[i].size /= mesh[axes[i]].size;
+    if (axes[i] >= 0)
+      dims[i].size /= mesh[axes[i]].size;
   return Shape(dims);
 }
 
@@ -28,7 +29,8 @@ std::vector<RelayoutMove> plan_relayout(const Shape& shape, const std::vector<in
     }
   auto holder = [&](int axis) {
     for (int d = 0; d < n; ++d)
-      if (cur[d] == axis) return d;
+      if (cur[d] == axis)
+        return d;
     return -1;
   };
   // Slices onto free axes.
@@ -85,7 +87,8 @@ template Kokkos::View<std::int32_t*> run_relayout<std::int32_t>(const Mesh&,
 std::string describe_relayout(const std::vector<RelayoutMove>& plan, const MeshShape& mesh) {
   std::string s;
   for (const auto& m : plan) {
-    if (!s.empty()) s += ", ";
+    if (!s.empty())
+      s += ", ";
     const char* k = m.kind == RelayoutMove::Kind::slice       ? "slice"
                     : m.kind == RelayoutMove::Kind::allconcat ? "allconcat"
                                                               : "alltoall";

@@ -41,14 +41,14 @@ struct TransformerConfig {
 
 /// Placeholders and outputs of a built model. Feed int32 [batch, length] tensors.
 struct ModelGraph {
-  Tensor inputs, targets, segments, positions;              ///< decoder side
+  Tensor inputs, targets, segments, positions;                 ///< decoder side
   Tensor encoder_inputs, encoder_segments, encoder_positions;  ///< encoder-decoder only
-  Tensor logits;      ///< [batch, length, vocab]
-  Tensor token_loss;  ///< [batch, length] per-token cross-entropy
-  Tensor loss_sum;    ///< sum of token losses over non-padding targets
-  Tensor token_count; ///< number of non-padding targets
-  Tensor aux_loss;    ///< MoE load-balancing loss (0 for dense models)
-  Tensor loss;        ///< loss_sum / token_count + aux_loss: what training minimises
+  Tensor logits;                                               ///< [batch, length, vocab]
+  Tensor token_loss;   ///< [batch, length] per-token cross-entropy
+  Tensor loss_sum;     ///< sum of token losses over non-padding targets
+  Tensor token_count;  ///< number of non-padding targets
+  Tensor aux_loss;     ///< MoE load-balancing loss (0 for dense models)
+  Tensor loss;         ///< loss_sum / token_count + aux_loss: what training minimises
 };
 
 /// Builds the model's forward graph. `training` selects dropout and the MoE capacity factor;

@@ -14,26 +14,45 @@ void reject_unknown_keys(const Config& config, const std::string& section,
     const std::string at = prefix.empty() ? section : section + "." + prefix;
     for (const auto& k : config.keys(at)) {
       const std::string key = prefix.empty() ? k : prefix + "." + k;
-      if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+      if (std::find(known.begin(), known.end(), key) != known.end())
+        continue;
       bool is_parent = false;
-      for (const auto& kn : known) is_parent = is_parent || kn.rfind(key + ".", 0) == 0;
+      for (const auto& kn : known)
+        is_parent = is_parent || kn.rfind(key + ".", 0) == 0;
       if (is_parent) {
         stack.push_back(key);
         continue;
       }
       std::string list;
-      for (const auto& kn : known) list += (list.empty() ? "" : ", ") + kn;
-      fail("mtk::Config", cat(config.origin(), ": unknown key '", section, ".", key, "' (known: ", list, ")"));
+      for (const auto& kn : known)
+        list += (list.empty() ? "" : ", ") + kn;
+      fail("mtk::Config",
+           cat(config.origin(), ": unknown key '", section, ".", key, "' (known: ", list, ")"));
     }
   }
 }
 
 TransformerConfig transformer_config_from(const Config& config, const std::string& section) {
-  const std::vector<std::string> known = {
-      "preset", "vocab_size", "d_model", "d_ff", "num_heads", "d_kv", "num_layers",
-      "num_encoder_layers", "length", "batch", "dropout", "label_smoothing", "z_loss", "gelu", "norm",
-      "moe_every", "moe.num_experts", "moe.capacity_factor_train", "moe.capacity_factor_eval",
-      "moe.loss_coefficient"};
+  const std::vector<std::string> known = {"preset",
+                                          "vocab_size",
+                                          "d_model",
+                                          "d_ff",
+                                          "num_heads",
+                                          "d_kv",
+                                          "num_layers",
+                                          "num_encoder_layers",
+                                          "length",
+                                          "batch",
+                                          "dropout",
+                                          "label_smoothing",
+                                          "z_loss",
+                                          "gelu",
+                                          "norm",
+                                          "moe_every",
+                                          "moe.num_experts",
+                                          "moe.capacity_factor_train",
+                                          "moe.capacity_factor_eval",
+                                          "moe.loss_coefficient"};
   reject_unknown_keys(config, section, known);
   TransformerConfig c;
   auto key = [&](const char* k) { return section + "." + k; };
@@ -45,10 +64,13 @@ TransformerConfig transformer_config_from(const Config& config, const std::strin
     try {
       size = colon == std::string::npos ? 0 : std::stoi(p.substr(colon + 1));
     } catch (const std::exception&) {
-      fail("mtk::transformer_config_from", cat(config.origin(), ": ", key("preset"), " = '", p, "' has no size"));
+      fail("mtk::transformer_config_from",
+           cat(config.origin(), ": ", key("preset"), " = '", p, "' has no size"));
     }
-    if (kind == "paper_lm") c = TransformerConfig::paper_lm(size);
-    else if (kind == "paper_translation") c = TransformerConfig::paper_translation(size);
+    if (kind == "paper_lm")
+      c = TransformerConfig::paper_lm(size);
+    else if (kind == "paper_translation")
+      c = TransformerConfig::paper_translation(size);
     else
       fail("mtk::transformer_config_from", cat(config.origin(), ": ", key("preset"), " = '", p,
                                                "'; use paper_lm:-1..5 or paper_translation:-1..4"));
@@ -69,8 +91,10 @@ TransformerConfig transformer_config_from(const Config& config, const std::strin
   c.norm = config.get_string(key("norm"), c.norm);
   c.moe_every = static_cast<int>(config.get_int(key("moe_every"), c.moe_every));
   c.moe.num_experts = static_cast<int>(config.get_int(key("moe.num_experts"), c.moe.num_experts));
-  c.moe.capacity_factor_train = config.get_double(key("moe.capacity_factor_train"), c.moe.capacity_factor_train);
-  c.moe.capacity_factor_eval = config.get_double(key("moe.capacity_factor_eval"), c.moe.capacity_factor_eval);
+  c.moe.capacity_factor_train =
+      config.get_double(key("moe.capacity_factor_train"), c.moe.capacity_factor_train);
+  c.moe.capacity_factor_eval =
+      config.get_double(key("moe.capacity_factor_eval"), c.moe.capacity_factor_eval);
   c.moe.loss_coefficient = config.get_double(key("moe.loss_coefficient"), c.moe.loss_coefficient);
   try {
     c.validate();

@@ -32,7 +32,8 @@ inline Tensor weighted_loss(Graph& g, const std::vector<Tensor>& outs) {
   Tensor loss;
   std::uint64_t seed = 1000;
   for (const auto& o : outs) {
-    if (o.dtype() != DType::float32) continue;
+    if (o.dtype() != DType::float32)
+      continue;
     Tensor w = random_uniform(g, o.shape(), seed++, -1.0, 1.0);
     Tensor term = reduce_sum(o * w);
     loss = loss.valid() ? loss + term : term;
@@ -46,7 +47,8 @@ inline Tensor var(Graph& g, const std::string& name, const Shape& s, float stdde
 
 inline HostTensor int_pattern(const Shape& s, int modulo) {
   std::vector<std::int32_t> v(static_cast<size_t>(s.num_elements()));
-  for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<std::int32_t>((k * 7 + 3) % static_cast<size_t>(modulo));
+  for (size_t k = 0; k < v.size(); ++k)
+    v[k] = static_cast<std::int32_t>((k * 7 + 3) % static_cast<size_t>(modulo));
   return HostTensor::ints(s, v);
 }
 
@@ -55,16 +57,17 @@ inline std::vector<GraphCase> graph_cases() {
       d{"d", 8}, v{"v", 16}, l{"l", 8}, l16{"l", 16};
   std::vector<GraphCase> cases;
 
-  cases.push_back({"einsum_matmul",
-                   [=](Graph& g) {
-                     Tensor x = var(g, "x", {b, i, k}), w = var(g, "w", {k, j}, 0.3f);
-                     Tensor y = einsum({x, w}, Shape{b, i, j});
-                     Tensor yt = einsum({w, x}, Shape{j, b, i});  // output in another order
-                     Tensor outer = einsum({reduce_sum(x, {"i"}), reduce_sum(w, {"k"})}, Shape{b, k, j});
-                     return BuiltGraph{{y, yt, outer}, weighted_loss(g, {y, yt, outer}), {}};
-                   },
-                   {"b:@0", "k:@0", "b:@0;k:@1", "i:@0;j:@1", "j:@0;k:@1;b:@2", "b:@0;i:@1;j:@2"},
-                   true});
+  cases.push_back(
+      {"einsum_matmul",
+       [=](Graph& g) {
+         Tensor x = var(g, "x", {b, i, k}), w = var(g, "w", {k, j}, 0.3f);
+         Tensor y = einsum({x, w}, Shape{b, i, j});
+         Tensor yt = einsum({w, x}, Shape{j, b, i});  // output in another order
+         Tensor outer = einsum({reduce_sum(x, {"i"}), reduce_sum(w, {"k"})}, Shape{b, k, j});
+         return BuiltGraph{{y, yt, outer}, weighted_loss(g, {y, yt, outer}), {}};
+       },
+       {"b:@0", "k:@0", "b:@0;k:@1", "i:@0;j:@1", "j:@0;k:@1;b:@2", "b:@0;i:@1;j:@2"},
+       true});
 
   cases.push_back({"einsum_attention",
                    [=](Graph& g) {
@@ -81,12 +84,28 @@ inline std::vector<GraphCase> graph_cases() {
                    [=](Graph& g) {
                      Tensor a = var(g, "a", {b, i}), bv = var(g, "bias", {i});
                      Tensor pos = add(square(a), 1.0), bpos = add(square(bv), 0.5);
-                     std::vector<Tensor> outs = {
-                         a + bv, a - bv, a * bv, a / bpos, maximum(a, bv), minimum(a, bv),
-                         relu(a), gelu(a), tanh(a), sigmoid(a), exp(multiply(a, 0.5)), log(pos),
-                         sqrt(pos), rsqrt(pos), square(a), abs(a), -a, reciprocal(pos), pow(pos, 1.5),
-                         add(a, 2.0), where(greater(a, bv), a, multiply(bv, 3.0)),
-                         binary(BinaryFn::pow, pos, bpos)};
+                     std::vector<Tensor> outs = {a + bv,
+                                                 a - bv,
+                                                 a * bv,
+                                                 a / bpos,
+                                                 maximum(a, bv),
+                                                 minimum(a, bv),
+                                                 relu(a),
+                                                 gelu(a),
+                                                 tanh(a),
+                                                 sigmoid(a),
+                                                 exp(multiply(a, 0.5)),
+                                                 log(pos),
+                                                 sqrt(pos),
+                                                 rsqrt(pos),
+                                                 square(a),
+                                                 abs(a),
+                                                 -a,
+                                                 reciprocal(pos),
+                                                 pow(pos, 1.5),
+                                                 add(a, 2.0),
+                                                 where(greater(a, bv), a, multiply(bv, 3.0)),
+                                                 binary(BinaryFn::pow, pos, bpos)};
                      return BuiltGraph{outs, weighted_loss(g, outs), {}};
                    },
                    {"b:@0", "i:@0", "b:@0;i:@1", "i:@0;b:@1"},
@@ -95,9 +114,9 @@ inline std::vector<GraphCase> graph_cases() {
   cases.push_back({"reductions",
                    [=](Graph& g) {
                      Tensor x = var(g, "x", {b, i, j});
-                     std::vector<Tensor> outs = {reduce_sum(x, {"i"}), reduce_mean(x, {"b", "j"}),
-                                                 reduce_max(x, {"j"}), reduce_min(x, {"i"}),
-                                                 reduce_logsumexp(x, {"j"}), reduce_sum(x)};
+                     std::vector<Tensor> outs = {
+                         reduce_sum(x, {"i"}), reduce_mean(x, {"b", "j"}), reduce_max(x, {"j"}),
+                         reduce_min(x, {"i"}), reduce_logsumexp(x, {"j"}), reduce_sum(x)};
                      return BuiltGraph{outs, weighted_loss(g, outs), {}};
                    },
                    {"j:@0", "b:@0;j:@1", "i:@0;j:@1;b:@2", "i:@0"}});
@@ -142,10 +161,10 @@ inline std::vector<GraphCase> graph_cases() {
   cases.push_back({"along_dim",
                    [=](Graph& g) {
                      Tensor x = var(g, "x", {b, l16}), x2 = var(g, "x2", {b, l16});
-                     std::vector<Tensor> outs = {slice(x, "l", 2, 8, "ls"), pad(x, "l", 2, 6, "lp"),
-                                                 shift(x, "l", 1), shift(x, "l", -2, true),
-                                                 concat({x, x2}, "l", "lc"), cumsum(x, "l"),
-                                                 cumsum(x, "l", true), top_1(x, "l").first};
+                     std::vector<Tensor> outs = {
+                         slice(x, "l", 2, 8, "ls"), pad(x, "l", 2, 6, "lp"),    shift(x, "l", 1),
+                         shift(x, "l", -2, true),   concat({x, x2}, "l", "lc"), cumsum(x, "l"),
+                         cumsum(x, "l", true),      top_1(x, "l").first};
                      return BuiltGraph{outs, weighted_loss(g, outs), {}};
                    },
                    {"b:@0", "b:@0;lp:@1", "lc:@0;b:@1", "ls:@0"}});
@@ -162,20 +181,22 @@ inline std::vector<GraphCase> graph_cases() {
                    },
                    {"b:@0", "j:@0;b:@1", "i:@0;j:@1"}});
 
-  cases.push_back({"cross_entropy",
-                   [=](Graph& g) {
-                     Tensor x = var(g, "x", {b, l, v});
-                     Tensor targets = placeholder(g, "targets", {b, l}, DType::int32);
-                     Tensor plain = softmax_cross_entropy(x, targets, "v");
-                     Tensor smoothed = softmax_cross_entropy(multiply(x, 0.9), targets, "v", 0.1, 1e-2);
-                     // The same loss from primitives: -sum(one_hot * log_softmax).
-                     Tensor composite = negative(einsum({one_hot(targets, v), log_softmax(x, "v")}, Shape{b, l}));
-                     BuiltGraph r{{plain, smoothed, composite}, weighted_loss(g, {plain, smoothed}), {}};
-                     r.feeds[targets.id()] = int_pattern(targets.shape(), 16);
-                     return r;
-                   },
-                   {"v:@0", "b:@0;v:@1", "l:@0;b:@1", "v:@0;l:@1;b:@2"},
-                   true});
+  cases.push_back(
+      {"cross_entropy",
+       [=](Graph& g) {
+         Tensor x = var(g, "x", {b, l, v});
+         Tensor targets = placeholder(g, "targets", {b, l}, DType::int32);
+         Tensor plain = softmax_cross_entropy(x, targets, "v");
+         Tensor smoothed = softmax_cross_entropy(multiply(x, 0.9), targets, "v", 0.1, 1e-2);
+         // The same loss from primitives: -sum(one_hot * log_softmax).
+         Tensor composite =
+             negative(einsum({one_hot(targets, v), log_softmax(x, "v")}, Shape{b, l}));
+         BuiltGraph r{{plain, smoothed, composite}, weighted_loss(g, {plain, smoothed}), {}};
+         r.feeds[targets.id()] = int_pattern(targets.shape(), 16);
+         return r;
+       },
+       {"v:@0", "b:@0;v:@1", "l:@0;b:@1", "v:@0;l:@1;b:@2"},
+       true});
 
   return cases;
 }

@@ -1,13 +1,12 @@
 #pragma once
 // Running one graph on one processor and on a mesh under a layout, and comparing the results.
 
-#include "mtk_graph_test_cases.hpp"
-#include "mtk_test_util.hpp"
-
 #include <mtk_lowering.hpp>
 
 #include <gtest/gtest.h>
 
+#include "mtk_graph_test_cases.hpp"
+#include "mtk_test_util.hpp"
 #include <algorithm>
 #include <cmath>
 
@@ -17,12 +16,14 @@ namespace mtk::test {
 inline LayoutRules instantiate(const std::string& text, const MeshShape& mesh) {
   std::string t = text;
   for (char& c : t)
-    if (c == '@') c = 'm';
+    if (c == '@')
+      c = 'm';
   const LayoutRules templ = LayoutRules::parse(t);
   std::vector<std::pair<std::string, std::string>> rules;
   for (const auto& [tensor_dim, axis] : templ.rules()) {
     int a = axis[1] - '0';
-    if (a < mesh.ndims()) rules.emplace_back(tensor_dim, mesh[a].name);
+    if (a < mesh.ndims())
+      rules.emplace_back(tensor_dim, mesh[a].name);
   }
   return LayoutRules(rules);
 }
@@ -33,14 +34,15 @@ struct Result {
 };
 
 inline Result run_case(const GraphCase& c, const Mesh& mesh, const LayoutRules& rules, int runs = 1,
-                std::string* explain = nullptr) {
+                       std::string* explain = nullptr) {
   Graph g;
   BuiltGraph built = c.build(g);
   auto vars = g.trainable_variables();
   auto grads = gradients(built.loss, vars);
   std::vector<Tensor> fetch = built.outputs;
   Result r;
-  for (const auto& t : built.outputs) r.labels.push_back("output " + t.name());
+  for (const auto& t : built.outputs)
+    r.labels.push_back("output " + t.name());
   fetch.push_back(built.loss);
   r.labels.push_back("loss");
   for (size_t k = 0; k < grads.size(); ++k) {
@@ -48,8 +50,10 @@ inline Result run_case(const GraphCase& c, const Mesh& mesh, const LayoutRules& 
     r.labels.push_back("d loss / d " + vars[k].name());
   }
   auto program = lower(g, mesh, rules);
-  for (int k = 0; k < runs; ++k) r.values = program->run(built.feeds, fetch);
-  if (explain) *explain = program->explain();
+  for (int k = 0; k < runs; ++k)
+    r.values = program->run(built.feeds, fetch);
+  if (explain)
+    *explain = program->explain();
   return r;
 }
 
@@ -64,8 +68,8 @@ inline void expect_close(const Result& got, const Result& want, const std::strin
       scale = std::max(scale, std::fabs(b.at(e)));
       diff = std::max(diff, std::fabs(a.at(e) - b.at(e)));
     }
-    EXPECT_LE(diff, 1e-5 * std::max(scale, 1e-6)) << where << ": " << want.labels[t]
-                                                  << " differs by " << diff << " (scale " << scale << ")";
+    EXPECT_LE(diff, 1e-5 * std::max(scale, 1e-6))
+        << where << ": " << want.labels[t] << " differs by " << diff << " (scale " << scale << ")";
   }
 }
 
@@ -73,6 +77,5 @@ inline const Mesh& single_processor_mesh() {
   static Mesh mesh(MeshShape::parse("x:1"), MPI_COMM_SELF);
   return mesh;
 }
-
 
 }  // namespace mtk::test

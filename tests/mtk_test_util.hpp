@@ -31,14 +31,24 @@ inline int world_rank() {
 inline std::vector<MeshShape> meshes_of_size(int n) {
   std::vector<std::string> texts;
   switch (n) {
-    case 1: texts = {"x:1", "a:1;b:1"}; break;
-    case 2: texts = {"x:2", "a:1;b:2", "a:2;b:1"}; break;
-    case 4: texts = {"x:4", "a:2;b:2", "a:4;b:1"}; break;
-    case 8: texts = {"x:8", "a:4;b:2", "a:2;b:4", "a:2;b:2;c:2"}; break;
-    default: texts = {"x:" + std::to_string(n)};
+    case 1:
+      texts = {"x:1", "a:1;b:1"};
+      break;
+    case 2:
+      texts = {"x:2", "a:1;b:2", "a:2;b:1"};
+      break;
+    case 4:
+      texts = {"x:4", "a:2;b:2", "a:4;b:1"};
+      break;
+    case 8:
+      texts = {"x:8", "a:4;b:2", "a:2;b:4", "a:2;b:2;c:2"};
+      break;
+    default:
+      texts = {"x:" + std::to_string(n)};
   }
   std::vector<MeshShape> out;
-  for (const auto& t : texts) out.push_back(MeshShape::parse(t));
+  for (const auto& t : texts)
+    out.push_back(MeshShape::parse(t));
   return out;
 }
 
@@ -48,7 +58,8 @@ inline std::vector<std::vector<int>> axis_subsets(int ndims) {
   for (int mask = 0; mask < (1 << ndims); ++mask) {
     std::vector<int> s;
     for (int a = 0; a < ndims; ++a)
-      if (mask & (1 << a)) s.push_back(a);
+      if (mask & (1 << a))
+        s.push_back(a);
     out.push_back(s);
   }
   return out;
@@ -57,7 +68,8 @@ inline std::vector<std::vector<int>> axis_subsets(int ndims) {
 /// Row-major flat index of global element at multi-index `idx`.
 inline std::int64_t flat_index(const Shape& shape, const std::vector<std::int64_t>& idx) {
   std::int64_t f = 0;
-  for (int i = 0; i < shape.rank(); ++i) f = f * shape[i].size + idx[static_cast<size_t>(i)];
+  for (int i = 0; i < shape.rank(); ++i)
+    f = f * shape[i].size + idx[static_cast<size_t>(i)];
   return f;
 }
 
@@ -83,7 +95,8 @@ template <class T>
 Kokkos::View<T*> to_view(const std::vector<double>& values, const std::string& label = "test") {
   Kokkos::View<T*> v(label, values.size());
   auto h = Kokkos::create_mirror_view(v);
-  for (size_t i = 0; i < values.size(); ++i) h(i) = static_cast<T>(values[i]);
+  for (size_t i = 0; i < values.size(); ++i)
+    h(i) = static_cast<T>(values[i]);
   Kokkos::deep_copy(v, h);
   return v;
 }
@@ -92,7 +105,8 @@ template <class T>
 std::vector<double> to_vector(const Kokkos::View<T*>& v) {
   auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
   std::vector<double> out(h.extent(0));
-  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(h(i));
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = static_cast<double>(h(i));
   return out;
 }
 

@@ -1,13 +1,12 @@
 // Every collective against a reference computed from the global tensor, on every mesh of the
 // current rank count (1-D, 2-D, 3-D), every mesh axis or axis subset, tensors of rank 1 to 4.
 
-#include "mtk_test_util.hpp"
-
 #include <mtk_collectives.hpp>
 #include <mtk_error.hpp>
 
 #include <gtest/gtest.h>
 
+#include "mtk_test_util.hpp"
 #include <numeric>
 
 using namespace mtk;
@@ -17,24 +16,28 @@ namespace {
 
 // Global shapes of rank 1..4 whose dims divide by every mesh size used (<= 8).
 std::vector<Shape> test_shapes() {
-  return {Shape{{"i", 16}},
-          Shape{{"i", 8}, {"j", 16}},
-          Shape{{"i", 8}, {"j", 3}, {"k", 16}},
+  return {Shape{{"i", 16}}, Shape{{"i", 8}, {"j", 16}}, Shape{{"i", 8}, {"j", 3}, {"k", 16}},
           Shape{{"i", 8}, {"j", 16}, {"k", 2}, {"l", 8}}};
 }
 
-double value_of(std::int64_t g) { return 0.5 * static_cast<double>(g) + 1.0; }
+double value_of(std::int64_t g) {
+  return 0.5 * static_cast<double>(g) + 1.0;
+}
 
 // Maps mesh axes other than `skip` onto the tensor dims other than `skip_dim`, where divisible.
 std::vector<int> other_axes_layout(const Shape& s, const MeshShape& mesh, int skip_axis,
                                    int skip_dim, int fixed_axis_for_dim = -1) {
   std::vector<int> axes(static_cast<size_t>(s.rank()), -1);
-  if (skip_dim >= 0) axes[static_cast<size_t>(skip_dim)] = fixed_axis_for_dim;
+  if (skip_dim >= 0)
+    axes[static_cast<size_t>(skip_dim)] = fixed_axis_for_dim;
   int next = 0;
   for (int d = 0; d < s.rank(); ++d) {
-    if (d == skip_dim) continue;
-    while (next < mesh.ndims() && (next == skip_axis || next == fixed_axis_for_dim)) ++next;
-    if (next < mesh.ndims() && s[d].size % mesh[next].size == 0) axes[static_cast<size_t>(d)] = next++;
+    if (d == skip_dim)
+      continue;
+    while (next < mesh.ndims() && (next == skip_axis || next == fixed_axis_for_dim))
+      ++next;
+    if (next < mesh.ndims() && s[d].size % mesh[next].size == 0)
+      axes[static_cast<size_t>(d)] = next++;
   }
   return axes;
 }
@@ -42,7 +45,8 @@ std::vector<int> other_axes_layout(const Shape& s, const MeshShape& mesh, int sk
 void expect_equal(const std::vector<double>& got, const std::vector<double>& want,
                   const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << what << " at " << i;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(got[i], want[i]) << what << " at " << i;
 }
 
 template <class T>
@@ -50,7 +54,9 @@ void check_allreduce(const Mesh& mesh) {
   for (const auto& axes : axis_subsets(mesh.ndims()))
     for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::min}) {
       const std::int64_t n = 37;
-      auto contribution = [](int p, std::int64_t k) { return static_cast<double>((p * 7 + k * 3) % 11); };
+      auto contribution = [](int p, std::int64_t k) {
+        return static_cast<double>((p * 7 + k * 3) % 11);
+      };
       std::vector<double> mine(static_cast<size_t>(n)), want(static_cast<size_t>(n));
       const auto group = mesh.group_processors(axes);
       for (std::int64_t k = 0; k < n; ++k) {
@@ -86,7 +92,8 @@ TEST(Collectives, AllconcatEqualsTheGlobalSlice) {
     for (const auto& s : test_shapes())
       for (int axis = 0; axis < mesh.ndims(); ++axis)
         for (int dim = 0; dim < s.rank(); ++dim) {
-          if (s[dim].size % mshape[axis].size) continue;
+          if (s[dim].size % mshape[axis].size)
+            continue;
           auto before_axes = other_axes_layout(s, mshape, axis, dim, axis);
           TensorLayout before(s, before_axes, mshape);
           auto after_axes = before_axes;
@@ -108,9 +115,11 @@ TEST(Collectives, AlltoallMovesTheSplitToAnotherDim) {
         for (int from = 0; from < s.rank(); ++from)
           for (int to = 0; to < s.rank(); ++to) {
             const auto P = mshape[axis].size;
-            if (from == to || s[from].size % P || s[to].size % P) continue;
+            if (from == to || s[from].size % P || s[to].size % P)
+              continue;
             auto before_axes = other_axes_layout(s, mshape, axis, from, axis);
-            if (before_axes[static_cast<size_t>(to)] >= 0) before_axes[static_cast<size_t>(to)] = -1;
+            if (before_axes[static_cast<size_t>(to)] >= 0)
+              before_axes[static_cast<size_t>(to)] = -1;
             TensorLayout before(s, before_axes, mshape);
             auto after_axes = before_axes;
             after_axes[static_cast<size_t>(from)] = -1;
@@ -132,7 +141,8 @@ TEST(Collectives, ReduceScatterSumsAndSplits) {
       for (int axis = 0; axis < mesh.ndims(); ++axis)
         for (int dim = 0; dim < s.rank(); ++dim) {
           const auto P = mshape[axis].size;
-          if (s[dim].size % P) continue;
+          if (s[dim].size % P)
+            continue;
           // Each processor holds the whole tensor scaled by (its pnum + 1).
           auto whole_axes = other_axes_layout(s, mshape, axis, dim, -1);
           TensorLayout whole(s, whole_axes, mshape);
@@ -142,11 +152,13 @@ TEST(Collectives, ReduceScatterSumsAndSplits) {
           auto local = to_view<double>(slice_of(whole, mesh.coordinates(), scaled(mesh.rank())));
           auto got = reduce_scatter<double>(mesh, axis, whole.slice_shape(), dim, local);
           double factor = 0;
-          for (int p : mesh.group_processors({axis})) factor += p + 1;
+          for (int p : mesh.group_processors({axis}))
+            factor += p + 1;
           auto split_axes = whole_axes;
           split_axes[static_cast<size_t>(dim)] = axis;
           TensorLayout split(s, split_axes, mshape);
-          auto want = slice_of(split, mesh.coordinates(), [&](std::int64_t g) { return factor * value_of(g); });
+          auto want = slice_of(split, mesh.coordinates(),
+                               [&](std::int64_t g) { return factor * value_of(g); });
           expect_equal(to_vector(got), want, "reduce_scatter " + split.to_string());
         }
   }
@@ -186,15 +198,19 @@ TEST(Collectives, ShiftAndPermuteAlongEachAxis) {
           auto got = to_vector(shift<float>(mesh, axis, offset, wrap, data));
           int src = mesh.coordinate(axis) - offset;
           double want = 0;
-          if (wrap) want = pnum_at(((src % n) + n) % n) + 1.0;
-          else if (src >= 0 && src < n) want = pnum_at(src) + 1.0;
+          if (wrap)
+            want = pnum_at(((src % n) + n) % n) + 1.0;
+          else if (src >= 0 && src < n)
+            want = pnum_at(src) + 1.0;
           expect_equal(got, std::vector<double>(5, want), "shift");
         }
       }
       std::vector<int> reverse(static_cast<size_t>(n));
-      for (int c = 0; c < n; ++c) reverse[static_cast<size_t>(c)] = n - 1 - c;
+      for (int c = 0; c < n; ++c)
+        reverse[static_cast<size_t>(c)] = n - 1 - c;
       auto got = to_vector(permute<float>(mesh, axis, reverse, data));
-      expect_equal(got, std::vector<double>(5, pnum_at(n - 1 - mesh.coordinate(axis)) + 1.0), "permute");
+      expect_equal(got, std::vector<double>(5, pnum_at(n - 1 - mesh.coordinate(axis)) + 1.0),
+                   "permute");
     }
   }
 }
@@ -204,12 +220,16 @@ TEST(Collectives, BadInputIsRejectedOnEveryRank) {
   Shape s{{"i", 3}};
   auto v = to_view<float>(std::vector<double>(3, 1.0));
   if (mesh.shape()[0].size > 1) {
-    EXPECT_THROW(alltoall<float>(mesh, 0, Shape{{"i", 3}, {"j", 1}}, 0, 1, to_view<float>(std::vector<double>(3, 1.0))), Error);
+    EXPECT_THROW(alltoall<float>(mesh, 0, Shape{{"i", 3}, {"j", 1}}, 0, 1,
+                                 to_view<float>(std::vector<double>(3, 1.0))),
+                 Error);
     EXPECT_THROW(reduce_scatter<float>(mesh, 0, s, 0, v), Error);
   }
   EXPECT_THROW(allconcat<float>(mesh, 0, Shape{{"i", 4}}, 0, v), Error);
   EXPECT_THROW(allconcat<float>(mesh, 5, s, 0, v), Error);
-  EXPECT_THROW(permute<float>(mesh, 0, std::vector<int>(static_cast<size_t>(mesh.shape()[0].size) + 1, 0), v), Error);
+  EXPECT_THROW(permute<float>(
+                   mesh, 0, std::vector<int>(static_cast<size_t>(mesh.shape()[0].size) + 1, 0), v),
+               Error);
   // Still in step afterwards.
   allreduce<float>(mesh, {0}, v);
   EXPECT_EQ(to_vector(v)[0], static_cast<double>(mesh.shape()[0].size));

@@ -3,20 +3,18 @@
 // layouts, equal the same graph run on one processor; gradients also agree with finite
 // differences; runs are deterministic.
 
-#include "mtk_graph_test_cases.hpp"
-#include "mtk_invariance_check.hpp"
-#include "mtk_test_util.hpp"
-
 #include <mtk_error.hpp>
 #include <mtk_lowering.hpp>
 
 #include <gtest/gtest.h>
 
+#include "mtk_graph_test_cases.hpp"
+#include "mtk_invariance_check.hpp"
+#include "mtk_test_util.hpp"
 #include <cmath>
 
 using namespace mtk;
 using namespace mtk::test;
-
 
 class LayoutInvariance : public ::testing::TestWithParam<int> {};
 
@@ -27,7 +25,8 @@ TEST_P(LayoutInvariance, ForwardAndGradientsMatchOneProcessor) {
     Mesh mesh(mshape, MPI_COMM_WORLD);
     for (const auto& layout : c.layouts) {
       const LayoutRules rules = instantiate(layout, mshape);
-      const std::string where = c.name + " on mesh " + mshape.to_string() + " layout \"" + rules.to_string() + "\"";
+      const std::string where =
+          c.name + " on mesh " + mshape.to_string() + " layout \"" + rules.to_string() + "\"";
       expect_close(run_case(c, mesh, rules), reference, where);
     }
   }
@@ -47,7 +46,8 @@ TEST_P(LayoutInvariance, DeterministicBitwise) {
 
 TEST_P(LayoutInvariance, GradientsMatchFiniteDifferences) {
   const GraphCase c = graph_cases().at(static_cast<size_t>(GetParam()));
-  if (!c.finite_differences) GTEST_SKIP() << c.name << " is checked against the 1-processor run only";
+  if (!c.finite_differences)
+    GTEST_SKIP() << c.name << " is checked against the 1-processor run only";
   // On one processor, in float32: central differences on a few elements of every variable.
   Graph g;
   BuiltGraph built = c.build(g);
@@ -72,7 +72,8 @@ TEST_P(LayoutInvariance, GradientsMatchFiniteDifferences) {
         program->set_step(0);
         return program->run(built.feeds, {built.loss})[0].f[0];
       };
-      const double numeric = (static_cast<double>(loss_at(saved + eps)) - loss_at(saved - eps)) / (2.0 * eps);
+      const double numeric =
+          (static_cast<double>(loss_at(saved + eps)) - loss_at(saved - eps)) / (2.0 * eps);
       loss_at(saved);
       const double analytic = base[1 + k].f[static_cast<size_t>(e)];
       EXPECT_NEAR(numeric, analytic, 2e-2 * std::max(1.0, std::fabs(analytic)))
@@ -93,7 +94,8 @@ TEST(Lowering, FusedCrossEntropyEqualsTheCompositeLoss) {
   const Result r = run_case(c, single_processor_mesh(), LayoutRules());
   const auto& fused = r.values[0];
   const auto& composite = r.values[2];
-  for (size_t k = 0; k < fused.f.size(); ++k) EXPECT_NEAR(fused.f[k], composite.f[k], 1e-5 * std::max(1.0f, std::fabs(composite.f[k])));
+  for (size_t k = 0; k < fused.f.size(); ++k)
+    EXPECT_NEAR(fused.f[k], composite.f[k], 1e-5 * std::max(1.0f, std::fabs(composite.f[k])));
 }
 
 TEST(Lowering, PartialSumsMergeIntoOneAllreduce) {
@@ -114,7 +116,8 @@ TEST(Lowering, PartialSumsMergeIntoOneAllreduce) {
     auto got = program->run({}, {y, total});
     auto ref = lower(g, single_processor_mesh(), LayoutRules())->run({}, {y, total});
     EXPECT_NEAR(got[1].f[0], ref[1].f[0], 1e-4 * std::max(1.0f, std::fabs(ref[1].f[0])));
-    for (size_t e = 0; e < ref[0].f.size(); ++e) ASSERT_NEAR(got[0].f[e], ref[0].f[e], 1e-4);
+    for (size_t e = 0; e < ref[0].f.size(); ++e)
+      ASSERT_NEAR(got[0].f[e], ref[0].f[e], 1e-4);
   }
 }
 
@@ -176,10 +179,10 @@ TEST(Lowering, BadLayoutsAndOpsFailClearlyOnEveryRank) {
   {
     Graph g;
     Tensor a = var(g, "a", {{"i", 4}, {"k", 3}}), w = var(g, "w", {{"k", 5}});
-    EXPECT_THROW(einsum({a, w}, Shape{{"i", 4}}), Error);         // k: 3 vs 5
-    EXPECT_THROW(einsum({a}, Shape{{"z", 2}}), Error);            // unknown output dim
-    EXPECT_THROW(reduce_sum(a, {"nope"}), Error);                 // unknown dim
-    EXPECT_THROW(einsum({a}, Shape{{"i", 5}}), Error);            // wrong size
+    EXPECT_THROW(einsum({a, w}, Shape{{"i", 4}}), Error);  // k: 3 vs 5
+    EXPECT_THROW(einsum({a}, Shape{{"z", 2}}), Error);     // unknown output dim
+    EXPECT_THROW(reduce_sum(a, {"nope"}), Error);          // unknown dim
+    EXPECT_THROW(einsum({a}, Shape{{"i", 5}}), Error);     // wrong size
   }
   // Still in step.
   int one = 1, sum = 0;
@@ -203,7 +206,8 @@ TEST(Lowering, AssignmentsUpdateVariablesLikeOneProcessor) {
     Tensor loss = build(g);
     auto p = lower(g, mesh, rules);
     std::vector<float> losses;
-    for (int s = 0; s < 3; ++s) losses.push_back(p->run({}, {loss})[0].f[0]);
+    for (int s = 0; s < 3; ++s)
+      losses.push_back(p->run({}, {loss})[0].f[0]);
     return std::make_pair(losses, p->variable_value("w").f);
   };
   auto ref = run(single_processor_mesh(), LayoutRules());
@@ -215,7 +219,8 @@ TEST(Lowering, AssignmentsUpdateVariablesLikeOneProcessor) {
       for (int s = 0; s < 3; ++s)
         EXPECT_NEAR(got.first[static_cast<size_t>(s)], ref.first[static_cast<size_t>(s)],
                     1e-5 * std::fabs(ref.first[static_cast<size_t>(s)]));
-      for (size_t e = 0; e < ref.second.size(); ++e) ASSERT_NEAR(got.second[e], ref.second[e], 1e-5);
+      for (size_t e = 0; e < ref.second.size(); ++e)
+        ASSERT_NEAR(got.second[e], ref.second[e], 1e-5);
     }
   }
 }

@@ -1,13 +1,12 @@
 // The processor mesh on 1..8 ranks: coordinates, sub-communicators, groups, bad input, and
 // collective agreement on failure.
 
-#include "mtk_test_util.hpp"
-
 #include <mtk_error.hpp>
 #include <mtk_mesh.hpp>
 
 #include <gtest/gtest.h>
 
+#include "mtk_test_util.hpp"
 #include <algorithm>
 
 using namespace mtk;
@@ -75,7 +74,8 @@ TEST(ErrorAgreement, OneRankFailsAllRanksThrowTheSameMessage) {
   const int last = world_size() - 1;
   try {
     agree_on_failure(MPI_COMM_WORLD, [&] {
-      if (world_rank() == last) fail("mtk::test", "tensor 'w' [d_ff=6] broke");
+      if (world_rank() == last)
+        fail("mtk::test", "tensor 'w' [d_ff=6] broke");
     });
     FAIL() << "no error on rank " << world_rank();
   } catch (const Error& e) {
@@ -94,7 +94,8 @@ TEST(ErrorAgreement, OneRankFailsAllRanksThrowTheSameMessage) {
 
 TEST(ErrorAgreement, LowestFailingRankWins) {
   try {
-    agree_on_failure(MPI_COMM_WORLD, [] { fail("mtk::test", "rank " + std::to_string(world_rank())); });
+    agree_on_failure(MPI_COMM_WORLD,
+                     [] { fail("mtk::test", "rank " + std::to_string(world_rank())); });
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("mtk::test: rank 0"), std::string::npos) << e.what();

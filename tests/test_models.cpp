@@ -2,14 +2,13 @@
 // encoder-decoder give the same loss and gradients on every mesh as on one processor; they learn;
 // Adafactor matches hand-computed values; MoE routing respects capacity.
 
-#include "mtk_invariance_check.hpp"
-
 #include <mtk_error.hpp>
 #include <mtk_optimizers.hpp>
 #include <mtk_transformer.hpp>
 
 #include <gtest/gtest.h>
 
+#include "mtk_invariance_check.hpp"
 #include <cmath>
 #include <random>
 
@@ -65,7 +64,8 @@ void feed_tokens(const ModelGraph& m, const TransformerConfig& c, std::map<int, 
   }
 }
 
-GraphCase model_case(const std::string& name, bool moe, bool encdec, std::vector<std::string> layouts) {
+GraphCase model_case(const std::string& name, bool moe, bool encdec,
+                     std::vector<std::string> layouts) {
   return {name,
           [=](Graph& g) {
             const auto c = tiny_config(moe, encdec);
@@ -82,10 +82,10 @@ GraphCase model_case(const std::string& name, bool moe, bool encdec, std::vector
 // Layout templates: @0, @1, @2 are the mesh's dims (rules for missing dims are dropped).
 TEST(Models, DenseLanguageModelIsLayoutInvariant) {
   auto c = model_case("dense_lm", false, false,
-                      {"batch:@0",                                        // data parallel
-                       "vocab:@0;d_ff:@0;heads:@0",                       // model parallel
-                       "batch:@0;vocab:@1;d_ff:@1;heads:@1",              // the paper's 2-D layout
-                       "batch:@1;d_ff:@0;heads:@2;vocab:@0"});            // mixed
+                      {"batch:@0",                              // data parallel
+                       "vocab:@0;d_ff:@0;heads:@0",             // model parallel
+                       "batch:@0;vocab:@1;d_ff:@1;heads:@1",    // the paper's 2-D layout
+                       "batch:@1;d_ff:@0;heads:@2;vocab:@0"});  // mixed
   const Result ref = run_case(c, single_processor_mesh(), LayoutRules());
   for (const auto& mshape : meshes_of_size(world_size())) {
     Mesh mesh(mshape, MPI_COMM_WORLD);
@@ -97,9 +97,9 @@ TEST(Models, DenseLanguageModelIsLayoutInvariant) {
 
 TEST(Models, MixtureOfExpertsLanguageModelIsLayoutInvariant) {
   auto c = model_case("moe_lm", true, false,
-                      {"batch:@0;experts:@0",                             // the paper's MoE layout
-                       "batch:@0;experts:@0;d_ff:@1;heads:@1;vocab:@1",   // MoE + model parallel
-                       "experts:@0;vocab:@1",                             // experts split only
+                      {"batch:@0;experts:@0",                            // the paper's MoE layout
+                       "batch:@0;experts:@0;d_ff:@1;heads:@1;vocab:@1",  // MoE + model parallel
+                       "experts:@0;vocab:@1",                            // experts split only
                        "batch:@0"});
   const Result ref = run_case(c, single_processor_mesh(), LayoutRules());
   for (const auto& mshape : meshes_of_size(world_size())) {
@@ -154,8 +154,10 @@ TEST(Models, MoeRoutingRespectsCapacityAndDroppedTokensPassThrough) {
     for (std::int64_t e = 0; e < E; ++e)
       for (std::int64_t c = 0; c < C; ++c) {
         int tokens_in_slot = 0;
-        for (std::int64_t l = 0; l < L; ++l) tokens_in_slot += combine.f[static_cast<size_t>(((b * L + l) * E + e) * C + c)] > 0;
-        EXPECT_LE(tokens_in_slot, 1) << "slot (" << b << "," << e << "," << c << ") holds two tokens";
+        for (std::int64_t l = 0; l < L; ++l)
+          tokens_in_slot += combine.f[static_cast<size_t>(((b * L + l) * E + e) * C + c)] > 0;
+        EXPECT_LE(tokens_in_slot, 1)
+            << "slot (" << b << "," << e << "," << c << ") holds two tokens";
       }
     for (std::int64_t l = 0; l < L; ++l) {
       int routes = 0;
@@ -200,7 +202,8 @@ TEST(Models, AdafactorMatchesHandComputedUpdates) {
     auto c = p->run({}, {cvals})[0].f;  // step 0 -> 1
     auto w1 = p->variable_value("w").f;
     // Hand computation in double.
-    const double step = 0, decay = 1 - std::pow(step + 1, -0.8), rate = std::min(1 / std::sqrt(step + 1), 0.01);
+    const double step = 0, decay = 1 - std::pow(step + 1, -0.8),
+                 rate = std::min(1 / std::sqrt(step + 1), 0.01);
     std::vector<double> u(static_cast<size_t>(n));
     const std::int64_t R = shape[0].size, C = shape[1].size;
     if (!factored) {
@@ -218,9 +221,11 @@ TEST(Models, AdafactorMatchesHandComputedUpdates) {
           vc[i] += (1 - decay) * g2 / C;
         }
       double mean_vr = 0;
-      for (double x : vr) mean_vr += x / C;
+      for (double x : vr)
+        mean_vr += x / C;
       for (std::int64_t i = 0; i < R; ++i)
-        for (std::int64_t j = 0; j < C; ++j) u[i * C + j] = c[i * C + j] / std::sqrt(vr[j] / mean_vr) / std::sqrt(vc[i]);
+        for (std::int64_t j = 0; j < C; ++j)
+          u[i * C + j] = c[i * C + j] / std::sqrt(vr[j] / mean_vr) / std::sqrt(vc[i]);
     }
     double rms_u = 0, rms_w = 0;
     for (std::int64_t k = 0; k < n; ++k) {
@@ -231,7 +236,8 @@ TEST(Models, AdafactorMatchesHandComputedUpdates) {
     rms_w = std::sqrt(rms_w);
     const double clip = std::max(1.0, rms_u / 1.0), scale = rate * std::max(rms_w, 1e-3);
     for (std::int64_t k = 0; k < n; ++k)
-      ASSERT_NEAR(w1[k], w0[k] - scale * u[k] / clip, 1e-6) << (factored ? "factored" : "full") << " element " << k;
+      ASSERT_NEAR(w1[k], w0[k] - scale * u[k] / clip, 1e-6)
+          << (factored ? "factored" : "full") << " element " << k;
     EXPECT_EQ(p->variable_names().size(), factored ? 4u : 3u);  // w, slots, global_step
   }
 }
@@ -252,7 +258,8 @@ TEST(Models, TinyLanguageModelDrivesLossNearZero) {
   float first = 0, last = 0;
   for (int s = 0; s < 300; ++s) {
     float loss = p->run(feeds, {m.loss})[0].f[0];
-    if (s == 0) first = loss;
+    if (s == 0)
+      first = loss;
     last = loss;
   }
   EXPECT_GT(first, 3.0f);
@@ -285,12 +292,15 @@ double seq2seq_accuracy(bool reverse) {
   std::mt19937 rng(reverse ? 7 : 3);
   const Shape s{{"batch", c.batch}, {"length", c.length}};
   auto batch = [&](std::map<int, HostTensor>& f) {
-    std::vector<std::int32_t> src, tgt, dec_in, seg(static_cast<size_t>(c.batch * c.length), 1), pos;
+    std::vector<std::int32_t> src, tgt, dec_in, seg(static_cast<size_t>(c.batch * c.length), 1),
+        pos;
     for (std::int64_t b = 0; b < c.batch; ++b) {
       std::vector<std::int32_t> x(static_cast<size_t>(c.length));
-      for (auto& t : x) t = static_cast<std::int32_t>(2 + rng() % (c.vocab_size - 2));
+      for (auto& t : x)
+        t = static_cast<std::int32_t>(2 + rng() % (c.vocab_size - 2));
       std::vector<std::int32_t> y = x;
-      if (reverse) std::reverse(y.begin(), y.end());
+      if (reverse)
+        std::reverse(y.begin(), y.end());
       for (std::int64_t l = 0; l < c.length; ++l) {
         src.push_back(x[static_cast<size_t>(l)]);
         tgt.push_back(y[static_cast<size_t>(l)]);
@@ -320,7 +330,8 @@ double seq2seq_accuracy(bool reverse) {
   for (std::int64_t t = 0; t < N; ++t) {
     std::int64_t best = 0;
     for (std::int64_t v = 1; v < V; ++v)
-      if (logits.f[static_cast<size_t>(t * V + v)] > logits.f[static_cast<size_t>(t * V + best)]) best = v;
+      if (logits.f[static_cast<size_t>(t * V + v)] > logits.f[static_cast<size_t>(t * V + best)])
+        best = v;
     correct += best == targets.i[static_cast<size_t>(t)];
   }
   return static_cast<double>(correct) / static_cast<double>(N);
@@ -329,12 +340,14 @@ double seq2seq_accuracy(bool reverse) {
 }  // namespace
 
 TEST(Models, EncoderDecoderLearnsToCopy) {
-  if (world_size() > 1) GTEST_SKIP() << "trained on one rank; layouts are covered above";
+  if (world_size() > 1)
+    GTEST_SKIP() << "trained on one rank; layouts are covered above";
   EXPECT_GT(seq2seq_accuracy(false), 0.95);
 }
 
 TEST(Models, EncoderDecoderLearnsToReverse) {
-  if (world_size() > 1) GTEST_SKIP() << "trained on one rank; layouts are covered above";
+  if (world_size() > 1)
+    GTEST_SKIP() << "trained on one rank; layouts are covered above";
   EXPECT_GT(seq2seq_accuracy(true), 0.95);
 }
 

@@ -20,8 +20,9 @@ void expect_error(F&& stmt, std::initializer_list<std::string> parts) {
     stmt();
     ADD_FAILURE() << "no mtk::Error thrown";
   } catch (const Error& e) {
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-        << "message '" << e.what() << "' lacks '" << p << "'";
+    for (const auto& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "message '" << e.what() << "' lacks '" << p << "'";
   }
 }
 
@@ -56,18 +57,21 @@ TEST(MeshShape, ParseAndCoordinates) {
   EXPECT_EQ(MeshShape::parse(m.to_string()), m);
   EXPECT_EQ(m.axis("model"), 1);
   EXPECT_EQ(m.coordinates_of(5), (std::vector<int>{2, 1}));
-  for (int p = 0; p < 8; ++p) EXPECT_EQ(m.pnum_of(m.coordinates_of(p)), p);
+  for (int p = 0; p < 8; ++p)
+    EXPECT_EQ(m.pnum_of(m.coordinates_of(p)), p);
 }
 
 TEST(MeshShape, BadInput) {
   expect_error([] { MeshShape::parse("batch:4;batch:2"); }, {"mtk::MeshShape", "'batch'", "twice"});
-  expect_error([] { MeshShape::parse("batch=4"); }, {"mtk::MeshShape::parse", "malformed", "batch=4"});
+  expect_error([] { MeshShape::parse("batch=4"); },
+               {"mtk::MeshShape::parse", "malformed", "batch=4"});
   expect_error([] { MeshShape::parse("batch:x"); }, {"mtk::MeshShape::parse", "'x'", "'batch'"});
   expect_error([] { MeshShape::parse("batch:0"); }, {"mtk::MeshShape::parse", "'0'"});
   expect_error([] { MeshShape::parse("batch:2:3"); }, {"malformed", "batch:2:3"});
   expect_error([] { MeshShape::parse(""); }, {"names no mesh dimension"});
   expect_error([] { MeshShape::parse("9x:2"); }, {"invalid name", "9x"});
-  expect_error([] { MeshShape::parse("a:2").axis("model"); }, {"mtk::MeshShape::axis", "'model'", "a:2"});
+  expect_error([] { MeshShape::parse("a:2").axis("model"); },
+               {"mtk::MeshShape::axis", "'model'", "a:2"});
 }
 
 TEST(LayoutRules, ParseLookupAndInactiveRules) {
@@ -87,7 +91,8 @@ TEST(LayoutRules, ParseLookupAndInactiveRules) {
 TEST(LayoutRules, BadInput) {
   expect_error([] { LayoutRules::parse("d_ff:model;d_ff:batch"); },
                {"mtk::LayoutRules", "'d_ff'", "two mesh dimensions", "'model'", "'batch'"});
-  expect_error([] { LayoutRules::parse("d_ff"); }, {"mtk::LayoutRules::parse", "malformed", "d_ff"});
+  expect_error([] { LayoutRules::parse("d_ff"); },
+               {"mtk::LayoutRules::parse", "malformed", "d_ff"});
   expect_error([] { LayoutRules::parse("d_ff:model-x"); }, {"mtk::LayoutRules"});
 }
 
@@ -112,7 +117,9 @@ TEST(TensorLayout, SliceShapeOriginAndReplication) {
 TEST(TensorLayout, BadInput) {
   auto mesh = MeshShape::parse("batch:4;model:2");
   expect_error(
-      [&] { TensorLayout(Shape{{"batch", 6}}, LayoutRules::parse("batch:batch"), mesh, "x"); },
+      [&] {
+        TensorLayout(Shape{{"batch", 6}}, LayoutRules::parse("batch:batch"), mesh, "x");
+      },
       {"mtk::TensorLayout", "'x'", "'batch' of size 6", "not divisible", "'batch' of size 4"});
   expect_error(
       [&] {
@@ -120,6 +127,9 @@ TEST(TensorLayout, BadInput) {
                      mesh, "w");
       },
       {"mtk::TensorLayout", "'w'", "'d_ff' and 'heads'", "'model'"});
-  expect_error([&] { TensorLayout(Shape{{"a", 4}}, std::vector<int>{0, 1}, mesh, "y"); },
-               {"mtk::TensorLayout", "'y'", "rank 1"});
+  expect_error(
+      [&] {
+        TensorLayout(Shape{{"a", 4}}, std::vector<int>{0, 1}, mesh, "y");
+      },
+      {"mtk::TensorLayout", "'y'", "rank 1"});
 }

@@ -1,8 +1,9 @@
 // mtk-layout: what a model costs on a mesh under a layout — parameters, per-processor memory,
 // FLOPs and communication per training step — computed by lowering the real training graph for
 // one processor without allocating anything. Runs on one rank for any mesh size.
-//   mtk-layout --model paper_lm:5 --mesh "batch:16;model:32" --layout "batch:batch;vocab:model;d_ff:model;heads:model"
-//   mtk-layout --config apps/lm1b/configs/demo.yaml [--explain]
+//   mtk-layout --model paper_lm:5 --mesh "batch:16;model:32" --layout
+//   "batch:batch;vocab:model;d_ff:model;heads:model" mtk-layout --config
+//   apps/lm1b/configs/demo.yaml [--explain]
 
 #include <mtk_config.hpp>
 #include <mtk_environment.hpp>
@@ -42,47 +43,65 @@ int run(const std::vector<std::string>& args) {
   bool explain = false;
   for (size_t i = 0; i < args.size(); ++i) {
     auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) mtk::fail("mtk-layout", args[i] + " needs a value");
+      if (i + 1 >= args.size())
+        mtk::fail("mtk-layout", args[i] + " needs a value");
       return args[++i];
     };
-    if (args[i] == "--config") config = mtk::Config::from_file(value());
-    else if (args[i] == "--model") sets.push_back("model.preset=" + value());
-    else if (args[i] == "--mesh") mesh_text = value();
-    else if (args[i] == "--layout") layout_text = value();
-    else if (args[i] == "--set") sets.push_back(value());
-    else if (args[i] == "--optimizer") optimizer = value();
-    else if (args[i] == "--explain") explain = true;
+    if (args[i] == "--config")
+      config = mtk::Config::from_file(value());
+    else if (args[i] == "--model")
+      sets.push_back("model.preset=" + value());
+    else if (args[i] == "--mesh")
+      mesh_text = value();
+    else if (args[i] == "--layout")
+      layout_text = value();
+    else if (args[i] == "--set")
+      sets.push_back(value());
+    else if (args[i] == "--optimizer")
+      optimizer = value();
+    else if (args[i] == "--explain")
+      explain = true;
     else if (args[i] == "--help") {
       std::printf("%s", usage);
       return 0;
-    } else mtk::fail("mtk-layout", "unknown option '" + args[i] + "'\n" + usage);
+    } else
+      mtk::fail("mtk-layout", "unknown option '" + args[i] + "'\n" + usage);
   }
-  for (const auto& s : sets) config.apply_override(s);
-  if (!mesh_text.empty()) config.set("mesh", "\"" + mesh_text + "\"");
-  if (!layout_text.empty()) config.set("layout", "\"" + layout_text + "\"");
+  for (const auto& s : sets)
+    config.apply_override(s);
+  if (!mesh_text.empty())
+    config.set("mesh", "\"" + mesh_text + "\"");
+  if (!layout_text.empty())
+    config.set("layout", "\"" + layout_text + "\"");
   const mtk::TransformerConfig model = mtk::transformer_config_from(config);
-  const mtk::MeshShape mesh = config.has("mesh") ? config.mesh_shape() : mtk::MeshShape::parse("all:1");
+  const mtk::MeshShape mesh =
+      config.has("mesh") ? config.mesh_shape() : mtk::MeshShape::parse("all:1");
   const mtk::LayoutRules rules = config.layout_rules();
 
   mtk::Graph g;
   mtk::ModelGraph m = mtk::build_transformer(g, model, true);
   const std::int64_t params = mtk::count_parameters(g);
   std::unique_ptr<mtk::Optimizer> opt;
-  if (optimizer == "adam") opt = std::make_unique<mtk::Adam>();
-  else if (optimizer == "sgd") opt = std::make_unique<mtk::Sgd>();
-  else if (optimizer == "adafactor") opt = std::make_unique<mtk::Adafactor>();
-  else mtk::fail("mtk-layout", "unknown optimizer '" + optimizer + "'");
+  if (optimizer == "adam")
+    opt = std::make_unique<mtk::Adam>();
+  else if (optimizer == "sgd")
+    opt = std::make_unique<mtk::Sgd>();
+  else if (optimizer == "adafactor")
+    opt = std::make_unique<mtk::Adafactor>();
+  else
+    mtk::fail("mtk-layout", "unknown optimizer '" + optimizer + "'");
   mtk::minimize(m.loss, *opt, mtk::LearningRateSchedule());
   auto program = mtk::analyze(g, mesh, rules);
   const auto& c = program->counters();
   std::printf("model: %s\n", model.to_string().c_str());
-  std::printf("parameters: %lld (%.2fB; formula %lld)\n", static_cast<long long>(params), params / 1e9,
-              static_cast<long long>(model.analytic_parameter_count()));
-  std::printf("mesh: %s (%d processors); layout: %s\n", mesh.to_string().c_str(), mesh.num_processors(),
-              rules.to_string().c_str());
+  std::printf("parameters: %lld (%.2fB; formula %lld)\n", static_cast<long long>(params),
+              params / 1e9, static_cast<long long>(model.analytic_parameter_count()));
+  std::printf("mesh: %s (%d processors); layout: %s\n", mesh.to_string().c_str(),
+              mesh.num_processors(), rules.to_string().c_str());
   std::printf("per processor, one training step with %s:\n", optimizer.c_str());
   std::printf("  memory: variables and optimizer slots %s, peak %s\n",
-              human(static_cast<double>(c.variable_bytes)).c_str(), human(static_cast<double>(c.peak_bytes)).c_str());
+              human(static_cast<double>(c.variable_bytes)).c_str(),
+              human(static_cast<double>(c.peak_bytes)).c_str());
   std::printf("  compute: %.3g FLOPs (%.3g in einsums)\n", c.total_flops(),
               c.flops.count("einsum") ? c.flops.at("einsum") : 0.0);
   std::printf("  communication: %s", human(static_cast<double>(c.total_comm_bytes())).c_str());
@@ -90,7 +109,8 @@ int run(const std::vector<std::string>& args) {
     std::printf("; %s %s in %lld calls", k.c_str(), human(static_cast<double>(v)).c_str(),
                 static_cast<long long>(c.comm_calls.at(k)));
   std::printf("\n");
-  if (explain) std::printf("\n%s", program->explain().c_str());
+  if (explain)
+    std::printf("\n%s", program->explain().c_str());
   return 0;
 }
 

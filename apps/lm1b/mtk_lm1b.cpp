@@ -3,14 +3,13 @@
 //   mpiexec -n 2 mtk-lm1b train --config apps/lm1b/configs/demo.yaml --run-dir run/demo
 //   mpiexec -n 2 mtk-lm1b eval --config apps/lm1b/configs/demo.yaml --run-dir run/demo
 //   mtk-lm1b sample --config apps/lm1b/configs/demo.yaml --run-dir run/demo --prompt "And God"
-#include "mtk_lm1b_prepare.hpp"
-#include "mtk_lm1b_run.hpp"
-
 #include <mtk_environment.hpp>
 #include <mtk_error.hpp>
 
 #include <mpi.h>
 
+#include "mtk_lm1b_prepare.hpp"
+#include "mtk_lm1b_run.hpp"
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -26,21 +25,29 @@ int main(int argc, char** argv) {
     const std::string command = args.empty() ? "" : args[0];
     const std::vector<std::string> rest(args.empty() ? args.end() : args.begin() + 1, args.end());
     try {
-      if (command == "prepare") status = mtk::lm1b::prepare_main(rest);
-      else if (command == "train") status = mtk::lm1b::train_main(rest);
-      else if (command == "eval") status = mtk::lm1b::eval_main(rest);
-      else if (command == "sample") status = mtk::lm1b::sample_main(rest);
+      if (command == "prepare")
+        status = mtk::lm1b::prepare_main(rest);
+      else if (command == "train")
+        status = mtk::lm1b::train_main(rest);
+      else if (command == "eval")
+        status = mtk::lm1b::eval_main(rest);
+      else if (command == "sample")
+        status = mtk::lm1b::sample_main(rest);
       else if (rank == 0)
-        std::fprintf(stderr, "usage: mtk-lm1b prepare|train|eval|sample [options]  (--help after a command)\n");
+        std::fprintf(
+            stderr,
+            "usage: mtk-lm1b prepare|train|eval|sample [options]  (--help after a command)\n");
     } catch (const mtk::AgreedError& e) {
       // Every rank failed alike: report once and finish normally.
-      if (rank == 0) std::fprintf(stderr, "mtk-lm1b %s: %s\n", command.c_str(), e.what());
+      if (rank == 0)
+        std::fprintf(stderr, "mtk-lm1b %s: %s\n", command.c_str(), e.what());
       status = 1;
     } catch (const std::exception& e) {
       // This rank alone: the others may be waiting in a collective, so end the whole job.
       std::fprintf(stderr, "mtk-lm1b %s (rank %d): %s\n", command.c_str(), rank, e.what());
       std::fflush(stderr);
-      if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+      if (size > 1)
+        MPI_Abort(MPI_COMM_WORLD, 1);
       status = 1;
     }
   }

@@ -18,14 +18,13 @@
 #include <mtk_transformer.hpp>
 #include <mtk_vocab.hpp>
 
-#include <sys/stat.h>
-
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <random>
+#include <sys/stat.h>
 
 namespace mtk::lm1b {
 namespace {
@@ -48,7 +47,8 @@ void say(const char* fmt, Args... args) {
 const char* kUsage =
     "usage: mtk-lm1b train  --config FILE [--mesh M] [--layout L] [--set section.key=value]...\n"
     "                       [--run-dir DIR] [--restore CHECKPOINT]\n"
-    "       mtk-lm1b eval   --config FILE [--run-dir DIR | --restore CHECKPOINT] [--logit-scale S]\n"
+    "       mtk-lm1b eval   --config FILE [--run-dir DIR | --restore CHECKPOINT] [--logit-scale "
+    "S]\n"
     "                       [--mesh M] [--layout L] [--set section.key=value]...\n"
     "       mtk-lm1b sample --config FILE [--run-dir DIR | --restore CHECKPOINT] --prompt TEXT\n"
     "                       [--tokens N] [--temperature T] [--seed S]\n";
@@ -69,38 +69,57 @@ Options parse(const std::vector<std::string>& args, const char* command) {
   std::string config_path, mesh, layout;
   for (size_t i = 0; i < args.size(); ++i) {
     auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) fail(std::string("mtk-lm1b ") + command, args[i] + " needs a value\n" + kUsage);
+      if (i + 1 >= args.size())
+        fail(std::string("mtk-lm1b ") + command, args[i] + " needs a value\n" + kUsage);
       return args[++i];
     };
     const std::string& a = args[i];
-    if (a == "--config") config_path = value();
-    else if (a == "--mesh") mesh = value();
-    else if (a == "--layout") layout = value();
-    else if (a == "--set") sets.push_back(value());
-    else if (a == "--run-dir") o.run_dir = value();
-    else if (a == "--restore") o.restore = value();
-    else if (a == "--logit-scale") o.logit_scale = std::stod(value());
-    else if (a == "--prompt") o.prompt = value();
-    else if (a == "--tokens") o.tokens = std::stoi(value());
-    else if (a == "--temperature") o.temperature = std::stod(value());
-    else if (a == "--seed") o.seed = std::stoull(value());
-    else fail(std::string("mtk-lm1b ") + command, "unknown option '" + a + "'\n" + kUsage);
+    if (a == "--config")
+      config_path = value();
+    else if (a == "--mesh")
+      mesh = value();
+    else if (a == "--layout")
+      layout = value();
+    else if (a == "--set")
+      sets.push_back(value());
+    else if (a == "--run-dir")
+      o.run_dir = value();
+    else if (a == "--restore")
+      o.restore = value();
+    else if (a == "--logit-scale")
+      o.logit_scale = std::stod(value());
+    else if (a == "--prompt")
+      o.prompt = value();
+    else if (a == "--tokens")
+      o.tokens = std::stoi(value());
+    else if (a == "--temperature")
+      o.temperature = std::stod(value());
+    else if (a == "--seed")
+      o.seed = std::stoull(value());
+    else
+      fail(std::string("mtk-lm1b ") + command, "unknown option '" + a + "'\n" + kUsage);
   }
-  if (config_path.empty()) fail(std::string("mtk-lm1b ") + command, std::string("--config is required\n") + kUsage);
+  if (config_path.empty())
+    fail(std::string("mtk-lm1b ") + command, std::string("--config is required\n") + kUsage);
   o.config = Config::from_file(config_path);
-  for (const auto& s : sets) o.config.apply_override(s);
-  if (!mesh.empty()) o.config.set("mesh", "\"" + mesh + "\"");
-  if (!layout.empty()) o.config.set("layout", "\"" + layout + "\"");
-  if (o.run_dir.empty()) o.run_dir = o.config.get_string("train.run_dir", "run");
+  for (const auto& s : sets)
+    o.config.apply_override(s);
+  if (!mesh.empty())
+    o.config.set("mesh", "\"" + mesh + "\"");
+  if (!layout.empty())
+    o.config.set("layout", "\"" + layout + "\"");
+  if (o.run_dir.empty())
+    o.run_dir = o.config.get_string("train.run_dir", "run");
   // Every section's keys are checked, so a typo is an error, not a silent default.
   for (const auto& top : o.config.keys())
     if (top != "mesh" && top != "layout" && top != "model" && top != "train" && top != "data" &&
         top != "checkpoint" && top != "eval")
       fail("mtk-lm1b", cat(o.config.origin(), ": unknown section '", top,
                            "' (known: mesh, layout, model, train, data, checkpoint, eval)"));
-  reject_unknown_keys(o.config, "train",
-                      {"steps", "seed", "optimizer", "log_every", "run_dir", "learning_rate.schedule",
-                       "learning_rate.value", "learning_rate.warmup_steps", "learning_rate.total_steps"});
+  reject_unknown_keys(
+      o.config, "train",
+      {"steps", "seed", "optimizer", "log_every", "run_dir", "learning_rate.schedule",
+       "learning_rate.value", "learning_rate.warmup_steps", "learning_rate.total_steps"});
   reject_unknown_keys(o.config, "data", {"dir"});
   reject_unknown_keys(o.config, "checkpoint", {"every", "keep"});
   reject_unknown_keys(o.config, "eval", {"logit_scale", "max_batches"});
@@ -111,9 +130,11 @@ void make_dirs(const std::string& path) {
   std::string partial;
   for (size_t i = 0; i <= path.size(); ++i) {
     if (i == path.size() || path[i] == '/') {
-      if (!partial.empty()) ::mkdir(partial.c_str(), 0755);
+      if (!partial.empty())
+        ::mkdir(partial.c_str(), 0755);
     }
-    if (i < path.size()) partial += path[i];
+    if (i < path.size())
+      partial += path[i];
   }
 }
 
@@ -133,16 +154,20 @@ Setup setup(const Options& o) {
   s.data = Lm1bPrepared::open(dir);
   s.vocab = Vocab::load(s.data.vocab_model);
   Config cfg = o.config;
-  if (!cfg.has("model.vocab_size")) cfg.set("model.vocab_size", std::to_string(s.vocab.size()));
+  if (!cfg.has("model.vocab_size"))
+    cfg.set("model.vocab_size", std::to_string(s.vocab.size()));
   s.model = transformer_config_from(cfg);
   if (s.model.vocab_size != s.vocab.size())
-    fail("mtk-lm1b", cat(o.config.origin(), ": model.vocab_size = ", s.model.vocab_size, " but the vocabulary ",
-                         s.data.vocab_model, " has ", s.vocab.size(), " pieces"));
+    fail("mtk-lm1b",
+         cat(o.config.origin(), ": model.vocab_size = ", s.model.vocab_size, " but the vocabulary ",
+             s.data.vocab_model, " has ", s.vocab.size(), " pieces"));
   if (s.model.num_encoder_layers != 0)
-    fail("mtk-lm1b", cat(o.config.origin(), ": model.num_encoder_layers must be 0 for a language model"));
+    fail("mtk-lm1b",
+         cat(o.config.origin(), ": model.num_encoder_layers must be 0 for a language model"));
   int ranks = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  s.mesh_shape = o.config.has("mesh") ? o.config.mesh_shape() : MeshShape::parse("batch:" + std::to_string(ranks));
+  s.mesh_shape = o.config.has("mesh") ? o.config.mesh_shape()
+                                      : MeshShape::parse("batch:" + std::to_string(ranks));
   s.rules = o.config.layout_rules();
   s.batch_options.global_batch = s.model.batch;
   return s;
@@ -170,10 +195,14 @@ std::map<int, HostTensor> local_feeds(const ModelGraph& m, const LmBatch& b) {
 LearningRateSchedule schedule_from(const Config& c, std::int64_t steps) {
   LearningRateSchedule lr;
   const std::string kind = c.get_string("train.learning_rate.schedule", "rsqrt_decay");
-  if (kind == "constant") lr.kind = LearningRateSchedule::Kind::constant;
-  else if (kind == "rsqrt_decay") lr.kind = LearningRateSchedule::Kind::rsqrt_decay;
-  else if (kind == "linear_decay") lr.kind = LearningRateSchedule::Kind::linear_decay;
-  else if (kind == "adafactor_relative") lr.kind = LearningRateSchedule::Kind::adafactor_relative;
+  if (kind == "constant")
+    lr.kind = LearningRateSchedule::Kind::constant;
+  else if (kind == "rsqrt_decay")
+    lr.kind = LearningRateSchedule::Kind::rsqrt_decay;
+  else if (kind == "linear_decay")
+    lr.kind = LearningRateSchedule::Kind::linear_decay;
+  else if (kind == "adafactor_relative")
+    lr.kind = LearningRateSchedule::Kind::adafactor_relative;
   else
     fail("mtk-lm1b", cat(c.origin(), ": train.learning_rate.schedule = '", kind,
                          "'; use constant, rsqrt_decay, linear_decay or adafactor_relative"));
@@ -185,15 +214,18 @@ LearningRateSchedule schedule_from(const Config& c, std::int64_t steps) {
 
 std::unique_ptr<Optimizer> optimizer_from(const Config& c) {
   const std::string name = c.get_string("train.optimizer", "adafactor");
-  if (name == "adafactor") return std::make_unique<Adafactor>();
-  if (name == "adam") return std::make_unique<Adam>();
-  if (name == "sgd") return std::make_unique<Sgd>();
+  if (name == "adafactor")
+    return std::make_unique<Adafactor>();
+  if (name == "adam")
+    return std::make_unique<Adam>();
+  if (name == "sgd")
+    return std::make_unique<Sgd>();
   fail("mtk-lm1b", cat(c.origin(), ": train.optimizer = '", name, "'; use adafactor, adam or sgd"));
 }
 
 // Restores from --restore, or the newest good checkpoint of the run directory; "" when none.
-std::string restore_weights(Program& program, const Options& o, const Mesh& mesh, CheckpointMetadata* meta,
-                            bool required) {
+std::string restore_weights(Program& program, const Options& o, const Mesh& mesh,
+                            CheckpointMetadata* meta, bool required) {
   if (!o.restore.empty()) {
     const std::string path = resolve_checkpoint_path(o.restore);
     restore_checkpoint(program, path, meta);
@@ -201,9 +233,11 @@ std::string restore_weights(Program& program, const Options& o, const Mesh& mesh
   }
   CheckpointManager manager(o.run_dir, 1000000, mesh);
   manager.set_logger([](const std::string& m) { say("%s\n", m.c_str()); });
-  if (manager.restore_latest(program, meta)) return manager.latest();
+  if (manager.restore_latest(program, meta))
+    return manager.latest();
   if (required)  // every rank sees the same run directory: fail together
-    agree(mesh.comm(), cat("mtk-lm1b: no checkpoint in run directory '", o.run_dir, "'; train first or pass --restore"));
+    agree(mesh.comm(), cat("mtk-lm1b: no checkpoint in run directory '", o.run_dir,
+                           "'; train first or pass --restore"));
   return "";
 }
 
@@ -241,13 +275,16 @@ int train_main(const std::vector<std::string>& args) {
   Tensor lr = minimize(m.loss, *optimizer, schedule_from(o.config, steps));
   say("mtk-lm1b train: %s\n", s.model.to_string().c_str());
   say("  parameters %.2fM (formula %.2fM); mesh %s; layout %s\n", count_parameters(g) / 1e6,
-      s.model.analytic_parameter_count() / 1e6, s.mesh_shape.to_string().c_str(), s.rules.to_string().c_str());
+      s.model.analytic_parameter_count() / 1e6, s.mesh_shape.to_string().c_str(),
+      s.rules.to_string().c_str());
   auto program = lower(g, mesh, s.rules);
-  say("  per rank: variables and slots %.1f MiB, peak %.1f MiB, %.3g FLOPs and %.3g MB of collectives per step\n",
+  say("  per rank: variables and slots %.1f MiB, peak %.1f MiB, %.3g FLOPs and %.3g MB of "
+      "collectives per step\n",
       program->counters().variable_bytes / 1048576.0, program->counters().peak_bytes / 1048576.0,
       program->counters().total_flops(), program->counters().total_comm_bytes() / 1e6);
 
-  auto train = agree_on_failure(mesh.comm(), [&] { return PackedSequences::open(s.data.training_shards, s.model.length); });
+  auto train = agree_on_failure(
+      mesh.comm(), [&] { return PackedSequences::open(s.data.training_shards, s.model.length); });
   s.batch_options.seed = seed;
   set_batch_slice(s.batch_options, s.rules, mesh);
   LmBatchStream stream(train, s.batch_options);
@@ -263,7 +300,8 @@ int train_main(const std::vector<std::string>& args) {
   const std::string restored = restore_weights(*program, o, mesh, &meta, false);
   if (!restored.empty()) {
     step = meta.step;
-    if (!meta.data_position.empty()) stream.restore(meta.data_position);
+    if (!meta.data_position.empty())
+      stream.restore(meta.data_position);
     say("  resumed from %s at step %lld\n", restored.c_str(), static_cast<long long>(step));
   }
   install_stop_signal_handlers();
@@ -278,7 +316,8 @@ int train_main(const std::vector<std::string>& args) {
   };
 
   MetricsWriter metrics;
-  if (world_rank() == 0) metrics = MetricsWriter(o.run_dir + "/metrics.jsonl");
+  if (world_rank() == 0)
+    metrics = MetricsWriter(o.run_dir + "/metrics.jsonl");
   ProgressMeter meter(step, steps);
   double loss_sum = 0;
   int loss_count = 0;
@@ -288,7 +327,8 @@ int train_main(const std::vector<std::string>& args) {
     auto out = program->run({}, {m.loss, lr}, local_feeds(m, batch));
     ++step;
     const double loss = out[0].f[0];
-    if (!std::isfinite(loss)) fail("mtk-lm1b train", cat("loss is ", loss, " at step ", step));
+    if (!std::isfinite(loss))
+      fail("mtk-lm1b train", cat("loss is ", loss, " at step ", step));
     loss_sum += loss;
     ++loss_count;
     meter.tick(step, batch.global_tokens);
@@ -296,8 +336,11 @@ int train_main(const std::vector<std::string>& args) {
       ProgressInfo info = meter.report(loss_sum / loss_count, out[1].f[0]);
       say("%s\n", format_progress(info).c_str());
       if (metrics.is_open())
-        metrics.write({{"step", step}, {"loss", loss_sum / loss_count}, {"tokens_per_s", info.tokens_per_s},
-                       {"lr", static_cast<double>(out[1].f[0])}, {"epoch", stream.position().epoch}});
+        metrics.write({{"step", step},
+                       {"loss", loss_sum / loss_count},
+                       {"tokens_per_s", info.tokens_per_s},
+                       {"lr", static_cast<double>(out[1].f[0])},
+                       {"epoch", stream.position().epoch}});
       loss_sum = 0;
       loss_count = 0;
     }
@@ -306,12 +349,15 @@ int train_main(const std::vector<std::string>& args) {
       last_saved = step;
     }
     if (stop_requested(mesh.comm())) {
-      say("  stop requested (signal %d): saving at step %lld\n", stop_signal_number(), static_cast<long long>(step));
-      if (last_saved != step) save();
+      say("  stop requested (signal %d): saving at step %lld\n", stop_signal_number(),
+          static_cast<long long>(step));
+      if (last_saved != step)
+        save();
       return 0;
     }
   }
-  if (last_saved != step) save();
+  if (last_saved != step)
+    save();
   say("mtk-lm1b train: done, %lld steps in %s\n", static_cast<long long>(step),
       format_duration(meter.elapsed_s()).c_str());
   return 0;
@@ -319,7 +365,8 @@ int train_main(const std::vector<std::string>& args) {
 
 int eval_main(const std::vector<std::string>& args) {
   auto [o, s] = agreed_setup(args, "eval");
-  const double logit_scale = o.logit_scale > 0 ? o.logit_scale : o.config.get_double("eval.logit_scale", 1.0);
+  const double logit_scale =
+      o.logit_scale > 0 ? o.logit_scale : o.config.get_double("eval.logit_scale", 1.0);
   const std::int64_t max_batches = o.config.get_int("eval.max_batches", 0);
   Mesh mesh(s.mesh_shape, MPI_COMM_WORLD);
   Graph g;
@@ -327,7 +374,8 @@ int eval_main(const std::vector<std::string>& args) {
   auto program = lower(g, mesh, s.rules);
   CheckpointMetadata meta;
   const std::string path = restore_weights(*program, o, mesh, &meta, true);
-  auto heldout = agree_on_failure(mesh.comm(), [&] { return PackedSequences::open({s.data.heldout_shard}, s.model.length); });
+  auto heldout = agree_on_failure(
+      mesh.comm(), [&] { return PackedSequences::open({s.data.heldout_shard}, s.model.length); });
   s.batch_options.shuffle = false;
   s.batch_options.repeat = false;
   set_batch_slice(s.batch_options, s.rules, mesh);
@@ -345,16 +393,24 @@ int eval_main(const std::vector<std::string>& args) {
   const bool complete = stream.done();
   const double words = static_cast<double>(info.num_words + info.num_sentences);
   const double log_ppl = total_loss / std::max(1.0, total_tokens);
-  const double ppl_word = complete ? std::exp(total_loss / words) : std::exp(log_ppl * info.num_tokens / words);
+  const double ppl_word =
+      complete ? std::exp(total_loss / words) : std::exp(log_ppl * info.num_tokens / words);
   say("mtk-lm1b eval: %s (step %lld), %lld batches, %.0f tokens, logits x %.2f\n", path.c_str(),
-      static_cast<long long>(meta.step), static_cast<long long>(batches), total_tokens, logit_scale);
-  say("  log-perplexity per token %.4f (perplexity %.2f); perplexity per word %.2f (%.0f words incl. "
+      static_cast<long long>(meta.step), static_cast<long long>(batches), total_tokens,
+      logit_scale);
+  say("  log-perplexity per token %.4f (perplexity %.2f); perplexity per word %.2f (%.0f words "
+      "incl. "
       "end of sentence)%s\n",
-      log_ppl, std::exp(log_ppl), ppl_word, words, complete ? "" : " [partial pass: per-word figure extrapolated]");
-  const std::string line =
-      to_json({{"step", meta.step}, {"log_ppl_per_token", log_ppl}, {"ppl_per_word", ppl_word},
-               {"tokens", total_tokens}, {"words", words}, {"logit_scale", logit_scale},
-               {"complete", std::string(complete ? "yes" : "no")}, {"checkpoint", path}});
+      log_ppl, std::exp(log_ppl), ppl_word, words,
+      complete ? "" : " [partial pass: per-word figure extrapolated]");
+  const std::string line = to_json({{"step", meta.step},
+                                    {"log_ppl_per_token", log_ppl},
+                                    {"ppl_per_word", ppl_word},
+                                    {"tokens", total_tokens},
+                                    {"words", words},
+                                    {"logit_scale", logit_scale},
+                                    {"complete", std::string(complete ? "yes" : "no")},
+                                    {"checkpoint", path}});
   say("%s\n", line.c_str());
   if (world_rank() == 0) {
     make_dirs(o.run_dir);
@@ -397,16 +453,21 @@ int sample_main(const std::vector<std::string>& args) {
     std::int32_t next = 0;
     if (o.temperature <= 0) {
       for (std::int64_t v = 1; v < V; ++v)
-        if (row[v] > row[next]) next = static_cast<std::int32_t>(v);
+        if (row[v] > row[next])
+          next = static_cast<std::int32_t>(v);
     } else {
       std::vector<double> p(static_cast<size_t>(V));
       double mx = row[0];
-      for (std::int64_t v = 0; v < V; ++v) mx = std::max(mx, static_cast<double>(row[v]));
-      for (std::int64_t v = 0; v < V; ++v) p[static_cast<size_t>(v)] = std::exp((row[v] - mx) / o.temperature);
+      for (std::int64_t v = 0; v < V; ++v)
+        mx = std::max(mx, static_cast<double>(row[v]));
+      for (std::int64_t v = 0; v < V; ++v)
+        p[static_cast<size_t>(v)] = std::exp((row[v] - mx) / o.temperature);
       p[0] = 0;  // never <pad>
-      next = static_cast<std::int32_t>(std::discrete_distribution<std::int64_t>(p.begin(), p.end())(rng));
+      next = static_cast<std::int32_t>(
+          std::discrete_distribution<std::int64_t>(p.begin(), p.end())(rng));
     }
-    if (next == Vocab::kEosId) break;
+    if (next == Vocab::kEosId)
+      break;
     tokens.push_back(next);
   }
   say("%s\n", s.vocab.decode(tokens).c_str());

@@ -49,14 +49,16 @@ int run(int argc, char** argv) {
   // A [batch=8, d_model=4] tensor laid out batch-split over the first mesh dim; sum over it.
   const std::string first = mesh.shape()[0].name;
   const mtk::Shape shape{{"batch", 8 * mesh.shape()[0].size}, {"d_model", 4}};
-  const mtk::TensorLayout layout(shape, mtk::LayoutRules::parse("batch:" + first), mesh.shape(), "x");
+  const mtk::TensorLayout layout(shape, mtk::LayoutRules::parse("batch:" + first), mesh.shape(),
+                                 "x");
   const mtk::Shape local = layout.slice_shape();
   Kokkos::View<double*> x("x", static_cast<size_t>(local.num_elements()));
   const auto origin = layout.slice_origin(mesh.coordinates());
   const std::int64_t row0 = origin[0], cols = local[1].size;
   Kokkos::parallel_for(
-      "mtk_mesh_demo::fill", x.extent(0),
-      KOKKOS_LAMBDA(std::size_t k) { x(k) = static_cast<double>(row0 + static_cast<std::int64_t>(k) / cols); });
+      "mtk_mesh_demo::fill", x.extent(0), KOKKOS_LAMBDA(std::size_t k) {
+        x(k) = static_cast<double>(row0 + static_cast<std::int64_t>(k) / cols);
+      });
   mtk::allreduce<double>(mesh, {0}, x, mtk::ReduceOp::sum);
   auto gathered = mtk::allconcat<double>(mesh, 0, local, 0, x);
   auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);
@@ -71,7 +73,8 @@ int run(int argc, char** argv) {
   }
   int ok = host(0) == want && static_cast<std::int64_t>(gathered.extent(0)) == shape.num_elements();
   MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, mesh.comm());
-  if (mesh.rank() == 0) std::printf("%s\n", ok ? "mesh demo: OK" : "mesh demo: MISMATCH");
+  if (mesh.rank() == 0)
+    std::printf("%s\n", ok ? "mesh demo: OK" : "mesh demo: MISMATCH");
   return ok ? 0 : 1;
 }
 
