@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <string>
+#include <vector>
 
 namespace mtk {
 
@@ -14,7 +15,14 @@ Environment::Environment(int& argc, char**& argv) {
     MPI_Init(&argc, &argv);
     owns_mpi_ = true;
   }
-  Kokkos::initialize(argc, argv);
+  // Kokkos sees only its own options (--kokkos-*): it would answer an application's --help.
+  std::vector<char*> kokkos_args = {argc > 0 ? argv[0] : nullptr};
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]).rfind("--kokkos", 0) == 0) kokkos_args.push_back(argv[i]);
+  int kokkos_argc = static_cast<int>(kokkos_args.size());
+  kokkos_args.push_back(nullptr);
+  char** kokkos_argv = kokkos_args.data();
+  Kokkos::initialize(kokkos_argc, kokkos_argv);
 }
 
 Environment::~Environment() {
