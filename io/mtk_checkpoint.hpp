@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -84,7 +85,9 @@ struct CheckpointVerification {
 /// time may save into a run directory.
 class CheckpointManager {
  public:
-  /// `keep_last_k` >= 1: older checkpoints are deleted after each successful save.
+  /// `keep_last_k` >= 1: older checkpoints are deleted after each successful save (renamed out of
+  /// the way at once, their files removed in the background until the next save or the
+  /// manager's destruction).
   CheckpointManager(std::string run_dir, int keep_last_k, const Mesh& mesh);
 
   /// Writes every variable of `program` (slots included) and `metadata` to
@@ -120,6 +123,7 @@ class CheckpointManager {
   int keep_last_k_;
   Mesh mesh_;
   std::function<void(const std::string&)> log_;
+  std::future<void> cleanup_;  // rank 0: deletion of old checkpoints, overlapping training
 };
 
 /// Writes `program`'s variables into a new checkpoint directory `dir` (which must not exist)

@@ -157,6 +157,8 @@ Sha256::Sha256() {
 void Sha256::update(const void* data, std::size_t bytes) {
   if (finished_)
     fail("mtk::Sha256::update", "the hash is already finished");
+  if (bytes == 0)
+    return;
   const auto* p = static_cast<const std::uint8_t*>(data);
   length_ += bytes;
   const Compress compress = compress_function();
