@@ -13,15 +13,18 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <deque>
 #include <fcntl.h>
 #include <filesystem>
 #include <future>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <sstream>
@@ -567,6 +570,67 @@ std::string hash_sub_block(const float* data, const std::vector<std::int64_t>& r
   return h.hex_digest();
 }
 
+// Checks slices held in memory against their recorded SHA-256 on a second thread, so that a
+// restore hashes one variable while it reads the next. The tasks' memory must stay alive until
+// finish(); the thread makes no MPI or HDF5 call.
+class HashWorker {
+ public:
+  struct Task {
+    const float* data;
+    std::vector<std::int64_t> region_origin, region_shape, origin, shape;
+    std::string expected;
+    std::string what;  // "variable 'w' [...]: the slice at origin [..] shape [..] in FILE"
+  };
+  HashWorker() : thread_([this] { run(); }) {}
+  ~HashWorker() { finish(); }
+  HashWorker(const HashWorker&) = delete;
+  HashWorker& operator=(const HashWorker&) = delete;
+  void push(Task task) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      tasks_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+  }
+  /// Waits for every task; returns the mismatches.
+  std::vector<std::string> finish() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    cv_.notify_one();
+    if (thread_.joinable())
+      thread_.join();
+    return errors_;
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      Task t;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [this] { return done_ || !tasks_.empty(); });
+        if (tasks_.empty())
+          return;
+        t = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      const std::string sha =
+          hash_sub_block(t.data, t.region_origin, t.region_shape, t.origin, t.shape);
+      if (sha != t.expected)
+        errors_.push_back(
+            cat(t.what, " is corrupted (SHA-256 ", sha, ", recorded ", t.expected, ")"));
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Task> tasks_;
+  bool done_ = false;
+  std::vector<std::string> errors_;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
 // ------------------------------------------------------------------------------- YAML metadata
 bool survives_yaml(const std::string& value, const YAML::EMITTER_MANIP* style) {
   YAML::Emitter e;
@@ -1045,6 +1109,7 @@ std::vector<SliceRecord> write_variables(Program& program,
     }
   } join{hasher};
 
+  double tc = MPI_Wtime();
   H5Id fapl(h5(H5Pcreate(H5P_FILE_ACCESS), where, "H5Pcreate(file access)"), H5Pclose);
   MpiInfo info(mesh.comm());
   h5ok(H5Pset_fapl_mpio(fapl, mesh.comm(), info.get()), where, "H5Pset_fapl_mpio");
@@ -1096,6 +1161,7 @@ std::vector<SliceRecord> write_variables(Program& program,
     write_string_attribute(dset, "mtk_name", v.name, where, what);
     write_string_attribute(dset, "mtk_layout", v.layout, where, what);
 
+    add_time("h5_create", MPI_Wtime() - tc);
     float dummy = 0;
     const float* data = sl.host.extent(0) > 0 ? sl.host.data() : &dummy;
     // The memory space has the slice's own shape: HDF5 then maps it onto the chunk as one
@@ -1123,6 +1189,7 @@ std::vector<SliceRecord> write_variables(Program& program,
     if (k == 0)
       test_hook("first_dataset");
     test_delay();
+    tc = MPI_Wtime();
   }
   // MPI_File_sync on every rank (the mpio driver syncs on a flush that is not a close), then
   // the close.
@@ -1258,6 +1325,7 @@ void restore_checkpoint(Program& program, const std::string& path_in,
   const MPI_Comm comm = mesh.comm();
   Kokkos::Profiling::pushRegion("mtk::restore_checkpoint");
 
+  double t0 = MPI_Wtime();
   // 1. Rank 0 reads the small files and checks them against the manifest.
   std::string metadata_text, slices_text;
   agree_on_failure(comm, [&] {
@@ -1309,64 +1377,80 @@ void restore_checkpoint(Program& program, const std::string& path_in,
 
   // 3. Every rank reads its own hyperslab of every variable (independently: a damaged file
   // fails single ranks without hanging the others) and checks the saved slices assigned to it.
+  add_time("metadata", MPI_Wtime() - t0);
+  t0 = MPI_Wtime();
   std::vector<Kokkos::View<float*>> views(plan.size());
+  std::vector<Kokkos::View<float*>::HostMirror> hosts(plan.size());
   std::vector<std::string> errors;
   std::string local_failure;
-  try {
-    const std::string h5path = path + "/" + kVariablesFile;
-    H5Id fapl = read_fapl(where);
-    H5Id file(
-        h5(H5Fopen(h5path.c_str(), H5F_ACC_RDONLY, fapl), where, cat("opening '", h5path, "'")),
-        H5Fclose);
-    const MeshShape& ms = mesh.shape();
-    for (size_t k = 0; k < plan.size(); ++k) {
-      const CheckpointVariable& v = *plan[k];
-      const TensorLayout& layout = program.variable_layout(v.name);
-      const std::string what = cat("variable '", v.name, "' ", v.shape.to_string());
-      H5Id dset(h5(H5Dopen2(file, v.dataset.c_str(), H5P_DEFAULT), where,
-                   cat("opening dataset '", v.dataset, "' of ", what, " in ", h5path)),
-                H5Dclose);
-      check_dataset(dset, v, h5path, where);
-      const auto origin64 = layout.slice_origin(mesh.coordinates());
-      const std::vector<std::int64_t> origin(origin64.begin(), origin64.end());
-      const auto local = sizes_of(layout.slice_shape());
-      views[k] = Kokkos::View<float*>(
-          Kokkos::view_alloc(Kokkos::WithoutInitializing, "mtk::checkpoint::" + v.name),
-          static_cast<size_t>(layout.slice_shape().num_elements()));
-      auto host = Kokkos::create_mirror_view(views[k]);
-      read_block(dset, origin, local, host.data(), where,
-                 cat("the slice at ", bracket(origin), " of ", what, " in ", h5path));
-      // Each recorded slice is checked by one rank: one that holds all of it when some do
-      // (hashed from memory), else one chosen round-robin (read again from the file).
-      std::vector<std::vector<std::int64_t>> origins(static_cast<size_t>(mesh.size()));
-      for (int p = 0; p < mesh.size(); ++p) {
-        const auto o = layout.slice_origin(ms.coordinates_of(p));
-        origins[static_cast<size_t>(p)].assign(o.begin(), o.end());
+  {
+    HashWorker worker;
+    try {
+      const std::string h5path = path + "/" + kVariablesFile;
+      H5Id fapl = read_fapl(where);
+      H5Id file(
+          h5(H5Fopen(h5path.c_str(), H5F_ACC_RDONLY, fapl), where, cat("opening '", h5path, "'")),
+          H5Fclose);
+      const MeshShape& ms = mesh.shape();
+      for (size_t k = 0; k < plan.size(); ++k) {
+        const CheckpointVariable& v = *plan[k];
+        const TensorLayout& layout = program.variable_layout(v.name);
+        const std::string what = cat("variable '", v.name, "' ", v.shape.to_string());
+        H5Id dset(h5(H5Dopen2(file, v.dataset.c_str(), H5P_DEFAULT), where,
+                     cat("opening dataset '", v.dataset, "' of ", what, " in ", h5path)),
+                  H5Dclose);
+        check_dataset(dset, v, h5path, where);
+        const auto origin64 = layout.slice_origin(mesh.coordinates());
+        const std::vector<std::int64_t> origin(origin64.begin(), origin64.end());
+        const auto local = sizes_of(layout.slice_shape());
+        views[k] = Kokkos::View<float*>(
+            Kokkos::view_alloc(Kokkos::WithoutInitializing, "mtk::checkpoint::" + v.name),
+            static_cast<size_t>(layout.slice_shape().num_elements()));
+        hosts[k] = Kokkos::create_mirror_view(views[k]);
+        const float* host = hosts[k].data();
+        read_block(dset, origin, local, hosts[k].data(), where,
+                   cat("the slice at ", bracket(origin), " of ", what, " in ", h5path));
+        // Each recorded slice is checked by one rank: one that holds all of it when some do
+        // (hashed from memory on the worker thread), else one chosen round-robin (read again
+        // from the file).
+        std::vector<std::vector<std::int64_t>> origins(static_cast<size_t>(mesh.size()));
+        for (int p = 0; p < mesh.size(); ++p) {
+          const auto o = layout.slice_origin(ms.coordinates_of(p));
+          origins[static_cast<size_t>(p)].assign(o.begin(), o.end());
+        }
+        for (size_t idx : by_name[v.name]) {
+          const SliceRecord& r = table.slices[idx];
+          std::vector<int> holders;
+          for (int p = 0; p < mesh.size(); ++p)
+            if (contains(origins[static_cast<size_t>(p)], local, r.origin, r.shape))
+              holders.push_back(p);
+          const int checker =
+              holders.empty() ? static_cast<int>(idx % mesh.size()) : holders[idx % holders.size()];
+          if (checker != mesh.rank())
+            continue;
+          const std::string slice = cat(what, ": the slice at origin ", bracket(r.origin),
+                                        " shape ", bracket(r.shape), " in ", h5path);
+          if (!holders.empty()) {
+            worker.push({host, origin, local, r.origin, r.shape, r.sha, slice});
+            continue;
+          }
+          std::int64_t bytes = 0;
+          const std::string sha = hash_dataset_block(dset, r.origin, r.shape, &bytes, where, what);
+          if (sha != r.sha)
+            errors.push_back(cat(slice, " is corrupted (SHA-256 ", sha, ", recorded ", r.sha, ")"));
+        }
+        Kokkos::deep_copy(views[k], hosts[k]);
       }
-      for (size_t idx : by_name[v.name]) {
-        const SliceRecord& r = table.slices[idx];
-        std::vector<int> holders;
-        for (int p = 0; p < mesh.size(); ++p)
-          if (contains(origins[static_cast<size_t>(p)], local, r.origin, r.shape))
-            holders.push_back(p);
-        const int checker =
-            holders.empty() ? static_cast<int>(idx % mesh.size()) : holders[idx % holders.size()];
-        if (checker != mesh.rank())
-          continue;
-        std::int64_t bytes = 0;
-        const std::string sha =
-            holders.empty() ? hash_dataset_block(dset, r.origin, r.shape, &bytes, where, what)
-                            : hash_sub_block(host.data(), origin, local, r.origin, r.shape);
-        if (sha != r.sha)
-          errors.push_back(cat(what, ": the slice at origin ", bracket(r.origin), " shape ",
-                               bracket(r.shape), " in ", h5path, " is corrupted (SHA-256 ", sha,
-                               ", recorded ", r.sha, ")"));
-      }
-      Kokkos::deep_copy(views[k], host);
+    } catch (const std::exception& e) {
+      local_failure = e.what();
     }
-  } catch (const std::exception& e) {
-    local_failure = e.what();
+    add_time("read", MPI_Wtime() - t0);
+    t0 = MPI_Wtime();
+    const auto mismatches = worker.finish();
+    add_time("hash_wait", MPI_Wtime() - t0);
+    errors.insert(errors.end(), mismatches.begin(), mismatches.end());
   }
+  hosts.clear();
   if (local_failure.empty() && !errors.empty())
     local_failure = cat(where, ": ", errors.front(),
                         errors.size() > 1 ? cat(" (and ", errors.size() - 1, " more)") : "");
@@ -1378,6 +1462,7 @@ void restore_checkpoint(Program& program, const std::string& path_in,
   program.set_step(st.meta.program_step >= 0 ? st.meta.program_step : st.meta.step);
   if (metadata != nullptr)
     *metadata = st.meta;
+  report_times(cat("restore ", path), mesh.rank() == 0);
   Kokkos::Profiling::popRegion();
 }
 
@@ -1539,7 +1624,12 @@ std::string format_checkpoint_info(const CheckpointInfo& info) {
   const auto& m = info.metadata;
   auto mib = [](std::int64_t b) {
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(b) / (1 << 20));
+    if (b < (1 << 20))
+      std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
+    else if (b < (std::int64_t(1) << 30))
+      std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1 << 20));
+    else
+      std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1 << 30));
     return std::string(buf);
   };
   auto one_line = [](std::string s, size_t max) {
@@ -1745,7 +1835,8 @@ std::string CheckpointManager::save(Program& program, const CheckpointMetadata& 
   return final_path;
 }
 
-bool CheckpointManager::restore_latest(Program& program, CheckpointMetadata* metadata) {
+bool CheckpointManager::restore_latest(Program& program, CheckpointMetadata* metadata,
+                                       std::string* path) {
   const std::string where = "mtk::CheckpointManager::restore_latest";
   check_same_ranks(mesh_, program.mesh(), where);
   const MPI_Comm comm = program.mesh().comm();
@@ -1783,6 +1874,8 @@ bool CheckpointManager::restore_latest(Program& program, CheckpointMetadata* met
   for (size_t k = 0; k < candidates.size(); ++k) {
     try {
       restore_checkpoint(program, candidates[k], metadata);
+      if (path != nullptr)
+        *path = candidates[k];
       if (!refused.empty())
         log(cat("restored the previous good checkpoint ", candidates[k], " after refusing ",
                 refused.size(), " newer one(s)"));

@@ -99,7 +99,9 @@ class CheckpointManager {
   /// incompatible) the previous ones by step, each refusal logged on rank 0 with its reason.
   /// Returns false (program untouched) when there is no checkpoint; throws when checkpoints
   /// exist but none can be restored. Every candidate is verified (slice hashes) while it is read.
-  bool restore_latest(Program& program, CheckpointMetadata* metadata = nullptr);
+  /// `path`, when given, receives the directory actually restored.
+  bool restore_latest(Program& program, CheckpointMetadata* metadata = nullptr,
+                      std::string* path = nullptr);
 
   /// Restores the checkpoint directory `path` (see restore_checkpoint()).
   void restore(Program& program, const std::string& path, CheckpointMetadata* metadata = nullptr);

@@ -356,8 +356,10 @@ TEST(Checkpoint, FlippedByteIsFoundByVerifyAndRefusedWithFallback) {
   EXPECT_THROW(restore_checkpoint(*b.program, bad), Error);
   expect_values_equal(all_values(*b.program), init, "after refusing a corrupted checkpoint");
   CheckpointMetadata meta;
-  ASSERT_TRUE(manager.restore_latest(*b.program, &meta));
+  std::string restored;
+  ASSERT_TRUE(manager.restore_latest(*b.program, &meta, &restored));
   EXPECT_EQ(meta.step, 2);
+  EXPECT_EQ(restored, good);
   expect_values_equal(all_values(*b.program), good_values, "fallback checkpoint");
   if (world_rank() == 0) {
     bool refused = false, fell_back = false;
