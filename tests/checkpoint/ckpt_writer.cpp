@@ -8,7 +8,8 @@
 //   stopped by signal N after step S
 //
 // usage: ckpt_writer --run-dir DIR --steps N [--save-every K] [--keep K] [--resume]
-//                    [--sleep-ms MS] [--pid-dir DIR]
+//                    [--sleep-ms MS] [--pid-dir DIR] [--mesh a:2;b:2] [--layout a|b|c|none|RULES]
+// (default mesh: 1x1, 1x2, 2x(n/2) by rank count; default layout: a, see ckpt_test_model.hpp)
 
 #include <mtk_checkpoint.hpp>
 #include <mtk_environment.hpp>
@@ -29,7 +30,7 @@
 namespace {
 
 struct Options {
-  std::string run_dir, pid_dir;
+  std::string run_dir, pid_dir, mesh, layout = "a";
   long steps = 10, save_every = 1000000, keep = 2, sleep_ms = 0;
   bool resume = false;
 };
@@ -47,6 +48,10 @@ Options parse(int argc, char** argv) {
       o.run_dir = next();
     else if (a == "--pid-dir")
       o.pid_dir = next();
+    else if (a == "--mesh")
+      o.mesh = next();
+    else if (a == "--layout")
+      o.layout = next();
     else if (a == "--steps")
       o.steps = std::stol(next());
     else if (a == "--save-every")
@@ -70,8 +75,15 @@ int run(const Options& o) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   mtk::install_stop_signal_handlers();
-  mtk::Mesh mesh(mtk::test::checkpoint_test_mesh(size), MPI_COMM_WORLD);
-  mtk::test::TinyModel model = mtk::test::make_tiny_model(mesh, mtk::test::rules_a());
+  mtk::Mesh mesh(
+      o.mesh.empty() ? mtk::test::checkpoint_test_mesh(size) : mtk::MeshShape::parse(o.mesh),
+      MPI_COMM_WORLD);
+  const mtk::LayoutRules rules = o.layout == "a"      ? mtk::test::rules_a()
+                                 : o.layout == "b"    ? mtk::test::rules_b()
+                                 : o.layout == "c"    ? mtk::test::rules_c()
+                                 : o.layout == "none" ? mtk::LayoutRules()
+                                                      : mtk::LayoutRules::parse(o.layout);
+  mtk::test::TinyModel model = mtk::test::make_tiny_model(mesh, rules);
   mtk::Program& program = *model.program;
   mtk::CheckpointManager manager(o.run_dir, static_cast<int>(o.keep), mesh);
   if (o.resume) {
@@ -94,7 +106,7 @@ int run(const Options& o) {
   }
   auto save = [&] {
     mtk::CheckpointMetadata meta;
-    meta.layout = mtk::test::rules_a().to_string();
+    meta.layout = rules.to_string();
     meta.data_position = "step=" + std::to_string(program.step());
     const std::string path = manager.save(program, meta);
     if (rank == 0)
