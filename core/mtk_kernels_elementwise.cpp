@@ -8,6 +8,7 @@
 
 #include <mtk_error.hpp>
 #include <mtk_kernel_index.hpp>
+#include <mtk_kernel_math.hpp>
 #include <mtk_kernels.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -37,7 +38,7 @@ void check_buffer(const char* where, const char* what, const Shape& shape, const
 // ------------------------------------------------------------------ device math helpers
 
 KOKKOS_INLINE_FUNCTION float m_exp(float x) {
-  return ::expf(x);
+  return fast_exp(x);
 }
 KOKKOS_INLINE_FUNCTION float m_log(float x) {
   return ::logf(x);
@@ -259,17 +260,24 @@ struct Divide {  // the operand's dims lead the output's: one offset per block o
   std::int64_t n;
   KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t k) const { return k / n; }
 };
+struct Block {  // operand = leading dims + trailing dims of the output, broadcast in between
+  std::int64_t inner, period;
+  KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t k) const {
+    return (k / period) * inner + k % inner;
+  }
+};
 struct Mapped {
   IndexMap map;
   KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t k) const { return map.offset(k); }
 };
 
-enum class Access { direct, modulo, divide, mapped };
+enum class Access { direct, modulo, divide, block, mapped };
 
 /// How output elements reach one operand. Validates (by name) that the operand fits the output.
 struct Plan {
   Access access = Access::mapped;
   std::int64_t n = 1;
+  std::int64_t period = 1;  // block: outputs per leading-dims index
   IndexMap map;
 };
 
@@ -294,6 +302,29 @@ Plan plan_operand(const Shape& out, const Shape& in, const char* where) {
     p.n = out.num_elements() / p.n;  // outputs per operand element
   } else {
     p.access = Access::mapped;
+    // Leading dims of `in` lead `out`, its remaining dims end `out` (e.g. an attention bias
+    // [batch, length, memory] added to logits [batch, heads, length, memory]).
+    for (int a = 1; a < in.rank(); ++a) {
+      bool ok = true;
+      for (int i = 0; ok && i < a; ++i)
+        ok = in[i] == out[i];
+      const int tail = in.rank() - a;
+      for (int i = 0; ok && i < tail; ++i)
+        ok = in[a + i] == out[out.rank() - tail + i];
+      if (!ok)
+        continue;
+      std::int64_t inner = 1, period = 1;
+      for (int i = a; i < in.rank(); ++i)
+        inner *= in[i].size;
+      for (int i = a; i < out.rank(); ++i)
+        period *= out[i].size;
+      if (inner == 0 || period == 0)
+        break;
+      p.access = Access::block;
+      p.n = inner;
+      p.period = period;
+      break;
+    }
   }
   return p;
 }
@@ -321,9 +352,9 @@ void with_indexer(const Plan& p, F&& f) {
 /// paths); the branch is uniform across the kernel.
 struct AnyAccess {
   Access access;
-  std::int64_t n;
+  std::int64_t n, period;
   IndexMap map;
-  explicit AnyAccess(const Plan& p) : access(p.access), n(p.n), map(p.map) {}
+  explicit AnyAccess(const Plan& p) : access(p.access), n(p.n), period(p.period), map(p.map) {}
   KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t k) const {
     if (access == Access::direct)
       return k;
@@ -331,6 +362,8 @@ struct AnyAccess {
       return k % n;
     if (access == Access::divide)
       return k / n;
+    if (access == Access::block)
+      return (k / period) * n + k % n;
     return map.offset(k);
   }
 };

@@ -930,3 +930,34 @@ TEST(KernelsRandom, HashName) {
 }
 
 }  // namespace
+
+// An operand whose leading and trailing dims are the output's, with dims broadcast in between
+// (the attention bias [batch, length, memory] on logits [batch, heads, length, memory]).
+TEST(KernelsBinary, LeadingAndTrailingDimsBroadcastInTheMiddle) {
+  const mtk::Shape out{{"b", 3}, {"h", 4}, {"l", 5}, {"m", 6}};
+  const mtk::Shape bias{{"b", 3}, {"l", 5}, {"m", 6}};
+  const mtk::Shape mid{{"b", 3}, {"m", 6}};
+  std::vector<double> x(static_cast<size_t>(out.num_elements())),
+      y(static_cast<size_t>(bias.num_elements())), z(static_cast<size_t>(mid.num_elements()));
+  for (size_t k = 0; k < x.size(); ++k)
+    x[k] = 0.5 * static_cast<double>(k);
+  for (size_t k = 0; k < y.size(); ++k)
+    y[k] = 1000.0 + static_cast<double>(k);
+  for (size_t k = 0; k < z.size(); ++k)
+    z[k] = 7.0 * static_cast<double>(k);
+  auto X = mtk::test::to_view<float>(x), Y = mtk::test::to_view<float>(y),
+       Z = mtk::test::to_view<float>(z);
+  auto sum =
+      mtk::test::to_vector(mtk::kernels::binary<float>(mtk::BinaryFn::add, out, X, bias, Y, out));
+  auto prod = mtk::test::to_vector(
+      mtk::kernels::binary<float>(mtk::BinaryFn::multiply, mid, Z, out, X, out));
+  for (std::int64_t b = 0; b < 3; ++b)
+    for (std::int64_t h = 0; h < 4; ++h)
+      for (std::int64_t l = 0; l < 5; ++l)
+        for (std::int64_t m = 0; m < 6; ++m) {
+          const size_t k = static_cast<size_t>(((b * 4 + h) * 5 + l) * 6 + m);
+          EXPECT_EQ(sum[k], x[k] + y[static_cast<size_t>((b * 5 + l) * 6 + m)]);
+          EXPECT_EQ(prod[k], static_cast<double>(
+                                 static_cast<float>(z[static_cast<size_t>(b * 6 + m)] * x[k])));
+        }
+}
