@@ -1755,7 +1755,16 @@ std::string CheckpointManager::save(Program& program, const CheckpointMetadata& 
   });
   bcast_string(comm, tmp);
   add_time("cleanup", MPI_Wtime() - t_start);
-  write_directory(program, tmp, meta, where);
+  try {
+    write_directory(program, tmp, meta, where);
+  } catch (const Error&) {
+    // Every rank failed together (agreed); the partial directory goes now rather than at the
+    // next save.
+    std::error_code ec;
+    if (root)
+      fs::remove_all(tmp, ec);
+    throw;
+  }
   const double t_commit = MPI_Wtime();
   std::vector<std::string> trash;  // rank 0: directories to delete in the background
   // Commit (rank 0): rename into place, then point `latest` at it; each step durable.
@@ -1895,7 +1904,9 @@ bool CheckpointManager::restore_latest(Program& program, CheckpointMetadata* met
 void CheckpointManager::restore(Program& program, const std::string& path,
                                 CheckpointMetadata* metadata) {
   check_same_ranks(mesh_, program.mesh(), "mtk::CheckpointManager::restore");
-  restore_checkpoint(program, resolve_checkpoint_path(path), metadata);
+  std::string dir;
+  agree_on_failure(program.mesh().comm(), [&] { dir = resolve_checkpoint_path(path); });
+  restore_checkpoint(program, dir, metadata);
 }
 
 std::vector<std::string> CheckpointManager::list() const {
