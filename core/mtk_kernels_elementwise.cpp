@@ -8,7 +8,6 @@
 
 #include <mtk_error.hpp>
 #include <mtk_kernel_index.hpp>
-#include <mtk_kernel_math.hpp>
 #include <mtk_kernels.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -38,7 +37,7 @@ void check_buffer(const char* where, const char* what, const Shape& shape, const
 // ------------------------------------------------------------------ device math helpers
 
 KOKKOS_INLINE_FUNCTION float m_exp(float x) {
-  return fast_exp(x);
+  return ::expf(x);
 }
 KOKKOS_INLINE_FUNCTION float m_log(float x) {
   return ::logf(x);

@@ -3,7 +3,6 @@
 // [tokens, vocab]) are read a few times and written once (their gradient).
 
 #include <mtk_error.hpp>
-#include <mtk_kernel_math.hpp>
 #include <mtk_kernels.hpp>
 
 namespace mtk::kernels {
@@ -50,7 +49,7 @@ FView sum_exp_shifted(const Shape& shape, const FView& x, int dim, const FView& 
         const float m = shift(row);
         double s = 0;
         for (std::int64_t j = 0; j < V; ++j)
-          s += fast_exp(x((o * V + j) * inner + i) - m);
+          s += ::expf(x((o * V + j) * inner + i) - m);
         out(row) = static_cast<float>(s);
       });
   return out;
@@ -125,7 +124,7 @@ FView cross_entropy_grad(const Shape& shape, const FView& x, int dim, const IVie
           const float l = lse(row), g = dy(row), scale = 1.0f + z2 * l;
           const std::int64_t t = targets(row) - origin, base = row * V;
           for (std::int64_t j = 0; j < V; ++j)
-            out(base + j) = g * (fast_exp(x(base + j) - l) * scale - spread);
+            out(base + j) = g * (::expf(x(base + j) - l) * scale - spread);
           if (t >= 0 && t < V)
             out(base + t) -= g * keep;
         });
@@ -138,7 +137,7 @@ FView cross_entropy_grad(const Shape& shape, const FView& x, int dim, const IVie
         const std::int64_t i = k % inner, rest = k / inner, j = rest % V, o = rest / V;
         const std::int64_t row = o * inner + i;
         const float l = lse(row);
-        const float p = fast_exp(x(k) - l) * (1.0f + z2 * l);
+        const float p = ::expf(x(k) - l) * (1.0f + z2 * l);
         const float hot = (targets(row) - origin == j) ? keep : 0.0f;
         out(k) = dy(row) * (p - hot - spread);
       });

@@ -2,7 +2,6 @@
 // See mtk_kernels.hpp for the contracts.
 #include <mtk_error.hpp>
 #include <mtk_kernel_index.hpp>
-#include <mtk_kernel_math.hpp>
 #include <mtk_kernels.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -299,7 +298,7 @@ FView softmax(const Shape& shape, const FView& x, int dim, bool log) {
           float s = 0.f;
           Kokkos::parallel_reduce(
               Kokkos::TeamThreadRange(t, n),
-              [&](std::int64_t i, float& ls) { ls += fast_exp(x(base + i) - m); }, s);
+              [&](std::int64_t i, float& ls) { ls += ::expf(x(base + i) - m); }, s);
           if (log) {
             const float shift = m + ::logf(s);
             Kokkos::parallel_for(Kokkos::TeamThreadRange(t, n),
@@ -307,7 +306,7 @@ FView softmax(const Shape& shape, const FView& x, int dim, bool log) {
           } else {
             const float inv = 1.f / s;
             Kokkos::parallel_for(Kokkos::TeamThreadRange(t, n), [&](std::int64_t i) {
-              y(base + i) = fast_exp(x(base + i) - m) * inv;
+              y(base + i) = ::expf(x(base + i) - m) * inv;
             });
           }
         });
@@ -322,7 +321,7 @@ FView softmax(const Shape& shape, const FView& x, int dim, bool log) {
             m = x(base + i * inner);
         float s = 0.f;
         for (std::int64_t i = 0; i < n; ++i)
-          s += fast_exp(x(base + i * inner) - m);
+          s += ::expf(x(base + i * inner) - m);
         if (log) {
           const float shift = m + ::logf(s);
           for (std::int64_t i = 0; i < n; ++i)
@@ -330,7 +329,7 @@ FView softmax(const Shape& shape, const FView& x, int dim, bool log) {
         } else {
           const float inv = 1.f / s;
           for (std::int64_t i = 0; i < n; ++i)
-            y(base + i * inner) = fast_exp(x(base + i * inner) - m) * inv;
+            y(base + i * inner) = ::expf(x(base + i * inner) - m) * inv;
         }
       });
   return y;
@@ -366,7 +365,7 @@ FView softmax_grad(const Shape& shape, const FView& y, const FView& dy, int dim,
               s);
           Kokkos::parallel_for(Kokkos::TeamThreadRange(t, n), [&](std::int64_t i) {
             const std::int64_t k = base + i;
-            dx(k) = log ? dy(k) - fast_exp(y(k)) * s : y(k) * (dy(k) - s);
+            dx(k) = log ? dy(k) - ::expf(y(k)) * s : y(k) * (dy(k) - s);
           });
         });
     return dx;
@@ -381,7 +380,7 @@ FView softmax_grad(const Shape& shape, const FView& y, const FView& dy, int dim,
         }
         for (std::int64_t i = 0; i < n; ++i) {
           const std::int64_t k = base + i * inner;
-          dx(k) = log ? dy(k) - fast_exp(y(k)) * s : y(k) * (dy(k) - s);
+          dx(k) = log ? dy(k) - ::expf(y(k)) * s : y(k) * (dy(k) - s);
         }
       });
   return dx;
