@@ -69,6 +69,8 @@ const char* op_kind_name(OpKind k) {
       return "softmax_cross_entropy";
     case OpKind::softmax_cross_entropy_grad:
       return "softmax_cross_entropy_grad";
+    case OpKind::adam_update:
+      return "adam_update";
     case OpKind::reshape:
       return "reshape";
     case OpKind::broadcast:

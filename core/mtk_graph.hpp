@@ -91,6 +91,8 @@ enum class OpKind {
   // fused losses
   softmax_cross_entropy,
   softmax_cross_entropy_grad,
+  // fused optimizer updates
+  adam_update,
   // shape and layout
   reshape,
   broadcast,
@@ -116,6 +118,7 @@ struct OpAttrs {
   AssignMode assign = AssignMode::set;
   double scalar = 0.0;   ///< unary parameter; constant value; one_hot on; random low/mean
   double scalar2 = 0.0;  ///< one_hot off; random high/stddev
+  double scalar3 = 0.0;  ///< adam epsilon
   std::string dim;       ///< the dim an op works along
   std::int64_t begin = 0, size = 0, after = 0;
   bool flag = false;  ///< cumsum exclusive; shift wrap; random truncated

@@ -50,6 +50,10 @@ template <class T>
 void axpy(T alpha, const View<T>& x, const View<T>& y);
 /// z = a*x + b*y elementwise with the same shape (fused; used for optimizer updates).
 FView axpby(float a, const FView& x, float b, const FView& y);
+/// One fused Adam step (see mtk::adam_update); step_size is a one-element View.
+void adam_update(const FView& p, const FView& m, const FView& v, const FView& g,
+                 const FView& step_size, float beta1, float beta2, float epsilon, FView& new_p,
+                 FView& new_m, FView& new_v);
 /// out[...] = origin + position along `dim` (the global index when the dim is split).
 template <class T>
 View<T> range(const Shape& out_shape, int dim, std::int64_t origin);

@@ -230,6 +230,9 @@ class Lowering {
       case OpKind::softmax_cross_entropy_grad:
         lower_cross_entropy_grad();
         break;
+      case OpKind::adam_update:
+        lower_adam_update();
+        break;
       case OpKind::reshape:
         lower_reshape();
         break;
@@ -817,6 +820,26 @@ class Lowering {
               b[static_cast<size_t>(lse)].f, b[static_cast<size_t>(dy)].f, ls, V, z);
         },
         "softmax", 3.0 * static_cast<double>(lx.num_elements()));
+  }
+
+  void lower_adam_update() {
+    const Operation& o = op();
+    for (int t : o.inputs)
+      materialize(t);
+    const int p = o.inputs[0], m = o.inputs[1], v = o.inputs[2], gr = o.inputs[3], ss = o.inputs[4];
+    const int np = o.outputs[0], nm = o.outputs[1], nv = o.outputs[2];
+    const float b1 = static_cast<float>(o.attrs.scalar), b2 = static_cast<float>(o.attrs.scalar2),
+                eps = static_cast<float>(o.attrs.scalar3);
+    add_step(
+        label(), {p, m, v, gr, ss}, {np, nm, nv},
+        [=](Buffers& b) {
+          kernels::adam_update(b[static_cast<size_t>(p)].f, b[static_cast<size_t>(m)].f,
+                               b[static_cast<size_t>(v)].f, b[static_cast<size_t>(gr)].f,
+                               b[static_cast<size_t>(ss)].f, b1, b2, eps,
+                               b[static_cast<size_t>(np)].f, b[static_cast<size_t>(nm)].f,
+                               b[static_cast<size_t>(nv)].f);
+        },
+        "optimizer", 8.0 * static_cast<double>(local(p).num_elements()));
   }
 
   void lower_reshape() {

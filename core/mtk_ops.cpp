@@ -581,6 +581,27 @@ Tensor dropout(const Tensor& x, double rate, std::uint64_t seed) {
   return multiply(multiply(x, keep), 1.0 / (1.0 - rate));
 }
 
+std::vector<Tensor> adam_update(const Tensor& param, const Tensor& m, const Tensor& v,
+                                const Tensor& grad, const Tensor& step_size, double beta1,
+                                double beta2, double epsilon) {
+  const char* where = "mtk::adam_update";
+  Graph& g = graph_of({param, m, v, grad, step_size}, where);
+  for (const Tensor* t : {&param, &m, &v, &grad}) {
+    require_float(*t, where);
+    if (t->shape() != param.shape())
+      fail(where, cat("tensor ", describe(*t), " does not match parameter ", describe(param)));
+  }
+  if (step_size.shape().rank() != 0)
+    fail(where, cat("step size ", describe(step_size), " must be a scalar"));
+  OpAttrs a;
+  a.scalar = beta1;
+  a.scalar2 = beta2;
+  a.scalar3 = epsilon;
+  const std::pair<Shape, DType> out{param.shape(), DType::float32};
+  return g.add_op(OpKind::adam_update, "adam_update", {param, m, v, grad, step_size},
+                  {out, out, out}, a);
+}
+
 namespace {
 Tensor assign_op(const Tensor& var, const Tensor& value, AssignMode mode, const char* where) {
   Graph& g = graph_of({var, value}, where);

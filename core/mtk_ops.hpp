@@ -129,6 +129,12 @@ Tensor shift(const Tensor& x, const std::string& dim, std::int64_t offset, bool 
 Tensor stop_gradient(const Tensor& x);
 /// x * mask / (1 - rate) with a layout-independent mask; identity when rate == 0.
 Tensor dropout(const Tensor& x, double rate, std::uint64_t seed);
+/// One fused Adam step for a parameter: {new parameter, new first moment, new second moment} with
+/// m' = b1 m + (1 - b1) g, v' = b2 v + (1 - b2) g^2, p' = p - step_size m' / (sqrt(v') + eps), in
+/// one pass over the four tensors (step_size: a scalar tensor). Assign the results to apply them.
+std::vector<Tensor> adam_update(const Tensor& param, const Tensor& m, const Tensor& v,
+                                const Tensor& grad, const Tensor& step_size, double beta1,
+                                double beta2, double epsilon);
 /// Variable updates; they take effect at the end of Program::run, after every read.
 Tensor assign(const Tensor& variable, const Tensor& value);
 Tensor assign_add(const Tensor& variable, const Tensor& value);

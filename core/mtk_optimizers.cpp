@@ -133,11 +133,11 @@ void Adam::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>& gra
   for (size_t k = 0; k < vars.size(); ++k) {
     const Tensor& var = vars[k];
     Tensor m = slot(var, "adam_m", var.shape()), v = slot(var, "adam_v", var.shape());
-    Tensor new_m = multiply(m, o_.beta1) + multiply(grads[k], 1.0 - o_.beta1);
-    Tensor new_v = multiply(v, o_.beta2) + multiply(square(grads[k]), 1.0 - o_.beta2);
-    assign(m, new_m);
-    assign(v, new_v);
-    assign_sub(var, new_m / add(sqrt(new_v), o_.epsilon) * step_size);
+    // One fused kernel per variable instead of a dozen elementwise passes.
+    auto next = adam_update(var, m, v, grads[k], step_size, o_.beta1, o_.beta2, o_.epsilon);
+    assign(m, next[1]);
+    assign(v, next[2]);
+    assign(var, next[0]);
   }
   (void)g;
 }

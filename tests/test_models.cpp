@@ -242,6 +242,37 @@ TEST(Models, AdafactorMatchesHandComputedUpdates) {
   }
 }
 
+TEST(Models, AdamMatchesHandComputedUpdates) {
+  Graph g;
+  const Shape shape{{"r", 4}, {"c", 6}};
+  Tensor w = variable(g, "w", shape, Initializer::normal(0.5f));
+  Tensor cvals = random_uniform(g, shape, 3, -1.0, 1.0);
+  Tensor loss = reduce_sum(w * stop_gradient(cvals));
+  Adam opt;
+  LearningRateSchedule lr;
+  lr.kind = LearningRateSchedule::Kind::constant;
+  lr.value = 0.01;
+  minimize(loss, opt, lr);
+  Mesh mesh(MeshShape::parse("x:" + std::to_string(world_size())), MPI_COMM_WORLD);
+  auto p = lower(g, mesh, LayoutRules::parse(world_size() == 2 ? "c:x" : "r:x"));
+  const std::vector<float> w0 = p->variable_value("w").f;
+  std::vector<double> w_host(w0.begin(), w0.end());
+  std::vector<double> m(w_host.size(), 0), v(w_host.size(), 0);
+  for (int t = 1; t <= 3; ++t) {
+    p->set_step(0);  // the same random gradient every step
+    auto c = p->run({}, {cvals})[0].f;
+    const double step_size = 0.01 * std::sqrt(1 - std::pow(0.999, t)) / (1 - std::pow(0.9, t));
+    for (size_t k = 0; k < w_host.size(); ++k) {
+      m[k] = 0.9 * m[k] + 0.1 * c[k];
+      v[k] = 0.999 * v[k] + 0.001 * c[k] * c[k];
+      w_host[k] -= step_size * m[k] / (std::sqrt(v[k]) + 1e-8);
+    }
+    auto w_now = p->variable_value("w").f;
+    for (size_t k = 0; k < w_host.size(); ++k)
+      ASSERT_NEAR(w_now[k], w_host[k], 1e-6) << "step " << t << " element " << k;
+  }
+}
+
 TEST(Models, TinyLanguageModelDrivesLossNearZero) {
   Graph g;
   auto c = tiny_config(false, false);
