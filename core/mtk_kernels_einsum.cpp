@@ -150,6 +150,25 @@ FView einsum(const Shape& a_shape_in, const FView& a_in, const Shape& b_shape_in
     return out;
   }
 
+  // Batched products of vectors are elementwise work, not matrix work: one gemm call per batch
+  // entry would dominate. No contraction: a broadcast multiply. Only a contraction (M and N empty):
+  // a multiply, then a sum over the contracted dims.
+  if (nb > 1 && k_in_a.empty()) {
+    FView out = binary<float>(BinaryFn::multiply, a_shape, a, b_shape, b, out_shape);
+    Kokkos::Profiling::popRegion();
+    return out;
+  }
+  if (nb > 1 && m_dims.empty() && n_dims.empty()) {
+    std::vector<Dimension> all = out_shape.dims();
+    for (const auto& name : k_in_a)
+      all.push_back(a_shape.dim(name));
+    const Shape product_shape(all);
+    FView prod = binary<float>(BinaryFn::multiply, a_shape, a, b_shape, b, product_shape);
+    FView out = reduce<float>(ReduceFn::sum, product_shape, prod, out_shape);
+    Kokkos::Profiling::popRegion();
+    return out;
+  }
+
   // K's order: a's, unless only b's order spares a copy.
   auto fits_a = [&](const Names& kk) {
     return stored_as(a_shape, concat({&batch, &m_dims, &kk})) ||

@@ -535,7 +535,8 @@ class Lowering {
       const Shape la = local(a), lc = local(c);
       const double flops = 2.0 * static_cast<double>(kernels::einsum_macs(la, lc, ly));
       add_step(
-          label(), {a, c}, {y},
+          cat(label(), " ", la.to_string(), " x ", lc.to_string(), " -> ", ly.to_string()), {a, c},
+          {y},
           [=](Buffers& b) {
             b[static_cast<size_t>(y)].f = kernels::einsum(la, b[static_cast<size_t>(a)].f, lc,
                                                           b[static_cast<size_t>(c)].f, ly);
