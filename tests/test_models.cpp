@@ -77,15 +77,8 @@ GraphCase model_case(const std::string& name, bool moe, bool encdec,
           std::move(layouts)};
 }
 
-}  // namespace
-
-// Layout templates: @0, @1, @2 are the mesh's dims (rules for missing dims are dropped).
-TEST(Models, DenseLanguageModelIsLayoutInvariant) {
-  auto c = model_case("dense_lm", false, false,
-                      {"batch:@0",                              // data parallel
-                       "vocab:@0;d_ff:@0;heads:@0",             // model parallel
-                       "batch:@0;vocab:@1;d_ff:@1;heads:@1",    // the paper's 2-D layout
-                       "batch:@1;d_ff:@0;heads:@2;vocab:@0"});  // mixed
+// Every layout of `c` on every mesh of this rank count against one processor.
+void expect_layout_invariant(const GraphCase& c) {
   const Result ref = run_case(c, single_processor_mesh(), LayoutRules());
   for (const auto& mshape : meshes_of_size(world_size())) {
     Mesh mesh(mshape, MPI_COMM_WORLD);
@@ -95,19 +88,25 @@ TEST(Models, DenseLanguageModelIsLayoutInvariant) {
   }
 }
 
+}  // namespace
+
+// Layout templates: @0, @1, @2 are the mesh's dims (rules for missing dims are dropped).
+TEST(Models, DenseLanguageModelIsLayoutInvariant) {
+  auto c = model_case("dense_lm", false, false,
+                      {"batch:@0",                              // data parallel
+                       "vocab:@0;d_ff:@0;heads:@0",             // model parallel
+                       "batch:@0;vocab:@1;d_ff:@1;heads:@1",    // the paper's 2-D layout
+                       "batch:@1;d_ff:@0;heads:@2;vocab:@0"});  // mixed
+  expect_layout_invariant(c);
+}
+
 TEST(Models, MixtureOfExpertsLanguageModelIsLayoutInvariant) {
   auto c = model_case("moe_lm", true, false,
                       {"batch:@0;experts:@0",                            // the paper's MoE layout
                        "batch:@0;experts:@0;d_ff:@1;heads:@1;vocab:@1",  // MoE + model parallel
                        "experts:@0;vocab:@1",                            // experts split only
                        "batch:@0"});
-  const Result ref = run_case(c, single_processor_mesh(), LayoutRules());
-  for (const auto& mshape : meshes_of_size(world_size())) {
-    Mesh mesh(mshape, MPI_COMM_WORLD);
-    for (const auto& layout : c.layouts)
-      expect_close(run_case(c, mesh, instantiate(layout, mshape)), ref,
-                   c.name + " on " + mshape.to_string() + " layout " + layout);
-  }
+  expect_layout_invariant(c);
 }
 
 TEST(Models, MoeLayoutMovesTokensWithAnAlltoall) {
@@ -125,13 +124,7 @@ TEST(Models, MoeLayoutMovesTokensWithAnAlltoall) {
 
 TEST(Models, EncoderDecoderIsLayoutInvariant) {
   auto c = model_case("encdec", false, true, {"batch:@0", "batch:@0;heads:@1;d_ff:@1;vocab:@1"});
-  const Result ref = run_case(c, single_processor_mesh(), LayoutRules());
-  for (const auto& mshape : meshes_of_size(world_size())) {
-    Mesh mesh(mshape, MPI_COMM_WORLD);
-    for (const auto& layout : c.layouts)
-      expect_close(run_case(c, mesh, instantiate(layout, mshape)), ref,
-                   c.name + " on " + mshape.to_string() + " layout " + layout);
-  }
+  expect_layout_invariant(c);
 }
 
 TEST(Models, MoeRoutingRespectsCapacityAndDroppedTokensPassThrough) {
