@@ -237,7 +237,7 @@ TEST(Models, AdafactorMatchesHandComputedUpdates) {
 
 TEST(Models, AdamMatchesHandComputedUpdates) {
   Graph g;
-  const Shape shape{{"r", 4}, {"c", 6}};
+  const Shape shape{{"r", 8}, {"c", 8}};
   Tensor w = variable(g, "w", shape, Initializer::normal(0.5f));
   Tensor cvals = random_uniform(g, shape, 3, -1.0, 1.0);
   Tensor loss = reduce_sum(w * stop_gradient(cvals));
@@ -250,7 +250,8 @@ TEST(Models, AdamMatchesHandComputedUpdates) {
   auto p = lower(g, mesh, LayoutRules::parse(world_size() == 2 ? "c:x" : "r:x"));
   const std::vector<float> w0 = p->variable_value("w").f;
   std::vector<double> w_host(w0.begin(), w0.end());
-  std::vector<double> m(w_host.size(), 0), v(w_host.size(), 0);
+  std::vector<double> m(w_host.size());
+  std::vector<double> v(w_host.size());
   for (int t = 1; t <= 3; ++t) {
     p->set_step(0);  // the same random gradient every step
     auto c = p->run({}, {cvals})[0].f;
