@@ -18,7 +18,8 @@ Environment::Environment(int& argc, char**& argv) {
   // Kokkos sees only its own options (--kokkos-*): it would answer an application's --help.
   std::vector<char*> kokkos_args = {argc > 0 ? argv[0] : nullptr};
   for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]).rfind("--kokkos", 0) == 0) kokkos_args.push_back(argv[i]);
+    if (std::string(argv[i]).rfind("--kokkos", 0) == 0)
+      kokkos_args.push_back(argv[i]);
   int kokkos_argc = static_cast<int>(kokkos_args.size());
   kokkos_args.push_back(nullptr);
   char** kokkos_argv = kokkos_args.data();
