@@ -879,10 +879,8 @@ class Lowering {
     const int xin = relayout(x, keep_axes);
     // Local reshape: same data, new shape.
     const int mid = new_temp(ys, y_axes_mid, L_dtype(x));
-    const bool f = is_float(x);
     add_step(label(), {xin}, {mid},
              [=](Buffers& b) { b[static_cast<size_t>(mid)] = b[static_cast<size_t>(xin)]; });
-    (void)f;
     const int out = relayout(mid, axes(y));
     add_step("alias " + describe(y), {out}, {y},
              [=](Buffers& b) { b[static_cast<size_t>(y)] = b[static_cast<size_t>(out)]; });

@@ -124,7 +124,6 @@ void Adam::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>& gra
                  const Tensor& step, const Tensor& lr) {
   if (vars.size() != grads.size())
     fail("mtk::Adam::apply", "one gradient per variable");
-  Graph& g = step.graph();
   Tensor t = add(step, 1.0);
   // Bias corrections 1 - beta^t, as exp(t * log(beta)).
   Tensor c1 = add(negative(exp(multiply(t, std::log(o_.beta1)))), 1.0);
@@ -139,7 +138,6 @@ void Adam::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>& gra
     assign(v, next[2]);
     assign(var, next[0]);
   }
-  (void)g;
 }
 
 void Sgd::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>& grads, const Tensor&,

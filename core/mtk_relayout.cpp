@@ -53,7 +53,6 @@ std::vector<RelayoutMove> plan_relayout(const Shape& shape, const std::vector<in
       push(RelayoutMove::Kind::allconcat, cur[d], d, -1);
       cur[d] = -1;
     }
-  (void)mesh;
   return plan;
 }
 
