@@ -1,5 +1,6 @@
 #include <mtk_collectives.hpp>
 #include <mtk_error.hpp>
+#include <mtk_kernel_index.hpp>
 
 #include <limits>
 
@@ -75,23 +76,9 @@ void check_size(const char* where, const Shape& s, const Kokkos::View<T*>& v) {
 
 namespace detail {
 
-// A dimension factored as [outer][n][inner] around one tensor dim.
-struct Around {
-  std::int64_t outer = 1, n = 1, inner = 1;
-  Around(const Shape& s, int dim) {
-    for (int i = 0; i < s.rank(); ++i) {
-      if (i < dim)
-        outer *= s[i].size;
-      if (i > dim)
-        inner *= s[i].size;
-    }
-    n = s[dim].size;
-  }
-};
-
 // out[p][o][j][i] = in[o][p*m + j][i] with m = n / parts: chunk p of dim `dim` moved to the front.
 template <class T>
-Kokkos::View<T*> split_to_chunks(const char* label, const Kokkos::View<T*>& in, Around a,
+Kokkos::View<T*> split_to_chunks(const char* label, const Kokkos::View<T*>& in, kernels::Around a,
                                  std::int64_t parts) {
   Kokkos::View<T*> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
                        in.extent(0));
@@ -110,8 +97,8 @@ Kokkos::View<T*> split_to_chunks(const char* label, const Kokkos::View<T*>& in, 
 
 // Inverse: out[o][p*m + j][i] = in[p][o][j][i], chunks concatenated along the dim.
 template <class T>
-Kokkos::View<T*> chunks_to_concat(const char* label, const Kokkos::View<T*>& in, Around chunk,
-                                  std::int64_t parts) {
+Kokkos::View<T*> chunks_to_concat(const char* label, const Kokkos::View<T*>& in,
+                                  kernels::Around chunk, std::int64_t parts) {
   Kokkos::View<T*> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
                        in.extent(0));
   const std::int64_t m = chunk.n, outer = chunk.outer, inner = chunk.inner, n = m * parts;
@@ -172,7 +159,7 @@ Kokkos::View<T*> allconcat(const Mesh& mesh, int axis, const Shape& local_shape,
     recv.write_back();
   }
   auto out = detail::chunks_to_concat("mtk::allconcat::unpack", gathered,
-                                      detail::Around(local_shape, dim), parts);
+                                      kernels::Around(local_shape, dim), parts);
   Kokkos::Profiling::popRegion();
   return out;
 }
@@ -194,7 +181,7 @@ Kokkos::View<T*> alltoall(const Mesh& mesh, int axis, const Shape& local_shape, 
              mesh.shape()[axis].name, "' of size ", parts));
   Kokkos::Profiling::pushRegion(where);
   auto send = detail::split_to_chunks("mtk::alltoall::pack", local,
-                                      detail::Around(local_shape, split_dim), parts);
+                                      kernels::Around(local_shape, split_dim), parts);
   Kokkos::View<T*> received(
       Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::alltoall::received")),
       local.extent(0));
@@ -209,7 +196,7 @@ Kokkos::View<T*> alltoall(const Mesh& mesh, int axis, const Shape& local_shape, 
   std::vector<Dimension> chunk_dims = local_shape.dims();
   chunk_dims[static_cast<size_t>(split_dim)].size /= parts;
   auto out = detail::chunks_to_concat("mtk::alltoall::unpack", received,
-                                      detail::Around(Shape(chunk_dims), concat_dim), parts);
+                                      kernels::Around(Shape(chunk_dims), concat_dim), parts);
   Kokkos::Profiling::popRegion();
   return out;
 }
@@ -227,7 +214,7 @@ Kokkos::View<T*> reduce_scatter(const Mesh& mesh, int axis, const Shape& local_s
                     parts));
   Kokkos::Profiling::pushRegion(where);
   auto send = detail::split_to_chunks("mtk::reduce_scatter::pack", local,
-                                      detail::Around(local_shape, dim), parts);
+                                      kernels::Around(local_shape, dim), parts);
   const std::int64_t count = static_cast<std::int64_t>(local.extent(0)) / parts;
   Kokkos::View<T*> out(
       Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::reduce_scatter")), count);

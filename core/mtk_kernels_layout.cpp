@@ -37,20 +37,6 @@ void check_dim(const char* where, const Shape& shape, int dim) {
     fail(where, cat("dim ", dim, " outside ", shape.to_string()));
 }
 
-/// The tensor factored as [outer][n][inner] around `dim`.
-struct Around {
-  std::int64_t outer = 1, n = 1, inner = 1;
-  Around(const Shape& s, int dim) {
-    for (int i = 0; i < s.rank(); ++i) {
-      if (i < dim)
-        outer *= s[i].size;
-      if (i > dim)
-        inner *= s[i].size;
-    }
-    n = s[dim].size;
-  }
-};
-
 Shape with_size(const Shape& s, int dim, std::int64_t size) {
   std::vector<Dimension> dims = s.dims();
   dims[static_cast<size_t>(dim)].size = size;
@@ -130,7 +116,7 @@ View<T> slice(const Shape& in_shape, const View<T>& x, int dim, std::int64_t beg
   const char* w = "mtk::kernels::slice";
   ld::check_buffer(w, in_shape, x);
   ld::check_dim(w, in_shape, dim);
-  const ld::Around a(in_shape, dim);
+  const Around a(in_shape, dim);
   if (begin < 0 || size < 0 || begin + size > a.n)
     fail(w, cat("positions [", begin, ", ", begin + size, ") of dimension '", in_shape[dim].name,
                 "' are outside ", in_shape.to_string()));
@@ -165,7 +151,7 @@ View<T> concat(const std::vector<Shape>& shapes, const std::vector<View<T>>& xs,
                   " along dimension '", shapes[0][dim].name, "'"));
     n += shapes[p][dim].size;
   }
-  const ld::Around a(shapes[0], dim);
+  const Around a(shapes[0], dim);
   auto out = ld::alloc<T>(w, a.outer * n * a.inner);
   std::int64_t begin = 0;
   for (size_t p = 0; p < shapes.size(); ++p) {
@@ -185,7 +171,7 @@ View<T> pad(const Shape& in_shape, const View<T>& x, int dim, std::int64_t befor
   if (before < 0 || after < 0)
     fail(w, cat("negative padding (", before, ", ", after, ") of dimension '", in_shape[dim].name,
                 "' in ", in_shape.to_string()));
-  const ld::Around a(in_shape, dim);
+  const Around a(in_shape, dim);
   const std::int64_t inner = a.inner, n = a.n, m = n + before + after, total = a.outer * m * inner;
   auto out = ld::alloc<T>(w, total);
   Kokkos::parallel_for(
@@ -202,7 +188,7 @@ View<T> shift(const Shape& in_shape, const View<T>& x, int dim, std::int64_t off
   const char* w = "mtk::kernels::shift";
   ld::check_buffer(w, in_shape, x);
   ld::check_dim(w, in_shape, dim);
-  const ld::Around a(in_shape, dim);
+  const Around a(in_shape, dim);
   const std::int64_t inner = a.inner, n = a.n, total = in_shape.num_elements();
   auto out = ld::alloc<T>(w, total);
   Kokkos::parallel_for(

@@ -35,20 +35,6 @@ View<T> alloc(const char* label, std::int64_t n) {
                  static_cast<size_t>(n));
 }
 
-// A tensor factored as [outer][n][inner] around one dim.
-struct Around {
-  std::int64_t outer = 1, n = 1, inner = 1;
-  Around(const Shape& s, int dim) {
-    for (int i = 0; i < s.rank(); ++i) {
-      if (i < dim)
-        outer *= s[i].size;
-      if (i > dim)
-        inner *= s[i].size;
-    }
-    n = s[dim].size;
-  }
-};
-
 // The reduction as a few collapsed groups of dims: size-1 dims are dropped and neighbours that stay
 // neighbours (both reduced, or both kept and consecutive in out) are merged.
 struct Group {
