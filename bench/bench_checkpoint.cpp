@@ -14,11 +14,11 @@
 //   --dir: where to write (default: ./bench_checkpoint_run; its checkpoints/ is removed at the end)
 //   --replicated: half the variables replicated on every rank (written once per replica group)
 
-#include <mtk_checkpoint.hpp>
-#include <mtk_environment.hpp>
-#include <mtk_error.hpp>
-#include <mtk_lowering.hpp>
-#include <mtk_ops.hpp>
+#include <mtk/checkpoint/checkpoint.hpp>
+#include <mtk/parallel/environment.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/lower/lowering.hpp>
+#include <mtk/ops/ops.hpp>
 
 #include <mpi.h>
 

@@ -2,11 +2,11 @@
 // layout, with the step time split into compute, collectives and other. One JSON object.
 //   mpiexec -n 2 bench_lm_train --mesh batch:2 --layout batch:batch --steps 3
 
-#include <mtk_environment.hpp>
-#include <mtk_error.hpp>
-#include <mtk_lowering.hpp>
-#include <mtk_optimizers.hpp>
-#include <mtk_transformer.hpp>
+#include <mtk/parallel/environment.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/lower/lowering.hpp>
+#include <mtk/optim/optimizers.hpp>
+#include <mtk/nn/transformer.hpp>
 
 #include <KokkosBlas3_gemm.hpp>
 

@@ -15,6 +15,7 @@ function(mtk_add_mpi_test)
   endif()
   add_executable(${ARG_NAME} ${ARG_SOURCES})
   target_link_libraries(${ARG_NAME} PRIVATE mtk_mpi_test_main ${ARG_LIBRARIES})
+  mtk_target_warnings(${ARG_NAME})
   foreach(n IN LISTS ARG_RANKS)
     add_test(NAME ${ARG_NAME}_np${n}
       COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} ${MPIEXEC_PREFLAGS}
@@ -33,6 +34,7 @@ function(mtk_add_serial_test)
   endif()
   add_executable(${ARG_NAME} ${ARG_SOURCES})
   target_link_libraries(${ARG_NAME} PRIVATE mtk_mpi_test_main ${ARG_LIBRARIES})
+  mtk_target_warnings(${ARG_NAME})
   add_test(NAME ${ARG_NAME} COMMAND $<TARGET_FILE:${ARG_NAME}>)
   set_tests_properties(${ARG_NAME} PROPERTIES LABELS unit TIMEOUT ${ARG_TIMEOUT}
     ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")

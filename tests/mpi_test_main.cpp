@@ -2,7 +2,7 @@
 // Rank 0 prints the usual report; other ranks print only their failures, prefixed with the rank.
 // The exit status is the same on every rank: non-zero when any rank failed.
 
-#include <mtk_environment.hpp>
+#include <mtk/parallel/environment.hpp>
 
 #include <gtest/gtest.h>
 #include <mpi.h>

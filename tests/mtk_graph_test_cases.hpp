@@ -3,9 +3,9 @@
 // A case builds its graph on any Graph; layouts are templates in which "@0", "@1", "@2" stand for
 // the mesh's first, second and third dims (rules naming a missing dim are dropped).
 
-#include <mtk_autodiff.hpp>
-#include <mtk_ops.hpp>
-#include <mtk_program.hpp>
+#include <mtk/graph/autodiff.hpp>
+#include <mtk/ops/ops.hpp>
+#include <mtk/lower/program.hpp>
 
 #include <functional>
 #include <map>

@@ -1,7 +1,7 @@
 #pragma once
 // Running one graph on one processor and on a mesh under a layout, and comparing the results.
 
-#include <mtk_lowering.hpp>
+#include <mtk/lower/lowering.hpp>
 
 #include <gtest/gtest.h>
 

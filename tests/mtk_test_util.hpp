@@ -2,8 +2,8 @@
 // Helpers shared by MTK's tests: the meshes to try at a given rank count, and slices of global
 // reference tensors.
 
-#include <mtk_layout.hpp>
-#include <mtk_mesh.hpp>
+#include <mtk/parallel/layout.hpp>
+#include <mtk/parallel/mesh.hpp>
 
 #include <Kokkos_Core.hpp>
 #include <mpi.h>

@@ -1,8 +1,8 @@
 // Contract tests of the reduction, contraction and indexing kernels (mtk_kernels.hpp) against naive
 // host loops in double precision.
-#include <mtk_error.hpp>
-#include <mtk_kernels.hpp>
-#include <mtk_test_util.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/kernels/kernels.hpp>
+#include "mtk_test_util.hpp"
 
 #include <KokkosKernels_config.h>
 #include <Kokkos_Core.hpp>

@@ -1,9 +1,9 @@
 // Tests of the elementwise, layout and random kernels (mtk_kernels.hpp) against naive host loops.
 
-#include <mtk_error.hpp>
-#include <mtk_functions.hpp>
-#include <mtk_kernels.hpp>
-#include <mtk_shape.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/base/functions.hpp>
+#include <mtk/kernels/kernels.hpp>
+#include <mtk/base/shape.hpp>
 
 #include <Kokkos_Core.hpp>
 #include <gtest/gtest.h>

@@ -3,8 +3,8 @@
 // layouts, equal the same graph run on one processor; gradients also agree with finite
 // differences; runs are deterministic.
 
-#include <mtk_error.hpp>
-#include <mtk_lowering.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/lower/lowering.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 // The processor mesh on 1..8 ranks: coordinates, sub-communicators, groups, bad input, and
 // collective agreement on failure.
 
-#include <mtk_error.hpp>
-#include <mtk_mesh.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/parallel/mesh.hpp>
 
 #include <gtest/gtest.h>
 

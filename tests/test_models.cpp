@@ -2,9 +2,9 @@
 // encoder-decoder give the same loss and gradients on every mesh as on one processor; they learn;
 // Adafactor matches hand-computed values; MoE routing respects capacity.
 
-#include <mtk_error.hpp>
-#include <mtk_optimizers.hpp>
-#include <mtk_transformer.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/optim/optimizers.hpp>
+#include <mtk/nn/transformer.hpp>
 
 #include <gtest/gtest.h>
 

@@ -8,10 +8,10 @@
 // directory (then the checkpoint `latest` names). verify runs on any number of ranks
 // (`mpiexec -n 8 mtk-ckpt verify PATH` divides the hashing among them).
 
-#include <mtk_checkpoint.hpp>
-#include <mtk_environment.hpp>
-#include <mtk_error.hpp>
-#include <mtk_mesh.hpp>
+#include <mtk/checkpoint/checkpoint.hpp>
+#include <mtk/parallel/environment.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/parallel/mesh.hpp>
 
 #include <mpi.h>
 

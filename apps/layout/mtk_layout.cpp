@@ -5,13 +5,13 @@
 //   "batch:batch;vocab:model;d_ff:model;heads:model" mtk-layout --config
 //   apps/lm1b/configs/demo.yaml [--explain]
 
-#include <mtk_config.hpp>
-#include <mtk_environment.hpp>
-#include <mtk_error.hpp>
-#include <mtk_lowering.hpp>
-#include <mtk_model_config.hpp>
-#include <mtk_optimizers.hpp>
-#include <mtk_transformer.hpp>
+#include <mtk/config/config.hpp>
+#include <mtk/parallel/environment.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/lower/lowering.hpp>
+#include <mtk/config/model_config.hpp>
+#include <mtk/optim/optimizers.hpp>
+#include <mtk/nn/transformer.hpp>
 
 #include <cstdio>
 #include <string>

@@ -3,8 +3,8 @@
 //   mpiexec -n 2 mtk-lm1b train --config apps/lm1b/configs/demo.yaml --run-dir run/demo
 //   mpiexec -n 2 mtk-lm1b eval --config apps/lm1b/configs/demo.yaml --run-dir run/demo
 //   mtk-lm1b sample --config apps/lm1b/configs/demo.yaml --run-dir run/demo --prompt "And God"
-#include <mtk_environment.hpp>
-#include <mtk_error.hpp>
+#include <mtk/parallel/environment.hpp>
+#include <mtk/base/error.hpp>
 
 #include <mpi.h>
 

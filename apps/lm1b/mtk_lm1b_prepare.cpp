@@ -1,10 +1,10 @@
 #include "mtk_lm1b_prepare.hpp"
 
-#include <mtk_error.hpp>
-#include <mtk_lm1b_corpus.hpp>
-#include <mtk_metrics.hpp>
-#include <mtk_token_shards.hpp>
-#include <mtk_vocab.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/data/lm1b_corpus.hpp>
+#include <mtk/metrics/metrics.hpp>
+#include <mtk/data/token_shards.hpp>
+#include <mtk/data/vocab.hpp>
 
 #include <mpi.h>
 

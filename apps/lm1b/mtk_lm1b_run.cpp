@@ -4,19 +4,19 @@
 
 #include "mtk_lm1b_run.hpp"
 
-#include <mtk_checkpoint.hpp>
-#include <mtk_config.hpp>
-#include <mtk_error.hpp>
-#include <mtk_lm1b_corpus.hpp>
-#include <mtk_lm_batches.hpp>
-#include <mtk_lowering.hpp>
-#include <mtk_metrics.hpp>
-#include <mtk_model_config.hpp>
-#include <mtk_optimizers.hpp>
-#include <mtk_signals.hpp>
-#include <mtk_token_shards.hpp>
-#include <mtk_transformer.hpp>
-#include <mtk_vocab.hpp>
+#include <mtk/checkpoint/checkpoint.hpp>
+#include <mtk/config/config.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/data/lm1b_corpus.hpp>
+#include <mtk/data/lm_batches.hpp>
+#include <mtk/lower/lowering.hpp>
+#include <mtk/metrics/metrics.hpp>
+#include <mtk/config/model_config.hpp>
+#include <mtk/optim/optimizers.hpp>
+#include <mtk/signals/stop_signals.hpp>
+#include <mtk/data/token_shards.hpp>
+#include <mtk/nn/transformer.hpp>
+#include <mtk/data/vocab.hpp>
 
 #include <cmath>
 #include <cstdio>

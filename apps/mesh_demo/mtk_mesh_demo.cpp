@@ -2,11 +2,11 @@
 // collectives against their closed forms.
 //   mpiexec -n 4 mtk-mesh-demo --mesh "batch:2;model:2"
 
-#include <mtk_collectives.hpp>
-#include <mtk_environment.hpp>
-#include <mtk_error.hpp>
-#include <mtk_layout.hpp>
-#include <mtk_mesh.hpp>
+#include <mtk/parallel/collectives.hpp>
+#include <mtk/parallel/environment.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/parallel/layout.hpp>
+#include <mtk/parallel/mesh.hpp>
 
 #include <cstdio>
 #include <cstring>

@@ -4,11 +4,11 @@
 // checkpoint holds variables of several shapes and layouts: split on one or two mesh axes,
 // replicated, scalar. Inputs depend on the step only: a resumed run sees the same data.
 
-#include <mtk_autodiff.hpp>
-#include <mtk_graph.hpp>
-#include <mtk_lowering.hpp>
-#include <mtk_ops.hpp>
-#include <mtk_program.hpp>
+#include <mtk/graph/autodiff.hpp>
+#include <mtk/graph/graph.hpp>
+#include <mtk/lower/lowering.hpp>
+#include <mtk/ops/ops.hpp>
+#include <mtk/lower/program.hpp>
 
 #include <cmath>
 #include <cstdint>

@@ -11,10 +11,10 @@
 //                    [--sleep-ms MS] [--pid-dir DIR] [--mesh a:2;b:2] [--layout a|b|c|none|RULES]
 // (default mesh: 1x1, 1x2, 2x(n/2) by rank count; default layout: a, see ckpt_test_model.hpp)
 
-#include <mtk_checkpoint.hpp>
-#include <mtk_environment.hpp>
-#include <mtk_error.hpp>
-#include <mtk_signals.hpp>
+#include <mtk/checkpoint/checkpoint.hpp>
+#include <mtk/parallel/environment.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/signals/stop_signals.hpp>
 
 #include <mpi.h>
 

@@ -3,10 +3,11 @@
 // found by verify and refused at restart with a fallback to the previous good checkpoint; the
 // commit protocol ignores and cleans leftovers; stop signals agree across ranks.
 
-#include <mtk_checkpoint.hpp>
-#include <mtk_error.hpp>
-#include <mtk_sha256.hpp>
-#include <mtk_signals.hpp>
+#include <mtk/checkpoint/checkpoint.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/files/sha256.hpp>
+#include <mtk/signals/stop_signals.hpp>
+#include <mtk/version.hpp>
 
 #include <gtest/gtest.h>
 #include <hdf5.h>
@@ -200,7 +201,7 @@ TEST(Checkpoint, RoundTripsEveryVariableAndSlotWithMetadata) {
   EXPECT_EQ(got.mesh, mesh.shape().to_string());
   EXPECT_EQ(got.num_ranks, world_size());
   EXPECT_EQ(got.format_version, std::to_string(kCheckpointFormatVersion));
-  EXPECT_EQ(got.mtk_version, MTK_PROJECT_VERSION);
+  EXPECT_EQ(got.mtk_version, std::string(mtk::version()));
 
   const CheckpointVerification v = verify_checkpoint(path, MPI_COMM_WORLD);
   EXPECT_TRUE(v.ok) << (v.errors.empty() ? "" : v.errors.front());

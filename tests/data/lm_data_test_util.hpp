@@ -2,7 +2,7 @@
 // Helpers of the language-model data tests: temporary folders (shared by the ranks of a test),
 // files, and small synthetic corpora in the LM1B layout.
 
-#include <mtk_lm1b_corpus.hpp>
+#include <mtk/data/lm1b_corpus.hpp>
 
 #include <mpi.h>
 

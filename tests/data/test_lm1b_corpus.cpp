@@ -1,7 +1,7 @@
 // LM1B layout discovery and the validating line reader: missing folders and shards, empty shards,
 // invalid UTF-8, overlong and empty lines (counted and reported, or errors in strict mode).
-#include <mtk_error.hpp>
-#include <mtk_lm1b_corpus.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/data/lm1b_corpus.hpp>
 
 #include <gtest/gtest.h>
 

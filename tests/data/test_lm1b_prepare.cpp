@@ -1,10 +1,10 @@
 // `mtk-lm1b prepare` end to end on a small generated corpus in the LM1B layout, at several rank
 // counts: vocabulary, token shards, skipped-line accounting, reuse on a re-run, and failures that
 // every rank reports together.
-#include <mtk_error.hpp>
-#include <mtk_lm1b_corpus.hpp>
-#include <mtk_token_shards.hpp>
-#include <mtk_vocab.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/data/lm1b_corpus.hpp>
+#include <mtk/data/token_shards.hpp>
+#include <mtk/data/vocab.hpp>
 
 #include <gtest/gtest.h>
 #include <mpi.h>

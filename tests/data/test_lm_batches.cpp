@@ -1,8 +1,8 @@
 // Packing, order, resume and per-rank slices of language-model batches. Registered at 1, 2 and 4
 // ranks: the slices of every rank, put together, must be the batch one rank computes alone.
-#include <mtk_error.hpp>
-#include <mtk_lm_batches.hpp>
-#include <mtk_token_shards.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/data/lm_batches.hpp>
+#include <mtk/data/token_shards.hpp>
 
 #include <gtest/gtest.h>
 #include <mpi.h>

@@ -1,6 +1,6 @@
 // JSON Lines metrics and the progress line.
-#include <mtk_error.hpp>
-#include <mtk_metrics.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/metrics/metrics.hpp>
 
 #include <gtest/gtest.h>
 

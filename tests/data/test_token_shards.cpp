@@ -1,7 +1,7 @@
 // Token shards: write / read round trip, header checks, damaged and unfinished files.
-#include <mtk_error.hpp>
-#include <mtk_lm1b_corpus.hpp>
-#include <mtk_token_shards.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/data/lm1b_corpus.hpp>
+#include <mtk/data/token_shards.hpp>
 
 #include <gtest/gtest.h>
 

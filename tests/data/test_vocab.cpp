@@ -1,6 +1,6 @@
 // SentencePiece vocabularies: training, reserved ids, encode/decode round trips, save/load.
-#include <mtk_error.hpp>
-#include <mtk_vocab.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/data/vocab.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,256 @@
+// mtk::kernels contractions: einsum over named dims, lowered to one KokkosBlas::gemm per batch
+// index. See mtk_kernels.hpp for the contract.
+//
+// Two operands: dims of one input only and absent from out are summed first (reduce). The rest are
+// batch (both inputs and out), M (a and out), N (b and out) and K (both inputs, not out). Each
+// operand is used in place when its memory order is [batch][M][K] / [batch][K][M] (a) or
+// [batch][K][N] / [batch][N][K] (b), as gemm's "N" / "T"; otherwise a transposed copy is made.
+// The result is written straight into out when out's order is [batch][M][N], or [batch][N][M]
+// (computing C^T = B^T A^T); otherwise into a temporary that is transposed into out.
+#include <mtk/base/error.hpp>
+#include <mtk/kernels/kernels.hpp>
+
+#include <KokkosBlas3_gemm.hpp>
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mtk::kernels {
+namespace detail::einsum_impl {
+
+using Names = std::vector<std::string>;
+using Mat = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::MemoryUnmanaged>;
+using CMat = Kokkos::View<const float**, Kokkos::LayoutRight, Kokkos::MemoryUnmanaged>;
+
+void check_size(const char* where, const Shape& s, const FView& v, const char* what) {
+  if (static_cast<std::int64_t>(v.extent(0)) != s.num_elements())
+    fail(where, cat(what, " holds ", v.extent(0), " elements but its shape ", s.to_string(),
+                    " has ", s.num_elements()));
+}
+
+// Every name's size, checking that all shapes agree.
+std::map<std::string, std::int64_t> sizes_of(const char* where,
+                                             const std::vector<const Shape*>& shapes) {
+  std::map<std::string, std::int64_t> sizes;
+  std::map<std::string, const Shape*> first;
+  for (const Shape* s : shapes)
+    for (const auto& d : s->dims()) {
+      auto it = sizes.find(d.name);
+      if (it == sizes.end()) {
+        sizes[d.name] = d.size;
+        first[d.name] = s;
+      } else if (it->second != d.size) {
+        fail(where, cat("dimension '", d.name, "' has size ", it->second, " in ",
+                        first[d.name]->to_string(), " but ", d.size, " in ", s->to_string()));
+      }
+    }
+  return sizes;
+}
+
+Shape shape_of(const Names& names, const std::map<std::string, std::int64_t>& sizes) {
+  std::vector<Dimension> dims;
+  for (const auto& n : names)
+    dims.push_back({n, sizes.at(n)});
+  return Shape(dims);
+}
+
+Names concat(std::initializer_list<const Names*> parts) {
+  Names out;
+  for (const Names* p : parts)
+    out.insert(out.end(), p->begin(), p->end());
+  return out;
+}
+
+std::int64_t product(const Names& names, const std::map<std::string, std::int64_t>& sizes) {
+  std::int64_t p = 1;
+  for (const auto& n : names)
+    p *= sizes.at(n);
+  return p;
+}
+
+// Whether `s` is stored in the order `names` (a permutation of its dims): size-1 dims do not
+// affect the memory order and are ignored.
+bool stored_as(const Shape& s, const Names& names) {
+  Names a, b;
+  for (const auto& d : s.dims())
+    if (d.size != 1)
+      a.push_back(d.name);
+  for (const auto& n : names)
+    if (s.size_of(n) != 1)
+      b.push_back(n);
+  return a == b;
+}
+
+// Sums the dims of `s` that are in neither `other` nor `out`.
+void presum(Shape& s, FView& x, const Shape& other, const Shape& out) {
+  std::vector<Dimension> keep;
+  for (const auto& d : s.dims())
+    if (other.contains(d.name) || out.contains(d.name))
+      keep.push_back(d);
+  if (static_cast<int>(keep.size()) == s.rank())
+    return;
+  Shape kept(keep);
+  x = reduce(ReduceFn::sum, s, x, kept);
+  s = kept;
+}
+
+char flip(char t) {
+  return t == 'N' ? 'T' : 'N';
+}
+
+int blas_int(const char* where, std::int64_t n, const char* what) {
+  if (n > std::numeric_limits<int>::max())
+    fail(where, cat(what, " size ", n, " exceeds the BLAS int range"));
+  return static_cast<int>(n);
+}
+
+}  // namespace detail::einsum_impl
+
+FView einsum(const Shape& a_shape_in, const FView& a_in, const Shape& b_shape_in, const FView& b_in,
+             const Shape& out_shape) {
+  using namespace detail::einsum_impl;
+  const char* where = "mtk::kernels::einsum";
+  check_size(where, a_shape_in, a_in, "operand a");
+  check_size(where, b_shape_in, b_in, "operand b");
+  const auto sizes = sizes_of(where, {&a_shape_in, &b_shape_in, &out_shape});
+  for (const auto& d : out_shape.dims())
+    if (!a_shape_in.contains(d.name) && !b_shape_in.contains(d.name))
+      fail(where,
+           cat("output dimension '", d.name, "' of ", out_shape.to_string(),
+               " is in neither operand ", a_shape_in.to_string(), " nor ", b_shape_in.to_string()));
+
+  Kokkos::Profiling::pushRegion(where);
+  Shape a_shape = a_shape_in, b_shape = b_shape_in;
+  FView a = a_in, b = b_in;
+  presum(a_shape, a, b_shape, out_shape);
+  presum(b_shape, b, a_shape, out_shape);
+
+  Names batch, m_dims, n_dims, k_in_a, k_in_b;
+  for (const auto& d : out_shape.dims()) {
+    const bool in_a = a_shape.contains(d.name), in_b = b_shape.contains(d.name);
+    (in_a && in_b ? batch : in_a ? m_dims : n_dims).push_back(d.name);
+  }
+  for (const auto& d : a_shape.dims())
+    if (b_shape.contains(d.name) && !out_shape.contains(d.name))
+      k_in_a.push_back(d.name);
+  for (const auto& d : b_shape.dims())
+    if (a_shape.contains(d.name) && !out_shape.contains(d.name))
+      k_in_b.push_back(d.name);
+
+  const std::int64_t nb = product(batch, sizes), m = product(m_dims, sizes),
+                     n = product(n_dims, sizes), k = product(k_in_a, sizes);
+  const std::int64_t out_n = out_shape.num_elements();
+  if (out_n == 0 || k == 0) {  // nothing to compute, or an empty sum: zeros
+    FView out(std::string(where), static_cast<size_t>(out_n));
+    Kokkos::Profiling::popRegion();
+    return out;
+  }
+
+  // Batched products of vectors are elementwise work, not matrix work: one gemm call per batch
+  // entry would dominate. No contraction: a broadcast multiply. Only a contraction (M and N empty):
+  // a multiply, then a sum over the contracted dims.
+  if (nb > 1 && k_in_a.empty()) {
+    FView out = binary<float>(BinaryFn::multiply, a_shape, a, b_shape, b, out_shape);
+    Kokkos::Profiling::popRegion();
+    return out;
+  }
+  if (nb > 1 && m_dims.empty() && n_dims.empty()) {
+    std::vector<Dimension> all = out_shape.dims();
+    for (const auto& name : k_in_a)
+      all.push_back(a_shape.dim(name));
+    const Shape product_shape(all);
+    FView prod = binary<float>(BinaryFn::multiply, a_shape, a, b_shape, b, product_shape);
+    FView out = reduce<float>(ReduceFn::sum, product_shape, prod, out_shape);
+    Kokkos::Profiling::popRegion();
+    return out;
+  }
+
+  // K's order: a's, unless only b's order spares a copy.
+  auto fits_a = [&](const Names& kk) {
+    return stored_as(a_shape, concat({&batch, &m_dims, &kk})) ||
+           stored_as(a_shape, concat({&batch, &kk, &m_dims}));
+  };
+  auto fits_b = [&](const Names& kk) {
+    return stored_as(b_shape, concat({&batch, &kk, &n_dims})) ||
+           stored_as(b_shape, concat({&batch, &n_dims, &kk}));
+  };
+  const Names& k_dims = (fits_a(k_in_a) ? 1 : 0) + (fits_b(k_in_a) ? 1 : 0) >=
+                                (fits_a(k_in_b) ? 1 : 0) + (fits_b(k_in_b) ? 1 : 0)
+                            ? k_in_a
+                            : k_in_b;
+
+  char ta = 'N', tb = 'N';
+  const Names a_nk = concat({&batch, &m_dims, &k_dims});
+  if (stored_as(a_shape, a_nk)) {
+    ta = 'N';
+  } else if (stored_as(a_shape, concat({&batch, &k_dims, &m_dims}))) {
+    ta = 'T';
+  } else {
+    const Shape s = shape_of(a_nk, sizes);
+    a = reduce(ReduceFn::sum, a_shape, a, s);  // a transposed copy
+    a_shape = s;
+  }
+  const Names b_kn = concat({&batch, &k_dims, &n_dims});
+  if (stored_as(b_shape, b_kn)) {
+    tb = 'N';
+  } else if (stored_as(b_shape, concat({&batch, &n_dims, &k_dims}))) {
+    tb = 'T';
+  } else {
+    const Shape s = shape_of(b_kn, sizes);
+    b = reduce(ReduceFn::sum, b_shape, b, s);
+    b_shape = s;
+  }
+
+  const Names c_mn = concat({&batch, &m_dims, &n_dims});
+  const bool direct = stored_as(out_shape, c_mn);
+  const bool swapped = !direct && stored_as(out_shape, concat({&batch, &n_dims, &m_dims}));
+  FView c(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(where)),
+          static_cast<size_t>(out_n));
+
+  const int mi = blas_int(where, m, "M"), ni = blas_int(where, n, "N"),
+            ki = blas_int(where, k, "K");
+  const char ta_s[2] = {ta, 0}, tb_s[2] = {tb, 0};
+  const char ta_f[2] = {flip(ta), 0}, tb_f[2] = {flip(tb), 0};
+  for (std::int64_t i = 0; i < nb; ++i) {
+    const CMat ai(a.data() + i * m * k, ta == 'N' ? mi : ki, ta == 'N' ? ki : mi);
+    const CMat bi(b.data() + i * k * n, tb == 'N' ? ki : ni, tb == 'N' ? ni : ki);
+    if (swapped) {  // C^T = B^T A^T, written straight into out's [batch][N][M] order
+      const Mat ci(c.data() + i * m * n, ni, mi);
+      KokkosBlas::gemm(tb_f, ta_f, 1.0f, bi, ai, 0.0f, ci);
+    } else {
+      const Mat ci(c.data() + i * m * n, mi, ni);
+      KokkosBlas::gemm(ta_s, tb_s, 1.0f, ai, bi, 0.0f, ci);
+    }
+  }
+  if (!direct && !swapped)
+    c = reduce(ReduceFn::sum, shape_of(c_mn, sizes), c, out_shape);
+  Kokkos::Profiling::popRegion();
+  return c;
+}
+
+FView einsum(const Shape& a_shape, const FView& a, const Shape& out_shape) {
+  using namespace detail::einsum_impl;
+  const char* where = "mtk::kernels::einsum";
+  check_size(where, a_shape, a, "operand");
+  sizes_of(where, {&a_shape, &out_shape});
+  for (const auto& d : out_shape.dims())
+    if (!a_shape.contains(d.name))
+      fail(where, cat("output dimension '", d.name, "' of ", out_shape.to_string(),
+                      " is not in operand ", a_shape.to_string()));
+  return reduce(ReduceFn::sum, a_shape, a, out_shape);
+}
+
+std::int64_t einsum_macs(const Shape& a_shape, const Shape& b_shape, const Shape& out_shape) {
+  using namespace detail::einsum_impl;
+  std::int64_t macs = 1;
+  for (const auto& [name, size] :
+       sizes_of("mtk::kernels::einsum_macs", {&a_shape, &b_shape, &out_shape}))
+    macs *= size;
+  return macs;
+}
+
+}  // namespace mtk::kernels

@@ -1,0 +1,72 @@
+#pragma once
+// Device-side shape arithmetic for kernels: a small fixed-capacity shape that can be captured by
+// value in KOKKOS_LAMBDAs (no std::vector on the device).
+
+#include <mtk/base/error.hpp>
+#include <mtk/base/shape.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+
+namespace mtk::kernels {
+
+constexpr int max_rank = 8;
+
+/// A row-major tensor factored as [outer][n][inner] around one dim.
+struct Around {
+  std::int64_t outer = 1, n = 1, inner = 1;
+  Around(const Shape& s, int dim) {
+    for (int i = 0; i < s.rank(); ++i) {
+      if (i < dim)
+        outer *= s[i].size;
+      if (i > dim)
+        inner *= s[i].size;
+    }
+    n = s[dim].size;
+  }
+};
+
+/// Extents plus per-dim strides into some buffer (0 for a broadcast dim).
+struct IndexMap {
+  int rank = 0;
+  std::int64_t extent[max_rank] = {};
+  std::int64_t stride[max_rank] = {};
+
+  /// Offset into the mapped buffer of the element with row-major position `k` over `extent`.
+  KOKKOS_INLINE_FUNCTION std::int64_t offset(std::int64_t k) const {
+    std::int64_t off = 0;
+    for (int i = rank - 1; i >= 0; --i) {
+      std::int64_t c = k % extent[i];
+      k /= extent[i];
+      off += c * stride[i];
+    }
+    return off;
+  }
+};
+
+/// Maps the elements of `out` (row-major) to offsets in a buffer of shape `in`, matching dims by
+/// name; dims of `out` that `in` lacks get stride 0 (broadcast). Every dim of `in` must be in `out`
+/// with the same size.
+inline IndexMap map_by_name(const Shape& out, const Shape& in, const char* where) {
+  if (out.rank() > max_rank)
+    fail(where, cat("shape ", out.to_string(), " exceeds rank ", max_rank));
+  IndexMap m;
+  m.rank = out.rank();
+  auto in_strides = in.strides();
+  for (int i = 0; i < out.rank(); ++i) {
+    m.extent[i] = out[i].size;
+    int j = in.index_of(out[i].name);
+    if (j >= 0 && in[j].size != out[i].size)
+      fail(where, cat("dimension '", out[i].name, "' has size ", in[j].size, " in ", in.to_string(),
+                      " but ", out[i].size, " in ", out.to_string()));
+    m.stride[i] = j >= 0 ? in_strides[static_cast<size_t>(j)] : 0;
+  }
+  for (const auto& d : in.dims())
+    if (!out.contains(d.name))
+      fail(where, cat("dimension '", d.name, "' of ", in.to_string(), " is missing from ",
+                      out.to_string()));
+  return m;
+}
+
+}  // namespace mtk::kernels

@@ -1,0 +1,159 @@
+// mtk::kernels random kernels — see mtk_kernels.hpp.
+//
+// Counter-based: the value of global element g is a pure function of (seed, g, draw counter),
+// hashed with splitmix64's finaliser. No generator state is carried between elements, so any
+// slicing of the global tensor (any mesh, any layout, any backend) yields the same numbers.
+
+#include <mtk/base/error.hpp>
+#include <mtk/kernels/impl/index.hpp>
+#include <mtk/kernels/kernels.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mtk::kernels {
+namespace random_detail {
+
+using Policy = Kokkos::RangePolicy<std::int64_t>;
+
+/// splitmix64's finaliser: a bijective 64-bit mix with full avalanche.
+KOKKOS_INLINE_FUNCTION std::uint64_t mix64(std::uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/// 64 random bits for draw `counter` of element `g` under `seed`.
+KOKKOS_INLINE_FUNCTION std::uint64_t bits(std::uint64_t seed, std::uint64_t g,
+                                          std::uint64_t counter) {
+  std::uint64_t h = mix64(seed);
+  h = mix64(h ^ g);
+  return mix64(h ^ (counter * 0xD6E8FEB86659FD93ull));
+}
+
+/// Uniform in [0, 1) from the top 24 bits (exactly representable as float).
+KOKKOS_INLINE_FUNCTION float uniform01(std::uint64_t seed, std::uint64_t g, std::uint64_t counter) {
+  return static_cast<float>(bits(seed, g, counter) >> 40) * (1.0f / 16777216.0f);
+}
+
+/// Standard normal by Box-Muller from the uniforms of draws 2c and 2c + 1.
+KOKKOS_INLINE_FUNCTION float normal01(std::uint64_t seed, std::uint64_t g, std::uint64_t c) {
+  const float u1 = 1.0f - uniform01(seed, g, 2 * c);  // (0, 1]: log is finite
+  const float u2 = uniform01(seed, g, 2 * c + 1);
+  return ::sqrtf(-2.0f * ::logf(u1)) * ::cosf(6.2831853071795864f * u2);
+}
+
+/// Maps the row-major position k in the local slice to the global row-major index.
+struct GlobalIndex {
+  int rank = 0;
+  std::int64_t extent[max_rank] = {};         // local sizes
+  std::int64_t origin[max_rank] = {};         // slice origin in the global tensor
+  std::int64_t global_stride[max_rank] = {};  // row-major strides of the global shape
+
+  KOKKOS_INLINE_FUNCTION std::uint64_t operator()(std::int64_t k) const {
+    std::int64_t g = 0;
+    for (int i = rank - 1; i >= 0; --i) {
+      g += (k % extent[i] + origin[i]) * global_stride[i];
+      k /= extent[i];
+    }
+    return static_cast<std::uint64_t>(g);
+  }
+};
+
+GlobalIndex global_index(const char* where, const Shape& global_shape, const Shape& local_shape,
+                         const std::vector<std::int64_t>& origin) {
+  if (global_shape.rank() > max_rank)
+    fail(where, cat("shape ", global_shape.to_string(), " exceeds rank ", max_rank));
+  bool ok = local_shape.rank() == global_shape.rank() &&
+            static_cast<int>(origin.size()) == global_shape.rank();
+  for (int i = 0; ok && i < global_shape.rank(); ++i) {
+    const auto o = origin[static_cast<size_t>(i)];
+    ok = local_shape[i].name == global_shape[i].name && o >= 0 &&
+         o + local_shape[i].size <= global_shape[i].size;
+  }
+  if (!ok) {
+    std::string o = "(";
+    for (size_t i = 0; i < origin.size(); ++i)
+      o += (i ? ", " : "") + std::to_string(origin[i]);
+    fail(where, cat("slice ", local_shape.to_string(), " at origin ", o, ") does not fit in ",
+                    global_shape.to_string()));
+  }
+  GlobalIndex gi;
+  gi.rank = global_shape.rank();
+  const auto strides = global_shape.strides();
+  for (int i = 0; i < gi.rank; ++i) {
+    gi.extent[i] = local_shape[i].size;
+    gi.origin[i] = origin[static_cast<size_t>(i)];
+    gi.global_stride[i] = strides[static_cast<size_t>(i)];
+  }
+  return gi;
+}
+
+FView alloc(const char* label, std::int64_t n) {
+  return FView(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
+               static_cast<size_t>(n));
+}
+
+}  // namespace random_detail
+
+namespace rd = random_detail;
+
+FView random_uniform(const Shape& global_shape, const Shape& local_shape,
+                     const std::vector<std::int64_t>& origin, std::uint64_t seed, float low,
+                     float high) {
+  const char* w = "mtk::kernels::random_uniform";
+  if (!(low <= high))
+    fail(w, cat("empty range [", low, ", ", high, ")"));
+  const rd::GlobalIndex gi = rd::global_index(w, global_shape, local_shape, origin);
+  const std::int64_t n = local_shape.num_elements();
+  auto out = rd::alloc(w, n);
+  const float scale = high - low;
+  Kokkos::parallel_for(
+      w, rd::Policy(0, n), KOKKOS_LAMBDA(std::int64_t k) {
+        float v = low + scale * rd::uniform01(seed, gi(k), 0);
+        if (v >= high && high > low)
+          v = ::nextafterf(high, low);  // rounding must not reach high
+        out(k) = v;
+      });
+  return out;
+}
+
+FView random_normal(const Shape& global_shape, const Shape& local_shape,
+                    const std::vector<std::int64_t>& origin, std::uint64_t seed, float mean,
+                    float stddev, bool truncated) {
+  const char* w = "mtk::kernels::random_normal";
+  if (!(stddev >= 0.f))
+    fail(w, cat("negative standard deviation ", stddev));
+  const rd::GlobalIndex gi = rd::global_index(w, global_shape, local_shape, origin);
+  const std::int64_t n = local_shape.num_elements();
+  auto out = rd::alloc(w, n);
+  Kokkos::parallel_for(
+      w, rd::Policy(0, n), KOKKOS_LAMBDA(std::int64_t k) {
+        const std::uint64_t g = gi(k);
+        float z = rd::normal01(seed, g, 0);
+        if (truncated) {
+          // Redraw beyond 2 stddev (as tf.truncated_normal); P(|z| > 2)^32 ~ 1e-42, then clamp.
+          for (std::uint64_t c = 1; c < 32 && ::fabsf(z) > 2.0f; ++c)
+            z = rd::normal01(seed, g, c);
+          z = z > 2.0f ? 2.0f : (z < -2.0f ? -2.0f : z);
+        }
+        out(k) = mean + stddev * z;
+      });
+  return out;
+}
+
+std::uint64_t hash_name(const std::string& name) {
+  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64
+  for (unsigned char c : name) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+}  // namespace mtk::kernels

@@ -1,0 +1,437 @@
+// mtk::kernels reductions: reduce, softmax / log-softmax and their gradient, cumsum, top_1.
+// See mtk_kernels.hpp for the contracts.
+#include <mtk/base/error.hpp>
+#include <mtk/kernels/impl/index.hpp>
+#include <mtk/kernels/kernels.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace mtk::kernels {
+namespace detail::reduce_impl {
+
+template <class T>
+void check_size(const char* where, const Shape& s, const View<T>& v, const char* what) {
+  if (static_cast<std::int64_t>(v.extent(0)) != s.num_elements())
+    fail(where, cat(what, " holds ", v.extent(0), " elements but its shape ", s.to_string(),
+                    " has ", s.num_elements()));
+}
+
+void check_dim(const char* where, const Shape& s, int dim) {
+  if (dim < 0 || dim >= s.rank())
+    fail(where, cat("dim ", dim, " is outside ", s.to_string()));
+}
+
+template <class T>
+View<T> alloc(const char* label, std::int64_t n) {
+  return View<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
+                 static_cast<size_t>(n));
+}
+
+// The reduction as a few collapsed groups of dims: size-1 dims are dropped and neighbours that stay
+// neighbours (both reduced, or both kept and consecutive in out) are merged.
+struct Group {
+  std::int64_t size = 1, stride = 1;
+  bool kept = false;
+  int out_pos = -1;  // position among out's non-trivial dims (last merged dim), kept groups only
+};
+
+struct Plan {
+  std::vector<Group> groups;  // in in_shape's order
+  IndexMap out_map;           // out elements (collapsed, out order) -> offset in x
+  IndexMap red_map;           // reduced elements (collapsed, in order) -> offset relative to base
+  int n_kept = 0, n_red = 0;
+  std::int64_t red_count = 1;
+};
+
+Plan make_plan(const char* where, const Shape& in, const Shape& out) {
+  for (int i = 0; i < out.rank(); ++i) {
+    const int j = in.index_of(out[i].name);
+    if (j < 0)
+      fail(where, cat("dimension '", out[i].name, "' of output ", out.to_string(),
+                      " is not in input ", in.to_string()));
+    if (in[j].size != out[i].size)
+      fail(where, cat("dimension '", out[i].name, "' has size ", in[j].size, " in input ",
+                      in.to_string(), " but ", out[i].size, " in output ", out.to_string()));
+  }
+  // Positions of out's non-trivial dims.
+  std::vector<int> out_pos(static_cast<size_t>(out.rank()), -1);
+  for (int i = 0, p = 0; i < out.rank(); ++i)
+    if (out[i].size != 1)
+      out_pos[static_cast<size_t>(i)] = p++;
+  const auto strides = in.strides();
+  Plan plan;
+  for (int i = 0; i < in.rank(); ++i) {
+    if (in[i].size == 1)
+      continue;
+    Group g;
+    g.size = in[i].size;
+    g.stride = strides[static_cast<size_t>(i)];
+    const int o = out.index_of(in[i].name);
+    g.kept = o >= 0;
+    g.out_pos = g.kept ? out_pos[static_cast<size_t>(o)] : -1;
+    if (!plan.groups.empty()) {
+      Group& prev = plan.groups.back();
+      if ((!prev.kept && !g.kept) || (prev.kept && g.kept && g.out_pos == prev.out_pos + 1)) {
+        prev.size *= g.size;
+        prev.stride = g.stride;
+        prev.out_pos = g.out_pos;
+        continue;
+      }
+    }
+    plan.groups.push_back(g);
+  }
+  std::vector<const Group*> kept;
+  for (const auto& g : plan.groups) {
+    if (g.kept) {
+      kept.push_back(&g);
+    } else {
+      ++plan.n_red;
+      plan.red_count *= g.size;
+    }
+  }
+  std::sort(kept.begin(), kept.end(),
+            [](const Group* a, const Group* b) { return a->out_pos < b->out_pos; });
+  plan.n_kept = static_cast<int>(kept.size());
+  if (plan.n_kept > max_rank || plan.n_red > max_rank)
+    fail(where, cat("reducing ", in.to_string(), " to ", out.to_string(), " needs more than ",
+                    max_rank, " separate dimension groups"));
+  plan.out_map.rank = plan.n_kept;
+  for (int i = 0; i < plan.n_kept; ++i) {
+    plan.out_map.extent[i] = kept[static_cast<size_t>(i)]->size;
+    plan.out_map.stride[i] = kept[static_cast<size_t>(i)]->stride;
+  }
+  plan.red_map.rank = plan.n_red;
+  int r = 0;
+  for (const auto& g : plan.groups) {
+    if (g.kept)
+      continue;
+    plan.red_map.extent[r] = g.size;
+    plan.red_map.stride[r] = g.stride;
+    ++r;
+  }
+  return plan;
+}
+
+template <class T, class Acc, ReduceFn F>
+struct Combine {
+  KOKKOS_INLINE_FUNCTION static void apply(Acc& a, T v) {
+    if constexpr (F == ReduceFn::sum) {
+      a += static_cast<Acc>(v);
+    } else if constexpr (F == ReduceFn::max) {
+      if (static_cast<Acc>(v) > a)
+        a = static_cast<Acc>(v);
+    } else {
+      if (static_cast<Acc>(v) < a)
+        a = static_cast<Acc>(v);
+    }
+  }
+};
+
+template <class T, ReduceFn F>
+using AccOf = std::conditional_t<F == ReduceFn::sum && std::is_floating_point_v<T>, double, T>;
+
+template <class T, ReduceFn F>
+AccOf<T, F> identity() {
+  using L = std::numeric_limits<AccOf<T, F>>;
+  if constexpr (F == ReduceFn::sum)
+    return AccOf<T, F>(0);
+  if constexpr (F == ReduceFn::max)
+    return L::has_infinity ? -L::infinity() : L::lowest();
+  return L::has_infinity ? L::infinity() : L::max();
+}
+
+template <class T, ReduceFn F>
+View<T> run(const Plan& plan, const View<T>& x, std::int64_t out_n) {
+  using Acc = AccOf<T, F>;
+  using C = Combine<T, Acc, F>;
+  const char* label = "mtk::kernels::reduce";
+  const Acc init = identity<T, F>();
+  View<T> out = alloc<T>(label, out_n);
+  if (out_n == 0)
+    return out;
+  if (plan.red_count == 0 || x.extent(0) == 0) {  // a reduced dim of size 0
+    Kokkos::deep_copy(out, static_cast<T>(init));
+    return out;
+  }
+  const IndexMap om = plan.out_map, rm = plan.red_map;
+  const std::int64_t nred = plan.red_count;
+  if (plan.n_red == 0) {
+    if (plan.n_kept <= 1) {  // nothing reduced and nothing reordered: a copy
+      Kokkos::deep_copy(out, x);
+      return out;
+    }
+    Kokkos::parallel_for(
+        label, Kokkos::RangePolicy<std::int64_t>(0, out_n),
+        KOKKOS_LAMBDA(std::int64_t k) { out(k) = x(om.offset(k)); });
+    return out;
+  }
+  if (plan.n_kept == 0) {  // everything reduced: one parallel reduction
+    Acc result = init;
+    const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
+    auto body = KOKKOS_LAMBDA(std::int64_t i, Acc & a) {
+      C::apply(a, x(i));
+    };
+    if constexpr (F == ReduceFn::sum)
+      Kokkos::parallel_reduce(label, Kokkos::RangePolicy<std::int64_t>(0, n), body, result);
+    else if constexpr (F == ReduceFn::max)
+      Kokkos::parallel_reduce(label, Kokkos::RangePolicy<std::int64_t>(0, n), body,
+                              Kokkos::Max<Acc>(result));
+    else
+      Kokkos::parallel_reduce(label, Kokkos::RangePolicy<std::int64_t>(0, n), body,
+                              Kokkos::Min<Acc>(result));
+    Kokkos::deep_copy(out, static_cast<T>(result));
+    return out;
+  }
+  const Group& g0 = plan.groups.front();
+  if (plan.groups.size() == 2 && g0.kept) {  // [kept][reduced]: contiguous rows
+    Kokkos::parallel_for(
+        label, Kokkos::RangePolicy<std::int64_t>(0, out_n), KOKKOS_LAMBDA(std::int64_t k) {
+          Acc a = init;
+          const std::int64_t base = k * nred;
+          for (std::int64_t r = 0; r < nred; ++r)
+            C::apply(a, x(base + r));
+          out(k) = static_cast<T>(a);
+        });
+    return out;
+  }
+  if (plan.groups.size() == 2) {  // [reduced][kept]: one column per output element
+    Kokkos::parallel_for(
+        label, Kokkos::RangePolicy<std::int64_t>(0, out_n), KOKKOS_LAMBDA(std::int64_t k) {
+          Acc a = init;
+          for (std::int64_t r = 0; r < nred; ++r)
+            C::apply(a, x(r * out_n + k));
+          out(k) = static_cast<T>(a);
+        });
+    return out;
+  }
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<std::int64_t>(0, out_n), KOKKOS_LAMBDA(std::int64_t k) {
+        Acc a = init;
+        const std::int64_t base = om.offset(k);
+        for (std::int64_t r = 0; r < nred; ++r)
+          C::apply(a, x(base + rm.offset(r)));
+        out(k) = static_cast<T>(a);
+      });
+  return out;
+}
+
+}  // namespace detail::reduce_impl
+
+template <class T>
+View<T> reduce(ReduceFn fn, const Shape& in_shape, const View<T>& x, const Shape& out_shape) {
+  using namespace detail::reduce_impl;
+  const char* where = "mtk::kernels::reduce";
+  check_size(where, in_shape, x, "input");
+  const Plan plan = make_plan(where, in_shape, out_shape);
+  Kokkos::Profiling::pushRegion(where);
+  View<T> out;
+  switch (fn) {
+    case ReduceFn::sum:
+      out = run<T, ReduceFn::sum>(plan, x, out_shape.num_elements());
+      break;
+    case ReduceFn::max:
+      out = run<T, ReduceFn::max>(plan, x, out_shape.num_elements());
+      break;
+    case ReduceFn::min:
+      out = run<T, ReduceFn::min>(plan, x, out_shape.num_elements());
+      break;
+  }
+  Kokkos::Profiling::popRegion();
+  return out;
+}
+
+template View<float> reduce<float>(ReduceFn, const Shape&, const View<float>&, const Shape&);
+template View<std::int32_t> reduce<std::int32_t>(ReduceFn, const Shape&, const View<std::int32_t>&,
+                                                 const Shape&);
+
+// ---------------------------------------------------------------- softmax
+
+FView softmax(const Shape& shape, const FView& x, int dim, bool log) {
+  using namespace detail::reduce_impl;
+  const char* where = "mtk::kernels::softmax";
+  const char* label = log ? "mtk::kernels::log_softmax" : where;
+  check_dim(where, shape, dim);
+  check_size(where, shape, x, "input");
+  const Around a(shape, dim);
+  const std::int64_t n = a.n, inner = a.inner, rows = a.outer * a.inner;
+  FView y = alloc<float>(label, shape.num_elements());
+  if (shape.num_elements() == 0)
+    return y;
+  if (inner == 1) {  // contiguous rows: one team per row
+    using Policy = Kokkos::TeamPolicy<>;
+    if (rows > std::numeric_limits<int>::max())
+      fail(where, cat("too many rows in ", shape.to_string()));
+    Kokkos::parallel_for(
+        label, Policy(static_cast<int>(rows), Kokkos::AUTO),
+        KOKKOS_LAMBDA(const Policy::member_type& t) {
+          const std::int64_t base = static_cast<std::int64_t>(t.league_rank()) * n;
+          float m = 0.f;
+          Kokkos::parallel_reduce(
+              Kokkos::TeamThreadRange(t, n),
+              [&](std::int64_t i, float& lm) {
+                if (x(base + i) > lm)
+                  lm = x(base + i);
+              },
+              Kokkos::Max<float>(m));
+          float s = 0.f;
+          Kokkos::parallel_reduce(
+              Kokkos::TeamThreadRange(t, n),
+              [&](std::int64_t i, float& ls) { ls += ::expf(x(base + i) - m); }, s);
+          if (log) {
+            const float shift = m + ::logf(s);
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(t, n),
+                                 [&](std::int64_t i) { y(base + i) = x(base + i) - shift; });
+          } else {
+            const float inv = 1.f / s;
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(t, n), [&](std::int64_t i) {
+              y(base + i) = ::expf(x(base + i) - m) * inv;
+            });
+          }
+        });
+    return y;
+  }
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<std::int64_t>(0, rows), KOKKOS_LAMBDA(std::int64_t r) {
+        const std::int64_t base = (r / inner) * n * inner + r % inner;
+        float m = x(base);
+        for (std::int64_t i = 1; i < n; ++i)
+          if (x(base + i * inner) > m)
+            m = x(base + i * inner);
+        float s = 0.f;
+        for (std::int64_t i = 0; i < n; ++i)
+          s += ::expf(x(base + i * inner) - m);
+        if (log) {
+          const float shift = m + ::logf(s);
+          for (std::int64_t i = 0; i < n; ++i)
+            y(base + i * inner) = x(base + i * inner) - shift;
+        } else {
+          const float inv = 1.f / s;
+          for (std::int64_t i = 0; i < n; ++i)
+            y(base + i * inner) = ::expf(x(base + i * inner) - m) * inv;
+        }
+      });
+  return y;
+}
+
+FView softmax_grad(const Shape& shape, const FView& y, const FView& dy, int dim, bool log) {
+  using namespace detail::reduce_impl;
+  const char* where = "mtk::kernels::softmax_grad";
+  const char* label = log ? "mtk::kernels::log_softmax_grad" : where;
+  check_dim(where, shape, dim);
+  check_size(where, shape, y, "output y");
+  check_size(where, shape, dy, "gradient dy");
+  const Around a(shape, dim);
+  const std::int64_t n = a.n, inner = a.inner, rows = a.outer * a.inner;
+  FView dx = alloc<float>(label, shape.num_elements());
+  if (shape.num_elements() == 0)
+    return dx;
+  // softmax: dx = y * (dy - sum(dy * y)); log-softmax: dx = dy - exp(y) * sum(dy).
+  if (inner == 1) {
+    using Policy = Kokkos::TeamPolicy<>;
+    if (rows > std::numeric_limits<int>::max())
+      fail(where, cat("too many rows in ", shape.to_string()));
+    Kokkos::parallel_for(
+        label, Policy(static_cast<int>(rows), Kokkos::AUTO),
+        KOKKOS_LAMBDA(const Policy::member_type& t) {
+          const std::int64_t base = static_cast<std::int64_t>(t.league_rank()) * n;
+          float s = 0.f;
+          Kokkos::parallel_reduce(
+              Kokkos::TeamThreadRange(t, n),
+              [&](std::int64_t i, float& ls) {
+                ls += log ? dy(base + i) : dy(base + i) * y(base + i);
+              },
+              s);
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(t, n), [&](std::int64_t i) {
+            const std::int64_t k = base + i;
+            dx(k) = log ? dy(k) - ::expf(y(k)) * s : y(k) * (dy(k) - s);
+          });
+        });
+    return dx;
+  }
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<std::int64_t>(0, rows), KOKKOS_LAMBDA(std::int64_t r) {
+        const std::int64_t base = (r / inner) * n * inner + r % inner;
+        float s = 0.f;
+        for (std::int64_t i = 0; i < n; ++i) {
+          const std::int64_t k = base + i * inner;
+          s += log ? dy(k) : dy(k) * y(k);
+        }
+        for (std::int64_t i = 0; i < n; ++i) {
+          const std::int64_t k = base + i * inner;
+          dx(k) = log ? dy(k) - ::expf(y(k)) * s : y(k) * (dy(k) - s);
+        }
+      });
+  return dx;
+}
+
+// ---------------------------------------------------------------- cumsum, top_1
+
+FView cumsum(const Shape& shape, const FView& x, int dim, bool exclusive) {
+  using namespace detail::reduce_impl;
+  const char* where = "mtk::kernels::cumsum";
+  check_dim(where, shape, dim);
+  check_size(where, shape, x, "input");
+  const Around a(shape, dim);
+  const std::int64_t n = a.n, inner = a.inner, rows = a.outer * a.inner;
+  FView y = alloc<float>(where, shape.num_elements());
+  if (shape.num_elements() == 0)
+    return y;
+  Kokkos::parallel_for(
+      where, Kokkos::RangePolicy<std::int64_t>(0, rows), KOKKOS_LAMBDA(std::int64_t r) {
+        const std::int64_t base = (r / inner) * n * inner + r % inner;
+        double acc = 0.0;
+        for (std::int64_t i = 0; i < n; ++i) {
+          const std::int64_t k = base + i * inner;
+          const float v = x(k);
+          if (exclusive) {
+            y(k) = static_cast<float>(acc);
+            acc += v;
+          } else {
+            acc += v;
+            y(k) = static_cast<float>(acc);
+          }
+        }
+      });
+  return y;
+}
+
+void top_1(const Shape& shape, const FView& x, int dim, FView& values, IView& indices) {
+  using namespace detail::reduce_impl;
+  const char* where = "mtk::kernels::top_1";
+  check_dim(where, shape, dim);
+  check_size(where, shape, x, "input");
+  const Around a(shape, dim);
+  const std::int64_t n = a.n, inner = a.inner, rows = a.outer * a.inner;
+  if (n > std::numeric_limits<std::int32_t>::max())
+    fail(where, cat("dim ", shape[dim].name, " of ", shape.to_string(), " is too long for int32"));
+  FView v = alloc<float>(where, rows);
+  IView idx = alloc<std::int32_t>(where, rows);
+  const float lowest = -std::numeric_limits<float>::infinity();
+  Kokkos::parallel_for(
+      where, Kokkos::RangePolicy<std::int64_t>(0, rows), KOKKOS_LAMBDA(std::int64_t r) {
+        const std::int64_t base = (r / inner) * n * inner + r % inner;
+        float best = lowest;
+        std::int32_t at = 0;
+        for (std::int64_t i = 0; i < n; ++i) {
+          const float c = x(base + i * inner);
+          if (i == 0 || c > best) {  // the first maximum wins ties
+            best = c;
+            at = static_cast<std::int32_t>(i);
+          }
+        }
+        v(r) = best;
+        idx(r) = at;
+      });
+  values = v;
+  indices = idx;
+}
+
+}  // namespace mtk::kernels

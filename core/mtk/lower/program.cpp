@@ -1,0 +1,282 @@
+#include <mtk/parallel/collectives.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/kernels/kernels.hpp>
+#include <mtk/lower/program.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+
+namespace mtk {
+
+double Counters::total_flops() const {
+  double t = 0;
+  for (const auto& [k, v] : flops)
+    t += v;
+  return t;
+}
+
+std::int64_t Counters::total_comm_bytes() const {
+  std::int64_t t = 0;
+  for (const auto& [k, v] : comm_bytes)
+    t += v;
+  return t;
+}
+
+const TensorLayout& Program::layout(const Tensor& t) const {
+  return layouts_.at(static_cast<size_t>(t.id()));
+}
+
+namespace {
+
+template <class T>
+Kokkos::View<T*> upload(const std::vector<T>& host, const std::string& label) {
+  Kokkos::View<T*> v(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), host.size());
+  auto h = Kokkos::create_mirror_view(v);
+  for (size_t k = 0; k < host.size(); ++k)
+    h(k) = host[k];
+  Kokkos::deep_copy(v, h);
+  return v;
+}
+
+template <class T>
+std::vector<T> download(const Kokkos::View<T*>& v) {
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  return std::vector<T>(h.data(), h.data() + h.extent(0));
+}
+
+// Row-major copy of the block of `global` (shape gs) starting at `origin` with shape ls.
+template <class T>
+std::vector<T> host_slice(const std::vector<T>& global, const Shape& gs, const Shape& ls,
+                          const std::vector<std::int64_t>& origin) {
+  std::vector<T> out(static_cast<size_t>(ls.num_elements()));
+  const auto gstr = gs.strides();
+  std::vector<std::int64_t> idx(static_cast<size_t>(ls.rank()), 0);
+  for (std::int64_t k = 0; k < ls.num_elements(); ++k) {
+    std::int64_t rest = k, off = 0;
+    for (int i = ls.rank() - 1; i >= 0; --i) {
+      off += (rest % ls[i].size + origin[static_cast<size_t>(i)]) * gstr[static_cast<size_t>(i)];
+      rest /= ls[i].size;
+    }
+    out[static_cast<size_t>(k)] = global[static_cast<size_t>(off)];
+  }
+  return out;
+}
+
+}  // namespace
+
+Program::Buffer Program::slice_of_host(int tensor, const HostTensor& global) const {
+  const auto& l = layouts_.at(static_cast<size_t>(tensor));
+  const auto& info = graph_->tensor_info(tensor);
+  if (global.shape != l.shape() || global.dtype != info.dtype)
+    fail("mtk::Program::run", cat("feed for '", info.name, "' has shape ", global.shape.to_string(),
+                                  " ", dtype_name(global.dtype), "; expected ",
+                                  l.shape().to_string(), " ", dtype_name(info.dtype)));
+  const auto origin = l.slice_origin(mesh_.coordinates());
+  Buffer b;
+  if (info.dtype == DType::float32) {
+    if (static_cast<std::int64_t>(global.f.size()) != l.shape().num_elements())
+      fail("mtk::Program::run",
+           cat("feed for '", info.name, "' holds ", global.f.size(), " values; ",
+               l.shape().to_string(), " needs ", l.shape().num_elements()));
+    b.f = upload(host_slice(global.f, l.shape(), l.slice_shape(), origin), info.name);
+  } else {
+    if (static_cast<std::int64_t>(global.i.size()) != l.shape().num_elements())
+      fail("mtk::Program::run",
+           cat("feed for '", info.name, "' holds ", global.i.size(), " values; ",
+               l.shape().to_string(), " needs ", l.shape().num_elements()));
+    b.i = upload(host_slice(global.i, l.shape(), l.slice_shape(), origin), info.name);
+  }
+  return b;
+}
+
+HostTensor Program::gather_global(int tensor, const Buffer& buffer) {
+  const auto& l = layouts_.at(static_cast<size_t>(tensor));
+  const bool is_float = graph_->tensor_info(tensor).dtype == DType::float32;
+  Kokkos::View<float*> f = buffer.f;
+  Kokkos::View<std::int32_t*> iv = buffer.i;
+  const auto& pend = pending_.at(static_cast<size_t>(tensor));
+  if (!pend.empty()) {  // finish a deferred partial sum on a copy
+    Kokkos::View<float*> copy(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::fetch")), f.extent(0));
+    Kokkos::deep_copy(copy, f);
+    allreduce<float>(mesh_, pend, copy);
+    f = copy;
+  }
+  Shape cur = l.slice_shape();
+  for (int i = 0; i < l.shape().rank(); ++i) {
+    const int a = l.mesh_axis(i);
+    if (a < 0)
+      continue;
+    if (is_float)
+      f = allconcat<float>(mesh_, a, cur, i, f);
+    else
+      iv = allconcat<std::int32_t>(mesh_, a, cur, i, iv);
+    auto dims = cur.dims();
+    dims[static_cast<size_t>(i)] = l.shape()[i];
+    cur = Shape(dims);
+  }
+  return is_float ? HostTensor::floats(l.shape(), download(f))
+                  : HostTensor::ints(l.shape(), download(iv));
+}
+
+std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
+                                     const std::vector<Tensor>& fetches,
+                                     const std::map<int, HostTensor>& local_feeds) {
+  if (dry_)
+    fail("mtk::Program::run", "this program was built by mtk::analyze() for sizing only");
+  Kokkos::Profiling::pushRegion("mtk::Program::run");
+  using clock = std::chrono::steady_clock;
+  auto mark = clock::now();
+  auto charge = [&](const char* what, const std::string* step = nullptr) {
+    if (!profiling_)
+      return;
+    Kokkos::fence();
+    const auto now = clock::now();
+    const double dt = std::chrono::duration<double>(now - mark).count();
+    time_split_[what] += dt;
+    if (step) {
+      time_by_kind_[step->substr(0, step->find(' '))] += dt;
+      if (std::getenv("MTK_PROFILE_STEPS"))
+        time_by_kind_["step: " + *step] += dt;
+    }
+    mark = now;
+  };
+  std::vector<Buffer> buffers(layouts_.size());
+  std::vector<bool> keep(layouts_.size(), false);
+  for (const auto& t : fetches)
+    keep.at(static_cast<size_t>(t.id())) = true;
+  for (const auto& [t, v] : variables_) {
+    buffers[static_cast<size_t>(t)] = v;
+    keep[static_cast<size_t>(t)] = true;
+  }
+  agree_on_failure(mesh_.comm(), [&] {
+    for (int t : placeholders_) {
+      auto g = feeds.find(t);
+      auto l = local_feeds.find(t);
+      if (g != feeds.end()) {
+        buffers[static_cast<size_t>(t)] = slice_of_host(t, g->second);
+      } else if (l != local_feeds.end()) {
+        const auto& ls = layouts_[static_cast<size_t>(t)].slice_shape();
+        if (l->second.shape != ls)
+          fail("mtk::Program::run",
+               cat("local feed for '", graph_->tensor_info(t).name, "' has shape ",
+                   l->second.shape.to_string(), "; this rank's slice is ", ls.to_string()));
+        if (l->second.dtype == DType::float32)
+          buffers[static_cast<size_t>(t)].f = upload(l->second.f, "feed");
+        else
+          buffers[static_cast<size_t>(t)].i = upload(l->second.i, "feed");
+      } else {
+        fail("mtk::Program::run",
+             cat("placeholder '", graph_->tensor_info(t).name, "' ",
+                 layouts_[static_cast<size_t>(t)].shape().to_string(), " was not fed"));
+      }
+    }
+  });
+  charge("other");
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    steps_[s].run(buffers);
+    charge(steps_[s].category == Category::collective ? "collectives"
+           : steps_[s].category == Category::other    ? "other"
+                                                      : "compute",
+           &steps_[s].what);
+    // Free each buffer after its last use.
+    for (int t : steps_[s].reads)
+      if (last_use_[static_cast<size_t>(t)] == static_cast<int>(s) && !keep[static_cast<size_t>(t)])
+        buffers[static_cast<size_t>(t)] = Buffer();
+    for (int t : steps_[s].writes)
+      if (last_use_[static_cast<size_t>(t)] < 0 && !keep[static_cast<size_t>(t)])
+        buffers[static_cast<size_t>(t)] = Buffer();
+  }
+  std::vector<HostTensor> out;
+  for (const auto& t : fetches)
+    out.push_back(gather_global(t.id(), buffers[static_cast<size_t>(t.id())]));
+  for (auto& a : assigns_)
+    a.run(buffers);
+  charge("other");
+  ++step_;
+  Kokkos::Profiling::popRegion();
+  return out;
+}
+
+std::vector<std::string> Program::variable_names() const {
+  return variable_order_;
+}
+
+const TensorLayout& Program::variable_layout(const std::string& name) const {
+  auto it = variable_tensor_.find(name);
+  if (it == variable_tensor_.end())
+    fail("mtk::Program::variable_layout", cat("no variable '", name, "'"));
+  return layouts_[static_cast<size_t>(it->second)];
+}
+
+Kokkos::View<float*> Program::variable_slice(const std::string& name) const {
+  auto it = variable_tensor_.find(name);
+  if (it == variable_tensor_.end())
+    fail("mtk::Program::variable_slice", cat("no variable '", name, "'"));
+  return variables_.at(it->second).f;
+}
+
+void Program::set_variable_slice(const std::string& name, const Kokkos::View<float*>& slice) {
+  auto it = variable_tensor_.find(name);
+  if (it == variable_tensor_.end())
+    fail("mtk::Program::set_variable_slice", cat("no variable '", name, "'"));
+  const auto& ls = layouts_[static_cast<size_t>(it->second)].slice_shape();
+  if (static_cast<std::int64_t>(slice.extent(0)) != ls.num_elements())
+    fail("mtk::Program::set_variable_slice",
+         cat("variable '", name, "' slice ", ls.to_string(), " needs ", ls.num_elements(),
+             " values, got ", slice.extent(0)));
+  variables_[it->second].f = slice;
+}
+
+HostTensor Program::variable_value(const std::string& name) {
+  auto it = variable_tensor_.find(name);
+  if (it == variable_tensor_.end())
+    fail("mtk::Program::variable_value", cat("no variable '", name, "'"));
+  return gather_global(it->second, variables_.at(it->second));
+}
+
+std::string Program::explain() const {
+  auto human = [](double b) {
+    char buf[64];
+    const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (b >= 1024 && u < 4) {
+      b /= 1024;
+      ++u;
+    }
+    std::snprintf(buf, sizeof buf, "%.2f %s", b, unit[u]);
+    return std::string(buf);
+  };
+  const MeshShape& shape = layouts_.empty() ? mesh_.shape() : layouts_.front().mesh();
+  std::string s = cat("MTK program on mesh ", shape.to_string(), dry_ ? " (analysis)" : "",
+                      ", rank ", dry_ ? 0 : mesh_.rank(), " (", steps_.size(), " steps, ",
+                      assigns_.size(), " assignments)\n");
+  s += "  variables (layout):\n";
+  for (const auto& n : variable_order_)
+    s += cat("    ", n, " ", layouts_[static_cast<size_t>(variable_tensor_.at(n))].to_string(),
+             "\n");
+  s += "  FLOPs per run (this rank):\n";
+  for (const auto& [k, v] : counters_.flops) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+    s += cat("    ", k, ": ", buf, "\n");
+  }
+  s += "  communication per run (this rank, payload bytes / calls):\n";
+  if (counters_.comm_bytes.empty())
+    s += "    none\n";
+  for (const auto& [k, v] : counters_.comm_bytes)
+    s += cat("    ", k, ": ", human(static_cast<double>(v)), " in ", counters_.comm_calls.at(k),
+             " calls\n");
+  s += cat("  memory: variables ", human(static_cast<double>(counters_.variable_bytes)), ", peak ",
+           human(static_cast<double>(counters_.peak_bytes)), "\n");
+  s += "  collectives and relayouts, in order:\n";
+  for (const auto& st : steps_)
+    if (st.what.rfind("allreduce", 0) == 0 || st.what.rfind("relayout", 0) == 0 ||
+        st.what.find("split over") != std::string::npos)
+      s += "    " + st.what + "\n";
+  return s;
+}
+
+}  // namespace mtk

@@ -1,0 +1,133 @@
+#pragma once
+// A lowered program: the SPMD work of one rank (local kernels plus MPI collectives), its variable
+// storage, and exact counters of what one run costs. Built by lower() (mtk_lowering.hpp).
+
+#include <mtk/graph/graph.hpp>
+#include <mtk/parallel/layout.hpp>
+#include <mtk/parallel/mesh.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mtk {
+
+/// Host-side tensor values for feeds and fetches (row-major). float32 values live in `f`, int32
+/// values in `i`.
+struct HostTensor {
+  Shape shape;
+  DType dtype = DType::float32;
+  std::vector<float> f;
+  std::vector<std::int32_t> i;
+
+  static HostTensor floats(const Shape& s, std::vector<float> v) {
+    return {s, DType::float32, std::move(v), {}};
+  }
+  static HostTensor ints(const Shape& s, std::vector<std::int32_t> v) {
+    return {s, DType::int32, {}, std::move(v)};
+  }
+  double at(std::int64_t k) const {
+    return dtype == DType::float32 ? f.at(static_cast<size_t>(k)) : i.at(static_cast<size_t>(k));
+  }
+};
+
+/// Exact per-rank costs of one run of the lowered program.
+struct Counters {
+  std::map<std::string, double> flops;             ///< per op kind
+  std::map<std::string, std::int64_t> comm_bytes;  ///< per collective kind: payload bytes
+  std::map<std::string, std::int64_t> comm_calls;  ///< per collective kind
+  std::int64_t variable_bytes = 0;                 ///< persistent variable slices
+  std::int64_t peak_bytes = 0;                     ///< variables + peak live activations
+  double total_flops() const;
+  std::int64_t total_comm_bytes() const;
+};
+
+class Program {
+ public:
+  /// One device buffer per tensor (float32 or int32 member used).
+  struct Buffer {
+    Kokkos::View<float*> f;
+    Kokkos::View<std::int32_t*> i;
+  };
+  /// A unit of work: runs kernels/collectives on the buffers.
+  enum class Category { compute, collective, other };
+  struct Step {
+    std::string what;  ///< "einsum 'logits'", "allreduce over batch", ...
+    Category category = Category::compute;
+    std::vector<int> reads;
+    std::vector<int> writes;
+    std::function<void(std::vector<Buffer>&)> run;
+  };
+
+  /// Runs one step of the program. `feeds` maps placeholder tensors to their global values
+  /// (every rank passes the same values and keeps its own slice) or, with `local_feeds`, to this
+  /// rank's slice. Returns the global value of each fetched tensor on every rank.
+  std::vector<HostTensor> run(const std::map<int, HostTensor>& feeds,
+                              const std::vector<Tensor>& fetches = {},
+                              const std::map<int, HostTensor>& local_feeds = {});
+
+  /// When on, run() times every step (fencing the device) and adds the seconds to
+  /// time_split(): "compute" (kernels), "collectives" (allreduce, relayouts), "other" (feeds,
+  /// fetches, assignments).
+  void set_profiling(bool on) { profiling_ = on; }
+  const std::map<std::string, double>& time_split() const { return time_split_; }
+  /// Seconds per step kind ("einsum", "softmax", "allreduce(sum)", ...) while profiling.
+  const std::map<std::string, double>& time_by_kind() const { return time_by_kind_; }
+  void reset_time_split() {
+    time_split_.clear();
+    time_by_kind_.clear();
+  }
+
+  const Mesh& mesh() const { return mesh_; }
+  const Counters& counters() const { return counters_; }
+  /// Readable summary of the lowered program for this rank: layouts, FLOPs per op kind, bytes per
+  /// collective kind, peak memory.
+  std::string explain() const;
+  /// The layout of a tensor of the graph.
+  const TensorLayout& layout(const Tensor& t) const;
+  /// Number of completed runs; random ops (dropout) mix it into their seeds.
+  std::int64_t step() const { return step_; }
+  void set_step(std::int64_t s) { step_ = s; }
+
+  /// Names of the variables, in creation order.
+  std::vector<std::string> variable_names() const;
+  const TensorLayout& variable_layout(const std::string& name) const;
+  /// This rank's slice of a variable (the live storage: writes change the variable).
+  Kokkos::View<float*> variable_slice(const std::string& name) const;
+  void set_variable_slice(const std::string& name, const Kokkos::View<float*>& slice);
+  /// The whole variable, gathered on every rank (collective).
+  HostTensor variable_value(const std::string& name);
+
+ private:
+  friend class Lowering;
+  Program(const Mesh& mesh) : mesh_(mesh) {}
+  HostTensor gather_global(int tensor, const Buffer& b);
+  Buffer slice_of_host(int tensor, const HostTensor& global) const;
+
+  Mesh mesh_;
+  Graph* graph_ = nullptr;
+  std::deque<TensorLayout> layouts_;       // by tensor id, then temporaries (stable references)
+  std::vector<std::vector<int>> pending_;  // by tensor id: mesh axes of a pending sum at the end
+  std::vector<Step> steps_;
+  std::vector<int> last_use_;  // by tensor id: index of the last step reading it (-1: none)
+  std::vector<Step> assigns_;  // run after every other step
+  std::map<std::string, int> variable_tensor_;  // name -> tensor id
+  std::vector<std::string> variable_order_;
+  std::map<int, Buffer> variables_;  // tensor id -> storage
+  std::vector<int> placeholders_;
+  std::vector<int> persistent_;  // tensor ids whose buffers alias variable storage
+  Counters counters_;
+  std::int64_t step_ = 0;
+  bool profiling_ = false;
+  bool dry_ = false;  // built by analyze(): counters only
+  std::map<std::string, double> time_split_;
+  std::map<std::string, double> time_by_kind_;
+};
+
+}  // namespace mtk

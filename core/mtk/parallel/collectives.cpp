@@ -1,0 +1,327 @@
+#include <mtk/parallel/collectives.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/kernels/impl/index.hpp>
+
+#include <limits>
+
+namespace mtk {
+namespace {
+
+template <class T>
+MPI_Datatype mpi_type();
+template <>
+MPI_Datatype mpi_type<float>() {
+  return MPI_FLOAT;
+}
+template <>
+MPI_Datatype mpi_type<double>() {
+  return MPI_DOUBLE;
+}
+template <>
+MPI_Datatype mpi_type<std::int32_t>() {
+  return MPI_INT32_T;
+}
+template <>
+MPI_Datatype mpi_type<std::int64_t>() {
+  return MPI_INT64_T;
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::max:
+      return MPI_MAX;
+    case ReduceOp::min:
+      return MPI_MIN;
+    default:
+      return MPI_SUM;
+  }
+}
+
+int mpi_count(std::int64_t n, const char* where) {
+  if (n > std::numeric_limits<int>::max())
+    fail(where, cat("message of ", n, " elements exceeds MPI's int count"));
+  return static_cast<int>(n);
+}
+
+// A host-accessible view of the same data: the View itself on host memory spaces, otherwise a
+// mirror that is filled before and copied back after MPI touches it.
+template <class T>
+struct MpiStage {
+  Kokkos::View<T*> device;
+  typename Kokkos::View<T*>::HostMirror host;
+  MpiStage(const Kokkos::View<T*>& v, bool fill) : device(v), host(Kokkos::create_mirror_view(v)) {
+    if (fill && host.data() != device.data())
+      Kokkos::deep_copy(host, device);
+  }
+  void write_back() {
+    if (host.data() != device.data())
+      Kokkos::deep_copy(device, host);
+  }
+  T* data() { return host.data(); }
+};
+
+void check_dim(const char* where, const Shape& s, int dim) {
+  if (dim < 0 || dim >= s.rank())
+    fail(where, cat("tensor dim ", dim, " outside ", s.to_string()));
+}
+
+template <class T>
+void check_size(const char* where, const Shape& s, const Kokkos::View<T*>& v) {
+  if (static_cast<std::int64_t>(v.extent(0)) != s.num_elements())
+    fail(where, cat("buffer '", v.label(), "' holds ", v.extent(0), " elements but shape ",
+                    s.to_string(), " has ", s.num_elements()));
+}
+
+}  // namespace
+
+namespace detail {
+
+// out[p][o][j][i] = in[o][p*m + j][i] with m = n / parts: chunk p of dim `dim` moved to the front.
+template <class T>
+Kokkos::View<T*> split_to_chunks(const char* label, const Kokkos::View<T*>& in, kernels::Around a,
+                                 std::int64_t parts) {
+  Kokkos::View<T*> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
+                       in.extent(0));
+  const std::int64_t m = a.n / parts, outer = a.outer, n = a.n, inner = a.inner;
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<std::int64_t>(0, static_cast<std::int64_t>(in.extent(0))),
+      KOKKOS_LAMBDA(std::int64_t k) {
+        std::int64_t i = k % inner, r = k / inner;
+        std::int64_t j = r % m;
+        r /= m;
+        std::int64_t o = r % outer, p = r / outer;
+        out(k) = in((o * n + p * m + j) * inner + i);
+      });
+  return out;
+}
+
+// Inverse: out[o][p*m + j][i] = in[p][o][j][i], chunks concatenated along the dim.
+template <class T>
+Kokkos::View<T*> chunks_to_concat(const char* label, const Kokkos::View<T*>& in,
+                                  kernels::Around chunk, std::int64_t parts) {
+  Kokkos::View<T*> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
+                       in.extent(0));
+  const std::int64_t m = chunk.n, outer = chunk.outer, inner = chunk.inner, n = m * parts;
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<std::int64_t>(0, static_cast<std::int64_t>(in.extent(0))),
+      KOKKOS_LAMBDA(std::int64_t k) {
+        std::int64_t i = k % inner, r = k / inner;
+        std::int64_t j = r % m;
+        r /= m;
+        std::int64_t o = r % outer, p = r / outer;
+        out((o * n + p * m + j) * inner + i) = in(k);
+      });
+  return out;
+}
+
+}  // namespace detail
+
+namespace {
+
+std::int64_t axis_size(const Mesh& mesh, int axis, const char* where) {
+  if (axis < 0 || axis >= mesh.ndims())
+    fail(where, cat("mesh axis ", axis, " outside mesh ", mesh.shape().to_string()));
+  return mesh.shape()[axis].size;
+}
+
+}  // namespace
+
+template <class T>
+void allreduce(const Mesh& mesh, const std::vector<int>& axes, const Kokkos::View<T*>& data,
+               ReduceOp op) {
+  Kokkos::Profiling::pushRegion("mtk::allreduce");
+  MPI_Comm comm = mesh.axes_comm(axes);
+  if (mesh.group_size(axes) > 1) {
+    MpiStage<T> stage(data, true);
+    MPI_Allreduce(MPI_IN_PLACE, stage.data(), mpi_count(data.extent(0), "mtk::allreduce"),
+                  mpi_type<T>(), mpi_op(op), comm);
+    stage.write_back();
+  }
+  Kokkos::Profiling::popRegion();
+}
+
+template <class T>
+Kokkos::View<T*> allconcat(const Mesh& mesh, int axis, const Shape& local_shape, int dim,
+                           const Kokkos::View<T*>& local) {
+  const char* where = "mtk::allconcat";
+  check_dim(where, local_shape, dim);
+  check_size(where, local_shape, local);
+  const std::int64_t parts = axis_size(mesh, axis, where);
+  Kokkos::Profiling::pushRegion(where);
+  Kokkos::View<T*> gathered(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::allconcat::gathered")),
+      local.extent(0) * parts);
+  {
+    MpiStage<T> send(local, true), recv(gathered, false);
+    int count = mpi_count(local.extent(0), where);
+    MPI_Allgather(send.data(), count, mpi_type<T>(), recv.data(), count, mpi_type<T>(),
+                  mesh.axes_comm({axis}));
+    recv.write_back();
+  }
+  auto out = detail::chunks_to_concat("mtk::allconcat::unpack", gathered,
+                                      kernels::Around(local_shape, dim), parts);
+  Kokkos::Profiling::popRegion();
+  return out;
+}
+
+template <class T>
+Kokkos::View<T*> alltoall(const Mesh& mesh, int axis, const Shape& local_shape, int split_dim,
+                          int concat_dim, const Kokkos::View<T*>& local) {
+  const char* where = "mtk::alltoall";
+  check_dim(where, local_shape, split_dim);
+  check_dim(where, local_shape, concat_dim);
+  check_size(where, local_shape, local);
+  if (split_dim == concat_dim)
+    fail(where, cat("split and concat dim are both '", local_shape[split_dim].name, "'"));
+  const std::int64_t parts = axis_size(mesh, axis, where);
+  if (local_shape[split_dim].size % parts != 0)
+    fail(where,
+         cat("dimension '", local_shape[split_dim].name, "' of size ", local_shape[split_dim].size,
+             " in ", local_shape.to_string(), " is not divisible by mesh dimension '",
+             mesh.shape()[axis].name, "' of size ", parts));
+  Kokkos::Profiling::pushRegion(where);
+  auto send = detail::split_to_chunks("mtk::alltoall::pack", local,
+                                      kernels::Around(local_shape, split_dim), parts);
+  Kokkos::View<T*> received(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::alltoall::received")),
+      local.extent(0));
+  {
+    MpiStage<T> s(send, true), r(received, false);
+    int count = mpi_count(static_cast<std::int64_t>(local.extent(0)) / parts, where);
+    MPI_Alltoall(s.data(), count, mpi_type<T>(), r.data(), count, mpi_type<T>(),
+                 mesh.axes_comm({axis}));
+    r.write_back();
+  }
+  send = Kokkos::View<T*>();
+  std::vector<Dimension> chunk_dims = local_shape.dims();
+  chunk_dims[static_cast<size_t>(split_dim)].size /= parts;
+  auto out = detail::chunks_to_concat("mtk::alltoall::unpack", received,
+                                      kernels::Around(Shape(chunk_dims), concat_dim), parts);
+  Kokkos::Profiling::popRegion();
+  return out;
+}
+
+template <class T>
+Kokkos::View<T*> reduce_scatter(const Mesh& mesh, int axis, const Shape& local_shape, int dim,
+                                const Kokkos::View<T*>& local, ReduceOp op) {
+  const char* where = "mtk::reduce_scatter";
+  check_dim(where, local_shape, dim);
+  check_size(where, local_shape, local);
+  const std::int64_t parts = axis_size(mesh, axis, where);
+  if (local_shape[dim].size % parts != 0)
+    fail(where, cat("dimension '", local_shape[dim].name, "' of size ", local_shape[dim].size,
+                    " is not divisible by mesh dimension '", mesh.shape()[axis].name, "' of size ",
+                    parts));
+  Kokkos::Profiling::pushRegion(where);
+  auto send = detail::split_to_chunks("mtk::reduce_scatter::pack", local,
+                                      kernels::Around(local_shape, dim), parts);
+  const std::int64_t count = static_cast<std::int64_t>(local.extent(0)) / parts;
+  Kokkos::View<T*> out(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::reduce_scatter")), count);
+  {
+    MpiStage<T> s(send, true), r(out, false);
+    MPI_Reduce_scatter_block(s.data(), r.data(), mpi_count(count, where), mpi_type<T>(), mpi_op(op),
+                             mesh.axes_comm({axis}));
+    r.write_back();
+  }
+  Kokkos::Profiling::popRegion();
+  return out;
+}
+
+template <class T>
+void broadcast(const Mesh& mesh, const std::vector<int>& axes, const Kokkos::View<T*>& data,
+               int root) {
+  const int n = mesh.group_size(axes);
+  if (root < 0 || root >= n)
+    fail("mtk::broadcast", cat("root ", root, " outside a group of ", n, " processors"));
+  if (n == 1)
+    return;
+  Kokkos::Profiling::pushRegion("mtk::broadcast");
+  MpiStage<T> stage(data, true);
+  MPI_Bcast(stage.data(), mpi_count(data.extent(0), "mtk::broadcast"), mpi_type<T>(), root,
+            mesh.axes_comm(axes));
+  stage.write_back();
+  Kokkos::Profiling::popRegion();
+}
+
+namespace {
+
+// Each member sends `data` to position dest and receives from position source (-1: none, zeros).
+template <class T>
+Kokkos::View<T*> exchange(const Mesh& mesh, int axis, int dest, int source,
+                          const Kokkos::View<T*>& data, const char* label) {
+  Kokkos::View<T*> out(std::string(label), data.extent(0));  // zero-initialised: no source
+  MpiStage<T> s(data, true), r(out, false);
+  int count = mpi_count(data.extent(0), label);
+  MPI_Comm comm = mesh.axes_comm({axis});
+  MPI_Sendrecv(s.data(), count, mpi_type<T>(), dest < 0 ? MPI_PROC_NULL : dest, 0, r.data(), count,
+               mpi_type<T>(), source < 0 ? MPI_PROC_NULL : source, 0, comm, MPI_STATUS_IGNORE);
+  r.write_back();
+  return out;
+}
+
+}  // namespace
+
+template <class T>
+Kokkos::View<T*> shift(const Mesh& mesh, int axis, int offset, bool wrap,
+                       const Kokkos::View<T*>& data) {
+  const int n = static_cast<int>(axis_size(mesh, axis, "mtk::shift"));
+  const int c = mesh.coordinate(axis);
+  int dest = c + offset, source = c - offset;
+  if (wrap) {
+    dest = ((dest % n) + n) % n;
+    source = ((source % n) + n) % n;
+  } else {
+    if (dest < 0 || dest >= n)
+      dest = -1;
+    if (source < 0 || source >= n)
+      source = -1;
+  }
+  Kokkos::Profiling::pushRegion("mtk::shift");
+  auto out = exchange(mesh, axis, dest, source, data, "mtk::shift");
+  Kokkos::Profiling::popRegion();
+  return out;
+}
+
+template <class T>
+Kokkos::View<T*> permute(const Mesh& mesh, int axis, const std::vector<int>& destination,
+                         const Kokkos::View<T*>& data) {
+  const int n = static_cast<int>(axis_size(mesh, axis, "mtk::permute"));
+  std::vector<int> source(static_cast<size_t>(n), -1);
+  if (static_cast<int>(destination.size()) != n)
+    fail("mtk::permute", cat(destination.size(), " destinations for mesh dimension '",
+                             mesh.shape()[axis].name, "' of size ", n));
+  for (int i = 0; i < n; ++i) {
+    int d = destination[static_cast<size_t>(i)];
+    if (d < 0 || d >= n || source[static_cast<size_t>(d)] >= 0)
+      fail("mtk::permute", cat("destinations are not a permutation of 0..", n - 1));
+    source[static_cast<size_t>(d)] = i;
+  }
+  const int c = mesh.coordinate(axis);
+  Kokkos::Profiling::pushRegion("mtk::permute");
+  auto out = exchange(mesh, axis, destination[static_cast<size_t>(c)],
+                      source[static_cast<size_t>(c)], data, "mtk::permute");
+  Kokkos::Profiling::popRegion();
+  return out;
+}
+
+#define MTK_INSTANTIATE_COLLECTIVES(T)                                                            \
+  template void allreduce<T>(const Mesh&, const std::vector<int>&, const Kokkos::View<T*>&,       \
+                             ReduceOp);                                                           \
+  template Kokkos::View<T*> allconcat<T>(const Mesh&, int, const Shape&, int,                     \
+                                         const Kokkos::View<T*>&);                                \
+  template Kokkos::View<T*> alltoall<T>(const Mesh&, int, const Shape&, int, int,                 \
+                                        const Kokkos::View<T*>&);                                 \
+  template Kokkos::View<T*> reduce_scatter<T>(const Mesh&, int, const Shape&, int,                \
+                                              const Kokkos::View<T*>&, ReduceOp);                 \
+  template void broadcast<T>(const Mesh&, const std::vector<int>&, const Kokkos::View<T*>&, int); \
+  template Kokkos::View<T*> shift<T>(const Mesh&, int, int, bool, const Kokkos::View<T*>&);       \
+  template Kokkos::View<T*> permute<T>(const Mesh&, int, const std::vector<int>&,                 \
+                                       const Kokkos::View<T*>&);
+
+MTK_INSTANTIATE_COLLECTIVES(float)
+MTK_INSTANTIATE_COLLECTIVES(double)
+MTK_INSTANTIATE_COLLECTIVES(std::int32_t)
+MTK_INSTANTIATE_COLLECTIVES(std::int64_t)
+
+}  // namespace mtk

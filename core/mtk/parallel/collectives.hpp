@@ -1,0 +1,60 @@
+#pragma once
+// Collectives over named mesh axes, on row-major tensor slices stored in flat Kokkos Views.
+//
+// Each function is collective over the processors that differ from this one only along the
+// given mesh axes (Mesh::axes_comm). Buffers are handed to MPI directly when MPI can read the
+// View's memory space and staged through a host mirror otherwise.
+
+#include <mtk/parallel/mesh.hpp>
+#include <mtk/base/shape.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace mtk {
+
+enum class ReduceOp { sum, max, min };
+
+/// In place: every member of the group over `axes` ends with the elementwise reduction.
+template <class T>
+void allreduce(const Mesh& mesh, const std::vector<int>& axes, const Kokkos::View<T*>& data,
+               ReduceOp op = ReduceOp::sum);
+
+/// All-gather along tensor dim `dim` over mesh axis `axis` (Mesh-TF's allconcat): the result has
+/// `local_shape[dim] * P` there, slices ordered by coordinate along `axis`.
+template <class T>
+Kokkos::View<T*> allconcat(const Mesh& mesh, int axis, const Shape& local_shape, int dim,
+                           const Kokkos::View<T*>& local);
+
+/// All-to-all over mesh axis `axis`: tensor dim `split_dim` (whole here) becomes split, tensor dim
+/// `concat_dim` (split here) becomes whole. Result shape: split_dim / P, concat_dim * P.
+template <class T>
+Kokkos::View<T*> alltoall(const Mesh& mesh, int axis, const Shape& local_shape, int split_dim,
+                          int concat_dim, const Kokkos::View<T*>& local);
+
+/// Reduce-scatter over mesh axis `axis`: reduces over the group and leaves each member the part of
+/// tensor dim `dim` at its coordinate (size local_shape[dim] / P).
+template <class T>
+Kokkos::View<T*> reduce_scatter(const Mesh& mesh, int axis, const Shape& local_shape, int dim,
+                                const Kokkos::View<T*>& local, ReduceOp op = ReduceOp::sum);
+
+/// In place: the member at position `root` of the group over `axes` sends its data to all others.
+template <class T>
+void broadcast(const Mesh& mesh, const std::vector<int>& axes, const Kokkos::View<T*>& data,
+               int root = 0);
+
+/// Along mesh axis `axis`, the processor at coordinate c receives the data of coordinate
+/// c - offset. With `wrap` the axis is a ring; without it, coordinates with no source get zeros.
+template <class T>
+Kokkos::View<T*> shift(const Mesh& mesh, int axis, int offset, bool wrap,
+                       const Kokkos::View<T*>& data);
+
+/// Along mesh axis `axis`, the data at coordinate c moves to coordinate destination[c];
+/// `destination` must be a permutation of 0..P-1.
+template <class T>
+Kokkos::View<T*> permute(const Mesh& mesh, int axis, const std::vector<int>& destination,
+                         const Kokkos::View<T*>& data);
+
+}  // namespace mtk

@@ -1,0 +1,51 @@
+#pragma once
+// YAML configuration documents. yaml-cpp stays inside io/: no yaml-cpp type appears here.
+
+#include <mtk/parallel/layout.hpp>
+#include <mtk/parallel/mesh_shape.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mtk {
+
+/// A YAML document addressed by dotted keys ("train.steps"). Errors name the file (or "<string>")
+/// and the key.
+class Config {
+ public:
+  static Config from_file(const std::string& path);
+  static Config from_string(const std::string& text, const std::string& origin = "<string>");
+
+  bool has(const std::string& key) const;
+  std::string get_string(const std::string& key) const;
+  std::int64_t get_int(const std::string& key) const;
+  double get_double(const std::string& key) const;
+  bool get_bool(const std::string& key) const;
+  std::string get_string(const std::string& key, const std::string& fallback) const;
+  std::int64_t get_int(const std::string& key, std::int64_t fallback) const;
+  double get_double(const std::string& key, double fallback) const;
+  bool get_bool(const std::string& key, bool fallback) const;
+  /// Keys directly under `key` ("" for the top level), in document order.
+  std::vector<std::string> keys(const std::string& key = "") const;
+
+  /// A mesh written as a map ({batch: 4, model: 2}) or a string ("batch:4;model:2").
+  MeshShape mesh_shape(const std::string& key = "mesh") const;
+  /// Layout rules written as a map ({batch: batch, d_ff: model}) or a string.
+  LayoutRules layout_rules(const std::string& key = "layout") const;
+
+  /// Sets `key` (creating parents) to `value` parsed as YAML: "--set train.steps=100".
+  void set(const std::string& key, const std::string& value);
+  /// Applies "section.key=value".
+  void apply_override(const std::string& assignment);
+  /// The document as YAML text.
+  std::string dump() const;
+  const std::string& origin() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace mtk

@@ -1,0 +1,347 @@
+#include <mtk/base/error.hpp>
+#include <mtk/data/lm1b_corpus.hpp>
+#include <mtk/data/token_shards.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace mtk {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "token shards are little-endian and read in place: a big-endian port must convert");
+
+namespace {
+
+constexpr char kMagic[8] = {'M', 'T', 'K', 'T', 'O', 'K', 'E', 'N'};
+constexpr std::uint32_t kVersion = 1;
+constexpr std::int64_t kHeaderBytes = 128;
+constexpr std::size_t kWriteBuffer = std::size_t{4} << 20;
+
+std::uint64_t fnv1a64(const unsigned char* data, std::size_t n) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (std::size_t i = 0; i < n; ++i) {
+    h ^= data[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::int64_t offsets_offset(std::int64_t num_tokens) {
+  const std::int64_t end = kHeaderBytes + 4 * num_tokens;
+  return (end + 7) / 8 * 8;
+}
+
+std::int64_t file_bytes(const TokenShardInfo& info) {
+  return offsets_offset(info.num_tokens) + 8 * (info.num_sentences + 1);
+}
+
+template <class T>
+void put(unsigned char* h, std::size_t at, T value) {
+  std::memcpy(h + at, &value, sizeof(T));
+}
+
+template <class T>
+T get(const unsigned char* h, std::size_t at) {
+  T value;
+  std::memcpy(&value, h + at, sizeof(T));
+  return value;
+}
+
+void encode_header(const TokenShardInfo& info, unsigned char* h) {
+  std::memset(h, 0, kHeaderBytes);
+  std::memcpy(h, kMagic, 8);
+  put<std::uint32_t>(h, 8, kVersion);
+  put<std::uint32_t>(h, 12, static_cast<std::uint32_t>(kHeaderBytes));
+  put<std::int32_t>(h, 16, info.vocab_size);
+  put<std::int32_t>(h, 20, info.eos_id);
+  put<std::uint64_t>(h, 24, info.vocab_fingerprint);
+  put<std::int64_t>(h, 32, info.num_sentences);
+  put<std::int64_t>(h, 40, info.num_tokens);
+  put<std::int64_t>(h, 48, info.num_words);
+  put<std::int64_t>(h, 56, kHeaderBytes);
+  put<std::int64_t>(h, 64, offsets_offset(info.num_tokens));
+  put<std::uint64_t>(h, 72, info.source_bytes);
+  put<std::int64_t>(h, 80, info.max_line_bytes);
+  put<std::int64_t>(h, 88, info.source_lines);
+  put<std::int64_t>(h, 96, info.skipped_empty);
+  put<std::int64_t>(h, 104, info.skipped_invalid_utf8);
+  put<std::int64_t>(h, 112, info.skipped_too_long);
+  put<std::uint64_t>(h, 120, fnv1a64(h, 120));
+}
+
+// Decodes and checks a header against the size of its file.
+TokenShardInfo decode_header(const unsigned char* h, std::int64_t size, const std::string& path) {
+  const char* where = "mtk::TokenShard::open";
+  if (size < kHeaderBytes)
+    fail(where, cat("'", path, "' is not a token shard: ", size, " bytes, shorter than a header"));
+  if (std::memcmp(h, kMagic, 8) != 0)
+    fail(where, cat("'", path, "' is not a token shard (no MTKTOKEN magic)"));
+  const auto version = get<std::uint32_t>(h, 8);
+  if (version != kVersion)
+    fail(where, cat("'", path, "' has format version ", version, "; this MTK reads version ",
+                    kVersion, " (run `mtk-lm1b prepare` again)"));
+  if (get<std::uint32_t>(h, 12) != kHeaderBytes || get<std::uint64_t>(h, 120) != fnv1a64(h, 120))
+    fail(where, cat("'", path, "' has a damaged header (checksum mismatch)"));
+  TokenShardInfo info;
+  info.vocab_size = get<std::int32_t>(h, 16);
+  info.eos_id = get<std::int32_t>(h, 20);
+  info.vocab_fingerprint = get<std::uint64_t>(h, 24);
+  info.num_sentences = get<std::int64_t>(h, 32);
+  info.num_tokens = get<std::int64_t>(h, 40);
+  info.num_words = get<std::int64_t>(h, 48);
+  info.source_bytes = get<std::uint64_t>(h, 72);
+  info.max_line_bytes = get<std::int64_t>(h, 80);
+  info.source_lines = get<std::int64_t>(h, 88);
+  info.skipped_empty = get<std::int64_t>(h, 96);
+  info.skipped_invalid_utf8 = get<std::int64_t>(h, 104);
+  info.skipped_too_long = get<std::int64_t>(h, 112);
+  if (info.num_sentences < 0 || info.num_tokens < info.num_sentences ||
+      get<std::int64_t>(h, 56) != kHeaderBytes ||
+      get<std::int64_t>(h, 64) != offsets_offset(info.num_tokens))
+    fail(where, cat("'", path, "' has an inconsistent header (", info.num_sentences, " sentences, ",
+                    info.num_tokens, " tokens)"));
+  if (size != file_bytes(info))
+    fail(where, cat("'", path, "' has ", size, " bytes; its header (", info.num_sentences,
+                    " sentences, ", info.num_tokens, " tokens) needs ", file_bytes(info),
+                    " (truncated or damaged: run `mtk-lm1b prepare` again)"));
+  return info;
+}
+
+}  // namespace
+
+void TokenShardInfo::set_source_stats(const LineStats& stats) {
+  source_lines = stats.lines;
+  skipped_empty = stats.empty;
+  skipped_invalid_utf8 = stats.invalid_utf8;
+  skipped_too_long = stats.too_long;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writer
+
+TokenShardWriter::TokenShardWriter(const std::string& path, const TokenShardInfo& info)
+    : path_(path), tmp_(cat(path, ".tmp-", ::getpid())), info_(info) {
+  const char* where = "mtk::TokenShardWriter";
+  if (info_.vocab_size <= 0)
+    fail(where, cat(path, ": vocab_size must be positive"));
+  if (info_.eos_id < 0 || info_.eos_id >= info_.vocab_size)
+    fail(where, cat(path, ": eos_id ", info_.eos_id, " is outside [0, ", info_.vocab_size, ")"));
+  info_.num_sentences = info_.num_tokens = info_.num_words = 0;
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    fail(where, cat("cannot create '", tmp_, "': ", std::strerror(errno)));
+  buffer_.reserve(kWriteBuffer);
+  const std::vector<char> placeholder(kHeaderBytes, 0);
+  write(placeholder.data(), placeholder.size());
+  offsets_.push_back(0);
+}
+
+TokenShardWriter::~TokenShardWriter() {
+  if (fd_ >= 0)
+    ::close(fd_);
+  if (!finished_)
+    ::unlink(tmp_.c_str());
+}
+
+void TokenShardWriter::write(const void* data, std::size_t bytes) {
+  const char* p = static_cast<const char*>(data);
+  if (buffer_.size() + bytes > kWriteBuffer || p == nullptr) {
+    std::size_t done = 0;
+    while (done < buffer_.size()) {
+      const ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        fail("mtk::TokenShardWriter", cat("cannot write '", tmp_, "': ", std::strerror(errno)));
+      done += static_cast<std::size_t>(n);
+    }
+    written_ += static_cast<std::int64_t>(buffer_.size());
+    buffer_.clear();
+  }
+  if (p)
+    buffer_.insert(buffer_.end(), p, p + bytes);
+}
+
+void TokenShardWriter::add_sentence(const std::int32_t* ids, std::size_t count,
+                                    std::int64_t words) {
+  if (finished_)
+    fail("mtk::TokenShardWriter::add_sentence", cat(path_, ": already finished"));
+  for (std::size_t i = 0; i < count; ++i)
+    if (ids[i] < 0 || ids[i] >= info_.vocab_size || ids[i] == info_.eos_id)
+      fail("mtk::TokenShardWriter::add_sentence",
+           cat(path_, ": sentence ", info_.num_sentences + 1, " has id ", ids[i],
+               ids[i] == info_.eos_id ? " (the end-of-sentence id)" : "", " at token ", i,
+               " (vocabulary of ", info_.vocab_size, ")"));
+  if (count)
+    write(ids, count * sizeof(std::int32_t));
+  write(&info_.eos_id, sizeof(std::int32_t));
+  info_.num_tokens += static_cast<std::int64_t>(count) + 1;
+  info_.num_words += words;
+  ++info_.num_sentences;
+  offsets_.push_back(info_.num_tokens);
+}
+
+TokenShardInfo TokenShardWriter::finish() {
+  const char* where = "mtk::TokenShardWriter::finish";
+  if (finished_)
+    fail(where, cat(path_, ": already finished"));
+  const std::int64_t pad = offsets_offset(info_.num_tokens) - (kHeaderBytes + 4 * info_.num_tokens);
+  const char zeros[8] = {};
+  if (pad)
+    write(zeros, static_cast<std::size_t>(pad));
+  write(offsets_.data(), offsets_.size() * sizeof(std::int64_t));
+  write(nullptr, 0);  // flush
+  if (written_ != file_bytes(info_))
+    fail(where, cat(tmp_, ": wrote ", written_, " bytes, expected ", file_bytes(info_)));
+  unsigned char header[kHeaderBytes];
+  encode_header(info_, header);
+  if (::pwrite(fd_, header, kHeaderBytes, 0) != kHeaderBytes || ::fsync(fd_) != 0)
+    fail(where, cat("cannot write '", tmp_, "': ", std::strerror(errno)));
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    fail(where, cat("cannot close '", tmp_, "': ", std::strerror(errno)));
+  }
+  fd_ = -1;
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
+    fail(where, cat("cannot rename '", tmp_, "' to '", path_, "': ", std::strerror(errno)));
+  finished_ = true;
+  return info_;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reader
+
+struct TokenShard::Mapping {
+  std::string path;
+  TokenShardInfo info;
+  void* base = nullptr;
+  std::size_t bytes = 0;
+  ~Mapping() {
+    if (base)
+      ::munmap(base, bytes);
+  }
+};
+
+TokenShard TokenShard::open(const std::string& path) {
+  const char* where = "mtk::TokenShard::open";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    fail(where, cat("cannot open '", path, "': ", std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(where, cat("'", path, "' is not a regular file"));
+  }
+  auto map = std::make_shared<Mapping>();
+  map->path = path;
+  map->bytes = static_cast<std::size_t>(st.st_size);
+  if (map->bytes > 0) {
+    map->base = ::mmap(nullptr, map->bytes, PROT_READ, MAP_SHARED, fd, 0);
+    if (map->base == MAP_FAILED) {
+      map->base = nullptr;
+      const int e = errno;
+      ::close(fd);
+      fail(where, cat("cannot map '", path, "': ", std::strerror(e)));
+    }
+  }
+  ::close(fd);
+  const auto* bytes = static_cast<const unsigned char*>(map->base);
+  if (map->bytes < static_cast<std::size_t>(kHeaderBytes))
+    fail(where,
+         cat("'", path, "' is not a token shard: ", map->bytes, " bytes, shorter than a header"));
+  map->info = decode_header(bytes, static_cast<std::int64_t>(map->bytes), path);
+  TokenShard shard;
+  shard.map_ = map;
+  const std::int64_t* off = shard.offsets();
+  if (off[0] != 0 || off[map->info.num_sentences] != map->info.num_tokens)
+    fail(where, cat("'", path, "' has damaged sentence offsets"));
+  return shard;
+}
+
+TokenShardInfo TokenShard::read_info(const std::string& path) {
+  const char* where = "mtk::TokenShard::open";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    fail(where, cat("cannot open '", path, "': ", std::strerror(errno)));
+  struct stat st {};
+  unsigned char header[kHeaderBytes] = {};
+  const bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  const ssize_t got = ok ? ::pread(fd, header, kHeaderBytes, 0) : -1;
+  ::close(fd);
+  if (!ok)
+    fail(where, cat("'", path, "' is not a regular file"));
+  if (got < kHeaderBytes)
+    fail(where, cat("'", path, "' is not a token shard: shorter than a header"));
+  return decode_header(header, static_cast<std::int64_t>(st.st_size), path);
+}
+
+bool TokenShard::is_current(const std::string& path, std::uint64_t vocab_fingerprint,
+                            std::uint64_t source_bytes, std::int64_t max_line_bytes,
+                            std::string* why) {
+  auto reason = [&](const std::string& text) {
+    if (why)
+      *why = text;
+    return false;
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return reason("not written yet");
+  TokenShardInfo info;
+  try {
+    info = read_info(path);
+  } catch (const Error& e) {
+    return reason(e.what());
+  }
+  if (info.vocab_fingerprint != vocab_fingerprint)
+    return reason("made with another vocabulary");
+  if (info.source_bytes != source_bytes)
+    return reason(cat("made from a source of ", info.source_bytes, " bytes, now ", source_bytes));
+  if (info.max_line_bytes != max_line_bytes)
+    return reason(cat("made with max line bytes ", info.max_line_bytes, ", now ", max_line_bytes));
+  return true;
+}
+
+const std::string& TokenShard::path() const {
+  if (!map_)
+    fail("mtk::TokenShard", "not opened");
+  return map_->path;
+}
+
+const TokenShardInfo& TokenShard::info() const {
+  if (!map_)
+    fail("mtk::TokenShard", "not opened");
+  return map_->info;
+}
+
+const std::int32_t* TokenShard::tokens() const {
+  return reinterpret_cast<const std::int32_t*>(static_cast<const char*>(map_->base) + kHeaderBytes);
+}
+
+const std::int64_t* TokenShard::offsets() const {
+  return reinterpret_cast<const std::int64_t*>(static_cast<const char*>(map_->base) +
+                                               offsets_offset(map_->info.num_tokens));
+}
+
+std::int64_t TokenShard::sentence_offset(std::int64_t i) const {
+  if (i < 0 || i > num_sentences())
+    fail("mtk::TokenShard::sentence_offset",
+         cat(path(), ": sentence ", i, " is outside [0, ", num_sentences(), "]"));
+  return offsets()[i];
+}
+
+std::vector<std::int32_t> TokenShard::sentence(std::int64_t i) const {
+  if (i < 0 || i >= num_sentences())
+    fail("mtk::TokenShard::sentence",
+         cat(path(), ": sentence ", i, " is outside [0, ", num_sentences(), ")"));
+  const std::int64_t b = offsets()[i], e = offsets()[i + 1];
+  if (b < 0 || e < b || e > num_tokens())
+    fail("mtk::TokenShard::sentence", cat(path(), ": damaged offsets at sentence ", i));
+  return std::vector<std::int32_t>(tokens() + b, tokens() + e);
+}
+
+}  // namespace mtk
