@@ -1,5 +1,5 @@
 // mtk::kernels contractions: einsum over named dims, lowered to one KokkosBlas::gemm per batch
-// index. See mtk_kernels.hpp for the contract.
+// index. See einsum.hpp for the contract.
 //
 // Two operands: dims of one input only and absent from out are summed first (reduce). The rest are
 // batch (both inputs and out), M (a and out), N (b and out) and K (both inputs, not out). Each
@@ -7,15 +7,16 @@
 // [batch][K][N] / [batch][N][K] (b), as gemm's "N" / "T"; otherwise a transposed copy is made.
 // The result is written straight into out when out's order is [batch][M][N], or [batch][N][M]
 // (computing C^T = B^T A^T); otherwise into a temporary that is transposed into out.
+#include <mtk/base/error.hpp>
+#include <mtk/kernels/impl/launch.hpp>
+#include <mtk/kernels/kernels.hpp>
+
 #include <KokkosBlas3_gemm.hpp>
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
 #include <limits>
 #include <map>
-#include <mtk/base/error.hpp>
-#include <mtk/kernels/impl/launch.hpp>
-#include <mtk/kernels/kernels.hpp>
 #include <string>
 #include <vector>
 

@@ -1,4 +1,4 @@
-// mtk::kernels elementwise kernels — see mtk_kernels.hpp.
+// mtk::kernels elementwise kernels — see elementwise.hpp.
 //
 // Every kernel is a labelled Kokkos::parallel_for over a RangePolicy<std::int64_t>. The function
 // (UnaryFn, BinaryFn, CompareFn) is a template parameter of the kernel, so the per-element work is
@@ -6,14 +6,15 @@
 // to the output shape: direct index; operand dims a suffix of the output dims: index k % size) and
 // a general IndexMap path.
 
-#include <Kokkos_Core.hpp>
-
-#include <cmath>
-#include <cstdint>
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/impl/index.hpp>
 #include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/kernels.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <cmath>
+#include <cstdint>
 #include <string>
 
 namespace mtk::kernels {

@@ -1,12 +1,13 @@
 // mtk::kernels indexing: one_hot, gather (embedding lookup) and scatter_add (its gradient).
-// See mtk_kernels.hpp for the contracts.
-#include <Kokkos_Core.hpp>
-
-#include <cstdint>
+// See indexing.hpp for the contracts.
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/impl/index.hpp>
 #include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/kernels.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
 #include <string>
 
 namespace mtk::kernels {

@@ -1,16 +1,17 @@
-// mtk::kernels layout kernels — see mtk_kernels.hpp.
+// mtk::kernels layout kernels — see layout.hpp.
 //
 // Kernels that move data without arithmetic: transpose and broadcast (by dimension name, through
 // an IndexMap), and slice / concat / pad / shift along one dim, which factor the tensor as
 // [outer][n][inner] around that dim.
 
-#include <Kokkos_Core.hpp>
-
-#include <cstdint>
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/impl/index.hpp>
 #include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/kernels.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
 #include <string>
 #include <vector>
 

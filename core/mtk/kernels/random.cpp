@@ -1,17 +1,18 @@
-// mtk::kernels random kernels — see mtk_kernels.hpp.
+// mtk::kernels random kernels — see random.hpp.
 //
 // Counter-based: the value of global element g is a pure function of (seed, g, draw counter),
 // hashed with splitmix64's finaliser. No generator state is carried between elements, so any
 // slicing of the global tensor (any mesh, any layout, any backend) yields the same numbers.
 
-#include <Kokkos_Core.hpp>
-
-#include <cmath>
-#include <cstdint>
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/impl/index.hpp>
 #include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/kernels.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 

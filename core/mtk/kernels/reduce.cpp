@@ -1,15 +1,16 @@
 // mtk::kernels reductions: reduce, softmax / log-softmax and their gradient, cumsum, top_1.
-// See mtk_kernels.hpp for the contracts.
+// See reduce.hpp for the contracts.
+#include <mtk/base/error.hpp>
+#include <mtk/kernels/impl/index.hpp>
+#include <mtk/kernels/impl/launch.hpp>
+#include <mtk/kernels/kernels.hpp>
+
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <mtk/base/error.hpp>
-#include <mtk/kernels/impl/index.hpp>
-#include <mtk/kernels/impl/launch.hpp>
-#include <mtk/kernels/kernels.hpp>
 #include <string>
 #include <type_traits>
 #include <vector>
