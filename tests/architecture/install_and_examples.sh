@@ -25,7 +25,7 @@ fi
 status=0
 for exe in "$work"/build/mtk-example-*; do
   echo "== mpiexec -n 2 $(basename "$exe")"
-  if ! "$mpiexec" -n 2 "$exe"; then
+  if ! "$mpiexec" -n 2 "$exe" "$work/run-$(basename "$exe")"; then
     echo "install_and_examples: $(basename "$exe") failed" >&2
     status=1
   fi
