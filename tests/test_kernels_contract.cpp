@@ -1,5 +1,8 @@
 // Contract tests of the reduction, contraction and indexing kernels (mtk_kernels.hpp) against naive
 // host loops in double precision.
+#include <mtk/base/error.hpp>
+#include <mtk/kernels/kernels.hpp>
+
 #include <KokkosKernels_config.h>
 #include <Kokkos_Core.hpp>
 #include <gtest/gtest.h>
@@ -11,8 +14,6 @@
 #include <functional>
 #include <limits>
 #include <map>
-#include <mtk/base/error.hpp>
-#include <mtk/kernels/kernels.hpp>
 #include <random>
 #include <set>
 #include <string>

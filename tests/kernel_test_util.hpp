@@ -1,0 +1,72 @@
+#pragma once
+// Reference helpers shared by the kernel tests: random inputs, naive broadcasting offsets, error
+// expectations.
+
+#include <mtk/base/error.hpp>
+#include <mtk/base/shape.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace mtk::test {
+
+inline std::vector<double> random_values(std::int64_t n, double lo, double hi, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (auto& x : v)
+    x = dist(gen);
+  return v;
+}
+
+inline std::vector<double> random_ints(std::int64_t n, int lo, int hi, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> dist(lo, hi);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (auto& x : v)
+    x = dist(gen);
+  return v;
+}
+
+/// Offset in a row-major buffer of shape `in` of the element at row-major position k of `out`,
+/// matching dims by name (the naive reference of broadcasting).
+inline std::int64_t ref_offset(const Shape& out, const Shape& in, std::int64_t k) {
+  std::vector<std::int64_t> idx(static_cast<size_t>(out.rank()));
+  for (int i = out.rank() - 1; i >= 0; --i) {
+    idx[static_cast<size_t>(i)] = k % out[i].size;
+    k /= out[i].size;
+  }
+  std::int64_t off = 0;
+  for (int j = 0; j < in.rank(); ++j)
+    off = off * in[j].size + idx[static_cast<size_t>(out.index_of(in[j].name))];
+  return off;
+}
+
+/// Multi-index of row-major position k in `s`.
+inline std::vector<std::int64_t> unflatten(const Shape& s, std::int64_t k) {
+  std::vector<std::int64_t> idx(static_cast<size_t>(s.rank()));
+  for (int i = s.rank() - 1; i >= 0; --i) {
+    idx[static_cast<size_t>(i)] = k % s[i].size;
+    k /= s[i].size;
+  }
+  return idx;
+}
+
+/// Expects `f` to throw mtk::Error whose message contains every string of `parts`.
+inline void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no mtk::Error thrown";
+  } catch (const mtk::Error& e) {
+    const std::string what = e.what();
+    for (const auto& p : parts)
+      EXPECT_NE(what.find(p), std::string::npos) << what << " lacks " << p;
+  }
+}
+
+}  // namespace mtk::test

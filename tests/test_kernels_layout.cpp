@@ -1,0 +1,274 @@
+// Tests of the layout kernels (kernels/layout.hpp) against naive host loops.
+
+#include <mtk/base/error.hpp>
+#include <mtk/base/functions.hpp>
+#include <mtk/base/shape.hpp>
+#include <mtk/kernels/kernels.hpp>
+
+#include <Kokkos_Core.hpp>
+#include <gtest/gtest.h>
+
+#include "kernel_test_util.hpp"
+#include "mtk_test_util.hpp"
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace k = mtk::kernels;
+using mtk::BinaryFn;
+using mtk::CompareFn;
+using mtk::Shape;
+using mtk::UnaryFn;
+using mtk::test::expect_error;
+using mtk::test::random_ints;
+using mtk::test::random_values;
+using mtk::test::ref_offset;
+using mtk::test::to_vector;
+using mtk::test::to_view;
+using mtk::test::unflatten;
+using I32 = std::int32_t;
+
+// ------------------------------------------------------------------ layout
+
+template <class T>
+void check_transpose() {
+  Shape in{{"a", 2}, {"b", 3}, {"c", 4}, {"d", 5}};
+  auto x = random_ints(in.num_elements(), -100, 100, 51);
+  const std::vector<std::vector<int>> perms = {
+      {0, 1, 2, 3}, {3, 2, 1, 0}, {1, 0, 2, 3}, {0, 2, 3, 1}, {2, 0, 3, 1}};
+  for (const auto& p : perms) {
+    std::vector<mtk::Dimension> dims;
+    for (int i : p)
+      dims.push_back(in[i]);
+    Shape out(dims);
+    SCOPED_TRACE(out.to_string());
+    auto y = to_vector(k::transpose<T>(mtk::ExecSpace(), in, to_view<T>(x), out));
+    ASSERT_EQ(y.size(), x.size());
+    for (std::int64_t e = 0; e < out.num_elements(); ++e)
+      ASSERT_EQ(y[static_cast<size_t>(e)], x[static_cast<size_t>(ref_offset(out, in, e))]);
+  }
+}
+
+TEST(KernelsLayout, TransposeFloat) {
+  check_transpose<float>();
+}
+TEST(KernelsLayout, TransposeInt32) {
+  check_transpose<I32>();
+}
+
+TEST(KernelsLayout, TransposeErrors) {
+  Shape in{{"a", 2}, {"b", 3}};
+  auto x = to_view<float>(std::vector<double>(6, 1.0));
+  expect_error(
+      [&] {
+        k::transpose<float>(mtk::ExecSpace(), in, x, Shape{{"b", 3}, {"a", 2}, {"c", 1}});
+      },
+      {"mtk::kernels::transpose", "[a=2, b=3]", "[b=3, a=2, c=1]"});
+  expect_error(
+      [&] {
+        k::transpose<float>(mtk::ExecSpace(), in, x, Shape{{"b", 2}, {"a", 2}});
+      },
+      {"mtk::kernels::transpose", "[a=2, b=3]", "[b=2, a=2]"});
+  expect_error(
+      [&] {
+        k::transpose<float>(mtk::ExecSpace(), in, x, Shape{{"b", 3}, {"c", 2}});
+      },
+      {"mtk::kernels::transpose", "[a=2, b=3]"});
+}
+
+TEST(KernelsLayout, Broadcast) {
+  struct Case {
+    Shape in, out;
+  };
+  const std::vector<Case> cases = {
+      {{{"d", 5}}, {{"b", 3}, {"l", 4}, {"d", 5}}},
+      {{{"b", 3}}, {{"b", 3}, {"l", 4}}},
+      {{{"l", 4}, {"b", 3}}, {{"b", 3}, {"x", 2}, {"l", 4}}},
+      {{{"b", 3}, {"l", 4}}, {{"b", 3}, {"l", 4}}},
+      {{}, {{"b", 3}, {"l", 4}}},
+  };
+  unsigned seed = 61;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.in.to_string() + " -> " + c.out.to_string());
+    auto x = random_ints(c.in.num_elements(), -100, 100, seed++);
+    auto yf = to_vector(k::broadcast<float>(mtk::ExecSpace(), c.in, to_view<float>(x), c.out));
+    auto yi = to_vector(k::broadcast<I32>(mtk::ExecSpace(), c.in, to_view<I32>(x), c.out));
+    ASSERT_EQ(static_cast<std::int64_t>(yf.size()), c.out.num_elements());
+    for (std::int64_t e = 0; e < c.out.num_elements(); ++e) {
+      ASSERT_EQ(yf[static_cast<size_t>(e)], x[static_cast<size_t>(ref_offset(c.out, c.in, e))]);
+      ASSERT_EQ(yi[static_cast<size_t>(e)], x[static_cast<size_t>(ref_offset(c.out, c.in, e))]);
+    }
+  }
+  expect_error(
+      [] {
+        k::broadcast<float>(mtk::ExecSpace(), Shape{{"a", 2}}, to_view<float>({1, 2}),
+                            Shape{{"b", 2}});
+      },
+      {"mtk::kernels::broadcast", "[a=2]", "[b=2]"});
+}
+
+/// Reference: x of shape `in`, element at multi-index idx of the result comes from fn(idx).
+template <class T>
+void check_slice() {
+  Shape in{{"a", 3}, {"b", 7}, {"c", 2}};
+  auto x = random_ints(in.num_elements(), -100, 100, 71);
+  for (int dim = 0; dim < 3; ++dim) {
+    const std::int64_t n = in[dim].size;
+    for (std::int64_t begin = 0; begin < n; ++begin) {
+      for (std::int64_t size = 0; begin + size <= n; ++size) {
+        std::vector<mtk::Dimension> dims = in.dims();
+        dims[static_cast<size_t>(dim)].size = size;
+        Shape out(dims);
+        auto y = to_vector(k::slice<T>(mtk::ExecSpace(), in, to_view<T>(x), dim, begin, size));
+        ASSERT_EQ(static_cast<std::int64_t>(y.size()), out.num_elements());
+        for (std::int64_t e = 0; e < out.num_elements(); ++e) {
+          auto idx = unflatten(out, e);
+          idx[static_cast<size_t>(dim)] += begin;
+          ASSERT_EQ(y[static_cast<size_t>(e)],
+                    x[static_cast<size_t>(mtk::test::flat_index(in, idx))]);
+        }
+      }
+    }
+  }
+  expect_error([&] { k::slice<T>(mtk::ExecSpace(), in, to_view<T>(x), 1, 5, 3); },
+               {"mtk::kernels::slice", "'b'", "[a=3, b=7, c=2]"});
+  expect_error([&] { k::slice<T>(mtk::ExecSpace(), in, to_view<T>(x), 3, 0, 1); },
+               {"mtk::kernels::slice", "[a=3, b=7, c=2]"});
+}
+
+TEST(KernelsLayout, SliceFloat) {
+  check_slice<float>();
+}
+TEST(KernelsLayout, SliceInt32) {
+  check_slice<I32>();
+}
+
+template <class T>
+void check_concat() {
+  for (int dim = 0; dim < 3; ++dim) {
+    SCOPED_TRACE(dim);
+    const std::vector<std::int64_t> sizes = {2, 0, 3, 1};
+    std::vector<Shape> shapes;
+    std::vector<k::View<T>> views;
+    std::vector<std::vector<double>> values;
+    std::int64_t total = 0;
+    for (size_t p = 0; p < sizes.size(); ++p) {
+      std::vector<mtk::Dimension> dims = {{"a", 2}, {"b", 3}, {"c", 4}};
+      dims[static_cast<size_t>(dim)].size = sizes[p];
+      shapes.emplace_back(dims);
+      values.push_back(
+          random_ints(shapes.back().num_elements(), -100, 100, static_cast<unsigned>(80 + p)));
+      views.push_back(to_view<T>(values.back()));
+      total += sizes[p];
+    }
+    std::vector<mtk::Dimension> dims = {{"a", 2}, {"b", 3}, {"c", 4}};
+    dims[static_cast<size_t>(dim)].size = total;
+    Shape out(dims);
+    auto y = to_vector(k::concat<T>(mtk::ExecSpace(), shapes, views, dim));
+    ASSERT_EQ(static_cast<std::int64_t>(y.size()), out.num_elements());
+    for (std::int64_t e = 0; e < out.num_elements(); ++e) {
+      auto idx = unflatten(out, e);
+      size_t p = 0;
+      while (idx[static_cast<size_t>(dim)] >= sizes[p])
+        idx[static_cast<size_t>(dim)] -= sizes[p++];
+      ASSERT_EQ(y[static_cast<size_t>(e)],
+                values[p][static_cast<size_t>(mtk::test::flat_index(shapes[p], idx))]);
+    }
+  }
+  std::vector<Shape> bad = {Shape{{"a", 2}, {"b", 3}}, Shape{{"a", 3}, {"b", 3}}};
+  std::vector<k::View<T>> bv = {to_view<T>(std::vector<double>(6)),
+                                to_view<T>(std::vector<double>(9))};
+  expect_error([&] { k::concat<T>(mtk::ExecSpace(), bad, bv, 1); },
+               {"mtk::kernels::concat", "[a=2, b=3]", "[a=3, b=3]"});
+  EXPECT_NO_THROW(k::concat<T>(mtk::ExecSpace(), bad, bv, 0));
+}
+
+TEST(KernelsLayout, ConcatFloat) {
+  check_concat<float>();
+}
+TEST(KernelsLayout, ConcatInt32) {
+  check_concat<I32>();
+}
+
+template <class T>
+void check_pad() {
+  Shape in{{"a", 2}, {"b", 3}, {"c", 4}};
+  auto x = random_ints(in.num_elements(), -100, 100, 91);
+  for (int dim = 0; dim < 3; ++dim) {
+    for (auto [before, after] : std::vector<std::pair<int, int>>{{0, 0}, {1, 0}, {0, 2}, {3, 1}}) {
+      std::vector<mtk::Dimension> dims = in.dims();
+      dims[static_cast<size_t>(dim)].size += before + after;
+      Shape out(dims);
+      auto y = to_vector(k::pad<T>(mtk::ExecSpace(), in, to_view<T>(x), dim, before, after, T(7)));
+      ASSERT_EQ(static_cast<std::int64_t>(y.size()), out.num_elements());
+      for (std::int64_t e = 0; e < out.num_elements(); ++e) {
+        auto idx = unflatten(out, e);
+        auto& j = idx[static_cast<size_t>(dim)];
+        j -= before;
+        const double r = (j >= 0 && j < in[dim].size)
+                             ? x[static_cast<size_t>(mtk::test::flat_index(in, idx))]
+                             : 7.0;
+        ASSERT_EQ(y[static_cast<size_t>(e)], r);
+      }
+    }
+  }
+  expect_error([&] { k::pad<T>(mtk::ExecSpace(), in, to_view<T>(x), 1, -1, 0, T(0)); },
+               {"mtk::kernels::pad", "[a=2, b=3, c=4]"});
+}
+
+TEST(KernelsLayout, PadFloat) {
+  check_pad<float>();
+}
+TEST(KernelsLayout, PadInt32) {
+  check_pad<I32>();
+}
+
+template <class T>
+void check_shift() {
+  Shape in{{"a", 2}, {"b", 5}, {"c", 3}};
+  auto x = random_ints(in.num_elements(), 1, 100, 95);  // nonzero: zero fill is visible
+  for (int dim = 0; dim < 3; ++dim) {
+    const std::int64_t n = in[dim].size;
+    for (std::int64_t offset = -7; offset <= 7; ++offset) {
+      for (bool wrap : {false, true}) {
+        SCOPED_TRACE(mtk::cat("dim ", dim, " offset ", offset, " wrap ", wrap));
+        auto y = to_vector(k::shift<T>(mtk::ExecSpace(), in, to_view<T>(x), dim, offset, wrap));
+        ASSERT_EQ(y.size(), x.size());
+        for (std::int64_t e = 0; e < in.num_elements(); ++e) {
+          auto idx = unflatten(in, e);
+          auto& j = idx[static_cast<size_t>(dim)];
+          j -= offset;
+          if (wrap)
+            j = ((j % n) + n) % n;
+          const double r =
+              (j >= 0 && j < n) ? x[static_cast<size_t>(mtk::test::flat_index(in, idx))] : 0.0;
+          ASSERT_EQ(y[static_cast<size_t>(e)], r);
+        }
+      }
+    }
+  }
+  // Spelled out: out[i] = x[i - 1].
+  Shape s{{"t", 4}};
+  EXPECT_EQ(to_vector(k::shift<T>(mtk::ExecSpace(), s, to_view<T>({1, 2, 3, 4}), 0, 1, false)),
+            (std::vector<double>{0, 1, 2, 3}));
+  EXPECT_EQ(to_vector(k::shift<T>(mtk::ExecSpace(), s, to_view<T>({1, 2, 3, 4}), 0, 1, true)),
+            (std::vector<double>{4, 1, 2, 3}));
+  EXPECT_EQ(to_vector(k::shift<T>(mtk::ExecSpace(), s, to_view<T>({1, 2, 3, 4}), 0, -1, false)),
+            (std::vector<double>{2, 3, 4, 0}));
+}
+
+TEST(KernelsLayout, ShiftFloat) {
+  check_shift<float>();
+}
+TEST(KernelsLayout, ShiftInt32) {
+  check_shift<I32>();
+}
+
+}  // namespace
