@@ -64,7 +64,7 @@ struct TinyModel {
   /// One training step (the data of Program::step()); returns the loss.
   float train_step() {
     const auto out = program->run(feeds(program->step()), {loss});
-    return out.at(0).f.at(0);
+    return out.at(0).values<float>().at(0);
   }
 };
 
