@@ -2,6 +2,7 @@
 // Element types of tensors. float32 is the working type; int32 carries ids and indices. The type is
 // a property of each tensor so that bf16 activations can be added without touching model code.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -11,9 +12,6 @@ enum class DType { float32, int32 };
 
 inline const char* dtype_name(DType t) {
   return t == DType::float32 ? "float32" : "int32";
-}
-inline std::size_t dtype_bytes(DType) {
-  return 4;
 }
 
 /// The DType of a C++ element type: dtype_of<float>::value == DType::float32.
@@ -40,6 +38,11 @@ auto visit_dtype(DType t, F&& f) {
       break;
   }
   return f(float{});
+}
+
+/// Bytes per element.
+inline std::size_t dtype_bytes(DType t) {
+  return visit_dtype(t, [](auto e) { return sizeof(e); });
 }
 
 }  // namespace mtk

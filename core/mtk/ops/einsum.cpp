@@ -96,8 +96,7 @@ void lower_einsum(Lowering& l) {
     l.add_step(
         l.label(), {a}, {y},
         [=](Buffers& b, [[maybe_unused]] const ExecSpace& space) {
-          b[static_cast<size_t>(y)] =
-              kernels::einsum(la, b[static_cast<size_t>(a)].view<float>(), ly);
+          b[static_cast<size_t>(y)] = kernels::einsum(la, view_of<float>(b, a), ly);
         },
         "einsum", static_cast<double>(la.num_elements()));
     return;
@@ -109,13 +108,13 @@ void lower_einsum(Lowering& l) {
       cat(l.label(), " ", la.to_string(), " x ", lc.to_string(), " -> ", ly.to_string()), {a, c},
       {y},
       [=](Buffers& b, [[maybe_unused]] const ExecSpace& space) {
-        b[static_cast<size_t>(y)] = kernels::einsum(la, b[static_cast<size_t>(a)].view<float>(), lc,
-                                                    b[static_cast<size_t>(c)].view<float>(), ly);
+        b[static_cast<size_t>(y)] =
+            kernels::einsum(la, view_of<float>(b, a), lc, view_of<float>(b, c), ly);
       },
       "einsum", flops);
 }
 
-const OpDef einsum_def{"einsum", einsum_grad, lower_einsum};
+constexpr OpDef einsum_def{"einsum", einsum_grad, lower_einsum};
 
 }  // namespace
 

@@ -75,19 +75,16 @@ void lower_unary(Lowering& l) {
     l.pending(y) = l.pending(x);
   else
     l.materialize(x);
-  const DType dt = l.dtype(x);
-  l.add_step(
-      l.label(), {x}, {y},
-      [=](Buffers& b, [[maybe_unused]] const ExecSpace& space) {
-        b[static_cast<size_t>(y)] = visit_dtype(dt, [&](auto e) {
-          using T = decltype(e);
-          return Program::Buffer(kernels::unary<T>(fn, b[static_cast<size_t>(x)].view<T>(), p));
-        });
+  l.add_typed_step(
+      l.label(), {x}, y, l.dtype(x),
+      [=](auto e, const Buffers& b, [[maybe_unused]] const ExecSpace& space) {
+        using T = decltype(e);
+        return kernels::unary<T>(fn, view_of<T>(b, x), p);
       },
       "elementwise", static_cast<double>(l.local(y).num_elements()));
 }
 
-const OpDef unary_def{"unary", unary_grad, lower_unary};
+constexpr OpDef unary_def{"unary", unary_grad, lower_unary};
 
 // -------------------------------------------------------------------------------- binary
 struct BinaryAttrs {
@@ -151,21 +148,16 @@ void lower_binary(Lowering& l) {
   const BinaryFn fn = o.attrs<BinaryAttrs>().fn;
   l.pending(y) = binary_pending(l, fn, a, c);
   const Shape la = l.local(a), lc = l.local(c), ly = l.local(y);
-  const DType dt = l.dtype(a);
-  l.add_step(
-      l.label(), {a, c}, {y},
-      [=](Buffers& b, [[maybe_unused]] const ExecSpace& space) {
-        const Program::Buffer& A = b[static_cast<size_t>(a)];
-        const Program::Buffer& C = b[static_cast<size_t>(c)];
-        b[static_cast<size_t>(y)] = visit_dtype(dt, [&](auto e) {
-          using T = decltype(e);
-          return Program::Buffer(kernels::binary<T>(fn, la, A.view<T>(), lc, C.view<T>(), ly));
-        });
+  l.add_typed_step(
+      l.label(), {a, c}, y, l.dtype(a),
+      [=](auto e, const Buffers& b, [[maybe_unused]] const ExecSpace& space) {
+        using T = decltype(e);
+        return kernels::binary<T>(fn, la, view_of<T>(b, a), lc, view_of<T>(b, c), ly);
       },
       "elementwise", static_cast<double>(ly.num_elements()));
 }
 
-const OpDef binary_def{"binary", binary_grad, lower_binary};
+constexpr OpDef binary_def{"binary", binary_grad, lower_binary};
 
 // ------------------------------------------------------------------------------- compare
 struct CompareAttrs {
@@ -183,17 +175,16 @@ void lower_compare(Lowering& l) {
   l.add_step(
       l.label(), {a, c}, {y},
       [=](Buffers& b, [[maybe_unused]] const ExecSpace& space) {
-        const Program::Buffer& A = b[static_cast<size_t>(a)];
-        const Program::Buffer& C = b[static_cast<size_t>(c)];
+        // The result is float32 whatever the inputs' type.
         b[static_cast<size_t>(y)] = visit_dtype(dt, [&](auto e) {
           using T = decltype(e);
-          return Program::Buffer(kernels::compare<T>(fn, la, A.view<T>(), lc, C.view<T>(), ly));
+          return kernels::compare<T>(fn, la, view_of<T>(b, a), lc, view_of<T>(b, c), ly);
         });
       },
       "elementwise", static_cast<double>(ly.num_elements()));
 }
 
-const OpDef compare_def{"compare", nullptr, lower_compare};
+constexpr OpDef compare_def{"compare", nullptr, lower_compare};
 
 // --------------------------------------------------------------------------------- where
 void where_grad(GradientContext& c) {
@@ -211,37 +202,32 @@ void lower_where(Lowering& l) {
   l.add_step(
       l.label(), {c, a, d}, {y},
       [=](Buffers& b, [[maybe_unused]] const ExecSpace& space) {
-        b[static_cast<size_t>(y)] = kernels::where(lc, b[static_cast<size_t>(c)].view<float>(), la,
-                                                   b[static_cast<size_t>(a)].view<float>(), ld,
-                                                   b[static_cast<size_t>(d)].view<float>(), ly);
+        b[static_cast<size_t>(y)] = kernels::where(
+            lc, view_of<float>(b, c), la, view_of<float>(b, a), ld, view_of<float>(b, d), ly);
       },
       "elementwise", static_cast<double>(ly.num_elements()));
 }
 
-const OpDef where_def{"where", where_grad, lower_where};
+constexpr OpDef where_def{"where", where_grad, lower_where};
 
 // ---------------------------------------------------------------------------------- cast
 // float <-> int: no gradient.
 void lower_cast(Lowering& l) {
   const int x = l.op().inputs[0], y = l.op().outputs[0];
   l.materialize(x);
-  const DType from = l.dtype(x), to = l.dtype(y);
-  l.add_step(
-      l.label(), {x}, {y},
-      [=](Buffers& b, [[maybe_unused]] const ExecSpace& space) {
-        const Program::Buffer& X = b[static_cast<size_t>(x)];
-        b[static_cast<size_t>(y)] = visit_dtype(to, [&](auto t) {
-          return visit_dtype(from, [&](auto f) {
-            using To = decltype(t);
-            using From = decltype(f);
-            return Program::Buffer(kernels::cast<To, From>(X.view<From>()));
-          });
+  const DType from = l.dtype(x);
+  l.add_typed_step(
+      l.label(), {x}, y, l.dtype(y),
+      [=](auto t, const Buffers& b, [[maybe_unused]] const ExecSpace& space) {
+        return visit_dtype(from, [&](auto f) {
+          using From = decltype(f);
+          return kernels::cast<decltype(t), From>(view_of<From>(b, x));
         });
       },
       "elementwise", static_cast<double>(l.local(y).num_elements()));
 }
 
-const OpDef cast_def{"cast", nullptr, lower_cast};
+constexpr OpDef cast_def{"cast", nullptr, lower_cast};
 
 }  // namespace
 

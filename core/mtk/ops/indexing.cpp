@@ -31,13 +31,13 @@ void lower_one_hot(Lowering& l) {
   l.add_step(
       l.label(), {ids}, {y},
       [=](Buffers& b, [[maybe_unused]] const ExecSpace& space) {
-        b[static_cast<size_t>(y)] = kernels::one_hot(
-            li, b[static_cast<size_t>(ids)].view<std::int32_t>(), ly, d, origin, on, off);
+        b[static_cast<size_t>(y)] =
+            kernels::one_hot(li, view_of<std::int32_t>(b, ids), ly, d, origin, on, off);
       },
       "elementwise", static_cast<double>(ly.num_elements()));
 }
 
-const OpDef one_hot_def{"one_hot", nullptr, lower_one_hot};
+constexpr OpDef one_hot_def{"one_hot", nullptr, lower_one_hot};
 
 // -------------------------------------------------------------------- gather, scatter_add
 struct GatherAttrs {
@@ -68,14 +68,13 @@ void lower_gather(Lowering& l) {
   l.add_step(
       l.label(), {table, ids}, {y},
       [=](Buffers& b, [[maybe_unused]] const ExecSpace& space) {
-        b[static_cast<size_t>(y)] =
-            kernels::gather(lt, b[static_cast<size_t>(table)].view<float>(), d, origin, li,
-                            b[static_cast<size_t>(ids)].view<std::int32_t>(), ly);
+        b[static_cast<size_t>(y)] = kernels::gather(lt, view_of<float>(b, table), d, origin, li,
+                                                    view_of<std::int32_t>(b, ids), ly);
       },
       "gather", static_cast<double>(ly.num_elements()));
 }
 
-const OpDef gather_def{"gather", gather_grad, lower_gather};
+constexpr OpDef gather_def{"gather", gather_grad, lower_gather};
 
 void scatter_add_grad(GradientContext& c) {
   const Tensor ids = c.input(0), upd = c.input(1);
@@ -121,14 +120,13 @@ void lower_scatter_add(Lowering& l) {
   l.add_step(
       l.label(), {ids, upd}, {y},
       [=](Buffers& b, [[maybe_unused]] const ExecSpace& space) {
-        b[static_cast<size_t>(y)] =
-            kernels::scatter_add(li, b[static_cast<size_t>(ids)].view<std::int32_t>(), lu,
-                                 b[static_cast<size_t>(upd)].view<float>(), ly, d, origin);
+        b[static_cast<size_t>(y)] = kernels::scatter_add(li, view_of<std::int32_t>(b, ids), lu,
+                                                         view_of<float>(b, upd), ly, d, origin);
       },
       "gather", static_cast<double>(lu.num_elements()));
 }
 
-const OpDef scatter_add_def{"scatter_add", scatter_add_grad, lower_scatter_add};
+constexpr OpDef scatter_add_def{"scatter_add", scatter_add_grad, lower_scatter_add};
 
 }  // namespace
 

@@ -42,14 +42,13 @@ void lower_cross_entropy(Lowering& l) {
       l.label() + (axis >= 0 ? " (vocabulary split over " + l.mesh_shape()[axis].name + ")" : ""),
       {x, t}, {loss, lse_out},
       [=](Buffers& b, [[maybe_unused]] const ExecSpace& space) {
-        const FView X = b[static_cast<size_t>(x)].view<float>();
+        const FView X = view_of<float>(b, x);
         FView m = kernels::reduce<float>(ReduceFn::max, lx, X, lr);
         if (axis >= 0)
           allreduce<float>(mesh, {axis}, m, ReduceOp::max);
         FView s = kernels::sum_exp_shifted(lx, X, d, m);
         FView xt, sx;
-        kernels::target_logit_and_sum(lx, X, d, b[static_cast<size_t>(t)].view<std::int32_t>(),
-                                      origin, xt, sx);
+        kernels::target_logit_and_sum(lx, X, d, view_of<std::int32_t>(b, t), origin, xt, sx);
         if (axis >= 0) {
           allreduce<float>(mesh, {axis}, s);
           allreduce<float>(mesh, {axis}, xt);
@@ -78,16 +77,15 @@ void lower_cross_entropy_grad(Lowering& l) {
   l.add_step(
       l.label(), {x, t, lse, dy}, {dx},
       [=](Buffers& b, [[maybe_unused]] const ExecSpace& space) {
-        b[static_cast<size_t>(dx)] =
-            kernels::cross_entropy_grad(lx, b[static_cast<size_t>(x)].view<float>(), d,
-                                        b[static_cast<size_t>(t)].view<std::int32_t>(), origin,
-                                        b[static_cast<size_t>(lse)].view<float>(),
-                                        b[static_cast<size_t>(dy)].view<float>(), ls, V, z);
+        b[static_cast<size_t>(dx)] = kernels::cross_entropy_grad(
+            lx, view_of<float>(b, x), d, view_of<std::int32_t>(b, t), origin,
+            view_of<float>(b, lse), view_of<float>(b, dy), ls, V, z);
       },
       "softmax", 3.0 * static_cast<double>(lx.num_elements()));
 }
 
-const OpDef cross_entropy_grad_def{"softmax_cross_entropy_grad", nullptr, lower_cross_entropy_grad};
+constexpr OpDef cross_entropy_grad_def{"softmax_cross_entropy_grad", nullptr,
+                                       lower_cross_entropy_grad};
 
 // d loss / d logits by one fused op that reads the saved log-sum-exp (output 1).
 void cross_entropy_grad(GradientContext& c) {
@@ -97,7 +95,7 @@ void cross_entropy_grad(GradientContext& c) {
                              c.op().attributes));
 }
 
-const OpDef cross_entropy_def{"softmax_cross_entropy", cross_entropy_grad, lower_cross_entropy};
+constexpr OpDef cross_entropy_def{"softmax_cross_entropy", cross_entropy_grad, lower_cross_entropy};
 
 }  // namespace
 

@@ -27,7 +27,7 @@ void lower_adam_update(Lowering& l) {
   l.add_step(
       l.label(), {p, m, v, gr, ss}, {np, nm, nv},
       [=](Buffers& b, [[maybe_unused]] const ExecSpace& space) {
-        auto in = [&](int t) { return b[static_cast<size_t>(t)].view<float>(); };
+        auto in = [&](int t) { return view_of<float>(b, t); };
         FView new_p = in(np), new_m = in(nm), new_v = in(nv);
         kernels::adam_update(in(p), in(m), in(v), in(gr), in(ss), b1, b2, eps, new_p, new_m, new_v);
         b[static_cast<size_t>(np)] = new_p;
@@ -37,7 +37,7 @@ void lower_adam_update(Lowering& l) {
       "optimizer", 8.0 * static_cast<double>(l.local(p).num_elements()));
 }
 
-const OpDef adam_update_def{"adam_update", nullptr, lower_adam_update};
+constexpr OpDef adam_update_def{"adam_update", nullptr, lower_adam_update};
 
 }  // namespace
 

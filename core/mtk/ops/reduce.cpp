@@ -44,7 +44,7 @@ void finish_split_sum(Lowering& l, int x, int y, const std::vector<int>& reduced
   l.add_step(
       "allreduce(sum) of " + l.describe(y), {y}, {y},
       [mesh, p, y](Buffers& b, const ExecSpace&) {
-        allreduce<std::int32_t>(mesh, p, b[static_cast<size_t>(y)].view<std::int32_t>());
+        allreduce<std::int32_t>(mesh, p, view_of<std::int32_t>(b, y));
       },
       "", 0, Program::Category::collective);
 }
@@ -60,7 +60,7 @@ void finish_split_extremum(Lowering& l, ReduceFn fn, int y, const std::vector<in
       [=](Buffers& b, const ExecSpace&) {
         visit_dtype(dt, [&](auto e) {
           using T = decltype(e);
-          allreduce<T>(mesh, reduced_axes, b[static_cast<size_t>(y)].view<T>(), rop);
+          allreduce<T>(mesh, reduced_axes, view_of<T>(b, y), rop);
           return 0;
         });
       },
@@ -79,15 +79,11 @@ void lower_reduce(Lowering& l) {
   if (fn != ReduceFn::sum)
     l.materialize(x);
   const Shape lx = l.local(x), ly = l.local(y);
-  const DType dt = l.dtype(x);
-  l.add_step(
-      l.label(), {x}, {y},
-      [=](Buffers& b, [[maybe_unused]] const ExecSpace& space) {
-        b[static_cast<size_t>(y)] = visit_dtype(dt, [&](auto e) {
-          using T = decltype(e);
-          return Program::Buffer(
-              kernels::reduce<T>(fn, lx, b[static_cast<size_t>(x)].view<T>(), ly));
-        });
+  l.add_typed_step(
+      l.label(), {x}, y, l.dtype(x),
+      [=](auto e, const Buffers& b, [[maybe_unused]] const ExecSpace& space) {
+        using T = decltype(e);
+        return kernels::reduce<T>(fn, lx, view_of<T>(b, x), ly);
       },
       "reduce", static_cast<double>(lx.num_elements()));
   if (fn == ReduceFn::sum)
@@ -96,7 +92,7 @@ void lower_reduce(Lowering& l) {
     finish_split_extremum(l, fn, y, reduced_axes);
 }
 
-const OpDef reduce_def{"reduce", reduce_grad, lower_reduce};
+constexpr OpDef reduce_def{"reduce", reduce_grad, lower_reduce};
 
 // ------------------------------------------------------------------- softmax, log_softmax
 struct SoftmaxAttrs {
@@ -128,7 +124,7 @@ void lower_split_softmax(Lowering& l, int x, int y, int d, int axis, bool log) {
   l.add_step(
       l.label() + " (split over " + l.mesh_shape()[axis].name + ")", {x}, {y},
       [=](Buffers& b, [[maybe_unused]] const ExecSpace& space) {
-        const FView X = b[static_cast<size_t>(x)].view<float>();
+        const FView X = view_of<float>(b, x);
         FView m = kernels::reduce<float>(ReduceFn::max, lx, X, lr);
         allreduce<float>(mesh, {axis}, m, ReduceOp::max);
         FView z = kernels::binary<float>(BinaryFn::subtract, lx, X, lr, m, lx);
@@ -157,8 +153,7 @@ void lower_softmax_op(Lowering& l, bool log) {
   l.add_step(
       l.label(), {x}, {y},
       [=](Buffers& b, [[maybe_unused]] const ExecSpace& space) {
-        b[static_cast<size_t>(y)] =
-            kernels::softmax(lx, b[static_cast<size_t>(x)].view<float>(), d, log);
+        b[static_cast<size_t>(y)] = kernels::softmax(lx, view_of<float>(b, x), d, log);
       },
       "softmax", 5.0 * static_cast<double>(lx.num_elements()));
 }
@@ -170,8 +165,8 @@ void lower_log_softmax(Lowering& l) {
   lower_softmax_op(l, true);
 }
 
-const OpDef softmax_def{"softmax", softmax_grad, lower_softmax};
-const OpDef log_softmax_def{"log_softmax", log_softmax_grad, lower_log_softmax};
+constexpr OpDef softmax_def{"softmax", softmax_grad, lower_softmax};
+constexpr OpDef log_softmax_def{"log_softmax", log_softmax_grad, lower_log_softmax};
 
 // -------------------------------------------------------------------------------- cumsum
 struct CumsumAttrs {
@@ -197,13 +192,12 @@ void lower_cumsum(Lowering& l) {
   l.add_step(
       l.label(), {x}, {y},
       [=](Buffers& b, [[maybe_unused]] const ExecSpace& space) {
-        b[static_cast<size_t>(y)] =
-            kernels::cumsum(lx, b[static_cast<size_t>(x)].view<float>(), d, excl);
+        b[static_cast<size_t>(y)] = kernels::cumsum(lx, view_of<float>(b, x), d, excl);
       },
       "elementwise", static_cast<double>(lx.num_elements()));
 }
 
-const OpDef cumsum_def{"cumsum", cumsum_grad, lower_cumsum};
+constexpr OpDef cumsum_def{"cumsum", cumsum_grad, lower_cumsum};
 
 // --------------------------------------------------------------------------------- top_1
 struct Top1Attrs {
@@ -227,16 +221,16 @@ void lower_top_1(Lowering& l) {
   l.add_step(
       l.label(), {x}, {v, ix},
       [=](Buffers& b, [[maybe_unused]] const ExecSpace& space) {
-        FView values = b[static_cast<size_t>(v)].view<float>();
-        kernels::IView indices = b[static_cast<size_t>(ix)].view<std::int32_t>();
-        kernels::top_1(lx, b[static_cast<size_t>(x)].view<float>(), d, values, indices);
+        FView values = view_of<float>(b, v);
+        kernels::IView indices = view_of<std::int32_t>(b, ix);
+        kernels::top_1(lx, view_of<float>(b, x), d, values, indices);
         b[static_cast<size_t>(v)] = values;
         b[static_cast<size_t>(ix)] = indices;
       },
       "reduce", static_cast<double>(lx.num_elements()));
 }
 
-const OpDef top_1_def{"top_1", top_1_grad, lower_top_1};
+constexpr OpDef top_1_def{"top_1", top_1_grad, lower_top_1};
 
 }  // namespace
 

@@ -66,7 +66,7 @@ void lower_reshape(Lowering& l) {
   add_alias(l, l.relayout(mid, l.axes(y)), y);
 }
 
-const OpDef reshape_def{"reshape", reshape_grad, lower_reshape};
+constexpr OpDef reshape_def{"reshape", reshape_grad, lower_reshape};
 
 // ----------------------------------------------------------------------------- broadcast
 void broadcast_grad(GradientContext& c) {
@@ -77,16 +77,14 @@ void lower_broadcast(Lowering& l) {
   const int x = l.op().inputs[0], y = l.op().outputs[0];
   l.materialize(x);
   const Shape lx = l.local(x), ly = l.local(y);
-  const DType dt = l.dtype(x);
-  l.add_step(l.label(), {x}, {y}, [=](Buffers& b, [[maybe_unused]] const ExecSpace& space) {
-    b[static_cast<size_t>(y)] = visit_dtype(dt, [&](auto e) {
-      using T = decltype(e);
-      return Program::Buffer(kernels::broadcast<T>(lx, b[static_cast<size_t>(x)].view<T>(), ly));
-    });
-  });
+  l.add_typed_step(l.label(), {x}, y, l.dtype(x),
+                   [=](auto e, const Buffers& b, [[maybe_unused]] const ExecSpace& space) {
+                     using T = decltype(e);
+                     return kernels::broadcast<T>(lx, view_of<T>(b, x), ly);
+                   });
 }
 
-const OpDef broadcast_def{"broadcast", broadcast_grad, lower_broadcast};
+constexpr OpDef broadcast_def{"broadcast", broadcast_grad, lower_broadcast};
 
 // ------------------------------------------------------------- slice, pad, shift, concat
 // These work on a whole dim: a split input dim is gathered first (an allconcat, listed by
@@ -107,16 +105,14 @@ void lower_along_dim(Lowering& l, const std::string& dim, Kernel kernel) {
   std::vector<Shape> lin;
   for (int t : ins)
     lin.push_back(l.local(t));
-  l.add_step(
-      l.label(), ins, {mid},
-      [=](Buffers& b, const ExecSpace& space) {
-        b[static_cast<size_t>(mid)] = visit_dtype(dt, [&](auto e) {
-          using T = decltype(e);
-          std::vector<kernels::View<T>> xs;
-          for (int t : ins)
-            xs.push_back(b[static_cast<size_t>(t)].view<T>());
-          return Program::Buffer(kernel(e, space, lin, xs, d));
-        });
+  l.add_typed_step(
+      l.label(), ins, mid, dt,
+      [=](auto e, const Buffers& b, const ExecSpace& space) {
+        using T = decltype(e);
+        std::vector<kernels::View<T>> xs;
+        for (int t : ins)
+          xs.push_back(view_of<T>(b, t));
+        return kernel(e, space, lin, xs, d);
       },
       "elementwise", static_cast<double>(l.local(mid).num_elements()));
   add_alias(l, l.relayout(mid, l.axes(y)), y);
@@ -145,7 +141,7 @@ void lower_slice(Lowering& l) {
       });
 }
 
-const OpDef slice_def{"slice", slice_grad, lower_slice};
+constexpr OpDef slice_def{"slice", slice_grad, lower_slice};
 
 struct PadAttrs {
   std::string dim;
@@ -168,7 +164,7 @@ void lower_pad(Lowering& l) {
       });
 }
 
-const OpDef pad_def{"pad", pad_grad, lower_pad};
+constexpr OpDef pad_def{"pad", pad_grad, lower_pad};
 
 struct ShiftAttrs {
   std::string dim;
@@ -191,7 +187,7 @@ void lower_shift(Lowering& l) {
       });
 }
 
-const OpDef shift_def{"shift", shift_grad, lower_shift};
+constexpr OpDef shift_def{"shift", shift_grad, lower_shift};
 
 struct ConcatAttrs {
   std::string dim;
@@ -218,7 +214,7 @@ void lower_concat(Lowering& l) {
       });
 }
 
-const OpDef concat_def{"concat", concat_grad, lower_concat};
+constexpr OpDef concat_def{"concat", concat_grad, lower_concat};
 
 }  // namespace
 

@@ -50,14 +50,14 @@ void lower_variable(Lowering& l) {
   l.add_variable(t, o.name, initial_value(l, o, t));
 }
 
-const OpDef variable_def{"variable", nullptr, lower_variable, true};
+constexpr OpDef variable_def{"variable", nullptr, lower_variable, true};
 
 // --------------------------------------------------------------------------- placeholder
 void lower_placeholder(Lowering& l) {
   l.add_placeholder(l.op().outputs[0]);
 }
 
-const OpDef placeholder_def{"placeholder", nullptr, lower_placeholder};
+constexpr OpDef placeholder_def{"placeholder", nullptr, lower_placeholder};
 
 // ------------------------------------------------------------------------------ constant
 struct ConstantAttrs {
@@ -68,34 +68,27 @@ void lower_constant(Lowering& l) {
   const int t = l.op().outputs[0];
   const std::int64_t n = l.local(t).num_elements();
   const double v = l.op().attrs<ConstantAttrs>().value;
-  const DType dt = l.dtype(t);
-  l.add_step(l.label(), {}, {t},
-             [t, n, v, dt](Buffers& b, [[maybe_unused]] const ExecSpace& space) {
-               b[static_cast<size_t>(t)] = visit_dtype(dt, [&](auto e) {
-                 using T = decltype(e);
-                 return Program::Buffer(kernels::fill<T>(n, static_cast<T>(v)));
-               });
-             });
+  l.add_typed_step(l.label(), {}, t, l.dtype(t),
+                   [n, v](auto e, const Buffers&, [[maybe_unused]] const ExecSpace& space) {
+                     using T = decltype(e);
+                     return kernels::fill<T>(n, static_cast<T>(v));
+                   });
 }
 
-const OpDef constant_def{"constant", nullptr, lower_constant};
+constexpr OpDef constant_def{"constant", nullptr, lower_constant};
 
 // --------------------------------------------------------------------------------- range
 void lower_range(Lowering& l) {
   const int t = l.op().outputs[0];
   const Shape ls = l.local(t);
   const std::int64_t origin = l.layout(t).slice_origin(l.coords())[0];
-  const DType dt = l.dtype(t);
-  l.add_step(l.label(), {}, {t},
-             [t, ls, origin, dt](Buffers& b, [[maybe_unused]] const ExecSpace& space) {
-               b[static_cast<size_t>(t)] = visit_dtype(dt, [&](auto e) {
-                 using T = decltype(e);
-                 return Program::Buffer(kernels::range<T>(ls, 0, origin));
-               });
-             });
+  l.add_typed_step(l.label(), {}, t, l.dtype(t),
+                   [ls, origin](auto e, const Buffers&, [[maybe_unused]] const ExecSpace& space) {
+                     return kernels::range<decltype(e)>(ls, 0, origin);
+                   });
 }
 
-const OpDef range_def{"range", nullptr, lower_range};
+constexpr OpDef range_def{"range", nullptr, lower_range};
 
 // ----------------------------------------------------------------------- random values
 struct RandomAttrs {
@@ -133,8 +126,8 @@ void lower_random_normal(Lowering& l) {
   lower_random(l, false);
 }
 
-const OpDef random_uniform_def{"random_uniform", nullptr, lower_random_uniform};
-const OpDef random_normal_def{"random_normal", nullptr, lower_random_normal};
+constexpr OpDef random_uniform_def{"random_uniform", nullptr, lower_random_uniform};
+constexpr OpDef random_normal_def{"random_normal", nullptr, lower_random_normal};
 
 }  // namespace
 

@@ -20,7 +20,7 @@ void lower_stop_gradient(Lowering& l) {
   });
 }
 
-const OpDef stop_gradient_def{"stop_gradient", nullptr, lower_stop_gradient};
+constexpr OpDef stop_gradient_def{"stop_gradient", nullptr, lower_stop_gradient};
 
 // -------------------------------------------------------------------------------- assign
 enum class AssignMode { set, add, subtract };
@@ -48,7 +48,7 @@ void lower_assign(Lowering& l) {
   l.count_flops("assign", static_cast<double>(l.local(val).num_elements()));
 }
 
-const OpDef assign_def{"assign", nullptr, lower_assign};
+constexpr OpDef assign_def{"assign", nullptr, lower_assign};
 
 Tensor assign_op(const Tensor& var, const Tensor& value, AssignMode mode, const char* where) {
   Graph& g = graph_of({var, value}, where);

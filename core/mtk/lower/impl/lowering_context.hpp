@@ -20,6 +20,12 @@ namespace mtk {
 
 using Buffers = Program::Buffers;
 
+/// Buffer t of a running step as a View of T (its element type).
+template <class T>
+Kokkos::View<T*> view_of(const Buffers& b, int t) {
+  return b[static_cast<size_t>(t)].view<T>();
+}
+
 /// Builds a Program op by op.
 class Lowering {
  public:
@@ -71,6 +77,19 @@ class Lowering {
                 Program::Category category = Program::Category::compute);
   /// Adds to counters().flops[kind] (for work outside steps: assignments).
   void count_flops(const std::string& kind, double flops);
+  /// Appends a step computing output y by a kernel instantiated for every element type:
+  /// `kernel(T{}, buffers, space)` returns the Kokkos::View<T*> of y, T the element type `dtype`.
+  template <class Kernel>
+  void add_typed_step(const std::string& what, std::vector<int> reads, int y, DType dtype,
+                      Kernel kernel, const std::string& flop_kind = "", double flops = 0) {
+    add_step(
+        what, std::move(reads), {y},
+        [=](Buffers& b, const ExecSpace& space) {
+          b[static_cast<size_t>(y)] =
+              visit_dtype(dtype, [&](auto e) { return Program::Buffer(kernel(e, b, space)); });
+        },
+        flop_kind, flops);
+  }
   /// Counts one collective call of `bytes` payload.
   void count_comm(const std::string& kind, std::int64_t bytes);
   /// Emits the allreduce of t's pending partial sum, in place (nothing when none).
