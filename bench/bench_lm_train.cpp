@@ -119,7 +119,7 @@ int run(int argc, char** argv) {
   auto t0 = std::chrono::steady_clock::now();
   float loss = 0;
   for (int k = 0; k < steps; ++k)
-    loss = program->run(feeds, {m.loss})[0].f[0];
+    loss = program->run(feeds, {m.loss})[0].data<float>()[0];
   MPI_Barrier(MPI_COMM_WORLD);
   const double step_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;

@@ -3,7 +3,7 @@
 // A case builds its graph on any Graph; layouts are templates in which "@0", "@1", "@2" stand for
 // the mesh's first, second and third dims (rules naming a missing dim are dropped).
 
-#include <mtk/graph/autodiff.hpp>
+#include <mtk/autodiff/gradients.hpp>
 #include <mtk/ops/ops.hpp>
 #include <mtk/lower/program.hpp>
 

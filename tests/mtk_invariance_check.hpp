@@ -62,9 +62,9 @@ inline void expect_close(const Result& got, const Result& want, const std::strin
   for (size_t t = 0; t < got.values.size(); ++t) {
     const auto& a = got.values[t];
     const auto& b = want.values[t];
-    ASSERT_EQ(a.shape, b.shape) << where << " " << want.labels[t];
+    ASSERT_EQ(a.shape(), b.shape()) << where << " " << want.labels[t];
     double scale = 0, diff = 0;
-    for (std::int64_t e = 0; e < b.shape.num_elements(); ++e) {
+    for (std::int64_t e = 0; e < b.shape().num_elements(); ++e) {
       scale = std::max(scale, std::fabs(b.at(e)));
       diff = std::max(diff, std::fabs(a.at(e) - b.at(e)));
     }

@@ -140,7 +140,7 @@ TEST(Models, MoeRoutingRespectsCapacityAndDroppedTokensPassThrough) {
   auto p = lower(g, single_processor_mesh(), LayoutRules());
   auto v = p->run({}, {r.combine, r.output, out, x, r.aux_loss});
   const auto& combine = v[0];
-  const std::int64_t E = 4, C = combine.shape[3].size, L = 32;
+  const std::int64_t E = 4, C = combine.shape()[3].size, L = 32;
   EXPECT_EQ(C, 4);
   int dropped = 0;
   for (std::int64_t b = 0; b < 2; ++b) {
@@ -148,7 +148,8 @@ TEST(Models, MoeRoutingRespectsCapacityAndDroppedTokensPassThrough) {
       for (std::int64_t c = 0; c < C; ++c) {
         int tokens_in_slot = 0;
         for (std::int64_t l = 0; l < L; ++l)
-          tokens_in_slot += combine.f[static_cast<size_t>(((b * L + l) * E + e) * C + c)] > 0;
+          tokens_in_slot +=
+              combine.data<float>()[static_cast<size_t>(((b * L + l) * E + e) * C + c)] > 0;
         EXPECT_LE(tokens_in_slot, 1)
             << "slot (" << b << "," << e << "," << c << ") holds two tokens";
       }
@@ -156,7 +157,7 @@ TEST(Models, MoeRoutingRespectsCapacityAndDroppedTokensPassThrough) {
       int routes = 0;
       double weight = 0;
       for (std::int64_t k = 0; k < E * C; ++k) {
-        double w = combine.f[static_cast<size_t>((b * L + l) * E * C + k)];
+        double w = combine.data<float>()[static_cast<size_t>((b * L + l) * E * C + k)];
         routes += w > 0;
         weight += w;
       }
@@ -166,14 +167,15 @@ TEST(Models, MoeRoutingRespectsCapacityAndDroppedTokensPassThrough) {
         ++dropped;
         for (std::int64_t d = 0; d < 8; ++d) {
           const size_t k = static_cast<size_t>((b * L + l) * 8 + d);
-          EXPECT_EQ(v[1].f[k], 0.0f) << "a dropped token has no expert output";
-          EXPECT_EQ(v[2].f[k], v[3].f[k]) << "a dropped token passes through the residual";
+          EXPECT_EQ(v[1].data<float>()[k], 0.0f) << "a dropped token has no expert output";
+          EXPECT_EQ(v[2].data<float>()[k], v[3].data<float>()[k])
+              << "a dropped token passes through the residual";
         }
       }
     }
   }
   EXPECT_GT(dropped, 0) << "capacity 4 of 32 tokens over 4 experts must drop some";
-  EXPECT_GT(v[4].f[0], 0.0f);
+  EXPECT_GT(v[4].data<float>()[0], 0.0f);
 }
 
 TEST(Models, AdafactorMatchesHandComputedUpdates) {
@@ -191,9 +193,9 @@ TEST(Models, AdafactorMatchesHandComputedUpdates) {
     lr.value = 0.01;
     optim::minimize(loss, opt, lr);
     auto p = lower(g, single_processor_mesh(), LayoutRules());
-    auto w0 = p->variable_value("w").f;
-    auto c = p->run({}, {cvals})[0].f;  // step 0 -> 1
-    auto w1 = p->variable_value("w").f;
+    auto w0 = p->variable_value("w").values<float>();
+    auto c = p->run({}, {cvals})[0].values<float>();  // step 0 -> 1
+    auto w1 = p->variable_value("w").values<float>();
     // Hand computation in double.
     const double step = 0, decay = 1 - std::pow(step + 1, -0.8),
                  rate = std::min(1 / std::sqrt(step + 1), 0.01);
@@ -248,20 +250,20 @@ TEST(Models, AdamMatchesHandComputedUpdates) {
   optim::minimize(loss, opt, lr);
   Mesh mesh(MeshShape::parse("x:" + std::to_string(world_size())), MPI_COMM_WORLD);
   auto p = lower(g, mesh, LayoutRules::parse(world_size() == 2 ? "c:x" : "r:x"));
-  const std::vector<float> w0 = p->variable_value("w").f;
+  const std::vector<float> w0 = p->variable_value("w").values<float>();
   std::vector<double> w_host(w0.begin(), w0.end());
   std::vector<double> m(w_host.size());
   std::vector<double> v(w_host.size());
   for (int t = 1; t <= 3; ++t) {
     p->set_step(0);  // the same random gradient every step
-    auto c = p->run({}, {cvals})[0].f;
+    auto c = p->run({}, {cvals})[0].values<float>();
     const double step_size = 0.01 * std::sqrt(1 - std::pow(0.999, t)) / (1 - std::pow(0.9, t));
     for (size_t k = 0; k < w_host.size(); ++k) {
       m[k] = 0.9 * m[k] + 0.1 * c[k];
       v[k] = 0.999 * v[k] + 0.001 * c[k] * c[k];
       w_host[k] -= step_size * m[k] / (std::sqrt(v[k]) + 1e-8);
     }
-    auto w_now = p->variable_value("w").f;
+    auto w_now = p->variable_value("w").values<float>();
     for (size_t k = 0; k < w_host.size(); ++k)
       ASSERT_NEAR(w_now[k], w_host[k], 1e-6) << "step " << t << " element " << k;
   }
@@ -282,7 +284,7 @@ TEST(Models, TinyLanguageModelDrivesLossNearZero) {
   auto p = lower(g, single_processor_mesh(), LayoutRules());
   float first = 0, last = 0;
   for (int s = 0; s < 300; ++s) {
-    float loss = p->run(feeds, {m.loss})[0].f[0];
+    float loss = p->run(feeds, {m.loss})[0].data<float>()[0];
     if (s == 0)
       first = loss;
     last = loss;
@@ -355,9 +357,10 @@ double seq2seq_accuracy(bool reverse) {
   for (std::int64_t t = 0; t < N; ++t) {
     std::int64_t best = 0;
     for (std::int64_t v = 1; v < V; ++v)
-      if (logits.f[static_cast<size_t>(t * V + v)] > logits.f[static_cast<size_t>(t * V + best)])
+      if (logits.data<float>()[static_cast<size_t>(t * V + v)] >
+          logits.data<float>()[static_cast<size_t>(t * V + best)])
         best = v;
-    correct += best == targets.i[static_cast<size_t>(t)];
+    correct += best == targets.data<std::int32_t>()[static_cast<size_t>(t)];
   }
   return static_cast<double>(correct) / static_cast<double>(N);
 }

@@ -326,20 +326,20 @@ int train_main(const std::vector<std::string>& args) {
     LmBatch batch = stream.next();
     auto out = program->run({}, {m.loss, lr}, local_feeds(m, batch));
     ++step;
-    const double loss = out[0].f[0];
+    const double loss = out[0].data<float>()[0];
     if (!std::isfinite(loss))
       fail("mtk-lm1b train", cat("loss is ", loss, " at step ", step));
     loss_sum += loss;
     ++loss_count;
     meter.tick(step, batch.global_tokens);
     if (step % log_every == 0 || step == steps) {
-      ProgressInfo info = meter.report(loss_sum / loss_count, out[1].f[0]);
+      ProgressInfo info = meter.report(loss_sum / loss_count, out[1].data<float>()[0]);
       say("%s\n", format_progress(info).c_str());
       if (metrics.is_open())
         metrics.write({{"step", step},
                        {"loss", loss_sum / loss_count},
                        {"tokens_per_s", info.tokens_per_s},
-                       {"lr", static_cast<double>(out[1].f[0])},
+                       {"lr", static_cast<double>(out[1].data<float>()[0])},
                        {"epoch", stream.position().epoch}});
       loss_sum = 0;
       loss_count = 0;
@@ -385,8 +385,8 @@ int eval_main(const std::vector<std::string>& args) {
   while (!stream.done() && (max_batches <= 0 || batches < max_batches)) {
     LmBatch batch = stream.next();
     auto out = program->run({}, {m.loss_sum, m.token_count}, local_feeds(m, batch));
-    total_loss += out[0].f[0];
-    total_tokens += out[1].f[0];
+    total_loss += out[0].data<float>()[0];
+    total_tokens += out[1].data<float>()[0];
     ++batches;
   }
   const TokenShardInfo info = TokenShard::read_info(s.data.heldout_shard);
@@ -449,7 +449,7 @@ int sample_main(const std::vector<std::string>& args) {
                              {m.segments.id(), HostTensor::ints(shape, seg)},
                              {m.positions.id(), HostTensor::ints(shape, pos)}},
                             {m.logits});
-    const float* row = out[0].f.data() + static_cast<size_t>(n * V);
+    const float* row = out[0].data<float>() + static_cast<size_t>(n * V);
     std::int32_t next = 0;
     if (o.temperature <= 0) {
       for (std::int64_t v = 1; v < V; ++v)

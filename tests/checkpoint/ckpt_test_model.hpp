@@ -4,7 +4,7 @@
 // checkpoint holds variables of several shapes and layouts: split on one or two mesh axes,
 // replicated, scalar. Inputs depend on the step only: a resumed run sees the same data.
 
-#include <mtk/graph/autodiff.hpp>
+#include <mtk/autodiff/gradients.hpp>
 #include <mtk/graph/graph.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/ops/ops.hpp>
@@ -64,7 +64,7 @@ struct TinyModel {
   /// One training step (the data of Program::step()); returns the loss.
   float train_step() {
     const auto out = program->run(feeds(program->step()), {loss});
-    return out.at(0).f.at(0);
+    return out.at(0).values<float>().at(0);
   }
 };
 

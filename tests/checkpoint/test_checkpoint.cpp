@@ -75,8 +75,9 @@ void expect_values_equal(const std::map<std::string, HostTensor>& got,
   for (const auto& [name, w] : want) {
     auto it = got.find(name);
     ASSERT_NE(it, got.end()) << where << ": " << name;
-    EXPECT_EQ(it->second.shape, w.shape) << where << ": " << name;
-    EXPECT_EQ(it->second.f, w.f) << where << ": variable " << name << " differs";
+    EXPECT_EQ(it->second.shape(), w.shape()) << where << ": " << name;
+    EXPECT_EQ(it->second.values<float>(), w.values<float>())
+        << where << ": variable " << name << " differs";
   }
 }
 
@@ -178,7 +179,7 @@ TEST(Checkpoint, RoundTripsEveryVariableAndSlotWithMetadata) {
   TinyModel fresh = make_tiny_model(mesh, rules_a());
   const auto init = all_values(*fresh.program);
   for (const auto& [name, v] : saved)
-    EXPECT_NE(v.f, init.at(name).f) << name << " did not train";
+    EXPECT_NE(v.values<float>(), init.at(name).values<float>()) << name << " did not train";
   ASSERT_EQ(saved.size(), 11u);
 
   CheckpointManager manager(dir.path(), 3, mesh);
@@ -208,7 +209,7 @@ TEST(Checkpoint, RoundTripsEveryVariableAndSlotWithMetadata) {
   EXPECT_EQ(v.variables, 11);
   std::int64_t bytes = 0;
   for (const auto& [n, t] : saved)
-    bytes += t.shape.num_elements() * 4;
+    bytes += t.shape().num_elements() * 4;
   EXPECT_EQ(v.bytes_hashed, bytes);
 
   const CheckpointInfo info = checkpoint_info(path);
@@ -474,7 +475,7 @@ TEST(Checkpoint, Hdf5ToolsReadEveryTensor) {
   EXPECT_TRUE(contains_text(dump, "\"d_ff,vocab\"")) << dump;
   const std::string value = run("h5dump -d /variables/scale " + path + "/variables.h5");
   char want[64];
-  std::snprintf(want, sizeof want, "%g", static_cast<double>(scale.f.at(0)));
+  std::snprintf(want, sizeof want, "%g", static_cast<double>(scale.values<float>().at(0)));
   EXPECT_TRUE(contains_text(value, want)) << value << " lacks " << want;
 }
 

@@ -53,4 +53,19 @@ class Shape {
   std::vector<Dimension> dims_;
 };
 
+/// A row-major tensor factored as [outer][n][inner] around one dim: how kernels and collectives
+/// walk the slices of a dim.
+struct Around {
+  std::int64_t outer = 1, n = 1, inner = 1;
+  Around(const Shape& s, int dim) {
+    for (int i = 0; i < s.rank(); ++i) {
+      if (i < dim)
+        outer *= s[i].size;
+      if (i > dim)
+        inner *= s[i].size;
+    }
+    n = s[dim].size;
+  }
+};
+
 }  // namespace mtk

@@ -23,72 +23,8 @@ int Tensor::producer() const {
   return graph().tensor_info(id_).producer;
 }
 
-const char* op_kind_name(OpKind k) {
-  switch (k) {
-    case OpKind::variable:
-      return "variable";
-    case OpKind::placeholder:
-      return "placeholder";
-    case OpKind::constant:
-      return "constant";
-    case OpKind::range:
-      return "range";
-    case OpKind::random_uniform:
-      return "random_uniform";
-    case OpKind::random_normal:
-      return "random_normal";
-    case OpKind::unary:
-      return "unary";
-    case OpKind::binary:
-      return "binary";
-    case OpKind::compare:
-      return "compare";
-    case OpKind::where:
-      return "where";
-    case OpKind::cast:
-      return "cast";
-    case OpKind::einsum:
-      return "einsum";
-    case OpKind::reduce:
-      return "reduce";
-    case OpKind::softmax:
-      return "softmax";
-    case OpKind::log_softmax:
-      return "log_softmax";
-    case OpKind::cumsum:
-      return "cumsum";
-    case OpKind::top_1:
-      return "top_1";
-    case OpKind::one_hot:
-      return "one_hot";
-    case OpKind::gather:
-      return "gather";
-    case OpKind::scatter_add:
-      return "scatter_add";
-    case OpKind::softmax_cross_entropy:
-      return "softmax_cross_entropy";
-    case OpKind::softmax_cross_entropy_grad:
-      return "softmax_cross_entropy_grad";
-    case OpKind::adam_update:
-      return "adam_update";
-    case OpKind::reshape:
-      return "reshape";
-    case OpKind::broadcast:
-      return "broadcast";
-    case OpKind::slice:
-      return "slice";
-    case OpKind::concat:
-      return "concat";
-    case OpKind::pad:
-      return "pad";
-    case OpKind::shift:
-      return "shift";
-    case OpKind::stop_gradient:
-      return "stop_gradient";
-    case OpKind::assign:
-      return "assign";
-  }
-  return "?";
+void Operation::fail_attrs() const {
+  fail("mtk::Operation::attrs", cat("op '", name, "' (", kind(), ") holds other attributes"));
 }
 
 std::string Graph::unique_name(const std::string& base) {
@@ -99,12 +35,12 @@ std::string Graph::unique_name(const std::string& base) {
   return name;
 }
 
-std::vector<Tensor> Graph::add_op(OpKind kind, const std::string& name,
+std::vector<Tensor> Graph::add_op(const OpDef& def, const std::string& name,
                                   const std::vector<Tensor>& inputs,
                                   const std::vector<std::pair<Shape, DType>>& outputs,
-                                  const OpAttrs& attrs) {
-  Operation op{kind, kind == OpKind::variable ? name : unique_name(name), {}, {}, attrs};
-  if (kind == OpKind::variable) {
+                                  std::any attrs) {
+  Operation op{&def, def.is_variable ? name : unique_name(name), {}, {}, std::move(attrs)};
+  if (def.is_variable) {
     for (int v : variable_ops())
       if (ops_[static_cast<size_t>(v)].name == name)
         fail("mtk::Graph::add_op", cat("a variable named '", name, "' already exists"));
@@ -130,7 +66,7 @@ std::vector<Tensor> Graph::add_op(OpKind kind, const std::string& name,
 std::vector<int> Graph::variable_ops() const {
   std::vector<int> out;
   for (int i = 0; i < num_ops(); ++i)
-    if (ops_[static_cast<size_t>(i)].kind == OpKind::variable)
+    if (ops_[static_cast<size_t>(i)].def->is_variable)
       out.push_back(i);
   return out;
 }
@@ -145,7 +81,7 @@ Tensor Graph::variable(const std::string& name) {
 std::vector<Tensor> Graph::trainable_variables() {
   std::vector<Tensor> out;
   for (int i : variable_ops())
-    if (ops_[static_cast<size_t>(i)].attrs.trainable &&
+    if (ops_[static_cast<size_t>(i)].attrs<VariableAttrs>().trainable &&
         tensors_[static_cast<size_t>(ops_[static_cast<size_t>(i)].outputs[0])].dtype ==
             DType::float32)
       out.emplace_back(this, ops_[static_cast<size_t>(i)].outputs[0]);

@@ -1,12 +1,12 @@
 #pragma once
 // The symbolic graph: named-dimension tensors produced by operations. Users build it with the
-// functions in mtk_ops.hpp; gradients() (mtk_autodiff.hpp) appends backward ops; Lowering
-// (mtk_lowering.hpp) turns it into a per-rank Program. Nothing here touches data or MPI.
+// functions in mtk/ops/ops.hpp; gradients() (mtk/autodiff/gradients.hpp) appends backward ops; lower()
+// (mtk/lower/lowering.hpp) turns it into a per-rank Program. Nothing here touches data or MPI.
 
 #include <mtk/base/dtype.hpp>
-#include <mtk/base/functions.hpp>
 #include <mtk/base/shape.hpp>
 
+#include <any>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -63,76 +63,47 @@ struct Initializer {
   }
 };
 
-enum class OpKind {
-  // sources
-  variable,
-  placeholder,
-  constant,
-  range,
-  random_uniform,
-  random_normal,
-  // elementwise
-  unary,
-  binary,
-  compare,
-  where,
-  cast,
-  // contractions and reductions
-  einsum,
-  reduce,
-  softmax,
-  log_softmax,
-  cumsum,
-  top_1,
-  // indexing
-  one_hot,
-  gather,
-  scatter_add,
-  // fused losses
-  softmax_cross_entropy,
-  softmax_cross_entropy_grad,
-  // fused optimizer updates
-  adam_update,
-  // shape and layout
-  reshape,
-  broadcast,
-  slice,
-  concat,
-  pad,
-  shift,
-  // autodiff and state
-  stop_gradient,
-  assign,
-};
-
-const char* op_kind_name(OpKind k);
-
-enum class AssignMode { set, add, subtract };
-
-/// Attributes of an operation; each kind reads the fields it needs.
-struct OpAttrs {
-  UnaryFn unary = UnaryFn::identity;
-  BinaryFn binary = BinaryFn::add;
-  CompareFn compare = CompareFn::equal;
-  ReduceFn reduce = ReduceFn::sum;
-  AssignMode assign = AssignMode::set;
-  double scalar = 0.0;   ///< unary parameter; constant value; one_hot on; random low/mean
-  double scalar2 = 0.0;  ///< one_hot off; random high/stddev
-  double scalar3 = 0.0;  ///< adam epsilon
-  std::string dim;       ///< the dim an op works along
-  std::int64_t begin = 0, size = 0, after = 0;
-  bool flag = false;  ///< cumsum exclusive; shift wrap; random truncated
-  std::uint64_t seed = 0;
+/// How a variable starts and whether the optimizer trains it (the attributes of a variable op).
+struct VariableAttrs {
   Initializer init;
-  bool trainable = true;  ///< variables: false for optimizer slots and counters
+  bool trainable = true;  ///< false for optimizer slots and counters
 };
 
+class GradientContext;  // mtk/graph/gradient_context.hpp
+class Lowering;         // mtk/lower/lowering_context.hpp
+
+/// What defines an op kind, in one place: its name, its gradient and its lowering. Each op family
+/// file in core/mtk/ops/ defines its OpDefs beside its builders; operations point to them.
+struct OpDef {
+  const char* name;  ///< the kind's name in labels and explain(): "einsum", "softmax", ...
+  /// Adds the gradients of the inputs given the gradient of output 0; null: no gradient flows.
+  void (*gradient)(GradientContext& ctx) = nullptr;
+  /// Emits the op's steps for one rank (the current op is lowering.op()).
+  void (*lower)(Lowering& lowering) = nullptr;
+  /// Variables: named exactly as asked (unique among variables) and listed by Graph.
+  bool is_variable = false;
+};
+
+/// One node of the graph: an op kind, its tensors and its typed attributes (a struct that the op
+/// family defines, e.g. SliceAttrs, read back with attrs<SliceAttrs>()).
 struct Operation {
-  OpKind kind;
+  const OpDef* def = nullptr;
   std::string name;
   std::vector<int> inputs;   ///< tensor ids
   std::vector<int> outputs;  ///< tensor ids
-  OpAttrs attrs;
+  std::any attributes;
+
+  const char* kind() const { return def->name; }
+  template <class A>
+  const A& attrs() const {
+    const A* a = std::any_cast<A>(&attributes);
+    if (!a)
+      fail_attrs();
+    return *a;
+  }
+
+ private:
+  [[noreturn]] void fail_attrs() const;
 };
 
 struct TensorInfo {
@@ -150,13 +121,13 @@ class Graph {
   Graph& operator=(const Graph&) = delete;
 
   /// Appends an operation. `name` is made unique ("einsum", "einsum_1", ...).
-  std::vector<Tensor> add_op(OpKind kind, const std::string& name,
+  std::vector<Tensor> add_op(const OpDef& def, const std::string& name,
                              const std::vector<Tensor>& inputs,
                              const std::vector<std::pair<Shape, DType>>& outputs,
-                             const OpAttrs& attrs = {});
-  Tensor add_op1(OpKind kind, const std::string& name, const std::vector<Tensor>& inputs,
-                 const Shape& shape, DType dtype, const OpAttrs& attrs = {}) {
-    return add_op(kind, name, inputs, {{shape, dtype}}, attrs).front();
+                             std::any attrs = {});
+  Tensor add_op1(const OpDef& def, const std::string& name, const std::vector<Tensor>& inputs,
+                 const Shape& shape, DType dtype, std::any attrs = {}) {
+    return add_op(def, name, inputs, {{shape, dtype}}, std::move(attrs)).front();
   }
 
   int num_ops() const { return static_cast<int>(ops_.size()); }

@@ -1,7 +1,7 @@
-#include <mtk/parallel/collectives.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/lower/program.hpp>
+#include <mtk/parallel/collectives.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -24,6 +24,21 @@ std::int64_t Counters::total_comm_bytes() const {
   return t;
 }
 
+void HostTensor::fail_dtype(DType asked) const {
+  fail("mtk::HostTensor",
+       cat(shape_.to_string(), " holds ", dtype_name(dtype_), " values, not ", dtype_name(asked)));
+}
+
+void HostTensor::fail_index(std::int64_t k) const {
+  fail("mtk::HostTensor::at",
+       cat("index ", k, " outside ", shape_.to_string(), " (", size(), " values)"));
+}
+
+void Program::Buffer::fail_dtype(DType asked) const {
+  fail("mtk::Program::Buffer::view",
+       cat("buffer holds ", dtype_name(dtype_), " values, not ", dtype_name(asked)));
+}
+
 const TensorLayout& Program::layout(const Tensor& t) const {
   return layouts_.at(static_cast<size_t>(t.id()));
 }
@@ -31,10 +46,11 @@ const TensorLayout& Program::layout(const Tensor& t) const {
 namespace {
 
 template <class T>
-Kokkos::View<T*> upload(const std::vector<T>& host, const std::string& label) {
-  Kokkos::View<T*> v(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), host.size());
+Kokkos::View<T*> upload(const T* host, std::int64_t n, const std::string& label) {
+  Kokkos::View<T*> v(Kokkos::view_alloc(Kokkos::WithoutInitializing, label),
+                     static_cast<size_t>(n));
   auto h = Kokkos::create_mirror_view(v);
-  for (size_t k = 0; k < host.size(); ++k)
+  for (size_t k = 0; k < static_cast<size_t>(n); ++k)
     h(k) = host[k];
   Kokkos::deep_copy(v, h);
   return v;
@@ -48,7 +64,7 @@ std::vector<T> download(const Kokkos::View<T*>& v) {
 
 // Row-major copy of the block of `global` (shape gs) starting at `origin` with shape ls.
 template <class T>
-std::vector<T> host_slice(const std::vector<T>& global, const Shape& gs, const Shape& ls,
+std::vector<T> host_slice(const T* global, const Shape& gs, const Shape& ls,
                           const std::vector<std::int64_t>& origin) {
   std::vector<T> out(static_cast<size_t>(ls.num_elements()));
   const auto gstr = gs.strides();
@@ -59,7 +75,7 @@ std::vector<T> host_slice(const std::vector<T>& global, const Shape& gs, const S
       off += (rest % ls[i].size + origin[static_cast<size_t>(i)]) * gstr[static_cast<size_t>(i)];
       rest /= ls[i].size;
     }
-    out[static_cast<size_t>(k)] = global[static_cast<size_t>(off)];
+    out[static_cast<size_t>(k)] = global[off];
   }
   return out;
 }
@@ -69,56 +85,47 @@ std::vector<T> host_slice(const std::vector<T>& global, const Shape& gs, const S
 Program::Buffer Program::slice_of_host(int tensor, const HostTensor& global) const {
   const auto& l = layouts_.at(static_cast<size_t>(tensor));
   const auto& info = graph_->tensor_info(tensor);
-  if (global.shape != l.shape() || global.dtype != info.dtype)
-    fail("mtk::Program::run", cat("feed for '", info.name, "' has shape ", global.shape.to_string(),
-                                  " ", dtype_name(global.dtype), "; expected ",
-                                  l.shape().to_string(), " ", dtype_name(info.dtype)));
+  if (global.shape() != l.shape() || global.dtype() != info.dtype)
+    fail("mtk::Program::run",
+         cat("feed for '", info.name, "' has shape ", global.shape().to_string(), " ",
+             dtype_name(global.dtype()), "; expected ", l.shape().to_string(), " ",
+             dtype_name(info.dtype)));
+  if (global.size() != l.shape().num_elements())
+    fail("mtk::Program::run", cat("feed for '", info.name, "' holds ", global.size(), " values; ",
+                                  l.shape().to_string(), " needs ", l.shape().num_elements()));
   const auto origin = l.slice_origin(mesh_.coordinates());
-  Buffer b;
-  if (info.dtype == DType::float32) {
-    if (static_cast<std::int64_t>(global.f.size()) != l.shape().num_elements())
-      fail("mtk::Program::run",
-           cat("feed for '", info.name, "' holds ", global.f.size(), " values; ",
-               l.shape().to_string(), " needs ", l.shape().num_elements()));
-    b.f = upload(host_slice(global.f, l.shape(), l.slice_shape(), origin), info.name);
-  } else {
-    if (static_cast<std::int64_t>(global.i.size()) != l.shape().num_elements())
-      fail("mtk::Program::run",
-           cat("feed for '", info.name, "' holds ", global.i.size(), " values; ",
-               l.shape().to_string(), " needs ", l.shape().num_elements()));
-    b.i = upload(host_slice(global.i, l.shape(), l.slice_shape(), origin), info.name);
-  }
-  return b;
+  return visit_dtype(info.dtype, [&](auto t) {
+    using T = decltype(t);
+    const auto slice = host_slice(global.data<T>(), l.shape(), l.slice_shape(), origin);
+    return Buffer(upload(slice.data(), static_cast<std::int64_t>(slice.size()), info.name));
+  });
 }
 
 HostTensor Program::gather_global(int tensor, const Buffer& buffer) {
   const auto& l = layouts_.at(static_cast<size_t>(tensor));
-  const bool is_float = graph_->tensor_info(tensor).dtype == DType::float32;
-  Kokkos::View<float*> f = buffer.f;
-  Kokkos::View<std::int32_t*> iv = buffer.i;
-  const auto& pend = pending_.at(static_cast<size_t>(tensor));
-  if (!pend.empty()) {  // finish a deferred partial sum on a copy
-    Kokkos::View<float*> copy(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::fetch")), f.extent(0));
-    Kokkos::deep_copy(copy, f);
-    allreduce<float>(mesh_, pend, copy);
-    f = copy;
-  }
-  Shape cur = l.slice_shape();
-  for (int i = 0; i < l.shape().rank(); ++i) {
-    const int a = l.mesh_axis(i);
-    if (a < 0)
-      continue;
-    if (is_float)
-      f = allconcat<float>(mesh_, a, cur, i, f);
-    else
-      iv = allconcat<std::int32_t>(mesh_, a, cur, i, iv);
-    auto dims = cur.dims();
-    dims[static_cast<size_t>(i)] = l.shape()[i];
-    cur = Shape(dims);
-  }
-  return is_float ? HostTensor::floats(l.shape(), download(f))
-                  : HostTensor::ints(l.shape(), download(iv));
+  return visit_dtype(graph_->tensor_info(tensor).dtype, [&](auto t) {
+    using T = decltype(t);
+    Kokkos::View<T*> v = buffer.view<T>();
+    const auto& pend = pending_.at(static_cast<size_t>(tensor));
+    if (!pend.empty()) {  // finish a deferred partial sum on a copy
+      Kokkos::View<T*> copy(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::fetch")), v.extent(0));
+      Kokkos::deep_copy(copy, v);
+      allreduce<T>(mesh_, pend, copy);
+      v = copy;
+    }
+    Shape cur = l.slice_shape();
+    for (int i = 0; i < l.shape().rank(); ++i) {
+      const int a = l.mesh_axis(i);
+      if (a < 0)
+        continue;
+      v = allconcat<T>(mesh_, a, cur, i, v);
+      auto dims = cur.dims();
+      dims[static_cast<size_t>(i)] = l.shape()[i];
+      cur = Shape(dims);
+    }
+    return HostTensor(l.shape(), download(v));
+  });
 }
 
 std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
@@ -158,15 +165,15 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
       if (g != feeds.end()) {
         buffers[static_cast<size_t>(t)] = slice_of_host(t, g->second);
       } else if (l != local_feeds.end()) {
+        const HostTensor& h = l->second;
         const auto& ls = layouts_[static_cast<size_t>(t)].slice_shape();
-        if (l->second.shape != ls)
+        if (h.shape() != ls)
           fail("mtk::Program::run",
                cat("local feed for '", graph_->tensor_info(t).name, "' has shape ",
-                   l->second.shape.to_string(), "; this rank's slice is ", ls.to_string()));
-        if (l->second.dtype == DType::float32)
-          buffers[static_cast<size_t>(t)].f = upload(l->second.f, "feed");
-        else
-          buffers[static_cast<size_t>(t)].i = upload(l->second.i, "feed");
+                   h.shape().to_string(), "; this rank's slice is ", ls.to_string()));
+        buffers[static_cast<size_t>(t)] = visit_dtype(h.dtype(), [&](auto v) {
+          return Buffer(upload(h.data<decltype(v)>(), h.size(), "feed"));
+        });
       } else {
         fail("mtk::Program::run",
              cat("placeholder '", graph_->tensor_info(t).name, "' ",
@@ -176,7 +183,7 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
   });
   charge("other");
   for (size_t s = 0; s < steps_.size(); ++s) {
-    steps_[s].run(buffers);
+    steps_[s].run(buffers, space_);
     charge(steps_[s].category == Category::collective ? "collectives"
            : steps_[s].category == Category::other    ? "other"
                                                       : "compute",
@@ -193,7 +200,7 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
   for (const auto& t : fetches)
     out.push_back(gather_global(t.id(), buffers[static_cast<size_t>(t.id())]));
   for (auto& a : assigns_)
-    a.run(buffers);
+    a.run(buffers, space_);
   charge("other");
   ++step_;
   Kokkos::Profiling::popRegion();
@@ -215,7 +222,9 @@ Kokkos::View<float*> Program::variable_slice(const std::string& name) const {
   auto it = variable_tensor_.find(name);
   if (it == variable_tensor_.end())
     fail("mtk::Program::variable_slice", cat("no variable '", name, "'"));
-  return variables_.at(it->second).f;
+  const Buffer& b = variables_.at(it->second);
+  // Only float32 variables have a float slice; the others answer an empty View.
+  return b.dtype() == DType::float32 ? b.view<float>() : Kokkos::View<float*>();
 }
 
 void Program::set_variable_slice(const std::string& name, const Kokkos::View<float*>& slice) {
@@ -227,7 +236,7 @@ void Program::set_variable_slice(const std::string& name, const Kokkos::View<flo
     fail("mtk::Program::set_variable_slice",
          cat("variable '", name, "' slice ", ls.to_string(), " needs ", ls.num_elements(),
              " values, got ", slice.extent(0)));
-  variables_[it->second].f = slice;
+  variables_[it->second] = Buffer(slice);
 }
 
 HostTensor Program::variable_value(const std::string& name) {

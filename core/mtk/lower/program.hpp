@@ -1,14 +1,18 @@
 #pragma once
 // A lowered program: the SPMD work of one rank (local kernels plus MPI collectives), its variable
-// storage, and exact counters of what one run costs. Built by lower() (mtk_lowering.hpp).
+// storage, and exact counters of what one run costs. Built by lower() (mtk/lower/lowering.hpp).
 
+#include <mtk/base/exec_space.hpp>
 #include <mtk/graph/graph.hpp>
 #include <mtk/parallel/layout.hpp>
 #include <mtk/parallel/mesh.hpp>
 
 #include <Kokkos_Core.hpp>
 
+#include <any>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
@@ -18,23 +22,63 @@
 
 namespace mtk {
 
-/// Host-side tensor values for feeds and fetches (row-major). float32 values live in `f`, int32
-/// values in `i`.
-struct HostTensor {
-  Shape shape;
-  DType dtype = DType::float32;
-  std::vector<float> f;
-  std::vector<std::int32_t> i;
+/// Host-side tensor values for feeds and fetches (row-major): a shape, an element type and the
+/// bytes of its values, read with the typed accessors (data<float>(), values<std::int32_t>()).
+class HostTensor {
+ public:
+  HostTensor() = default;
+  template <class T>
+  HostTensor(const Shape& shape, const std::vector<T>& values)
+      : shape_(shape), dtype_(dtype_of<T>::value), bytes_(values.size() * sizeof(T)) {
+    if (!values.empty())
+      std::memcpy(bytes_.data(), values.data(), bytes_.size());
+  }
+  static HostTensor floats(const Shape& s, const std::vector<float>& v) { return {s, v}; }
+  static HostTensor ints(const Shape& s, const std::vector<std::int32_t>& v) { return {s, v}; }
 
-  static HostTensor floats(const Shape& s, std::vector<float> v) {
-    return {s, DType::float32, std::move(v), {}};
+  const Shape& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+  /// Number of values.
+  std::int64_t size() const {
+    return static_cast<std::int64_t>(bytes_.size() / dtype_bytes(dtype_));
   }
-  static HostTensor ints(const Shape& s, std::vector<std::int32_t> v) {
-    return {s, DType::int32, {}, std::move(v)};
+  /// The values as T, which must be the element type.
+  template <class T>
+  const T* data() const {
+    check<T>();
+    return reinterpret_cast<const T*>(bytes_.data());
   }
+  template <class T>
+  T* data() {
+    check<T>();
+    return reinterpret_cast<T*>(bytes_.data());
+  }
+  template <class T>
+  std::vector<T> values() const {
+    const T* p = data<T>();
+    return std::vector<T>(p, p + size());
+  }
+  /// Value k as a double, whatever the element type.
   double at(std::int64_t k) const {
-    return dtype == DType::float32 ? f.at(static_cast<size_t>(k)) : i.at(static_cast<size_t>(k));
+    if (k < 0 || k >= size())
+      fail_index(k);
+    return visit_dtype(dtype_, [&](auto t) {
+      return static_cast<double>(data<decltype(t)>()[static_cast<size_t>(k)]);
+    });
   }
+
+ private:
+  template <class T>
+  void check() const {
+    if (dtype_of<T>::value != dtype_)
+      fail_dtype(dtype_of<T>::value);
+  }
+  [[noreturn]] void fail_dtype(DType asked) const;
+  [[noreturn]] void fail_index(std::int64_t k) const;
+
+  Shape shape_;
+  DType dtype_ = DType::float32;
+  std::vector<std::byte> bytes_;
 };
 
 /// Exact per-rank costs of one run of the lowered program.
@@ -50,11 +94,37 @@ struct Counters {
 
 class Program {
  public:
-  /// One device buffer per tensor (float32 or int32 member used).
-  struct Buffer {
-    Kokkos::View<float*> f;
-    Kokkos::View<std::int32_t*> i;
+  /// The device storage of one tensor slice: its element type and a flat View of that type.
+  class Buffer {
+   public:
+    Buffer() = default;
+    template <class T>
+    Buffer(Kokkos::View<T*> v) : dtype_(dtype_of<T>::value), storage_(std::move(v)) {}
+    DType dtype() const { return dtype_; }
+    bool empty() const { return !storage_.has_value(); }
+    /// The storage as a View of T, which must be the element type; an empty View when the
+    /// buffer is empty.
+    template <class T>
+    Kokkos::View<T*> view() const {
+      if (!storage_.has_value())
+        return {};
+      if (dtype_of<T>::value != dtype_)
+        fail_dtype(dtype_of<T>::value);
+      return std::any_cast<const Kokkos::View<T*>&>(storage_);
+    }
+    /// Address of the first element (nullptr when empty).
+    const void* data() const {
+      return visit_dtype(dtype_, [&](auto t) -> const void* { return view<decltype(t)>().data(); });
+    }
+
+   private:
+    [[noreturn]] void fail_dtype(DType asked) const;
+    DType dtype_ = DType::float32;
+    std::any storage_;  // Kokkos::View<T*> with T the element type of dtype_
   };
+  using Buffers = std::vector<Buffer>;
+  /// Runs one step's kernels and collectives in the program's execution space.
+  using StepFn = std::function<void(Buffers&, const ExecSpace& space)>;
   /// A unit of work: runs kernels/collectives on the buffers.
   enum class Category { compute, collective, other };
   struct Step {
@@ -62,7 +132,7 @@ class Program {
     Category category = Category::compute;
     std::vector<int> reads;
     std::vector<int> writes;
-    std::function<void(std::vector<Buffer>&)> run;
+    StepFn run;
   };
 
   /// Runs one step of the program. `feeds` maps placeholder tensors to their global values
@@ -85,6 +155,8 @@ class Program {
   }
 
   const Mesh& mesh() const { return mesh_; }
+  /// The execution space instance the steps run in.
+  const ExecSpace& exec_space() const { return space_; }
   const Counters& counters() const { return counters_; }
   /// Readable summary of the lowered program for this rank: layouts, FLOPs per op kind, bytes per
   /// collective kind, peak memory.
@@ -111,6 +183,7 @@ class Program {
   Buffer slice_of_host(int tensor, const HostTensor& global) const;
 
   Mesh mesh_;
+  ExecSpace space_;
   Graph* graph_ = nullptr;
   std::deque<TensorLayout> layouts_;       // by tensor id, then temporaries (stable references)
   std::vector<std::vector<int>> pending_;  // by tensor id: mesh axes of a pending sum at the end

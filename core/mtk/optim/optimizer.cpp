@@ -1,4 +1,4 @@
-#include <mtk/graph/autodiff.hpp>
+#include <mtk/autodiff/gradients.hpp>
 #include <mtk/ops/ops.hpp>
 #include <mtk/optim/optimizer.hpp>
 

@@ -1,6 +1,6 @@
 #include <mtk/parallel/collectives.hpp>
 #include <mtk/base/error.hpp>
-#include <mtk/kernels/impl/index.hpp>
+#include <mtk/base/shape.hpp>
 
 #include <limits>
 
@@ -78,7 +78,7 @@ namespace detail {
 
 // out[p][o][j][i] = in[o][p*m + j][i] with m = n / parts: chunk p of dim `dim` moved to the front.
 template <class T>
-Kokkos::View<T*> split_to_chunks(const char* label, const Kokkos::View<T*>& in, kernels::Around a,
+Kokkos::View<T*> split_to_chunks(const char* label, const Kokkos::View<T*>& in, Around a,
                                  std::int64_t parts) {
   Kokkos::View<T*> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
                        in.extent(0));
@@ -98,7 +98,7 @@ Kokkos::View<T*> split_to_chunks(const char* label, const Kokkos::View<T*>& in, 
 // Inverse: out[o][p*m + j][i] = in[p][o][j][i], chunks concatenated along the dim.
 template <class T>
 Kokkos::View<T*> chunks_to_concat(const char* label, const Kokkos::View<T*>& in,
-                                  kernels::Around chunk, std::int64_t parts) {
+                                  Around chunk, std::int64_t parts) {
   Kokkos::View<T*> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
                        in.extent(0));
   const std::int64_t m = chunk.n, outer = chunk.outer, inner = chunk.inner, n = m * parts;
@@ -159,7 +159,7 @@ Kokkos::View<T*> allconcat(const Mesh& mesh, int axis, const Shape& local_shape,
     recv.write_back();
   }
   auto out = detail::chunks_to_concat("mtk::allconcat::unpack", gathered,
-                                      kernels::Around(local_shape, dim), parts);
+                                      Around(local_shape, dim), parts);
   Kokkos::Profiling::popRegion();
   return out;
 }
@@ -181,7 +181,7 @@ Kokkos::View<T*> alltoall(const Mesh& mesh, int axis, const Shape& local_shape, 
              mesh.shape()[axis].name, "' of size ", parts));
   Kokkos::Profiling::pushRegion(where);
   auto send = detail::split_to_chunks("mtk::alltoall::pack", local,
-                                      kernels::Around(local_shape, split_dim), parts);
+                                      Around(local_shape, split_dim), parts);
   Kokkos::View<T*> received(
       Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::alltoall::received")),
       local.extent(0));
@@ -196,7 +196,7 @@ Kokkos::View<T*> alltoall(const Mesh& mesh, int axis, const Shape& local_shape, 
   std::vector<Dimension> chunk_dims = local_shape.dims();
   chunk_dims[static_cast<size_t>(split_dim)].size /= parts;
   auto out = detail::chunks_to_concat("mtk::alltoall::unpack", received,
-                                      kernels::Around(Shape(chunk_dims), concat_dim), parts);
+                                      Around(Shape(chunk_dims), concat_dim), parts);
   Kokkos::Profiling::popRegion();
   return out;
 }
@@ -214,7 +214,7 @@ Kokkos::View<T*> reduce_scatter(const Mesh& mesh, int axis, const Shape& local_s
                     parts));
   Kokkos::Profiling::pushRegion(where);
   auto send = detail::split_to_chunks("mtk::reduce_scatter::pack", local,
-                                      kernels::Around(local_shape, dim), parts);
+                                      Around(local_shape, dim), parts);
   const std::int64_t count = static_cast<std::int64_t>(local.extent(0)) / parts;
   Kokkos::View<T*> out(
       Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::reduce_scatter")), count);

@@ -12,19 +12,7 @@ namespace mtk::kernels {
 
 constexpr int max_rank = 8;
 
-/// A row-major tensor factored as [outer][n][inner] around one dim.
-struct Around {
-  std::int64_t outer = 1, n = 1, inner = 1;
-  Around(const Shape& s, int dim) {
-    for (int i = 0; i < s.rank(); ++i) {
-      if (i < dim)
-        outer *= s[i].size;
-      if (i > dim)
-        inner *= s[i].size;
-    }
-    n = s[dim].size;
-  }
-};
+using mtk::Around;
 
 /// Extents plus per-dim strides into some buffer (0 for a broadcast dim).
 struct IndexMap {

@@ -1,0 +1,57 @@
+#include <mtk/base/error.hpp>
+#include <mtk/autodiff/gradients.hpp>
+#include <mtk/graph/gradient_context.hpp>
+#include <mtk/ops/einsum.hpp>
+#include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/sources.hpp>
+
+#include <map>
+
+namespace mtk {
+
+// The generic reverse sweep; each op's own gradient lives with the op (OpDef::gradient).
+std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs) {
+  if (!loss.valid())
+    fail("mtk::gradients", "the loss tensor handle is empty");
+  if (loss.dtype() != DType::float32)
+    fail("mtk::gradients", cat("loss '", loss.name(), "' must be float32"));
+  Graph& g = loss.graph();
+  const int last_op = loss.producer();
+  std::map<int, Tensor> grad;  // tensor id -> accumulated gradient
+  auto accumulate = [&](int id, const Tensor& d) {
+    if (!d.valid())
+      return;
+    const auto& info = g.tensor_info(id);
+    if (info.dtype != DType::float32)
+      return;
+    Tensor shaped = d.shape() == info.shape ? d : sum_to(d, info.shape);
+    auto it = grad.find(id);
+    if (it == grad.end())
+      grad.emplace(id, shaped);
+    else
+      it->second = it->second + shaped;
+  };
+  grad.emplace(loss.id(), constant(g, loss.shape(), 1.0));
+
+  for (int oi = last_op; oi >= 0; --oi) {
+    const Operation op = g.op(oi);  // copy: the loop appends ops
+    if (!op.def->gradient)
+      continue;
+    auto it = grad.find(op.outputs[0]);
+    if (it == grad.end())
+      continue;
+    GradientContext ctx(g, op, it->second, accumulate);
+    op.def->gradient(ctx);
+  }
+
+  std::vector<Tensor> out;
+  for (const auto& x : xs) {
+    if (!x.valid() || &x.graph() != &g)
+      fail("mtk::gradients", "a tensor of another graph");
+    auto it = grad.find(x.id());
+    out.push_back(it != grad.end() ? it->second : constant(g, x.shape(), 0.0));
+  }
+  return out;
+}
+
+}  // namespace mtk

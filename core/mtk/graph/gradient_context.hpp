@@ -1,0 +1,38 @@
+#pragma once
+// What an op's gradient function (OpDef::gradient) sees during the reverse sweep of gradients():
+// the op, its tensors, the gradient of its output 0, and where to add the gradients of its inputs.
+
+#include <mtk/graph/graph.hpp>
+
+#include <functional>
+
+namespace mtk {
+
+class GradientContext {
+ public:
+  using Accumulate = std::function<void(int tensor, const Tensor& gradient)>;
+  GradientContext(Graph& graph, const Operation& op, Tensor dy, Accumulate accumulate)
+      : graph_(graph), op_(op), dy_(dy), accumulate_(std::move(accumulate)) {}
+
+  Graph& graph() const { return graph_; }
+  const Operation& op() const { return op_; }
+  template <class A>
+  const A& attrs() const {
+    return op_.attrs<A>();
+  }
+  Tensor input(size_t i) const { return graph_.tensor(op_.inputs.at(i)); }
+  Tensor output(size_t i) const { return graph_.tensor(op_.outputs.at(i)); }
+  /// d loss / d output 0.
+  const Tensor& dy() const { return dy_; }
+  /// Adds `d` to the gradient of input i (summed to the input's shape; fan-in is summed; an
+  /// invalid `d` or a non-float input gets nothing).
+  void add(size_t i, const Tensor& d) const { accumulate_(op_.inputs.at(i), d); }
+
+ private:
+  Graph& graph_;
+  const Operation& op_;
+  Tensor dy_;
+  Accumulate accumulate_;
+};
+
+}  // namespace mtk

@@ -1,0 +1,133 @@
+#pragma once
+// The lowering machinery op families build on (internal): an OpDef's lower function gets the
+// Lowering, reads the layouts of its tensors, settles pending partial sums, gathers dims it needs
+// whole, and adds the steps (kernels and collectives) of its op. See mtk/lower/lowering.hpp for
+// the rules.
+
+#include <mtk/base/exec_space.hpp>
+#include <mtk/graph/graph.hpp>
+#include <mtk/lower/program.hpp>
+#include <mtk/parallel/layout.hpp>
+#include <mtk/parallel/mesh.hpp>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace mtk {
+
+using Buffers = Program::Buffers;
+
+/// Buffer t of a running step as a View of T (its element type).
+template <class T>
+Kokkos::View<T*> view_of(const Buffers& b, int t) {
+  return b[static_cast<size_t>(t)].view<T>();
+}
+
+/// Builds a Program op by op.
+class Lowering {
+ public:
+  // `shape`/`coords`: the mesh and the processor to lower for. They equal `mesh`'s own unless
+  // `dry` (analysis only: nothing is allocated and the program must not run).
+  Lowering(Graph& g, const Mesh& mesh, const LayoutRules& rules, const MeshShape& shape,
+           const std::vector<int>& coords, bool dry);
+  /// Lowers every op (through its OpDef::lower) and returns the program.
+  std::unique_ptr<Program> run();
+
+  // ------------------------------------------------------------------ the op being lowered
+  const Operation& op() const { return g_.op(op_index_); }
+  /// "<kind> '<op name>'": the label of the op's steps.
+  std::string label() const;
+
+  // ----------------------------------------------------------------- tensors and temporaries
+  const TensorLayout& layout(int t) const { return p_->layouts_[static_cast<size_t>(t)]; }
+  /// This rank's slice shape of tensor (or temporary) t.
+  Shape local(int t) const { return layout(t).slice_shape(); }
+  /// Per tensor dim: the mesh axis splitting it, or -1.
+  std::vector<int> axes(int t) const { return layout(t).mesh_axes(); }
+  DType dtype(int t) const;
+  bool is_float(int t) const { return dtype(t) == DType::float32; }
+  /// Bytes of this rank's slice of t.
+  std::int64_t local_bytes(int t) const;
+  /// "'name' [layout]" for step labels and errors.
+  std::string describe(int t) const;
+  /// A temporary buffer (not a graph tensor) with its own layout.
+  int new_temp(Shape shape, const std::vector<int>& axes, DType dtype);
+  /// The mesh axes whose partial sums t still carries (empty: t is complete).
+  std::vector<int>& pending(int t) { return pending_[static_cast<size_t>(t)]; }
+  /// The mesh axes splitting some dim of t.
+  std::set<int> split_axes_of(int t) const;
+  static bool intersects(const std::vector<int>& a, const std::set<int>& b);
+
+  // ------------------------------------------------------------------------------ the mesh
+  const Mesh& mesh() const { return mesh_; }
+  /// The mesh lowered for (differs from mesh().shape() in analyze()).
+  const MeshShape& mesh_shape() const { return shape_; }
+  /// This processor's coordinates on mesh_shape().
+  const std::vector<int>& coords() const { return coords_; }
+  /// Lowering for analysis only: allocate nothing.
+  bool dry() const { return dry_; }
+  /// The execution space instance the program runs on (variables are initialised on it).
+  const ExecSpace& space() const { return p_->exec_space(); }
+
+  // ------------------------------------------------------------------------ emitting steps
+  /// Appends a step; `flops` are added to counters().flops[flop_kind].
+  void add_step(const std::string& what, std::vector<int> reads, std::vector<int> writes,
+                Program::StepFn fn, const std::string& flop_kind = "", double flops = 0,
+                Program::Category category = Program::Category::compute);
+  /// Adds to counters().flops[kind] (for work outside steps: assignments).
+  void count_flops(const std::string& kind, double flops);
+  /// Appends a step computing output y by a kernel instantiated for every element type:
+  /// `kernel(T{}, buffers, space)` returns the Kokkos::View<T*> of y, T the element type `dtype`.
+  template <class Kernel>
+  void add_typed_step(const std::string& what, std::vector<int> reads, int y, DType dtype,
+                      Kernel kernel, const std::string& flop_kind = "", double flops = 0) {
+    add_step(
+        what, std::move(reads), {y},
+        [=](Buffers& b, const ExecSpace& space) {
+          b[static_cast<size_t>(y)] =
+              visit_dtype(dtype, [&](auto e) { return Program::Buffer(kernel(e, b, space)); });
+        },
+        flop_kind, flops);
+  }
+  /// Counts one collective call of `bytes` payload.
+  void count_comm(const std::string& kind, std::int64_t bytes);
+  /// Emits the allreduce of t's pending partial sum, in place (nothing when none).
+  void materialize(int t);
+  /// A copy of tensor t laid out with per-dim axes `to` (t itself when nothing changes).
+  int relayout(int t, const std::vector<int>& to);
+  /// t with `dims` made whole.
+  int gather_dims(int t, const std::set<std::string>& dims);
+  /// Fails (naming op, tensor, dim, mesh dim) when t splits `dim`.
+  void require_whole(int t, const std::string& dim);
+
+  // -------------------------------------------------------------- program-level state
+  void add_placeholder(int t);
+  /// Registers variable tensor t (op name `name`) with its initial storage.
+  void add_variable(int t, const std::string& name, const Program::Buffer& storage);
+  /// The live storage of variable tensor t, for assignments run at the end of each run.
+  Program::Buffer* variable_storage(int t) { return &p_->variables_[t]; }
+  /// Appends an assignment (run after every other step); `value` stays alive until then.
+  void add_assignment(const std::string& what, int value, int variable, Program::StepFn fn);
+  /// The program being built (its step() is read by random ops at run time).
+  const Program* program() const { return p_.get(); }
+
+ private:
+  void finish();
+
+  Graph& g_;
+  Mesh mesh_;
+  MeshShape shape_;
+  std::vector<int> coords_;
+  bool dry_ = false;
+  LayoutRules rules_;
+  std::unique_ptr<Program> p_;
+  int op_index_ = 0;
+  std::vector<std::vector<int>> pending_;
+  std::map<int, DType> temp_dtype_;
+  std::vector<int> keep_to_end_;
+};
+
+}  // namespace mtk

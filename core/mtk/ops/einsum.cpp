@@ -1,0 +1,178 @@
+// Einsum: one or two operands per op (more are contracted left to right by the builder).
+#include <mtk/base/error.hpp>
+#include <mtk/graph/gradient_context.hpp>
+#include <mtk/kernels/kernels.hpp>
+#include <mtk/lower/lowering_context.hpp>
+#include <mtk/ops/impl/builder_checks.hpp>
+#include <mtk/ops/ops.hpp>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace mtk {
+namespace {
+
+using namespace ops_impl;
+
+void einsum_grad(GradientContext& c) {
+  if (c.op().inputs.size() == 1) {
+    c.add(0, einsum_to({c.dy()}, c.input(0).shape()));
+  } else {
+    c.add(0, einsum_to({c.dy(), c.input(1)}, c.input(0).shape()));
+    c.add(1, einsum_to({c.dy(), c.input(0)}, c.input(1).shape()));
+  }
+}
+
+// Mesh axes claimed by two different dim names: keep the output's (or the first), gather the
+// others in the inputs, so the local products partition the work.
+void gather_conflicting_dims(Lowering& l, int y, std::vector<int>& in) {
+  std::map<int, std::vector<std::string>> names_on_axis;
+  auto note = [&](int t) {
+    const TensorLayout& lt = l.layout(t);
+    for (int i = 0; i < lt.shape().rank(); ++i) {
+      int a = lt.mesh_axis(i);
+      if (a < 0)
+        continue;
+      auto& v = names_on_axis[a];
+      if (std::find(v.begin(), v.end(), lt.shape()[i].name) == v.end())
+        v.push_back(lt.shape()[i].name);
+    }
+  };
+  note(y);
+  for (int t : in)
+    note(t);
+  std::set<std::string> to_gather;
+  for (auto& [axis, names] : names_on_axis)
+    for (size_t k = 1; k < names.size(); ++k)
+      to_gather.insert(names[k]);
+  for (auto& t : in)
+    t = l.gather_dims(t, to_gather);
+}
+
+// The output's pending partial sums: the inputs' pending sums pass through when the other operand
+// is identical on every member of the pending group; reduced dims that are split add theirs.
+std::vector<int> einsum_pending(Lowering& l, int y, const std::vector<int>& in) {
+  std::vector<int> out_pending;
+  if (in.size() == 2) {
+    if (!l.pending(in[0]).empty() && !l.pending(in[1]).empty())
+      l.materialize(in[1]);
+    for (size_t k = 0; k < 2; ++k) {
+      const auto& pk = l.pending(in[k]);
+      if (!pk.empty() && Lowering::intersects(pk, l.split_axes_of(in[1 - k])))
+        l.materialize(in[k]);
+    }
+    for (int t : in)
+      for (int a : l.pending(t))
+        out_pending.push_back(a);
+  } else {
+    out_pending = l.pending(in[0]);
+  }
+  const Shape& ys = l.layout(y).shape();
+  for (int t : in)
+    for (int i = 0; i < l.layout(t).shape().rank(); ++i)
+      if (!ys.contains(l.layout(t).shape()[i].name) && l.layout(t).mesh_axis(i) >= 0)
+        out_pending.push_back(l.layout(t).mesh_axis(i));
+  std::sort(out_pending.begin(), out_pending.end());
+  out_pending.erase(std::unique(out_pending.begin(), out_pending.end()), out_pending.end());
+  for (int a : out_pending)
+    if (l.layout(y).tensor_dim_on(a) >= 0)
+      fail("mtk::lower",
+           cat(l.label(), ": output ", l.describe(y), " is split over mesh dimension '",
+               l.mesh_shape()[a].name, "' which also splits a summed dimension"));
+  return out_pending;
+}
+
+void lower_einsum(Lowering& l) {
+  const Operation& o = l.op();
+  std::vector<int> in = o.inputs;
+  const int y = o.outputs[0];
+  gather_conflicting_dims(l, y, in);
+  l.pending(y) = einsum_pending(l, y, in);
+  const Shape ly = l.local(y);
+  if (in.size() == 1) {
+    const int a = in[0];
+    const Shape la = l.local(a);
+    l.add_step(
+        l.label(), {a}, {y},
+        [=](Buffers& b, const ExecSpace& space) {
+          b[static_cast<size_t>(y)] = kernels::einsum(space, la, view_of<float>(b, a), ly);
+        },
+        "einsum", static_cast<double>(la.num_elements()));
+    return;
+  }
+  const int a = in[0], c = in[1];
+  const Shape la = l.local(a), lc = l.local(c);
+  const double flops = 2.0 * static_cast<double>(kernels::einsum_macs(la, lc, ly));
+  l.add_step(
+      cat(l.label(), " ", la.to_string(), " x ", lc.to_string(), " -> ", ly.to_string()), {a, c},
+      {y},
+      [=](Buffers& b, const ExecSpace& space) {
+        b[static_cast<size_t>(y)] =
+            kernels::einsum(space, la, view_of<float>(b, a), lc, view_of<float>(b, c), ly);
+      },
+      "einsum", flops);
+}
+
+constexpr OpDef einsum_def{"einsum", einsum_grad, lower_einsum};
+
+}  // namespace
+
+Tensor einsum(const std::vector<Tensor>& xs, const Shape& out_shape) {
+  const char* where = "mtk::einsum";
+  Graph& g = graph_of(xs, where);
+  for (const auto& x : xs)
+    require_float(x, where);
+  Shape all = union_shape(xs, where);
+  for (const auto& d : out_shape.dims()) {
+    int j = all.index_of(d.name);
+    std::string list;
+    for (const auto& x : xs)
+      list += " " + describe(x);
+    if (j < 0)
+      fail(where, cat("output dimension '", d.name, "' of ", out_shape.to_string(),
+                      " appears in no input:", list, " (use broadcast() to add a dimension)"));
+    if (all[j].size != d.size)
+      fail(where, cat("output dimension '", d.name, "' has size ", d.size, " but ", all[j].size,
+                      " in the inputs:", list));
+  }
+  if (xs.size() <= 2)
+    return g.add_op1(einsum_def, "einsum", xs, out_shape, DType::float32);
+  // Contract left to right, keeping every dim still needed later or in the output.
+  Tensor acc = xs[0];
+  for (size_t i = 1; i < xs.size(); ++i) {
+    if (i + 1 == xs.size())
+      return einsum({acc, xs[i]}, out_shape);
+    std::vector<Dimension> keep;
+    Shape both = union_shape({acc, xs[i]}, where);
+    for (const auto& d : both.dims()) {
+      bool needed = out_shape.contains(d.name);
+      for (size_t j = i + 1; j < xs.size() && !needed; ++j)
+        needed = xs[j].shape().contains(d.name);
+      if (needed)
+        keep.push_back(d);
+    }
+    acc = einsum({acc, xs[i]}, Shape(keep));
+  }
+  return acc;
+}
+
+Tensor einsum(const std::vector<Tensor>& xs, const std::vector<std::string>& out_dims) {
+  Shape all = union_shape(xs, "mtk::einsum");
+  std::vector<Dimension> dims;
+  for (const auto& n : out_dims) {
+    int j = all.index_of(n);
+    if (j < 0)
+      fail("mtk::einsum", cat("output dimension '", n, "' appears in no input ", all.to_string()));
+    dims.push_back(all[j]);
+  }
+  return einsum(xs, Shape(dims));
+}
+
+Tensor sum_to(const Tensor& x, const Shape& shape) {
+  if (x.shape() == shape)
+    return x;
+  return einsum({x}, shape);
+}
+
+}  // namespace mtk

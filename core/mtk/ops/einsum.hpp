@@ -1,0 +1,20 @@
+#pragma once
+// Einsum by dimension names: contractions, batch products, sums and transposes in one op.
+
+#include <mtk/graph/graph.hpp>
+
+#include <string>
+#include <vector>
+
+namespace mtk {
+
+/// Einsum by names: dims in the output are kept (batch dims when several inputs have them), the
+/// others are summed. One to any number of operands (contracted left to right).
+Tensor einsum(const std::vector<Tensor>& xs, const Shape& out_shape);
+/// Output dims given by name, sizes taken from the inputs.
+Tensor einsum(const std::vector<Tensor>& xs, const std::vector<std::string>& out_dims);
+/// `x` summed over the dims `shape` lacks and reordered to `shape` (x itself when it fits): how a
+/// gradient is brought back to the shape of its input.
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+}  // namespace mtk

@@ -1,0 +1,370 @@
+// Elementwise ops: unary, binary, compare, where, cast.
+#include <mtk/base/error.hpp>
+#include <mtk/graph/gradient_context.hpp>
+#include <mtk/kernels/kernels.hpp>
+#include <mtk/lower/lowering_context.hpp>
+#include <mtk/ops/impl/builder_checks.hpp>
+#include <mtk/ops/ops.hpp>
+
+namespace mtk {
+namespace {
+
+using namespace ops_impl;
+
+// --------------------------------------------------------------------------------- unary
+struct UnaryAttrs {
+  UnaryFn fn = UnaryFn::identity;
+  double p = 0.0;  ///< the scalar of pow_scalar / add_scalar / mul_scalar
+};
+
+Tensor unary_gradient(const UnaryAttrs& a, const Tensor& x, const Tensor& y, const Tensor& dy) {
+  const double p = a.p;
+  switch (a.fn) {
+    case UnaryFn::identity:
+    case UnaryFn::add_scalar:
+      return dy;
+    case UnaryFn::negative:
+      return negative(dy);
+    case UnaryFn::mul_scalar:
+      return multiply(dy, p);
+    case UnaryFn::abs:
+      return dy * unary(UnaryFn::sign, x);
+    case UnaryFn::exp:
+      return dy * y;
+    case UnaryFn::log:
+      return dy / x;
+    case UnaryFn::sqrt:
+      return multiply(dy / y, 0.5);
+    case UnaryFn::rsqrt:
+      return multiply(dy * pow(y, 3.0), -0.5);
+    case UnaryFn::square:
+      return multiply(dy * x, 2.0);
+    case UnaryFn::reciprocal:
+      return negative(dy * square(y));
+    case UnaryFn::relu:
+      return dy * unary(UnaryFn::relu_mask, x);
+    case UnaryFn::gelu:
+      return dy * unary(UnaryFn::gelu_grad, x);
+    case UnaryFn::tanh:
+      return dy * add(negative(square(y)), 1.0);
+    case UnaryFn::sigmoid:
+      return dy * y * add(negative(y), 1.0);
+    case UnaryFn::pow_scalar:
+      return multiply(dy * pow(x, p - 1.0), p);
+    case UnaryFn::sign:
+    case UnaryFn::relu_mask:
+    case UnaryFn::gelu_grad:
+      return Tensor();
+  }
+  return Tensor();
+}
+
+void unary_grad(GradientContext& c) {
+  c.add(0, unary_gradient(c.attrs<UnaryAttrs>(), c.input(0), c.output(0), c.dy()));
+}
+
+void lower_unary(Lowering& l) {
+  const Operation& o = l.op();
+  const int x = o.inputs[0], y = o.outputs[0];
+  const UnaryFn fn = o.attrs<UnaryAttrs>().fn;
+  const double p = o.attrs<UnaryAttrs>().p;
+  // Linear functions pass a pending partial sum through.
+  const bool linear =
+      fn == UnaryFn::negative || fn == UnaryFn::mul_scalar || fn == UnaryFn::identity;
+  if (linear)
+    l.pending(y) = l.pending(x);
+  else
+    l.materialize(x);
+  l.add_typed_step(
+      l.label(), {x}, y, l.dtype(x),
+      [=](auto e, const Buffers& b, const ExecSpace& space) {
+        using T = decltype(e);
+        return kernels::unary<T>(space, fn, view_of<T>(b, x), p);
+      },
+      "elementwise", static_cast<double>(l.local(y).num_elements()));
+}
+
+constexpr OpDef unary_def{"unary", unary_grad, lower_unary};
+
+// -------------------------------------------------------------------------------- binary
+struct BinaryAttrs {
+  BinaryFn fn = BinaryFn::add;
+};
+
+void binary_grad(GradientContext& c) {
+  const Tensor a = c.input(0), b = c.input(1), y = c.output(0), dy = c.dy();
+  switch (c.attrs<BinaryAttrs>().fn) {
+    case BinaryFn::add:
+      c.add(0, sum_to(dy, a.shape()));
+      c.add(1, sum_to(dy, b.shape()));
+      break;
+    case BinaryFn::subtract:
+      c.add(0, sum_to(dy, a.shape()));
+      c.add(1, negative(sum_to(dy, b.shape())));
+      break;
+    case BinaryFn::multiply:
+      c.add(0, einsum_to({dy, b}, a.shape()));
+      c.add(1, einsum_to({dy, a}, b.shape()));
+      break;
+    case BinaryFn::divide:
+      c.add(0, sum_to(dy / b, a.shape()));
+      c.add(1, sum_to(negative(dy * y / b), b.shape()));
+      break;
+    case BinaryFn::maximum:
+      c.add(0, sum_to(dy * compare(CompareFn::greater_equal, a, b), a.shape()));
+      c.add(1, sum_to(dy * compare(CompareFn::less, a, b), b.shape()));
+      break;
+    case BinaryFn::minimum:
+      c.add(0, sum_to(dy * compare(CompareFn::less_equal, a, b), a.shape()));
+      c.add(1, sum_to(dy * compare(CompareFn::greater, a, b), b.shape()));
+      break;
+    case BinaryFn::pow:
+      c.add(0, sum_to(dy * b * binary(BinaryFn::pow, a, add(b, -1.0)), a.shape()));
+      c.add(1, sum_to(dy * y * log(a), b.shape()));
+      break;
+  }
+}
+
+// Which pending partial sums the result inherits; the others are summed first.
+std::vector<int> binary_pending(Lowering& l, BinaryFn fn, int a, int c) {
+  auto& pa = l.pending(a);
+  auto& pc = l.pending(c);
+  if ((fn == BinaryFn::add || fn == BinaryFn::subtract) && !pa.empty() && pa == pc)
+    return pa;
+  if ((fn == BinaryFn::multiply || fn == BinaryFn::divide) && !pa.empty() && pc.empty() &&
+      !Lowering::intersects(pa, l.split_axes_of(c)))
+    return pa;
+  if (fn == BinaryFn::multiply && !pc.empty() && pa.empty() &&
+      !Lowering::intersects(pc, l.split_axes_of(a)))
+    return pc;
+  l.materialize(a);
+  l.materialize(c);
+  return {};
+}
+
+void lower_binary(Lowering& l) {
+  const Operation& o = l.op();
+  const int a = o.inputs[0], c = o.inputs[1], y = o.outputs[0];
+  const BinaryFn fn = o.attrs<BinaryAttrs>().fn;
+  l.pending(y) = binary_pending(l, fn, a, c);
+  const Shape la = l.local(a), lc = l.local(c), ly = l.local(y);
+  l.add_typed_step(
+      l.label(), {a, c}, y, l.dtype(a),
+      [=](auto e, const Buffers& b, const ExecSpace& space) {
+        using T = decltype(e);
+        return kernels::binary<T>(space, fn, la, view_of<T>(b, a), lc, view_of<T>(b, c), ly);
+      },
+      "elementwise", static_cast<double>(ly.num_elements()));
+}
+
+constexpr OpDef binary_def{"binary", binary_grad, lower_binary};
+
+// ------------------------------------------------------------------------------- compare
+struct CompareAttrs {
+  CompareFn fn = CompareFn::equal;
+};
+
+void lower_compare(Lowering& l) {
+  const Operation& o = l.op();
+  const int a = o.inputs[0], c = o.inputs[1], y = o.outputs[0];
+  l.materialize(a);
+  l.materialize(c);
+  const CompareFn fn = o.attrs<CompareAttrs>().fn;
+  const Shape la = l.local(a), lc = l.local(c), ly = l.local(y);
+  const DType dt = l.dtype(a);
+  l.add_step(
+      l.label(), {a, c}, {y},
+      [=](Buffers& b, const ExecSpace& space) {
+        // The result is float32 whatever the inputs' type.
+        b[static_cast<size_t>(y)] = visit_dtype(dt, [&](auto e) {
+          using T = decltype(e);
+          return kernels::compare<T>(space, fn, la, view_of<T>(b, a), lc, view_of<T>(b, c), ly);
+        });
+      },
+      "elementwise", static_cast<double>(ly.num_elements()));
+}
+
+constexpr OpDef compare_def{"compare", nullptr, lower_compare};
+
+// --------------------------------------------------------------------------------- where
+void where_grad(GradientContext& c) {
+  Tensor zero = constant(c.graph(), Shape(), 0.0);
+  c.add(1, sum_to(where(c.input(0), c.dy(), zero), c.input(1).shape()));
+  c.add(2, sum_to(where(c.input(0), zero, c.dy()), c.input(2).shape()));
+}
+
+void lower_where(Lowering& l) {
+  const Operation& o = l.op();
+  const int c = o.inputs[0], a = o.inputs[1], d = o.inputs[2], y = o.outputs[0];
+  for (int t : {c, a, d})
+    l.materialize(t);
+  const Shape lc = l.local(c), la = l.local(a), ld = l.local(d), ly = l.local(y);
+  l.add_step(
+      l.label(), {c, a, d}, {y},
+      [=](Buffers& b, const ExecSpace& space) {
+        b[static_cast<size_t>(y)] =
+            kernels::where(space, lc, view_of<float>(b, c), la, view_of<float>(b, a), ld,
+                           view_of<float>(b, d), ly);
+      },
+      "elementwise", static_cast<double>(ly.num_elements()));
+}
+
+constexpr OpDef where_def{"where", where_grad, lower_where};
+
+// ---------------------------------------------------------------------------------- cast
+// float <-> int: no gradient.
+void lower_cast(Lowering& l) {
+  const int x = l.op().inputs[0], y = l.op().outputs[0];
+  l.materialize(x);
+  const DType from = l.dtype(x);
+  l.add_typed_step(
+      l.label(), {x}, y, l.dtype(y),
+      [=](auto t, const Buffers& b, const ExecSpace& space) {
+        return visit_dtype(from, [&](auto f) {
+          using From = decltype(f);
+          return kernels::cast<decltype(t), From>(space, view_of<From>(b, x));
+        });
+      },
+      "elementwise", static_cast<double>(l.local(y).num_elements()));
+}
+
+constexpr OpDef cast_def{"cast", nullptr, lower_cast};
+
+}  // namespace
+
+Tensor unary(UnaryFn fn, const Tensor& x, double p) {
+  graph_of({x}, "mtk::unary");
+  return x.graph().add_op1(unary_def, unary_name(fn), {x}, x.shape(), x.dtype(), UnaryAttrs{fn, p});
+}
+
+Tensor negative(const Tensor& x) {
+  return unary(UnaryFn::negative, x);
+}
+Tensor abs(const Tensor& x) {
+  return unary(UnaryFn::abs, x);
+}
+Tensor exp(const Tensor& x) {
+  return unary(UnaryFn::exp, x);
+}
+Tensor log(const Tensor& x) {
+  return unary(UnaryFn::log, x);
+}
+Tensor sqrt(const Tensor& x) {
+  return unary(UnaryFn::sqrt, x);
+}
+Tensor rsqrt(const Tensor& x) {
+  return unary(UnaryFn::rsqrt, x);
+}
+Tensor square(const Tensor& x) {
+  return unary(UnaryFn::square, x);
+}
+Tensor reciprocal(const Tensor& x) {
+  return unary(UnaryFn::reciprocal, x);
+}
+Tensor relu(const Tensor& x) {
+  return unary(UnaryFn::relu, x);
+}
+Tensor gelu(const Tensor& x) {
+  return unary(UnaryFn::gelu, x);
+}
+Tensor tanh(const Tensor& x) {
+  return unary(UnaryFn::tanh, x);
+}
+Tensor sigmoid(const Tensor& x) {
+  return unary(UnaryFn::sigmoid, x);
+}
+Tensor pow(const Tensor& x, double p) {
+  return unary(UnaryFn::pow_scalar, x, p);
+}
+Tensor add(const Tensor& x, double c) {
+  return unary(UnaryFn::add_scalar, x, c);
+}
+Tensor multiply(const Tensor& x, double c) {
+  return unary(UnaryFn::mul_scalar, x, c);
+}
+
+Tensor binary(BinaryFn fn, const Tensor& a, const Tensor& b, const Shape* out_shape) {
+  const char* where = "mtk::binary";
+  Graph& g = graph_of({a, b}, where);
+  require_same_dtype(a, b, where);
+  Shape out = union_shape({a, b}, where);
+  if (out_shape) {
+    for (const auto& d : out.dims())
+      if (!out_shape->contains(d.name))
+        fail(where, cat(binary_name(fn), ": output ", out_shape->to_string(), " lacks dimension '",
+                        d.name, "' of the inputs ", describe(a), " and ", describe(b)));
+    check_within(*out_shape, {a, b}, where);
+    out = *out_shape;
+  }
+  return g.add_op1(binary_def, binary_name(fn), {a, b}, out, a.dtype(), BinaryAttrs{fn});
+}
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  return binary(BinaryFn::add, a, b);
+}
+Tensor subtract(const Tensor& a, const Tensor& b) {
+  return binary(BinaryFn::subtract, a, b);
+}
+Tensor multiply(const Tensor& a, const Tensor& b) {
+  return binary(BinaryFn::multiply, a, b);
+}
+Tensor divide(const Tensor& a, const Tensor& b) {
+  return binary(BinaryFn::divide, a, b);
+}
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return binary(BinaryFn::maximum, a, b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return binary(BinaryFn::minimum, a, b);
+}
+Tensor operator+(const Tensor& a, const Tensor& b) {
+  return add(a, b);
+}
+Tensor operator-(const Tensor& a, const Tensor& b) {
+  return subtract(a, b);
+}
+Tensor operator*(const Tensor& a, const Tensor& b) {
+  return multiply(a, b);
+}
+Tensor operator/(const Tensor& a, const Tensor& b) {
+  return divide(a, b);
+}
+Tensor operator-(const Tensor& x) {
+  return negative(x);
+}
+
+Tensor compare(CompareFn fn, const Tensor& a, const Tensor& b) {
+  const char* where = "mtk::compare";
+  Graph& g = graph_of({a, b}, where);
+  require_same_dtype(a, b, where);
+  return g.add_op1(compare_def, compare_name(fn), {a, b}, union_shape({a, b}, where),
+                   DType::float32, CompareAttrs{fn});
+}
+Tensor less(const Tensor& a, const Tensor& b) {
+  return compare(CompareFn::less, a, b);
+}
+Tensor greater(const Tensor& a, const Tensor& b) {
+  return compare(CompareFn::greater, a, b);
+}
+Tensor equal(const Tensor& a, const Tensor& b) {
+  return compare(CompareFn::equal, a, b);
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  const char* where_ = "mtk::where";
+  Graph& g = graph_of({cond, a, b}, where_);
+  require_float(cond, where_);
+  require_float(a, where_);
+  require_float(b, where_);
+  return g.add_op1(where_def, "where", {cond, a, b}, union_shape({cond, a, b}, where_),
+                   DType::float32);
+}
+
+Tensor cast(const Tensor& x, DType dtype) {
+  graph_of({x}, "mtk::cast");
+  if (x.dtype() == dtype)
+    return x;
+  return x.graph().add_op1(cast_def, "cast", {x}, x.shape(), dtype);
+}
+
+}  // namespace mtk

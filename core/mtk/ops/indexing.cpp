@@ -1,0 +1,178 @@
+// Indexing: one_hot, gather, scatter_add.
+#include <mtk/base/error.hpp>
+#include <mtk/graph/gradient_context.hpp>
+#include <mtk/kernels/kernels.hpp>
+#include <mtk/lower/lowering_context.hpp>
+#include <mtk/ops/impl/builder_checks.hpp>
+#include <mtk/ops/ops.hpp>
+
+#include <algorithm>
+#include <set>
+
+namespace mtk {
+namespace {
+
+using namespace ops_impl;
+
+// ------------------------------------------------------------------------------- one_hot
+struct OneHotAttrs {
+  std::string dim;
+  double on = 1.0, off = 0.0;
+};
+
+void lower_one_hot(Lowering& l) {
+  const Operation& o = l.op();
+  const OneHotAttrs& a = o.attrs<OneHotAttrs>();
+  const int ids = o.inputs[0], y = o.outputs[0];
+  const int d = l.layout(y).shape().index_of(a.dim);
+  const std::int64_t origin = l.layout(y).slice_origin(l.coords())[static_cast<size_t>(d)];
+  const Shape li = l.local(ids), ly = l.local(y);
+  const float on = static_cast<float>(a.on), off = static_cast<float>(a.off);
+  l.add_step(
+      l.label(), {ids}, {y},
+      [=](Buffers& b, const ExecSpace& space) {
+        b[static_cast<size_t>(y)] =
+            kernels::one_hot(space, li, view_of<std::int32_t>(b, ids), ly, d, origin, on, off);
+      },
+      "elementwise", static_cast<double>(ly.num_elements()));
+}
+
+constexpr OpDef one_hot_def{"one_hot", nullptr, lower_one_hot};
+
+// -------------------------------------------------------------------- gather, scatter_add
+struct GatherAttrs {
+  std::string dim;  ///< the table dim the ids index
+};
+
+void gather_grad(GradientContext& c) {
+  const Tensor table = c.input(0), ids = c.input(1);
+  c.add(0, scatter_add(ids, c.dy(), table.shape(), c.attrs<GatherAttrs>().dim));
+}
+
+void lower_gather(Lowering& l) {
+  const Operation& o = l.op();
+  const std::string& dim = o.attrs<GatherAttrs>().dim;
+  int table = o.inputs[0];
+  const int ids = o.inputs[1], y = o.outputs[0];
+  l.materialize(table);
+  int d = l.layout(table).shape().index_of(dim);
+  int axis = l.layout(table).mesh_axis(d);
+  if (axis >= 0 && l.layout(y).tensor_dim_on(axis) >= 0) {
+    table = l.gather_dims(table, {dim});
+    axis = -1;
+  }
+  const std::int64_t origin = l.layout(table).slice_origin(l.coords())[static_cast<size_t>(d)];
+  if (axis >= 0)
+    l.pending(y) = {axis};  // rows outside the slice are 0
+  const Shape lt = l.local(table), li = l.local(ids), ly = l.local(y);
+  l.add_step(
+      l.label(), {table, ids}, {y},
+      [=](Buffers& b, const ExecSpace& space) {
+        b[static_cast<size_t>(y)] = kernels::gather(space, lt, view_of<float>(b, table), d, origin,
+                                                    li, view_of<std::int32_t>(b, ids), ly);
+      },
+      "gather", static_cast<double>(ly.num_elements()));
+}
+
+constexpr OpDef gather_def{"gather", gather_grad, lower_gather};
+
+void scatter_add_grad(GradientContext& c) {
+  const Tensor ids = c.input(0), upd = c.input(1);
+  c.add(1, sum_to(gather(c.dy(), ids, c.attrs<GatherAttrs>().dim), upd.shape()));
+}
+
+// Dims summed away (in ids/updates, not in the table): their split axes leave partial sums. Such
+// a dim split over an axis that also splits the table is gathered first.
+std::vector<int> scatter_pending(Lowering& l, int& ids, int& upd, int y) {
+  const Shape& ts = l.layout(y).shape();
+  std::set<std::string> summed;
+  for (int t : {ids, upd})
+    for (const auto& dm : l.layout(t).shape().dims())
+      if (!ts.contains(dm.name))
+        summed.insert(dm.name);
+  std::set<std::string> conflict;
+  for (int t : {ids, upd})
+    for (int i = 0; i < l.layout(t).shape().rank(); ++i)
+      if (summed.count(l.layout(t).shape()[i].name) && l.layout(t).mesh_axis(i) >= 0 &&
+          l.layout(y).tensor_dim_on(l.layout(t).mesh_axis(i)) >= 0)
+        conflict.insert(l.layout(t).shape()[i].name);
+  ids = l.gather_dims(ids, conflict);
+  upd = l.gather_dims(upd, conflict);
+  std::vector<int> p;
+  for (int t : {upd, ids})
+    for (int i = 0; i < l.layout(t).shape().rank(); ++i)
+      if (summed.count(l.layout(t).shape()[i].name) && l.layout(t).mesh_axis(i) >= 0)
+        p.push_back(l.layout(t).mesh_axis(i));
+  std::sort(p.begin(), p.end());
+  p.erase(std::unique(p.begin(), p.end()), p.end());
+  return p;
+}
+
+void lower_scatter_add(Lowering& l) {
+  const Operation& o = l.op();
+  int ids = o.inputs[0], upd = o.inputs[1];
+  const int y = o.outputs[0];
+  l.materialize(upd);
+  l.pending(y) = scatter_pending(l, ids, upd, y);
+  const int d = l.layout(y).shape().index_of(o.attrs<GatherAttrs>().dim);
+  const std::int64_t origin = l.layout(y).slice_origin(l.coords())[static_cast<size_t>(d)];
+  const Shape li = l.local(ids), lu = l.local(upd), ly = l.local(y);
+  l.add_step(
+      l.label(), {ids, upd}, {y},
+      [=](Buffers& b, const ExecSpace& space) {
+        b[static_cast<size_t>(y)] = kernels::scatter_add(space, li, view_of<std::int32_t>(b, ids),
+                                                         lu, view_of<float>(b, upd), ly, d, origin);
+      },
+      "gather", static_cast<double>(lu.num_elements()));
+}
+
+constexpr OpDef scatter_add_def{"scatter_add", scatter_add_grad, lower_scatter_add};
+
+}  // namespace
+
+Tensor one_hot(const Tensor& ids, const Dimension& dim, double on, double off) {
+  graph_of({ids}, "mtk::one_hot");
+  if (ids.dtype() != DType::int32)
+    fail("mtk::one_hot", cat("ids ", describe(ids), " must be int32"));
+  if (ids.shape().contains(dim.name))
+    fail("mtk::one_hot", cat("ids ", describe(ids), " already have dimension '", dim.name, "'"));
+  auto dims = ids.shape().dims();
+  dims.push_back(dim);
+  return ids.graph().add_op1(one_hot_def, "one_hot", {ids}, Shape(dims), DType::float32,
+                             OneHotAttrs{dim.name, on, off});
+}
+
+Tensor gather(const Tensor& table, const Tensor& ids, const std::string& dim) {
+  const char* where = "mtk::gather";
+  Graph& g = graph_of({table, ids}, where);
+  require_float(table, where);
+  if (ids.dtype() != DType::int32)
+    fail(where, cat("ids ", describe(ids), " must be int32"));
+  int i = dim_index(table, dim, where);
+  if (ids.shape().contains(dim))
+    fail(where, cat("ids ", describe(ids), " must not have the gathered dimension '", dim, "'"));
+  auto dims = ids.shape().dims();
+  for (int j = 0; j < table.shape().rank(); ++j)
+    if (j != i)
+      dims.push_back(table.shape()[j]);
+  Shape out(dims);
+  union_shape({table, ids}, where);
+  return g.add_op1(gather_def, "gather", {table, ids}, out, DType::float32, GatherAttrs{dim});
+}
+
+Tensor scatter_add(const Tensor& ids, const Tensor& updates, const Shape& table_shape,
+                   const std::string& dim) {
+  const char* where = "mtk::scatter_add";
+  Graph& g = graph_of({ids, updates}, where);
+  require_float(updates, where);
+  if (!table_shape.contains(dim))
+    fail(where, cat("table ", table_shape.to_string(), " lacks '", dim, "'"));
+  for (const auto& d : updates.shape().dims())
+    if (!ids.shape().contains(d.name) && !table_shape.contains(d.name))
+      fail(where, cat("updates dimension '", d.name, "' is in neither ids ", describe(ids),
+                      " nor table ", table_shape.to_string()));
+  return g.add_op1(scatter_add_def, "scatter_add", {ids, updates}, table_shape, DType::float32,
+                   GatherAttrs{dim});
+}
+
+}  // namespace mtk

@@ -1,0 +1,124 @@
+// Fused losses: softmax_cross_entropy and its gradient op softmax_cross_entropy_grad.
+#include <mtk/base/error.hpp>
+#include <mtk/graph/gradient_context.hpp>
+#include <mtk/kernels/kernels.hpp>
+#include <mtk/lower/lowering_context.hpp>
+#include <mtk/ops/impl/builder_checks.hpp>
+#include <mtk/ops/ops.hpp>
+#include <mtk/parallel/collectives.hpp>
+
+namespace mtk {
+namespace {
+
+using namespace ops_impl;
+using kernels::FView;
+
+struct CrossEntropyAttrs {
+  std::string dim;  ///< the vocabulary dim of the logits
+  double label_smoothing = 0.0;
+  double z_loss = 0.0;
+};
+
+// Fused cross-entropy: row statistics of the local vocabulary slice, combined over the mesh axis
+// that splits the vocabulary (max, sum of exponentials, target logit and logit sum).
+void lower_cross_entropy(Lowering& l) {
+  const Operation& o = l.op();
+  const CrossEntropyAttrs& a = o.attrs<CrossEntropyAttrs>();
+  const int x = o.inputs[0], t = o.inputs[1], loss = o.outputs[0], lse_out = o.outputs[1];
+  l.materialize(x);
+  const TensorLayout& lay = l.layout(x);
+  const int d = lay.shape().index_of(a.dim);
+  const int axis =
+      lay.mesh_axis(d) >= 0 && l.mesh_shape()[lay.mesh_axis(d)].size > 1 ? lay.mesh_axis(d) : -1;
+  const std::int64_t origin = lay.slice_origin(l.coords())[static_cast<size_t>(d)];
+  const std::int64_t V = lay.shape()[d].size;
+  const Shape lx = l.local(x), lr = l.local(loss);
+  const double ls = a.label_smoothing, z = a.z_loss;
+  const Mesh mesh = l.mesh();
+  if (axis >= 0)  // four row statistics
+    l.count_comm("allreduce",
+                 lr.num_elements() * static_cast<std::int64_t>(dtype_bytes(DType::float32)) * 4);
+  l.add_step(
+      l.label() + (axis >= 0 ? " (vocabulary split over " + l.mesh_shape()[axis].name + ")" : ""),
+      {x, t}, {loss, lse_out},
+      [=](Buffers& b, const ExecSpace& space) {
+        const FView X = view_of<float>(b, x);
+        FView m = kernels::reduce<float>(space, ReduceFn::max, lx, X, lr);
+        if (axis >= 0)
+          allreduce<float>(mesh, {axis}, m, ReduceOp::max);
+        FView s = kernels::sum_exp_shifted(space, lx, X, d, m);
+        FView xt, sx;
+        kernels::target_logit_and_sum(space, lx, X, d, view_of<std::int32_t>(b, t), origin, xt, sx);
+        if (axis >= 0) {
+          allreduce<float>(mesh, {axis}, s);
+          allreduce<float>(mesh, {axis}, xt);
+          allreduce<float>(mesh, {axis}, sx);
+        }
+        FView lse = kernels::binary<float>(space, BinaryFn::add, lr, m, lr,
+                                           kernels::unary<float>(space, UnaryFn::log, s), lr);
+        b[static_cast<size_t>(loss)] =
+            kernels::cross_entropy_from_stats(space, lse, xt, sx, ls, V, z);
+        b[static_cast<size_t>(lse_out)] = lse;
+      },
+      "softmax", 4.0 * static_cast<double>(lx.num_elements()));
+}
+
+void lower_cross_entropy_grad(Lowering& l) {
+  const Operation& o = l.op();
+  const CrossEntropyAttrs& a = o.attrs<CrossEntropyAttrs>();
+  const int x = o.inputs[0], t = o.inputs[1], lse = o.inputs[2], dy = o.inputs[3],
+            dx = o.outputs[0];
+  for (int k : {x, lse, dy})
+    l.materialize(k);
+  const int d = l.layout(x).shape().index_of(a.dim);
+  const std::int64_t origin = l.layout(x).slice_origin(l.coords())[static_cast<size_t>(d)];
+  const std::int64_t V = l.layout(x).shape()[d].size;
+  const Shape lx = l.local(x);
+  const double ls = a.label_smoothing, z = a.z_loss;
+  l.add_step(
+      l.label(), {x, t, lse, dy}, {dx},
+      [=](Buffers& b, const ExecSpace& space) {
+        b[static_cast<size_t>(dx)] = kernels::cross_entropy_grad(
+            space, lx, view_of<float>(b, x), d, view_of<std::int32_t>(b, t), origin,
+            view_of<float>(b, lse), view_of<float>(b, dy), ls, V, z);
+      },
+      "softmax", 3.0 * static_cast<double>(lx.num_elements()));
+}
+
+constexpr OpDef cross_entropy_grad_def{"softmax_cross_entropy_grad", nullptr,
+                                       lower_cross_entropy_grad};
+
+// d loss / d logits by one fused op that reads the saved log-sum-exp (output 1).
+void cross_entropy_grad(GradientContext& c) {
+  const Tensor logits = c.input(0), targets = c.input(1), lse = c.output(1);
+  c.add(0, c.graph().add_op1(cross_entropy_grad_def, "softmax_cross_entropy_grad",
+                             {logits, targets, lse, c.dy()}, logits.shape(), DType::float32,
+                             c.op().attributes));
+}
+
+constexpr OpDef cross_entropy_def{"softmax_cross_entropy", cross_entropy_grad, lower_cross_entropy};
+
+}  // namespace
+
+Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& targets, const std::string& dim,
+                             double label_smoothing, double z_loss) {
+  const char* where = "mtk::softmax_cross_entropy";
+  Graph& g = graph_of({logits, targets}, where);
+  require_float(logits, where);
+  if (targets.dtype() != DType::int32)
+    fail(where, cat("targets ", describe(targets), " must be int32"));
+  const int d = dim_index(logits, dim, where);
+  auto dims = logits.shape().dims();
+  dims.erase(dims.begin() + d);
+  if (Shape(dims) != targets.shape())
+    fail(where, cat("targets ", describe(targets), " must have the shape of logits ",
+                    describe(logits), " without '", dim, "': ", Shape(dims).to_string()));
+  if (label_smoothing < 0 || label_smoothing >= 1)
+    fail(where, cat("label smoothing ", label_smoothing, " not in [0, 1)"));
+  auto out = g.add_op(cross_entropy_def, "softmax_cross_entropy", {logits, targets},
+                      {{targets.shape(), DType::float32}, {targets.shape(), DType::float32}},
+                      CrossEntropyAttrs{dim, label_smoothing, z_loss});
+  return out[0];
+}
+
+}  // namespace mtk

@@ -1,0 +1,172 @@
+// Source ops: variable, placeholder, constant, range, random_uniform, random_normal (+ dropout).
+#include <mtk/base/error.hpp>
+#include <mtk/kernels/kernels.hpp>
+#include <mtk/lower/lowering_context.hpp>
+#include <mtk/ops/impl/builder_checks.hpp>
+#include <mtk/ops/ops.hpp>
+
+namespace mtk {
+namespace {
+
+using namespace ops_impl;
+
+// ------------------------------------------------------------------------------ variable
+// VariableAttrs (mtk/graph/graph.hpp): the graph lists trainable variables.
+
+Program::Buffer initial_value(Lowering& l, const Operation& o, int t) {
+  const auto& lay = l.layout(t);
+  const Shape ls = lay.slice_shape();
+  const auto origin = lay.slice_origin(l.coords());
+  const Initializer& init = o.attrs<VariableAttrs>().init;
+  const ExecSpace& space = l.space();
+  const std::uint64_t seed = kernels::hash_name(o.name) ^ (init.seed * 0x9E3779B97F4A7C15ull);
+  if (l.dry())
+    return {};  // analysis only: no storage
+  if (l.dtype(t) == DType::int32)
+    return kernels::fill<std::int32_t>(
+        space, ls.num_elements(),
+        static_cast<std::int32_t>(init.kind == Initializer::Kind::ones       ? 1
+                                  : init.kind == Initializer::Kind::constant ? init.a
+                                                                             : 0));
+  switch (init.kind) {
+    case Initializer::Kind::zeros:
+      return kernels::fill<float>(space, ls.num_elements(), 0.f);
+    case Initializer::Kind::ones:
+      return kernels::fill<float>(space, ls.num_elements(), 1.f);
+    case Initializer::Kind::constant:
+      return kernels::fill<float>(space, ls.num_elements(), init.a);
+    case Initializer::Kind::uniform:
+      return kernels::random_uniform(space, lay.shape(), ls, origin, seed, init.a, init.b);
+    case Initializer::Kind::normal:
+    case Initializer::Kind::truncated_normal:
+      return kernels::random_normal(space, lay.shape(), ls, origin, seed, init.a, init.b,
+                                    init.kind == Initializer::Kind::truncated_normal);
+  }
+  return {};
+}
+
+void lower_variable(Lowering& l) {
+  const Operation& o = l.op();
+  const int t = o.outputs[0];
+  l.add_variable(t, o.name, initial_value(l, o, t));
+}
+
+constexpr OpDef variable_def{"variable", nullptr, lower_variable, true};
+
+// --------------------------------------------------------------------------- placeholder
+void lower_placeholder(Lowering& l) {
+  l.add_placeholder(l.op().outputs[0]);
+}
+
+constexpr OpDef placeholder_def{"placeholder", nullptr, lower_placeholder};
+
+// ------------------------------------------------------------------------------ constant
+struct ConstantAttrs {
+  double value = 0.0;
+};
+
+void lower_constant(Lowering& l) {
+  const int t = l.op().outputs[0];
+  const std::int64_t n = l.local(t).num_elements();
+  const double v = l.op().attrs<ConstantAttrs>().value;
+  l.add_typed_step(l.label(), {}, t, l.dtype(t),
+                   [n, v](auto e, const Buffers&, const ExecSpace& space) {
+                     using T = decltype(e);
+                     return kernels::fill<T>(space, n, static_cast<T>(v));
+                   });
+}
+
+constexpr OpDef constant_def{"constant", nullptr, lower_constant};
+
+// --------------------------------------------------------------------------------- range
+void lower_range(Lowering& l) {
+  const int t = l.op().outputs[0];
+  const Shape ls = l.local(t);
+  const std::int64_t origin = l.layout(t).slice_origin(l.coords())[0];
+  l.add_typed_step(l.label(), {}, t, l.dtype(t),
+                   [ls, origin](auto e, const Buffers&, const ExecSpace& space) {
+                     return kernels::range<decltype(e)>(space, ls, 0, origin);
+                   });
+}
+
+constexpr OpDef range_def{"range", nullptr, lower_range};
+
+// ----------------------------------------------------------------------- random values
+struct RandomAttrs {
+  std::uint64_t seed = 0;
+  double a = 0.0;  ///< low or mean
+  double b = 1.0;  ///< high or stddev
+};
+
+void lower_random(Lowering& l, bool uniform) {
+  const Operation& o = l.op();
+  const int t = o.outputs[0];
+  const Shape gs = l.layout(t).shape(), ls = l.local(t);
+  const auto origin = l.layout(t).slice_origin(l.coords());
+  const RandomAttrs at = o.attrs<RandomAttrs>();
+  const Program* p = l.program();
+  l.add_step(
+      l.label(), {}, {t},
+      [=](Buffers& b, const ExecSpace& space) {
+        // Fresh values every run, identical on every mesh: mix the run counter into the seed.
+        const std::uint64_t s =
+            at.seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(p->step());
+        b[static_cast<size_t>(t)] =
+            uniform ? kernels::random_uniform(space, gs, ls, origin, s, static_cast<float>(at.a),
+                                              static_cast<float>(at.b))
+                    : kernels::random_normal(space, gs, ls, origin, s, static_cast<float>(at.a),
+                                             static_cast<float>(at.b), false);
+      },
+      "random", static_cast<double>(ls.num_elements()));
+}
+
+void lower_random_uniform(Lowering& l) {
+  lower_random(l, true);
+}
+void lower_random_normal(Lowering& l) {
+  lower_random(l, false);
+}
+
+constexpr OpDef random_uniform_def{"random_uniform", nullptr, lower_random_uniform};
+constexpr OpDef random_normal_def{"random_normal", nullptr, lower_random_normal};
+
+}  // namespace
+
+Tensor variable(Graph& g, const std::string& name, const Shape& shape, const Initializer& init,
+                bool trainable, DType dtype) {
+  return g.add_op1(variable_def, name, {}, shape, dtype, VariableAttrs{init, trainable});
+}
+
+Tensor placeholder(Graph& g, const std::string& name, const Shape& shape, DType dtype) {
+  return g.add_op1(placeholder_def, name, {}, shape, dtype);
+}
+
+Tensor constant(Graph& g, const Shape& shape, double value, DType dtype) {
+  return g.add_op1(constant_def, "constant", {}, shape, dtype, ConstantAttrs{value});
+}
+
+Tensor range(Graph& g, const Dimension& dim, DType dtype) {
+  return g.add_op1(range_def, "range", {}, Shape{dim}, dtype);
+}
+
+Tensor random_uniform(Graph& g, const Shape& shape, std::uint64_t seed, double low, double high) {
+  return g.add_op1(random_uniform_def, "random_uniform", {}, shape, DType::float32,
+                   RandomAttrs{seed, low, high});
+}
+
+Tensor random_normal(Graph& g, const Shape& shape, std::uint64_t seed, double mean, double stddev) {
+  return g.add_op1(random_normal_def, "random_normal", {}, shape, DType::float32,
+                   RandomAttrs{seed, mean, stddev});
+}
+
+Tensor dropout(const Tensor& x, double rate, std::uint64_t seed) {
+  if (rate <= 0.0)
+    return x;
+  if (rate >= 1.0)
+    fail("mtk::dropout", cat("rate ", rate, " must be below 1 for ", describe(x)));
+  Tensor u = random_uniform(x.graph(), x.shape(), seed);
+  Tensor keep = compare(CompareFn::greater_equal, u, constant(x.graph(), Shape(), rate));
+  return multiply(multiply(x, keep), 1.0 / (1.0 - rate));
+}
+
+}  // namespace mtk

@@ -1,0 +1,80 @@
+// Training state: stop_gradient, assign (set, add, subtract).
+#include <mtk/base/error.hpp>
+#include <mtk/kernels/kernels.hpp>
+#include <mtk/lower/lowering_context.hpp>
+#include <mtk/ops/impl/builder_checks.hpp>
+#include <mtk/ops/ops.hpp>
+
+namespace mtk {
+namespace {
+
+using namespace ops_impl;
+
+// ------------------------------------------------------------------------- stop_gradient
+// No gradient function: gradients stop here.
+void lower_stop_gradient(Lowering& l) {
+  const int x = l.op().inputs[0], y = l.op().outputs[0];
+  l.materialize(x);
+  l.add_step(l.label(), {x}, {y}, [=](Buffers& b, const ExecSpace&) {
+    b[static_cast<size_t>(y)] = b[static_cast<size_t>(x)];
+  });
+}
+
+constexpr OpDef stop_gradient_def{"stop_gradient", nullptr, lower_stop_gradient};
+
+// -------------------------------------------------------------------------------- assign
+enum class AssignMode { set, add, subtract };
+
+struct AssignAttrs {
+  AssignMode mode = AssignMode::set;
+};
+
+void lower_assign(Lowering& l) {
+  const Operation& o = l.op();
+  const int var = o.inputs[0], val = o.inputs[1];
+  l.materialize(val);
+  const AssignMode mode = o.attrs<AssignAttrs>().mode;
+  Program::Buffer* storage = l.variable_storage(var);
+  l.add_assignment(l.label(), val, var, [=](Buffers& b, const ExecSpace& space) {
+    const Program::Buffer& v = b[static_cast<size_t>(val)];
+    if (mode == AssignMode::set) {
+      if (v.data() != storage->data())
+        *storage = v;
+    } else {
+      kernels::axpy<float>(space, mode == AssignMode::add ? 1.f : -1.f, v.view<float>(),
+                           storage->view<float>());
+    }
+  });
+  l.count_flops("assign", static_cast<double>(l.local(val).num_elements()));
+}
+
+constexpr OpDef assign_def{"assign", nullptr, lower_assign};
+
+Tensor assign_op(const Tensor& var, const Tensor& value, AssignMode mode, const char* where) {
+  Graph& g = graph_of({var, value}, where);
+  if (!g.op(var.producer()).def->is_variable)
+    fail(where, cat("target ", describe(var), " is not a variable"));
+  if (value.shape() != var.shape() || value.dtype() != var.dtype())
+    fail(where, cat("value ", describe(value), " does not match variable ", describe(var)));
+  return g.add_op1(assign_def, std::string("assign_") + var.name(), {var, value}, Shape(),
+                   var.dtype(), AssignAttrs{mode});
+}
+
+}  // namespace
+
+Tensor stop_gradient(const Tensor& x) {
+  graph_of({x}, "mtk::stop_gradient");
+  return x.graph().add_op1(stop_gradient_def, "stop_gradient", {x}, x.shape(), x.dtype());
+}
+
+Tensor assign(const Tensor& v, const Tensor& x) {
+  return assign_op(v, x, AssignMode::set, "mtk::assign");
+}
+Tensor assign_add(const Tensor& v, const Tensor& x) {
+  return assign_op(v, x, AssignMode::add, "mtk::assign_add");
+}
+Tensor assign_sub(const Tensor& v, const Tensor& x) {
+  return assign_op(v, x, AssignMode::subtract, "mtk::assign_sub");
+}
+
+}  // namespace mtk
