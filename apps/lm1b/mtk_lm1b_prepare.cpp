@@ -5,8 +5,8 @@
 #include <mtk/metrics/metrics.hpp>
 #include <mtk/data/token_shards.hpp>
 #include <mtk/data/vocab.hpp>
-
-#include <mpi.h>
+#include <mtk/files/files.hpp>
+#include <mtk/parallel/communicator.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -138,23 +138,11 @@ Options parse(const std::vector<std::string>& args) {
   return o;
 }
 
-// Waits for every rank without spinning: a rank that finished early sleeps instead of polling
-// MPI at full speed, leaving the cores to the ranks still working (and to the trainer's threads).
-void polite_barrier(MPI_Comm comm) {
-  MPI_Request request;
-  MPI_Ibarrier(comm, &request);
-  for (int done = 0;;) {
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (done)
-      return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-}
-
 // Runs `fn` (work that may differ between ranks), then agrees on failure: if any rank failed,
-// every rank throws the same error, so none is left waiting.
+// every rank throws the same error, so none is left waiting. Ranks that finish early sleep
+// instead of polling MPI, leaving the cores to the ranks still working.
 template <class F>
-void collective_step(MPI_Comm comm, F&& fn) {
+void collective_step(const Communicator& comm, F&& fn) {
   std::string failure;
   try {
     fn();
@@ -163,57 +151,12 @@ void collective_step(MPI_Comm comm, F&& fn) {
     if (failure.empty())
       failure = "unknown error";
   }
-  polite_barrier(comm);
-  agree(comm, failure);
-}
-
-std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
-  const int length = static_cast<int>(mine.size());
-  std::vector<int> lengths(static_cast<std::size_t>(size));
-  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm);
-  std::vector<int> displs(static_cast<std::size_t>(size), 0);
-  int total = 0;
-  for (int r = 0; r < size; ++r) {
-    displs[static_cast<std::size_t>(r)] = total;
-    total += lengths[static_cast<std::size_t>(r)];
-  }
-  std::vector<char> all(static_cast<std::size_t>(rank == 0 ? std::max(total, 1) : 1));
-  MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), displs.data(), MPI_CHAR, 0,
-              comm);
-  std::vector<std::string> out;
-  if (rank == 0)
-    for (int r = 0; r < size; ++r)
-      out.emplace_back(all.data() + displs[static_cast<std::size_t>(r)],
-                       static_cast<std::size_t>(lengths[static_cast<std::size_t>(r)]));
-  return out;
-}
-
-std::string broadcast_string(MPI_Comm comm, std::string text) {
-  auto length = static_cast<long long>(text.size());
-  MPI_Bcast(&length, 1, MPI_LONG_LONG, 0, comm);
-  text.resize(static_cast<std::size_t>(length));
-  // Chunks below INT_MAX each.
-  for (long long at = 0; at < length; at += 1 << 30) {
-    const int n = static_cast<int>(std::min<long long>(1 << 30, length - at));
-    MPI_Bcast(text.data() + at, n, MPI_CHAR, 0, comm);
-  }
-  return text;
+  comm.idle_barrier();
+  comm.agree(failure);
 }
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return "";
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 std::uint64_t file_size(const std::string& path) {
@@ -340,11 +283,9 @@ struct Totals {
   }
 };
 
-void run(const Options& o, MPI_Comm comm) {
+void run(const Options& o, const Communicator& comm) {
   const auto start = Clock::now();
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  const int rank = comm.rank(), size = comm.size();
   const bool root = rank == 0;
 
   // 1. The corpus and the output folders.
@@ -352,8 +293,8 @@ void run(const Options& o, MPI_Comm comm) {
   collective_step(comm, [&] {
     corpus = Lm1bCorpus::find(o.data, o.training_shards);
     if (root) {
-      fs::create_directories(fs::path(o.out) / "train");
-      fs::create_directories(fs::path(o.out) / "heldout");
+      make_directories((fs::path(o.out) / "train").string(), "mtk-lm1b prepare");
+      make_directories((fs::path(o.out) / "heldout").string(), "mtk-lm1b prepare");
       // The manifest marks a finished run: it goes until this one finishes.
       fs::remove(fs::path(o.out) / "manifest.txt");
     }
@@ -379,7 +320,8 @@ void run(const Options& o, MPI_Comm comm) {
     if (!root)
       return;
     const std::string settings = vocab_settings(o, corpus);
-    if (!o.force && fs::exists(vocab_path) && read_file(settings_path) == settings) {
+    if (!o.force && fs::exists(vocab_path) && fs::is_regular_file(settings_path) &&
+        read_whole_file(settings_path, "mtk-lm1b prepare") == settings) {
       model_bytes = Vocab::load(vocab_path).serialized();
       say(cat("prepare: vocabulary ", vocab_path, " is current (same settings): reused"));
       return;
@@ -412,7 +354,7 @@ void run(const Options& o, MPI_Comm comm) {
     say(cat("prepare: vocabulary: ", vocab.size(), " pieces in ", seconds_text(seconds_since(t0)),
             " -> ", vocab_path));
   });
-  model_bytes = broadcast_string(comm, model_bytes);
+  model_bytes = comm.broadcast(std::move(model_bytes));
   Vocab vocab;
   collective_step(comm, [&] { vocab = Vocab::from_serialized(model_bytes, vocab_path); });
 
@@ -435,7 +377,7 @@ void run(const Options& o, MPI_Comm comm) {
       if (j < num_jobs)
         mine = run_job(jobs[static_cast<std::size_t>(j)], vocab, o).serialize();
     });
-    const auto results = gather_strings(comm, mine);
+    const auto results = comm.gather(mine);
     if (!root)
       continue;
     for (int r = 0; r < size && first + r < num_jobs; ++r) {
@@ -515,8 +457,8 @@ void run(const Options& o, MPI_Comm comm) {
 }  // namespace
 
 int prepare_main(const std::vector<std::string>& args) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const Communicator world = Communicator::world();
+  const int rank = world.rank();
   Options options;
   try {
     options = parse(args);  // the same on every rank: no agreement needed
@@ -531,7 +473,7 @@ int prepare_main(const std::vector<std::string>& args) {
     return 0;
   }
   try {
-    run(options, MPI_COMM_WORLD);
+    run(options, world);
   } catch (const std::exception& e) {
     // Every rank got the same error from the agreement; rank 0 reports it.
     if (rank == 0)

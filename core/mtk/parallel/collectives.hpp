@@ -15,8 +15,6 @@
 
 namespace mtk {
 
-enum class ReduceOp { sum, max, min };
-
 /// In place: every member of the group over `axes` ends with the elementwise reduction.
 template <class T>
 void allreduce(const Mesh& mesh, const std::vector<int>& axes, const Kokkos::View<T*>& data,
