@@ -131,8 +131,7 @@ TEST(Communicator, AllgatherAndGather) {
   EXPECT_EQ(world.allgather(int_of(me)), ints);
   EXPECT_EQ(world.allgather(string_of(me)), strings);
   for (int root = 0; root < n; ++root)
-    EXPECT_EQ(world.gather(string_of(me), root),
-              me == root ? strings : std::vector<std::string>());
+    EXPECT_EQ(world.gather(string_of(me), root), me == root ? strings : std::vector<std::string>());
 }
 
 TEST(Communicator, BufferCollectives) {
@@ -205,10 +204,10 @@ TEST(Communicator, AgreementThrowsTheLowestFailingRanksMessageEverywhere) {
       FAIL() << "no error";
     } catch (const AgreedError& e) {
       const std::string expected = "mtk::test: tensor 'w' broke on rank " + std::to_string(first);
-      EXPECT_EQ(std::string(e.what()), world.rank() == first ? expected
-                                                               : "[failed on rank " +
-                                                                     std::to_string(first) +
-                                                                     "] " + expected);
+      EXPECT_EQ(std::string(e.what()),
+                world.rank() == first
+                    ? expected
+                    : "[failed on rank " + std::to_string(first) + "] " + expected);
     }
   }
   EXPECT_NO_THROW(world.agree(""));

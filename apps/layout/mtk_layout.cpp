@@ -6,12 +6,12 @@
 //   apps/lm1b/configs/demo.yaml [--explain]
 
 #include <mtk/app/app_main.hpp>
-#include <mtk/config/config.hpp>
 #include <mtk/base/error.hpp>
-#include <mtk/lower/lowering.hpp>
+#include <mtk/config/config.hpp>
 #include <mtk/config/model_config.hpp>
-#include <mtk/optim/optimizers.hpp>
+#include <mtk/lower/lowering.hpp>
 #include <mtk/nn/transformer.hpp>
+#include <mtk/optim/optimizers.hpp>
 
 #include <cstdio>
 #include <string>

@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
   options.name = "mtk-lm1b " + command;
   options.abort_on_local_error = true;
   return mtk::app_main(
-      argc, argv, options, [&](const mtk::Communicator& world, const std::vector<std::string>& args) {
+      argc, argv, options,
+      [&](const mtk::Communicator& world, const std::vector<std::string>& args) {
         const std::vector<std::string> rest(args.empty() ? args.end() : args.begin() + 1,
                                             args.end());
         if (command == "prepare")

@@ -2,10 +2,10 @@
 
 #include <mtk/base/error.hpp>
 #include <mtk/data/lm1b_corpus.hpp>
-#include <mtk/metrics/metrics.hpp>
 #include <mtk/data/token_shards.hpp>
 #include <mtk/data/vocab.hpp>
 #include <mtk/files/files.hpp>
+#include <mtk/metrics/metrics.hpp>
 #include <mtk/parallel/communicator.hpp>
 
 #include <chrono>
@@ -283,6 +283,88 @@ struct Totals {
   }
 };
 
+// The vocabulary of the run: what it is, and how it came about.
+struct VocabStep {
+  Vocab vocab;
+  LineStats sample_stats;
+  std::int64_t sample_size = 0;
+  bool trained = false;
+};
+
+// Rank 0 trains the vocabulary on a sample (or reuses the one there with the same settings);
+// every rank gets its bytes.
+VocabStep prepare_vocabulary(const Options& o, const Lm1bCorpus& corpus, const Communicator& comm) {
+  VocabStep v;
+  const std::string vocab_path = Lm1bPrepared::vocab_path(o.out);
+  const std::string settings_path = (fs::path(o.out) / "vocab.settings").string();
+  std::string model_bytes;
+  LineStats& sample_stats = v.sample_stats;
+  collective_step(comm, [&] {
+    if (comm.rank() != 0)
+      return;
+    const std::string settings = vocab_settings(o, corpus);
+    if (!o.force && fs::exists(vocab_path) && fs::is_regular_file(settings_path) &&
+        read_whole_file(settings_path, "mtk-lm1b prepare") == settings) {
+      model_bytes = Vocab::load(vocab_path).serialized();
+      say(cat("prepare: vocabulary ", vocab_path, " is current (same settings): reused"));
+      return;
+    }
+    const auto t0 = Clock::now();
+    LineReaderOptions ro;
+    ro.max_line_bytes = static_cast<std::size_t>(o.max_line_bytes);
+    ro.strict = o.strict;
+    say(cat("prepare: vocabulary: reading up to ", o.sample_lines, " lines from ",
+            corpus.training_shards.size(), " training shards"));
+    const auto lines = sample_lines(corpus.training_shards, o.sample_lines, ro, sample_stats);
+    v.sample_size = static_cast<std::int64_t>(lines.size());
+    say(cat("prepare: vocabulary: training a ", o.model_type, " model of ", o.vocab_size,
+            " pieces on ", lines.size(), " lines (", o.threads,
+            o.threads == 1 ? " thread" : " threads", "); ", sample_stats.skipped_summary(),
+            sample_stats.skipped() ? ", each reported with its shard below" : ""));
+    VocabOptions vo;
+    vo.vocab_size = o.vocab_size;
+    vo.model_type = o.model_type;
+    vo.max_sentence_bytes = static_cast<int>(o.max_line_bytes);
+    vo.num_threads = o.threads;
+    vo.seed = o.seed;
+    const Vocab vocab = Vocab::train(lines, vo);
+    fs::remove(settings_path);
+    vocab.save(vocab_path);
+    vocab.save_pieces((fs::path(o.out) / "vocab.pieces").string());
+    std::ofstream(settings_path) << settings;
+    model_bytes = vocab.serialized();
+    v.trained = true;
+    say(cat("prepare: vocabulary: ", vocab.size(), " pieces in ", seconds_text(seconds_since(t0)),
+            " -> ", vocab_path));
+  });
+  model_bytes = comm.broadcast(std::move(model_bytes));
+  collective_step(comm, [&] { v.vocab = Vocab::from_serialized(model_bytes, vocab_path); });
+  return v;
+}
+
+// Rank 0's summary of the run on stdout.
+void report(const Options& o, const VocabStep& v, const Totals& training, const Totals& heldout,
+            double tokens_per_word, double seconds) {
+  const Vocab& vocab = v.vocab;
+  const bool trained = v.trained;
+  const std::int64_t sample_size = v.sample_size;
+  const LineStats& sample_stats = v.sample_stats;
+  say(cat("prepare: done in ", seconds_text(seconds), " -> ", o.out));
+  say(cat("  vocabulary: ", vocab.size(), " pieces (", o.model_type, "), ",
+          trained ? cat("trained on ", sample_size, " lines, ", sample_stats.skipped_summary())
+                  : std::string("reused")));
+  say(cat("  training:   ", training.shards, " shards (", training.reused, " reused), ",
+          training.sentences, " sentences, ", training.words, " words, ", training.tokens,
+          " tokens incl. end-of-sentence; ", training.lines.skipped_summary(), " of ",
+          training.lines.lines, " lines"));
+  char ratio[64];
+  std::snprintf(ratio, sizeof ratio, "%.4f", tokens_per_word);
+  say(cat("  held-out:   ", heldout.sentences, " sentences, ", heldout.words, " words + ",
+          heldout.sentences, " end-of-sentence = ", heldout.words + heldout.sentences, ", ",
+          heldout.tokens, " tokens: ", ratio, " tokens per word (end-of-sentence counted); ",
+          heldout.lines.skipped_summary()));
+}
+
 void run(const Options& o, const Communicator& comm) {
   const auto start = Clock::now();
   const int rank = comm.rank(), size = comm.size();
@@ -311,52 +393,11 @@ void run(const Options& o, const Communicator& comm) {
 
   // 2. The vocabulary: rank 0 trains (or reuses) it, every rank gets its bytes.
   const std::string vocab_path = Lm1bPrepared::vocab_path(o.out);
-  const std::string settings_path = (fs::path(o.out) / "vocab.settings").string();
-  std::string model_bytes;
-  LineStats sample_stats;
-  std::int64_t sample_size = 0;
-  bool trained = false;
-  collective_step(comm, [&] {
-    if (!root)
-      return;
-    const std::string settings = vocab_settings(o, corpus);
-    if (!o.force && fs::exists(vocab_path) && fs::is_regular_file(settings_path) &&
-        read_whole_file(settings_path, "mtk-lm1b prepare") == settings) {
-      model_bytes = Vocab::load(vocab_path).serialized();
-      say(cat("prepare: vocabulary ", vocab_path, " is current (same settings): reused"));
-      return;
-    }
-    const auto t0 = Clock::now();
-    LineReaderOptions ro;
-    ro.max_line_bytes = static_cast<std::size_t>(o.max_line_bytes);
-    ro.strict = o.strict;
-    say(cat("prepare: vocabulary: reading up to ", o.sample_lines, " lines from ",
-            corpus.training_shards.size(), " training shards"));
-    const auto lines = sample_lines(corpus.training_shards, o.sample_lines, ro, sample_stats);
-    sample_size = static_cast<std::int64_t>(lines.size());
-    say(cat("prepare: vocabulary: training a ", o.model_type, " model of ", o.vocab_size,
-            " pieces on ", lines.size(), " lines (", o.threads,
-            o.threads == 1 ? " thread" : " threads", "); ", sample_stats.skipped_summary(),
-            sample_stats.skipped() ? ", each reported with its shard below" : ""));
-    VocabOptions vo;
-    vo.vocab_size = o.vocab_size;
-    vo.model_type = o.model_type;
-    vo.max_sentence_bytes = static_cast<int>(o.max_line_bytes);
-    vo.num_threads = o.threads;
-    vo.seed = o.seed;
-    const Vocab vocab = Vocab::train(lines, vo);
-    fs::remove(settings_path);
-    vocab.save(vocab_path);
-    vocab.save_pieces((fs::path(o.out) / "vocab.pieces").string());
-    std::ofstream(settings_path) << settings;
-    model_bytes = vocab.serialized();
-    trained = true;
-    say(cat("prepare: vocabulary: ", vocab.size(), " pieces in ", seconds_text(seconds_since(t0)),
-            " -> ", vocab_path));
-  });
-  model_bytes = comm.broadcast(std::move(model_bytes));
-  Vocab vocab;
-  collective_step(comm, [&] { vocab = Vocab::from_serialized(model_bytes, vocab_path); });
+  const VocabStep v = prepare_vocabulary(o, corpus, comm);
+  const Vocab& vocab = v.vocab;
+  const LineStats& sample_stats = v.sample_stats;
+  const std::int64_t sample_size = v.sample_size;
+  const bool trained = v.trained;
 
   // 3. The shards: held-out first, then training; job j on rank j % size, in rounds.
   std::vector<Job> jobs;
@@ -436,22 +477,8 @@ void run(const Options& o, const Communicator& comm) {
     MetricsWriter((fs::path(o.out) / "summary.json").string(), true).write(summary);
     prepared.write_manifest();
   });
-  if (!root)
-    return;
-  say(cat("prepare: done in ", seconds_text(seconds_since(start)), " -> ", o.out));
-  say(cat("  vocabulary: ", vocab.size(), " pieces (", o.model_type, "), ",
-          trained ? cat("trained on ", sample_size, " lines, ", sample_stats.skipped_summary())
-                  : std::string("reused")));
-  say(cat("  training:   ", training.shards, " shards (", training.reused, " reused), ",
-          training.sentences, " sentences, ", training.words, " words, ", training.tokens,
-          " tokens incl. end-of-sentence; ", training.lines.skipped_summary(), " of ",
-          training.lines.lines, " lines"));
-  char ratio[64];
-  std::snprintf(ratio, sizeof ratio, "%.4f", tokens_per_word);
-  say(cat("  held-out:   ", heldout.sentences, " sentences, ", heldout.words, " words + ",
-          heldout.sentences, " end-of-sentence = ", heldout.words + heldout.sentences, ", ",
-          heldout.tokens, " tokens: ", ratio, " tokens per word (end-of-sentence counted); ",
-          heldout.lines.skipped_summary()));
+  if (root)
+    report(o, v, training, heldout, tokens_per_word, seconds_since(start));
 }
 
 }  // namespace

@@ -4,20 +4,20 @@
 
 #include "mtk_lm1b_run.hpp"
 
+#include <mtk/base/error.hpp>
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/config/config.hpp>
-#include <mtk/base/error.hpp>
+#include <mtk/config/model_config.hpp>
 #include <mtk/data/lm1b_corpus.hpp>
 #include <mtk/data/lm_batches.hpp>
-#include <mtk/lower/lowering.hpp>
-#include <mtk/metrics/metrics.hpp>
-#include <mtk/config/model_config.hpp>
-#include <mtk/optim/optimizers.hpp>
-#include <mtk/signals/stop_signals.hpp>
 #include <mtk/data/token_shards.hpp>
-#include <mtk/nn/transformer.hpp>
 #include <mtk/data/vocab.hpp>
 #include <mtk/files/files.hpp>
+#include <mtk/lower/lowering.hpp>
+#include <mtk/metrics/metrics.hpp>
+#include <mtk/nn/transformer.hpp>
+#include <mtk/optim/optimizers.hpp>
+#include <mtk/signals/stop_signals.hpp>
 
 #include <cmath>
 #include <cstdio>

@@ -22,9 +22,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <vector>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 namespace {
 

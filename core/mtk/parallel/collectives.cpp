@@ -1,7 +1,6 @@
-#include <mtk/parallel/collectives.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/impl/index.hpp>
-
+#include <mtk/parallel/collectives.hpp>
 
 namespace mtk {
 namespace {
@@ -179,8 +178,7 @@ Kokkos::View<T*> reduce_scatter(const Mesh& mesh, int axis, const Shape& local_s
       Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::reduce_scatter")), count);
   {
     MpiStage<T> s(send, true), r(out, false);
-    mesh.axes_comm({axis}).reduce_scatter_into(s.data(), r.data(), static_cast<size_t>(count),
-                                               op);
+    mesh.axes_comm({axis}).reduce_scatter_into(s.data(), r.data(), static_cast<size_t>(count), op);
     r.write_back();
   }
   Kokkos::Profiling::popRegion();

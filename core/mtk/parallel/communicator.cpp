@@ -190,8 +190,8 @@ void Communicator::broadcast_raw(void* data, std::size_t count, detail::Datatype
   const MPI_Datatype t = mpi_type(type);
   const std::size_t piece = std::size_t{1} << 30, bytes = static_cast<std::size_t>(type_bytes(t));
   for (std::size_t off = 0; off < count; off += piece)
-    MPI_Bcast(static_cast<char*>(data) + off * bytes, static_cast<int>(std::min(piece, count - off)),
-              t, root, impl_->comm);
+    MPI_Bcast(static_cast<char*>(data) + off * bytes,
+              static_cast<int>(std::min(piece, count - off)), t, root, impl_->comm);
 }
 
 void Communicator::allreduce_raw(void* data, std::size_t count, detail::Datatype type,
@@ -221,9 +221,8 @@ void Communicator::reduce_scatter_raw(const void* send, void* recv, std::size_t 
 void Communicator::sendrecv_raw(const void* send, int dest, void* recv, int source,
                                 std::size_t count, detail::Datatype type) const {
   const int n = mpi_count(count, "mtk::Communicator::sendrecv");
-  MPI_Sendrecv(send, n, mpi_type(type), dest < 0 ? MPI_PROC_NULL : dest, 0, recv, n,
-               mpi_type(type), source < 0 ? MPI_PROC_NULL : source, 0, impl_->comm,
-               MPI_STATUS_IGNORE);
+  MPI_Sendrecv(send, n, mpi_type(type), dest < 0 ? MPI_PROC_NULL : dest, 0, recv, n, mpi_type(type),
+               source < 0 ? MPI_PROC_NULL : source, 0, impl_->comm, MPI_STATUS_IGNORE);
 }
 
 std::string Communicator::broadcast_string(std::string value, int root) const {

@@ -18,13 +18,25 @@ enum class ReduceOp { sum, max, min };
 namespace detail {
 
 /// The element types a Communicator sends; each maps to one MPI datatype (communicator.cpp).
-enum class Datatype { character, int8, uint8, int16, uint16, int32, uint32, int64, uint64, f32, f64 };
+enum class Datatype {
+  character,
+  int8,
+  uint8,
+  int16,
+  uint16,
+  int32,
+  uint32,
+  int64,
+  uint64,
+  f32,
+  f64
+};
 
 template <class T>
 constexpr Datatype datatype_of() {
-  static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool> &&
-                    !std::is_same_v<T, long double>,
-                "mtk::Communicator sends arithmetic types other than bool and long double");
+  static_assert(
+      std::is_arithmetic_v<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, long double>,
+      "mtk::Communicator sends arithmetic types other than bool and long double");
   if constexpr (std::is_same_v<T, char>) {
     return Datatype::character;
   } else if constexpr (std::is_floating_point_v<T>) {
@@ -155,8 +167,7 @@ class Communicator {
 
   void broadcast_raw(void* data, std::size_t count, detail::Datatype type, int root) const;
   void allreduce_raw(void* data, std::size_t count, detail::Datatype type, ReduceOp op) const;
-  void allgather_raw(const void* send, void* recv, std::size_t count,
-                     detail::Datatype type) const;
+  void allgather_raw(const void* send, void* recv, std::size_t count, detail::Datatype type) const;
   void alltoall_raw(const void* send, void* recv, std::size_t count, detail::Datatype type) const;
   void reduce_scatter_raw(const void* send, void* recv, std::size_t count, detail::Datatype type,
                           ReduceOp op) const;

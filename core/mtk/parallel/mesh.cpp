@@ -33,8 +33,7 @@ Communicator cartesian(const MeshShape& shape, const Communicator& comm) {
   for (const auto& d : shape.dims())
     dims.push_back(static_cast<int>(d.size));
   MPI_Comm cart = MPI_COMM_NULL;
-  MPI_Cart_create(mpi_comm(comm), shape.ndims(), dims.data(), periods.data(), /*reorder=*/0,
-                  &cart);
+  MPI_Cart_create(mpi_comm(comm), shape.ndims(), dims.data(), periods.data(), /*reorder=*/0, &cart);
   return adopt(cart);
 }
 

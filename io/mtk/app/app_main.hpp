@@ -33,8 +33,8 @@ struct AppOptions {
 /// Starts MPI and Kokkos (mtk::Environment), runs `run` with a duplicate of MPI_COMM_WORLD and
 /// the arguments after the program name, and returns its exit status. An exception is reported
 /// as `options` say and gives status 1. Flushes stdout at the end.
-int app_main(int argc, char** argv, const AppOptions& options,
-             const std::function<int(const Communicator& world,
-                                     const std::vector<std::string>& args)>& run);
+int app_main(
+    int argc, char** argv, const AppOptions& options,
+    const std::function<int(const Communicator& world, const std::vector<std::string>& args)>& run);
 
 }  // namespace mtk

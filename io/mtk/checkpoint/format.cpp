@@ -76,7 +76,6 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
-
 std::vector<std::string> split_lines(const std::string& text) {
   std::vector<std::string> out;
   std::stringstream ss(text);

@@ -56,8 +56,7 @@ std::string prepare_root(const std::string& root, const std::string& name, const
 // Rank 0: renames the written directory `tmp` to root/name, replacing a checkpoint of the same
 // step (atomically where the kernel can exchange two names); durable.
 void move_into_place(const std::string& root, const std::string& tmp, const std::string& name,
-                     std::vector<std::string>* trash, const Logger& log,
-                     const std::string& where) {
+                     std::vector<std::string>* trash, const Logger& log, const std::string& where) {
   const std::string final_path = root + "/" + name;
   std::error_code ec;
   if (fs::exists(final_path, ec)) {
@@ -277,7 +276,8 @@ std::string CheckpointManager::latest() const {
     std::error_code ec;
     if (!fs::is_regular_file(root_ + "/" + kLatestFile, ec))
       return;
-    const std::string name = trim(read_whole_file(root_ + "/" + kLatestFile, "mtk::CheckpointManager"));
+    const std::string name =
+        trim(read_whole_file(root_ + "/" + kLatestFile, "mtk::CheckpointManager"));
     std::int64_t step = 0;
     if (parse_step_dir(name, &step) && complete_checkpoint(root_ + "/" + name))
       text = root_ + "/" + name;

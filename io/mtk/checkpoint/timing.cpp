@@ -10,10 +10,8 @@
 namespace mtk::ckpt {
 
 double wall_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-
 
 namespace {
 

@@ -46,8 +46,8 @@ void check_tables(const std::string& h5path, const StoredCheckpoint& st, const S
   }
   for (const auto& [name, idx] : by_name)
     if (!known.count(name))
-      errors->push_back(cat(kSlicesFile, " records slices of '", name,
-                            "', which metadata.yaml does not list"));
+      errors->push_back(
+          cat(kSlicesFile, " records slices of '", name, "', which metadata.yaml does not list"));
 }
 
 // Hashes the slices of `v` with index idx % size == rank and compares them with the record.

@@ -137,9 +137,9 @@ void write_dataset(hid_t file, hid_t lcpl, hid_t dxpl, const CheckpointVariable&
   if (sl.writer && !empty) {
     if (!scalar) {
       const auto start = hsizes(sl.origin), count = hsizes(local);
-      h5ok(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), nullptr, count.data(),
-                               nullptr),
-           where, cat("selecting the slice of ", what));
+      h5ok(
+          H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
+          where, cat("selecting the slice of ", what));
     }
   } else {
     h5ok(H5Sselect_none(fspace), where, "H5Sselect_none");
@@ -314,7 +314,7 @@ std::string checkpoint_dir_name(std::int64_t step) {
 void write_checkpoint_directory(Program& program, const std::string& dir,
                                 const CheckpointMetadata& metadata) {
   ckpt::write_directory(program, strip_trailing_slashes(dir), metadata,
-                  "mtk::write_checkpoint_directory");
+                        "mtk::write_checkpoint_directory");
 }
 
 }  // namespace mtk

@@ -10,8 +10,7 @@ namespace mtk {
 std::string read_whole_file(const std::string& path, const std::string& where);
 
 /// Writes `text` to `path` (created or truncated) and fsyncs it.
-void write_file_durably(const std::string& path, const std::string& text,
-                        const std::string& where);
+void write_file_durably(const std::string& path, const std::string& text, const std::string& where);
 
 /// Replaces `path` atomically: `text` goes to the temporary file `tmp` (default
 /// temp_path(path)), which is fsynced, renamed over `path`, and the directory fsynced. Readers
