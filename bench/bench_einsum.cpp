@@ -4,9 +4,6 @@
 //   {"bench":"einsum","case":...,"shape":...,"gflops_mtk":...,"gflops_raw_gemm":...,"ratio":...}
 // Run with OPENBLAS_NUM_THREADS=1 (the BLAS library reads it when it loads). Optional arguments:
 // the number of timed repetitions (default 7; the best one counts).
-#include <mtk/parallel/environment.hpp>
-#include <mtk/kernels/kernels.hpp>
-
 #include <KokkosBlas3_gemm.hpp>
 #include <Kokkos_Core.hpp>
 
@@ -18,6 +15,8 @@
 #include <dlfcn.h>
 #include <functional>
 #include <limits>
+#include <mtk/kernels/kernels.hpp>
+#include <mtk/parallel/environment.hpp>
 #include <string>
 #include <vector>
 
@@ -78,7 +77,7 @@ void run_case(const Case& c, int reps, const std::string& core) {
     }
   };
   k::FView out;
-  auto mtk = [&] { out = k::einsum(c.a, a, c.b, b, c.out); };
+  auto mtk = [&] { out = k::einsum(mtk::ExecSpace(), c.a, a, c.b, b, c.out); };
   // Warm-up, then alternate the two so that load from other processes hits both alike.
   seconds(raw);
   seconds(mtk);

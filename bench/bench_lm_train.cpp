@@ -5,8 +5,8 @@
 #include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/lower/lowering.hpp>
+#include <mtk/optim/optim.hpp>
 #include <mtk/nn/transformer.hpp>
-#include <mtk/optim/optimizers.hpp>
 
 #include <KokkosBlas3_gemm.hpp>
 
@@ -44,7 +44,7 @@ int run(int argc, char** argv) {
   std::string mesh_text = "batch:" + std::to_string(ranks), layout_text = "batch:batch",
               opt = "adam";
   int steps = 3;
-  mtk::TransformerConfig c;  // defaults are the standard benchmark model
+  mtk::nn::TransformerConfig c;  // defaults are the standard benchmark model
   c.vocab_size = 32000;
   c.d_model = 512;
   c.d_ff = 2048;
@@ -87,16 +87,16 @@ int run(int argc, char** argv) {
   MPI_Allreduce(&ceiling_per_rank, &ceiling, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 
   mtk::Graph g;
-  mtk::ModelGraph m = mtk::build_transformer(g, c, true);
-  std::unique_ptr<mtk::Optimizer> optimizer;
+  mtk::nn::ModelGraph m = mtk::nn::build_transformer(g, c, true);
+  std::unique_ptr<mtk::optim::Optimizer> optimizer;
   if (opt == "adafactor")
-    optimizer = std::make_unique<mtk::Adafactor>();
+    optimizer = std::make_unique<mtk::optim::Adafactor>();
   else
-    optimizer = std::make_unique<mtk::Adam>();
-  mtk::LearningRateSchedule lr;
-  lr.kind = mtk::LearningRateSchedule::Kind::constant;
+    optimizer = std::make_unique<mtk::optim::Adam>();
+  mtk::optim::LearningRateSchedule lr;
+  lr.kind = mtk::optim::LearningRateSchedule::Kind::constant;
   lr.value = 1e-4;
-  mtk::minimize(m.loss, *optimizer, lr);
+  mtk::optim::minimize(m.loss, *optimizer, lr);
   mtk::Mesh mesh(mtk::MeshShape::parse(mesh_text), MPI_COMM_WORLD);
   auto program = mtk::lower(g, mesh, mtk::LayoutRules::parse(layout_text));
 

@@ -1,19 +1,18 @@
 // Contract tests of the reduction, contraction and indexing kernels (mtk_kernels.hpp) against naive
 // host loops in double precision.
-#include <mtk/base/error.hpp>
-#include <mtk/kernels/kernels.hpp>
-#include "mtk_test_util.hpp"
-
 #include <KokkosKernels_config.h>
 #include <Kokkos_Core.hpp>
 #include <gtest/gtest.h>
 
+#include "mtk_test_util.hpp"
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
 #include <map>
+#include <mtk/base/error.hpp>
+#include <mtk/kernels/kernels.hpp>
 #include <random>
 #include <set>
 #include <string>
@@ -113,7 +112,7 @@ void check_einsum(const Shape& as, const Shape& bs, const Shape& os, unsigned se
   SCOPED_TRACE(as.to_string() + " x " + bs.to_string() + " -> " + os.to_string());
   const auto a = random_values(as.num_elements(), seed);
   const auto b = random_values(bs.num_elements(), seed + 100);
-  const auto out = k::einsum(as, to_view<float>(a), bs, to_view<float>(b), os);
+  const auto out = k::einsum(mtk::ExecSpace(), as, to_view<float>(a), bs, to_view<float>(b), os);
   ASSERT_EQ(static_cast<std::int64_t>(out.extent(0)), os.num_elements());
   EXPECT_LE(rel_error(to_vector(out), ref_einsum(as, a, bs, b, os)), 1e-5);
 }
@@ -314,7 +313,8 @@ TEST(Einsum, SingleOperandSumsAndReorders) {
     for_each_index(a.dims(), [&](const Index& idx) {
       ref[static_cast<size_t>(offset_of(out, idx))] += x[static_cast<size_t>(offset_of(a, idx))];
     });
-    EXPECT_LE(rel_error(to_vector(k::einsum(a, to_view<float>(x), out)), ref), 1e-6);
+    EXPECT_LE(rel_error(to_vector(k::einsum(mtk::ExecSpace(), a, to_view<float>(x), out)), ref),
+              1e-6);
   }
 }
 
@@ -329,27 +329,31 @@ TEST(Einsum, Errors) {
   const auto av = to_view<float>(random_values(12, 1)), bv = to_view<float>(random_values(10, 2));
   expect_error(
       [&] {
-        k::einsum(a, av, b, bv, {{"i", 3}, {"k", 2}});
+        k::einsum(mtk::ExecSpace(), a, av, b, bv, {{"i", 3}, {"k", 2}});
       },
       {"mtk::kernels::einsum", "'j'", "[i=3, j=4]", "[j=5, k=2]"});
   const Shape b2{{"j", 4}, {"k", 2}};
   const auto b2v = to_view<float>(random_values(8, 2));
   expect_error(
       [&] {
-        k::einsum(a, av, b2, b2v, {{"i", 3}, {"z", 2}});
+        k::einsum(mtk::ExecSpace(), a, av, b2, b2v, {{"i", 3}, {"z", 2}});
       },
       {"mtk::kernels::einsum", "'z'", "[i=3, z=2]"});
   expect_error(
       [&] {
-        k::einsum(a, av, b2, b2v, {{"i", 3}, {"k", 7}});
+        k::einsum(mtk::ExecSpace(), a, av, b2, b2v, {{"i", 3}, {"k", 7}});
       },
       {"mtk::kernels::einsum", "'k'", "[i=3, k=7]"});
   expect_error(
       [&] {
-        k::einsum(a, bv, b2, b2v, {{"i", 3}, {"k", 2}});
+        k::einsum(mtk::ExecSpace(), a, bv, b2, b2v, {{"i", 3}, {"k", 2}});
       },
       {"mtk::kernels::einsum", "10 elements", "[i=3, j=4]"});
-  expect_error([&] { k::einsum(a, av, {{"q", 3}}); }, {"mtk::kernels::einsum", "'q'"});
+  expect_error(
+      [&] {
+        k::einsum(mtk::ExecSpace(), a, av, {{"q", 3}});
+      },
+      {"mtk::kernels::einsum", "'q'"});
   expect_error([&] { k::einsum_macs(a, b, {{"i", 3}}); }, {"mtk::kernels::einsum_macs", "'j'"});
 }
 
@@ -379,7 +383,7 @@ void check_reduce_all(ReduceFn fn, const Shape& in, const std::vector<double>& x
         const double v = x[static_cast<size_t>(offset_of(in, idx))];
         o = fn == ReduceFn::sum ? o + v : fn == ReduceFn::max ? std::max(o, v) : std::min(o, v);
       });
-      const auto got = to_vector(k::reduce<T>(fn, in, to_view<T>(x), out));
+      const auto got = to_vector(k::reduce<T>(mtk::ExecSpace(), fn, in, to_view<T>(x), out));
       if (fn == ReduceFn::sum && std::is_floating_point_v<T>) {
         EXPECT_LE(rel_error(got, ref), 1e-6);
       } else {
@@ -421,20 +425,21 @@ TEST(Reduce, HighRankCollapsesNeighbouringDims) {
     for_each_index(in.dims(), [&](const Index& idx) {
       ref[static_cast<size_t>(offset_of(out, idx))] += x[static_cast<size_t>(offset_of(in, idx))];
     });
-    EXPECT_LE(
-        rel_error(to_vector(k::reduce<float>(ReduceFn::sum, in, to_view<float>(x), out)), ref),
-        1e-6);
+    EXPECT_LE(rel_error(to_vector(k::reduce<float>(mtk::ExecSpace(), ReduceFn::sum, in,
+                                                   to_view<float>(x), out)),
+                        ref),
+              1e-6);
   }
 }
 
 TEST(Reduce, EmptyDims) {
   const Shape in{{"a", 3}, {"b", 0}};
   const auto empty = to_view<float>({});
-  EXPECT_EQ(to_vector(k::reduce<float>(ReduceFn::sum, in, empty, {{"a", 3}})),
+  EXPECT_EQ(to_vector(k::reduce<float>(mtk::ExecSpace(), ReduceFn::sum, in, empty, {{"a", 3}})),
             std::vector<double>(3, 0.0));
-  EXPECT_EQ(to_vector(k::reduce<float>(ReduceFn::max, in, empty, {{"a", 3}})),
+  EXPECT_EQ(to_vector(k::reduce<float>(mtk::ExecSpace(), ReduceFn::max, in, empty, {{"a", 3}})),
             std::vector<double>(3, -std::numeric_limits<double>::infinity()));
-  EXPECT_EQ(k::reduce<float>(ReduceFn::sum, in, empty, {{"b", 0}}).extent(0), 0u);
+  EXPECT_EQ(k::reduce<float>(mtk::ExecSpace(), ReduceFn::sum, in, empty, {{"b", 0}}).extent(0), 0u);
 }
 
 TEST(Reduce, LargeFullSum) {
@@ -443,9 +448,10 @@ TEST(Reduce, LargeFullSum) {
   double ref = 0;
   for (double v : x)
     ref += v;
-  EXPECT_LE(
-      rel_error(to_vector(k::reduce<float>(ReduceFn::sum, in, to_view<float>(x), Shape{})), {ref}),
-      1e-6);
+  EXPECT_LE(rel_error(to_vector(k::reduce<float>(mtk::ExecSpace(), ReduceFn::sum, in,
+                                                 to_view<float>(x), Shape{})),
+                      {ref}),
+            1e-6);
 }
 
 TEST(Reduce, Errors) {
@@ -453,17 +459,17 @@ TEST(Reduce, Errors) {
   const auto x = to_view<float>(random_values(12, 1));
   expect_error(
       [&] {
-        k::reduce<float>(ReduceFn::sum, in, x, {{"c", 3}});
+        k::reduce<float>(mtk::ExecSpace(), ReduceFn::sum, in, x, {{"c", 3}});
       },
       {"mtk::kernels::reduce", "'c'", "[c=3]", "[a=3, b=4]"});
   expect_error(
       [&] {
-        k::reduce<float>(ReduceFn::sum, in, x, {{"a", 2}});
+        k::reduce<float>(mtk::ExecSpace(), ReduceFn::sum, in, x, {{"a", 2}});
       },
       {"mtk::kernels::reduce", "'a'", "[a=2]", "[a=3, b=4]"});
   expect_error(
       [&] {
-        k::reduce<float>(ReduceFn::sum, {{"a", 5}}, x, Shape{});
+        k::reduce<float>(mtk::ExecSpace(), ReduceFn::sum, {{"a", 5}}, x, Shape{});
       },
       {"mtk::kernels::reduce", "12 elements", "[a=5]"});
 }
@@ -511,7 +517,7 @@ TEST(Softmax, MatchesReferenceAlongEveryDim) {
     for (int dim = 0; dim < 3; ++dim)
       for (bool log : {false, true}) {
         SCOPED_TRACE(::testing::Message() << "dim " << dim << " log " << log << " scale " << scale);
-        const auto got = to_vector(k::softmax(s, to_view<float>(x), dim, log));
+        const auto got = to_vector(k::softmax(mtk::ExecSpace(), s, to_view<float>(x), dim, log));
         const auto ref = ref_softmax(s, x, dim, log);
         for (size_t i = 0; i < ref.size(); ++i) {
           ASSERT_TRUE(std::isfinite(got[i]));
@@ -525,7 +531,7 @@ TEST(Softmax, LongRows) {
   const Shape s{{"rows", 3}, {"vocab", 5000}};
   const auto x = random_values(s.num_elements(), 22, -20, 20);
   for (bool log : {false, true}) {
-    const auto got = to_vector(k::softmax(s, to_view<float>(x), 1, log));
+    const auto got = to_vector(k::softmax(mtk::ExecSpace(), s, to_view<float>(x), 1, log));
     const auto ref = ref_softmax(s, x, 1, log);
     for (size_t i = 0; i < ref.size(); ++i)
       EXPECT_NEAR(got[i], ref[i], log ? 1e-4 : 1e-5 * std::max(1e-3, ref[i]));
@@ -540,8 +546,9 @@ TEST(Softmax, GradientMatchesFiniteDifferences) {
   for (int dim = 0; dim < 3; ++dim)
     for (bool log : {false, true}) {
       SCOPED_TRACE(::testing::Message() << "dim " << dim << " log " << log);
-      const auto y = k::softmax(s, to_view<float>(x), dim, log);
-      const auto dx = to_vector(k::softmax_grad(s, y, to_view<float>(w), dim, log));
+      const auto y = k::softmax(mtk::ExecSpace(), s, to_view<float>(x), dim, log);
+      const auto dx =
+          to_vector(k::softmax_grad(mtk::ExecSpace(), s, y, to_view<float>(w), dim, log));
       auto loss = [&](const std::vector<double>& xx) {
         const auto f = ref_softmax(s, xx, dim, log);
         double l = 0;
@@ -564,25 +571,27 @@ TEST(Softmax, LabelsAndErrors) {
   const auto x = to_view<float>(random_values(6, 1));
   {
     Recorder rec;
-    k::softmax(s, x, 1, false);
-    k::softmax(s, x, 0, true);
-    k::softmax_grad(s, x, x, 1, false);
+    k::softmax(mtk::ExecSpace(), s, x, 1, false);
+    k::softmax(mtk::ExecSpace(), s, x, 0, true);
+    k::softmax_grad(mtk::ExecSpace(), s, x, x, 1, false);
     EXPECT_TRUE(std::count(Recorder::kernels().begin(), Recorder::kernels().end(),
                            "mtk::kernels::softmax") >= 1);
     EXPECT_TRUE(std::count(Recorder::kernels().begin(), Recorder::kernels().end(),
                            "mtk::kernels::log_softmax") >= 1);
     EXPECT_TRUE(Recorder::all_kernels_start_with("mtk::kernels::"));
   }
-  expect_error([&] { k::softmax(s, x, 2, false); }, {"mtk::kernels::softmax", "[a=2, b=3]"});
-  expect_error([&] { k::softmax(s, x, -1, true); }, {"mtk::kernels::softmax", "[a=2, b=3]"});
+  expect_error([&] { k::softmax(mtk::ExecSpace(), s, x, 2, false); },
+               {"mtk::kernels::softmax", "[a=2, b=3]"});
+  expect_error([&] { k::softmax(mtk::ExecSpace(), s, x, -1, true); },
+               {"mtk::kernels::softmax", "[a=2, b=3]"});
   expect_error(
       [&] {
-        k::softmax({{"a", 4}}, x, 0, false);
+        k::softmax(mtk::ExecSpace(), {{"a", 4}}, x, 0, false);
       },
       {"mtk::kernels::softmax", "6 elements", "[a=4]"});
   expect_error(
       [&] {
-        k::softmax_grad(s, x, to_view<float>({1, 2}), 0, false);
+        k::softmax_grad(mtk::ExecSpace(), s, x, to_view<float>({1, 2}), 0, false);
       },
       {"mtk::kernels::softmax_grad", "2 elements", "[a=2, b=3]"});
 }
@@ -607,11 +616,12 @@ TEST(Cumsum, InclusiveAndExclusiveAlongEveryDim) {
             acc += x[a.at(r, i)];
         }
       }
-      const auto got = to_vector(k::cumsum(s, to_view<float>(x), dim, exclusive));
+      const auto got = to_vector(k::cumsum(mtk::ExecSpace(), s, to_view<float>(x), dim, exclusive));
       for (size_t i = 0; i < ref.size(); ++i)
         EXPECT_NEAR(got[i], ref[i], 1e-6);
     }
-  expect_error([&] { k::cumsum(s, to_view<float>(x), -1, false); }, {"mtk::kernels::cumsum"});
+  expect_error([&] { k::cumsum(mtk::ExecSpace(), s, to_view<float>(x), -1, false); },
+               {"mtk::kernels::cumsum"});
 }
 
 TEST(Top1, MaxAndFirstPosition) {
@@ -622,7 +632,7 @@ TEST(Top1, MaxAndFirstPosition) {
     const Around a(s, dim);
     k::FView values;
     k::IView indices;
-    k::top_1(s, to_view<float>(x), dim, values, indices);
+    k::top_1(mtk::ExecSpace(), s, to_view<float>(x), dim, values, indices);
     const auto v = to_vector(values), ix = to_vector(indices);
     ASSERT_EQ(static_cast<std::int64_t>(v.size()), a.rows());
     for (std::int64_t r = 0; r < a.rows(); ++r) {
@@ -647,8 +657,8 @@ TEST(OneHot, WithOrigin) {
     dims.insert(dims.begin() + dim, Dimension{"vocab", 4});
     const Shape out(dims);
     SCOPED_TRACE(out.to_string());
-    const auto got =
-        to_vector(k::one_hot(ids_shape, to_view<std::int32_t>(ids), out, dim, origin, 2.f, -1.f));
+    const auto got = to_vector(k::one_hot(mtk::ExecSpace(), ids_shape, to_view<std::int32_t>(ids),
+                                          out, dim, origin, 2.f, -1.f));
     std::vector<double> ref(static_cast<size_t>(out.num_elements()));
     for_each_index(out.dims(), [&](const Index& idx) {
       const double id = ids[static_cast<size_t>(offset_of(ids_shape, idx))];
@@ -658,7 +668,8 @@ TEST(OneHot, WithOrigin) {
   }
   expect_error(
       [&] {
-        k::one_hot(ids_shape, to_view<std::int32_t>(ids), {{"b", 3}, {"v", 2}}, 1, 0, 1.f, 0.f);
+        k::one_hot(mtk::ExecSpace(), ids_shape, to_view<std::int32_t>(ids), {{"b", 3}, {"v", 2}}, 1,
+                   0, 1.f, 0.f);
       },
       {"mtk::kernels::one_hot", "[b=3, l=4]", "[b=3, v=2]"});
 }
@@ -675,8 +686,9 @@ TEST(Gather, WithOriginAndOddOutputOrder) {
          {Shape{{"b", 2}, {"l", 5}, {"d", 3}}, Shape{{"d", 3}, {"l", 5}, {"b", 2}},
           Shape{{"l", 5}, {"d", 3}, {"b", 2}}}) {
       SCOPED_TRACE(table_shape.to_string() + " -> " + out.to_string());
-      const auto got = to_vector(k::gather(table_shape, to_view<float>(table), table_dim, origin,
-                                           ids_shape, to_view<std::int32_t>(ids), out));
+      const auto got =
+          to_vector(k::gather(mtk::ExecSpace(), table_shape, to_view<float>(table), table_dim,
+                              origin, ids_shape, to_view<std::int32_t>(ids), out));
       std::vector<double> ref(static_cast<size_t>(out.num_elements()), 0.0);
       for_each_index(out.dims(), [&](const Index& idx) {
         const auto id =
@@ -704,8 +716,9 @@ TEST(ScatterAdd, WithOriginAccumulatesDuplicates) {
          {Shape{{"b", 3}, {"l", 7}, {"d", 2}}, Shape{{"d", 2}, {"l", 7}, {"b", 3}}}) {
       SCOPED_TRACE(table_shape.to_string() + " <- " + upd.to_string());
       const auto u = random_values(upd.num_elements(), 82);
-      const auto got = to_vector(k::scatter_add(ids_shape, to_view<std::int32_t>(ids), upd,
-                                                to_view<float>(u), table_shape, table_dim, origin));
+      const auto got =
+          to_vector(k::scatter_add(mtk::ExecSpace(), ids_shape, to_view<std::int32_t>(ids), upd,
+                                   to_view<float>(u), table_shape, table_dim, origin));
       std::vector<double> ref(static_cast<size_t>(table_shape.num_elements()), 0.0);
       for_each_index(upd.dims(), [&](const Index& idx) {
         const auto id =
@@ -729,22 +742,23 @@ TEST(Indexing, Errors) {
   const auto table = to_view<float>(random_values(12, 1));
   expect_error(
       [&] {
-        k::gather(table_shape, table, 0, 0, ids_shape, ids, {{"b", 2}});
+        k::gather(mtk::ExecSpace(), table_shape, table, 0, 0, ids_shape, ids, {{"b", 2}});
       },
       {"mtk::kernels::gather", "'d'", "[vocab=4, d=3]", "[b=2]"});
   expect_error(
       [&] {
-        k::gather(table_shape, table, 0, 0, ids_shape, ids, {{"b", 2}, {"d", 4}});
+        k::gather(mtk::ExecSpace(), table_shape, table, 0, 0, ids_shape, ids, {{"b", 2}, {"d", 4}});
       },
       {"mtk::kernels::gather", "'d'", "[b=2, d=4]"});
   expect_error(
       [&] {
-        k::gather(table_shape, table, 2, 0, ids_shape, ids, {{"b", 2}, {"d", 3}});
+        k::gather(mtk::ExecSpace(), table_shape, table, 2, 0, ids_shape, ids, {{"b", 2}, {"d", 3}});
       },
       {"mtk::kernels::gather", "[vocab=4, d=3]"});
   expect_error(
       [&] {
-        k::scatter_add(ids_shape, ids, {{"b", 2}, {"d", 3}}, table, table_shape, 0, 0);
+        k::scatter_add(mtk::ExecSpace(), ids_shape, ids, {{"b", 2}, {"d", 3}}, table, table_shape,
+                       0, 0);
       },
       {"mtk::kernels::scatter_add", "12 elements", "[b=2, d=3]"});
 }

@@ -1,10 +1,5 @@
 // Tests of the elementwise, layout and random kernels (mtk_kernels.hpp) against naive host loops.
 
-#include <mtk/base/error.hpp>
-#include <mtk/base/functions.hpp>
-#include <mtk/kernels/kernels.hpp>
-#include <mtk/base/shape.hpp>
-
 #include <Kokkos_Core.hpp>
 #include <gtest/gtest.h>
 
@@ -14,6 +9,10 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <mtk/base/error.hpp>
+#include <mtk/base/functions.hpp>
+#include <mtk/base/shape.hpp>
+#include <mtk/kernels/kernels.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -91,15 +90,15 @@ double ref_gelu(double x) {
 // ------------------------------------------------------------------ fill, unary
 
 TEST(KernelsElementwise, Fill) {
-  auto f = to_vector(k::fill<float>(7, 2.5f));
+  auto f = to_vector(k::fill<float>(mtk::ExecSpace(), 7, 2.5f));
   ASSERT_EQ(f.size(), 7u);
   for (double v : f)
     EXPECT_EQ(v, 2.5);
-  auto i = to_vector(k::fill<I32>(5, -3));
+  auto i = to_vector(k::fill<I32>(mtk::ExecSpace(), 5, -3));
   ASSERT_EQ(i.size(), 5u);
   for (double v : i)
     EXPECT_EQ(v, -3);
-  EXPECT_EQ(k::fill<float>(0, 1.f).extent(0), 0u);
+  EXPECT_EQ(k::fill<float>(mtk::ExecSpace(), 0, 1.f).extent(0), 0u);
 }
 
 struct UnaryCase {
@@ -149,7 +148,7 @@ TEST(KernelsElementwise, UnaryFloatEveryFunction) {
       x[2] = 0.0;
     for (auto& v : x)
       v = static_cast<float>(v);  // the reference sees the float inputs
-    auto y = to_vector(k::unary(c.fn, to_view<float>(x), c.p));
+    auto y = to_vector(k::unary(mtk::ExecSpace(), c.fn, to_view<float>(x), c.p));
     ASSERT_EQ(y.size(), x.size());
     for (size_t i = 0; i < x.size(); ++i) {
       const double r = c.ref(x[i], c.p);
@@ -168,26 +167,27 @@ TEST(KernelsElementwise, GeluGradIsTheDerivativeOfTheGeluKernel) {
     xp[i] = x[i] + h;
     xm[i] = x[i] - h;
   }
-  auto gp = to_vector(k::unary(UnaryFn::gelu, to_view<float>(xp)));
-  auto gm = to_vector(k::unary(UnaryFn::gelu, to_view<float>(xm)));
-  auto d = to_vector(k::unary(UnaryFn::gelu_grad, to_view<float>(x)));
+  auto gp = to_vector(k::unary(mtk::ExecSpace(), UnaryFn::gelu, to_view<float>(xp)));
+  auto gm = to_vector(k::unary(mtk::ExecSpace(), UnaryFn::gelu, to_view<float>(xm)));
+  auto d = to_vector(k::unary(mtk::ExecSpace(), UnaryFn::gelu_grad, to_view<float>(x)));
   for (size_t i = 0; i < x.size(); ++i) {
     const double fd = (gp[i] - gm[i]) / (static_cast<float>(xp[i]) - static_cast<float>(xm[i]));
     EXPECT_NEAR(d[i], fd, 2e-3) << "x = " << x[i];
   }
   // Known values: gelu(0) = 0, gelu'(0) = 0.5.
-  auto z = to_vector(k::unary(UnaryFn::gelu_grad, to_view<float>({0.0})));
+  auto z = to_vector(k::unary(mtk::ExecSpace(), UnaryFn::gelu_grad, to_view<float>({0.0})));
   EXPECT_FLOAT_EQ(z[0], 0.5f);
 }
 
 TEST(KernelsElementwise, UnaryFloatEdgeValues) {
-  auto y = to_vector(k::unary(UnaryFn::sigmoid, to_view<float>({-200.0, 200.0})));
+  auto y = to_vector(k::unary(mtk::ExecSpace(), UnaryFn::sigmoid, to_view<float>({-200.0, 200.0})));
   EXPECT_EQ(y[0], 0.0);
   EXPECT_EQ(y[1], 1.0);
-  auto r = to_vector(k::unary(UnaryFn::relu, to_view<float>({-0.0, 0.0, -1e-30})));
+  auto r =
+      to_vector(k::unary(mtk::ExecSpace(), UnaryFn::relu, to_view<float>({-0.0, 0.0, -1e-30})));
   for (double v : r)
     EXPECT_EQ(v, 0.0);
-  EXPECT_EQ(k::unary(UnaryFn::exp, k::FView("empty", 0)).extent(0), 0u);
+  EXPECT_EQ(k::unary(mtk::ExecSpace(), UnaryFn::exp, k::FView("empty", 0)).extent(0), 0u);
 }
 
 TEST(KernelsElementwise, UnaryInt32) {
@@ -216,14 +216,15 @@ TEST(KernelsElementwise, UnaryInt32) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(mtk::unary_name(c.fn));
-    auto y = to_vector(k::unary(c.fn, to_view<I32>(x), c.p));
+    auto y = to_vector(k::unary(mtk::ExecSpace(), c.fn, to_view<I32>(x), c.p));
     for (size_t i = 0; i < x.size(); ++i)
       EXPECT_EQ(y[i], c.ref(x[i])) << "x = " << x[i];
   }
   // Functions computed through double and truncated toward zero.
-  auto s = to_vector(k::unary(UnaryFn::sqrt, to_view<I32>({0, 1, 8, 9, 10})));
+  auto s = to_vector(k::unary(mtk::ExecSpace(), UnaryFn::sqrt, to_view<I32>({0, 1, 8, 9, 10})));
   EXPECT_EQ(s, (std::vector<double>{0, 1, 2, 3, 3}));
-  auto l = to_vector(k::unary(UnaryFn::log, to_view<I32>({0})));  // -inf saturates
+  auto l =
+      to_vector(k::unary(mtk::ExecSpace(), UnaryFn::log, to_view<I32>({0})));  // -inf saturates
   EXPECT_EQ(l[0], -2147483648.0);
 }
 
@@ -314,7 +315,8 @@ void check_binary(bool integer) {
         for (auto& v : b)
           v = static_cast<float>(v);
       }
-      auto z = to_vector(k::binary<T>(fn, c.a, to_view<T>(a), c.b, to_view<T>(b), c.out));
+      auto z = to_vector(
+          k::binary<T>(mtk::ExecSpace(), fn, c.a, to_view<T>(a), c.b, to_view<T>(b), c.out));
       ASSERT_EQ(static_cast<std::int64_t>(z.size()), c.out.num_elements());
       for (std::int64_t i = 0; i < c.out.num_elements(); ++i) {
         const double r = ref_binary(fn, a[static_cast<size_t>(ref_offset(c.out, c.a, i))],
@@ -338,8 +340,8 @@ TEST(KernelsElementwise, BinaryInt32Broadcasting) {
 
 TEST(KernelsElementwise, BinaryInt32DivideByZeroIsZero) {
   Shape s{{"x", 3}};
-  auto z = to_vector(
-      k::binary<I32>(BinaryFn::divide, s, to_view<I32>({7, -7, 0}), s, to_view<I32>({0, 2, 0}), s));
+  auto z = to_vector(k::binary<I32>(mtk::ExecSpace(), BinaryFn::divide, s, to_view<I32>({7, -7, 0}),
+                                    s, to_view<I32>({0, 2, 0}), s));
   EXPECT_EQ(z, (std::vector<double>{0, -3, 0}));
 }
 
@@ -355,10 +357,10 @@ TEST(KernelsElementwise, BinaryLarge) {
     v = static_cast<float>(v);
   for (auto& v : t)
     v = static_cast<float>(v);
-  auto z = to_vector(
-      k::binary<float>(BinaryFn::add, out, to_view<float>(a), bias, to_view<float>(b), out));
-  auto w = to_vector(
-      k::binary<float>(BinaryFn::multiply, out, to_view<float>(a), tr, to_view<float>(t), out));
+  auto z = to_vector(k::binary<float>(mtk::ExecSpace(), BinaryFn::add, out, to_view<float>(a), bias,
+                                      to_view<float>(b), out));
+  auto w = to_vector(k::binary<float>(mtk::ExecSpace(), BinaryFn::multiply, out, to_view<float>(a),
+                                      tr, to_view<float>(t), out));
   for (std::int64_t i = 0; i < out.num_elements(); ++i) {
     const auto u = static_cast<size_t>(i);
     ASSERT_EQ(z[u], static_cast<float>(a[u] + b[static_cast<size_t>(i % 96)]));
@@ -370,19 +372,22 @@ TEST(KernelsElementwise, BinaryErrors) {
   Shape a{{"x", 3}}, b{{"x", 4}}, y{{"y", 2}};
   auto va = to_view<float>({1, 2, 3});
   auto vb = to_view<float>({1, 2, 3, 4});
-  expect_error([&] { k::binary<float>(BinaryFn::add, a, va, b, vb, a); },
+  expect_error([&] { k::binary<float>(mtk::ExecSpace(), BinaryFn::add, a, va, b, vb, a); },
                {"mtk::kernels::binary", "[x=3]", "[x=4]"});
-  expect_error([&] { k::binary<float>(BinaryFn::add, a, va, a, va, y); },
+  expect_error([&] { k::binary<float>(mtk::ExecSpace(), BinaryFn::add, a, va, a, va, y); },
                {"mtk::kernels::binary", "'x'", "[x=3]", "[y=2]"});
-  expect_error([&] { k::binary<float>(BinaryFn::add, a, vb, a, va, a); },
+  expect_error([&] { k::binary<float>(mtk::ExecSpace(), BinaryFn::add, a, vb, a, va, a); },
                {"mtk::kernels::binary", "4 elements", "[x=3]"});
-  expect_error([&] { k::compare<float>(CompareFn::less, a, va, b, vb, b); },
+  expect_error([&] { k::compare<float>(mtk::ExecSpace(), CompareFn::less, a, va, b, vb, b); },
                {"mtk::kernels::compare", "[x=3]", "[x=4]"});
-  expect_error([&] { k::where(a, va, a, va, b, vb, a); },
+  expect_error([&] { k::where(mtk::ExecSpace(), a, va, a, va, b, vb, a); },
                {"mtk::kernels::where", "[x=4]", "[x=3]"});
-  expect_error([&] { k::axpy<float>(1.f, va, vb); }, {"mtk::kernels::axpy", "3", "4"});
-  expect_error([&] { k::axpby(1.f, va, 2.f, vb); }, {"mtk::kernels::axpby", "3", "4"});
-  expect_error([&] { k::range<float>(a, 1, 0); }, {"mtk::kernels::range", "[x=3]"});
+  expect_error([&] { k::axpy<float>(mtk::ExecSpace(), 1.f, va, vb); },
+               {"mtk::kernels::axpy", "3", "4"});
+  expect_error([&] { k::axpby(mtk::ExecSpace(), 1.f, va, 2.f, vb); },
+               {"mtk::kernels::axpby", "3", "4"});
+  expect_error([&] { k::range<float>(mtk::ExecSpace(), a, 1, 0); },
+               {"mtk::kernels::range", "[x=3]"});
 }
 
 double ref_compare(CompareFn fn, double a, double b) {
@@ -415,7 +420,8 @@ void check_compare() {
       // Small integers (also as floats) so that equality happens often.
       auto a = random_ints(c.a.num_elements(), -2, 2, seed++);
       auto b = random_ints(c.b.num_elements(), -2, 2, seed++);
-      auto z = to_vector(k::compare<T>(fn, c.a, to_view<T>(a), c.b, to_view<T>(b), c.out));
+      auto z = to_vector(
+          k::compare<T>(mtk::ExecSpace(), fn, c.a, to_view<T>(a), c.b, to_view<T>(b), c.out));
       ASSERT_EQ(static_cast<std::int64_t>(z.size()), c.out.num_elements());
       for (std::int64_t i = 0; i < c.out.num_elements(); ++i)
         ASSERT_EQ(z[static_cast<size_t>(i)],
@@ -452,8 +458,8 @@ TEST(KernelsElementwise, Where) {
     cond[0] = -1;  // any nonzero is true
     auto a = random_values(c.a.num_elements(), -1, 1, seed++);
     auto b = random_values(c.b.num_elements(), 2, 3, seed++);
-    auto z = to_vector(k::where(c.cond, to_view<float>(cond), c.a, to_view<float>(a), c.b,
-                                to_view<float>(b), c.out));
+    auto z = to_vector(k::where(mtk::ExecSpace(), c.cond, to_view<float>(cond), c.a,
+                                to_view<float>(a), c.b, to_view<float>(b), c.out));
     for (std::int64_t i = 0; i < c.out.num_elements(); ++i) {
       const bool t = cond[static_cast<size_t>(ref_offset(c.out, c.cond, i))] != 0;
       const double r = t ? a[static_cast<size_t>(ref_offset(c.out, c.a, i))]
@@ -467,30 +473,31 @@ TEST(KernelsElementwise, Where) {
 
 TEST(KernelsElementwise, Cast) {
   auto f = to_view<float>({-2.7, -2.0, -0.5, 0.0, 0.5, 2.7, 3.0, 1e6});
-  EXPECT_EQ(to_vector(k::cast<I32, float>(f)),
+  EXPECT_EQ(to_vector(k::cast<I32, float>(mtk::ExecSpace(), f)),
             (std::vector<double>{-2, -2, 0, 0, 0, 2, 3, 1000000}));
   auto i = to_view<I32>({-5, 0, 7, 16777217});
-  EXPECT_EQ(to_vector(k::cast<float, I32>(i)), (std::vector<double>{-5, 0, 7, 16777216}));
-  EXPECT_EQ(to_vector(k::cast<float, float>(f)), to_vector(f));
-  EXPECT_EQ(to_vector(k::cast<I32, I32>(i)), to_vector(i));
-  auto copy = k::cast<float, float>(f);
+  EXPECT_EQ(to_vector(k::cast<float, I32>(mtk::ExecSpace(), i)),
+            (std::vector<double>{-5, 0, 7, 16777216}));
+  EXPECT_EQ(to_vector(k::cast<float, float>(mtk::ExecSpace(), f)), to_vector(f));
+  EXPECT_EQ(to_vector(k::cast<I32, I32>(mtk::ExecSpace(), i)), to_vector(i));
+  auto copy = k::cast<float, float>(mtk::ExecSpace(), f);
   EXPECT_NE(copy.data(), f.data());
 }
 
 TEST(KernelsElementwise, AxpyAxpby) {
   auto x = random_values(300, -1, 1, 41), y = random_values(300, -1, 1, 42);
   auto vy = to_view<float>(y);
-  k::axpy(0.5f, to_view<float>(x), vy);
+  k::axpy(mtk::ExecSpace(), 0.5f, to_view<float>(x), vy);
   auto r = to_vector(vy);
   for (size_t i = 0; i < x.size(); ++i)
     EXPECT_FLOAT_EQ(r[i], static_cast<float>(y[i]) + 0.5f * static_cast<float>(x[i]));
   auto xi = random_ints(100, -50, 50, 43), yi = random_ints(100, -50, 50, 44);
   auto vyi = to_view<I32>(yi);
-  k::axpy<I32>(-3, to_view<I32>(xi), vyi);
+  k::axpy<I32>(mtk::ExecSpace(), -3, to_view<I32>(xi), vyi);
   auto ri = to_vector(vyi);
   for (size_t i = 0; i < xi.size(); ++i)
     EXPECT_EQ(ri[i], yi[i] - 3 * xi[i]);
-  auto z = to_vector(k::axpby(2.f, to_view<float>(x), -0.25f, to_view<float>(y)));
+  auto z = to_vector(k::axpby(mtk::ExecSpace(), 2.f, to_view<float>(x), -0.25f, to_view<float>(y)));
   for (size_t i = 0; i < x.size(); ++i)
     EXPECT_FLOAT_EQ(z[i], 2.f * static_cast<float>(x[i]) - 0.25f * static_cast<float>(y[i]));
 }
@@ -499,8 +506,8 @@ TEST(KernelsElementwise, Range) {
   Shape s{{"a", 2}, {"b", 3}, {"c", 4}};
   for (int dim = 0; dim < 3; ++dim) {
     for (std::int64_t origin : {0, 5}) {
-      auto f = to_vector(k::range<float>(s, dim, origin));
-      auto i = to_vector(k::range<I32>(s, dim, origin));
+      auto f = to_vector(k::range<float>(mtk::ExecSpace(), s, dim, origin));
+      auto i = to_vector(k::range<I32>(mtk::ExecSpace(), s, dim, origin));
       for (std::int64_t e = 0; e < s.num_elements(); ++e) {
         const double r = static_cast<double>(origin + unflatten(s, e)[static_cast<size_t>(dim)]);
         ASSERT_EQ(f[static_cast<size_t>(e)], r);
@@ -524,7 +531,7 @@ void check_transpose() {
       dims.push_back(in[i]);
     Shape out(dims);
     SCOPED_TRACE(out.to_string());
-    auto y = to_vector(k::transpose<T>(in, to_view<T>(x), out));
+    auto y = to_vector(k::transpose<T>(mtk::ExecSpace(), in, to_view<T>(x), out));
     ASSERT_EQ(y.size(), x.size());
     for (std::int64_t e = 0; e < out.num_elements(); ++e)
       ASSERT_EQ(y[static_cast<size_t>(e)], x[static_cast<size_t>(ref_offset(out, in, e))]);
@@ -543,17 +550,17 @@ TEST(KernelsLayout, TransposeErrors) {
   auto x = to_view<float>(std::vector<double>(6, 1.0));
   expect_error(
       [&] {
-        k::transpose<float>(in, x, Shape{{"b", 3}, {"a", 2}, {"c", 1}});
+        k::transpose<float>(mtk::ExecSpace(), in, x, Shape{{"b", 3}, {"a", 2}, {"c", 1}});
       },
       {"mtk::kernels::transpose", "[a=2, b=3]", "[b=3, a=2, c=1]"});
   expect_error(
       [&] {
-        k::transpose<float>(in, x, Shape{{"b", 2}, {"a", 2}});
+        k::transpose<float>(mtk::ExecSpace(), in, x, Shape{{"b", 2}, {"a", 2}});
       },
       {"mtk::kernels::transpose", "[a=2, b=3]", "[b=2, a=2]"});
   expect_error(
       [&] {
-        k::transpose<float>(in, x, Shape{{"b", 3}, {"c", 2}});
+        k::transpose<float>(mtk::ExecSpace(), in, x, Shape{{"b", 3}, {"c", 2}});
       },
       {"mtk::kernels::transpose", "[a=2, b=3]"});
 }
@@ -573,8 +580,8 @@ TEST(KernelsLayout, Broadcast) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.in.to_string() + " -> " + c.out.to_string());
     auto x = random_ints(c.in.num_elements(), -100, 100, seed++);
-    auto yf = to_vector(k::broadcast<float>(c.in, to_view<float>(x), c.out));
-    auto yi = to_vector(k::broadcast<I32>(c.in, to_view<I32>(x), c.out));
+    auto yf = to_vector(k::broadcast<float>(mtk::ExecSpace(), c.in, to_view<float>(x), c.out));
+    auto yi = to_vector(k::broadcast<I32>(mtk::ExecSpace(), c.in, to_view<I32>(x), c.out));
     ASSERT_EQ(static_cast<std::int64_t>(yf.size()), c.out.num_elements());
     for (std::int64_t e = 0; e < c.out.num_elements(); ++e) {
       ASSERT_EQ(yf[static_cast<size_t>(e)], x[static_cast<size_t>(ref_offset(c.out, c.in, e))]);
@@ -583,7 +590,8 @@ TEST(KernelsLayout, Broadcast) {
   }
   expect_error(
       [] {
-        k::broadcast<float>(Shape{{"a", 2}}, to_view<float>({1, 2}), Shape{{"b", 2}});
+        k::broadcast<float>(mtk::ExecSpace(), Shape{{"a", 2}}, to_view<float>({1, 2}),
+                            Shape{{"b", 2}});
       },
       {"mtk::kernels::broadcast", "[a=2]", "[b=2]"});
 }
@@ -600,7 +608,7 @@ void check_slice() {
         std::vector<mtk::Dimension> dims = in.dims();
         dims[static_cast<size_t>(dim)].size = size;
         Shape out(dims);
-        auto y = to_vector(k::slice<T>(in, to_view<T>(x), dim, begin, size));
+        auto y = to_vector(k::slice<T>(mtk::ExecSpace(), in, to_view<T>(x), dim, begin, size));
         ASSERT_EQ(static_cast<std::int64_t>(y.size()), out.num_elements());
         for (std::int64_t e = 0; e < out.num_elements(); ++e) {
           auto idx = unflatten(out, e);
@@ -611,9 +619,9 @@ void check_slice() {
       }
     }
   }
-  expect_error([&] { k::slice<T>(in, to_view<T>(x), 1, 5, 3); },
+  expect_error([&] { k::slice<T>(mtk::ExecSpace(), in, to_view<T>(x), 1, 5, 3); },
                {"mtk::kernels::slice", "'b'", "[a=3, b=7, c=2]"});
-  expect_error([&] { k::slice<T>(in, to_view<T>(x), 3, 0, 1); },
+  expect_error([&] { k::slice<T>(mtk::ExecSpace(), in, to_view<T>(x), 3, 0, 1); },
                {"mtk::kernels::slice", "[a=3, b=7, c=2]"});
 }
 
@@ -645,7 +653,7 @@ void check_concat() {
     std::vector<mtk::Dimension> dims = {{"a", 2}, {"b", 3}, {"c", 4}};
     dims[static_cast<size_t>(dim)].size = total;
     Shape out(dims);
-    auto y = to_vector(k::concat<T>(shapes, views, dim));
+    auto y = to_vector(k::concat<T>(mtk::ExecSpace(), shapes, views, dim));
     ASSERT_EQ(static_cast<std::int64_t>(y.size()), out.num_elements());
     for (std::int64_t e = 0; e < out.num_elements(); ++e) {
       auto idx = unflatten(out, e);
@@ -659,9 +667,9 @@ void check_concat() {
   std::vector<Shape> bad = {Shape{{"a", 2}, {"b", 3}}, Shape{{"a", 3}, {"b", 3}}};
   std::vector<k::View<T>> bv = {to_view<T>(std::vector<double>(6)),
                                 to_view<T>(std::vector<double>(9))};
-  expect_error([&] { k::concat<T>(bad, bv, 1); },
+  expect_error([&] { k::concat<T>(mtk::ExecSpace(), bad, bv, 1); },
                {"mtk::kernels::concat", "[a=2, b=3]", "[a=3, b=3]"});
-  EXPECT_NO_THROW(k::concat<T>(bad, bv, 0));
+  EXPECT_NO_THROW(k::concat<T>(mtk::ExecSpace(), bad, bv, 0));
 }
 
 TEST(KernelsLayout, ConcatFloat) {
@@ -680,7 +688,7 @@ void check_pad() {
       std::vector<mtk::Dimension> dims = in.dims();
       dims[static_cast<size_t>(dim)].size += before + after;
       Shape out(dims);
-      auto y = to_vector(k::pad<T>(in, to_view<T>(x), dim, before, after, T(7)));
+      auto y = to_vector(k::pad<T>(mtk::ExecSpace(), in, to_view<T>(x), dim, before, after, T(7)));
       ASSERT_EQ(static_cast<std::int64_t>(y.size()), out.num_elements());
       for (std::int64_t e = 0; e < out.num_elements(); ++e) {
         auto idx = unflatten(out, e);
@@ -693,7 +701,7 @@ void check_pad() {
       }
     }
   }
-  expect_error([&] { k::pad<T>(in, to_view<T>(x), 1, -1, 0, T(0)); },
+  expect_error([&] { k::pad<T>(mtk::ExecSpace(), in, to_view<T>(x), 1, -1, 0, T(0)); },
                {"mtk::kernels::pad", "[a=2, b=3, c=4]"});
 }
 
@@ -713,7 +721,7 @@ void check_shift() {
     for (std::int64_t offset = -7; offset <= 7; ++offset) {
       for (bool wrap : {false, true}) {
         SCOPED_TRACE(mtk::cat("dim ", dim, " offset ", offset, " wrap ", wrap));
-        auto y = to_vector(k::shift<T>(in, to_view<T>(x), dim, offset, wrap));
+        auto y = to_vector(k::shift<T>(mtk::ExecSpace(), in, to_view<T>(x), dim, offset, wrap));
         ASSERT_EQ(y.size(), x.size());
         for (std::int64_t e = 0; e < in.num_elements(); ++e) {
           auto idx = unflatten(in, e);
@@ -730,11 +738,11 @@ void check_shift() {
   }
   // Spelled out: out[i] = x[i - 1].
   Shape s{{"t", 4}};
-  EXPECT_EQ(to_vector(k::shift<T>(s, to_view<T>({1, 2, 3, 4}), 0, 1, false)),
+  EXPECT_EQ(to_vector(k::shift<T>(mtk::ExecSpace(), s, to_view<T>({1, 2, 3, 4}), 0, 1, false)),
             (std::vector<double>{0, 1, 2, 3}));
-  EXPECT_EQ(to_vector(k::shift<T>(s, to_view<T>({1, 2, 3, 4}), 0, 1, true)),
+  EXPECT_EQ(to_vector(k::shift<T>(mtk::ExecSpace(), s, to_view<T>({1, 2, 3, 4}), 0, 1, true)),
             (std::vector<double>{4, 1, 2, 3}));
-  EXPECT_EQ(to_vector(k::shift<T>(s, to_view<T>({1, 2, 3, 4}), 0, -1, false)),
+  EXPECT_EQ(to_vector(k::shift<T>(mtk::ExecSpace(), s, to_view<T>({1, 2, 3, 4}), 0, -1, false)),
             (std::vector<double>{2, 3, 4, 0}));
 }
 
@@ -769,7 +777,7 @@ const Shape kBig{{"x", 400}, {"y", 250}};  // 100k samples
 const std::vector<std::int64_t> kZero = {0, 0};
 
 TEST(KernelsRandom, UniformRangeAndMoments) {
-  auto v = to_vector(k::random_uniform(kBig, kBig, kZero, 1234, -1.f, 3.f));
+  auto v = to_vector(k::random_uniform(mtk::ExecSpace(), kBig, kBig, kZero, 1234, -1.f, 3.f));
   ASSERT_EQ(v.size(), 100000u);
   auto m = moments(v);
   EXPECT_GE(m.min, -1.0);
@@ -784,13 +792,13 @@ TEST(KernelsRandom, UniformRangeAndMoments) {
     c += (v[i] - m.mean) * (v[i + 1] - m.mean);
   EXPECT_NEAR(c / static_cast<double>(v.size() - 1) / (m.stddev * m.stddev), 0.0, 0.02);
   // Unit interval: within [0, 1).
-  auto u = to_vector(k::random_uniform(kBig, kBig, kZero, 99, 0.f, 1.f));
+  auto u = to_vector(k::random_uniform(mtk::ExecSpace(), kBig, kBig, kZero, 99, 0.f, 1.f));
   for (double x : u)
     ASSERT_TRUE(x >= 0.0 && x < 1.0) << x;
 }
 
 TEST(KernelsRandom, NormalMoments) {
-  auto v = to_vector(k::random_normal(kBig, kBig, kZero, 77, 0.5f, 2.f, false));
+  auto v = to_vector(k::random_normal(mtk::ExecSpace(), kBig, kBig, kZero, 77, 0.5f, 2.f, false));
   auto m = moments(v);
   EXPECT_NEAR(m.mean, 0.5, 0.03);
   EXPECT_NEAR(m.stddev, 2.0, 0.03);
@@ -803,7 +811,7 @@ TEST(KernelsRandom, NormalMoments) {
 }
 
 TEST(KernelsRandom, TruncatedNormalWithinTwoStddev) {
-  auto v = to_vector(k::random_normal(kBig, kBig, kZero, 78, -1.f, 0.5f, true));
+  auto v = to_vector(k::random_normal(mtk::ExecSpace(), kBig, kBig, kZero, 78, -1.f, 0.5f, true));
   auto m = moments(v);
   EXPECT_GE(m.min, -1.0 - 1.0);
   EXPECT_LE(m.max, -1.0 + 1.0);
@@ -817,16 +825,18 @@ TEST(KernelsRandom, TruncatedNormalWithinTwoStddev) {
 TEST(KernelsRandom, SeedsDifferAndRepeat) {
   Shape s{{"x", 64}};
   std::vector<std::int64_t> o = {0};
-  auto a = to_vector(k::random_uniform(s, s, o, 1, 0.f, 1.f));
-  auto a2 = to_vector(k::random_uniform(s, s, o, 1, 0.f, 1.f));
-  auto b = to_vector(k::random_uniform(s, s, o, 2, 0.f, 1.f));
+  auto a = to_vector(k::random_uniform(mtk::ExecSpace(), s, s, o, 1, 0.f, 1.f));
+  auto a2 = to_vector(k::random_uniform(mtk::ExecSpace(), s, s, o, 1, 0.f, 1.f));
+  auto b = to_vector(k::random_uniform(mtk::ExecSpace(), s, s, o, 2, 0.f, 1.f));
   EXPECT_EQ(a, a2);
   int same = 0;
   for (size_t i = 0; i < a.size(); ++i)
     same += a[i] == b[i];
   EXPECT_LT(same, 3);
-  auto n = to_vector(k::random_normal(s, s, o, k::hash_name("w"), 0.f, 1.f, false));
-  auto n2 = to_vector(k::random_normal(s, s, o, k::hash_name("v"), 0.f, 1.f, false));
+  auto n =
+      to_vector(k::random_normal(mtk::ExecSpace(), s, s, o, k::hash_name("w"), 0.f, 1.f, false));
+  auto n2 =
+      to_vector(k::random_normal(mtk::ExecSpace(), s, s, o, k::hash_name("v"), 0.f, 1.f, false));
   EXPECT_NE(n, n2);
 }
 
@@ -880,13 +890,13 @@ void check_layout_independence(
 
 TEST(KernelsRandom, LayoutIndependence) {
   auto uniform = [](const Shape& g, const Shape& l, const std::vector<std::int64_t>& o) {
-    return k::random_uniform(g, l, o, 4242, -0.1f, 0.1f);
+    return k::random_uniform(mtk::ExecSpace(), g, l, o, 4242, -0.1f, 0.1f);
   };
   auto normal = [](const Shape& g, const Shape& l, const std::vector<std::int64_t>& o) {
-    return k::random_normal(g, l, o, 4243, 0.f, 0.02f, false);
+    return k::random_normal(mtk::ExecSpace(), g, l, o, 4243, 0.f, 0.02f, false);
   };
   auto truncated = [](const Shape& g, const Shape& l, const std::vector<std::int64_t>& o) {
-    return k::random_normal(g, l, o, 4244, 1.f, 3.f, true);
+    return k::random_normal(mtk::ExecSpace(), g, l, o, 4244, 1.f, 3.f, true);
   };
   const Shape g2{{"r", 8}, {"c", 6}};
   const Shape g3{{"a", 4}, {"b", 6}, {"c", 10}};
@@ -909,15 +919,15 @@ TEST(KernelsRandom, Errors) {
   const Shape g{{"r", 8}, {"c", 6}};
   expect_error(
       [&] {
-        k::random_uniform(g, Shape{{"r", 4}, {"c", 3}}, {6, 0}, 1, 0.f, 1.f);
+        k::random_uniform(mtk::ExecSpace(), g, Shape{{"r", 4}, {"c", 3}}, {6, 0}, 1, 0.f, 1.f);
       },
       {"mtk::kernels::random_uniform", "[r=4, c=3]", "[r=8, c=6]"});
   expect_error(
       [&] {
-        k::random_normal(g, Shape{{"c", 6}, {"r", 8}}, {0, 0}, 1, 0.f, 1.f, true);
+        k::random_normal(mtk::ExecSpace(), g, Shape{{"c", 6}, {"r", 8}}, {0, 0}, 1, 0.f, 1.f, true);
       },
       {"mtk::kernels::random_normal", "[c=6, r=8]", "[r=8, c=6]"});
-  expect_error([&] { k::random_uniform(g, g, {0}, 1, 0.f, 1.f); },
+  expect_error([&] { k::random_uniform(mtk::ExecSpace(), g, g, {0}, 1, 0.f, 1.f); },
                {"mtk::kernels::random_uniform", "[r=8, c=6]"});
 }
 
@@ -947,10 +957,10 @@ TEST(KernelsBinary, LeadingAndTrailingDimsBroadcastInTheMiddle) {
     z[k] = 7.0 * static_cast<double>(k);
   auto X = mtk::test::to_view<float>(x), Y = mtk::test::to_view<float>(y),
        Z = mtk::test::to_view<float>(z);
-  auto sum =
-      mtk::test::to_vector(mtk::kernels::binary<float>(mtk::BinaryFn::add, out, X, bias, Y, out));
+  auto sum = mtk::test::to_vector(
+      mtk::kernels::binary<float>(mtk::ExecSpace(), mtk::BinaryFn::add, out, X, bias, Y, out));
   auto prod = mtk::test::to_vector(
-      mtk::kernels::binary<float>(mtk::BinaryFn::multiply, mid, Z, out, X, out));
+      mtk::kernels::binary<float>(mtk::ExecSpace(), mtk::BinaryFn::multiply, mid, Z, out, X, out));
   for (std::int64_t b = 0; b < 3; ++b)
     for (std::int64_t h = 0; h < 4; ++h)
       for (std::int64_t l = 0; l < 5; ++l)

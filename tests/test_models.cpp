@@ -3,8 +3,8 @@
 // Adafactor matches hand-computed values; MoE routing respects capacity.
 
 #include <mtk/base/error.hpp>
-#include <mtk/optim/optimizers.hpp>
-#include <mtk/nn/transformer.hpp>
+#include <mtk/nn/nn.hpp>
+#include <mtk/optim/optim.hpp>
 
 #include <gtest/gtest.h>
 
@@ -17,8 +17,8 @@ using namespace mtk::test;
 
 namespace {
 
-TransformerConfig tiny_config(bool moe, bool encoder_decoder) {
-  TransformerConfig c;
+nn::TransformerConfig tiny_config(bool moe, bool encoder_decoder) {
+  nn::TransformerConfig c;
   c.vocab_size = 32;
   c.d_model = 16;
   c.d_ff = 32;
@@ -37,8 +37,8 @@ TransformerConfig tiny_config(bool moe, bool encoder_decoder) {
 
 // A tiny deterministic corpus, packed two segments per row (lengths 5 and 3): targets are the next
 // token of the segment (0 = none, the padding id), so a model can learn it exactly.
-void feed_tokens(const ModelGraph& m, const TransformerConfig& c, std::map<int, HostTensor>& feeds,
-                 std::uint32_t seed) {
+void feed_tokens(const nn::ModelGraph& m, const nn::TransformerConfig& c,
+                 std::map<int, HostTensor>& feeds, std::uint32_t seed) {
   const Shape s{{"batch", c.batch}, {"length", c.length}};
   std::vector<std::int32_t> in, tg, seg, pos;
   auto token = [&](std::int64_t b, std::int64_t l) {
@@ -69,7 +69,7 @@ GraphCase model_case(const std::string& name, bool moe, bool encdec,
   return {name,
           [=](Graph& g) {
             const auto c = tiny_config(moe, encdec);
-            ModelGraph m = build_transformer(g, c, /*training=*/true);
+            nn::ModelGraph m = nn::build_transformer(g, c, /*training=*/true);
             BuiltGraph r{{m.loss, m.token_loss}, m.loss, {}};
             feed_tokens(m, c, r.feeds, 5);
             return r;
@@ -112,7 +112,7 @@ TEST(Models, MixtureOfExpertsLanguageModelIsLayoutInvariant) {
 TEST(Models, MoeLayoutMovesTokensWithAnAlltoall) {
   Mesh mesh(MeshShape::parse("batch:" + std::to_string(world_size())), MPI_COMM_WORLD);
   Graph g;
-  build_transformer(g, tiny_config(true, false), true);
+  nn::build_transformer(g, tiny_config(true, false), true);
   auto p = lower(g, mesh, LayoutRules::parse("batch:batch;experts:batch"));
   const auto& calls = p->counters().comm_calls;
   if (world_size() > 1) {
@@ -130,12 +130,12 @@ TEST(Models, EncoderDecoderIsLayoutInvariant) {
 TEST(Models, MoeRoutingRespectsCapacityAndDroppedTokensPassThrough) {
   Graph g;
   const Dimension batch{"batch", 2}, length{"length", 32}, d_model{"d_model", 8}, d_ff{"d_ff", 16};
-  layers::LayerContext ctx{&g, true, 0.0, 1};
+  nn::LayerContext ctx{&g, true, 0.0, 1};
   Tensor x = variable(g, "x", Shape{batch, length, d_model}, Initializer::normal(1.0f));
-  layers::MoeOptions o;
+  nn::MoeOptions o;
   o.num_experts = 4;
   o.capacity_factor_train = 0.5;  // capacity 4: many tokens are dropped
-  auto r = layers::mixture_of_experts(ctx, "moe", x, d_model, d_ff, o);
+  auto r = nn::mixture_of_experts(ctx, "moe", x, d_model, d_ff, o);
   Tensor out = x + r.output;  // the residual connection
   auto p = lower(g, single_processor_mesh(), LayoutRules());
   auto v = p->run({}, {r.combine, r.output, out, x, r.aux_loss});
@@ -185,11 +185,11 @@ TEST(Models, AdafactorMatchesHandComputedUpdates) {
     Tensor w = variable(g, "w", shape, Initializer::normal(0.5f));
     Tensor cvals = random_uniform(g, shape, 3, 0.5, 1.5);
     Tensor loss = reduce_sum(w * stop_gradient(cvals));
-    Adafactor opt;
-    LearningRateSchedule lr;
-    lr.kind = LearningRateSchedule::Kind::adafactor_relative;
+    optim::Adafactor opt;
+    optim::LearningRateSchedule lr;
+    lr.kind = optim::LearningRateSchedule::Kind::adafactor_relative;
     lr.value = 0.01;
-    minimize(loss, opt, lr);
+    optim::minimize(loss, opt, lr);
     auto p = lower(g, single_processor_mesh(), LayoutRules());
     auto w0 = p->variable_value("w").f;
     auto c = p->run({}, {cvals})[0].f;  // step 0 -> 1
@@ -241,11 +241,11 @@ TEST(Models, AdamMatchesHandComputedUpdates) {
   Tensor w = variable(g, "w", shape, Initializer::normal(0.5f));
   Tensor cvals = random_uniform(g, shape, 3, -1.0, 1.0);
   Tensor loss = reduce_sum(w * stop_gradient(cvals));
-  Adam opt;
-  LearningRateSchedule lr;
-  lr.kind = LearningRateSchedule::Kind::constant;
+  optim::Adam opt;
+  optim::LearningRateSchedule lr;
+  lr.kind = optim::LearningRateSchedule::Kind::constant;
   lr.value = 0.01;
-  minimize(loss, opt, lr);
+  optim::minimize(loss, opt, lr);
   Mesh mesh(MeshShape::parse("x:" + std::to_string(world_size())), MPI_COMM_WORLD);
   auto p = lower(g, mesh, LayoutRules::parse(world_size() == 2 ? "c:x" : "r:x"));
   const std::vector<float> w0 = p->variable_value("w").f;
@@ -271,12 +271,12 @@ TEST(Models, TinyLanguageModelDrivesLossNearZero) {
   Graph g;
   auto c = tiny_config(false, false);
   c.num_layers = 1;
-  ModelGraph m = build_transformer(g, c, true);
-  Adam opt;
-  LearningRateSchedule lr;
-  lr.kind = LearningRateSchedule::Kind::constant;
+  nn::ModelGraph m = nn::build_transformer(g, c, true);
+  optim::Adam opt;
+  optim::LearningRateSchedule lr;
+  lr.kind = optim::LearningRateSchedule::Kind::constant;
   lr.value = 1e-2;
-  minimize(m.loss, opt, lr);
+  optim::minimize(m.loss, opt, lr);
   std::map<int, HostTensor> feeds;
   feed_tokens(m, c, feeds, 9);
   auto p = lower(g, single_processor_mesh(), LayoutRules());
@@ -297,7 +297,7 @@ namespace {
 // token accuracy on unseen sequences.
 double seq2seq_accuracy(bool reverse) {
   Graph train_g;
-  TransformerConfig c = tiny_config(false, true);
+  nn::TransformerConfig c = tiny_config(false, true);
   c.vocab_size = 12;
   c.d_model = 32;
   c.d_ff = 64;
@@ -307,12 +307,12 @@ double seq2seq_accuracy(bool reverse) {
   c.num_encoder_layers = 1;
   c.length = 6;
   c.batch = 16;
-  ModelGraph m = build_transformer(train_g, c, true);
-  Adam opt;
-  LearningRateSchedule lr;
-  lr.kind = LearningRateSchedule::Kind::constant;
+  nn::ModelGraph m = nn::build_transformer(train_g, c, true);
+  optim::Adam opt;
+  optim::LearningRateSchedule lr;
+  lr.kind = optim::LearningRateSchedule::Kind::constant;
   lr.value = 3e-3;
-  minimize(m.loss, opt, lr);
+  optim::minimize(m.loss, opt, lr);
   auto p = lower(train_g, single_processor_mesh(), LayoutRules());
   std::mt19937 rng(reverse ? 7 : 3);
   const Shape s{{"batch", c.batch}, {"length", c.length}};
@@ -380,15 +380,15 @@ TEST(Models, ParameterCountsMatchThePaper) {
   // Graph building allocates nothing, so the paper's largest model is cheap to count.
   for (int size : {-1, 0, 5}) {
     Graph g;
-    auto c = TransformerConfig::paper_lm(size);
-    build_transformer(g, c, false);
-    EXPECT_EQ(count_parameters(g), c.analytic_parameter_count()) << "size " << size;
+    auto c = nn::paper_lm(size);
+    nn::build_transformer(g, c, false);
+    EXPECT_EQ(nn::count_parameters(g), c.analytic_parameter_count()) << "size " << size;
   }
-  EXPECT_NEAR(TransformerConfig::paper_lm(-1).analytic_parameter_count() / 1e9, 0.14, 0.006);
-  EXPECT_NEAR(TransformerConfig::paper_lm(0).analytic_parameter_count() / 1e9, 0.22, 0.006);
-  EXPECT_NEAR(TransformerConfig::paper_lm(5).analytic_parameter_count() / 1e9, 4.90, 0.05);
+  EXPECT_NEAR(nn::paper_lm(-1).analytic_parameter_count() / 1e9, 0.14, 0.006);
+  EXPECT_NEAR(nn::paper_lm(0).analytic_parameter_count() / 1e9, 0.22, 0.006);
+  EXPECT_NEAR(nn::paper_lm(5).analytic_parameter_count() / 1e9, 4.90, 0.05);
   Graph g;
-  auto tr = TransformerConfig::paper_translation(4);
-  build_transformer(g, tr, false);
-  EXPECT_EQ(count_parameters(g), tr.analytic_parameter_count());
+  auto tr = nn::paper_translation(4);
+  nn::build_transformer(g, tr, false);
+  EXPECT_EQ(nn::count_parameters(g), tr.analytic_parameter_count());
 }

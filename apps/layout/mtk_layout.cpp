@@ -10,8 +10,8 @@
 #include <mtk/config/config.hpp>
 #include <mtk/config/model_config.hpp>
 #include <mtk/lower/lowering.hpp>
+#include <mtk/optim/optim.hpp>
 #include <mtk/nn/transformer.hpp>
-#include <mtk/optim/optimizers.hpp>
 
 #include <cstdio>
 #include <string>
@@ -73,24 +73,24 @@ int run(const mtk::Communicator&, const std::vector<std::string>& args) {
     config.set("mesh", "\"" + mesh_text + "\"");
   if (!layout_text.empty())
     config.set("layout", "\"" + layout_text + "\"");
-  const mtk::TransformerConfig model = mtk::transformer_config_from(config);
+  const mtk::nn::TransformerConfig model = mtk::transformer_config_from(config);
   const mtk::MeshShape mesh =
       config.has("mesh") ? config.mesh_shape() : mtk::MeshShape::parse("all:1");
   const mtk::LayoutRules rules = config.layout_rules();
 
   mtk::Graph g;
-  mtk::ModelGraph m = mtk::build_transformer(g, model, true);
-  const std::int64_t params = mtk::count_parameters(g);
-  std::unique_ptr<mtk::Optimizer> opt;
+  mtk::nn::ModelGraph m = mtk::nn::build_transformer(g, model, true);
+  const std::int64_t params = mtk::nn::count_parameters(g);
+  std::unique_ptr<mtk::optim::Optimizer> opt;
   if (optimizer == "adam")
-    opt = std::make_unique<mtk::Adam>();
+    opt = std::make_unique<mtk::optim::Adam>();
   else if (optimizer == "sgd")
-    opt = std::make_unique<mtk::Sgd>();
+    opt = std::make_unique<mtk::optim::Sgd>();
   else if (optimizer == "adafactor")
-    opt = std::make_unique<mtk::Adafactor>();
+    opt = std::make_unique<mtk::optim::Adafactor>();
   else
     mtk::fail("mtk-layout", "unknown optimizer '" + optimizer + "'");
-  mtk::minimize(m.loss, *opt, mtk::LearningRateSchedule());
+  mtk::optim::minimize(m.loss, *opt, mtk::optim::LearningRateSchedule());
   auto program = mtk::analyze(g, mesh, rules);
   const auto& c = program->counters();
   std::printf("model: %s\n", model.to_string().c_str());

@@ -16,7 +16,7 @@
 #include <mtk/lower/lowering.hpp>
 #include <mtk/metrics/metrics.hpp>
 #include <mtk/nn/transformer.hpp>
-#include <mtk/optim/optimizers.hpp>
+#include <mtk/optim/optim.hpp>
 #include <mtk/signals/stop_signals.hpp>
 
 #include <cmath>
@@ -128,7 +128,7 @@ Options parse(const std::vector<std::string>& args, const char* command) {
 struct Setup {
   Lm1bPrepared data;
   Vocab vocab;
-  TransformerConfig model;
+  nn::TransformerConfig model;
   MeshShape mesh_shape;
   LayoutRules rules;
   LmBatchOptions batch_options;
@@ -168,7 +168,7 @@ void set_batch_slice(LmBatchOptions& b, const LayoutRules& rules, const Mesh& me
                          mesh.shape()[axis].name, "' of size ", b.batch_slices));
 }
 
-std::map<int, HostTensor> local_feeds(const ModelGraph& m, const LmBatch& b) {
+std::map<int, HostTensor> local_feeds(const nn::ModelGraph& m, const LmBatch& b) {
   const Shape s{{"batch", b.rows}, {"length", b.length}};
   return {{m.inputs.id(), HostTensor::ints(s, b.inputs)},
           {m.targets.id(), HostTensor::ints(s, b.targets)},
@@ -176,17 +176,17 @@ std::map<int, HostTensor> local_feeds(const ModelGraph& m, const LmBatch& b) {
           {m.positions.id(), HostTensor::ints(s, b.positions)}};
 }
 
-LearningRateSchedule schedule_from(const Config& c, std::int64_t steps) {
-  LearningRateSchedule lr;
+optim::LearningRateSchedule schedule_from(const Config& c, std::int64_t steps) {
+  optim::LearningRateSchedule lr;
   const std::string kind = c.get_string("train.learning_rate.schedule", "rsqrt_decay");
   if (kind == "constant")
-    lr.kind = LearningRateSchedule::Kind::constant;
+    lr.kind = optim::LearningRateSchedule::Kind::constant;
   else if (kind == "rsqrt_decay")
-    lr.kind = LearningRateSchedule::Kind::rsqrt_decay;
+    lr.kind = optim::LearningRateSchedule::Kind::rsqrt_decay;
   else if (kind == "linear_decay")
-    lr.kind = LearningRateSchedule::Kind::linear_decay;
+    lr.kind = optim::LearningRateSchedule::Kind::linear_decay;
   else if (kind == "adafactor_relative")
-    lr.kind = LearningRateSchedule::Kind::adafactor_relative;
+    lr.kind = optim::LearningRateSchedule::Kind::adafactor_relative;
   else
     fail("mtk-lm1b", cat(c.origin(), ": train.learning_rate.schedule = '", kind,
                          "'; use constant, rsqrt_decay, linear_decay or adafactor_relative"));
@@ -196,14 +196,14 @@ LearningRateSchedule schedule_from(const Config& c, std::int64_t steps) {
   return lr;
 }
 
-std::unique_ptr<Optimizer> optimizer_from(const Config& c) {
+std::unique_ptr<optim::Optimizer> optimizer_from(const Config& c) {
   const std::string name = c.get_string("train.optimizer", "adafactor");
   if (name == "adafactor")
-    return std::make_unique<Adafactor>();
+    return std::make_unique<optim::Adafactor>();
   if (name == "adam")
-    return std::make_unique<Adam>();
+    return std::make_unique<optim::Adam>();
   if (name == "sgd")
-    return std::make_unique<Sgd>();
+    return std::make_unique<optim::Sgd>();
   fail("mtk-lm1b", cat(c.origin(), ": train.optimizer = '", name, "'; use adafactor, adam or sgd"));
 }
 
@@ -257,11 +257,11 @@ int train_main(const std::vector<std::string>& args) {
   });
 
   Graph g;
-  ModelGraph m = build_transformer(g, s.model, true, seed);
+  nn::ModelGraph m = nn::build_transformer(g, s.model, true, seed);
   auto optimizer = optimizer_from(o.config);
-  Tensor lr = minimize(m.loss, *optimizer, schedule_from(o.config, steps));
+  Tensor lr = optim::minimize(m.loss, *optimizer, schedule_from(o.config, steps));
   say("mtk-lm1b train: %s\n", s.model.to_string().c_str());
-  say("  parameters %.2fM (formula %.2fM); mesh %s; layout %s\n", count_parameters(g) / 1e6,
+  say("  parameters %.2fM (formula %.2fM); mesh %s; layout %s\n", nn::count_parameters(g) / 1e6,
       s.model.analytic_parameter_count() / 1e6, s.mesh_shape.to_string().c_str(),
       s.rules.to_string().c_str());
   auto program = lower(g, mesh, s.rules);
@@ -358,7 +358,7 @@ int eval_main(const std::vector<std::string>& args) {
   const std::int64_t max_batches = o.config.get_int("eval.max_batches", 0);
   Mesh mesh(s.mesh_shape, world);
   Graph g;
-  ModelGraph m = build_transformer(g, s.model, false, 1, logit_scale);
+  nn::ModelGraph m = nn::build_transformer(g, s.model, false, 1, logit_scale);
   auto program = lower(g, mesh, s.rules);
   CheckpointMetadata meta;
   const std::string path = restore_weights(*program, o, mesh, &meta, true);
@@ -412,7 +412,7 @@ int sample_main(const std::vector<std::string>& args) {
   auto [o, s] = agreed_setup(world, args, "sample");
   Mesh mesh(s.mesh_shape, world);
   Graph g;
-  ModelGraph m = build_transformer(g, s.model, false);
+  nn::ModelGraph m = nn::build_transformer(g, s.model, false);
   auto program = lower(g, mesh, s.rules);
   restore_weights(*program, o, mesh, nullptr, true);
   const std::int64_t L = s.model.length, B = s.model.batch, V = s.model.vocab_size;

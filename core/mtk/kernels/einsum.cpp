@@ -1,5 +1,5 @@
 // mtk::kernels contractions: einsum over named dims, lowered to one KokkosBlas::gemm per batch
-// index. See mtk_kernels.hpp for the contract.
+// index. See einsum.hpp for the contract.
 //
 // Two operands: dims of one input only and absent from out are summed first (reduce). The rest are
 // batch (both inputs and out), M (a and out), N (b and out) and K (both inputs, not out). Each
@@ -8,6 +8,7 @@
 // The result is written straight into out when out's order is [batch][M][N], or [batch][N][M]
 // (computing C^T = B^T A^T); otherwise into a temporary that is transposed into out.
 #include <mtk/base/error.hpp>
+#include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/kernels.hpp>
 
 #include <KokkosBlas3_gemm.hpp>
@@ -85,8 +86,20 @@ bool stored_as(const Shape& s, const Names& names) {
   return a == b;
 }
 
+// C = op(A) op(B) on `space` (Kokkos Kernels 3 has no execution-space overload: default instance).
+template <class AM, class BM, class CM>
+void gemm(const ExecSpace& space, const char* ta, const char* tb, const AM& a, const BM& b,
+          const CM& c) {
+#if KOKKOS_VERSION >= 40000
+  KokkosBlas::gemm(space, ta, tb, 1.0f, a, b, 0.0f, c);
+#else
+  (void)space;
+  KokkosBlas::gemm(ta, tb, 1.0f, a, b, 0.0f, c);
+#endif
+}
+
 // Sums the dims of `s` that are in neither `other` nor `out`.
-void presum(Shape& s, FView& x, const Shape& other, const Shape& out) {
+void presum(const ExecSpace& space, Shape& s, FView& x, const Shape& other, const Shape& out) {
   std::vector<Dimension> keep;
   for (const auto& d : s.dims())
     if (other.contains(d.name) || out.contains(d.name))
@@ -94,7 +107,7 @@ void presum(Shape& s, FView& x, const Shape& other, const Shape& out) {
   if (static_cast<int>(keep.size()) == s.rank())
     return;
   Shape kept(keep);
-  x = reduce(ReduceFn::sum, s, x, kept);
+  x = reduce(space, ReduceFn::sum, s, x, kept);
   s = kept;
 }
 
@@ -110,8 +123,8 @@ int blas_int(const char* where, std::int64_t n, const char* what) {
 
 }  // namespace detail::einsum_impl
 
-FView einsum(const Shape& a_shape_in, const FView& a_in, const Shape& b_shape_in, const FView& b_in,
-             const Shape& out_shape) {
+FView einsum(const ExecSpace& space, const Shape& a_shape_in, const FView& a_in,
+             const Shape& b_shape_in, const FView& b_in, const Shape& out_shape) {
   using namespace detail::einsum_impl;
   const char* where = "mtk::kernels::einsum";
   check_size(where, a_shape_in, a_in, "operand a");
@@ -126,8 +139,8 @@ FView einsum(const Shape& a_shape_in, const FView& a_in, const Shape& b_shape_in
   Kokkos::Profiling::pushRegion(where);
   Shape a_shape = a_shape_in, b_shape = b_shape_in;
   FView a = a_in, b = b_in;
-  presum(a_shape, a, b_shape, out_shape);
-  presum(b_shape, b, a_shape, out_shape);
+  presum(space, a_shape, a, b_shape, out_shape);
+  presum(space, b_shape, b, a_shape, out_shape);
 
   Names batch, m_dims, n_dims, k_in_a, k_in_b;
   for (const auto& d : out_shape.dims()) {
@@ -154,7 +167,7 @@ FView einsum(const Shape& a_shape_in, const FView& a_in, const Shape& b_shape_in
   // entry would dominate. No contraction: a broadcast multiply. Only a contraction (M and N empty):
   // a multiply, then a sum over the contracted dims.
   if (nb > 1 && k_in_a.empty()) {
-    FView out = binary<float>(BinaryFn::multiply, a_shape, a, b_shape, b, out_shape);
+    FView out = binary<float>(space, BinaryFn::multiply, a_shape, a, b_shape, b, out_shape);
     Kokkos::Profiling::popRegion();
     return out;
   }
@@ -163,8 +176,8 @@ FView einsum(const Shape& a_shape_in, const FView& a_in, const Shape& b_shape_in
     for (const auto& name : k_in_a)
       all.push_back(a_shape.dim(name));
     const Shape product_shape(all);
-    FView prod = binary<float>(BinaryFn::multiply, a_shape, a, b_shape, b, product_shape);
-    FView out = reduce<float>(ReduceFn::sum, product_shape, prod, out_shape);
+    FView prod = binary<float>(space, BinaryFn::multiply, a_shape, a, b_shape, b, product_shape);
+    FView out = reduce<float>(space, ReduceFn::sum, product_shape, prod, out_shape);
     Kokkos::Profiling::popRegion();
     return out;
   }
@@ -191,7 +204,7 @@ FView einsum(const Shape& a_shape_in, const FView& a_in, const Shape& b_shape_in
     ta = 'T';
   } else {
     const Shape s = shape_of(a_nk, sizes);
-    a = reduce(ReduceFn::sum, a_shape, a, s);  // a transposed copy
+    a = reduce(space, ReduceFn::sum, a_shape, a, s);  // a transposed copy
     a_shape = s;
   }
   const Names b_kn = concat({&batch, &k_dims, &n_dims});
@@ -201,15 +214,14 @@ FView einsum(const Shape& a_shape_in, const FView& a_in, const Shape& b_shape_in
     tb = 'T';
   } else {
     const Shape s = shape_of(b_kn, sizes);
-    b = reduce(ReduceFn::sum, b_shape, b, s);
+    b = reduce(space, ReduceFn::sum, b_shape, b, s);
     b_shape = s;
   }
 
   const Names c_mn = concat({&batch, &m_dims, &n_dims});
   const bool direct = stored_as(out_shape, c_mn);
   const bool swapped = !direct && stored_as(out_shape, concat({&batch, &n_dims, &m_dims}));
-  FView c(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(where)),
-          static_cast<size_t>(out_n));
+  FView c = impl::alloc<float>(where, out_n);
 
   const int mi = blas_int(where, m, "M"), ni = blas_int(where, n, "N"),
             ki = blas_int(where, k, "K");
@@ -220,19 +232,19 @@ FView einsum(const Shape& a_shape_in, const FView& a_in, const Shape& b_shape_in
     const CMat bi(b.data() + i * k * n, tb == 'N' ? ki : ni, tb == 'N' ? ni : ki);
     if (swapped) {  // C^T = B^T A^T, written straight into out's [batch][N][M] order
       const Mat ci(c.data() + i * m * n, ni, mi);
-      KokkosBlas::gemm(tb_f, ta_f, 1.0f, bi, ai, 0.0f, ci);
+      gemm(space, tb_f, ta_f, bi, ai, ci);
     } else {
       const Mat ci(c.data() + i * m * n, mi, ni);
-      KokkosBlas::gemm(ta_s, tb_s, 1.0f, ai, bi, 0.0f, ci);
+      gemm(space, ta_s, tb_s, ai, bi, ci);
     }
   }
   if (!direct && !swapped)
-    c = reduce(ReduceFn::sum, shape_of(c_mn, sizes), c, out_shape);
+    c = reduce(space, ReduceFn::sum, shape_of(c_mn, sizes), c, out_shape);
   Kokkos::Profiling::popRegion();
   return c;
 }
 
-FView einsum(const Shape& a_shape, const FView& a, const Shape& out_shape) {
+FView einsum(const ExecSpace& space, const Shape& a_shape, const FView& a, const Shape& out_shape) {
   using namespace detail::einsum_impl;
   const char* where = "mtk::kernels::einsum";
   check_size(where, a_shape, a, "operand");
@@ -241,7 +253,7 @@ FView einsum(const Shape& a_shape, const FView& a, const Shape& out_shape) {
     if (!a_shape.contains(d.name))
       fail(where, cat("output dimension '", d.name, "' of ", out_shape.to_string(),
                       " is not in operand ", a_shape.to_string()));
-  return reduce(ReduceFn::sum, a_shape, a, out_shape);
+  return reduce(space, ReduceFn::sum, a_shape, a, out_shape);
 }
 
 std::int64_t einsum_macs(const Shape& a_shape, const Shape& b_shape, const Shape& out_shape) {

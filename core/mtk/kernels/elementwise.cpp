@@ -1,4 +1,4 @@
-// mtk::kernels elementwise kernels — see mtk_kernels.hpp.
+// mtk::kernels elementwise kernels — see elementwise.hpp.
 //
 // Every kernel is a labelled Kokkos::parallel_for over a RangePolicy<std::int64_t>. The function
 // (UnaryFn, BinaryFn, CompareFn) is a template parameter of the kernel, so the per-element work is
@@ -8,6 +8,7 @@
 
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/impl/index.hpp>
+#include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/kernels.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -19,13 +20,8 @@
 namespace mtk::kernels {
 namespace elementwise_detail {
 
-using Policy = Kokkos::RangePolicy<std::int64_t>;
-
-template <class T>
-View<T> alloc(const char* label, std::int64_t n) {
-  return View<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
-                 static_cast<size_t>(n));
-}
+using impl::alloc;
+using Policy = impl::Range;
 
 template <class T>
 void check_buffer(const char* where, const char* what, const Shape& shape, const View<T>& v) {
@@ -172,12 +168,13 @@ struct UnaryOp {
 };
 
 template <UnaryFn F, class T>
-View<T> unary_kernel(const View<T>& x, double p) {
+View<T> unary_kernel(const ExecSpace& space, const View<T>& x, double p) {
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
   auto y = alloc<T>("mtk::kernels::unary", n);
   const UnaryOp<F> op{p};
   Kokkos::parallel_for(
-      "mtk::kernels::unary", Policy(0, n), KOKKOS_LAMBDA(std::int64_t i) { y(i) = op(x(i)); });
+      "mtk::kernels::unary", Policy(space, 0, n),
+      KOKKOS_LAMBDA(std::int64_t i) { y(i) = op(x(i)); });
   return y;
 }
 
@@ -368,24 +365,24 @@ struct AnyAccess {
 };
 
 template <class Op, class T, class R, class IA, class IB>
-void zip_kernel(const char* label, Op op, const View<T>& a, IA ia, const View<T>& b, IB ib,
-                const View<R>& out) {
+void zip_kernel(const ExecSpace& space, const char* label, Op op, const View<T>& a, IA ia,
+                const View<T>& b, IB ib, const View<R>& out) {
   Kokkos::parallel_for(
-      label, Policy(0, static_cast<std::int64_t>(out.extent(0))),
+      label, Policy(space, 0, static_cast<std::int64_t>(out.extent(0))),
       KOKKOS_LAMBDA(std::int64_t k) { out(k) = op(a(ia(k)), b(ib(k))); });
 }
 
 /// out[out_shape] = op(a, b) with broadcasting by name, choosing the fastest indexing.
 template <class R, class Op, class T>
-View<R> zip(const char* label, Op op, const Shape& a_shape, const View<T>& a, const Shape& b_shape,
-            const View<T>& b, const Shape& out_shape) {
+View<R> zip(const ExecSpace& space, const char* label, Op op, const Shape& a_shape,
+            const View<T>& a, const Shape& b_shape, const View<T>& b, const Shape& out_shape) {
   check_buffer(label, "first operand", a_shape, a);
   check_buffer(label, "second operand", b_shape, b);
   const Plan pa = plan_operand(out_shape, a_shape, label);
   const Plan pb = plan_operand(out_shape, b_shape, label);
   auto out = alloc<R>(label, out_shape.num_elements());
   with_indexer(pa, [&](auto ia) {
-    with_indexer(pb, [&](auto ib) { zip_kernel(label, op, a, ia, b, ib, out); });
+    with_indexer(pb, [&](auto ib) { zip_kernel(space, label, op, a, ia, b, ib, out); });
   });
   return out;
 }
@@ -397,110 +394,115 @@ namespace ed = elementwise_detail;
 // ------------------------------------------------------------------ public API
 
 template <class T>
-View<T> fill(std::int64_t n, T value) {
+View<T> fill(const ExecSpace& space, std::int64_t n, T value) {
   if (n < 0)
     fail("mtk::kernels::fill", cat("negative element count ", n));
-  auto out = ed::alloc<T>("mtk::kernels::fill", n);
+  auto out = impl::alloc<T>("mtk::kernels::fill", n);
   Kokkos::parallel_for(
-      "mtk::kernels::fill", ed::Policy(0, n), KOKKOS_LAMBDA(std::int64_t i) { out(i) = value; });
+      "mtk::kernels::fill", impl::Range(space, 0, n),
+      KOKKOS_LAMBDA(std::int64_t i) { out(i) = value; });
   return out;
 }
 
 template <class T>
-View<T> unary(UnaryFn fn, const View<T>& x, double p) {
+View<T> unary(const ExecSpace& space, UnaryFn fn, const View<T>& x, double p) {
   using F = UnaryFn;
   switch (fn) {
     case F::identity:
-      return ed::unary_kernel<F::identity>(x, p);
+      return ed::unary_kernel<F::identity>(space, x, p);
     case F::negative:
-      return ed::unary_kernel<F::negative>(x, p);
+      return ed::unary_kernel<F::negative>(space, x, p);
     case F::abs:
-      return ed::unary_kernel<F::abs>(x, p);
+      return ed::unary_kernel<F::abs>(space, x, p);
     case F::exp:
-      return ed::unary_kernel<F::exp>(x, p);
+      return ed::unary_kernel<F::exp>(space, x, p);
     case F::log:
-      return ed::unary_kernel<F::log>(x, p);
+      return ed::unary_kernel<F::log>(space, x, p);
     case F::sqrt:
-      return ed::unary_kernel<F::sqrt>(x, p);
+      return ed::unary_kernel<F::sqrt>(space, x, p);
     case F::rsqrt:
-      return ed::unary_kernel<F::rsqrt>(x, p);
+      return ed::unary_kernel<F::rsqrt>(space, x, p);
     case F::square:
-      return ed::unary_kernel<F::square>(x, p);
+      return ed::unary_kernel<F::square>(space, x, p);
     case F::reciprocal:
-      return ed::unary_kernel<F::reciprocal>(x, p);
+      return ed::unary_kernel<F::reciprocal>(space, x, p);
     case F::relu:
-      return ed::unary_kernel<F::relu>(x, p);
+      return ed::unary_kernel<F::relu>(space, x, p);
     case F::gelu:
-      return ed::unary_kernel<F::gelu>(x, p);
+      return ed::unary_kernel<F::gelu>(space, x, p);
     case F::gelu_grad:
-      return ed::unary_kernel<F::gelu_grad>(x, p);
+      return ed::unary_kernel<F::gelu_grad>(space, x, p);
     case F::tanh:
-      return ed::unary_kernel<F::tanh>(x, p);
+      return ed::unary_kernel<F::tanh>(space, x, p);
     case F::sigmoid:
-      return ed::unary_kernel<F::sigmoid>(x, p);
+      return ed::unary_kernel<F::sigmoid>(space, x, p);
     case F::sign:
-      return ed::unary_kernel<F::sign>(x, p);
+      return ed::unary_kernel<F::sign>(space, x, p);
     case F::pow_scalar:
-      return ed::unary_kernel<F::pow_scalar>(x, p);
+      return ed::unary_kernel<F::pow_scalar>(space, x, p);
     case F::add_scalar:
-      return ed::unary_kernel<F::add_scalar>(x, p);
+      return ed::unary_kernel<F::add_scalar>(space, x, p);
     case F::mul_scalar:
-      return ed::unary_kernel<F::mul_scalar>(x, p);
+      return ed::unary_kernel<F::mul_scalar>(space, x, p);
     case F::relu_mask:
-      return ed::unary_kernel<F::relu_mask>(x, p);
+      return ed::unary_kernel<F::relu_mask>(space, x, p);
   }
   fail("mtk::kernels::unary", cat("unknown function ", static_cast<int>(fn)));
 }
 
 template <class T>
-View<T> binary(BinaryFn fn, const Shape& a_shape, const View<T>& a, const Shape& b_shape,
-               const View<T>& b, const Shape& out_shape) {
+View<T> binary(const ExecSpace& space, BinaryFn fn, const Shape& a_shape, const View<T>& a,
+               const Shape& b_shape, const View<T>& b, const Shape& out_shape) {
   using F = BinaryFn;
   const char* w = "mtk::kernels::binary";
   switch (fn) {
     case F::add:
-      return ed::zip<T>(w, ed::BinaryOp<F::add>{}, a_shape, a, b_shape, b, out_shape);
+      return ed::zip<T>(space, w, ed::BinaryOp<F::add>{}, a_shape, a, b_shape, b, out_shape);
     case F::subtract:
-      return ed::zip<T>(w, ed::BinaryOp<F::subtract>{}, a_shape, a, b_shape, b, out_shape);
+      return ed::zip<T>(space, w, ed::BinaryOp<F::subtract>{}, a_shape, a, b_shape, b, out_shape);
     case F::multiply:
-      return ed::zip<T>(w, ed::BinaryOp<F::multiply>{}, a_shape, a, b_shape, b, out_shape);
+      return ed::zip<T>(space, w, ed::BinaryOp<F::multiply>{}, a_shape, a, b_shape, b, out_shape);
     case F::divide:
-      return ed::zip<T>(w, ed::BinaryOp<F::divide>{}, a_shape, a, b_shape, b, out_shape);
+      return ed::zip<T>(space, w, ed::BinaryOp<F::divide>{}, a_shape, a, b_shape, b, out_shape);
     case F::maximum:
-      return ed::zip<T>(w, ed::BinaryOp<F::maximum>{}, a_shape, a, b_shape, b, out_shape);
+      return ed::zip<T>(space, w, ed::BinaryOp<F::maximum>{}, a_shape, a, b_shape, b, out_shape);
     case F::minimum:
-      return ed::zip<T>(w, ed::BinaryOp<F::minimum>{}, a_shape, a, b_shape, b, out_shape);
+      return ed::zip<T>(space, w, ed::BinaryOp<F::minimum>{}, a_shape, a, b_shape, b, out_shape);
     case F::pow:
-      return ed::zip<T>(w, ed::BinaryOp<F::pow>{}, a_shape, a, b_shape, b, out_shape);
+      return ed::zip<T>(space, w, ed::BinaryOp<F::pow>{}, a_shape, a, b_shape, b, out_shape);
   }
   fail(w, cat("unknown function ", static_cast<int>(fn)));
 }
 
 template <class T>
-FView compare(CompareFn fn, const Shape& a_shape, const View<T>& a, const Shape& b_shape,
-              const View<T>& b, const Shape& out_shape) {
+FView compare(const ExecSpace& space, CompareFn fn, const Shape& a_shape, const View<T>& a,
+              const Shape& b_shape, const View<T>& b, const Shape& out_shape) {
   using F = CompareFn;
   const char* w = "mtk::kernels::compare";
   switch (fn) {
     case F::less:
-      return ed::zip<float>(w, ed::CompareOp<F::less>{}, a_shape, a, b_shape, b, out_shape);
+      return ed::zip<float>(space, w, ed::CompareOp<F::less>{}, a_shape, a, b_shape, b, out_shape);
     case F::less_equal:
-      return ed::zip<float>(w, ed::CompareOp<F::less_equal>{}, a_shape, a, b_shape, b, out_shape);
+      return ed::zip<float>(space, w, ed::CompareOp<F::less_equal>{}, a_shape, a, b_shape, b,
+                            out_shape);
     case F::greater:
-      return ed::zip<float>(w, ed::CompareOp<F::greater>{}, a_shape, a, b_shape, b, out_shape);
+      return ed::zip<float>(space, w, ed::CompareOp<F::greater>{}, a_shape, a, b_shape, b,
+                            out_shape);
     case F::greater_equal:
-      return ed::zip<float>(w, ed::CompareOp<F::greater_equal>{}, a_shape, a, b_shape, b,
+      return ed::zip<float>(space, w, ed::CompareOp<F::greater_equal>{}, a_shape, a, b_shape, b,
                             out_shape);
     case F::equal:
-      return ed::zip<float>(w, ed::CompareOp<F::equal>{}, a_shape, a, b_shape, b, out_shape);
+      return ed::zip<float>(space, w, ed::CompareOp<F::equal>{}, a_shape, a, b_shape, b, out_shape);
     case F::not_equal:
-      return ed::zip<float>(w, ed::CompareOp<F::not_equal>{}, a_shape, a, b_shape, b, out_shape);
+      return ed::zip<float>(space, w, ed::CompareOp<F::not_equal>{}, a_shape, a, b_shape, b,
+                            out_shape);
   }
   fail(w, cat("unknown function ", static_cast<int>(fn)));
 }
 
-FView where(const Shape& cond_shape, const FView& cond, const Shape& a_shape, const FView& a,
-            const Shape& b_shape, const FView& b, const Shape& out_shape) {
+FView where(const ExecSpace& space, const Shape& cond_shape, const FView& cond,
+            const Shape& a_shape, const FView& a, const Shape& b_shape, const FView& b,
+            const Shape& out_shape) {
   const char* w = "mtk::kernels::where";
   ed::check_buffer(w, "condition", cond_shape, cond);
   ed::check_buffer(w, "first operand", a_shape, a);
@@ -508,19 +510,19 @@ FView where(const Shape& cond_shape, const FView& cond, const Shape& a_shape, co
   const ed::AnyAccess ic(ed::plan_operand(out_shape, cond_shape, w));
   const ed::AnyAccess ia(ed::plan_operand(out_shape, a_shape, w));
   const ed::AnyAccess ib(ed::plan_operand(out_shape, b_shape, w));
-  auto out = ed::alloc<float>(w, out_shape.num_elements());
+  auto out = impl::alloc<float>(w, out_shape.num_elements());
   Kokkos::parallel_for(
-      w, ed::Policy(0, out_shape.num_elements()),
+      w, impl::Range(space, 0, out_shape.num_elements()),
       KOKKOS_LAMBDA(std::int64_t k) { out(k) = cond(ic(k)) != 0.f ? a(ia(k)) : b(ib(k)); });
   return out;
 }
 
 template <class To, class From>
-View<To> cast(const View<From>& x) {
+View<To> cast(const ExecSpace& space, const View<From>& x) {
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
-  auto y = ed::alloc<To>("mtk::kernels::cast", n);
+  auto y = impl::alloc<To>("mtk::kernels::cast", n);
   Kokkos::parallel_for(
-      "mtk::kernels::cast", ed::Policy(0, n), KOKKOS_LAMBDA(std::int64_t i) {
+      "mtk::kernels::cast", impl::Range(space, 0, n), KOKKOS_LAMBDA(std::int64_t i) {
         if constexpr (std::is_same_v<To, std::int32_t> && std::is_floating_point_v<From>)
           y(i) = ed::to_int32(x(i));
         else
@@ -530,28 +532,28 @@ View<To> cast(const View<From>& x) {
 }
 
 template <class T>
-void axpy(T alpha, const View<T>& x, const View<T>& y) {
+void axpy(const ExecSpace& space, T alpha, const View<T>& x, const View<T>& y) {
   if (x.extent(0) != y.extent(0))
     fail("mtk::kernels::axpy", cat("x holds ", x.extent(0), " elements but y holds ", y.extent(0)));
   Kokkos::parallel_for(
-      "mtk::kernels::axpy", ed::Policy(0, static_cast<std::int64_t>(x.extent(0))),
+      "mtk::kernels::axpy", impl::Range(space, 0, static_cast<std::int64_t>(x.extent(0))),
       KOKKOS_LAMBDA(std::int64_t i) { y(i) += alpha * x(i); });
 }
 
-FView axpby(float a, const FView& x, float b, const FView& y) {
+FView axpby(const ExecSpace& space, float a, const FView& x, float b, const FView& y) {
   if (x.extent(0) != y.extent(0))
     fail("mtk::kernels::axpby",
          cat("x holds ", x.extent(0), " elements but y holds ", y.extent(0)));
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
-  auto z = ed::alloc<float>("mtk::kernels::axpby", n);
+  auto z = impl::alloc<float>("mtk::kernels::axpby", n);
   Kokkos::parallel_for(
-      "mtk::kernels::axpby", ed::Policy(0, n),
+      "mtk::kernels::axpby", impl::Range(space, 0, n),
       KOKKOS_LAMBDA(std::int64_t i) { z(i) = a * x(i) + b * y(i); });
   return z;
 }
 
 template <class T>
-View<T> range(const Shape& out_shape, int dim, std::int64_t origin) {
+View<T> range(const ExecSpace& space, const Shape& out_shape, int dim, std::int64_t origin) {
   const char* w = "mtk::kernels::range";
   if (dim < 0 || dim >= out_shape.rank())
     fail(w, cat("dim ", dim, " outside ", out_shape.to_string()));
@@ -559,32 +561,33 @@ View<T> range(const Shape& out_shape, int dim, std::int64_t origin) {
   for (int i = dim + 1; i < out_shape.rank(); ++i)
     inner *= out_shape[i].size;
   const std::int64_t n = out_shape[dim].size;
-  auto out = ed::alloc<T>(w, out_shape.num_elements());
+  auto out = impl::alloc<T>(w, out_shape.num_elements());
   Kokkos::parallel_for(
-      w, ed::Policy(0, out_shape.num_elements()),
+      w, impl::Range(space, 0, out_shape.num_elements()),
       KOKKOS_LAMBDA(std::int64_t k) { out(k) = static_cast<T>(origin + (k / inner) % n); });
   return out;
 }
 
 // ------------------------------------------------------------------ instantiations
 
-#define MTK_ELEMENTWISE_INSTANTIATE(T)                                                             \
-  template View<T> fill<T>(std::int64_t, T);                                                       \
-  template View<T> unary<T>(UnaryFn, const View<T>&, double);                                      \
-  template View<T> binary<T>(BinaryFn, const Shape&, const View<T>&, const Shape&, const View<T>&, \
-                             const Shape&);                                                        \
-  template FView compare<T>(CompareFn, const Shape&, const View<T>&, const Shape&, const View<T>&, \
-                            const Shape&);                                                         \
-  template void axpy<T>(T, const View<T>&, const View<T>&);                                        \
-  template View<T> range<T>(const Shape&, int, std::int64_t);
+#define MTK_ELEMENTWISE_INSTANTIATE(T)                                                 \
+  template View<T> fill<T>(const ExecSpace&, std::int64_t, T);                         \
+  template View<T> unary<T>(const ExecSpace&, UnaryFn, const View<T>&, double);        \
+  template View<T> binary<T>(const ExecSpace&, BinaryFn, const Shape&, const View<T>&, \
+                             const Shape&, const View<T>&, const Shape&);              \
+  template FView compare<T>(const ExecSpace&, CompareFn, const Shape&, const View<T>&, \
+                            const Shape&, const View<T>&, const Shape&);               \
+  template void axpy<T>(const ExecSpace&, T, const View<T>&, const View<T>&);          \
+  template View<T> range<T>(const ExecSpace&, const Shape&, int, std::int64_t);
 
 MTK_ELEMENTWISE_INSTANTIATE(float)
 MTK_ELEMENTWISE_INSTANTIATE(std::int32_t)
 #undef MTK_ELEMENTWISE_INSTANTIATE
 
-template View<float> cast<float, float>(const View<float>&);
-template View<std::int32_t> cast<std::int32_t, float>(const View<float>&);
-template View<float> cast<float, std::int32_t>(const View<std::int32_t>&);
-template View<std::int32_t> cast<std::int32_t, std::int32_t>(const View<std::int32_t>&);
+template View<float> cast<float, float>(const ExecSpace&, const View<float>&);
+template View<std::int32_t> cast<std::int32_t, float>(const ExecSpace&, const View<float>&);
+template View<float> cast<float, std::int32_t>(const ExecSpace&, const View<std::int32_t>&);
+template View<std::int32_t> cast<std::int32_t, std::int32_t>(const ExecSpace&,
+                                                             const View<std::int32_t>&);
 
 }  // namespace mtk::kernels

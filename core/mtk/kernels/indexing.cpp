@@ -1,7 +1,8 @@
 // mtk::kernels indexing: one_hot, gather (embedding lookup) and scatter_add (its gradient).
-// See mtk_kernels.hpp for the contracts.
+// See indexing.hpp for the contracts.
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/impl/index.hpp>
+#include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/kernels.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -74,8 +75,8 @@ TableMaps table_maps(const char* where, const Shape& table_shape, int table_dim,
 
 }  // namespace detail::indexing_impl
 
-FView one_hot(const Shape& ids_shape, const IView& ids, const Shape& out_shape, int dim,
-              std::int64_t origin, float on, float off) {
+FView one_hot(const ExecSpace& space, const Shape& ids_shape, const IView& ids,
+              const Shape& out_shape, int dim, std::int64_t origin, float on, float off) {
   using namespace detail::indexing_impl;
   const char* where = "mtk::kernels::one_hot";
   check_size(where, ids_shape, ids, "ids");
@@ -88,19 +89,18 @@ FView one_hot(const Shape& ids_shape, const IView& ids, const Shape& out_shape, 
   std::int64_t inner = 1;
   for (int i = dim + 1; i < out_shape.rank(); ++i)
     inner *= out_shape[i].size;
-  FView out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(where)),
-            static_cast<size_t>(out_shape.num_elements()));
+  FView out = impl::alloc<float>(where, out_shape.num_elements());
   Kokkos::parallel_for(
-      where, Kokkos::RangePolicy<std::int64_t>(0, out_shape.num_elements()),
-      KOKKOS_LAMBDA(std::int64_t k) {
+      where, impl::Range(space, 0, out_shape.num_elements()), KOKKOS_LAMBDA(std::int64_t k) {
         const std::int64_t pos = (k / inner) % n;
         out(k) = static_cast<std::int64_t>(ids(m.offset(k))) == origin + pos ? on : off;
       });
   return out;
 }
 
-FView gather(const Shape& table_shape, const FView& table, int table_dim, std::int64_t origin,
-             const Shape& ids_shape, const IView& ids, const Shape& out_shape) {
+FView gather(const ExecSpace& space, const Shape& table_shape, const FView& table, int table_dim,
+             std::int64_t origin, const Shape& ids_shape, const IView& ids,
+             const Shape& out_shape) {
   using namespace detail::indexing_impl;
   const char* where = "mtk::kernels::gather";
   check_size(where, table_shape, table, "table");
@@ -108,20 +108,18 @@ FView gather(const Shape& table_shape, const FView& table, int table_dim, std::i
   const TableMaps m = table_maps(where, table_shape, table_dim, ids_shape, out_shape, "output");
   const IndexMap im = m.ids, tm = m.table;
   const std::int64_t id_stride = m.id_stride, id_size = m.id_size;
-  FView out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(where)),
-            static_cast<size_t>(out_shape.num_elements()));
+  FView out = impl::alloc<float>(where, out_shape.num_elements());
   Kokkos::parallel_for(
-      where, Kokkos::RangePolicy<std::int64_t>(0, out_shape.num_elements()),
-      KOKKOS_LAMBDA(std::int64_t k) {
+      where, impl::Range(space, 0, out_shape.num_elements()), KOKKOS_LAMBDA(std::int64_t k) {
         const std::int64_t id = static_cast<std::int64_t>(ids(im.offset(k))) - origin;
         out(k) = id >= 0 && id < id_size ? table(tm.offset(k) + id * id_stride) : 0.f;
       });
   return out;
 }
 
-FView scatter_add(const Shape& ids_shape, const IView& ids, const Shape& updates_shape,
-                  const FView& updates, const Shape& table_shape, int table_dim,
-                  std::int64_t origin) {
+FView scatter_add(const ExecSpace& space, const Shape& ids_shape, const IView& ids,
+                  const Shape& updates_shape, const FView& updates, const Shape& table_shape,
+                  int table_dim, std::int64_t origin) {
   using namespace detail::indexing_impl;
   const char* where = "mtk::kernels::scatter_add";
   check_size(where, ids_shape, ids, "ids");
@@ -132,8 +130,7 @@ FView scatter_add(const Shape& ids_shape, const IView& ids, const Shape& updates
   const std::int64_t id_stride = m.id_stride, id_size = m.id_size;
   FView table(std::string(where), static_cast<size_t>(table_shape.num_elements()));  // zeros
   Kokkos::parallel_for(
-      where, Kokkos::RangePolicy<std::int64_t>(0, updates_shape.num_elements()),
-      KOKKOS_LAMBDA(std::int64_t k) {
+      where, impl::Range(space, 0, updates_shape.num_elements()), KOKKOS_LAMBDA(std::int64_t k) {
         const std::int64_t id = static_cast<std::int64_t>(ids(im.offset(k))) - origin;
         if (id >= 0 && id < id_size)
           Kokkos::atomic_add(&table(tm.offset(k) + id * id_stride), updates(k));

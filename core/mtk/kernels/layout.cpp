@@ -1,4 +1,4 @@
-// mtk::kernels layout kernels — see mtk_kernels.hpp.
+// mtk::kernels layout kernels — see layout.hpp.
 //
 // Kernels that move data without arithmetic: transpose and broadcast (by dimension name, through
 // an IndexMap), and slice / concat / pad / shift along one dim, which factor the tensor as
@@ -6,6 +6,7 @@
 
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/impl/index.hpp>
+#include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/kernels.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -19,11 +20,7 @@ namespace layout_detail {
 
 using Policy = Kokkos::RangePolicy<std::int64_t>;
 
-template <class T>
-View<T> alloc(const char* label, std::int64_t n) {
-  return View<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
-                 static_cast<size_t>(n));
-}
+using impl::alloc;
 
 template <class T>
 void check_buffer(const char* where, const Shape& shape, const View<T>& v) {
@@ -44,28 +41,30 @@ Shape with_size(const Shape& s, int dim, std::int64_t size) {
 }
 
 template <class T>
-View<T> copy(const char* label, const View<T>& x) {
+View<T> copy(const ExecSpace& space, const char* label, const View<T>& x) {
   auto out = alloc<T>(label, static_cast<std::int64_t>(x.extent(0)));
   Kokkos::parallel_for(
-      label, Policy(0, static_cast<std::int64_t>(x.extent(0))),
+      label, Policy(space, 0, static_cast<std::int64_t>(x.extent(0))),
       KOKKOS_LAMBDA(std::int64_t k) { out(k) = x(k); });
   return out;
 }
 
 template <class T>
-View<T> gather_by_map(const char* label, const View<T>& x, const IndexMap& map, std::int64_t n) {
+View<T> gather_by_map(const ExecSpace& space, const char* label, const View<T>& x,
+                      const IndexMap& map, std::int64_t n) {
   auto out = alloc<T>(label, n);
   Kokkos::parallel_for(
-      label, Policy(0, n), KOKKOS_LAMBDA(std::int64_t k) { out(k) = x(map.offset(k)); });
+      label, Policy(space, 0, n), KOKKOS_LAMBDA(std::int64_t k) { out(k) = x(map.offset(k)); });
   return out;
 }
 
 /// Writes x ([outer][m][inner]) into out ([outer][n][inner]) at positions [begin, begin + m).
 template <class T>
-void place(const char* label, const View<T>& x, std::int64_t outer, std::int64_t m,
-           std::int64_t inner, const View<T>& out, std::int64_t n, std::int64_t begin) {
+void place(const ExecSpace& space, const char* label, const View<T>& x, std::int64_t outer,
+           std::int64_t m, std::int64_t inner, const View<T>& out, std::int64_t n,
+           std::int64_t begin) {
   Kokkos::parallel_for(
-      label, Policy(0, outer * m * inner), KOKKOS_LAMBDA(std::int64_t k) {
+      label, Policy(space, 0, outer * m * inner), KOKKOS_LAMBDA(std::int64_t k) {
         const std::int64_t i = k % inner, r = k / inner;
         const std::int64_t j = r % m, o = r / m;
         out((o * n + begin + j) * inner + i) = x(k);
@@ -77,42 +76,44 @@ void place(const char* label, const View<T>& x, std::int64_t outer, std::int64_t
 namespace ld = layout_detail;
 
 template <class T>
-View<T> transpose(const Shape& in_shape, const View<T>& x, const Shape& out_shape) {
+View<T> transpose(const ExecSpace& space, const Shape& in_shape, const View<T>& x,
+                  const Shape& out_shape) {
   const char* w = "mtk::kernels::transpose";
   ld::check_buffer(w, in_shape, x);
   if (in_shape.rank() != out_shape.rank())
     fail(w, cat(out_shape.to_string(), " is not a reordering of ", in_shape.to_string()));
   const IndexMap map = map_by_name(out_shape, in_shape, w);
   if (in_shape == out_shape)
-    return ld::copy(w, x);
-  return ld::gather_by_map(w, x, map, out_shape.num_elements());
+    return ld::copy(space, w, x);
+  return ld::gather_by_map(space, w, x, map, out_shape.num_elements());
 }
 
 template <class T>
-View<T> broadcast(const Shape& in_shape, const View<T>& x, const Shape& out_shape) {
+View<T> broadcast(const ExecSpace& space, const Shape& in_shape, const View<T>& x,
+                  const Shape& out_shape) {
   const char* w = "mtk::kernels::broadcast";
   ld::check_buffer(w, in_shape, x);
   const IndexMap map = map_by_name(out_shape, in_shape, w);
   const std::int64_t n = out_shape.num_elements();
   if (in_shape == out_shape)
-    return ld::copy(w, x);
+    return ld::copy(space, w, x);
   const int shift = out_shape.rank() - in_shape.rank();
   bool suffix = true;
   for (int i = 0; suffix && i < in_shape.rank(); ++i)
     suffix = in_shape[i] == out_shape[i + shift];
   if (!suffix)
-    return ld::gather_by_map(w, x, map, n);
+    return ld::gather_by_map(space, w, x, map, n);
   // in_shape is the trailing dims of out_shape: a tiled copy.
   const std::int64_t m = in_shape.num_elements();
-  auto out = ld::alloc<T>(w, n);
+  auto out = impl::alloc<T>(w, n);
   Kokkos::parallel_for(
-      w, ld::Policy(0, n), KOKKOS_LAMBDA(std::int64_t k) { out(k) = x(k % m); });
+      w, impl::Range(space, 0, n), KOKKOS_LAMBDA(std::int64_t k) { out(k) = x(k % m); });
   return out;
 }
 
 template <class T>
-View<T> slice(const Shape& in_shape, const View<T>& x, int dim, std::int64_t begin,
-              std::int64_t size) {
+View<T> slice(const ExecSpace& space, const Shape& in_shape, const View<T>& x, int dim,
+              std::int64_t begin, std::int64_t size) {
   const char* w = "mtk::kernels::slice";
   ld::check_buffer(w, in_shape, x);
   ld::check_dim(w, in_shape, dim);
@@ -121,9 +122,9 @@ View<T> slice(const Shape& in_shape, const View<T>& x, int dim, std::int64_t beg
     fail(w, cat("positions [", begin, ", ", begin + size, ") of dimension '", in_shape[dim].name,
                 "' are outside ", in_shape.to_string()));
   const std::int64_t outer = a.outer, n = a.n, inner = a.inner, total = outer * size * inner;
-  auto out = ld::alloc<T>(w, total);
+  auto out = impl::alloc<T>(w, total);
   Kokkos::parallel_for(
-      w, ld::Policy(0, total), KOKKOS_LAMBDA(std::int64_t k) {
+      w, impl::Range(space, 0, total), KOKKOS_LAMBDA(std::int64_t k) {
         const std::int64_t i = k % inner, r = k / inner;
         const std::int64_t j = r % size, o = r / size;
         out(k) = x((o * n + begin + j) * inner + i);
@@ -132,7 +133,8 @@ View<T> slice(const Shape& in_shape, const View<T>& x, int dim, std::int64_t beg
 }
 
 template <class T>
-View<T> concat(const std::vector<Shape>& shapes, const std::vector<View<T>>& xs, int dim) {
+View<T> concat(const ExecSpace& space, const std::vector<Shape>& shapes,
+               const std::vector<View<T>>& xs, int dim) {
   const char* w = "mtk::kernels::concat";
   if (shapes.size() != xs.size())
     fail(w, cat(shapes.size(), " shapes but ", xs.size(), " buffers"));
@@ -152,19 +154,19 @@ View<T> concat(const std::vector<Shape>& shapes, const std::vector<View<T>>& xs,
     n += shapes[p][dim].size;
   }
   const Around a(shapes[0], dim);
-  auto out = ld::alloc<T>(w, a.outer * n * a.inner);
+  auto out = impl::alloc<T>(w, a.outer * n * a.inner);
   std::int64_t begin = 0;
   for (size_t p = 0; p < shapes.size(); ++p) {
     const std::int64_t m = shapes[p][dim].size;
-    ld::place(w, xs[p], a.outer, m, a.inner, out, n, begin);
+    ld::place(space, w, xs[p], a.outer, m, a.inner, out, n, begin);
     begin += m;
   }
   return out;
 }
 
 template <class T>
-View<T> pad(const Shape& in_shape, const View<T>& x, int dim, std::int64_t before,
-            std::int64_t after, T value) {
+View<T> pad(const ExecSpace& space, const Shape& in_shape, const View<T>& x, int dim,
+            std::int64_t before, std::int64_t after, T value) {
   const char* w = "mtk::kernels::pad";
   ld::check_buffer(w, in_shape, x);
   ld::check_dim(w, in_shape, dim);
@@ -173,9 +175,9 @@ View<T> pad(const Shape& in_shape, const View<T>& x, int dim, std::int64_t befor
                 "' in ", in_shape.to_string()));
   const Around a(in_shape, dim);
   const std::int64_t inner = a.inner, n = a.n, m = n + before + after, total = a.outer * m * inner;
-  auto out = ld::alloc<T>(w, total);
+  auto out = impl::alloc<T>(w, total);
   Kokkos::parallel_for(
-      w, ld::Policy(0, total), KOKKOS_LAMBDA(std::int64_t k) {
+      w, impl::Range(space, 0, total), KOKKOS_LAMBDA(std::int64_t k) {
         const std::int64_t i = k % inner, r = k / inner;
         const std::int64_t j = r % m - before, o = r / m;
         out(k) = (j >= 0 && j < n) ? x((o * n + j) * inner + i) : value;
@@ -184,15 +186,16 @@ View<T> pad(const Shape& in_shape, const View<T>& x, int dim, std::int64_t befor
 }
 
 template <class T>
-View<T> shift(const Shape& in_shape, const View<T>& x, int dim, std::int64_t offset, bool wrap) {
+View<T> shift(const ExecSpace& space, const Shape& in_shape, const View<T>& x, int dim,
+              std::int64_t offset, bool wrap) {
   const char* w = "mtk::kernels::shift";
   ld::check_buffer(w, in_shape, x);
   ld::check_dim(w, in_shape, dim);
   const Around a(in_shape, dim);
   const std::int64_t inner = a.inner, n = a.n, total = in_shape.num_elements();
-  auto out = ld::alloc<T>(w, total);
+  auto out = impl::alloc<T>(w, total);
   Kokkos::parallel_for(
-      w, ld::Policy(0, total), KOKKOS_LAMBDA(std::int64_t k) {
+      w, impl::Range(space, 0, total), KOKKOS_LAMBDA(std::int64_t k) {
         const std::int64_t i = k % inner, r = k / inner;
         const std::int64_t j = r % n, o = r / n;
         std::int64_t src = j - offset;
@@ -206,13 +209,17 @@ View<T> shift(const Shape& in_shape, const View<T>& x, int dim, std::int64_t off
   return out;
 }
 
-#define MTK_LAYOUT_INSTANTIATE(T)                                                            \
-  template View<T> transpose<T>(const Shape&, const View<T>&, const Shape&);                 \
-  template View<T> broadcast<T>(const Shape&, const View<T>&, const Shape&);                 \
-  template View<T> slice<T>(const Shape&, const View<T>&, int, std::int64_t, std::int64_t);  \
-  template View<T> concat<T>(const std::vector<Shape>&, const std::vector<View<T>>&, int);   \
-  template View<T> pad<T>(const Shape&, const View<T>&, int, std::int64_t, std::int64_t, T); \
-  template View<T> shift<T>(const Shape&, const View<T>&, int, std::int64_t, bool);
+#define MTK_LAYOUT_INSTANTIATE(T)                                                              \
+  template View<T> transpose<T>(const ExecSpace&, const Shape&, const View<T>&, const Shape&); \
+  template View<T> broadcast<T>(const ExecSpace&, const Shape&, const View<T>&, const Shape&); \
+  template View<T> slice<T>(const ExecSpace&, const Shape&, const View<T>&, int, std::int64_t, \
+                            std::int64_t);                                                     \
+  template View<T> concat<T>(const ExecSpace&, const std::vector<Shape>&,                      \
+                             const std::vector<View<T>>&, int);                                \
+  template View<T> pad<T>(const ExecSpace&, const Shape&, const View<T>&, int, std::int64_t,   \
+                          std::int64_t, T);                                                    \
+  template View<T> shift<T>(const ExecSpace&, const Shape&, const View<T>&, int, std::int64_t, \
+                            bool);
 
 MTK_LAYOUT_INSTANTIATE(float)
 MTK_LAYOUT_INSTANTIATE(std::int32_t)

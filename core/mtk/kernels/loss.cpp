@@ -1,8 +1,9 @@
-// mtk::kernels fused softmax cross-entropy — see mtk_kernels.hpp. One pass per statistic over the
+// mtk::kernels fused softmax cross-entropy — see loss.hpp. One pass per statistic over the
 // logits, no one-hot or probability tensor: the largest activations of a language model (logits
 // [tokens, vocab]) are read a few times and written once (their gradient).
 
 #include <mtk/base/error.hpp>
+#include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/kernels.hpp>
 
 namespace mtk::kernels {
@@ -34,16 +35,16 @@ void check_rows(const char* where, const Rows& r, std::int64_t n, const char* wh
 
 using detail::loss_impl::Rows;
 
-FView sum_exp_shifted(const Shape& shape, const FView& x, int dim, const FView& shift) {
+FView sum_exp_shifted(const ExecSpace& space, const Shape& shape, const FView& x, int dim,
+                      const FView& shift) {
   const Rows r(shape, dim);
   detail::loss_impl::check_rows("mtk::kernels::sum_exp_shifted", r,
                                 static_cast<std::int64_t>(shift.extent(0)), "shift");
-  FView out(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::kernels::sum_exp_shifted")),
-      r.rows());
+  FView out =
+      impl::alloc<float>("mtk::kernels::sum_exp_shifted", static_cast<std::int64_t>(r.rows()));
   const std::int64_t V = r.v, inner = r.inner;
   Kokkos::parallel_for(
-      "mtk::kernels::sum_exp_shifted", Kokkos::RangePolicy<std::int64_t>(0, r.rows()),
+      "mtk::kernels::sum_exp_shifted", impl::Range(space, 0, r.rows()),
       KOKKOS_LAMBDA(std::int64_t row) {
         const std::int64_t o = row / inner, i = row % inner;
         const float m = shift(row);
@@ -55,19 +56,17 @@ FView sum_exp_shifted(const Shape& shape, const FView& x, int dim, const FView& 
   return out;
 }
 
-void target_logit_and_sum(const Shape& shape, const FView& x, int dim, const IView& targets,
-                          std::int64_t origin, FView& target_logit, FView& logit_sum) {
+void target_logit_and_sum(const ExecSpace& space, const Shape& shape, const FView& x, int dim,
+                          const IView& targets, std::int64_t origin, FView& target_logit,
+                          FView& logit_sum) {
   const Rows r(shape, dim);
   detail::loss_impl::check_rows("mtk::kernels::target_logit_and_sum", r,
                                 static_cast<std::int64_t>(targets.extent(0)), "targets");
-  FView xt(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::kernels::target_logit")),
-      r.rows());
-  FView sx(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::kernels::logit_sum")),
-           r.rows());
+  FView xt = impl::alloc<float>("mtk::kernels::target_logit", static_cast<std::int64_t>(r.rows()));
+  FView sx = impl::alloc<float>("mtk::kernels::logit_sum", static_cast<std::int64_t>(r.rows()));
   const std::int64_t V = r.v, inner = r.inner;
   Kokkos::parallel_for(
-      "mtk::kernels::target_logit_and_sum", Kokkos::RangePolicy<std::int64_t>(0, r.rows()),
+      "mtk::kernels::target_logit_and_sum", impl::Range(space, 0, r.rows()),
       KOKKOS_LAMBDA(std::int64_t row) {
         const std::int64_t o = row / inner, i = row % inner;
         const std::int64_t t = targets(row) - origin;
@@ -81,20 +80,19 @@ void target_logit_and_sum(const Shape& shape, const FView& x, int dim, const IVi
   logit_sum = sx;
 }
 
-FView cross_entropy_from_stats(const FView& lse, const FView& target_logit, const FView& logit_sum,
-                               double label_smoothing, std::int64_t vocab_size, double z_loss) {
+FView cross_entropy_from_stats(const ExecSpace& space, const FView& lse, const FView& target_logit,
+                               const FView& logit_sum, double label_smoothing,
+                               std::int64_t vocab_size, double z_loss) {
   const std::int64_t n = static_cast<std::int64_t>(lse.extent(0));
   if (static_cast<std::int64_t>(target_logit.extent(0)) != n ||
       static_cast<std::int64_t>(logit_sum.extent(0)) != n)
     fail("mtk::kernels::cross_entropy_from_stats", "row statistics differ in length");
-  FView out(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::kernels::cross_entropy")),
-      n);
+  FView out = impl::alloc<float>("mtk::kernels::cross_entropy", static_cast<std::int64_t>(n));
   const float keep = static_cast<float>(1.0 - label_smoothing);
   const float spread = static_cast<float>(label_smoothing / static_cast<double>(vocab_size));
   const float z = static_cast<float>(z_loss);
   Kokkos::parallel_for(
-      "mtk::kernels::cross_entropy_from_stats", Kokkos::RangePolicy<std::int64_t>(0, n),
+      "mtk::kernels::cross_entropy_from_stats", impl::Range(space, 0, n),
       KOKKOS_LAMBDA(std::int64_t k) {
         const float l = lse(k);
         out(k) = l - keep * target_logit(k) - spread * logit_sum(k) + z * l * l;
@@ -102,24 +100,24 @@ FView cross_entropy_from_stats(const FView& lse, const FView& target_logit, cons
   return out;
 }
 
-FView cross_entropy_grad(const Shape& shape, const FView& x, int dim, const IView& targets,
-                         std::int64_t origin, const FView& lse, const FView& dy,
-                         double label_smoothing, std::int64_t vocab_size, double z_loss) {
+FView cross_entropy_grad(const ExecSpace& space, const Shape& shape, const FView& x, int dim,
+                         const IView& targets, std::int64_t origin, const FView& lse,
+                         const FView& dy, double label_smoothing, std::int64_t vocab_size,
+                         double z_loss) {
   const Rows r(shape, dim);
   detail::loss_impl::check_rows("mtk::kernels::cross_entropy_grad", r,
                                 static_cast<std::int64_t>(lse.extent(0)), "lse");
   detail::loss_impl::check_rows("mtk::kernels::cross_entropy_grad", r,
                                 static_cast<std::int64_t>(dy.extent(0)), "dy");
-  FView out(Kokkos::view_alloc(Kokkos::WithoutInitializing,
-                               std::string("mtk::kernels::cross_entropy_grad")),
-            x.extent(0));
+  FView out = impl::alloc<float>("mtk::kernels::cross_entropy_grad",
+                                 static_cast<std::int64_t>(x.extent(0)));
   const std::int64_t V = r.v, inner = r.inner;
   const float keep = static_cast<float>(1.0 - label_smoothing);
   const float spread = static_cast<float>(label_smoothing / static_cast<double>(vocab_size));
   const float z2 = static_cast<float>(2.0 * z_loss);
   if (inner == 1) {  // rows contiguous (the vocabulary is the last dim): no index division
     Kokkos::parallel_for(
-        "mtk::kernels::cross_entropy_grad", Kokkos::RangePolicy<std::int64_t>(0, r.rows()),
+        "mtk::kernels::cross_entropy_grad", impl::Range(space, 0, r.rows()),
         KOKKOS_LAMBDA(std::int64_t row) {
           const float l = lse(row), g = dy(row), scale = 1.0f + z2 * l;
           const std::int64_t t = targets(row) - origin, base = row * V;
@@ -132,8 +130,7 @@ FView cross_entropy_grad(const Shape& shape, const FView& x, int dim, const IVie
   }
   Kokkos::parallel_for(
       "mtk::kernels::cross_entropy_grad",
-      Kokkos::RangePolicy<std::int64_t>(0, static_cast<std::int64_t>(x.extent(0))),
-      KOKKOS_LAMBDA(std::int64_t k) {
+      impl::Range(space, 0, static_cast<std::int64_t>(x.extent(0))), KOKKOS_LAMBDA(std::int64_t k) {
         const std::int64_t i = k % inner, rest = k / inner, j = rest % V, o = rest / V;
         const std::int64_t row = o * inner + i;
         const float l = lse(row);
@@ -142,35 +139,6 @@ FView cross_entropy_grad(const Shape& shape, const FView& x, int dim, const IVie
         out(k) = dy(row) * (p - hot - spread);
       });
   return out;
-}
-
-void adam_update(const FView& p, const FView& m, const FView& v, const FView& g,
-                 const FView& step_size, float beta1, float beta2, float epsilon, FView& new_p,
-                 FView& new_m, FView& new_v) {
-  const std::int64_t n = static_cast<std::int64_t>(p.extent(0));
-  for (const FView* t : {&m, &v, &g})
-    if (static_cast<std::int64_t>(t->extent(0)) != n)
-      fail("mtk::kernels::adam_update",
-           cat("'", t->label(), "' holds ", t->extent(0), " values, the parameter ", n));
-  auto alloc = [&](const char* label) {
-    return FView(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n);
-  };
-  FView np = alloc("mtk::kernels::adam_update::p"), nm = alloc("mtk::kernels::adam_update::m"),
-        nv = alloc("mtk::kernels::adam_update::v");
-  const float c1 = 1.0f - beta1, c2 = 1.0f - beta2;
-  Kokkos::parallel_for(
-      "mtk::kernels::adam_update", Kokkos::RangePolicy<std::int64_t>(0, n),
-      KOKKOS_LAMBDA(std::int64_t k) {
-        const float gk = g(k);
-        const float mk = beta1 * m(k) + c1 * gk;
-        const float vk = beta2 * v(k) + c2 * gk * gk;
-        nm(k) = mk;
-        nv(k) = vk;
-        np(k) = p(k) - step_size(0) * mk / (::sqrtf(vk) + epsilon);
-      });
-  new_p = np;
-  new_m = nm;
-  new_v = nv;
 }
 
 }  // namespace mtk::kernels

@@ -1,4 +1,4 @@
-// mtk::kernels random kernels — see mtk_kernels.hpp.
+// mtk::kernels random kernels — see random.hpp.
 //
 // Counter-based: the value of global element g is a pure function of (seed, g, draw counter),
 // hashed with splitmix64's finaliser. No generator state is carried between elements, so any
@@ -6,6 +6,7 @@
 
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/impl/index.hpp>
+#include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/kernels.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -94,16 +95,11 @@ GlobalIndex global_index(const char* where, const Shape& global_shape, const Sha
   return gi;
 }
 
-FView alloc(const char* label, std::int64_t n) {
-  return FView(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
-               static_cast<size_t>(n));
-}
-
 }  // namespace random_detail
 
 namespace rd = random_detail;
 
-FView random_uniform(const Shape& global_shape, const Shape& local_shape,
+FView random_uniform(const ExecSpace& space, const Shape& global_shape, const Shape& local_shape,
                      const std::vector<std::int64_t>& origin, std::uint64_t seed, float low,
                      float high) {
   const char* w = "mtk::kernels::random_uniform";
@@ -111,10 +107,10 @@ FView random_uniform(const Shape& global_shape, const Shape& local_shape,
     fail(w, cat("empty range [", low, ", ", high, ")"));
   const rd::GlobalIndex gi = rd::global_index(w, global_shape, local_shape, origin);
   const std::int64_t n = local_shape.num_elements();
-  auto out = rd::alloc(w, n);
+  auto out = impl::alloc<float>(w, n);
   const float scale = high - low;
   Kokkos::parallel_for(
-      w, rd::Policy(0, n), KOKKOS_LAMBDA(std::int64_t k) {
+      w, impl::Range(space, 0, n), KOKKOS_LAMBDA(std::int64_t k) {
         float v = low + scale * rd::uniform01(seed, gi(k), 0);
         if (v >= high && high > low)
           v = ::nextafterf(high, low);  // rounding must not reach high
@@ -123,7 +119,7 @@ FView random_uniform(const Shape& global_shape, const Shape& local_shape,
   return out;
 }
 
-FView random_normal(const Shape& global_shape, const Shape& local_shape,
+FView random_normal(const ExecSpace& space, const Shape& global_shape, const Shape& local_shape,
                     const std::vector<std::int64_t>& origin, std::uint64_t seed, float mean,
                     float stddev, bool truncated) {
   const char* w = "mtk::kernels::random_normal";
@@ -131,9 +127,9 @@ FView random_normal(const Shape& global_shape, const Shape& local_shape,
     fail(w, cat("negative standard deviation ", stddev));
   const rd::GlobalIndex gi = rd::global_index(w, global_shape, local_shape, origin);
   const std::int64_t n = local_shape.num_elements();
-  auto out = rd::alloc(w, n);
+  auto out = impl::alloc<float>(w, n);
   Kokkos::parallel_for(
-      w, rd::Policy(0, n), KOKKOS_LAMBDA(std::int64_t k) {
+      w, impl::Range(space, 0, n), KOKKOS_LAMBDA(std::int64_t k) {
         const std::uint64_t g = gi(k);
         float z = rd::normal01(seed, g, 0);
         if (truncated) {

@@ -1,7 +1,8 @@
 // mtk::kernels reductions: reduce, softmax / log-softmax and their gradient, cumsum, top_1.
-// See mtk_kernels.hpp for the contracts.
+// See reduce.hpp for the contracts.
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/impl/index.hpp>
+#include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/kernels.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -29,11 +30,7 @@ void check_dim(const char* where, const Shape& s, int dim) {
     fail(where, cat("dim ", dim, " is outside ", s.to_string()));
 }
 
-template <class T>
-View<T> alloc(const char* label, std::int64_t n) {
-  return View<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
-                 static_cast<size_t>(n));
-}
+using impl::alloc;
 
 // The reduction as a few collapsed groups of dims: size-1 dims are dropped and neighbours that stay
 // neighbours (both reduced, or both kept and consecutive in out) are merged.
@@ -149,7 +146,7 @@ AccOf<T, F> identity() {
 }
 
 template <class T, ReduceFn F>
-View<T> run(const Plan& plan, const View<T>& x, std::int64_t out_n) {
+View<T> run(const ExecSpace& space, const Plan& plan, const View<T>& x, std::int64_t out_n) {
   using Acc = AccOf<T, F>;
   using C = Combine<T, Acc, F>;
   const char* label = "mtk::kernels::reduce";
@@ -158,18 +155,18 @@ View<T> run(const Plan& plan, const View<T>& x, std::int64_t out_n) {
   if (out_n == 0)
     return out;
   if (plan.red_count == 0 || x.extent(0) == 0) {  // a reduced dim of size 0
-    Kokkos::deep_copy(out, static_cast<T>(init));
+    Kokkos::deep_copy(space, out, static_cast<T>(init));
     return out;
   }
   const IndexMap om = plan.out_map, rm = plan.red_map;
   const std::int64_t nred = plan.red_count;
   if (plan.n_red == 0) {
     if (plan.n_kept <= 1) {  // nothing reduced and nothing reordered: a copy
-      Kokkos::deep_copy(out, x);
+      Kokkos::deep_copy(space, out, x);
       return out;
     }
     Kokkos::parallel_for(
-        label, Kokkos::RangePolicy<std::int64_t>(0, out_n),
+        label, impl::Range(space, 0, out_n),
         KOKKOS_LAMBDA(std::int64_t k) { out(k) = x(om.offset(k)); });
     return out;
   }
@@ -180,20 +177,18 @@ View<T> run(const Plan& plan, const View<T>& x, std::int64_t out_n) {
       C::apply(a, x(i));
     };
     if constexpr (F == ReduceFn::sum)
-      Kokkos::parallel_reduce(label, Kokkos::RangePolicy<std::int64_t>(0, n), body, result);
+      Kokkos::parallel_reduce(label, impl::Range(space, 0, n), body, result);
     else if constexpr (F == ReduceFn::max)
-      Kokkos::parallel_reduce(label, Kokkos::RangePolicy<std::int64_t>(0, n), body,
-                              Kokkos::Max<Acc>(result));
+      Kokkos::parallel_reduce(label, impl::Range(space, 0, n), body, Kokkos::Max<Acc>(result));
     else
-      Kokkos::parallel_reduce(label, Kokkos::RangePolicy<std::int64_t>(0, n), body,
-                              Kokkos::Min<Acc>(result));
-    Kokkos::deep_copy(out, static_cast<T>(result));
+      Kokkos::parallel_reduce(label, impl::Range(space, 0, n), body, Kokkos::Min<Acc>(result));
+    Kokkos::deep_copy(space, out, static_cast<T>(result));
     return out;
   }
   const Group& g0 = plan.groups.front();
   if (plan.groups.size() == 2 && g0.kept) {  // [kept][reduced]: contiguous rows
     Kokkos::parallel_for(
-        label, Kokkos::RangePolicy<std::int64_t>(0, out_n), KOKKOS_LAMBDA(std::int64_t k) {
+        label, impl::Range(space, 0, out_n), KOKKOS_LAMBDA(std::int64_t k) {
           Acc a = init;
           const std::int64_t base = k * nred;
           for (std::int64_t r = 0; r < nred; ++r)
@@ -204,7 +199,7 @@ View<T> run(const Plan& plan, const View<T>& x, std::int64_t out_n) {
   }
   if (plan.groups.size() == 2) {  // [reduced][kept]: one column per output element
     Kokkos::parallel_for(
-        label, Kokkos::RangePolicy<std::int64_t>(0, out_n), KOKKOS_LAMBDA(std::int64_t k) {
+        label, impl::Range(space, 0, out_n), KOKKOS_LAMBDA(std::int64_t k) {
           Acc a = init;
           for (std::int64_t r = 0; r < nred; ++r)
             C::apply(a, x(r * out_n + k));
@@ -213,7 +208,7 @@ View<T> run(const Plan& plan, const View<T>& x, std::int64_t out_n) {
     return out;
   }
   Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<std::int64_t>(0, out_n), KOKKOS_LAMBDA(std::int64_t k) {
+      label, impl::Range(space, 0, out_n), KOKKOS_LAMBDA(std::int64_t k) {
         Acc a = init;
         const std::int64_t base = om.offset(k);
         for (std::int64_t r = 0; r < nred; ++r)
@@ -226,7 +221,8 @@ View<T> run(const Plan& plan, const View<T>& x, std::int64_t out_n) {
 }  // namespace detail::reduce_impl
 
 template <class T>
-View<T> reduce(ReduceFn fn, const Shape& in_shape, const View<T>& x, const Shape& out_shape) {
+View<T> reduce(const ExecSpace& space, ReduceFn fn, const Shape& in_shape, const View<T>& x,
+               const Shape& out_shape) {
   using namespace detail::reduce_impl;
   const char* where = "mtk::kernels::reduce";
   check_size(where, in_shape, x, "input");
@@ -235,26 +231,27 @@ View<T> reduce(ReduceFn fn, const Shape& in_shape, const View<T>& x, const Shape
   View<T> out;
   switch (fn) {
     case ReduceFn::sum:
-      out = run<T, ReduceFn::sum>(plan, x, out_shape.num_elements());
+      out = run<T, ReduceFn::sum>(space, plan, x, out_shape.num_elements());
       break;
     case ReduceFn::max:
-      out = run<T, ReduceFn::max>(plan, x, out_shape.num_elements());
+      out = run<T, ReduceFn::max>(space, plan, x, out_shape.num_elements());
       break;
     case ReduceFn::min:
-      out = run<T, ReduceFn::min>(plan, x, out_shape.num_elements());
+      out = run<T, ReduceFn::min>(space, plan, x, out_shape.num_elements());
       break;
   }
   Kokkos::Profiling::popRegion();
   return out;
 }
 
-template View<float> reduce<float>(ReduceFn, const Shape&, const View<float>&, const Shape&);
-template View<std::int32_t> reduce<std::int32_t>(ReduceFn, const Shape&, const View<std::int32_t>&,
-                                                 const Shape&);
+template View<float> reduce<float>(const ExecSpace&, ReduceFn, const Shape&, const View<float>&,
+                                   const Shape&);
+template View<std::int32_t> reduce<std::int32_t>(const ExecSpace&, ReduceFn, const Shape&,
+                                                 const View<std::int32_t>&, const Shape&);
 
 // ---------------------------------------------------------------- softmax
 
-FView softmax(const Shape& shape, const FView& x, int dim, bool log) {
+FView softmax(const ExecSpace& space, const Shape& shape, const FView& x, int dim, bool log) {
   using namespace detail::reduce_impl;
   const char* where = "mtk::kernels::softmax";
   const char* label = log ? "mtk::kernels::log_softmax" : where;
@@ -266,11 +263,11 @@ FView softmax(const Shape& shape, const FView& x, int dim, bool log) {
   if (shape.num_elements() == 0)
     return y;
   if (inner == 1) {  // contiguous rows: one team per row
-    using Policy = Kokkos::TeamPolicy<>;
+    using Policy = Kokkos::TeamPolicy<ExecSpace>;
     if (rows > std::numeric_limits<int>::max())
       fail(where, cat("too many rows in ", shape.to_string()));
     Kokkos::parallel_for(
-        label, Policy(static_cast<int>(rows), Kokkos::AUTO),
+        label, Policy(space, static_cast<int>(rows), Kokkos::AUTO),
         KOKKOS_LAMBDA(const Policy::member_type& t) {
           const std::int64_t base = static_cast<std::int64_t>(t.league_rank()) * n;
           float m = 0.f;
@@ -299,7 +296,7 @@ FView softmax(const Shape& shape, const FView& x, int dim, bool log) {
     return y;
   }
   Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<std::int64_t>(0, rows), KOKKOS_LAMBDA(std::int64_t r) {
+      label, impl::Range(space, 0, rows), KOKKOS_LAMBDA(std::int64_t r) {
         const std::int64_t base = (r / inner) * n * inner + r % inner;
         float m = x(base);
         for (std::int64_t i = 1; i < n; ++i)
@@ -321,7 +318,8 @@ FView softmax(const Shape& shape, const FView& x, int dim, bool log) {
   return y;
 }
 
-FView softmax_grad(const Shape& shape, const FView& y, const FView& dy, int dim, bool log) {
+FView softmax_grad(const ExecSpace& space, const Shape& shape, const FView& y, const FView& dy,
+                   int dim, bool log) {
   using namespace detail::reduce_impl;
   const char* where = "mtk::kernels::softmax_grad";
   const char* label = log ? "mtk::kernels::log_softmax_grad" : where;
@@ -335,11 +333,11 @@ FView softmax_grad(const Shape& shape, const FView& y, const FView& dy, int dim,
     return dx;
   // softmax: dx = y * (dy - sum(dy * y)); log-softmax: dx = dy - exp(y) * sum(dy).
   if (inner == 1) {
-    using Policy = Kokkos::TeamPolicy<>;
+    using Policy = Kokkos::TeamPolicy<ExecSpace>;
     if (rows > std::numeric_limits<int>::max())
       fail(where, cat("too many rows in ", shape.to_string()));
     Kokkos::parallel_for(
-        label, Policy(static_cast<int>(rows), Kokkos::AUTO),
+        label, Policy(space, static_cast<int>(rows), Kokkos::AUTO),
         KOKKOS_LAMBDA(const Policy::member_type& t) {
           const std::int64_t base = static_cast<std::int64_t>(t.league_rank()) * n;
           float s = 0.f;
@@ -357,7 +355,7 @@ FView softmax_grad(const Shape& shape, const FView& y, const FView& dy, int dim,
     return dx;
   }
   Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<std::int64_t>(0, rows), KOKKOS_LAMBDA(std::int64_t r) {
+      label, impl::Range(space, 0, rows), KOKKOS_LAMBDA(std::int64_t r) {
         const std::int64_t base = (r / inner) * n * inner + r % inner;
         float s = 0.f;
         for (std::int64_t i = 0; i < n; ++i) {
@@ -374,7 +372,7 @@ FView softmax_grad(const Shape& shape, const FView& y, const FView& dy, int dim,
 
 // ---------------------------------------------------------------- cumsum, top_1
 
-FView cumsum(const Shape& shape, const FView& x, int dim, bool exclusive) {
+FView cumsum(const ExecSpace& space, const Shape& shape, const FView& x, int dim, bool exclusive) {
   using namespace detail::reduce_impl;
   const char* where = "mtk::kernels::cumsum";
   check_dim(where, shape, dim);
@@ -385,7 +383,7 @@ FView cumsum(const Shape& shape, const FView& x, int dim, bool exclusive) {
   if (shape.num_elements() == 0)
     return y;
   Kokkos::parallel_for(
-      where, Kokkos::RangePolicy<std::int64_t>(0, rows), KOKKOS_LAMBDA(std::int64_t r) {
+      where, impl::Range(space, 0, rows), KOKKOS_LAMBDA(std::int64_t r) {
         const std::int64_t base = (r / inner) * n * inner + r % inner;
         double acc = 0.0;
         for (std::int64_t i = 0; i < n; ++i) {
@@ -403,7 +401,8 @@ FView cumsum(const Shape& shape, const FView& x, int dim, bool exclusive) {
   return y;
 }
 
-void top_1(const Shape& shape, const FView& x, int dim, FView& values, IView& indices) {
+void top_1(const ExecSpace& space, const Shape& shape, const FView& x, int dim, FView& values,
+           IView& indices) {
   using namespace detail::reduce_impl;
   const char* where = "mtk::kernels::top_1";
   check_dim(where, shape, dim);
@@ -416,7 +415,7 @@ void top_1(const Shape& shape, const FView& x, int dim, FView& values, IView& in
   IView idx = alloc<std::int32_t>(where, rows);
   const float lowest = -std::numeric_limits<float>::infinity();
   Kokkos::parallel_for(
-      where, Kokkos::RangePolicy<std::int64_t>(0, rows), KOKKOS_LAMBDA(std::int64_t r) {
+      where, impl::Range(space, 0, rows), KOKKOS_LAMBDA(std::int64_t r) {
         const std::int64_t base = (r / inner) * n * inner + r % inner;
         float best = lowest;
         std::int32_t at = 0;

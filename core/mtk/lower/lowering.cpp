@@ -1,10 +1,9 @@
-#include <mtk/parallel/collectives.hpp>
+#include <algorithm>
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/lower/lowering.hpp>
+#include <mtk/parallel/collectives.hpp>
 #include <mtk/parallel/relayout.hpp>
-
-#include <algorithm>
 #include <set>
 
 namespace mtk {
@@ -267,28 +266,29 @@ class Lowering {
       // analysis only: no storage
     } else if (g_.tensor_info(t).dtype == DType::int32) {
       b.i = kernels::fill<std::int32_t>(
-          ls.num_elements(),
+          mtk::ExecSpace(), ls.num_elements(),
           static_cast<std::int32_t>(init.kind == Initializer::Kind::ones       ? 1
                                     : init.kind == Initializer::Kind::constant ? init.a
                                                                                : 0));
     } else {
       switch (init.kind) {
         case Initializer::Kind::zeros:
-          b.f = kernels::fill<float>(ls.num_elements(), 0.f);
+          b.f = kernels::fill<float>(mtk::ExecSpace(), ls.num_elements(), 0.f);
           break;
         case Initializer::Kind::ones:
-          b.f = kernels::fill<float>(ls.num_elements(), 1.f);
+          b.f = kernels::fill<float>(mtk::ExecSpace(), ls.num_elements(), 1.f);
           break;
         case Initializer::Kind::constant:
-          b.f = kernels::fill<float>(ls.num_elements(), init.a);
+          b.f = kernels::fill<float>(mtk::ExecSpace(), ls.num_elements(), init.a);
           break;
         case Initializer::Kind::uniform:
-          b.f = kernels::random_uniform(l.shape(), ls, origin, seed, init.a, init.b);
+          b.f = kernels::random_uniform(mtk::ExecSpace(), l.shape(), ls, origin, seed, init.a,
+                                        init.b);
           break;
         case Initializer::Kind::normal:
         case Initializer::Kind::truncated_normal:
-          b.f = kernels::random_normal(l.shape(), ls, origin, seed, init.a, init.b,
-                                       init.kind == Initializer::Kind::truncated_normal);
+          b.f = kernels::random_normal(mtk::ExecSpace(), l.shape(), ls, origin, seed, init.a,
+                                       init.b, init.kind == Initializer::Kind::truncated_normal);
           break;
       }
     }
@@ -306,9 +306,11 @@ class Lowering {
     const bool f = is_float(t);
     add_step(label(), {}, {t}, [t, n, v, f](Buffers& b) {
       if (f)
-        b[static_cast<size_t>(t)].f = kernels::fill<float>(n, static_cast<float>(v));
+        b[static_cast<size_t>(t)].f =
+            kernels::fill<float>(mtk::ExecSpace(), n, static_cast<float>(v));
       else
-        b[static_cast<size_t>(t)].i = kernels::fill<std::int32_t>(n, static_cast<std::int32_t>(v));
+        b[static_cast<size_t>(t)].i =
+            kernels::fill<std::int32_t>(mtk::ExecSpace(), n, static_cast<std::int32_t>(v));
     });
   }
 
@@ -319,9 +321,9 @@ class Lowering {
     const bool f = is_float(t);
     add_step(label(), {}, {t}, [t, ls, origin, f](Buffers& b) {
       if (f)
-        b[static_cast<size_t>(t)].f = kernels::range<float>(ls, 0, origin);
+        b[static_cast<size_t>(t)].f = kernels::range<float>(mtk::ExecSpace(), ls, 0, origin);
       else
-        b[static_cast<size_t>(t)].i = kernels::range<std::int32_t>(ls, 0, origin);
+        b[static_cast<size_t>(t)].i = kernels::range<std::int32_t>(mtk::ExecSpace(), ls, 0, origin);
     });
   }
 
@@ -341,10 +343,10 @@ class Lowering {
           const std::uint64_t s =
               seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(p->step());
           b[static_cast<size_t>(t)].f =
-              uniform ? kernels::random_uniform(gs, ls, origin, s, static_cast<float>(a),
-                                                static_cast<float>(c))
-                      : kernels::random_normal(gs, ls, origin, s, static_cast<float>(a),
-                                               static_cast<float>(c), false);
+              uniform ? kernels::random_uniform(mtk::ExecSpace(), gs, ls, origin, s,
+                                                static_cast<float>(a), static_cast<float>(c))
+                      : kernels::random_normal(mtk::ExecSpace(), gs, ls, origin, s,
+                                               static_cast<float>(a), static_cast<float>(c), false);
         },
         "random", static_cast<double>(ls.num_elements()));
   }
@@ -365,10 +367,11 @@ class Lowering {
         label(), {x}, {y},
         [=](Buffers& b) {
           if (f)
-            b[static_cast<size_t>(y)].f = kernels::unary<float>(fn, b[static_cast<size_t>(x)].f, p);
+            b[static_cast<size_t>(y)].f =
+                kernels::unary<float>(mtk::ExecSpace(), fn, b[static_cast<size_t>(x)].f, p);
           else
             b[static_cast<size_t>(y)].i =
-                kernels::unary<std::int32_t>(fn, b[static_cast<size_t>(x)].i, p);
+                kernels::unary<std::int32_t>(mtk::ExecSpace(), fn, b[static_cast<size_t>(x)].i, p);
         },
         "elementwise", static_cast<double>(local(y).num_elements()));
   }
@@ -402,9 +405,11 @@ class Lowering {
           auto& A = b[static_cast<size_t>(a)];
           auto& C = b[static_cast<size_t>(c)];
           if (f)
-            b[static_cast<size_t>(y)].f = kernels::binary<float>(fn, la, A.f, lc, C.f, ly);
+            b[static_cast<size_t>(y)].f =
+                kernels::binary<float>(mtk::ExecSpace(), fn, la, A.f, lc, C.f, ly);
           else
-            b[static_cast<size_t>(y)].i = kernels::binary<std::int32_t>(fn, la, A.i, lc, C.i, ly);
+            b[static_cast<size_t>(y)].i =
+                kernels::binary<std::int32_t>(mtk::ExecSpace(), fn, la, A.i, lc, C.i, ly);
         },
         "elementwise", static_cast<double>(ly.num_elements()));
   }
@@ -423,8 +428,8 @@ class Lowering {
           auto& A = b[static_cast<size_t>(a)];
           auto& C = b[static_cast<size_t>(c)];
           b[static_cast<size_t>(y)].f =
-              f ? kernels::compare<float>(fn, la, A.f, lc, C.f, ly)
-                : kernels::compare<std::int32_t>(fn, la, A.i, lc, C.i, ly);
+              f ? kernels::compare<float>(mtk::ExecSpace(), fn, la, A.f, lc, C.f, ly)
+                : kernels::compare<std::int32_t>(mtk::ExecSpace(), fn, la, A.i, lc, C.i, ly);
         },
         "elementwise", static_cast<double>(ly.num_elements()));
   }
@@ -439,8 +444,8 @@ class Lowering {
         label(), {c, a, d}, {y},
         [=](Buffers& b) {
           b[static_cast<size_t>(y)].f =
-              kernels::where(lc, b[static_cast<size_t>(c)].f, la, b[static_cast<size_t>(a)].f, ld,
-                             b[static_cast<size_t>(d)].f, ly);
+              kernels::where(mtk::ExecSpace(), lc, b[static_cast<size_t>(c)].f, la,
+                             b[static_cast<size_t>(a)].f, ld, b[static_cast<size_t>(d)].f, ly);
         },
         "elementwise", static_cast<double>(ly.num_elements()));
   }
@@ -454,10 +459,10 @@ class Lowering {
         [=](Buffers& b) {
           if (to_float)
             b[static_cast<size_t>(y)].f =
-                kernels::cast<float, std::int32_t>(b[static_cast<size_t>(x)].i);
+                kernels::cast<float, std::int32_t>(mtk::ExecSpace(), b[static_cast<size_t>(x)].i);
           else
             b[static_cast<size_t>(y)].i =
-                kernels::cast<std::int32_t, float>(b[static_cast<size_t>(x)].f);
+                kernels::cast<std::int32_t, float>(mtk::ExecSpace(), b[static_cast<size_t>(x)].f);
         },
         "elementwise", static_cast<double>(local(y).num_elements()));
   }
@@ -527,7 +532,8 @@ class Lowering {
       add_step(
           label(), {a}, {y},
           [=](Buffers& b) {
-            b[static_cast<size_t>(y)].f = kernels::einsum(la, b[static_cast<size_t>(a)].f, ly);
+            b[static_cast<size_t>(y)].f =
+                kernels::einsum(mtk::ExecSpace(), la, b[static_cast<size_t>(a)].f, ly);
           },
           "einsum", static_cast<double>(la.num_elements()));
     } else {
@@ -538,8 +544,9 @@ class Lowering {
           cat(label(), " ", la.to_string(), " x ", lc.to_string(), " -> ", ly.to_string()), {a, c},
           {y},
           [=](Buffers& b) {
-            b[static_cast<size_t>(y)].f = kernels::einsum(la, b[static_cast<size_t>(a)].f, lc,
-                                                          b[static_cast<size_t>(c)].f, ly);
+            b[static_cast<size_t>(y)].f =
+                kernels::einsum(mtk::ExecSpace(), la, b[static_cast<size_t>(a)].f, lc,
+                                b[static_cast<size_t>(c)].f, ly);
           },
           "einsum", flops);
     }
@@ -562,10 +569,10 @@ class Lowering {
         [=](Buffers& b) {
           if (f)
             b[static_cast<size_t>(y)].f =
-                kernels::reduce<float>(fn, lx, b[static_cast<size_t>(x)].f, ly);
+                kernels::reduce<float>(mtk::ExecSpace(), fn, lx, b[static_cast<size_t>(x)].f, ly);
           else
-            b[static_cast<size_t>(y)].i =
-                kernels::reduce<std::int32_t>(fn, lx, b[static_cast<size_t>(x)].i, ly);
+            b[static_cast<size_t>(y)].i = kernels::reduce<std::int32_t>(
+                mtk::ExecSpace(), fn, lx, b[static_cast<size_t>(x)].i, ly);
         },
         "reduce", static_cast<double>(lx.num_elements()));
     if (fn == ReduceFn::sum) {
@@ -614,7 +621,8 @@ class Lowering {
       add_step(
           label(), {x}, {y},
           [=](Buffers& b) {
-            b[static_cast<size_t>(y)].f = kernels::softmax(lx, b[static_cast<size_t>(x)].f, d, log);
+            b[static_cast<size_t>(y)].f =
+                kernels::softmax(mtk::ExecSpace(), lx, b[static_cast<size_t>(x)].f, d, log);
           },
           "softmax", 5.0 * static_cast<double>(lx.num_elements()));
       return;
@@ -629,19 +637,19 @@ class Lowering {
         label() + " (split over " + shape_[axis].name + ")", {x}, {y},
         [=](Buffers& b) {
           const FView& X = b[static_cast<size_t>(x)].f;
-          FView m = kernels::reduce<float>(ReduceFn::max, lx, X, lr);
+          FView m = kernels::reduce<float>(mtk::ExecSpace(), ReduceFn::max, lx, X, lr);
           allreduce<float>(mesh, {axis}, m, ReduceOp::max);
-          FView z = kernels::binary<float>(BinaryFn::subtract, lx, X, lr, m, lx);
-          FView e = kernels::unary<float>(UnaryFn::exp, z);
-          FView s = kernels::reduce<float>(ReduceFn::sum, lx, e, lr);
+          FView z = kernels::binary<float>(mtk::ExecSpace(), BinaryFn::subtract, lx, X, lr, m, lx);
+          FView e = kernels::unary<float>(mtk::ExecSpace(), UnaryFn::exp, z);
+          FView s = kernels::reduce<float>(mtk::ExecSpace(), ReduceFn::sum, lx, e, lr);
           allreduce<float>(mesh, {axis}, s, ReduceOp::sum);
           if (log) {
-            FView ls = kernels::unary<float>(UnaryFn::log, s);
+            FView ls = kernels::unary<float>(mtk::ExecSpace(), UnaryFn::log, s);
             b[static_cast<size_t>(y)].f =
-                kernels::binary<float>(BinaryFn::subtract, lx, z, lr, ls, lx);
+                kernels::binary<float>(mtk::ExecSpace(), BinaryFn::subtract, lx, z, lr, ls, lx);
           } else {
             b[static_cast<size_t>(y)].f =
-                kernels::binary<float>(BinaryFn::divide, lx, e, lr, s, lx);
+                kernels::binary<float>(mtk::ExecSpace(), BinaryFn::divide, lx, e, lr, s, lx);
           }
         },
         "softmax", 5.0 * static_cast<double>(lx.num_elements()));
@@ -658,7 +666,8 @@ class Lowering {
     add_step(
         label(), {x}, {y},
         [=](Buffers& b) {
-          b[static_cast<size_t>(y)].f = kernels::cumsum(lx, b[static_cast<size_t>(x)].f, d, excl);
+          b[static_cast<size_t>(y)].f =
+              kernels::cumsum(mtk::ExecSpace(), lx, b[static_cast<size_t>(x)].f, d, excl);
         },
         "elementwise", static_cast<double>(lx.num_elements()));
   }
@@ -673,8 +682,8 @@ class Lowering {
     add_step(
         label(), {x}, {v, ix},
         [=](Buffers& b) {
-          kernels::top_1(lx, b[static_cast<size_t>(x)].f, d, b[static_cast<size_t>(v)].f,
-                         b[static_cast<size_t>(ix)].i);
+          kernels::top_1(mtk::ExecSpace(), lx, b[static_cast<size_t>(x)].f, d,
+                         b[static_cast<size_t>(v)].f, b[static_cast<size_t>(ix)].i);
         },
         "reduce", static_cast<double>(lx.num_elements()));
   }
@@ -689,8 +698,8 @@ class Lowering {
     add_step(
         label(), {ids}, {y},
         [=](Buffers& b) {
-          b[static_cast<size_t>(y)].f =
-              kernels::one_hot(li, b[static_cast<size_t>(ids)].i, ly, d, origin, on, off);
+          b[static_cast<size_t>(y)].f = kernels::one_hot(
+              mtk::ExecSpace(), li, b[static_cast<size_t>(ids)].i, ly, d, origin, on, off);
         },
         "elementwise", static_cast<double>(ly.num_elements()));
   }
@@ -714,7 +723,7 @@ class Lowering {
         label(), {table, ids}, {y},
         [=](Buffers& b) {
           b[static_cast<size_t>(y)].f =
-              kernels::gather(lt, b[static_cast<size_t>(table)].f, d, origin, li,
+              kernels::gather(mtk::ExecSpace(), lt, b[static_cast<size_t>(table)].f, d, origin, li,
                               b[static_cast<size_t>(ids)].i, ly);
         },
         "gather", static_cast<double>(ly.num_elements()));
@@ -756,8 +765,9 @@ class Lowering {
     add_step(
         label(), {ids, upd}, {y},
         [=](Buffers& b) {
-          b[static_cast<size_t>(y)].f = kernels::scatter_add(
-              li, b[static_cast<size_t>(ids)].i, lu, b[static_cast<size_t>(upd)].f, ly, d, origin);
+          b[static_cast<size_t>(y)].f =
+              kernels::scatter_add(mtk::ExecSpace(), li, b[static_cast<size_t>(ids)].i, lu,
+                                   b[static_cast<size_t>(upd)].f, ly, d, origin);
         },
         "gather", static_cast<double>(lu.num_elements()));
   }
@@ -783,20 +793,23 @@ class Lowering {
         {loss, lse_out},
         [=](Buffers& b) {
           const FView& X = b[static_cast<size_t>(x)].f;
-          FView m = kernels::reduce<float>(ReduceFn::max, lx, X, lr);
+          FView m = kernels::reduce<float>(mtk::ExecSpace(), ReduceFn::max, lx, X, lr);
           if (axis >= 0)
             allreduce<float>(mesh, {axis}, m, ReduceOp::max);
-          FView s = kernels::sum_exp_shifted(lx, X, d, m);
+          FView s = kernels::sum_exp_shifted(mtk::ExecSpace(), lx, X, d, m);
           FView xt, sx;
-          kernels::target_logit_and_sum(lx, X, d, b[static_cast<size_t>(t)].i, origin, xt, sx);
+          kernels::target_logit_and_sum(mtk::ExecSpace(), lx, X, d, b[static_cast<size_t>(t)].i,
+                                        origin, xt, sx);
           if (axis >= 0) {
             allreduce<float>(mesh, {axis}, s);
             allreduce<float>(mesh, {axis}, xt);
             allreduce<float>(mesh, {axis}, sx);
           }
-          FView lse = kernels::binary<float>(BinaryFn::add, lr, m, lr,
-                                             kernels::unary<float>(UnaryFn::log, s), lr);
-          b[static_cast<size_t>(loss)].f = kernels::cross_entropy_from_stats(lse, xt, sx, ls, V, z);
+          FView lse =
+              kernels::binary<float>(mtk::ExecSpace(), BinaryFn::add, lr, m, lr,
+                                     kernels::unary<float>(mtk::ExecSpace(), UnaryFn::log, s), lr);
+          b[static_cast<size_t>(loss)].f =
+              kernels::cross_entropy_from_stats(mtk::ExecSpace(), lse, xt, sx, ls, V, z);
           b[static_cast<size_t>(lse_out)].f = lse;
         },
         "softmax", 4.0 * static_cast<double>(lx.num_elements()));
@@ -817,8 +830,8 @@ class Lowering {
         label(), {x, t, lse, dy}, {dx},
         [=](Buffers& b) {
           b[static_cast<size_t>(dx)].f = kernels::cross_entropy_grad(
-              lx, b[static_cast<size_t>(x)].f, d, b[static_cast<size_t>(t)].i, origin,
-              b[static_cast<size_t>(lse)].f, b[static_cast<size_t>(dy)].f, ls, V, z);
+              mtk::ExecSpace(), lx, b[static_cast<size_t>(x)].f, d, b[static_cast<size_t>(t)].i,
+              origin, b[static_cast<size_t>(lse)].f, b[static_cast<size_t>(dy)].f, ls, V, z);
         },
         "softmax", 3.0 * static_cast<double>(lx.num_elements()));
   }
@@ -834,10 +847,10 @@ class Lowering {
     add_step(
         label(), {p, m, v, gr, ss}, {np, nm, nv},
         [=](Buffers& b) {
-          kernels::adam_update(b[static_cast<size_t>(p)].f, b[static_cast<size_t>(m)].f,
-                               b[static_cast<size_t>(v)].f, b[static_cast<size_t>(gr)].f,
-                               b[static_cast<size_t>(ss)].f, b1, b2, eps,
-                               b[static_cast<size_t>(np)].f, b[static_cast<size_t>(nm)].f,
+          kernels::adam_update(mtk::ExecSpace(), b[static_cast<size_t>(p)].f,
+                               b[static_cast<size_t>(m)].f, b[static_cast<size_t>(v)].f,
+                               b[static_cast<size_t>(gr)].f, b[static_cast<size_t>(ss)].f, b1, b2,
+                               eps, b[static_cast<size_t>(np)].f, b[static_cast<size_t>(nm)].f,
                                b[static_cast<size_t>(nv)].f);
         },
         "optimizer", 8.0 * static_cast<double>(local(p).num_elements()));
@@ -894,10 +907,10 @@ class Lowering {
     add_step(label(), {x}, {y}, [=](Buffers& b) {
       if (f)
         b[static_cast<size_t>(y)].f =
-            kernels::broadcast<float>(lx, b[static_cast<size_t>(x)].f, ly);
+            kernels::broadcast<float>(mtk::ExecSpace(), lx, b[static_cast<size_t>(x)].f, ly);
       else
         b[static_cast<size_t>(y)].i =
-            kernels::broadcast<std::int32_t>(lx, b[static_cast<size_t>(x)].i, ly);
+            kernels::broadcast<std::int32_t>(mtk::ExecSpace(), lx, b[static_cast<size_t>(x)].i, ly);
     });
   }
 
@@ -929,33 +942,37 @@ class Lowering {
           switch (kind) {
             case OpKind::slice:
               if (f)
-                out.f = kernels::slice<float>(lin[0], x0.f, d, at.begin, at.size);
+                out.f = kernels::slice<float>(mtk::ExecSpace(), lin[0], x0.f, d, at.begin, at.size);
               else
-                out.i = kernels::slice<std::int32_t>(lin[0], x0.i, d, at.begin, at.size);
+                out.i = kernels::slice<std::int32_t>(mtk::ExecSpace(), lin[0], x0.i, d, at.begin,
+                                                     at.size);
               break;
             case OpKind::pad:
               if (f)
-                out.f = kernels::pad<float>(lin[0], x0.f, d, at.begin, at.after, 0.f);
+                out.f =
+                    kernels::pad<float>(mtk::ExecSpace(), lin[0], x0.f, d, at.begin, at.after, 0.f);
               else
-                out.i = kernels::pad<std::int32_t>(lin[0], x0.i, d, at.begin, at.after, 0);
+                out.i = kernels::pad<std::int32_t>(mtk::ExecSpace(), lin[0], x0.i, d, at.begin,
+                                                   at.after, 0);
               break;
             case OpKind::shift:
               if (f)
-                out.f = kernels::shift<float>(lin[0], x0.f, d, at.begin, at.flag);
+                out.f = kernels::shift<float>(mtk::ExecSpace(), lin[0], x0.f, d, at.begin, at.flag);
               else
-                out.i = kernels::shift<std::int32_t>(lin[0], x0.i, d, at.begin, at.flag);
+                out.i = kernels::shift<std::int32_t>(mtk::ExecSpace(), lin[0], x0.i, d, at.begin,
+                                                     at.flag);
               break;
             default: {
               if (f) {
                 std::vector<FView> xs;
                 for (int t : ins)
                   xs.push_back(b[static_cast<size_t>(t)].f);
-                out.f = kernels::concat<float>(lin, xs, d);
+                out.f = kernels::concat<float>(mtk::ExecSpace(), lin, xs, d);
               } else {
                 std::vector<IView> xs;
                 for (int t : ins)
                   xs.push_back(b[static_cast<size_t>(t)].i);
-                out.i = kernels::concat<std::int32_t>(lin, xs, d);
+                out.i = kernels::concat<std::int32_t>(mtk::ExecSpace(), lin, xs, d);
               }
             }
           }
@@ -989,7 +1006,8 @@ class Lowering {
                                   storage.f = v.f;
                                 storage.i = v.i;
                               } else {
-                                kernels::axpy<float>(mode == AssignMode::add ? 1.f : -1.f, v.f,
+                                kernels::axpy<float>(mtk::ExecSpace(),
+                                                     mode == AssignMode::add ? 1.f : -1.f, v.f,
                                                      storage.f);
                               }
                             }});

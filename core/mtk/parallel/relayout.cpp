@@ -1,6 +1,6 @@
-#include <mtk/parallel/collectives.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/kernels.hpp>
+#include <mtk/parallel/collectives.hpp>
 #include <mtk/parallel/relayout.hpp>
 
 namespace mtk {
@@ -63,7 +63,8 @@ Kokkos::View<T*> run_relayout(const Mesh& mesh, const std::vector<RelayoutMove>&
     switch (m.kind) {
       case RelayoutMove::Kind::slice: {
         const std::int64_t part = m.local_before[m.dim].size / mesh.shape()[m.axis].size;
-        x = kernels::slice<T>(m.local_before, x, m.dim, mesh.coordinate(m.axis) * part, part);
+        x = kernels::slice<T>(mtk::ExecSpace(), m.local_before, x, m.dim,
+                              mesh.coordinate(m.axis) * part, part);
         break;
       }
       case RelayoutMove::Kind::allconcat:

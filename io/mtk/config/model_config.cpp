@@ -1,5 +1,6 @@
 #include <mtk/base/error.hpp>
 #include <mtk/config/model_config.hpp>
+#include <mtk/nn/paper_configs.hpp>
 
 #include <algorithm>
 
@@ -32,7 +33,7 @@ void reject_unknown_keys(const Config& config, const std::string& section,
   }
 }
 
-TransformerConfig transformer_config_from(const Config& config, const std::string& section) {
+nn::TransformerConfig transformer_config_from(const Config& config, const std::string& section) {
   const std::vector<std::string> known = {"preset",
                                           "vocab_size",
                                           "d_model",
@@ -54,7 +55,7 @@ TransformerConfig transformer_config_from(const Config& config, const std::strin
                                           "moe.capacity_factor_eval",
                                           "moe.loss_coefficient"};
   reject_unknown_keys(config, section, known);
-  TransformerConfig c;
+  nn::TransformerConfig c;
   auto key = [&](const char* k) { return section + "." + k; };
   if (config.has(key("preset"))) {
     const std::string p = config.get_string(key("preset"));
@@ -68,9 +69,9 @@ TransformerConfig transformer_config_from(const Config& config, const std::strin
            cat(config.origin(), ": ", key("preset"), " = '", p, "' has no size"));
     }
     if (kind == "paper_lm")
-      c = TransformerConfig::paper_lm(size);
+      c = nn::paper_lm(size);
     else if (kind == "paper_translation")
-      c = TransformerConfig::paper_translation(size);
+      c = nn::paper_translation(size);
     else
       fail("mtk::transformer_config_from", cat(config.origin(), ": ", key("preset"), " = '", p,
                                                "'; use paper_lm:-1..5 or paper_translation:-1..4"));

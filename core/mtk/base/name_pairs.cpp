@@ -1,5 +1,5 @@
 #include <mtk/base/error.hpp>
-#include <mtk/base/impl/name_pairs.hpp>
+#include <mtk/base/name_pairs.hpp>
 
 #include <cctype>
 

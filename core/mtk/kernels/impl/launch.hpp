@@ -1,0 +1,23 @@
+#pragma once
+// Allocation and launch policy shared by every kernel: labelled, uninitialised Views and ranges on
+// the caller's execution space instance.
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <mtk/base/exec_space.hpp>
+#include <string>
+
+namespace mtk::kernels::impl {
+
+/// An uninitialised View of `n` elements named `label` (every kernel writes all of its output).
+template <class T>
+Kokkos::View<T*> alloc(const char* label, std::int64_t n) {
+  return Kokkos::View<T*>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
+                          static_cast<size_t>(n));
+}
+
+/// [0, n) on `space`.
+using Range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
+
+}  // namespace mtk::kernels::impl

@@ -1,0 +1,30 @@
+#pragma once
+// Reductions: reduce, softmax, cumsum, top_1.
+// (kernels/reduce.cpp; conventions in kernels/view.hpp)
+
+#include <mtk/base/exec_space.hpp>
+#include <mtk/base/functions.hpp>
+#include <mtk/base/shape.hpp>
+#include <mtk/kernels/view.hpp>
+
+#include <cstdint>
+
+namespace mtk::kernels {
+
+/// Reduces the dims of in_shape that out_shape lacks; out_shape's dims are a subset of in_shape's
+/// in any order.
+template <class T>
+View<T> reduce(const ExecSpace& space, ReduceFn fn, const Shape& in_shape, const View<T>& x,
+               const Shape& out_shape);
+/// Softmax (or log-softmax) along `dim`, which is whole locally.
+FView softmax(const ExecSpace& space, const Shape& shape, const FView& x, int dim, bool log);
+/// Gradient of softmax / log-softmax along `dim` given its output y and dy.
+FView softmax_grad(const ExecSpace& space, const Shape& shape, const FView& y, const FView& dy,
+                   int dim, bool log);
+/// Inclusive (or exclusive) cumulative sum along `dim`.
+FView cumsum(const ExecSpace& space, const Shape& shape, const FView& x, int dim, bool exclusive);
+/// Max along `dim` (whole locally) and its position; out_shape = shape without `dim`.
+void top_1(const ExecSpace& space, const Shape& shape, const FView& x, int dim, FView& values,
+           IView& indices);
+
+}  // namespace mtk::kernels

@@ -1,0 +1,18 @@
+#pragma once
+// The training loss: softmax cross-entropy with label smoothing, z-loss and logit scaling.
+
+#include <mtk/graph/graph.hpp>
+
+namespace mtk::nn {
+
+struct CrossEntropyOptions {
+  double label_smoothing = 0.0;
+  double z_loss = 0.0;
+  double logit_scale = 1.0;  ///< the paper's 0.9 at evaluation
+};
+
+/// Per-token softmax cross-entropy of logits [..., vocab] against int32 targets [...].
+Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& targets, const Dimension& vocab,
+                             const CrossEntropyOptions& options = {});
+
+}  // namespace mtk::nn

@@ -1,0 +1,121 @@
+#include <mtk/base/error.hpp>
+#include <mtk/nn/impl/weights.hpp>
+#include <mtk/nn/moe.hpp>
+#include <mtk/ops/ops.hpp>
+
+#include <algorithm>
+
+namespace mtk::nn {
+namespace {
+
+using impl::weight;
+
+// The dims of one MoE layer: x is [batch, length, d_model]; the experts see [experts,
+// batch_unsplit, expert_capacity, ...] after the relayout.
+struct MoeDims {
+  Dimension batch, length, d_model, d_ff, experts_unsplit, experts, batch_unsplit, capacity;
+};
+
+MoeDims moe_dims(const LayerContext& ctx, const Tensor& x, const Dimension& d_model,
+                 const Dimension& d_ff, const MoeOptions& options) {
+  if (x.shape().rank() != 3 || x.shape()[2].name != d_model.name)
+    fail("mtk::nn::mixture_of_experts",
+         cat("expects x [batch, length, ", d_model.name, "], got ", x.shape().to_string()));
+  const Dimension batch = x.shape()[0], length = x.shape()[1];
+  const std::int64_t E = options.num_experts;
+  const double cf = ctx.training ? options.capacity_factor_train : options.capacity_factor_eval;
+  const std::int64_t capacity = std::min<std::int64_t>(
+      length.size, std::max<std::int64_t>(std::min<std::int64_t>(4, length.size),
+                                          static_cast<std::int64_t>(length.size * cf / E)));
+  return {batch,
+          length,
+          d_model,
+          d_ff,
+          {"experts_unsplit", E},
+          {"experts", E},
+          {"batch_unsplit", batch.size},
+          {"expert_capacity", capacity}};
+}
+
+// Top-2 gating: each token's two most probable experts, their renormalised gates, and the
+// load-balancing loss (fraction of tokens routed to each expert x mean gate probability).
+struct Top2Gating {
+  Tensor gate_1, mask_1, gate_2, mask_2, aux_loss;
+};
+
+Top2Gating top2_gating(Graph& g, const std::string& name, const Tensor& x, const MoeDims& d,
+                       double loss_coefficient) {
+  const std::string& experts = d.experts_unsplit.name;
+  const std::int64_t E = d.experts_unsplit.size;
+  Tensor wg = weight(g, name + "/gate", Shape{d.d_model, d.experts_unsplit}, d.d_model.size);
+  Tensor raw = softmax(einsum({x, wg}, Shape{d.batch, d.length, d.experts_unsplit}), experts);
+  auto [gate_1, index_1] = top_1(raw, experts);
+  Tensor mask_1 = one_hot(index_1, d.experts_unsplit);
+  Tensor density = reduce_mean(mask_1, {d.length.name});
+  Tensor density_proxy = reduce_mean(raw, {d.length.name});
+  Tensor aux =
+      multiply(reduce_mean(density * density_proxy), static_cast<double>(E * E) * loss_coefficient);
+  Tensor raw_2 = raw * add(negative(mask_1), 1.0);
+  auto [gate_2, index_2] = top_1(raw_2, experts);
+  Tensor mask_2 = one_hot(index_2, d.experts_unsplit);
+  Tensor denom = add(gate_1 + gate_2, 1e-9);
+  gate_1 = gate_1 / denom;
+  gate_2 = gate_2 / denom;
+  return {gate_1, mask_1, gate_2, mask_2, aux};
+}
+
+// Routing weights [batch, length, experts_unsplit, expert_capacity]: each token's position in its
+// experts' buffers; tokens beyond the capacity are dropped (their output is 0 and the residual
+// connection passes them through).
+Tensor combine_weights(Graph& g, Top2Gating r, const MoeDims& d) {
+  const std::string& length = d.length.name;
+  const std::string& experts = d.experts_unsplit.name;
+  Tensor cap_c = constant(g, Shape(), static_cast<double>(d.capacity.size));
+  Tensor pos_1 = cumsum(r.mask_1, length, true) * r.mask_1;
+  r.mask_1 = r.mask_1 * less(pos_1, cap_c);
+  Tensor count_1 = reduce_sum(r.mask_1, {length});
+  Tensor flat_1 = reduce_sum(r.mask_1, {experts});
+  Tensor pflat_1 = reduce_sum(pos_1 * r.mask_1, {experts});
+  Tensor pos_2 = (cumsum(r.mask_2, length, true) + count_1) * r.mask_2;
+  r.mask_2 = r.mask_2 * less(pos_2, cap_c);
+  Tensor flat_2 = reduce_sum(r.mask_2, {experts});
+  Tensor pflat_2 = reduce_sum(pos_2 * r.mask_2, {experts});
+  const Shape combine_shape{d.batch, d.length, d.experts_unsplit, d.capacity};
+  return einsum({r.gate_1 * flat_1, r.mask_1, one_hot(cast(pflat_1, DType::int32), d.capacity)},
+                combine_shape) +
+         einsum({r.gate_2 * flat_2, r.mask_2, one_hot(cast(pflat_2, DType::int32), d.capacity)},
+                combine_shape);
+}
+
+// The experts' feed-forward layers on their buffers [experts_unsplit, batch, capacity, d_model]:
+// tokens move from batch-split to experts-split and back by reshapes (relayouts).
+Tensor expert_layers(const LayerContext& ctx, const std::string& name, const Tensor& expert_in,
+                     const MoeDims& d) {
+  Graph& g = *ctx.graph;
+  Tensor in = reshape(expert_in, Shape{d.experts, d.batch_unsplit, d.capacity, d.d_model});
+  Tensor w1 = weight(g, name + "/wi", Shape{d.experts, d.d_model, d.d_ff}, d.d_model.size);
+  Tensor w2 = weight(g, name + "/wo", Shape{d.experts, d.d_ff, d.d_model}, d.d_ff.size);
+  Tensor h = relu(einsum({in, w1}, Shape{d.experts, d.batch_unsplit, d.capacity, d.d_ff}));
+  h = ctx.dropout(h, name + "/dropout");
+  Tensor out = einsum({h, w2}, Shape{d.experts, d.batch_unsplit, d.capacity, d.d_model});
+  return reshape(out, Shape{d.experts_unsplit, d.batch, d.capacity, d.d_model});
+}
+
+}  // namespace
+
+MoeResult mixture_of_experts(const LayerContext& ctx, const std::string& name, const Tensor& x,
+                             const Dimension& d_model, const Dimension& d_ff,
+                             const MoeOptions& options) {
+  Graph& g = *ctx.graph;
+  const MoeDims d = moe_dims(ctx, x, d_model, d_ff, options);
+  Top2Gating gating = top2_gating(g, name, x, d, options.loss_coefficient);
+  Tensor combine = combine_weights(g, gating, d);
+  Tensor dispatch = stop_gradient(greater(combine, constant(g, Shape(), 0.0)));
+  Tensor expert_in =
+      einsum({dispatch, x}, Shape{d.experts_unsplit, d.batch, d.capacity, d.d_model});
+  Tensor expert_out = expert_layers(ctx, name, expert_in, d);
+  Tensor y = einsum({combine, expert_out}, x.shape());
+  return {y, gating.aux_loss, combine};
+}
+
+}  // namespace mtk::nn

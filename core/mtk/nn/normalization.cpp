@@ -1,0 +1,24 @@
+#include <mtk/nn/normalization.hpp>
+#include <mtk/ops/ops.hpp>
+
+namespace mtk::nn {
+
+Tensor layer_norm(const LayerContext& ctx, const std::string& name, const Tensor& x,
+                  const std::string& dim, double epsilon) {
+  const Dimension d = x.shape().dim(dim);
+  Tensor scale = variable(*ctx.graph, name + "/scale", Shape{d}, Initializer::ones());
+  Tensor bias = variable(*ctx.graph, name + "/bias", Shape{d}, Initializer::zeros());
+  Tensor centered = x - reduce_mean(x, {dim});
+  Tensor variance = reduce_mean(square(centered), {dim});
+  return centered * rsqrt(add(variance, epsilon)) * scale + bias;
+}
+
+Tensor rms_norm(const LayerContext& ctx, const std::string& name, const Tensor& x,
+                const std::string& dim, double epsilon) {
+  const Dimension d = x.shape().dim(dim);
+  Tensor scale = variable(*ctx.graph, name + "/scale", Shape{d}, Initializer::ones());
+  Tensor variance = reduce_mean(square(x), {dim});
+  return x * rsqrt(add(variance, epsilon)) * scale;
+}
+
+}  // namespace mtk::nn

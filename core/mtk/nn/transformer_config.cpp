@@ -1,0 +1,70 @@
+#include <mtk/base/error.hpp>
+#include <mtk/nn/transformer_config.hpp>
+
+#include <sstream>
+
+namespace mtk::nn {
+
+void TransformerConfig::validate() const {
+  const char* where = "mtk::nn::TransformerConfig";
+  auto positive = [where](const char* key, std::int64_t v) {
+    if (v <= 0)
+      fail(where, cat("model.", key, " = ", v, " must be positive"));
+  };
+  positive("vocab_size", vocab_size);
+  positive("d_model", d_model);
+  positive("d_ff", d_ff);
+  positive("num_heads", num_heads);
+  positive("d_kv", d_kv);
+  positive("num_layers", num_layers);
+  positive("length", length);
+  positive("batch", batch);
+  if (num_encoder_layers < 0)
+    fail(where, "model.num_encoder_layers must be >= 0");
+  if (dropout < 0 || dropout >= 1)
+    fail(where, cat("model.dropout = ", dropout, " not in [0, 1)"));
+  if (norm != "layer_norm" && norm != "rms_norm")
+    fail(where, cat("model.norm = '", norm, "'; use layer_norm or rms_norm"));
+  if (moe_every < 0)
+    fail(where, "model.moe_every must be >= 0");
+  if (moe_every > 0 && moe.num_experts < 1)
+    fail(where, "model.moe.num_experts must be >= 1");
+}
+
+bool TransformerConfig::is_moe_layer(std::int64_t layer) const {
+  return moe_every > 0 && (layer + 1) % moe_every == 0;
+}
+
+std::int64_t TransformerConfig::analytic_parameter_count() const {
+  const std::int64_t norm_params = norm == "layer_norm" ? 2 * d_model : d_model;
+  const std::int64_t attention = 4 * d_model * num_heads * d_kv;
+  auto ffn = [&](std::int64_t layer) {
+    if (is_moe_layer(layer))
+      return moe.num_experts * 2 * d_model * d_ff + d_model * moe.num_experts;
+    return 2 * d_model * d_ff;
+  };
+  std::int64_t total = 0;
+  for (std::int64_t l = 0; l < num_encoder_layers; ++l)
+    total += attention + ffn(l) + 2 * norm_params;
+  for (std::int64_t l = 0; l < num_layers; ++l)
+    total += attention * (num_encoder_layers > 0 ? 2 : 1) + ffn(l) +
+             (num_encoder_layers > 0 ? 3 : 2) * norm_params;
+  total += norm_params * (num_encoder_layers > 0 ? 2 : 1);           // final norms
+  total += vocab_size * d_model * (num_encoder_layers > 0 ? 3 : 2);  // embeddings + softmax
+  total += length * d_model * (num_encoder_layers > 0 ? 2 : 1);      // positions
+  return total;
+}
+
+std::string TransformerConfig::to_string() const {
+  std::ostringstream os;
+  os << "vocab " << vocab_size << ", d_model " << d_model << ", d_ff " << d_ff << ", heads "
+     << num_heads << " x d_kv " << d_kv << ", layers " << num_layers;
+  if (num_encoder_layers)
+    os << " (+" << num_encoder_layers << " encoder)";
+  os << ", length " << length << ", batch " << batch;
+  if (moe_every)
+    os << ", MoE every " << moe_every << " (" << moe.num_experts << " experts)";
+  return os.str();
+}
+
+}  // namespace mtk::nn

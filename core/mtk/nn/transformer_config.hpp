@@ -1,0 +1,38 @@
+#pragma once
+// The sizes and options of a Transformer (decoder-only or encoder-decoder, dense or MoE).
+
+#include <mtk/nn/moe.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace mtk::nn {
+
+struct TransformerConfig {
+  std::int64_t vocab_size = 32000;
+  std::int64_t d_model = 512;
+  std::int64_t d_ff = 2048;
+  std::int64_t num_heads = 8;
+  std::int64_t d_kv = 64;
+  std::int64_t num_layers = 6;          ///< decoder layers
+  std::int64_t num_encoder_layers = 0;  ///< > 0: encoder-decoder
+  std::int64_t length = 256;            ///< sequence length (packed)
+  std::int64_t batch = 8;               ///< sequences per step, over all ranks
+  double dropout = 0.0;
+  double label_smoothing = 0.0;
+  double z_loss = 0.0;
+  bool gelu = false;
+  std::string norm = "layer_norm";  ///< or "rms_norm"
+  int moe_every = 0;                ///< every n-th feed-forward layer is a mixture of experts
+  MoeOptions moe;
+
+  /// Checks the sizes; throws naming the key and value.
+  void validate() const;
+  /// Whether feed-forward layer `layer` (0-based, in encoder or decoder) is a mixture of experts.
+  bool is_moe_layer(std::int64_t layer) const;
+  /// Parameters of the model this config builds, by formula (no graph, no memory).
+  std::int64_t analytic_parameter_count() const;
+  std::string to_string() const;
+};
+
+}  // namespace mtk::nn

@@ -1,0 +1,34 @@
+#pragma once
+// Optimizers as graph ops (as Mesh-TensorFlow does): each appends its update (and the variables for
+// its slots, laid out like the parameter they belong to) to the graph; the updates are assign ops
+// that take effect at the end of each Program::run. This file holds what all optimizers share.
+
+#include <mtk/graph/graph.hpp>
+#include <mtk/optim/schedule.hpp>
+
+#include <string>
+#include <vector>
+
+namespace mtk::optim {
+
+/// The optimizers' shared interface: append updates of `vars` given their gradients.
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  /// Appends the update ops; `step` is the global step before this update, `lr` the learning rate.
+  virtual void apply(const std::vector<Tensor>& vars, const std::vector<Tensor>& grads,
+                     const Tensor& step, const Tensor& lr) = 0;
+};
+
+/// The global step: a non-trainable float32 scalar variable "global_step" (created once).
+Tensor global_step(Graph& g);
+
+/// An optimizer slot of `var`: a non-trainable variable "<var>/<suffix>" of `shape`, zero at start
+/// (checkpoints store it under that name).
+Tensor slot_variable(const Tensor& var, const std::string& suffix, const Shape& shape);
+
+/// Appends gradients of `loss` and the optimizer's updates for every trainable variable, the
+/// learning-rate schedule and the global-step increment. Returns the learning-rate tensor.
+Tensor minimize(const Tensor& loss, Optimizer& optimizer, const LearningRateSchedule& schedule);
+
+}  // namespace mtk::optim
