@@ -14,9 +14,9 @@
 //   --dir: where to write (default: ./bench_checkpoint_run; its checkpoints/ is removed at the end)
 //   --replicated: half the variables replicated on every rank (written once per replica group)
 
-#include <mtk/checkpoint/checkpoint.hpp>
-#include <mtk/parallel/environment.hpp>
+#include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/ops/ops.hpp>
 
@@ -210,29 +210,27 @@ int run(const Options& o) {
   return 0;
 }
 
+Options parse_options(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc || (i < argc && std::string(argv[i]) == "--replicated"); ++i) {
+    const std::string a = argv[i];
+    if (a == "--mib")
+      o.mib = std::atol(argv[++i]);
+    else if (a == "--reps")
+      o.reps = std::atol(argv[++i]);
+    else if (a == "--dir")
+      o.dir = argv[++i];
+    else if (a == "--replicated")
+      o.replicated = true;
+  }
+  return o;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int status = 1;
-  {
-    mtk::Environment env(argc, argv);
-    Options o;
-    for (int i = 1; i + 1 < argc || (i < argc && std::string(argv[i]) == "--replicated"); ++i) {
-      const std::string a = argv[i];
-      if (a == "--mib")
-        o.mib = std::atol(argv[++i]);
-      else if (a == "--reps")
-        o.reps = std::atol(argv[++i]);
-      else if (a == "--dir")
-        o.dir = argv[++i];
-      else if (a == "--replicated")
-        o.replicated = true;
-    }
-    try {
-      status = run(o);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "bench_checkpoint: %s\n", e.what());
-    }
-  }
-  return status;
+  return mtk::app_main(argc, argv, {"bench_checkpoint", /*every_rank_reports=*/true},
+                       [&](const mtk::Communicator&, const std::vector<std::string>&) {
+                         return run(parse_options(argc, argv));
+                       });
 }

@@ -2,7 +2,7 @@
 // layout, with the step time split into compute, collectives and other. One JSON object.
 //   mpiexec -n 2 bench_lm_train --mesh batch:2 --layout batch:batch --steps 3
 
-#include <mtk/parallel/environment.hpp>
+#include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/optim/optim.hpp>
@@ -157,15 +157,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int status = 0;
-  {
-    mtk::Environment env(argc, argv);
-    try {
-      status = run(argc, argv);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "bench_lm_train: %s\n", e.what());
-      status = 1;
-    }
-  }
-  return status;
+  return mtk::app_main(
+      argc, argv, {"bench_lm_train", /*every_rank_reports=*/true},
+      [&](const mtk::Communicator&, const std::vector<std::string>&) { return run(argc, argv); });
 }

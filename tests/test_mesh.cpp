@@ -19,7 +19,7 @@ TEST(Mesh, CoordinatesMatchRowMajorRankOrder) {
     EXPECT_EQ(mesh.coordinates(), shape.coordinates_of(world_rank())) << shape.to_string();
     // The mesh communicates on its own communicator, not the user's.
     int cmp = MPI_IDENT;
-    MPI_Comm_compare(mesh.comm(), MPI_COMM_WORLD, &cmp);
+    MPI_Comm_compare(mpi_comm(mesh.comm()), MPI_COMM_WORLD, &cmp);
     EXPECT_NE(cmp, MPI_IDENT);
   }
 }
@@ -28,8 +28,8 @@ TEST(Mesh, SubCommunicatorsHoldTheRightProcessors) {
   for (const auto& shape : meshes_of_size(world_size())) {
     Mesh mesh(shape, MPI_COMM_WORLD);
     for (const auto& axes : axis_subsets(shape.ndims())) {
-      MPI_Comm comm = mesh.axes_comm(axes);
-      EXPECT_EQ(comm, mesh.axes_comm(axes)) << "sub-communicators are cached";
+      MPI_Comm comm = mpi_comm(mesh.axes_comm(axes));
+      EXPECT_EQ(comm, mpi_comm(mesh.axes_comm(axes))) << "sub-communicators are cached";
       int size = 0, rank = 0;
       MPI_Comm_size(comm, &size);
       MPI_Comm_rank(comm, &rank);

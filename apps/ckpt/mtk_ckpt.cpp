@@ -8,13 +8,12 @@
 // directory (then the checkpoint `latest` names). verify runs on any number of ranks
 // (`mpiexec -n 8 mtk-ckpt verify PATH` divides the hashing among them).
 
-#include <mtk/checkpoint/checkpoint.hpp>
-#include <mtk/parallel/environment.hpp>
+#include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/parallel/mesh.hpp>
 
-#include <mpi.h>
-
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -25,7 +24,8 @@ constexpr const char* kUsage =
     "usage: mtk-ckpt info PATH | verify PATH | list PATH\n"
     "  PATH: a checkpoint directory, a checkpoints/ directory or a run directory\n";
 
-int run(const std::vector<std::string>& args, int rank, int size) {
+int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
+  const int rank = world.rank(), size = world.size();
   if (args.size() != 2 || (args[0] != "info" && args[0] != "verify" && args[0] != "list")) {
     if (rank == 0)
       std::fprintf(stderr, "%s", kUsage);
@@ -38,7 +38,7 @@ int run(const std::vector<std::string>& args, int rank, int size) {
       run_dir.pop_back();
     if (run_dir.size() >= 12 && run_dir.compare(run_dir.size() - 12, 12, "/checkpoints") == 0)
       run_dir.resize(run_dir.size() - 12);
-    mtk::Mesh mesh(mtk::MeshShape::parse("ranks:" + std::to_string(size)), MPI_COMM_WORLD);
+    mtk::Mesh mesh(mtk::MeshShape::parse("ranks:" + std::to_string(size)), world);
     mtk::CheckpointManager manager(run_dir, 1, mesh);
     const auto all = manager.list();
     const std::string latest = manager.latest();
@@ -57,15 +57,16 @@ int run(const std::vector<std::string>& args, int rank, int size) {
   }
   // Every rank resolves the path itself (a shared file system), then agrees.
   std::string dir;
-  mtk::agree_on_failure(MPI_COMM_WORLD, [&] { dir = mtk::resolve_checkpoint_path(args[1]); });
+  mtk::agree_on_failure(world, [&] { dir = mtk::resolve_checkpoint_path(args[1]); });
   if (command == "info") {
     if (rank == 0)
       std::printf("%s", mtk::format_checkpoint_info(mtk::checkpoint_info(dir)).c_str());
     return 0;
   }
-  const double t0 = MPI_Wtime();
-  const mtk::CheckpointVerification v = mtk::verify_checkpoint(dir, MPI_COMM_WORLD);
-  const double seconds = MPI_Wtime() - t0;
+  const auto t0 = std::chrono::steady_clock::now();
+  const mtk::CheckpointVerification v = mtk::verify_checkpoint(dir, world);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (rank == 0) {
     if (v.ok) {
       std::printf("OK %s: %lld variables, %lld slices, %.2f MiB hashed on %d rank(s) in %.2f s\n",
@@ -84,20 +85,5 @@ int run(const std::vector<std::string>& args, int rank, int size) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int status = 1;
-  {
-    mtk::Environment env(argc, argv);
-    int rank = 0, size = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    try {
-      status = run(std::vector<std::string>(argv + 1, argv + argc), rank, size);
-    } catch (const std::exception& e) {
-      if (rank == 0)
-        std::fprintf(stderr, "mtk-ckpt: %s\n", e.what());
-      status = 1;
-    }
-    std::fflush(stdout);
-  }
-  return status;
+  return mtk::app_main(argc, argv, {"mtk-ckpt"}, run);
 }

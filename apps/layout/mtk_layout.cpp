@@ -5,11 +5,11 @@
 //   "batch:batch;vocab:model;d_ff:model;heads:model" mtk-layout --config
 //   apps/lm1b/configs/demo.yaml [--explain]
 
-#include <mtk/config/config.hpp>
-#include <mtk/parallel/environment.hpp>
+#include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
-#include <mtk/lower/lowering.hpp>
+#include <mtk/config/config.hpp>
 #include <mtk/config/model_config.hpp>
+#include <mtk/lower/lowering.hpp>
 #include <mtk/optim/optim.hpp>
 #include <mtk/nn/transformer.hpp>
 
@@ -36,7 +36,7 @@ std::string human(double bytes) {
   return buf;
 }
 
-int run(const std::vector<std::string>& args) {
+int run(const mtk::Communicator&, const std::vector<std::string>& args) {
   mtk::Config config = mtk::Config::from_string("{}");
   std::string mesh_text, layout_text, optimizer = "adafactor";
   std::vector<std::string> sets;
@@ -117,15 +117,5 @@ int run(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int status = 0;
-  {
-    mtk::Environment env(argc, argv);
-    try {
-      status = run(std::vector<std::string>(argv + 1, argv + argc));
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "mtk-layout: %s\n", e.what());
-      status = 1;
-    }
-  }
-  return status;
+  return mtk::app_main(argc, argv, {"mtk-layout", /*every_rank_reports=*/true}, run);
 }

@@ -2,11 +2,11 @@
 
 #include <mtk/base/error.hpp>
 #include <mtk/data/lm1b_corpus.hpp>
-#include <mtk/metrics/metrics.hpp>
 #include <mtk/data/token_shards.hpp>
 #include <mtk/data/vocab.hpp>
-
-#include <mpi.h>
+#include <mtk/files/files.hpp>
+#include <mtk/metrics/metrics.hpp>
+#include <mtk/parallel/communicator.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -138,23 +138,11 @@ Options parse(const std::vector<std::string>& args) {
   return o;
 }
 
-// Waits for every rank without spinning: a rank that finished early sleeps instead of polling
-// MPI at full speed, leaving the cores to the ranks still working (and to the trainer's threads).
-void polite_barrier(MPI_Comm comm) {
-  MPI_Request request;
-  MPI_Ibarrier(comm, &request);
-  for (int done = 0;;) {
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (done)
-      return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-}
-
 // Runs `fn` (work that may differ between ranks), then agrees on failure: if any rank failed,
-// every rank throws the same error, so none is left waiting.
+// every rank throws the same error, so none is left waiting. Ranks that finish early sleep
+// instead of polling MPI, leaving the cores to the ranks still working.
 template <class F>
-void collective_step(MPI_Comm comm, F&& fn) {
+void collective_step(const Communicator& comm, F&& fn) {
   std::string failure;
   try {
     fn();
@@ -163,57 +151,12 @@ void collective_step(MPI_Comm comm, F&& fn) {
     if (failure.empty())
       failure = "unknown error";
   }
-  polite_barrier(comm);
-  agree(comm, failure);
-}
-
-std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
-  const int length = static_cast<int>(mine.size());
-  std::vector<int> lengths(static_cast<std::size_t>(size));
-  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm);
-  std::vector<int> displs(static_cast<std::size_t>(size), 0);
-  int total = 0;
-  for (int r = 0; r < size; ++r) {
-    displs[static_cast<std::size_t>(r)] = total;
-    total += lengths[static_cast<std::size_t>(r)];
-  }
-  std::vector<char> all(static_cast<std::size_t>(rank == 0 ? std::max(total, 1) : 1));
-  MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), displs.data(), MPI_CHAR, 0,
-              comm);
-  std::vector<std::string> out;
-  if (rank == 0)
-    for (int r = 0; r < size; ++r)
-      out.emplace_back(all.data() + displs[static_cast<std::size_t>(r)],
-                       static_cast<std::size_t>(lengths[static_cast<std::size_t>(r)]));
-  return out;
-}
-
-std::string broadcast_string(MPI_Comm comm, std::string text) {
-  auto length = static_cast<long long>(text.size());
-  MPI_Bcast(&length, 1, MPI_LONG_LONG, 0, comm);
-  text.resize(static_cast<std::size_t>(length));
-  // Chunks below INT_MAX each.
-  for (long long at = 0; at < length; at += 1 << 30) {
-    const int n = static_cast<int>(std::min<long long>(1 << 30, length - at));
-    MPI_Bcast(text.data() + at, n, MPI_CHAR, 0, comm);
-  }
-  return text;
+  comm.idle_barrier();
+  comm.agree(failure);
 }
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return "";
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 std::uint64_t file_size(const std::string& path) {
@@ -340,46 +283,28 @@ struct Totals {
   }
 };
 
-void run(const Options& o, MPI_Comm comm) {
-  const auto start = Clock::now();
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
-  const bool root = rank == 0;
-
-  // 1. The corpus and the output folders.
-  Lm1bCorpus corpus;
-  collective_step(comm, [&] {
-    corpus = Lm1bCorpus::find(o.data, o.training_shards);
-    if (root) {
-      fs::create_directories(fs::path(o.out) / "train");
-      fs::create_directories(fs::path(o.out) / "heldout");
-      // The manifest marks a finished run: it goes until this one finishes.
-      fs::remove(fs::path(o.out) / "manifest.txt");
-    }
-  });
-  collective_step(comm, [&] {
-    if (!fs::is_directory(fs::path(o.out) / "train"))
-      fail("mtk-lm1b prepare",
-           cat("'", o.out, "' is not visible on rank ", rank,
-               ": with several ranks, --out must be on a file system all ranks share"));
-  });
-  if (root)
-    say(cat("prepare: corpus ", o.data, ": ", corpus.training_shards.size(),
-            " training shards + held-out shard 00000; ", size, size == 1 ? " rank" : " ranks"));
-
-  // 2. The vocabulary: rank 0 trains (or reuses) it, every rank gets its bytes.
-  const std::string vocab_path = Lm1bPrepared::vocab_path(o.out);
-  const std::string settings_path = (fs::path(o.out) / "vocab.settings").string();
-  std::string model_bytes;
+// The vocabulary of the run: what it is, and how it came about.
+struct VocabStep {
+  Vocab vocab;
   LineStats sample_stats;
   std::int64_t sample_size = 0;
   bool trained = false;
+};
+
+// Rank 0 trains the vocabulary on a sample (or reuses the one there with the same settings);
+// every rank gets its bytes.
+VocabStep prepare_vocabulary(const Options& o, const Lm1bCorpus& corpus, const Communicator& comm) {
+  VocabStep v;
+  const std::string vocab_path = Lm1bPrepared::vocab_path(o.out);
+  const std::string settings_path = (fs::path(o.out) / "vocab.settings").string();
+  std::string model_bytes;
+  LineStats& sample_stats = v.sample_stats;
   collective_step(comm, [&] {
-    if (!root)
+    if (comm.rank() != 0)
       return;
     const std::string settings = vocab_settings(o, corpus);
-    if (!o.force && fs::exists(vocab_path) && read_file(settings_path) == settings) {
+    if (!o.force && fs::exists(vocab_path) && fs::is_regular_file(settings_path) &&
+        read_whole_file(settings_path, "mtk-lm1b prepare") == settings) {
       model_bytes = Vocab::load(vocab_path).serialized();
       say(cat("prepare: vocabulary ", vocab_path, " is current (same settings): reused"));
       return;
@@ -391,7 +316,7 @@ void run(const Options& o, MPI_Comm comm) {
     say(cat("prepare: vocabulary: reading up to ", o.sample_lines, " lines from ",
             corpus.training_shards.size(), " training shards"));
     const auto lines = sample_lines(corpus.training_shards, o.sample_lines, ro, sample_stats);
-    sample_size = static_cast<std::int64_t>(lines.size());
+    v.sample_size = static_cast<std::int64_t>(lines.size());
     say(cat("prepare: vocabulary: training a ", o.model_type, " model of ", o.vocab_size,
             " pieces on ", lines.size(), " lines (", o.threads,
             o.threads == 1 ? " thread" : " threads", "); ", sample_stats.skipped_summary(),
@@ -408,13 +333,71 @@ void run(const Options& o, MPI_Comm comm) {
     vocab.save_pieces((fs::path(o.out) / "vocab.pieces").string());
     std::ofstream(settings_path) << settings;
     model_bytes = vocab.serialized();
-    trained = true;
+    v.trained = true;
     say(cat("prepare: vocabulary: ", vocab.size(), " pieces in ", seconds_text(seconds_since(t0)),
             " -> ", vocab_path));
   });
-  model_bytes = broadcast_string(comm, model_bytes);
-  Vocab vocab;
-  collective_step(comm, [&] { vocab = Vocab::from_serialized(model_bytes, vocab_path); });
+  model_bytes = comm.broadcast(std::move(model_bytes));
+  collective_step(comm, [&] { v.vocab = Vocab::from_serialized(model_bytes, vocab_path); });
+  return v;
+}
+
+// Rank 0's summary of the run on stdout.
+void report(const Options& o, const VocabStep& v, const Totals& training, const Totals& heldout,
+            double tokens_per_word, double seconds) {
+  const Vocab& vocab = v.vocab;
+  const bool trained = v.trained;
+  const std::int64_t sample_size = v.sample_size;
+  const LineStats& sample_stats = v.sample_stats;
+  say(cat("prepare: done in ", seconds_text(seconds), " -> ", o.out));
+  say(cat("  vocabulary: ", vocab.size(), " pieces (", o.model_type, "), ",
+          trained ? cat("trained on ", sample_size, " lines, ", sample_stats.skipped_summary())
+                  : std::string("reused")));
+  say(cat("  training:   ", training.shards, " shards (", training.reused, " reused), ",
+          training.sentences, " sentences, ", training.words, " words, ", training.tokens,
+          " tokens incl. end-of-sentence; ", training.lines.skipped_summary(), " of ",
+          training.lines.lines, " lines"));
+  char ratio[64];
+  std::snprintf(ratio, sizeof ratio, "%.4f", tokens_per_word);
+  say(cat("  held-out:   ", heldout.sentences, " sentences, ", heldout.words, " words + ",
+          heldout.sentences, " end-of-sentence = ", heldout.words + heldout.sentences, ", ",
+          heldout.tokens, " tokens: ", ratio, " tokens per word (end-of-sentence counted); ",
+          heldout.lines.skipped_summary()));
+}
+
+void run(const Options& o, const Communicator& comm) {
+  const auto start = Clock::now();
+  const int rank = comm.rank(), size = comm.size();
+  const bool root = rank == 0;
+
+  // 1. The corpus and the output folders.
+  Lm1bCorpus corpus;
+  collective_step(comm, [&] {
+    corpus = Lm1bCorpus::find(o.data, o.training_shards);
+    if (root) {
+      make_directories((fs::path(o.out) / "train").string(), "mtk-lm1b prepare");
+      make_directories((fs::path(o.out) / "heldout").string(), "mtk-lm1b prepare");
+      // The manifest marks a finished run: it goes until this one finishes.
+      fs::remove(fs::path(o.out) / "manifest.txt");
+    }
+  });
+  collective_step(comm, [&] {
+    if (!fs::is_directory(fs::path(o.out) / "train"))
+      fail("mtk-lm1b prepare",
+           cat("'", o.out, "' is not visible on rank ", rank,
+               ": with several ranks, --out must be on a file system all ranks share"));
+  });
+  if (root)
+    say(cat("prepare: corpus ", o.data, ": ", corpus.training_shards.size(),
+            " training shards + held-out shard 00000; ", size, size == 1 ? " rank" : " ranks"));
+
+  // 2. The vocabulary: rank 0 trains (or reuses) it, every rank gets its bytes.
+  const std::string vocab_path = Lm1bPrepared::vocab_path(o.out);
+  const VocabStep v = prepare_vocabulary(o, corpus, comm);
+  const Vocab& vocab = v.vocab;
+  const LineStats& sample_stats = v.sample_stats;
+  const std::int64_t sample_size = v.sample_size;
+  const bool trained = v.trained;
 
   // 3. The shards: held-out first, then training; job j on rank j % size, in rounds.
   std::vector<Job> jobs;
@@ -435,7 +418,7 @@ void run(const Options& o, MPI_Comm comm) {
       if (j < num_jobs)
         mine = run_job(jobs[static_cast<std::size_t>(j)], vocab, o).serialize();
     });
-    const auto results = gather_strings(comm, mine);
+    const auto results = comm.gather(mine);
     if (!root)
       continue;
     for (int r = 0; r < size && first + r < num_jobs; ++r) {
@@ -494,29 +477,15 @@ void run(const Options& o, MPI_Comm comm) {
     MetricsWriter((fs::path(o.out) / "summary.json").string(), true).write(summary);
     prepared.write_manifest();
   });
-  if (!root)
-    return;
-  say(cat("prepare: done in ", seconds_text(seconds_since(start)), " -> ", o.out));
-  say(cat("  vocabulary: ", vocab.size(), " pieces (", o.model_type, "), ",
-          trained ? cat("trained on ", sample_size, " lines, ", sample_stats.skipped_summary())
-                  : std::string("reused")));
-  say(cat("  training:   ", training.shards, " shards (", training.reused, " reused), ",
-          training.sentences, " sentences, ", training.words, " words, ", training.tokens,
-          " tokens incl. end-of-sentence; ", training.lines.skipped_summary(), " of ",
-          training.lines.lines, " lines"));
-  char ratio[64];
-  std::snprintf(ratio, sizeof ratio, "%.4f", tokens_per_word);
-  say(cat("  held-out:   ", heldout.sentences, " sentences, ", heldout.words, " words + ",
-          heldout.sentences, " end-of-sentence = ", heldout.words + heldout.sentences, ", ",
-          heldout.tokens, " tokens: ", ratio, " tokens per word (end-of-sentence counted); ",
-          heldout.lines.skipped_summary()));
+  if (root)
+    report(o, v, training, heldout, tokens_per_word, seconds_since(start));
 }
 
 }  // namespace
 
 int prepare_main(const std::vector<std::string>& args) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const Communicator world = Communicator::world();
+  const int rank = world.rank();
   Options options;
   try {
     options = parse(args);  // the same on every rank: no agreement needed
@@ -531,7 +500,7 @@ int prepare_main(const std::vector<std::string>& args) {
     return 0;
   }
   try {
-    run(options, MPI_COMM_WORLD);
+    run(options, world);
   } catch (const std::exception& e) {
     // Every rank got the same error from the agreement; rank 0 reports it.
     if (rank == 0)

@@ -4,19 +4,20 @@
 
 #include "mtk_lm1b_run.hpp"
 
+#include <mtk/base/error.hpp>
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/config/config.hpp>
-#include <mtk/base/error.hpp>
+#include <mtk/config/model_config.hpp>
 #include <mtk/data/lm1b_corpus.hpp>
 #include <mtk/data/lm_batches.hpp>
+#include <mtk/data/token_shards.hpp>
+#include <mtk/data/vocab.hpp>
+#include <mtk/files/files.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/metrics/metrics.hpp>
-#include <mtk/config/model_config.hpp>
+#include <mtk/nn/transformer.hpp>
 #include <mtk/optim/optim.hpp>
 #include <mtk/signals/stop_signals.hpp>
-#include <mtk/data/token_shards.hpp>
-#include <mtk/nn/transformer.hpp>
-#include <mtk/data/vocab.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -24,15 +25,12 @@
 #include <memory>
 #include <optional>
 #include <random>
-#include <sys/stat.h>
 
 namespace mtk::lm1b {
 namespace {
 
 int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
+  return Communicator::world_rank();
 }
 
 // Rank 0 prints; every rank keeps going.
@@ -126,18 +124,6 @@ Options parse(const std::vector<std::string>& args, const char* command) {
   return o;
 }
 
-void make_dirs(const std::string& path) {
-  std::string partial;
-  for (size_t i = 0; i <= path.size(); ++i) {
-    if (i == path.size() || path[i] == '/') {
-      if (!partial.empty())
-        ::mkdir(partial.c_str(), 0755);
-    }
-    if (i < path.size())
-      partial += path[i];
-  }
-}
-
 // What every command needs: data, vocabulary, model config, mesh and layout.
 struct Setup {
   Lm1bPrepared data;
@@ -148,7 +134,7 @@ struct Setup {
   LmBatchOptions batch_options;
 };
 
-Setup setup(const Options& o) {
+Setup setup(const Options& o, int ranks) {
   Setup s;
   const std::string dir = o.config.get_string("data.dir");
   s.data = Lm1bPrepared::open(dir);
@@ -164,8 +150,6 @@ Setup setup(const Options& o) {
   if (s.model.num_encoder_layers != 0)
     fail("mtk-lm1b",
          cat(o.config.origin(), ": model.num_encoder_layers must be 0 for a language model"));
-  int ranks = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   s.mesh_shape = o.config.has("mesh") ? o.config.mesh_shape()
                                       : MeshShape::parse("batch:" + std::to_string(ranks));
   s.rules = o.config.layout_rules();
@@ -242,11 +226,12 @@ std::string restore_weights(Program& program, const Options& o, const Mesh& mesh
 }
 
 // parse() and setup() on every rank, agreeing on failure (bad input fails alike everywhere).
-std::pair<Options, Setup> agreed_setup(const std::vector<std::string>& args, const char* command) {
+std::pair<Options, Setup> agreed_setup(const Communicator& world,
+                                       const std::vector<std::string>& args, const char* command) {
   std::optional<std::pair<Options, Setup>> r;
-  agree_on_failure(MPI_COMM_WORLD, [&] {
+  agree_on_failure(world, [&] {
     Options o = parse(args, command);
-    Setup s = setup(o);
+    Setup s = setup(o, world.size());
     r.emplace(std::move(o), std::move(s));
   });
   return std::move(*r);
@@ -255,19 +240,21 @@ std::pair<Options, Setup> agreed_setup(const std::vector<std::string>& args, con
 }  // namespace
 
 int train_main(const std::vector<std::string>& args) {
-  auto [o, s] = agreed_setup(args, "train");
+  const Communicator world = Communicator::world();
+  auto [o, s] = agreed_setup(world, args, "train");
   const std::int64_t steps = o.config.get_int("train.steps", 1000);
   const std::int64_t log_every = std::max<std::int64_t>(1, o.config.get_int("train.log_every", 10));
   const std::int64_t ckpt_every = o.config.get_int("checkpoint.every", 1000);
   const int keep = static_cast<int>(o.config.get_int("checkpoint.keep", 3));
   const std::uint64_t seed = static_cast<std::uint64_t>(o.config.get_int("train.seed", 1));
 
-  Mesh mesh(s.mesh_shape, MPI_COMM_WORLD);
-  if (world_rank() == 0) {
-    make_dirs(o.run_dir);
-    std::ofstream(o.run_dir + "/config.resolved.yaml") << o.config.dump();
-  }
-  MPI_Barrier(mesh.comm());
+  Mesh mesh(s.mesh_shape, world);
+  agree_on_failure(mesh.comm(), [&] {
+    if (mesh.rank() == 0) {
+      make_directories(o.run_dir, "mtk-lm1b train");
+      std::ofstream(o.run_dir + "/config.resolved.yaml") << o.config.dump();
+    }
+  });
 
   Graph g;
   nn::ModelGraph m = nn::build_transformer(g, s.model, true, seed);
@@ -364,11 +351,12 @@ int train_main(const std::vector<std::string>& args) {
 }
 
 int eval_main(const std::vector<std::string>& args) {
-  auto [o, s] = agreed_setup(args, "eval");
+  const Communicator world = Communicator::world();
+  auto [o, s] = agreed_setup(world, args, "eval");
   const double logit_scale =
       o.logit_scale > 0 ? o.logit_scale : o.config.get_double("eval.logit_scale", 1.0);
   const std::int64_t max_batches = o.config.get_int("eval.max_batches", 0);
-  Mesh mesh(s.mesh_shape, MPI_COMM_WORLD);
+  Mesh mesh(s.mesh_shape, world);
   Graph g;
   nn::ModelGraph m = nn::build_transformer(g, s.model, false, 1, logit_scale);
   auto program = lower(g, mesh, s.rules);
@@ -413,15 +401,16 @@ int eval_main(const std::vector<std::string>& args) {
                                     {"checkpoint", path}});
   say("%s\n", line.c_str());
   if (world_rank() == 0) {
-    make_dirs(o.run_dir);
+    make_directories(o.run_dir, "mtk-lm1b eval");
     std::ofstream(o.run_dir + "/eval.jsonl", std::ios::app) << line << "\n";
   }
   return 0;
 }
 
 int sample_main(const std::vector<std::string>& args) {
-  auto [o, s] = agreed_setup(args, "sample");
-  Mesh mesh(s.mesh_shape, MPI_COMM_WORLD);
+  const Communicator world = Communicator::world();
+  auto [o, s] = agreed_setup(world, args, "sample");
+  Mesh mesh(s.mesh_shape, world);
   Graph g;
   nn::ModelGraph m = nn::build_transformer(g, s.model, false);
   auto program = lower(g, mesh, s.rules);

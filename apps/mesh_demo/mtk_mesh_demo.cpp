@@ -2,41 +2,39 @@
 // collectives against their closed forms.
 //   mpiexec -n 4 mtk-mesh-demo --mesh "batch:2;model:2"
 
+#include <mtk/app/app_main.hpp>
+#include <mtk/base/error.hpp>
 #include <mtk/parallel/collectives.hpp>
 #include <mtk/parallel/environment.hpp>
-#include <mtk/base/error.hpp>
 #include <mtk/parallel/layout.hpp>
 #include <mtk/parallel/mesh.hpp>
 
 #include <cstdio>
-#include <cstring>
 #include <string>
+#include <vector>
 
 namespace {
 
-int run(int argc, char** argv) {
-  int world_size = 1, world_rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  std::string mesh_text = "all:" + std::to_string(world_size);
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--mesh") && i + 1 < argc) {
-      mesh_text = argv[++i];
-    } else if (!std::strcmp(argv[i], "--help")) {
-      if (world_rank == 0)
+int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
+  std::string mesh_text = "all:" + std::to_string(world.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--mesh" && i + 1 < args.size()) {
+      mesh_text = args[++i];
+    } else if (args[i] == "--help") {
+      if (world.rank() == 0)
         std::printf("usage: mpiexec -n N mtk-mesh-demo [--mesh \"batch:2;model:2\"]\n");
       return 0;
     }
   }
-  const mtk::Mesh mesh(mtk::MeshShape::parse(mesh_text), MPI_COMM_WORLD);
+  const mtk::Mesh mesh(mtk::MeshShape::parse(mesh_text), world);
   if (mesh.rank() == 0)
     std::printf("MTK mesh demo: mesh %s on %d ranks, %s\n", mesh.shape().to_string().c_str(),
                 mesh.size(), mtk::kokkos_description());
 
   // Each rank's coordinates, printed by rank 0 in rank order.
   std::vector<int> all(static_cast<size_t>(mesh.size() * mesh.ndims()));
-  MPI_Gather(mesh.coordinates().data(), mesh.ndims(), MPI_INT, all.data(), mesh.ndims(), MPI_INT, 0,
-             mesh.comm());
+  mesh.comm().allgather_into(mesh.coordinates().data(), all.data(),
+                             static_cast<size_t>(mesh.ndims()));
   if (mesh.rank() == 0)
     for (int r = 0; r < mesh.size(); ++r) {
       std::string coords;
@@ -71,8 +69,8 @@ int run(int argc, char** argv) {
     std::printf("allconcat over '%s': %zu elements (expected %lld)\n", first.c_str(),
                 gathered.extent(0), static_cast<long long>(shape.num_elements()));
   }
-  int ok = host(0) == want && static_cast<std::int64_t>(gathered.extent(0)) == shape.num_elements();
-  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, mesh.comm());
+  const bool ok = mesh.comm().min(
+      host(0) == want && static_cast<std::int64_t>(gathered.extent(0)) == shape.num_elements());
   if (mesh.rank() == 0)
     std::printf("%s\n", ok ? "mesh demo: OK" : "mesh demo: MISMATCH");
   return ok ? 0 : 1;
@@ -81,15 +79,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int status = 0;
-  {
-    mtk::Environment env(argc, argv);
-    try {
-      status = run(argc, argv);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "mtk-mesh-demo: %s\n", e.what());
-      status = 1;
-    }
-  }
-  return status;
+  return mtk::app_main(argc, argv, {"mtk-mesh-demo", /*every_rank_reports=*/true}, run);
 }

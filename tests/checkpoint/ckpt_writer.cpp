@@ -11,21 +11,20 @@
 //                    [--sleep-ms MS] [--pid-dir DIR] [--mesh a:2;b:2] [--layout a|b|c|none|RULES]
 // (default mesh: 1x1, 1x2, 2x(n/2) by rank count; default layout: a, see ckpt_test_model.hpp)
 
-#include <mtk/checkpoint/checkpoint.hpp>
-#include <mtk/parallel/environment.hpp>
+#include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/checkpoint/checkpoint.hpp>
+#include <mtk/files/files.hpp>
 #include <mtk/signals/stop_signals.hpp>
-
-#include <mpi.h>
 
 #include "ckpt_test_model.hpp"
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 namespace {
 
@@ -35,14 +34,14 @@ struct Options {
   bool resume = false;
 };
 
-Options parse(int argc, char** argv) {
+Options parse(const std::vector<std::string>& args) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string a = args[i];
     auto next = [&]() -> std::string {
-      if (i + 1 >= argc)
+      if (i + 1 >= args.size())
         mtk::fail("ckpt_writer", "missing value after " + a);
-      return argv[++i];
+      return args[++i];
     };
     if (a == "--run-dir")
       o.run_dir = next();
@@ -70,14 +69,12 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-int run(const Options& o) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+int run(const mtk::Communicator& world, const Options& o) {
+  const int rank = world.rank(), size = world.size();
   mtk::install_stop_signal_handlers();
   mtk::Mesh mesh(
       o.mesh.empty() ? mtk::test::checkpoint_test_mesh(size) : mtk::MeshShape::parse(o.mesh),
-      MPI_COMM_WORLD);
+      world);
   const mtk::LayoutRules rules = o.layout == "a"      ? mtk::test::rules_a()
                                  : o.layout == "b"    ? mtk::test::rules_b()
                                  : o.layout == "c"    ? mtk::test::rules_c()
@@ -101,8 +98,7 @@ int run(const Options& o) {
   std::fflush(stdout);
   if (!o.pid_dir.empty()) {
     const std::string file = o.pid_dir + "/rank-" + std::to_string(rank) + ".pid";
-    std::ofstream(file + ".tmp") << ::getpid() << "\n";
-    std::rename((file + ".tmp").c_str(), file.c_str());
+    mtk::write_file_atomically(file, std::to_string(::getpid()) + "\n", "ckpt_writer");
   }
   auto save = [&] {
     mtk::CheckpointMetadata meta;
@@ -141,15 +137,8 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int status = 1;
-  {
-    mtk::Environment env(argc, argv);
-    try {
-      status = run(parse(argc, argv));
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "ckpt_writer: %s\n", e.what());
-      status = 1;
-    }
-  }
-  return status;
+  return mtk::app_main(argc, argv, {"ckpt_writer", /*every_rank_reports=*/true},
+                       [](const mtk::Communicator& world, const std::vector<std::string>& args) {
+                         return run(world, parse(args));
+                       });
 }

@@ -1,47 +1,9 @@
-#include <mtk/parallel/collectives.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/base/shape.hpp>
-
-#include <limits>
+#include <mtk/parallel/collectives.hpp>
 
 namespace mtk {
 namespace {
-
-template <class T>
-MPI_Datatype mpi_type();
-template <>
-MPI_Datatype mpi_type<float>() {
-  return MPI_FLOAT;
-}
-template <>
-MPI_Datatype mpi_type<double>() {
-  return MPI_DOUBLE;
-}
-template <>
-MPI_Datatype mpi_type<std::int32_t>() {
-  return MPI_INT32_T;
-}
-template <>
-MPI_Datatype mpi_type<std::int64_t>() {
-  return MPI_INT64_T;
-}
-
-MPI_Op mpi_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::max:
-      return MPI_MAX;
-    case ReduceOp::min:
-      return MPI_MIN;
-    default:
-      return MPI_SUM;
-  }
-}
-
-int mpi_count(std::int64_t n, const char* where) {
-  if (n > std::numeric_limits<int>::max())
-    fail(where, cat("message of ", n, " elements exceeds MPI's int count"));
-  return static_cast<int>(n);
-}
 
 // A host-accessible view of the same data: the View itself on host memory spaces, otherwise a
 // mirror that is filled before and copied back after MPI touches it.
@@ -130,11 +92,10 @@ template <class T>
 void allreduce(const Mesh& mesh, const std::vector<int>& axes, const Kokkos::View<T*>& data,
                ReduceOp op) {
   Kokkos::Profiling::pushRegion("mtk::allreduce");
-  MPI_Comm comm = mesh.axes_comm(axes);
+  const Communicator& comm = mesh.axes_comm(axes);
   if (mesh.group_size(axes) > 1) {
     MpiStage<T> stage(data, true);
-    MPI_Allreduce(MPI_IN_PLACE, stage.data(), mpi_count(data.extent(0), "mtk::allreduce"),
-                  mpi_type<T>(), mpi_op(op), comm);
+    comm.allreduce_in_place(stage.data(), data.extent(0), op);
     stage.write_back();
   }
   Kokkos::Profiling::popRegion();
@@ -153,9 +114,7 @@ Kokkos::View<T*> allconcat(const Mesh& mesh, int axis, const Shape& local_shape,
       local.extent(0) * parts);
   {
     MpiStage<T> send(local, true), recv(gathered, false);
-    int count = mpi_count(local.extent(0), where);
-    MPI_Allgather(send.data(), count, mpi_type<T>(), recv.data(), count, mpi_type<T>(),
-                  mesh.axes_comm({axis}));
+    mesh.axes_comm({axis}).allgather_into(send.data(), recv.data(), local.extent(0));
     recv.write_back();
   }
   auto out = detail::chunks_to_concat("mtk::allconcat::unpack", gathered,
@@ -187,9 +146,8 @@ Kokkos::View<T*> alltoall(const Mesh& mesh, int axis, const Shape& local_shape, 
       local.extent(0));
   {
     MpiStage<T> s(send, true), r(received, false);
-    int count = mpi_count(static_cast<std::int64_t>(local.extent(0)) / parts, where);
-    MPI_Alltoall(s.data(), count, mpi_type<T>(), r.data(), count, mpi_type<T>(),
-                 mesh.axes_comm({axis}));
+    mesh.axes_comm({axis}).alltoall_into(s.data(), r.data(),
+                                         local.extent(0) / static_cast<size_t>(parts));
     r.write_back();
   }
   send = Kokkos::View<T*>();
@@ -220,8 +178,7 @@ Kokkos::View<T*> reduce_scatter(const Mesh& mesh, int axis, const Shape& local_s
       Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::reduce_scatter")), count);
   {
     MpiStage<T> s(send, true), r(out, false);
-    MPI_Reduce_scatter_block(s.data(), r.data(), mpi_count(count, where), mpi_type<T>(), mpi_op(op),
-                             mesh.axes_comm({axis}));
+    mesh.axes_comm({axis}).reduce_scatter_into(s.data(), r.data(), static_cast<size_t>(count), op);
     r.write_back();
   }
   Kokkos::Profiling::popRegion();
@@ -238,8 +195,7 @@ void broadcast(const Mesh& mesh, const std::vector<int>& axes, const Kokkos::Vie
     return;
   Kokkos::Profiling::pushRegion("mtk::broadcast");
   MpiStage<T> stage(data, true);
-  MPI_Bcast(stage.data(), mpi_count(data.extent(0), "mtk::broadcast"), mpi_type<T>(), root,
-            mesh.axes_comm(axes));
+  mesh.axes_comm(axes).broadcast_in_place(stage.data(), data.extent(0), root);
   stage.write_back();
   Kokkos::Profiling::popRegion();
 }
@@ -252,10 +208,7 @@ Kokkos::View<T*> exchange(const Mesh& mesh, int axis, int dest, int source,
                           const Kokkos::View<T*>& data, const char* label) {
   Kokkos::View<T*> out(std::string(label), data.extent(0));  // zero-initialised: no source
   MpiStage<T> s(data, true), r(out, false);
-  int count = mpi_count(data.extent(0), label);
-  MPI_Comm comm = mesh.axes_comm({axis});
-  MPI_Sendrecv(s.data(), count, mpi_type<T>(), dest < 0 ? MPI_PROC_NULL : dest, 0, r.data(), count,
-               mpi_type<T>(), source < 0 ? MPI_PROC_NULL : source, 0, comm, MPI_STATUS_IGNORE);
+  mesh.axes_comm({axis}).sendrecv(s.data(), dest, r.data(), source, data.extent(0));
   r.write_back();
   return out;
 }

@@ -5,8 +5,8 @@
 // given mesh axes (Mesh::axes_comm). Buffers are handed to MPI directly when MPI can read the
 // View's memory space and staged through a host mirror otherwise.
 
-#include <mtk/parallel/mesh.hpp>
 #include <mtk/base/shape.hpp>
+#include <mtk/parallel/mesh.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -14,8 +14,6 @@
 #include <vector>
 
 namespace mtk {
-
-enum class ReduceOp { sum, max, min };
 
 /// In place: every member of the group over `axes` ends with the elementwise reduction.
 template <class T>

@@ -4,22 +4,9 @@
 #include <algorithm>
 
 namespace mtk {
-namespace {
-
-std::shared_ptr<MPI_Comm> own(MPI_Comm comm) {
-  return std::shared_ptr<MPI_Comm>(new MPI_Comm(comm), [](MPI_Comm* c) {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized && *c != MPI_COMM_NULL)
-      MPI_Comm_free(c);
-    delete c;
-  });
-}
-
-}  // namespace
 
 struct Mesh::CommCache {
-  std::map<std::vector<int>, std::shared_ptr<MPI_Comm>> comms;
+  std::map<std::vector<int>, Communicator> comms;
 };
 
 std::vector<int> normalize_axes(const MeshShape& shape, std::vector<int> axes) {
@@ -31,30 +18,35 @@ std::vector<int> normalize_axes(const MeshShape& shape, std::vector<int> axes) {
   return axes;
 }
 
-Mesh::Mesh(const MeshShape& shape, MPI_Comm comm)
-    : shape_(shape), cache_(std::make_shared<CommCache>()) {
-  int comm_size = 0;
-  MPI_Comm_size(comm, &comm_size);
+namespace {
+
+// The Cartesian communicator of `shape` over the ranks of `comm`, in their order.
+Communicator cartesian(const MeshShape& shape, const Communicator& comm) {
   if (shape.ndims() == 0)
     fail("mtk::Mesh", "the mesh shape has no dimensions");
-  if (comm_size != shape.num_processors())
+  if (comm.size() != shape.num_processors())
     fail("mtk::Mesh",
          cat("mesh ", shape.to_string(), " has ", shape.num_processors(),
-             " processors but the communicator has ", comm_size, " ranks; run with mpiexec -n ",
+             " processors but the communicator has ", comm.size(), " ranks; run with mpiexec -n ",
              shape.num_processors(), " or change the mesh"));
-  MPI_Comm dup = MPI_COMM_NULL;
-  MPI_Comm_dup(comm, &dup);
-  auto owned_dup = own(dup);
   std::vector<int> dims, periods(static_cast<size_t>(shape.ndims()), 1);
   for (const auto& d : shape.dims())
     dims.push_back(static_cast<int>(d.size));
   MPI_Comm cart = MPI_COMM_NULL;
-  MPI_Cart_create(dup, shape.ndims(), dims.data(), periods.data(), /*reorder=*/0, &cart);
-  cart_ = own(cart);
-  MPI_Comm_rank(cart, &rank_);
-  coordinates_.resize(static_cast<size_t>(shape.ndims()));
-  MPI_Cart_coords(cart, rank_, shape.ndims(), coordinates_.data());
+  MPI_Cart_create(mpi_comm(comm), shape.ndims(), dims.data(), periods.data(), /*reorder=*/0, &cart);
+  return adopt(cart);
 }
+
+}  // namespace
+
+Mesh::Mesh(const MeshShape& shape, const Communicator& comm)
+    : shape_(shape), cart_(cartesian(shape, comm)), cache_(std::make_shared<CommCache>()) {
+  rank_ = cart_.rank();
+  coordinates_.resize(static_cast<size_t>(shape.ndims()));
+  MPI_Cart_coords(mpi_comm(cart_), rank_, shape.ndims(), coordinates_.data());
+}
+
+Mesh::Mesh(const MeshShape& shape, MPI_Comm comm) : Mesh(shape, borrow(comm)) {}
 
 std::vector<int> Mesh::axes(const std::vector<std::string>& names) const {
   std::vector<int> out;
@@ -70,22 +62,19 @@ int Mesh::group_size(const std::vector<int>& axes) const {
   return n;
 }
 
-MPI_Comm Mesh::axes_comm(const std::vector<int>& axes) const {
+const Communicator& Mesh::axes_comm(const std::vector<int>& axes) const {
   auto key = normalize_axes(shape_, axes);
   auto it = cache_->comms.find(key);
   if (it != cache_->comms.end())
-    return *it->second;
+    return it->second;
+  if (key.empty())
+    return cache_->comms.emplace(key, cart_.split(rank_)).first->second;
   std::vector<int> remain(static_cast<size_t>(ndims()), 0);
   for (int a : key)
     remain[static_cast<size_t>(a)] = 1;
   MPI_Comm sub = MPI_COMM_NULL;
-  if (key.empty()) {
-    MPI_Comm_split(*cart_, rank_, 0, &sub);
-  } else {
-    MPI_Cart_sub(*cart_, remain.data(), &sub);
-  }
-  cache_->comms[key] = own(sub);
-  return sub;
+  MPI_Cart_sub(mpi_comm(cart_), remain.data(), &sub);
+  return cache_->comms.emplace(key, adopt(sub)).first->second;
 }
 
 int Mesh::rank_in_group(const std::vector<int>& axes) const {

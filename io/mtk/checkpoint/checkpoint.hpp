@@ -15,11 +15,10 @@
 // previous checkpoint intact. Save, restore and verify are collective; every rank throws the same
 // mtk::Error when any rank fails. No HDF5 or yaml-cpp type appears here.
 
-#include <mtk/parallel/mesh.hpp>
-#include <mtk/lower/program.hpp>
 #include <mtk/base/shape.hpp>
-
-#include <mpi.h>
+#include <mtk/lower/program.hpp>
+#include <mtk/parallel/communicator.hpp>
+#include <mtk/parallel/mesh.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -146,7 +145,11 @@ void restore_checkpoint(Program& program, const std::string& path,
 /// Checks a checkpoint directory: manifest hashes, metadata against the HDF5 datasets (dims,
 /// shapes, dtype), slices tile each dataset, every slice's SHA-256. Collective over `comm`: the
 /// slices are divided among its ranks; every rank returns the same result.
-CheckpointVerification verify_checkpoint(const std::string& dir, MPI_Comm comm);
+CheckpointVerification verify_checkpoint(const std::string& dir, const Communicator& comm);
+/// The same over an MPI communicator.
+inline CheckpointVerification verify_checkpoint(const std::string& dir, MPI_Comm comm) {
+  return verify_checkpoint(dir, borrow(comm));
+}
 
 /// Reads metadata.yaml of a checkpoint directory (local, no communication).
 CheckpointInfo checkpoint_info(const std::string& dir);

@@ -1,5 +1,6 @@
-#include <mtk/config/config.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/config/config.hpp>
+#include <mtk/files/files.hpp>
 
 #include <yaml-cpp/yaml.h>
 
@@ -84,12 +85,7 @@ Config Config::from_string(const std::string& text, const std::string& origin) {
 }
 
 Config Config::from_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    fail("mtk::Config::from_file", cat("cannot open '", path, "'"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return from_string(ss.str(), path);
+  return from_string(read_whole_file(path, "mtk::Config::from_file"), path);
 }
 
 bool Config::has(const std::string& key) const {

@@ -1,5 +1,6 @@
 #include <mtk/base/error.hpp>
 #include <mtk/data/lm1b_corpus.hpp>
+#include <mtk/files/files.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -28,25 +29,6 @@ std::string hex_byte(unsigned char c) {
 
 std::string join_path(const std::string& a, const std::string& b) {
   return (fs::path(a) / fs::path(b)).string();
-}
-
-// Writes `text` to `path` through a temporary file renamed into place.
-void write_file_atomically(const std::string& path, const std::string& text, const char* where) {
-  const std::string tmp = cat(path, ".tmp-", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      fail(where, cat("cannot create '", tmp, "': ", std::strerror(errno)));
-    out << text;
-    out.flush();
-    if (!out)
-      fail(where, cat("cannot write '", tmp, "'"));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    std::remove(tmp.c_str());
-    fail(where, cat("cannot rename '", tmp, "' to '", path, "': ", std::strerror(e)));
-  }
 }
 
 // "news.en-00007-of-00100" -> 7; "news.en.heldout-00000-of-00050" -> 0; otherwise -1.

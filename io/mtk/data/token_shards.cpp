@@ -1,6 +1,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/data/lm1b_corpus.hpp>
 #include <mtk/data/token_shards.hpp>
+#include <mtk/files/files.hpp>
 
 #include <cerrno>
 #include <cstdio>
@@ -125,7 +126,7 @@ void TokenShardInfo::set_source_stats(const LineStats& stats) {
 // Writer
 
 TokenShardWriter::TokenShardWriter(const std::string& path, const TokenShardInfo& info)
-    : path_(path), tmp_(cat(path, ".tmp-", ::getpid())), info_(info) {
+    : path_(path), tmp_(temp_path(path)), info_(info) {
   const char* where = "mtk::TokenShardWriter";
   if (info_.vocab_size <= 0)
     fail(where, cat(path, ": vocab_size must be positive"));
@@ -207,8 +208,7 @@ TokenShardInfo TokenShardWriter::finish() {
     fail(where, cat("cannot close '", tmp_, "': ", std::strerror(errno)));
   }
   fd_ = -1;
-  if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
-    fail(where, cat("cannot rename '", tmp_, "' to '", path_, "': ", std::strerror(errno)));
+  rename_path(tmp_, path_, where);
   finished_ = true;
   return info_;
 }

@@ -1,5 +1,6 @@
 #include <mtk/base/error.hpp>
 #include <mtk/data/vocab.hpp>
+#include <mtk/files/files.hpp>
 
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
@@ -144,32 +145,13 @@ Vocab Vocab::from_serialized(const std::string& bytes, const std::string& origin
 }
 
 Vocab Vocab::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    fail("mtk::Vocab::load", cat("cannot open '", path, "'"));
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return from_serialized(bytes.str(), path);
+  return from_serialized(read_whole_file(path, "mtk::Vocab::load"), path);
 }
 
 void Vocab::save(const std::string& path) const {
   const char* where = "mtk::Vocab::save";
   const Impl& m = impl();
-  const std::string tmp = cat(path, ".tmp-", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      fail(where, cat("cannot create '", tmp, "': ", std::strerror(errno)));
-    out.write(m.serialized.data(), static_cast<std::streamsize>(m.serialized.size()));
-    out.flush();
-    if (!out)
-      fail(where, cat("cannot write '", tmp, "'"));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    std::remove(tmp.c_str());
-    fail(where, cat("cannot rename '", tmp, "' to '", path, "': ", std::strerror(e)));
-  }
+  write_file_atomically(path, m.serialized, where);
 }
 
 void Vocab::save_pieces(const std::string& path) const {

@@ -51,10 +51,8 @@ int stop_signal_number() {
   return static_cast<int>(g_stop_signal);
 }
 
-bool stop_requested(MPI_Comm comm) {
-  int mine = stop_signal_received() ? 1 : 0, any = 0;
-  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm);
-  return any != 0;
+bool stop_requested(const Communicator& comm) {
+  return comm.max(stop_signal_received());
 }
 
 void clear_stop_request() {

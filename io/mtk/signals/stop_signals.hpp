@@ -3,7 +3,8 @@
 // before a job's time limit. The handlers only set a flag; the training loop polls
 // stop_requested() once per step, which agrees across ranks, then saves a checkpoint and exits.
 
-#include <mpi.h>
+#include <mtk/parallel/communicator.hpp>
+#include <mtk/parallel/mpi_interop.hpp>
 
 namespace mtk {
 
@@ -20,7 +21,11 @@ int stop_signal_number();
 
 /// Collective over `comm`: true on every rank when any rank has received a stop signal (an
 /// allreduce max), so all ranks finish the same step, save together and exit.
-bool stop_requested(MPI_Comm comm);
+bool stop_requested(const Communicator& comm);
+/// The same over an MPI communicator.
+inline bool stop_requested(MPI_Comm comm) {
+  return stop_requested(borrow(comm));
+}
 
 /// Forgets a received signal (tests, or a trainer that handled the stop and continues).
 void clear_stop_request();

@@ -1,0 +1,318 @@
+#include <mtk/base/error.hpp>
+#include <mtk/parallel/mpi_interop.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <limits>
+#include <thread>
+
+namespace mtk {
+
+struct Communicator::Impl {
+  MPI_Comm comm = MPI_COMM_NULL;
+  bool owned = false;
+  int rank = 0, size = 1;
+  Impl(MPI_Comm c, bool own) : comm(c), owned(own) {
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  ~Impl() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owned && !finalized && comm != MPI_COMM_NULL)
+      MPI_Comm_free(&comm);
+  }
+};
+
+struct CommunicatorAccess {
+  static Communicator make(MPI_Comm comm, bool own) {
+    return Communicator(std::make_shared<const Communicator::Impl>(comm, own));
+  }
+  static MPI_Comm get(const Communicator& c) { return c.impl_->comm; }
+};
+
+namespace {
+
+MPI_Datatype mpi_type(detail::Datatype t) {
+  using D = detail::Datatype;
+  switch (t) {
+    case D::character:
+      return MPI_CHAR;
+    case D::int8:
+      return MPI_INT8_T;
+    case D::uint8:
+      return MPI_UINT8_T;
+    case D::int16:
+      return MPI_INT16_T;
+    case D::uint16:
+      return MPI_UINT16_T;
+    case D::int32:
+      return MPI_INT32_T;
+    case D::uint32:
+      return MPI_UINT32_T;
+    case D::int64:
+      return MPI_INT64_T;
+    case D::uint64:
+      return MPI_UINT64_T;
+    case D::f32:
+      return MPI_FLOAT;
+    default:
+      return MPI_DOUBLE;
+  }
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::max:
+      return MPI_MAX;
+    case ReduceOp::min:
+      return MPI_MIN;
+    default:
+      return MPI_SUM;
+  }
+}
+
+int mpi_count(std::size_t n, const char* where) {
+  if (n > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    fail(where, cat("message of ", n, " elements exceeds MPI's int count"));
+  return static_cast<int>(n);
+}
+
+int type_bytes(MPI_Datatype t) {
+  int bytes = 0;
+  MPI_Type_size(t, &bytes);
+  return bytes;
+}
+
+}  // namespace
+
+Communicator duplicate(MPI_Comm comm) {
+  MPI_Comm dup = MPI_COMM_NULL;
+  MPI_Comm_dup(comm, &dup);
+  return adopt(dup);
+}
+
+Communicator adopt(MPI_Comm comm) {
+  return CommunicatorAccess::make(comm, true);
+}
+
+Communicator borrow(MPI_Comm comm) {
+  return CommunicatorAccess::make(comm, false);
+}
+
+MPI_Comm mpi_comm(const Communicator& comm) {
+  return CommunicatorAccess::get(comm);
+}
+
+MpiInfo::MpiInfo(const std::vector<std::pair<std::string, std::string>>& hints) {
+  MPI_Info_create(&info_);
+  for (const auto& [key, value] : hints)
+    MPI_Info_set(info_, key.c_str(), value.c_str());
+}
+
+MpiInfo::~MpiInfo() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized)
+    MPI_Info_free(&info_);
+}
+
+Communicator Communicator::world() {
+  return duplicate(MPI_COMM_WORLD);
+}
+
+int Communicator::world_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+int Communicator::rank() const {
+  return impl_->rank;
+}
+
+int Communicator::size() const {
+  return impl_->size;
+}
+
+void Communicator::barrier() const {
+  MPI_Barrier(impl_->comm);
+}
+
+void Communicator::abort(int code) const {
+  MPI_Abort(impl_->comm, code);
+  std::abort();  // MPI_Abort does not return; the compiler does not know
+}
+
+void Communicator::idle_barrier() const {
+  MPI_Request request;
+  MPI_Ibarrier(impl_->comm, &request);
+  for (int done = 0;;) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done)
+      return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+Communicator Communicator::split(int color, int key) const {
+  if (color < 0)
+    fail("mtk::Communicator::split", cat("color ", color, " is negative"));
+  MPI_Comm sub = MPI_COMM_NULL;
+  MPI_Comm_split(impl_->comm, color, key, &sub);
+  return adopt(sub);
+}
+
+Communicator Communicator::split_node() const {
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(impl_->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  return adopt(node);
+}
+
+bool Communicator::same_ranks(const Communicator& other) const {
+  int result = MPI_UNEQUAL;
+  MPI_Comm_compare(impl_->comm, other.impl_->comm, &result);
+  return result != MPI_UNEQUAL;
+}
+
+bool Communicator::operator==(const Communicator& other) const {
+  return impl_->comm == other.impl_->comm;
+}
+
+void Communicator::broadcast_raw(void* data, std::size_t count, detail::Datatype type,
+                                 int root) const {
+  if (root < 0 || root >= size())
+    fail("mtk::Communicator::broadcast", cat("root ", root, " outside ", size(), " ranks"));
+  // Large messages in pieces: MPI counts are int.
+  const MPI_Datatype t = mpi_type(type);
+  const std::size_t piece = std::size_t{1} << 30, bytes = static_cast<std::size_t>(type_bytes(t));
+  for (std::size_t off = 0; off < count; off += piece)
+    MPI_Bcast(static_cast<char*>(data) + off * bytes,
+              static_cast<int>(std::min(piece, count - off)), t, root, impl_->comm);
+}
+
+void Communicator::allreduce_raw(void* data, std::size_t count, detail::Datatype type,
+                                 ReduceOp op) const {
+  MPI_Allreduce(MPI_IN_PLACE, data, mpi_count(count, "mtk::Communicator::allreduce"),
+                mpi_type(type), mpi_op(op), impl_->comm);
+}
+
+void Communicator::allgather_raw(const void* send, void* recv, std::size_t count,
+                                 detail::Datatype type) const {
+  const int n = mpi_count(count, "mtk::Communicator::allgather");
+  MPI_Allgather(send, n, mpi_type(type), recv, n, mpi_type(type), impl_->comm);
+}
+
+void Communicator::alltoall_raw(const void* send, void* recv, std::size_t count,
+                                detail::Datatype type) const {
+  const int n = mpi_count(count, "mtk::Communicator::alltoall");
+  MPI_Alltoall(send, n, mpi_type(type), recv, n, mpi_type(type), impl_->comm);
+}
+
+void Communicator::reduce_scatter_raw(const void* send, void* recv, std::size_t count,
+                                      detail::Datatype type, ReduceOp op) const {
+  MPI_Reduce_scatter_block(send, recv, mpi_count(count, "mtk::Communicator::reduce_scatter"),
+                           mpi_type(type), mpi_op(op), impl_->comm);
+}
+
+void Communicator::sendrecv_raw(const void* send, int dest, void* recv, int source,
+                                std::size_t count, detail::Datatype type) const {
+  const int n = mpi_count(count, "mtk::Communicator::sendrecv");
+  MPI_Sendrecv(send, n, mpi_type(type), dest < 0 ? MPI_PROC_NULL : dest, 0, recv, n, mpi_type(type),
+               source < 0 ? MPI_PROC_NULL : source, 0, impl_->comm, MPI_STATUS_IGNORE);
+}
+
+std::string Communicator::broadcast_string(std::string value, int root) const {
+  const auto n = broadcast(static_cast<std::uint64_t>(value.size()), root);
+  value.resize(static_cast<std::size_t>(n));
+  broadcast_in_place(value.data(), value.size(), root);
+  return value;
+}
+
+std::vector<std::string> Communicator::broadcast_strings(std::vector<std::string> value,
+                                                         int root) const {
+  std::vector<std::uint64_t> lengths;
+  std::string joined;
+  for (const auto& s : value) {
+    lengths.push_back(s.size());
+    joined += s;
+  }
+  lengths = broadcast(std::move(lengths), root);
+  joined = broadcast_string(std::move(joined), root);
+  value.clear();
+  std::size_t off = 0;
+  for (auto len : lengths) {
+    value.push_back(joined.substr(off, static_cast<std::size_t>(len)));
+    off += static_cast<std::size_t>(len);
+  }
+  return value;
+}
+
+namespace {
+
+// Splits `all` at the lengths `lens` (one per rank).
+std::vector<std::string> cut(const std::string& all, const std::vector<int>& lens) {
+  std::vector<std::string> out;
+  std::size_t off = 0;
+  for (int len : lens) {
+    out.push_back(all.substr(off, static_cast<std::size_t>(len)));
+    off += static_cast<std::size_t>(len);
+  }
+  return out;
+}
+
+std::vector<int> displacements(const std::vector<int>& lens, const char* where) {
+  std::vector<int> displs;
+  std::size_t total = 0;
+  for (int len : lens) {
+    displs.push_back(static_cast<int>(total));
+    total += static_cast<std::size_t>(len);
+  }
+  mpi_count(total, where);
+  return displs;
+}
+
+}  // namespace
+
+std::vector<std::string> Communicator::allgather_strings(const std::string& value) const {
+  const char* where = "mtk::Communicator::allgather";
+  const int len = mpi_count(value.size(), where);
+  const std::vector<int> lens = allgather(len), displs = displacements(lens, where);
+  std::string all(static_cast<std::size_t>(displs.back() + lens.back()), '\0');
+  MPI_Allgatherv(value.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR,
+                 impl_->comm);
+  return cut(all, lens);
+}
+
+std::vector<std::string> Communicator::gather(const std::string& value, int root) const {
+  const char* where = "mtk::Communicator::gather";
+  if (root < 0 || root >= size())
+    fail(where, cat("root ", root, " outside ", size(), " ranks"));
+  const int len = mpi_count(value.size(), where);
+  std::vector<int> lens(static_cast<std::size_t>(size()));
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, impl_->comm);
+  std::vector<int> displs(lens.size());
+  std::string all;
+  if (rank() == root) {
+    displs = displacements(lens, where);
+    all.resize(static_cast<std::size_t>(displs.back() + lens.back()));
+  }
+  MPI_Gatherv(value.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, root,
+              impl_->comm);
+  return rank() == root ? cut(all, lens) : std::vector<std::string>();
+}
+
+void Communicator::agree(const std::string& local_failure) const {
+  const int first = min(local_failure.empty() ? size() : rank());
+  if (first == size())
+    return;
+  const std::string message = broadcast(rank() == first ? local_failure : std::string(), first);
+  if (rank() == first)
+    throw AgreedError(message);
+  throw AgreedError(cat("[failed on rank ", first, "] ", message));
+}
+
+}  // namespace mtk

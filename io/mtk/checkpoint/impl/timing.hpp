@@ -1,0 +1,15 @@
+#pragma once
+// MTK_CKPT_TIMING=1: rank 0 prints where a save or restore spent its time (stderr).
+
+#include <string>
+
+namespace mtk::ckpt {
+
+/// Seconds on a monotonic clock.
+double wall_seconds();
+/// Adds `seconds` to `phase` of the current save or restore.
+void add_time(const std::string& phase, double seconds);
+/// Prints the phases on `root` when MTK_CKPT_TIMING is set, and starts afresh.
+void report_times(const std::string& what, bool root);
+
+}  // namespace mtk::ckpt

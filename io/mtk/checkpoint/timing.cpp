@@ -1,0 +1,44 @@
+#include <mtk/base/error.hpp>
+#include <mtk/checkpoint/impl/timing.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+namespace mtk::ckpt {
+
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+namespace {
+
+std::vector<std::pair<std::string, double>>& phase_times() {
+  static std::vector<std::pair<std::string, double>> t;
+  return t;
+}
+
+}  // namespace
+
+void add_time(const std::string& phase, double seconds) {
+  for (auto& [p, s] : phase_times())
+    if (p == phase) {
+      s += seconds;
+      return;
+    }
+  phase_times().emplace_back(phase, seconds);
+}
+
+void report_times(const std::string& what, bool root) {
+  if (root && std::getenv("MTK_CKPT_TIMING") != nullptr) {
+    std::string line;
+    for (const auto& [p, s] : phase_times())
+      line += cat(" ", p, "=", s);
+    std::fprintf(stderr, "[mtk checkpoint timing] %s:%s\n", what.c_str(), line.c_str());
+  }
+  phase_times().clear();
+}
+
+}  // namespace mtk::ckpt

@@ -1,0 +1,223 @@
+// mtk::Communicator on 1..8 ranks: every operation against what one rank computes alone from
+// the values every rank contributes (value_of(r)), error agreement, split, lifetime.
+
+#include <mtk/base/error.hpp>
+#include <mtk/parallel/communicator.hpp>
+#include <mtk/parallel/mpi_interop.hpp>
+
+#include <gtest/gtest.h>
+
+#include "mtk_test_util.hpp"
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+using namespace mtk;
+using namespace mtk::test;
+
+namespace {
+
+// What rank r contributes; distinct per rank, not in rank order, negative for some.
+double value_of(int r) {
+  return (r * 7 % 5) - 1.5 + r * 0.25;
+}
+std::int64_t int_of(int r) {
+  return (std::int64_t(r) * 37 % 11 - 4) * (std::int64_t(1) << 33);
+}
+std::string string_of(int r) {
+  return r % 3 == 1 ? std::string() : "rank " + std::to_string(r) + std::string(r, 'x');
+}
+std::vector<double> vector_of(int r) {
+  return {value_of(r), -value_of(r), double(r)};
+}
+
+// Lives until after MPI_Finalize: its destructor must not call MPI then.
+std::optional<Communicator> g_outlives_mpi;
+
+}  // namespace
+
+TEST(Communicator, RankAndSizeAreThoseOfTheWorld) {
+  Communicator world = Communicator::world();
+  EXPECT_EQ(world.rank(), world_rank());
+  EXPECT_EQ(world.size(), world_size());
+  world.barrier();
+  // Its own communicator, not MPI_COMM_WORLD itself.
+  int cmp = MPI_IDENT;
+  MPI_Comm_compare(mpi_comm(world), MPI_COMM_WORLD, &cmp);
+  EXPECT_EQ(cmp, MPI_CONGRUENT);
+  EXPECT_EQ(borrow(MPI_COMM_WORLD).size(), world_size());
+}
+
+TEST(Communicator, CopiesShareOneCommunicator) {
+  Communicator a = Communicator::world();
+  Communicator b = a;
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(mpi_comm(a), mpi_comm(b));
+  Communicator c = Communicator::world();
+  EXPECT_NE(a, c);
+  g_outlives_mpi = c;  // freed at exit, after MPI_Finalize: must not touch MPI
+}
+
+TEST(Communicator, BroadcastFromEveryRoot) {
+  const Communicator world = Communicator::world();
+  for (int root = 0; root < world.size(); ++root) {
+    const int me = world.rank();
+    EXPECT_EQ(world.broadcast(value_of(me), root), value_of(root));
+    EXPECT_EQ(world.broadcast(static_cast<float>(value_of(me)), root),
+              static_cast<float>(value_of(root)));
+    EXPECT_EQ(world.broadcast(int_of(me), root), int_of(root));
+    EXPECT_EQ(world.broadcast(static_cast<int>(me * 3), root), root * 3);
+    EXPECT_EQ(world.broadcast(static_cast<std::uint8_t>(200 + me), root),
+              static_cast<std::uint8_t>(200 + root));
+    EXPECT_EQ(world.broadcast(me == 1, root), root == 1);
+    EXPECT_EQ(world.broadcast(vector_of(me), root), vector_of(root));
+    EXPECT_EQ(world.broadcast(std::vector<int>(static_cast<size_t>(me), me), root),
+              std::vector<int>(static_cast<size_t>(root), root));
+    EXPECT_EQ(world.broadcast(string_of(me), root), string_of(root));
+    std::vector<std::string> strings = {string_of(me), "", string_of(me + 1)};
+    std::vector<std::string> expected = {string_of(root), "", string_of(root + 1)};
+    EXPECT_EQ(world.broadcast(strings, root), expected);
+  }
+}
+
+TEST(Communicator, AllreduceScalarsAndVectors) {
+  const Communicator world = Communicator::world();
+  const int me = world.rank(), n = world.size();
+  double sum = 0, max = value_of(0), min = value_of(0);
+  std::int64_t isum = 0, imax = int_of(0), imin = int_of(0);
+  std::vector<double> vsum(3, 0.0), vmax = vector_of(0), vmin = vector_of(0);
+  for (int r = 0; r < n; ++r) {
+    sum += value_of(r);
+    max = std::max(max, value_of(r));
+    min = std::min(min, value_of(r));
+    isum += int_of(r);
+    imax = std::max(imax, int_of(r));
+    imin = std::min(imin, int_of(r));
+    for (size_t i = 0; i < 3; ++i) {
+      vsum[i] += vector_of(r)[i];
+      vmax[i] = std::max(vmax[i], vector_of(r)[i]);
+      vmin[i] = std::min(vmin[i], vector_of(r)[i]);
+    }
+  }
+  // Values are multiples of 1/4: sums are exact in any order.
+  EXPECT_EQ(world.sum(value_of(me)), sum);
+  EXPECT_EQ(world.max(value_of(me)), max);
+  EXPECT_EQ(world.min(value_of(me)), min);
+  EXPECT_EQ(world.allreduce(int_of(me), ReduceOp::sum), isum);
+  EXPECT_EQ(world.max(int_of(me)), imax);
+  EXPECT_EQ(world.min(int_of(me)), imin);
+  EXPECT_EQ(world.sum(vector_of(me)), vsum);
+  EXPECT_EQ(world.max(vector_of(me)), vmax);
+  EXPECT_EQ(world.min(vector_of(me)), vmin);
+  EXPECT_EQ(world.max(me == n - 1), true);
+  EXPECT_EQ(world.min(me == n - 1), n == 1);
+  EXPECT_EQ(world.sum(1), n);
+}
+
+TEST(Communicator, AllgatherAndGather) {
+  const Communicator world = Communicator::world();
+  const int me = world.rank(), n = world.size();
+  std::vector<double> values;
+  std::vector<std::int64_t> ints;
+  std::vector<std::string> strings;
+  for (int r = 0; r < n; ++r) {
+    values.push_back(value_of(r));
+    ints.push_back(int_of(r));
+    strings.push_back(string_of(r));
+  }
+  EXPECT_EQ(world.allgather(value_of(me)), values);
+  EXPECT_EQ(world.allgather(int_of(me)), ints);
+  EXPECT_EQ(world.allgather(string_of(me)), strings);
+  for (int root = 0; root < n; ++root)
+    EXPECT_EQ(world.gather(string_of(me), root), me == root ? strings : std::vector<std::string>());
+}
+
+TEST(Communicator, BufferCollectives) {
+  const Communicator world = Communicator::world();
+  const int me = world.rank(), n = world.size();
+  const size_t un = static_cast<size_t>(n);
+  // allgather_into: 2 values per rank.
+  std::vector<float> mine = {float(me), float(-me)}, all(2 * un), expected;
+  for (int r = 0; r < n; ++r)
+    expected.insert(expected.end(), {float(r), float(-r)});
+  world.allgather_into(mine.data(), all.data(), 2);
+  EXPECT_EQ(all, expected);
+  // alltoall_into: block r of rank s holds 100 * s + r; rank me receives 100 * r + me from r.
+  std::vector<std::int32_t> send(un), recv(un), want(un);
+  for (int r = 0; r < n; ++r) {
+    send[static_cast<size_t>(r)] = 100 * me + r;
+    want[static_cast<size_t>(r)] = 100 * r + me;
+  }
+  world.alltoall_into(send.data(), recv.data(), 1);
+  EXPECT_EQ(recv, want);
+  // reduce_scatter_into: block b of rank s holds s + b; rank me keeps sum_s (s + me).
+  std::vector<double> blocks(un), mine_sum(1);
+  for (int b = 0; b < n; ++b)
+    blocks[static_cast<size_t>(b)] = me + b;
+  world.reduce_scatter_into(blocks.data(), mine_sum.data(), 1, ReduceOp::sum);
+  EXPECT_EQ(mine_sum[0], n * (n - 1) / 2.0 + n * me);
+  // sendrecv around the ring, and with no partner.
+  std::int64_t from = -1, out = int_of(me);
+  world.sendrecv(&out, (me + 1) % n, &from, (me + n - 1) % n, 1);
+  EXPECT_EQ(from, int_of((me + n - 1) % n));
+  std::int64_t untouched = 42;
+  world.sendrecv(&out, -1, &untouched, -1, 1);
+  EXPECT_EQ(untouched, 42);
+  // broadcast_in_place and allreduce_in_place.
+  std::vector<double> v = vector_of(me);
+  world.broadcast_in_place(v.data(), v.size(), n - 1);
+  EXPECT_EQ(v, vector_of(n - 1));
+  world.allreduce_in_place(v.data(), v.size(), ReduceOp::max);
+  EXPECT_EQ(v, vector_of(n - 1));
+}
+
+TEST(Communicator, SplitGroupsByColorOrdersByKey) {
+  const Communicator world = Communicator::world();
+  const int me = world.rank(), n = world.size();
+  const Communicator half = world.split(me % 2, -me);  // descending world rank
+  std::vector<int> members;
+  for (int r = n - 1; r >= 0; --r)
+    if (r % 2 == me % 2)
+      members.push_back(r);
+  EXPECT_EQ(half.size(), static_cast<int>(members.size()));
+  EXPECT_EQ(half.allgather(me), members);
+  EXPECT_EQ(members[static_cast<size_t>(half.rank())], me);
+  try {
+    world.split(-1);
+    FAIL() << "negative color accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mtk::Communicator::split"), std::string::npos);
+  }
+}
+
+TEST(Communicator, AgreementThrowsTheLowestFailingRanksMessageEverywhere) {
+  const Communicator world = Communicator::world();
+  const int n = world.size();
+  for (int first = 0; first < n; ++first) {
+    std::string mine;
+    if (world.rank() >= first && world.rank() % 2 == first % 2)
+      mine = "mtk::test: tensor 'w' broke on rank " + std::to_string(world.rank());
+    try {
+      agree(world, mine);
+      FAIL() << "no error";
+    } catch (const AgreedError& e) {
+      const std::string expected = "mtk::test: tensor 'w' broke on rank " + std::to_string(first);
+      EXPECT_EQ(std::string(e.what()),
+                world.rank() == first
+                    ? expected
+                    : "[failed on rank " + std::to_string(first) + "] " + expected);
+    }
+  }
+  EXPECT_NO_THROW(world.agree(""));
+  EXPECT_EQ(agree_on_failure(world, [] { return 5; }), 5);
+  EXPECT_THROW(agree_on_failure(world,
+                                [&] {
+                                  if (world.rank() == n - 1)
+                                    fail("mtk::test", "last");
+                                }),
+               AgreedError);
+  // Still in step afterwards.
+  EXPECT_EQ(world.sum(1), n);
+}
