@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
                   mesh.shape().to_string().c_str(), layout.slice_shape().to_string().c_str(),
                   static_cast<long long>(origin[0]));
   }
-  ok = world.all_true(ok);
+  ok = world.min(ok ? 1 : 0) == 1;
   if (mesh.rank() == 0)
     std::printf("mesh and layout: %s\n", ok ? "OK" : "MISMATCH");
   return ok ? 0 : 1;

@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
   checkpoints.restore(*restored.program, saved);
   const float next = trainer.step(shape, tokens), again = restored.step(shape, tokens);
 
-  const bool ok = world.all_true(losses.back() < losses.front() && next == again);
+  const bool ok = world.min(losses.back() < losses.front() && next == again ? 1 : 0) == 1;
   if (world.rank() == 0) {
     std::printf("tiny LM on %d ranks: loss %.4f -> %.4f in %zu Adafactor steps\n", world.size(),
                 losses.front(), losses.back(), losses.size());

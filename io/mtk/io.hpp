@@ -1,0 +1,17 @@
+#pragma once
+// MTK::io's public API: configuration files, data sets (vocabularies, the LM1B corpus, token
+// shards, packed batches), sharded HDF5 checkpoints, metrics, stop signals, file utilities and the
+// applications' main(). The engine and models are in <mtk/mtk.hpp>.
+
+#include <mtk/app/app_main.hpp>
+#include <mtk/checkpoint/checkpoint.hpp>
+#include <mtk/config/config.hpp>
+#include <mtk/config/model_config.hpp>
+#include <mtk/data/lm1b_corpus.hpp>
+#include <mtk/data/lm_batches.hpp>
+#include <mtk/data/token_shards.hpp>
+#include <mtk/data/vocab.hpp>
+#include <mtk/files/files.hpp>
+#include <mtk/files/sha256.hpp>
+#include <mtk/metrics/metrics.hpp>
+#include <mtk/signals/stop_signals.hpp>
