@@ -3,10 +3,13 @@
 // expectations.
 
 #include <mtk/base/error.hpp>
+#include <mtk/base/functions.hpp>
 #include <mtk/base/shape.hpp>
+#include <mtk/kernels/view.hpp>
 
 #include <gtest/gtest.h>
 
+#include "mtk_test_util.hpp"
 #include <cstdint>
 #include <functional>
 #include <random>
@@ -70,3 +73,21 @@ inline void expect_error(const std::function<void()>& f, const std::vector<std::
 }
 
 }  // namespace mtk::test
+
+// The names every kernel test file uses (`using namespace kernel_test_names;` in its anonymous
+// namespace).
+namespace kernel_test_names {
+namespace k = mtk::kernels;
+using mtk::BinaryFn;
+using mtk::CompareFn;
+using mtk::Shape;
+using mtk::UnaryFn;
+using mtk::test::expect_error;
+using mtk::test::random_ints;
+using mtk::test::random_values;
+using mtk::test::ref_offset;
+using mtk::test::to_vector;
+using mtk::test::to_view;
+using mtk::test::unflatten;
+using I32 = std::int32_t;
+}  // namespace kernel_test_names

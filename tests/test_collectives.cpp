@@ -1,8 +1,8 @@
 // Every collective against a reference computed from the global tensor, on every mesh of the
 // current rank count (1-D, 2-D, 3-D), every mesh axis or axis subset, tensors of rank 1 to 4.
 
-#include <mtk/parallel/collectives.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/parallel/collectives.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // YAML configuration: meshes and layouts written as maps or strings; dotted keys; overrides.
 
-#include <mtk/config/config.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/config/config.hpp>
 
 #include <gtest/gtest.h>
 

@@ -7,6 +7,7 @@
 #include <Kokkos_Core.hpp>
 #include <gtest/gtest.h>
 
+#include "kernel_test_util.hpp"
 #include "mtk_test_util.hpp"
 #include <algorithm>
 #include <cmath>
@@ -40,12 +41,7 @@ std::vector<double> random_values(std::int64_t n, unsigned seed, double lo = -1.
 }
 
 std::vector<double> random_ids(std::int64_t n, unsigned seed, int lo, int hi) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int> dist(lo, hi);
-  std::vector<double> v(static_cast<size_t>(n));
-  for (auto& x : v)
-    x = dist(gen);
-  return v;
+  return mtk::test::random_ints(n, lo, hi, seed);
 }
 
 std::int64_t offset_of(const Shape& s, const Index& idx) {
@@ -477,17 +473,9 @@ TEST(Reduce, Errors) {
 
 // ---------------------------------------------------------------- softmax
 
-struct Around {
-  std::int64_t outer = 1, n = 1, inner = 1;
-  Around(const Shape& s, int dim) {
-    for (int i = 0; i < s.rank(); ++i) {
-      if (i < dim)
-        outer *= s[i].size;
-      if (i > dim)
-        inner *= s[i].size;
-    }
-    n = s[dim].size;
-  }
+// mtk::Around with the offset of element i of row `row`.
+struct Around : mtk::Around {
+  using mtk::Around::Around;
   size_t at(std::int64_t row, std::int64_t i) const {
     return static_cast<size_t>((row / inner) * n * inner + row % inner + i * inner);
   }

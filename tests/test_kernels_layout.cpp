@@ -21,19 +21,7 @@
 
 namespace {
 
-namespace k = mtk::kernels;
-using mtk::BinaryFn;
-using mtk::CompareFn;
-using mtk::Shape;
-using mtk::UnaryFn;
-using mtk::test::expect_error;
-using mtk::test::random_ints;
-using mtk::test::random_values;
-using mtk::test::ref_offset;
-using mtk::test::to_vector;
-using mtk::test::to_view;
-using mtk::test::unflatten;
-using I32 = std::int32_t;
+using namespace kernel_test_names;
 
 // ------------------------------------------------------------------ layout
 

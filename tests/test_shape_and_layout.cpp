@@ -1,9 +1,9 @@
 // Shapes, mesh shapes, layout rules and tensor layouts: arithmetic and bad input.
 
 #include <mtk/base/error.hpp>
+#include <mtk/base/shape.hpp>
 #include <mtk/parallel/layout.hpp>
 #include <mtk/parallel/mesh_shape.hpp>
-#include <mtk/base/shape.hpp>
 
 #include <gtest/gtest.h>
 

@@ -15,13 +15,10 @@ struct Rows {
   Rows(const Shape& s, int dim) {
     if (dim < 0 || dim >= s.rank())
       fail("mtk::kernels::cross_entropy", cat("dim ", dim, " outside ", s.to_string()));
-    for (int i = 0; i < s.rank(); ++i) {
-      if (i < dim)
-        outer *= s[i].size;
-      if (i > dim)
-        inner *= s[i].size;
-    }
-    v = s[dim].size;
+    const Around a(s, dim);
+    outer = a.outer;
+    v = a.n;
+    inner = a.inner;
   }
   std::int64_t rows() const { return outer * inner; }
 };

@@ -1,6 +1,6 @@
 #include <mtk/base/error.hpp>
-#include <mtk/lower/lowering_context.hpp>
 #include <mtk/lower/lowering.hpp>
+#include <mtk/lower/lowering_context.hpp>
 #include <mtk/parallel/collectives.hpp>
 #include <mtk/parallel/relayout.hpp>
 
@@ -135,11 +135,11 @@ int Lowering::relayout(int t, const std::vector<int>& to) {
   const Mesh mesh = mesh_;
   add_step(
       cat("relayout ", describe(t), ": ", describe_relayout(plan, shape_)), {t}, {out},
-      [mesh, plan, t, out, dt](Buffers& b, const ExecSpace&) {
+      [mesh, plan, t, out, dt](Buffers& b, const ExecSpace& space) {
         const Program::Buffer& src = b[static_cast<size_t>(t)];
         b[static_cast<size_t>(out)] = visit_dtype(dt, [&](auto v) {
           using T = decltype(v);
-          return Program::Buffer(run_relayout<T>(mesh, plan, src.view<T>()));
+          return Program::Buffer(run_relayout<T>(space, mesh, plan, src.view<T>()));
         });
       },
       "", 0, Program::Category::collective);

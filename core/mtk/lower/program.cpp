@@ -47,8 +47,7 @@ namespace {
 
 template <class T>
 Kokkos::View<T*> upload(const T* host, std::int64_t n, const std::string& label) {
-  Kokkos::View<T*> v(Kokkos::view_alloc(Kokkos::WithoutInitializing, label),
-                     static_cast<size_t>(n));
+  Kokkos::View<T*> v = uninitialized_view<T>(label, n);
   auto h = Kokkos::create_mirror_view(v);
   for (size_t k = 0; k < static_cast<size_t>(n); ++k)
     h(k) = host[k];
@@ -108,8 +107,8 @@ HostTensor Program::gather_global(int tensor, const Buffer& buffer) {
     Kokkos::View<T*> v = buffer.view<T>();
     const auto& pend = pending_.at(static_cast<size_t>(tensor));
     if (!pend.empty()) {  // finish a deferred partial sum on a copy
-      Kokkos::View<T*> copy(
-          Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::fetch")), v.extent(0));
+      Kokkos::View<T*> copy =
+          uninitialized_view<T>("mtk::fetch", static_cast<std::int64_t>(v.extent(0)));
       Kokkos::deep_copy(copy, v);
       allreduce<T>(mesh_, pend, copy);
       v = copy;

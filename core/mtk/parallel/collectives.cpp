@@ -1,4 +1,5 @@
 #include <mtk/base/error.hpp>
+#include <mtk/base/exec_space.hpp>
 #include <mtk/base/shape.hpp>
 #include <mtk/parallel/collectives.hpp>
 
@@ -42,8 +43,7 @@ namespace detail {
 template <class T>
 Kokkos::View<T*> split_to_chunks(const char* label, const Kokkos::View<T*>& in, Around a,
                                  std::int64_t parts) {
-  Kokkos::View<T*> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
-                       in.extent(0));
+  Kokkos::View<T*> out = uninitialized_view<T>(label, static_cast<std::int64_t>(in.extent(0)));
   const std::int64_t m = a.n / parts, outer = a.outer, n = a.n, inner = a.inner;
   Kokkos::parallel_for(
       label, Kokkos::RangePolicy<std::int64_t>(0, static_cast<std::int64_t>(in.extent(0))),
@@ -59,10 +59,9 @@ Kokkos::View<T*> split_to_chunks(const char* label, const Kokkos::View<T*>& in, 
 
 // Inverse: out[o][p*m + j][i] = in[p][o][j][i], chunks concatenated along the dim.
 template <class T>
-Kokkos::View<T*> chunks_to_concat(const char* label, const Kokkos::View<T*>& in,
-                                  Around chunk, std::int64_t parts) {
-  Kokkos::View<T*> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
-                       in.extent(0));
+Kokkos::View<T*> chunks_to_concat(const char* label, const Kokkos::View<T*>& in, Around chunk,
+                                  std::int64_t parts) {
+  Kokkos::View<T*> out = uninitialized_view<T>(label, static_cast<std::int64_t>(in.extent(0)));
   const std::int64_t m = chunk.n, outer = chunk.outer, inner = chunk.inner, n = m * parts;
   Kokkos::parallel_for(
       label, Kokkos::RangePolicy<std::int64_t>(0, static_cast<std::int64_t>(in.extent(0))),
@@ -109,16 +108,15 @@ Kokkos::View<T*> allconcat(const Mesh& mesh, int axis, const Shape& local_shape,
   check_size(where, local_shape, local);
   const std::int64_t parts = axis_size(mesh, axis, where);
   Kokkos::Profiling::pushRegion(where);
-  Kokkos::View<T*> gathered(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::allconcat::gathered")),
-      local.extent(0) * parts);
+  Kokkos::View<T*> gathered = uninitialized_view<T>(
+      "mtk::allconcat::gathered", static_cast<std::int64_t>(local.extent(0) * parts));
   {
     MpiStage<T> send(local, true), recv(gathered, false);
     mesh.axes_comm({axis}).allgather_into(send.data(), recv.data(), local.extent(0));
     recv.write_back();
   }
-  auto out = detail::chunks_to_concat("mtk::allconcat::unpack", gathered,
-                                      Around(local_shape, dim), parts);
+  auto out =
+      detail::chunks_to_concat("mtk::allconcat::unpack", gathered, Around(local_shape, dim), parts);
   Kokkos::Profiling::popRegion();
   return out;
 }
@@ -139,11 +137,10 @@ Kokkos::View<T*> alltoall(const Mesh& mesh, int axis, const Shape& local_shape, 
              " in ", local_shape.to_string(), " is not divisible by mesh dimension '",
              mesh.shape()[axis].name, "' of size ", parts));
   Kokkos::Profiling::pushRegion(where);
-  auto send = detail::split_to_chunks("mtk::alltoall::pack", local,
-                                      Around(local_shape, split_dim), parts);
-  Kokkos::View<T*> received(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::alltoall::received")),
-      local.extent(0));
+  auto send =
+      detail::split_to_chunks("mtk::alltoall::pack", local, Around(local_shape, split_dim), parts);
+  Kokkos::View<T*> received =
+      uninitialized_view<T>("mtk::alltoall::received", static_cast<std::int64_t>(local.extent(0)));
   {
     MpiStage<T> s(send, true), r(received, false);
     mesh.axes_comm({axis}).alltoall_into(s.data(), r.data(),
@@ -171,11 +168,10 @@ Kokkos::View<T*> reduce_scatter(const Mesh& mesh, int axis, const Shape& local_s
                     " is not divisible by mesh dimension '", mesh.shape()[axis].name, "' of size ",
                     parts));
   Kokkos::Profiling::pushRegion(where);
-  auto send = detail::split_to_chunks("mtk::reduce_scatter::pack", local,
-                                      Around(local_shape, dim), parts);
+  auto send =
+      detail::split_to_chunks("mtk::reduce_scatter::pack", local, Around(local_shape, dim), parts);
   const std::int64_t count = static_cast<std::int64_t>(local.extent(0)) / parts;
-  Kokkos::View<T*> out(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("mtk::reduce_scatter")), count);
+  Kokkos::View<T*> out = uninitialized_view<T>("mtk::reduce_scatter", count);
   {
     MpiStage<T> s(send, true), r(out, false);
     mesh.axes_comm({axis}).reduce_scatter_into(s.data(), r.data(), static_cast<size_t>(count), op);

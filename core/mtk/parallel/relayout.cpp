@@ -57,14 +57,14 @@ std::vector<RelayoutMove> plan_relayout(const Shape& shape, const std::vector<in
 }
 
 template <class T>
-Kokkos::View<T*> run_relayout(const Mesh& mesh, const std::vector<RelayoutMove>& plan,
-                              Kokkos::View<T*> x) {
+Kokkos::View<T*> run_relayout(const ExecSpace& space, const Mesh& mesh,
+                              const std::vector<RelayoutMove>& plan, Kokkos::View<T*> x) {
   for (const auto& m : plan) {
     switch (m.kind) {
       case RelayoutMove::Kind::slice: {
         const std::int64_t part = m.local_before[m.dim].size / mesh.shape()[m.axis].size;
-        x = kernels::slice<T>(mtk::ExecSpace(), m.local_before, x, m.dim,
-                              mesh.coordinate(m.axis) * part, part);
+        x = kernels::slice<T>(space, m.local_before, x, m.dim, mesh.coordinate(m.axis) * part,
+                              part);
         break;
       }
       case RelayoutMove::Kind::allconcat:
@@ -78,9 +78,10 @@ Kokkos::View<T*> run_relayout(const Mesh& mesh, const std::vector<RelayoutMove>&
   return x;
 }
 
-template Kokkos::View<float*> run_relayout<float>(const Mesh&, const std::vector<RelayoutMove>&,
+template Kokkos::View<float*> run_relayout<float>(const ExecSpace&, const Mesh&,
+                                                  const std::vector<RelayoutMove>&,
                                                   Kokkos::View<float*>);
-template Kokkos::View<std::int32_t*> run_relayout<std::int32_t>(const Mesh&,
+template Kokkos::View<std::int32_t*> run_relayout<std::int32_t>(const ExecSpace&, const Mesh&,
                                                                 const std::vector<RelayoutMove>&,
                                                                 Kokkos::View<std::int32_t*>);
 

@@ -2,8 +2,9 @@
 // Changing which mesh axes split a tensor's dims: the communication behind reshape and behind
 // gathering a dim an op needs whole. Planned once at lowering, executed every run.
 
-#include <mtk/parallel/mesh.hpp>
+#include <mtk/base/exec_space.hpp>
 #include <mtk/base/shape.hpp>
+#include <mtk/parallel/mesh.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -32,8 +33,8 @@ std::vector<RelayoutMove> plan_relayout(const Shape& shape, const std::vector<in
 
 /// Runs a plan on this rank's slice.
 template <class T>
-Kokkos::View<T*> run_relayout(const Mesh& mesh, const std::vector<RelayoutMove>& plan,
-                              Kokkos::View<T*> x);
+Kokkos::View<T*> run_relayout(const ExecSpace& space, const Mesh& mesh,
+                              const std::vector<RelayoutMove>& plan, Kokkos::View<T*> x);
 
 /// "slice on model, alltoall on batch" for explain().
 std::string describe_relayout(const std::vector<RelayoutMove>& plan, const MeshShape& mesh);

@@ -2,6 +2,7 @@
 // variable and checks the saved slices against their hashes (docs/checkpoint-format.md).
 
 #include <mtk/base/error.hpp>
+#include <mtk/base/exec_space.hpp>
 #include <mtk/checkpoint/impl/format.hpp>
 #include <mtk/checkpoint/impl/hashes.hpp>
 #include <mtk/checkpoint/impl/hdf5.hpp>
@@ -147,9 +148,8 @@ std::string read_variables(Program& program, const std::string& path, const Rest
         const auto origin64 = layout.slice_origin(mesh.coordinates());
         const std::vector<std::int64_t> origin(origin64.begin(), origin64.end());
         const auto local = sizes_of(layout.slice_shape());
-        (*views)[k] = Kokkos::View<float*>(
-            Kokkos::view_alloc(Kokkos::WithoutInitializing, "mtk::checkpoint::" + v.name),
-            static_cast<size_t>(layout.slice_shape().num_elements()));
+        (*views)[k] = uninitialized_view<float>("mtk::checkpoint::" + v.name,
+                                                layout.slice_shape().num_elements());
         hosts[k] = Kokkos::create_mirror_view((*views)[k]);
         read_block(dset, origin, local, hosts[k].data(), where,
                    cat("the slice at ", bracket(origin), " of ", what, " in ", h5path));

@@ -2,10 +2,11 @@
 // Allocation and launch policy shared by every kernel: labelled, uninitialised Views and ranges on
 // the caller's execution space instance.
 
+#include <mtk/base/exec_space.hpp>
+
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
-#include <mtk/base/exec_space.hpp>
 #include <string>
 
 namespace mtk::kernels::impl {
@@ -13,8 +14,7 @@ namespace mtk::kernels::impl {
 /// An uninitialised View of `n` elements named `label` (every kernel writes all of its output).
 template <class T>
 Kokkos::View<T*> alloc(const char* label, std::int64_t n) {
-  return Kokkos::View<T*>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)),
-                          static_cast<size_t>(n));
+  return uninitialized_view<T>(label, n);
 }
 
 /// [0, n) on `space`.
