@@ -52,10 +52,16 @@ inline HostTensor int_pattern(const Shape& s, int modulo) {
   return HostTensor::ints(s, v);
 }
 
-inline std::vector<GraphCase> graph_cases() {
-  const Dimension b{"b", 8}, i{"i", 8}, j{"j", 16}, k{"k", 8}, h{"h", 8}, q{"q", 8}, kk{"kk", 8},
+// The dims the cases use (sizes divisible by every mesh dim of the tests).
+struct CaseDims {
+  Dimension b{"b", 8}, i{"i", 8}, j{"j", 16}, k{"k", 8}, h{"h", 8}, q{"q", 8}, kk{"kk", 8},
       d{"d", 8}, v{"v", 16}, l{"l", 8}, l16{"l", 16};
-  std::vector<GraphCase> cases;
+};
+
+/// Contractions, elementwise ops, reductions and softmax.
+inline void add_compute_cases(std::vector<GraphCase>& cases) {
+  const CaseDims n;
+  const Dimension b = n.b, i = n.i, j = n.j, k = n.k, h = n.h, q = n.q, kk = n.kk, d = n.d, v = n.v;
 
   cases.push_back(
       {"einsum_matmul",
@@ -129,7 +135,12 @@ inline std::vector<GraphCase> graph_cases() {
                    },
                    {"b:@0", "v:@0", "b:@0;v:@1", "v:@0;b:@1"},
                    true});
+}
 
+/// Indexing, reshapes and relayouts, ops along one dim, randomness and the fused loss.
+inline void add_data_movement_cases(std::vector<GraphCase>& cases) {
+  const CaseDims n;
+  const Dimension b = n.b, i = n.i, j = n.j, d = n.d, v = n.v, l = n.l, l16 = n.l16;
   cases.push_back({"embedding",
                    [=](Graph& g) {
                      Tensor table = var(g, "table", {v, d}), proj = var(g, "proj", {v, d}, 0.2f);
@@ -197,7 +208,12 @@ inline std::vector<GraphCase> graph_cases() {
        },
        {"v:@0", "b:@0;v:@1", "l:@0;b:@1", "v:@0;l:@1;b:@2"},
        true});
+}
 
+inline std::vector<GraphCase> graph_cases() {
+  std::vector<GraphCase> cases;
+  add_compute_cases(cases);
+  add_data_movement_cases(cases);
   return cases;
 }
 

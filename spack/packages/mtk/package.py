@@ -44,6 +44,8 @@ class Mtk(CMakePackage):
             self.define("KokkosKernels_ROOT", spec["kokkos-kernels"].prefix),
             self.define("HDF5_PREFER_PARALLEL", True),
             self.define_from_variant("MTK_ENABLE_TESTS", "tests"),
+            # the examples test installs into a scratch prefix: not inside a Spack build
+            self.define("MTK_ENABLE_EXAMPLES", False),
         ]
         # A CUDA Kokkos compiles device lambdas with the compiler it was built for (its
         # nvcc_wrapper when built +wrapper).
