@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "mtk_invariance_check.hpp"
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -237,6 +238,59 @@ TEST(Models, AdafactorMatchesHandComputedUpdates) {
   }
 }
 
+namespace {
+
+// One unfactored Adafactor step on the host in double (Mesh-TensorFlow's order): the update
+// g / sqrt(v) is clipped and scaled, then averaged into the momentum m, which is subtracted.
+void adafactor_host_step(std::vector<double>& w, std::vector<double>& v, std::vector<double>& m,
+                         const std::vector<float>& c, double step, double rate, double beta1) {
+  const double n = static_cast<double>(w.size()), decay = 1 - std::pow(step + 1, -0.8);
+  std::vector<double> u(w.size());
+  double rms_u = 0, rms_w = 0;
+  for (size_t k = 0; k < w.size(); ++k) {
+    v[k] = decay * v[k] + (1 - decay) * (double(c[k]) * c[k] + 1e-30);
+    u[k] = c[k] / std::sqrt(v[k]);
+    rms_u += u[k] * u[k] / n;
+    rms_w += w[k] * w[k] / n;
+  }
+  const double clip = std::max(1.0, std::sqrt(rms_u)),
+               scale = rate * std::max(std::sqrt(rms_w), 1e-3);
+  for (size_t k = 0; k < w.size(); ++k) {
+    m[k] = beta1 * m[k] + (1 - beta1) * u[k] / clip * scale;
+    w[k] -= m[k];
+  }
+}
+
+}  // namespace
+
+TEST(Models, AdafactorMomentumAveragesTheClippedScaledUpdate) {
+  // Two steps with beta1 = 0.9 and a learning rate that halves between them, so that momentum
+  // of the unscaled update (scaled afterwards by the new rate) differs from Mesh-TensorFlow's.
+  Graph g;
+  const Shape shape{{"r", 2}, {"c", 3}};
+  Tensor w = variable(g, "w", shape, Initializer::normal(0.5f));
+  Tensor cvals = random_uniform(g, shape, 3, 0.5, 1.5);
+  Tensor loss = reduce_sum(w * stop_gradient(cvals));
+  optim::AdafactorOptions o;
+  o.beta1 = 0.9;
+  optim::Adafactor opt(o);
+  optim::LearningRateSchedule lr;
+  lr.kind = optim::LearningRateSchedule::Kind::adafactor_relative;
+  lr.value = 1.0;  // min(1 / sqrt(step + 1), 1): 1, 0.71, 0.58
+  optim::minimize(loss, opt, lr);
+  auto p = lower(g, single_processor_mesh(), LayoutRules());
+  const auto w0 = p->variable_value("w").values<float>();
+  std::vector<double> w_host(w0.begin(), w0.end()), v(w0.size(), 0.0), m(w0.size(), 0.0);
+  for (int step = 0; step < 3; ++step) {
+    const auto c = p->run({}, {cvals})[0].values<float>();
+    adafactor_host_step(w_host, v, m, c, step, 1 / std::sqrt(step + 1.0), o.beta1);
+    const auto w_now = p->variable_value("w").values<float>();
+    for (size_t k = 0; k < w_host.size(); ++k)
+      ASSERT_NEAR(w_now[k], w_host[k], 1e-5) << "step " << step << " element " << k;
+  }
+  EXPECT_EQ(p->variable_names().size(), 4u);  // w, adafactor_v, adafactor_m, global_step
+}
+
 TEST(Models, AdamMatchesHandComputedUpdates) {
   Graph g;
   const Shape shape{{"r", 8}, {"c", 8}};
@@ -266,6 +320,53 @@ TEST(Models, AdamMatchesHandComputedUpdates) {
     auto w_now = p->variable_value("w").values<float>();
     for (size_t k = 0; k < w_host.size(); ++k)
       ASSERT_NEAR(w_now[k], w_host[k], 1e-6) << "step " << t << " element " << k;
+  }
+}
+
+namespace {
+
+// Sum over non-padding targets of the plain cross-entropy lse(row) - logit[target], in double,
+// from logits [batch, length, vocab] and int32 targets [batch, length].
+double host_cross_entropy_sum(const HostTensor& logits, const HostTensor& targets,
+                              std::int64_t vocab) {
+  const auto x = logits.values<float>();
+  const auto t = targets.values<std::int32_t>();
+  double sum = 0;
+  for (size_t row = 0; row < t.size(); ++row) {
+    if (t[row] == 0)
+      continue;
+    const float* r = x.data() + row * static_cast<size_t>(vocab);
+    const double mx = *std::max_element(r, r + vocab);
+    double s = 0;
+    for (std::int64_t v = 0; v < vocab; ++v)
+      s += std::exp(double(r[v]) - mx);
+    sum += mx + std::log(s) - double(r[t[row]]);
+  }
+  return sum;
+}
+
+}  // namespace
+
+TEST(Models, EvaluationLossIsThePlainCrossEntropy) {
+  // Training-only terms (z-loss, label smoothing) are in the training loss, never in evaluation.
+  auto c = tiny_config(false, false);
+  c.z_loss = 0.01;
+  c.label_smoothing = 0.1;
+  const std::string n = std::to_string(world_size());
+  Mesh mesh(MeshShape::parse("x:" + n), MPI_COMM_WORLD);
+  for (bool training : {false, true}) {
+    Graph g;
+    nn::ModelGraph m = nn::build_transformer(g, c, training);
+    std::map<int, HostTensor> feeds;
+    feed_tokens(m, c, feeds, 5);
+    auto p = lower(g, mesh, LayoutRules::parse("vocab:x"));
+    auto out = p->run(feeds, {m.logits, m.targets, m.loss_sum});
+    const double ce = host_cross_entropy_sum(out[0], out[1], c.vocab_size);
+    const double loss_sum = out[2].values<float>()[0];
+    if (training)
+      EXPECT_GT(std::abs(loss_sum - ce), 1e-2 * ce) << "training adds z-loss and smoothing";
+    else
+      EXPECT_NEAR(loss_sum, ce, 1e-5 * ce) << "evaluation reports the plain cross-entropy";
   }
 }
 
