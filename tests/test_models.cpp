@@ -264,8 +264,8 @@ void adafactor_host_step(std::vector<double>& w, std::vector<double>& v, std::ve
 }  // namespace
 
 TEST(Models, AdafactorMomentumAveragesTheClippedScaledUpdate) {
-  // Two steps with beta1 = 0.9 and a learning rate that halves between them, so that momentum
-  // of the unscaled update (scaled afterwards by the new rate) differs from Mesh-TensorFlow's.
+  // Three steps with beta1 = 0.9 and a falling learning rate, so that momentum of the unscaled
+  // update (scaled afterwards by the new rate) differs from Mesh-TensorFlow's.
   Graph g;
   const Shape shape{{"r", 2}, {"c", 3}};
   Tensor w = variable(g, "w", shape, Initializer::normal(0.5f));
@@ -326,9 +326,9 @@ TEST(Models, AdamMatchesHandComputedUpdates) {
 namespace {
 
 // Sum over non-padding targets of the plain cross-entropy lse(row) - logit[target], in double,
-// from logits [batch, length, vocab] and int32 targets [batch, length].
+// from logits [batch, length, vocab] and int32 targets [batch, length]; adds lse^2 to *lse2_sum.
 double host_cross_entropy_sum(const HostTensor& logits, const HostTensor& targets,
-                              std::int64_t vocab) {
+                              std::int64_t vocab, double* lse2_sum = nullptr) {
   const auto x = logits.values<float>();
   const auto t = targets.values<std::int32_t>();
   double sum = 0;
@@ -340,7 +340,10 @@ double host_cross_entropy_sum(const HostTensor& logits, const HostTensor& target
     double s = 0;
     for (std::int64_t v = 0; v < vocab; ++v)
       s += std::exp(double(r[v]) - mx);
-    sum += mx + std::log(s) - double(r[t[row]]);
+    const double lse = mx + std::log(s);
+    sum += lse - double(r[t[row]]);
+    if (lse2_sum)
+      *lse2_sum += lse * lse;
   }
   return sum;
 }
@@ -360,13 +363,17 @@ TEST(Models, EvaluationLossIsThePlainCrossEntropy) {
     std::map<int, HostTensor> feeds;
     feed_tokens(m, c, feeds, 5);
     auto p = lower(g, mesh, LayoutRules::parse("vocab:x"));
-    auto out = p->run(feeds, {m.logits, m.targets, m.loss_sum});
-    const double ce = host_cross_entropy_sum(out[0], out[1], c.vocab_size);
+    auto out = p->run(feeds, {m.logits, m.targets, m.loss_sum, m.cross_entropy_sum, m.z_loss_sum});
+    double lse2 = 0;
+    const double ce = host_cross_entropy_sum(out[0], out[1], c.vocab_size, &lse2);
     const double loss_sum = out[2].values<float>()[0];
     if (training)
       EXPECT_GT(std::abs(loss_sum - ce), 1e-2 * ce) << "training adds z-loss and smoothing";
     else
       EXPECT_NEAR(loss_sum, ce, 1e-5 * ce) << "evaluation reports the plain cross-entropy";
+    // The parts training logs apart: the plain cross-entropy and the z-loss (0 in evaluation).
+    EXPECT_NEAR(out[3].values<float>()[0], ce, 1e-5 * ce) << "training " << training;
+    EXPECT_NEAR(out[4].values<float>()[0], training ? c.z_loss * lse2 : 0.0, 1e-5 * lse2);
   }
 }
 

@@ -19,12 +19,14 @@
 #include <mtk/optim/optim.hpp>
 #include <mtk/signals/stop_signals.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <random>
+#include <vector>
 
 namespace mtk::lm1b {
 namespace {
@@ -237,6 +239,28 @@ std::pair<Options, Setup> agreed_setup(const Communicator& world,
   return std::move(*r);
 }
 
+// The training losses of the steps since the last log line, averaged: the loss minimised and its
+// parts per token (plain cross-entropy, z-loss; label smoothing is the rest) and the MoE loss.
+struct LossWindow {
+  double loss = 0, cross_entropy = 0, z_loss = 0, aux_loss = 0;
+  int steps = 0;
+
+  // The fetches add() reads, in its order.
+  static std::vector<Tensor> fetches(const nn::ModelGraph& m, const Tensor& lr) {
+    return {m.loss, lr, m.cross_entropy_sum, m.z_loss_sum, m.aux_loss, m.token_count};
+  }
+  void add(const std::vector<HostTensor>& out) {
+    auto value = [&](size_t k) { return static_cast<double>(out[k].data<float>()[0]); };
+    const double tokens = std::max(1.0, value(5));
+    loss += value(0);
+    cross_entropy += value(2) / tokens;
+    z_loss += value(3) / tokens;
+    aux_loss += value(4);
+    ++steps;
+  }
+  double mean(double sum) const { return sum / std::max(1, steps); }
+};
+
 }  // namespace
 
 int train_main(const std::vector<std::string>& args) {
@@ -306,30 +330,30 @@ int train_main(const std::vector<std::string>& args) {
   if (world_rank() == 0)
     metrics = MetricsWriter(o.run_dir + "/metrics.jsonl");
   ProgressMeter meter(step, steps);
-  double loss_sum = 0;
-  int loss_count = 0;
+  LossWindow window;
   std::int64_t last_saved = restored.empty() ? -1 : step;
   while (step < steps) {
     LmBatch batch = stream.next();
-    auto out = program->run({}, {m.loss, lr}, local_feeds(m, batch));
+    auto out = program->run({}, LossWindow::fetches(m, lr), local_feeds(m, batch));
     ++step;
     const double loss = out[0].data<float>()[0];
     if (!std::isfinite(loss))
       fail("mtk-lm1b train", cat("loss is ", loss, " at step ", step));
-    loss_sum += loss;
-    ++loss_count;
+    window.add(out);
     meter.tick(step, batch.global_tokens);
     if (step % log_every == 0 || step == steps) {
-      ProgressInfo info = meter.report(loss_sum / loss_count, out[1].data<float>()[0]);
+      ProgressInfo info = meter.report(window.mean(window.loss), out[1].data<float>()[0]);
       say("%s\n", format_progress(info).c_str());
       if (metrics.is_open())
         metrics.write({{"step", step},
-                       {"loss", loss_sum / loss_count},
+                       {"loss", window.mean(window.loss)},
+                       {"cross_entropy", window.mean(window.cross_entropy)},
+                       {"z_loss", window.mean(window.z_loss)},
+                       {"aux_loss", window.mean(window.aux_loss)},
                        {"tokens_per_s", info.tokens_per_s},
                        {"lr", static_cast<double>(out[1].data<float>()[0])},
                        {"epoch", stream.position().epoch}});
-      loss_sum = 0;
-      loss_count = 0;
+      window = LossWindow();
     }
     if (ckpt_every > 0 && step % ckpt_every == 0) {
       save();
@@ -372,7 +396,7 @@ int eval_main(const std::vector<std::string>& args) {
   std::int64_t batches = 0;
   while (!stream.done() && (max_batches <= 0 || batches < max_batches)) {
     LmBatch batch = stream.next();
-    auto out = program->run({}, {m.loss_sum, m.token_count}, local_feeds(m, batch));
+    auto out = program->run({}, {m.cross_entropy_sum, m.token_count}, local_feeds(m, batch));
     total_loss += out[0].data<float>()[0];
     total_tokens += out[1].data<float>()[0];
     ++batches;

@@ -44,7 +44,7 @@ first=$(head -1 run2/metrics.jsonl | sed 's/.*"loss": \([0-9.e+-]*\).*/\1/')
 last=$(tail -1 run2/metrics.jsonl | sed 's/.*"loss": \([0-9.e+-]*\).*/\1/')
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1.0) }' || fail "loss did not fall: $first -> $last"
 echo "loss $first -> $last"
-for key in step loss tokens_per_s lr; do grep -q "\"$key\"" run2/metrics.jsonl || fail "metrics.jsonl lacks $key"; done
+for key in step loss cross_entropy z_loss aux_loss tokens_per_s lr; do grep -q "\"$key\"" run2/metrics.jsonl || fail "metrics.jsonl lacks $key"; done
 
 # Eval: finite perplexities, JSON line with the two figures.
 mpirun -n 2 "$lm1b" eval --config "$config" --run-dir run2 > eval.log 2>&1 || { cat eval.log; fail "eval"; }

@@ -1,5 +1,8 @@
+#include <mtk/base/error.hpp>
 #include <mtk/nn/cross_entropy.hpp>
 #include <mtk/ops/ops.hpp>
+
+#include <string>
 
 namespace mtk::nn {
 
@@ -9,6 +12,16 @@ Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& targets, const 
   // The op (mtk::softmax_cross_entropy), not this layer.
   return mtk::softmax_cross_entropy(scaled, targets, vocab.name, options.label_smoothing,
                                     options.z_loss);
+}
+
+Tensor cross_entropy_log_sum_exp(const Tensor& token_loss) {
+  Graph& g = token_loss.graph();
+  const Operation& op = g.op(token_loss.producer());
+  if (std::string(op.kind()) != "softmax_cross_entropy" || op.outputs.size() != 2 ||
+      op.outputs[0] != token_loss.id())
+    fail("mtk::nn::cross_entropy_log_sum_exp",
+         cat("'", token_loss.name(), "' is not the loss of a softmax_cross_entropy"));
+  return g.tensor(op.outputs[1]);
 }
 
 }  // namespace mtk::nn

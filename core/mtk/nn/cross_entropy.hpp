@@ -15,4 +15,8 @@ struct CrossEntropyOptions {
 Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& targets, const Dimension& vocab,
                              const CrossEntropyOptions& options = {});
 
+/// The log-sum-exp of each row of the (scaled) logits that `token_loss`, a result of
+/// softmax_cross_entropy, was computed from (the fused op's second output; no gradient flows).
+Tensor cross_entropy_log_sum_exp(const Tensor& token_loss);
+
 }  // namespace mtk::nn

@@ -104,6 +104,8 @@ struct Builder {
   Tensor decode(const ModelGraph& m, const Tensor& encoder_out, const Tensor& memory_segments);
   // Logits and losses of the final decoder states `x`.
   void loss(ModelGraph& m, const Tensor& x, bool training, double logit_scale);
+  // The plain cross-entropy and z-loss sums of m's loss built with `ce`, for metrics.
+  void loss_terms(ModelGraph& m, const Tensor& weights, const CrossEntropyOptions& ce);
 };
 
 Tensor Builder::encode(ModelGraph& m, Tensor& memory_segments) {
@@ -133,15 +135,33 @@ void Builder::loss(ModelGraph& m, const Tensor& x, bool training, double logit_s
   m.logits = einsum({x, softmax_w}, Shape{batch, length, vocab});
   CrossEntropyOptions ce;
   ce.label_smoothing = training ? c.label_smoothing : 0.0;
-  ce.z_loss = c.z_loss;
+  ce.z_loss = training ? c.z_loss : 0.0;
   ce.logit_scale = logit_scale;
   m.token_loss = softmax_cross_entropy(m.logits, m.targets, vocab, ce);
   Tensor weights =
       compare(CompareFn::not_equal, m.targets, constant(g, Shape(), 0.0, DType::int32));
   m.loss_sum = reduce_sum(m.token_loss * weights);
   m.token_count = reduce_sum(weights);
-  m.aux_loss = aux.valid() ? aux : constant(g, Shape(), 0.0);
+  m.aux_loss = training && aux.valid() ? aux : constant(g, Shape(), 0.0);
   m.loss = m.loss_sum / maximum(m.token_count, constant(g, Shape(), 1.0)) + m.aux_loss;
+  loss_terms(m, weights, ce);
+}
+
+// Built after the loss, so the graph up to it is what it was. A second fused cross-entropy
+// (no gradient flows through it) only where training adds label smoothing or z-loss.
+void Builder::loss_terms(ModelGraph& m, const Tensor& weights, const CrossEntropyOptions& ce) {
+  m.cross_entropy_sum = m.loss_sum;
+  Tensor plain = m.token_loss;
+  if (ce.label_smoothing != 0.0 || ce.z_loss != 0.0) {
+    CrossEntropyOptions none;
+    none.logit_scale = ce.logit_scale;
+    plain = softmax_cross_entropy(m.logits, m.targets, vocab, none);
+    m.cross_entropy_sum = reduce_sum(plain * weights);
+  }
+  m.z_loss_sum =
+      ce.z_loss != 0.0
+          ? multiply(reduce_sum(square(cross_entropy_log_sum_exp(plain)) * weights), ce.z_loss)
+          : constant(g, Shape(), 0.0);
 }
 
 }  // namespace

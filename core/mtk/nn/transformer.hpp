@@ -14,15 +14,21 @@ struct ModelGraph {
   Tensor inputs, targets, segments, positions;                 ///< decoder side
   Tensor encoder_inputs, encoder_segments, encoder_positions;  ///< encoder-decoder only
   Tensor logits;                                               ///< [batch, length, vocab]
-  Tensor token_loss;   ///< [batch, length] per-token cross-entropy
-  Tensor loss_sum;     ///< sum of token losses over non-padding targets
-  Tensor token_count;  ///< number of non-padding targets
-  Tensor aux_loss;     ///< MoE load-balancing loss (0 for dense models)
-  Tensor loss;         ///< loss_sum / token_count + aux_loss: what training minimises
+  /// [batch, length] per-token loss: the cross-entropy, in training with label smoothing and
+  /// z-loss
+  Tensor token_loss;
+  Tensor loss_sum;           ///< sum of token_loss over non-padding targets
+  Tensor cross_entropy_sum;  ///< sum of the plain cross-entropy (log-perplexity x token_count)
+  Tensor z_loss_sum;         ///< the z-loss part of loss_sum (0 unless training with z_loss)
+  Tensor token_count;        ///< number of non-padding targets
+  Tensor aux_loss;           ///< MoE load-balancing loss (0 for dense models and evaluation)
+  Tensor loss;               ///< loss_sum / token_count + aux_loss: what training minimises
 };
 
-/// Builds the model's forward graph. `training` selects dropout and the MoE capacity factor;
-/// `logit_scale` multiplies logits in the loss (the paper's 0.9 at evaluation).
+/// Builds the model's forward graph. `training` selects dropout, the MoE capacity factor and the
+/// training-only terms (label smoothing, z-loss, MoE load-balancing loss): with training = false,
+/// loss_sum is the plain cross-entropy. `logit_scale` multiplies logits in the loss (the paper's
+/// 0.9 at evaluation).
 ModelGraph build_transformer(Graph& g, const TransformerConfig& config, bool training,
                              std::uint64_t seed = 1, double logit_scale = 1.0);
 

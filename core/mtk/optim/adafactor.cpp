@@ -78,12 +78,14 @@ void Adafactor::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>
     if (o_.parameter_scaling)
       scale = lr * maximum(rms(var), scalar(g, o_.epsilon2));
     if (o_.beta1 > 0.0) {
+      // Mesh-TensorFlow's order: the momentum averages the clipped, scaled update.
       Tensor m = slot_variable(var, "adafactor_m", var.shape());
-      Tensor new_m = multiply(m, o_.beta1) + multiply(update, 1.0 - o_.beta1);
+      Tensor new_m = multiply(m, o_.beta1) + multiply(update * scale, 1.0 - o_.beta1);
       assign(m, new_m);
-      update = new_m;
+      assign_sub(var, new_m);
+    } else {
+      assign_sub(var, update * scale);
     }
-    assign_sub(var, update * scale);
   }
 }
 

@@ -11,8 +11,8 @@
 namespace mtk::optim {
 
 struct AdafactorOptions {
-  double beta1 = 0.0;               ///< momentum; 0 keeps no first moment
-  double decay_exponent = 0.8;      ///< decay rate 1 - (step + 1)^-0.8
+  double beta1 = 0.0;           ///< momentum of the clipped, scaled update; 0 keeps no first moment
+  double decay_exponent = 0.8;  ///< decay rate 1 - (step + 1)^-0.8
   double clipping_threshold = 1.0;  ///< update clipping on RMS(update)
   double epsilon1 = 1e-30;
   double epsilon2 = 1e-3;
