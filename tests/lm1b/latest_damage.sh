@@ -55,11 +55,10 @@ check() {
   new_lines "$run/metrics.jsonl" "$base_lines" > "$run.new"
   same_metrics "$run.new" <(awk -v w="$want" '$1 > w' reference.txt) ||
     problems+=" its metrics (step loss lr) differ from the undamaged run's after step $want: $(head -2 "$run.new" | tr '\n' ' ');"
-  for s in 16 18 20; do
-    [ "$s" -ge "$want" ] && [ -f "base/checkpoints/$(ck "$s")/manifest.sha256" ] || continue
-    [ -f "$run/checkpoints/$(ck "$s")/manifest.sha256" ] || continue  # damaged on purpose
+  for s in $(cat "$run.intact"); do  # the checkpoints the damage left whole
+    [ "$s" -ge "$want" ] || continue
     cmp -s "base/checkpoints/$(ck "$s")/manifest.sha256" "$run/checkpoints/$(ck "$s")/manifest.sha256" ||
-      problems+=" $(ck "$s") was replaced;"
+      problems+=" $(ck "$s") was deleted or replaced;"
   done
   [ -f "$dir/manifest.sha256" ] || problems+=" the restored $(ck "$want") was deleted;"
   [ "$(cat "$run/checkpoints/latest" 2> /dev/null)" = "$(ck 22)" ] || problems+=" latest does not name $(ck 22);"
@@ -74,6 +73,9 @@ damage() {  # damage CASE RESTORED_STEP COMMAND...: copy, damage, resume, check
   rm -rf "$run"
   cp -r base "$run"
   (cd "$run/checkpoints" && "$@")
+  for s in 16 18 20; do
+    [ -f "$run/checkpoints/$(ck $s)/variables.h5" ] && echo "$s"
+  done > "$run.intact"
   if ! resume "$run"; then
     cat "$run.log"
     echo "FAIL: $run: resume exited non-zero" >&2
