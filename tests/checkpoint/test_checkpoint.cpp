@@ -3,8 +3,8 @@
 // found by verify and refused at restart with a fallback to the previous good checkpoint; the
 // commit protocol ignores and cleans leftovers; stop signals agree across ranks.
 
-#include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/files/sha256.hpp>
 #include <mtk/signals/stop_signals.hpp>
 #include <mtk/version.hpp>
