@@ -209,7 +209,8 @@ std::unique_ptr<optim::Optimizer> optimizer_from(const Config& c) {
   fail("mtk-lm1b", cat(c.origin(), ": train.optimizer = '", name, "'; use adafactor, adam or sgd"));
 }
 
-// Restores from --restore, or the newest good checkpoint of the run directory; "" when none.
+// Restores from --restore, or the newest good checkpoint of the run directory; returns the
+// directory restored ("" when none), whose metadata `meta` receives.
 std::string restore_weights(Program& program, const Options& o, const Mesh& mesh,
                             CheckpointMetadata* meta, bool required) {
   if (!o.restore.empty()) {
@@ -219,8 +220,9 @@ std::string restore_weights(Program& program, const Options& o, const Mesh& mesh
   }
   CheckpointManager manager(o.run_dir, 1000000, mesh);
   manager.set_logger([](const std::string& m) { say("%s\n", m.c_str()); });
-  if (manager.restore_latest(program, meta))
-    return manager.latest();
+  std::string restored;  // the checkpoint actually restored, which `latest` may not name
+  if (manager.restore_latest(program, meta, &restored))
+    return restored;
   if (required)  // every rank sees the same run directory: fail together
     agree(mesh.comm(), cat("mtk-lm1b: no checkpoint in run directory '", o.run_dir,
                            "'; train first or pass --restore"));

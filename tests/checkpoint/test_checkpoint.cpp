@@ -3,8 +3,8 @@
 // found by verify and refused at restart with a fallback to the previous good checkpoint; the
 // commit protocol ignores and cleans leftovers; stop signals agree across ranks.
 
-#include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/files/sha256.hpp>
 #include <mtk/signals/stop_signals.hpp>
 #include <mtk/version.hpp>
@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 #include <unistd.h>
@@ -398,6 +399,73 @@ TEST(Checkpoint, CorruptedMetadataOrMissingFileIsRefused) {
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_FALSE(verify_checkpoint(first, MPI_COMM_WORLD).ok);
   EXPECT_THROW(manager.restore_latest(*b.program, &meta), Error);
+}
+
+// A damaged `latest` pointer, or a newest checkpoint whose directory or variables.h5 is gone:
+// restore_latest() restores the newest complete checkpoint by step, reports its path, and its
+// notes name it (issue 15, item 0). Each damage is undone before the next.
+TEST(Checkpoint, DamagedLatestFallsBackToTheNewestCompleteCheckpoint) {
+  TempDir dir;
+  Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);
+  TinyModel a = make_tiny_model(mesh, rules_a());
+  CheckpointManager manager(dir.path(), 3, mesh);
+  std::vector<std::string> log;
+  manager.set_logger([&](const std::string& m) { log.push_back(m); });
+  std::vector<std::string> saved;
+  for (int s = 0; s < 3; ++s) {
+    a.train_step();
+    saved.push_back(manager.save(*a.program, {}));
+  }
+  const std::string root = manager.checkpoint_root(), latest = root + "/latest";
+  const std::string newest = saved[2], variables = newest + "/variables.h5";
+  struct Case {
+    std::string name;
+    std::function<void()> damage, repair;
+    int restored;  // index into `saved`
+  };
+  const auto write_latest = [&](const std::string& text) {
+    return [&, text] { std::ofstream(latest, std::ios::binary | std::ios::trunc) << text; };
+  };
+  const auto move = [](const std::string& from, const std::string& to) {
+    return [=] { fs::rename(from, to); };
+  };
+  const auto repair_latest = write_latest(fs::path(newest).filename().string() + "\n");
+  const std::vector<Case> cases = {
+      {"latest removed", [&] { fs::remove(latest); }, repair_latest, 2},
+      {"latest names a missing step", write_latest("step-000000099\n"), repair_latest, 2},
+      {"latest empty", write_latest(""), repair_latest, 2},
+      {"latest garbage", write_latest(std::string("\xff\x01garbage\0x", 11)), repair_latest, 2},
+      {"latest escapes", write_latest("../../../etc\n"), repair_latest, 2},
+      {"newest directory gone", move(newest, root + "/moved"), move(root + "/moved", newest), 1},
+      {"newest variables.h5 gone", move(variables, variables + ".moved"),
+       move(variables + ".moved", variables), 1},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    if (world_rank() == 0)
+      c.damage();
+    MPI_Barrier(MPI_COMM_WORLD);
+    log.clear();
+    TinyModel b = make_tiny_model(mesh, rules_b());
+    CheckpointMetadata meta;
+    std::string restored;
+    ASSERT_TRUE(manager.restore_latest(*b.program, &meta, &restored));
+    EXPECT_EQ(restored, saved[static_cast<size_t>(c.restored)]);
+    EXPECT_EQ(meta.step, c.restored + 1);
+    EXPECT_EQ(b.program->step(), c.restored + 1);
+    if (world_rank() == 0) {
+      const std::string all = log.empty() ? "" : log.front() + " | " + log.back();
+      EXPECT_EQ(log.size(), 2u) << all;
+      EXPECT_TRUE(contains_text(all, "trying the complete checkpoints by step, newest first: " +
+                                         fs::path(restored).filename().string()))
+          << all;
+      EXPECT_TRUE(contains_text(all, "restored " + restored + ", the newest complete checkpoint"))
+          << all;
+      c.repair();
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  EXPECT_EQ(manager.latest(), newest);
 }
 
 // ------------------------------------------------------------------------------ commit protocol

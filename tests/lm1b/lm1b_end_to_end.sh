@@ -6,6 +6,7 @@
 set -euo pipefail
 lm1b="$1"
 config="$2"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$work"
@@ -13,25 +14,8 @@ export OPENBLAS_NUM_THREADS=1
 mpirun() { timeout 300 mpiexec "$@"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-# A corpus with structure to learn: sentences from a small grammar, tokenized LM1B-style.
-mkdir -p corpus/training-monolingual.tokenized.shuffled corpus/heldout-monolingual.tokenized.shuffled
-gen() {  # gen SEED LINES
-  awk -v seed="$1" -v n="$2" 'BEGIN {
-    srand(seed);
-    split("the a one every this that", det, " ");
-    split("king shepherd city river mountain servant prophet people house garden", noun, " ");
-    split("saw built blessed crossed heard found loved kept", verb, " ");
-    split("quickly slowly gladly there again today", adv, " ");
-    for (i = 0; i < n; i++) {
-      s = det[int(rand()*6)+1] " " noun[int(rand()*10)+1] " " verb[int(rand()*8)+1] " " det[int(rand()*6)+1] " " noun[int(rand()*10)+1];
-      if (rand() < 0.5) s = s " " adv[int(rand()*6)+1];
-      if (rand() < 0.3) s = s " , and " det[int(rand()*6)+1] " " noun[int(rand()*10)+1] " " verb[int(rand()*8)+1];
-      print s " .";
-    }
-  }'
-}
-for k in 1 2 3; do gen "$k" 300 > "corpus/training-monolingual.tokenized.shuffled/news.en-0000$k-of-00100"; done
-gen 99 80 > corpus/heldout-monolingual.tokenized.shuffled/news.en.heldout-00000-of-00050
+source "$here/corpus.sh"
+make_corpus corpus
 
 mpirun -n 2 "$lm1b" prepare --data corpus --out prepared --vocab-size 300 > prepare.log 2>&1 || { cat prepare.log; fail "prepare"; }
 grep -q "0 skipped" prepare.log || { cat prepare.log; fail "prepare did not report skipped lines"; }

@@ -113,6 +113,63 @@ void retire_older(const std::string& root, std::int64_t step, const std::string&
   }
 }
 
+// Printable form of what `latest` holds, for messages (it may hold any bytes).
+std::string printable(const std::string& text) {
+  std::string out;
+  for (const char c : text.substr(0, 80))
+    out += c >= 32 && c < 127 ? c : '?';
+  return text.size() > 80 ? out + "..." : out;
+}
+
+// What `latest` says, for restore_latest(): the name it holds, or why it names nothing.
+struct LatestPointer {
+  std::string name;     // trimmed contents
+  std::string problem;  // "" when it could be read
+};
+
+LatestPointer read_latest(const std::string& latest_file) {
+  std::error_code ec;
+  if (!fs::exists(latest_file, ec))
+    return {"", cat("there is no '", latest_file, "'")};
+  if (!fs::is_regular_file(latest_file, ec))
+    return {"", cat("'", latest_file, "' is not a regular file")};
+  try {
+    return {trim(read_whole_file(latest_file, "mtk::CheckpointManager")), ""};
+  } catch (const Error& e) {
+    return {"", e.what()};
+  }
+}
+
+// Rank 0: the checkpoints restore_latest() tries, in order, and whether `latest` was passed over.
+// When `latest` names a complete checkpoint: that one, then the older complete ones, newest first
+// (a newer complete one was never committed). Otherwise (no `latest`, or one that is empty,
+// unreadable, garbage, or names a missing or incomplete checkpoint): every complete checkpoint,
+// newest step first.
+std::pair<bool, std::vector<std::string>> restore_candidates(const std::string& root,
+                                                             const Logger& log) {
+  const auto all = scan_checkpoints(root);
+  const std::string latest_file = root + "/" + kLatestFile;
+  const LatestPointer latest = read_latest(latest_file);
+  std::int64_t latest_step = -1;
+  for (const auto& [step, n] : all)
+    if (latest.problem.empty() && n == latest.name)
+      latest_step = step;
+  std::vector<std::string> order;
+  if (latest_step >= 0)
+    order.push_back(latest.name);
+  for (auto it = all.rbegin(); it != all.rend(); ++it)
+    if (latest_step < 0 || it->first < latest_step)
+      order.push_back(it->second);
+  const bool fallback = latest_step < 0;
+  if (fallback && !order.empty())
+    log(cat(latest.problem.empty() ? cat("'", latest_file, "' names '", printable(latest.name),
+                                         "', which is missing or incomplete")
+                                   : latest.problem,
+            "; trying the complete checkpoints by step, newest first: ", order[0],
+            order.size() > 1 ? cat(", then ", order.size() - 1, " older one(s)") : ""));
+  return {fallback, order};
+}
+
 }  // namespace
 
 CheckpointManager::CheckpointManager(std::string run_dir, int keep_last_k, const Mesh& mesh)
@@ -197,34 +254,19 @@ bool CheckpointManager::restore_latest(Program& program, CheckpointMetadata* met
   const std::string where = "mtk::CheckpointManager::restore_latest";
   check_same_ranks(mesh_, program.mesh(), where);
   const Communicator& comm = program.mesh().comm();
-  std::string text;
+  const Logger logger = [this](const std::string& m) { log(m); };
+  std::string text;  // first line: "fallback" or "latest"; then the candidates' paths
   agree_on_failure(comm, [&] {
     if (program.mesh().rank() != 0)
       return;
-    const auto all = scan_checkpoints(root_);
-    std::vector<std::string> order;
-    std::int64_t latest_step = -1;
-    std::string latest_name;
-    std::error_code ec;
-    if (fs::is_regular_file(root_ + "/" + kLatestFile, ec)) {
-      latest_name = trim(read_whole_file(root_ + "/" + kLatestFile, where));
-      for (const auto& [step, n] : all)
-        if (n == latest_name)
-          latest_step = step;
-      if (latest_step < 0)
-        log(cat("'", root_, "/latest' names '", latest_name,
-                "', which is missing or incomplete; trying the newest complete checkpoint"));
-    }
-    for (auto it = all.rbegin(); it != all.rend(); ++it)
-      if (latest_step < 0 || it->first < latest_step)
-        order.push_back(it->second);
-    if (latest_step >= 0)
-      order.insert(order.begin(), latest_name);
-    for (const auto& n : order)
+    const auto [fallback, names] = restore_candidates(root_, logger);
+    text = fallback ? "fallback\n" : "latest\n";
+    for (const auto& n : names)
       text += root_ + "/" + n + "\n";
   });
-  text = comm.broadcast(std::move(text));
-  const auto candidates = split_lines(text);
+  auto candidates = split_lines(comm.broadcast(std::move(text)));
+  const bool fallback = candidates.front() == "fallback";
+  candidates.erase(candidates.begin());
   if (candidates.empty())
     return false;
   std::vector<std::string> refused;
@@ -236,6 +278,8 @@ bool CheckpointManager::restore_latest(Program& program, CheckpointMetadata* met
       if (!refused.empty())
         log(cat("restored the previous good checkpoint ", candidates[k], " after refusing ",
                 refused.size(), " newer one(s)"));
+      else if (fallback)
+        log(cat("restored ", candidates[k], ", the newest complete checkpoint"));
       return true;
     } catch (const Error& e) {
       log(cat("refusing checkpoint ", candidates[k], ": ", e.what(),
