@@ -4,6 +4,9 @@
 //   {"bench":"einsum","case":...,"shape":...,"gflops_mtk":...,"gflops_raw_gemm":...,"ratio":...}
 // Run with OPENBLAS_NUM_THREADS=1 (the BLAS library reads it when it loads). Optional arguments:
 // the number of timed repetitions (default 7; the best one counts).
+#include <mtk/kernels/kernels.hpp>
+#include <mtk/parallel/environment.hpp>
+
 #include <KokkosBlas3_gemm.hpp>
 #include <Kokkos_Core.hpp>
 
@@ -15,8 +18,6 @@
 #include <dlfcn.h>
 #include <functional>
 #include <limits>
-#include <mtk/kernels/kernels.hpp>
-#include <mtk/parallel/environment.hpp>
 #include <string>
 #include <vector>
 

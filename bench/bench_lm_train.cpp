@@ -5,8 +5,8 @@
 #include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/lower/lowering.hpp>
-#include <mtk/optim/optim.hpp>
 #include <mtk/nn/transformer.hpp>
+#include <mtk/optim/optim.hpp>
 
 #include <KokkosBlas3_gemm.hpp>
 

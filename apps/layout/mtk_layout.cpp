@@ -10,8 +10,8 @@
 #include <mtk/config/config.hpp>
 #include <mtk/config/model_config.hpp>
 #include <mtk/lower/lowering.hpp>
-#include <mtk/optim/optim.hpp>
 #include <mtk/nn/transformer.hpp>
+#include <mtk/optim/optim.hpp>
 
 #include <cstdio>
 #include <string>

@@ -1,5 +1,5 @@
-#include <mtk/base/error.hpp>
 #include <mtk/autodiff/gradients.hpp>
+#include <mtk/base/error.hpp>
 #include <mtk/graph/gradient_context.hpp>
 #include <mtk/ops/einsum.hpp>
 #include <mtk/ops/elementwise.hpp>

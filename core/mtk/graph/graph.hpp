@@ -1,7 +1,8 @@
 #pragma once
 // The symbolic graph: named-dimension tensors produced by operations. Users build it with the
-// functions in mtk/ops/ops.hpp; gradients() (mtk/autodiff/gradients.hpp) appends backward ops; lower()
-// (mtk/lower/lowering.hpp) turns it into a per-rank Program. Nothing here touches data or MPI.
+// functions in mtk/ops/ops.hpp; gradients() (mtk/autodiff/gradients.hpp) appends backward ops;
+// lower() (mtk/lower/lowering.hpp) turns it into a per-rank Program. Nothing here touches data or
+// MPI.
 
 #include <mtk/base/dtype.hpp>
 #include <mtk/base/shape.hpp>

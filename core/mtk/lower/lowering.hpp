@@ -10,9 +10,9 @@
 // tensor, dims and sizes. Validation runs on every rank with collective agreement.
 
 #include <mtk/graph/graph.hpp>
+#include <mtk/lower/program.hpp>
 #include <mtk/parallel/layout.hpp>
 #include <mtk/parallel/mesh.hpp>
-#include <mtk/lower/program.hpp>
 
 #include <memory>
 

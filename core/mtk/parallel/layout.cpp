@@ -1,6 +1,6 @@
 #include <mtk/base/error.hpp>
-#include <mtk/parallel/layout.hpp>
 #include <mtk/base/name_pairs.hpp>
+#include <mtk/parallel/layout.hpp>
 
 namespace mtk {
 

@@ -1,8 +1,8 @@
 #pragma once
 // Layouts: which mesh dimension splits each tensor dimension.
 
-#include <mtk/parallel/mesh_shape.hpp>
 #include <mtk/base/shape.hpp>
+#include <mtk/parallel/mesh_shape.hpp>
 
 #include <string>
 #include <utility>

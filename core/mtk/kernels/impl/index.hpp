@@ -2,11 +2,12 @@
 // Device-side shape arithmetic for kernels: a small fixed-capacity shape that can be captured by
 // value in KOKKOS_LAMBDAs (no std::vector on the device).
 
+#include <mtk/base/error.hpp>
+#include <mtk/base/shape.hpp>
+
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
-#include <mtk/base/error.hpp>
-#include <mtk/base/shape.hpp>
 
 namespace mtk::kernels {
 
