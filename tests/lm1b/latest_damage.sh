@@ -9,12 +9,8 @@ set -euo pipefail
 lm1b="$1"
 config="$2"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-export OPENBLAS_NUM_THREADS=1
-mpirun() { timeout 120 mpiexec "$@"; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
+mpi_timeout=120
+source "$here/harness.sh"
 sets=(--set checkpoint.every=2 --set checkpoint.keep=3)
 ck() { printf 'step-%09d' "$1"; }
 # step, loss and lr of each metrics line after the first $2 lines of $1

@@ -7,12 +7,8 @@ set -euo pipefail
 lm1b="$1"
 config="$2"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-export OPENBLAS_NUM_THREADS=1
-mpirun() { timeout 300 mpiexec "$@"; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
+mpi_timeout=300
+source "$here/harness.sh"
 
 source "$here/corpus.sh"
 make_corpus corpus
