@@ -4,6 +4,7 @@
 // applications' main(). The engine and models are in <mtk/mtk.hpp>.
 
 #include <mtk/app/app_main.hpp>
+#include <mtk/app/exit_status.hpp>
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/config/config.hpp>
 #include <mtk/config/model_config.hpp>
