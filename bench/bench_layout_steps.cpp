@@ -2,7 +2,7 @@
 // search (bench/run-layout-search-bench). Every layout is lowered once; then `rounds` rounds run
 // `steps` steps of each layout in turn (alternating, so machine noise spreads over all of them)
 // and the best round counts. One JSON object per layout.
-//   mpiexec -n 2 bench_layout_steps --config bench/layout-search/dense.yaml \
+//   mpiexec -n 2 bench_layout_steps --config bench/layout-search/dense.yaml
 //       --layouts FILE (lines "MESH|LAYOUT") [--steps 2] [--rounds 3]
 
 #include <mtk/app/app_main.hpp>

@@ -3,8 +3,6 @@
 // groups of consecutive ranks), on every rank at once, and writes a machine file.
 //   OPENBLAS_NUM_THREADS=1 mpiexec -n 2 mtk-layout calibrate --out layouts/machines/mine.yaml
 
-#include "layout_commands.hpp"
-
 #include <mtk/app/exit_status.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/config/machine_config.hpp>
@@ -14,14 +12,14 @@
 #include <mtk/parallel/collectives.hpp>
 #include <mtk/parallel/mesh.hpp>
 
-#include <unistd.h>
-
+#include "layout_commands.hpp"
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace mtk::layout_app {
@@ -106,9 +104,8 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
     const std::int64_t e = 1 << 22;
     const Shape s1{{"i", e}};
     auto x = kernels::fill<float>(space, e, 1.0f), y = kernels::fill<float>(space, e, 2.0f);
-    const double s = best_seconds(world, reps, [&] {
-      kernels::binary<float>(space, BinaryFn::add, s1, x, s1, y, s1);
-    });
+    const double s = best_seconds(
+        world, reps, [&] { kernels::binary<float>(space, BinaryFn::add, s1, x, s1, y, s1); });
     m.elementwise_bytes = cost::kElementwiseBytesPerFlop * static_cast<double>(e) / s;
   }
   m.memory_bytes = static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) *
@@ -119,13 +116,13 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
       continue;
     Mesh mesh(MeshShape::parse(cat("outer:", R / span, ";inner:", span)), world);
     const int axis = mesh.axis("inner");
-    auto time_allreduce = [&](std::int64_t count) {
+    auto time_allreduce = [&](std::int64_t count, int k) {
       Kokkos::View<float*> v("calibrate", static_cast<size_t>(count));
-      return best_seconds(world, reps, [&] { allreduce<float>(mesh, {axis}, v); });
+      return best_seconds(world, k, [&] { allreduce<float>(mesh, {axis}, v); });
     };
-    const double small = time_allreduce(16);
-    const std::int64_t big = 1 << 21;  // 8 MiB
-    const double large = time_allreduce(big);
+    const double small = time_allreduce(16, 20 * reps);  // cheap: many tries against noise
+    const std::int64_t big = 1 << 21;                    // 8 MiB
+    const double large = time_allreduce(big, reps);
     const double P = span, steps = 2 * std::min(P - 1, std::ceil(std::log2(P)));
     cost::LinkLevel l;
     l.span = span == R ? 0 : span;
@@ -137,10 +134,10 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
     m.links.push_back({0, 1e10, 1e-5});
   m.validate();
   const std::string yaml = machine_to_yaml(
-      m, cat("Measured by `mtk-layout calibrate` on ", R,
-             " ranks: einsum ", n, "^3, elementwise add of 4M floats, allreduce of 16 floats and 8 "
-             "MiB\nper group of consecutive ranks; best of ", reps,
-             " runs with every rank busy at once."));
+      m, cat("Measured by `mtk-layout calibrate` on ", R, " ranks: einsum ", n,
+             "^3, elementwise add of 4M floats, allreduce of 16 floats and 8 "
+             "MiB\nper group of consecutive ranks; best of ",
+             reps, " runs (", 20 * reps, " for latency) with every rank busy at once."));
   if (world.rank() == 0) {
     std::printf("%s", yaml.c_str());
     if (!out.empty()) {

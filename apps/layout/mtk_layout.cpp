@@ -5,8 +5,6 @@
 //   "batch:batch;vocab:model;d_ff:model;heads:model" mtk-layout --config
 //   apps/lm1b/configs/demo.yaml [--explain]
 
-#include "layout_commands.hpp"
-
 #include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/config/config.hpp>
@@ -15,6 +13,7 @@
 #include <mtk/nn/transformer.hpp>
 #include <mtk/optim/optim.hpp>
 
+#include "layout_commands.hpp"
 #include <cstdio>
 #include <string>
 #include <vector>

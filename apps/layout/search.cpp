@@ -1,9 +1,7 @@
 // mtk-layout search: which mesh and layout to run a model on N processors with M bytes each, and
 // how fast it will be (docs/layout-search.md).
-//   mtk-layout search --config apps/lm1b/configs/paper_lm_5.yaml --processors 512 \
+//   mtk-layout search --config apps/lm1b/configs/paper_lm_5.yaml --processors 512
 //       --memory 16GiB --machine layouts/machines/gpu-node.yaml --top 10
-
-#include "layout_commands.hpp"
 
 #include <mtk/app/exit_status.hpp>
 #include <mtk/base/error.hpp>
@@ -14,6 +12,7 @@
 #include <mtk/nn/transformer.hpp>
 #include <mtk/optim/optim.hpp>
 
+#include "layout_commands.hpp"
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -53,10 +52,16 @@ std::int64_t parse_bytes(const std::string& text) {
     fail("mtk-layout search", "--memory '" + text + "' is not a number of bytes");
   }
   const std::string unit = text.substr(used);
-  const std::vector<std::pair<std::string, double>> units = {
-      {"", 1},         {"B", 1},          {"K", 1e3},           {"M", 1e6},
-      {"G", 1e9},      {"T", 1e12},       {"KiB", 1024.0},      {"MiB", 1048576.0},
-      {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  const std::vector<std::pair<std::string, double>> units = {{"", 1},
+                                                             {"B", 1},
+                                                             {"K", 1e3},
+                                                             {"M", 1e6},
+                                                             {"G", 1e9},
+                                                             {"T", 1e12},
+                                                             {"KiB", 1024.0},
+                                                             {"MiB", 1048576.0},
+                                                             {"GiB", 1073741824.0},
+                                                             {"TiB", 1099511627776.0}};
   for (const auto& [u, f] : units)
     if (unit == u) {
       if (!(v > 0))
@@ -184,11 +189,11 @@ int run_search(const Communicator&, const std::vector<std::string>& args) {
     return kExitOk;
   }
   std::printf("model: %s\n", model.to_string().c_str());
-  std::printf("machine: %s; %d processors; memory limit %s per processor; optimizer %s%s\n",
-              machine.name.c_str(), options.processors,
-              options.memory_bytes > 0 ? human(static_cast<double>(options.memory_bytes)).c_str()
-                                       : "none",
-              optimizer.c_str(), options.time.bf16 ? "; bf16 matmuls" : "");
+  std::printf(
+      "machine: %s; %d processors; memory limit %s per processor; optimizer %s%s\n",
+      machine.name.c_str(), options.processors,
+      options.memory_bytes > 0 ? human(static_cast<double>(options.memory_bytes)).c_str() : "none",
+      optimizer.c_str(), options.time.bf16 ? "; bf16 matmuls" : "");
   std::string dims;
   for (const auto& d : r.dims)
     dims += (dims.empty() ? "" : ",") + d;
@@ -206,10 +211,9 @@ int run_search(const Communicator&, const std::vector<std::string>& args) {
     const cost::Candidate& c = r.ranked[i];
     std::printf("%4zu  %-28s %-44s %11s %10.3g %11s %10.4g %10.4g %10.4g %5.1f%%\n", i + 1,
                 c.mesh.to_string().c_str(), c.rules.to_string().c_str(),
-                human(static_cast<double>(c.counters.peak_bytes)).c_str(),
-                c.counters.total_flops(),
-                human(static_cast<double>(c.counters.total_comm_bytes())).c_str(),
-                c.time.compute_s, c.time.comm_total_s, c.time.total_s, 100 * c.mfu);
+                human(static_cast<double>(c.counters.peak_bytes)).c_str(), c.counters.total_flops(),
+                human(static_cast<double>(c.counters.total_comm_bytes())).c_str(), c.time.compute_s,
+                c.time.comm_total_s, c.time.total_s, 100 * c.mfu);
   }
   const cost::Candidate& best = r.ranked.front();
   std::printf("\nbest: --mesh \"%s\" --layout \"%s\"\n", best.mesh.to_string().c_str(),

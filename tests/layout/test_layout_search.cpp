@@ -12,7 +12,6 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
-
 #include <map>
 #include <set>
 #include <string>
@@ -237,8 +236,9 @@ TEST(LayoutSearch, IsDeterministicAndRankedByPredictedTime) {
     EXPECT_EQ(a.ranked[i].mesh, b.ranked[i].mesh);
     EXPECT_EQ(a.ranked[i].rules.to_string(), b.ranked[i].rules.to_string());
     EXPECT_EQ(a.ranked[i].time.total_s, b.ranked[i].time.total_s);
-    if (i > 0)
+    if (i > 0) {
       EXPECT_LE(a.ranked[i - 1].time.total_s, a.ranked[i].time.total_s);
+    }
   }
 }
 
@@ -316,8 +316,7 @@ TEST(StepTime, CollectiveCosts) {
   EXPECT_NEAR(cost::collective_seconds("allreduce", 80000000, 1, 8, l), 14 * (1e-6 + 0.01), 1e-12);
   // tiny messages: tree 2*3 latencies beat ring 2*7.
   EXPECT_NEAR(cost::collective_seconds("allreduce", 8, 1, 8, l), 6 * (1e-6 + 8e-9), 1e-12);
-  EXPECT_NEAR(cost::collective_seconds("allconcat", 1000, 2, 4, l), 2 * 3 * (1e-6 + 500e-9),
-              1e-15);
+  EXPECT_NEAR(cost::collective_seconds("allconcat", 1000, 2, 4, l), 2 * 3 * (1e-6 + 500e-9), 1e-15);
   EXPECT_NEAR(cost::collective_seconds("alltoall", 4000, 1, 4, l), 3 * (1e-6 + 1e-6), 1e-15);
 }
 
@@ -358,8 +357,9 @@ TEST(MachineFile, RoundTripsAndRejectsBadValues) {
   ASSERT_EQ(back.links.size(), 2u);
   EXPECT_EQ(back.links[0].span, 2);
   EXPECT_DOUBLE_EQ(back.links[1].latency, 1e-5);
-  EXPECT_THROW(machine_from_config(Config::from_string("matmul_flops: 1e9\nelementwise_bytes: 1e9")),
-               Error);  // no links
+  EXPECT_THROW(
+      machine_from_config(Config::from_string("matmul_flops: 1e9\nelementwise_bytes: 1e9")),
+      Error);  // no links
   EXPECT_THROW(machine_from_config(Config::from_string(
                    "matmul_flops: 0\nelementwise_bytes: 1e9\nlinks: {a: {bandwidth: 1e9}}")),
                Error);

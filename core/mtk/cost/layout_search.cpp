@@ -114,8 +114,7 @@ SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOp
       tensor_masks.insert(m);
   }
   const auto batch_it = std::find(r.dims.begin(), r.dims.end(), "batch");
-  const int batch_bit =
-      batch_it == r.dims.end() ? -1 : static_cast<int>(batch_it - r.dims.begin());
+  const int batch_bit = batch_it == r.dims.end() ? -1 : static_cast<int>(batch_it - r.dims.begin());
 
   {  // the model's matmul FLOPs on one processor, for MFU
     auto p = analyze(graph, MeshShape::parse("all:1"), LayoutRules());
@@ -157,7 +156,9 @@ SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOp
       bool divisible = true;
       for (int i = 0; i < D; ++i)
         if (target[static_cast<size_t>(i)] >= 0 &&
-            sizes[static_cast<size_t>(i)] % msizes[static_cast<size_t>(target[static_cast<size_t>(i)])] != 0)
+            sizes[static_cast<size_t>(i)] %
+                    msizes[static_cast<size_t>(target[static_cast<size_t>(i)])] !=
+                0)
           divisible = false;
       if (!divisible) {
         ++r.not_divisible;
@@ -240,8 +241,8 @@ SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOp
   if (r.ranked.empty()) {
     std::string sizes_text;
     for (int i = 0; i < D; ++i)
-      sizes_text += cat(i ? ", " : "", r.dims[static_cast<size_t>(i)], "=",
-                        sizes[static_cast<size_t>(i)]);
+      sizes_text +=
+          cat(i ? ", " : "", r.dims[static_cast<size_t>(i)], "=", sizes[static_cast<size_t>(i)]);
     if (!any_valid)
       fail(where, cat("no mesh of ", options.processors, " processors (up to ",
                       options.max_mesh_dims, " dims, every mesh dim splitting some tensor dim) has",
@@ -257,7 +258,8 @@ SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOp
                     " bytes; use more processors or more memory"));
   }
   std::stable_sort(r.ranked.begin(), r.ranked.end(), [](const Candidate& a, const Candidate& b) {
-    return std::make_tuple(a.time.total_s, a.mesh.ndims(), a.mesh.to_string(), a.rules.to_string()) <
+    return std::make_tuple(a.time.total_s, a.mesh.ndims(), a.mesh.to_string(),
+                           a.rules.to_string()) <
            std::make_tuple(b.time.total_s, b.mesh.ndims(), b.mesh.to_string(), b.rules.to_string());
   });
   return r;

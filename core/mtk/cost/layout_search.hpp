@@ -51,9 +51,9 @@ struct SearchResult {
   std::int64_t tensor_conflicts = 0;  ///< two dims of one tensor on one mesh dim
   std::int64_t rejected = 0;          ///< analyze() refused (op needs a dim whole)
   std::string first_rejection;
-  std::int64_t analyzed = 0;          ///< analyze() calls
-  std::int64_t over_memory = 0;       ///< classes whose peak exceeds the limit
-  std::int64_t min_peak_bytes = 0;    ///< smallest peak over all analysed classes
+  std::int64_t analyzed = 0;        ///< analyze() calls
+  std::int64_t over_memory = 0;     ///< classes whose peak exceeds the limit
+  std::int64_t min_peak_bytes = 0;  ///< smallest peak over all analysed classes
 };
 
 /// Ordered factorizations of n into 1..max_dims factors, each >= 2 (n = 1: the single {1}).

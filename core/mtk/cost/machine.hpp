@@ -14,18 +14,18 @@ namespace mtk::cost {
 
 /// The links a collective group may use: the first level whose span covers the group.
 struct LinkLevel {
-  std::int64_t span = 0;   ///< groups within this many consecutive ranks (0: any group)
-  double bandwidth = 0;    ///< bytes/s one processor sends and receives at once
-  double latency = 0;      ///< seconds per message step
+  std::int64_t span = 0;  ///< groups within this many consecutive ranks (0: any group)
+  double bandwidth = 0;   ///< bytes/s one processor sends and receives at once
+  double latency = 0;     ///< seconds per message step
 };
 
 struct Machine {
   std::string name;
-  double matmul_flops = 0;       ///< FLOP/s per processor, float32 matmuls (einsum)
-  double matmul_bf16_flops = 0;  ///< FLOP/s per processor in bf16 (0: not available)
-  double elementwise_bytes = 0;  ///< bytes/s per processor for elementwise kernels
-  std::int64_t memory_bytes = 0; ///< per processor (0: unknown)
-  std::vector<LinkLevel> links;  ///< by increasing span; the last one should have span 0
+  double matmul_flops = 0;        ///< FLOP/s per processor, float32 matmuls (einsum)
+  double matmul_bf16_flops = 0;   ///< FLOP/s per processor in bf16 (0: not available)
+  double elementwise_bytes = 0;   ///< bytes/s per processor for elementwise kernels
+  std::int64_t memory_bytes = 0;  ///< per processor (0: unknown)
+  std::vector<LinkLevel> links;   ///< by increasing span; the last one should have span 0
 
   /// Throws naming the field and value when a rate is not positive or links are missing.
   void validate() const;

@@ -23,8 +23,8 @@ struct StepTimeOptions {
 struct StepTime {
   double matmul_s = 0;
   double elementwise_s = 0;
-  double compute_s = 0;                 ///< matmul_s + elementwise_s
-  std::map<std::string, double> comm_s; ///< per collective kind
+  double compute_s = 0;                  ///< matmul_s + elementwise_s
+  std::map<std::string, double> comm_s;  ///< per collective kind
   double comm_total_s = 0;
   /// compute + communication: MTK runs collectives between kernels, one after the other.
   double total_s = 0;

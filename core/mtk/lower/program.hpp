@@ -92,8 +92,8 @@ struct Counters {
   using CommGroup = std::pair<std::string, std::vector<int>>;
   std::map<CommGroup, std::int64_t> group_bytes;
   std::map<CommGroup, std::int64_t> group_calls;
-  std::int64_t variable_bytes = 0;                 ///< persistent variable slices
-  std::int64_t peak_bytes = 0;                     ///< variables + peak live activations
+  std::int64_t variable_bytes = 0;  ///< persistent variable slices
+  std::int64_t peak_bytes = 0;      ///< variables + peak live activations
   double total_flops() const;
   std::int64_t total_comm_bytes() const;
 };

@@ -8,8 +8,9 @@
 namespace mtk {
 
 cost::Machine machine_from_config(const Config& config) {
-  reject_unknown_keys(config, "", {"name", "matmul_flops", "matmul_bf16_flops",
-                                   "elementwise_bytes", "memory_bytes", "links"});
+  reject_unknown_keys(
+      config, "",
+      {"name", "matmul_flops", "matmul_bf16_flops", "elementwise_bytes", "memory_bytes", "links"});
   cost::Machine m;
   m.name = config.get_string("name", config.origin());
   m.matmul_flops = config.get_double("matmul_flops");
