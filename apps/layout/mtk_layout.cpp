@@ -13,6 +13,7 @@
 #include <mtk/nn/transformer.hpp>
 #include <mtk/optim/optim.hpp>
 
+#include "layout_commands.hpp"
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -22,7 +23,9 @@ namespace {
 const char* usage =
     "usage: mtk-layout [--config FILE] [--model paper_lm:N|paper_translation:N] [--mesh M]\n"
     "                  [--layout L] [--set section.key=value]... [--optimizer adafactor|adam|sgd]\n"
-    "                  [--explain]\n";
+    "                  [--explain]\n"
+    "       mtk-layout search --help      (which mesh and layout: docs/layout-search.md)\n"
+    "       mtk-layout calibrate --help   (measure this machine for search)\n";
 
 std::string human(double bytes) {
   const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -36,7 +39,11 @@ std::string human(double bytes) {
   return buf;
 }
 
-int run(const mtk::Communicator&, const std::vector<std::string>& args) {
+int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "search")
+    return mtk::layout_app::run_search(world, {args.begin() + 1, args.end()});
+  if (!args.empty() && args[0] == "calibrate")
+    return mtk::layout_app::run_calibrate(world, {args.begin() + 1, args.end()});
   mtk::Config config = mtk::Config::from_string("{}");
   std::string mesh_text, layout_text, optimizer = "adafactor";
   std::vector<std::string> sets;

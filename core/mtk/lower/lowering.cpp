@@ -93,9 +93,14 @@ void Lowering::count_flops(const std::string& kind, double flops) {
   p_->counters_.flops[kind] += flops;
 }
 
-void Lowering::count_comm(const std::string& kind, std::int64_t bytes) {
+void Lowering::count_comm(const std::string& kind, std::int64_t bytes, std::vector<int> axes) {
   p_->counters_.comm_bytes[kind] += bytes;
   p_->counters_.comm_calls[kind] += 1;
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  const Counters::CommGroup key{kind, std::move(axes)};
+  p_->counters_.group_bytes[key] += bytes;
+  p_->counters_.group_calls[key] += 1;
 }
 
 void Lowering::materialize(int t) {
@@ -103,7 +108,7 @@ void Lowering::materialize(int t) {
   if (ax.empty())
     return;
   pending_[static_cast<size_t>(t)].clear();
-  count_comm("allreduce", local_bytes(t));
+  count_comm("allreduce", local_bytes(t), ax);
   const Mesh mesh = mesh_;
   std::string names;
   for (int a : ax)
@@ -128,9 +133,9 @@ int Lowering::relayout(int t, const std::vector<int>& to) {
     const std::int64_t bytes =
         m.local_before.num_elements() * static_cast<std::int64_t>(dtype_bytes(dt));
     if (m.kind == RelayoutMove::Kind::allconcat)
-      count_comm("allconcat", bytes);
+      count_comm("allconcat", bytes, {m.axis});
     if (m.kind == RelayoutMove::Kind::alltoall)
-      count_comm("alltoall", bytes);
+      count_comm("alltoall", bytes, {m.axis});
   }
   const Mesh mesh = mesh_;
   add_step(

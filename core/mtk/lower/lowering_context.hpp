@@ -92,8 +92,8 @@ class Lowering {
         },
         flop_kind, flops);
   }
-  /// Counts one collective call of `bytes` payload.
-  void count_comm(const std::string& kind, std::int64_t bytes);
+  /// Counts one collective call of `bytes` payload over the group of mesh axes `axes`.
+  void count_comm(const std::string& kind, std::int64_t bytes, std::vector<int> axes);
   /// Emits the allreduce of t's pending partial sum, in place (nothing when none).
   void materialize(int t);
   /// A copy of tensor t laid out with per-dim axes `to` (t itself when nothing changes).

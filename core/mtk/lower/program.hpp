@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mtk {
@@ -86,8 +87,13 @@ struct Counters {
   std::map<std::string, double> flops;             ///< per op kind
   std::map<std::string, std::int64_t> comm_bytes;  ///< per collective kind: payload bytes
   std::map<std::string, std::int64_t> comm_calls;  ///< per collective kind
-  std::int64_t variable_bytes = 0;                 ///< persistent variable slices
-  std::int64_t peak_bytes = 0;                     ///< variables + peak live activations
+  /// The same per collective kind and group (the mesh axes it runs over, sorted), for cost models
+  /// whose bandwidth depends on the mesh dims (mtk/cost/step_time.hpp).
+  using CommGroup = std::pair<std::string, std::vector<int>>;
+  std::map<CommGroup, std::int64_t> group_bytes;
+  std::map<CommGroup, std::int64_t> group_calls;
+  std::int64_t variable_bytes = 0;  ///< persistent variable slices
+  std::int64_t peak_bytes = 0;      ///< variables + peak live activations
   double total_flops() const;
   std::int64_t total_comm_bytes() const;
 };

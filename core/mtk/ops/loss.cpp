@@ -37,7 +37,8 @@ void lower_cross_entropy(Lowering& l) {
   const Mesh mesh = l.mesh();
   if (axis >= 0)  // four row statistics
     l.count_comm("allreduce",
-                 lr.num_elements() * static_cast<std::int64_t>(dtype_bytes(DType::float32)) * 4);
+                 lr.num_elements() * static_cast<std::int64_t>(dtype_bytes(DType::float32)) * 4,
+                 {axis});
   l.add_step(
       l.label() + (axis >= 0 ? " (vocabulary split over " + l.mesh_shape()[axis].name + ")" : ""),
       {x, t}, {loss, lse_out},

@@ -40,7 +40,7 @@ void finish_split_sum(Lowering& l, int x, int y, const std::vector<int>& reduced
   }
   l.pending(y) = {};
   const Mesh mesh = l.mesh();
-  l.count_comm("allreduce", l.local_bytes(y));
+  l.count_comm("allreduce", l.local_bytes(y), p);
   l.add_step(
       "allreduce(sum) of " + l.describe(y), {y}, {y},
       [mesh, p, y](Buffers& b, const ExecSpace&) {
@@ -54,7 +54,7 @@ void finish_split_extremum(Lowering& l, ReduceFn fn, int y, const std::vector<in
   const Mesh mesh = l.mesh();
   const ReduceOp rop = fn == ReduceFn::max ? ReduceOp::max : ReduceOp::min;
   const DType dt = l.dtype(y);
-  l.count_comm("allreduce", l.local_bytes(y));
+  l.count_comm("allreduce", l.local_bytes(y), reduced_axes);
   l.add_step(
       cat("allreduce(", reduce_name(fn), ") of ", l.describe(y)), {y}, {y},
       [=](Buffers& b, const ExecSpace&) {
@@ -120,7 +120,8 @@ void lower_split_softmax(Lowering& l, int x, int y, int d, int axis, bool log) {
   const Shape lr(dims);
   const Mesh mesh = l.mesh();
   l.count_comm("allreduce",
-               lr.num_elements() * static_cast<std::int64_t>(dtype_bytes(DType::float32)) * 2);
+               lr.num_elements() * static_cast<std::int64_t>(dtype_bytes(DType::float32)) * 2,
+               {axis});
   l.add_step(
       l.label() + " (split over " + l.mesh_shape()[axis].name + ")", {x}, {y},
       [=](Buffers& b, const ExecSpace& space) {

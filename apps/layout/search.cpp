@@ -1,0 +1,226 @@
+// mtk-layout search: which mesh and layout to run a model on N processors with M bytes each, and
+// how fast it will be (docs/layout-search.md).
+//   mtk-layout search --config apps/lm1b/configs/paper_lm_5.yaml --processors 512
+//       --memory 16GiB --machine layouts/machines/gpu-node.yaml --top 10
+
+#include <mtk/app/exit_status.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/config/config.hpp>
+#include <mtk/config/machine_config.hpp>
+#include <mtk/config/model_config.hpp>
+#include <mtk/cost/layout_search.hpp>
+#include <mtk/nn/transformer.hpp>
+#include <mtk/optim/optim.hpp>
+
+#include "layout_commands.hpp"
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace mtk::layout_app {
+
+namespace {
+
+const char* search_usage =
+    "usage: mtk-layout search (--config FILE | --model paper_lm:N) --processors N\n"
+    "                         [--memory BYTES] [--machine FILE] [--top K] [--dims a,b,...]\n"
+    "                         [--max-mesh-dims 1..4] [--optimizer adafactor|adam|sgd] [--bf16]\n"
+    "                         [--set section.key=value]... [--json]\n"
+    "  BYTES may end in K, M, G, T (powers of 1000) or KiB, MiB, GiB, TiB.\n";
+
+std::string human(double bytes) {
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f %s", bytes, unit[u]);
+  return buf;
+}
+
+std::int64_t parse_bytes(const std::string& text) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    fail("mtk-layout search", "--memory '" + text + "' is not a number of bytes");
+  }
+  const std::string unit = text.substr(used);
+  const std::vector<std::pair<std::string, double>> units = {{"", 1},
+                                                             {"B", 1},
+                                                             {"K", 1e3},
+                                                             {"M", 1e6},
+                                                             {"G", 1e9},
+                                                             {"T", 1e12},
+                                                             {"KiB", 1024.0},
+                                                             {"MiB", 1048576.0},
+                                                             {"GiB", 1073741824.0},
+                                                             {"TiB", 1099511627776.0}};
+  for (const auto& [u, f] : units)
+    if (unit == u) {
+      if (!(v > 0))
+        fail("mtk-layout search", "--memory '" + text + "' must be > 0");
+      return static_cast<std::int64_t>(v * f);
+    }
+  fail("mtk-layout search", "--memory '" + text + "': unknown unit '" + unit + "'");
+}
+
+// A reference machine when no --machine is given: documented in docs/layout-search.md.
+cost::Machine default_machine() {
+  cost::Machine m;
+  m.name = "built-in default (pass --machine for real numbers)";
+  m.matmul_flops = 1e11;
+  m.elementwise_bytes = 1e10;
+  m.links = {{0, 1e10, 1e-5}};
+  return m;
+}
+
+}  // namespace
+
+int run_search(const Communicator&, const std::vector<std::string>& args) {
+  Config config = Config::from_string("{}");
+  std::vector<std::string> sets;
+  std::string machine_file, optimizer;
+  cost::SearchOptions options;
+  options.processors = 0;
+  bool memory_given = false, json = false;
+  int top = 10;
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size())
+        fail("mtk-layout search", args[i] + " needs a value\n" + search_usage);
+      return args[++i];
+    };
+    auto integer = [&](const std::string& v) {
+      try {
+        size_t used = 0;
+        const long long n = std::stoll(v, &used);
+        if (used == v.size())
+          return n;
+      } catch (const std::exception&) {
+      }
+      fail("mtk-layout search", args[i - 1] + " '" + v + "' is not an integer");
+    };
+    const std::string& a = args[i];
+    if (a == "--config")
+      config = Config::from_file(value());
+    else if (a == "--model")
+      sets.push_back("model.preset=" + value());
+    else if (a == "--set")
+      sets.push_back(value());
+    else if (a == "--processors")
+      options.processors = static_cast<int>(integer(value()));
+    else if (a == "--memory") {
+      options.memory_bytes = parse_bytes(value());
+      memory_given = true;
+    } else if (a == "--machine")
+      machine_file = value();
+    else if (a == "--top")
+      top = static_cast<int>(integer(value()));
+    else if (a == "--max-mesh-dims")
+      options.max_mesh_dims = static_cast<int>(integer(value()));
+    else if (a == "--dims") {
+      std::stringstream s(value());
+      for (std::string d; std::getline(s, d, ',');)
+        if (!d.empty())
+          options.dims.push_back(d);
+    } else if (a == "--optimizer")
+      optimizer = value();
+    else if (a == "--bf16")
+      options.time.bf16 = true;
+    else if (a == "--json")
+      json = true;
+    else if (a == "--help") {
+      std::printf("%s", search_usage);
+      return kExitOk;
+    } else
+      fail("mtk-layout search", "unknown option '" + a + "'\n" + search_usage);
+  }
+  if (options.processors < 1)
+    fail("mtk-layout search", "--processors N (N >= 1) is required\n" + std::string(search_usage));
+  if (top < 1)
+    fail("mtk-layout search", "--top must be >= 1");
+  for (const auto& s : sets)
+    config.apply_override(s);
+  if (optimizer.empty())
+    optimizer = config.get_string("train.optimizer", "adafactor");
+  const cost::Machine machine =
+      machine_file.empty() ? default_machine() : machine_from_file(machine_file);
+  if (!memory_given)
+    options.memory_bytes = machine.memory_bytes;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const nn::TransformerConfig model = transformer_config_from(config);
+  Graph g;
+  nn::ModelGraph m = nn::build_transformer(g, model, true);
+  std::unique_ptr<optim::Optimizer> opt;
+  if (optimizer == "adam")
+    opt = std::make_unique<optim::Adam>();
+  else if (optimizer == "sgd")
+    opt = std::make_unique<optim::Sgd>();
+  else if (optimizer == "adafactor")
+    opt = std::make_unique<optim::Adafactor>();
+  else
+    fail("mtk-layout search", "unknown optimizer '" + optimizer + "' (adafactor, adam, sgd)");
+  optim::minimize(m.loss, *opt, optim::LearningRateSchedule());
+  const cost::SearchResult r = cost::search_layouts(g, machine, options);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  const size_t shown = std::min(r.ranked.size(), static_cast<size_t>(top));
+  if (json) {
+    for (size_t i = 0; i < shown; ++i) {
+      const cost::Candidate& c = r.ranked[i];
+      std::printf(
+          "{\"rank\":%zu,\"mesh\":\"%s\",\"layout\":\"%s\",\"peak_bytes\":%lld,"
+          "\"flops\":%.6g,\"comm_bytes\":%lld,\"compute_s\":%.6g,\"comm_s\":%.6g,"
+          "\"step_s\":%.6g,\"overlapped_s\":%.6g,\"mfu\":%.4f}\n",
+          i + 1, c.mesh.to_string().c_str(), c.rules.to_string().c_str(),
+          static_cast<long long>(c.counters.peak_bytes), c.counters.total_flops(),
+          static_cast<long long>(c.counters.total_comm_bytes()), c.time.compute_s,
+          c.time.comm_total_s, c.time.total_s, c.time.overlapped_s, c.mfu);
+    }
+    return kExitOk;
+  }
+  std::printf("model: %s\n", model.to_string().c_str());
+  std::printf(
+      "machine: %s; %d processors; memory limit %s per processor; optimizer %s%s\n",
+      machine.name.c_str(), options.processors,
+      options.memory_bytes > 0 ? human(static_cast<double>(options.memory_bytes)).c_str() : "none",
+      optimizer.c_str(), options.time.bf16 ? "; bf16 matmuls" : "");
+  std::string dims;
+  for (const auto& d : r.dims)
+    dims += (dims.empty() ? "" : ",") + d;
+  std::printf(
+      "searched: splittable dims %s; %lld meshes up to order, %lld mappings: %lld not divisible, "
+      "%lld with two dims of one tensor on one mesh dim, %lld analysed (%lld refused by the "
+      "lowering), %lld over the memory limit; %zu (mesh order, layout) candidates in %.2f s\n\n",
+      dims.c_str(), static_cast<long long>(r.meshes), static_cast<long long>(r.mappings),
+      static_cast<long long>(r.not_divisible), static_cast<long long>(r.tensor_conflicts),
+      static_cast<long long>(r.analyzed), static_cast<long long>(r.rejected),
+      static_cast<long long>(r.over_memory), r.ranked.size(), seconds);
+  std::printf("%4s  %-28s %-44s %11s %10s %11s %10s %10s %10s %6s\n", "#", "mesh", "layout",
+              "peak mem", "FLOPs", "comm", "compute s", "comm s", "step s", "MFU");
+  for (size_t i = 0; i < shown; ++i) {
+    const cost::Candidate& c = r.ranked[i];
+    std::printf("%4zu  %-28s %-44s %11s %10.3g %11s %10.4g %10.4g %10.4g %5.1f%%\n", i + 1,
+                c.mesh.to_string().c_str(), c.rules.to_string().c_str(),
+                human(static_cast<double>(c.counters.peak_bytes)).c_str(), c.counters.total_flops(),
+                human(static_cast<double>(c.counters.total_comm_bytes())).c_str(), c.time.compute_s,
+                c.time.comm_total_s, c.time.total_s, 100 * c.mfu);
+  }
+  const cost::Candidate& best = r.ranked.front();
+  std::printf("\nbest: --mesh \"%s\" --layout \"%s\"\n", best.mesh.to_string().c_str(),
+              best.rules.to_string().c_str());
+  std::printf("      predicted %.4g s per step (%.4g s if collectives overlapped compute)\n",
+              best.time.total_s, best.time.overlapped_s);
+  return kExitOk;
+}
+
+}  // namespace mtk::layout_app

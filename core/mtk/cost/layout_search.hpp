@@ -1,0 +1,67 @@
+#pragma once
+// Which mesh and layout to run a model on: every mesh that factors the processor count (up to
+// max_mesh_dims dims) with every mapping of the model's splittable dims onto its mesh dims,
+// costed exactly by analyze() (no memory allocated), filtered by memory per processor and ranked
+// by predicted step time (mtk/cost/step_time.hpp).
+//
+// Pruning, which loses no candidate: analyze()'s counters do not depend on the order or names of
+// the mesh dims, so each set of (mesh dim size, tensor dims on it) is analysed once and then timed
+// in every order of its mesh dims (the order decides which links a group uses). Mesh dims that
+// split no tensor dim (pure replication) are not listed; neither are mappings that break
+// divisibility or put two dims of one tensor on one mesh dim (checked before analyze()).
+
+#include <mtk/cost/machine.hpp>
+#include <mtk/cost/step_time.hpp>
+#include <mtk/graph/graph.hpp>
+#include <mtk/lower/program.hpp>
+#include <mtk/parallel/layout.hpp>
+#include <mtk/parallel/mesh_shape.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mtk::cost {
+
+struct SearchOptions {
+  int processors = 1;
+  std::int64_t memory_bytes = 0;  ///< peak bytes per processor allowed (0: no limit)
+  int max_mesh_dims = 3;
+  /// Tensor dims the layout may split; empty: those of batch, experts, vocab, d_ff, heads that
+  /// the graph has.
+  std::vector<std::string> dims;
+  StepTimeOptions time;
+};
+
+struct Candidate {
+  MeshShape mesh;
+  LayoutRules rules;
+  Counters counters;
+  StepTime time;
+  double mfu = 0;  ///< model matmul FLOPs / (processors x step time x matmul rate)
+};
+
+struct SearchResult {
+  std::vector<Candidate> ranked;  ///< fastest first; ties by fewer mesh dims, then text
+  std::vector<std::string> dims;  ///< the splittable dims considered
+  double model_flops = 0;         ///< matmul FLOPs of one step on one processor (no split)
+  std::int64_t meshes = 0;        ///< unordered mesh shapes (sizes >= 2) considered
+  std::int64_t mappings = 0;      ///< (mesh, mapping) classes before the validity checks
+  std::int64_t not_divisible = 0;
+  std::int64_t tensor_conflicts = 0;  ///< two dims of one tensor on one mesh dim
+  std::int64_t rejected = 0;          ///< analyze() refused (op needs a dim whole)
+  std::string first_rejection;
+  std::int64_t analyzed = 0;        ///< analyze() calls
+  std::int64_t over_memory = 0;     ///< classes whose peak exceeds the limit
+  std::int64_t min_peak_bytes = 0;  ///< smallest peak over all analysed classes
+};
+
+/// Ordered factorizations of n into 1..max_dims factors, each >= 2 (n = 1: the single {1}).
+std::vector<std::vector<std::int64_t>> mesh_factorizations(std::int64_t n, int max_dims);
+
+/// Searches `graph` (the training graph: model, loss, gradients, optimizer update). Throws
+/// mtk::Error naming the limit when nothing is left: no mesh dim size divides any splittable dim,
+/// or every valid layout is over the memory limit (with the smallest peak found).
+SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOptions& options);
+
+}  // namespace mtk::cost

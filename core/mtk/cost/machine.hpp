@@ -1,0 +1,40 @@
+#pragma once
+// A machine for the step-time model: per-processor compute rates and memory, and the collective
+// bandwidth and latency of a group of processors by how many consecutive ranks it spans (ranks
+// are numbered row-major over the mesh, so the last mesh dim groups neighbours: same node).
+// Read from and written to YAML by mtk/config/machine_file (MTK::io); see docs/layout-search.md.
+
+#include <mtk/parallel/mesh_shape.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mtk::cost {
+
+/// The links a collective group may use: the first level whose span covers the group.
+struct LinkLevel {
+  std::int64_t span = 0;  ///< groups within this many consecutive ranks (0: any group)
+  double bandwidth = 0;   ///< bytes/s one processor sends and receives at once
+  double latency = 0;     ///< seconds per message step
+};
+
+struct Machine {
+  std::string name;
+  double matmul_flops = 0;        ///< FLOP/s per processor, float32 matmuls (einsum)
+  double matmul_bf16_flops = 0;   ///< FLOP/s per processor in bf16 (0: not available)
+  double elementwise_bytes = 0;   ///< bytes/s per processor for elementwise kernels
+  std::int64_t memory_bytes = 0;  ///< per processor (0: unknown)
+  std::vector<LinkLevel> links;   ///< by increasing span; the last one should have span 0
+
+  /// Throws naming the field and value when a rate is not positive or links are missing.
+  void validate() const;
+  /// The link used by a group over mesh `axes` of `mesh` (row-major ranks).
+  const LinkLevel& link_for(const MeshShape& mesh, const std::vector<int>& axes) const;
+};
+
+/// Consecutive ranks spanned by a group over mesh `axes`: (last rank - first rank + 1) of the
+/// group containing processor 0.
+std::int64_t group_span(const MeshShape& mesh, const std::vector<int>& axes);
+
+}  // namespace mtk::cost

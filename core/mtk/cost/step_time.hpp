@@ -1,0 +1,48 @@
+#pragma once
+// Predicted time of one training step on one processor, from analyze()'s exact counters and a
+// Machine: matmul FLOPs at the matmul rate, other FLOPs as elementwise memory traffic, and each
+// collective by the ring or tree cost (whichever is cheaper) over its group's link.
+
+#include <mtk/cost/machine.hpp>
+#include <mtk/lower/program.hpp>
+#include <mtk/parallel/mesh_shape.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace mtk::cost {
+
+/// Bytes an elementwise kernel moves per counted FLOP (two float reads, one write).
+inline constexpr double kElementwiseBytesPerFlop = 12.0;
+
+struct StepTimeOptions {
+  bool bf16 = false;  ///< matmuls at matmul_bf16_flops (when the machine has it)
+};
+
+struct StepTime {
+  double matmul_s = 0;
+  double elementwise_s = 0;
+  double compute_s = 0;                  ///< matmul_s + elementwise_s
+  std::map<std::string, double> comm_s;  ///< per collective kind
+  double comm_total_s = 0;
+  /// compute + communication: MTK runs collectives between kernels, one after the other.
+  double total_s = 0;
+  /// max(compute, communication): the bound once collectives (gradient allreduces first) run
+  /// concurrently with compute.
+  double overlapped_s = 0;
+};
+
+/// Seconds for `calls` calls of collective `kind` ("allreduce", "allconcat", "alltoall") moving
+/// `bytes` payload in all over a group of `p` processors on `link`. Ring: allreduce
+/// 2(p-1)(a + n/(pB)), allconcat (p-1)(a + n/B) with n the input slice, alltoall (p-1)(a + n/(pB));
+/// allreduce also has the tree 2 log2(p)(a + n/B); the cheaper one is taken per call.
+double collective_seconds(const std::string& kind, std::int64_t bytes, std::int64_t calls,
+                          std::int64_t p, const LinkLevel& link);
+
+/// The step time of a program with `counters` lowered on `mesh` (group_bytes give each
+/// collective's mesh axes).
+StepTime predict_step_time(const Counters& counters, const MeshShape& mesh, const Machine& machine,
+                           const StepTimeOptions& options = {});
+
+}  // namespace mtk::cost

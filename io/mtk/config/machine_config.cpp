@@ -1,0 +1,67 @@
+#include <mtk/base/error.hpp>
+#include <mtk/config/machine_config.hpp>
+#include <mtk/config/model_config.hpp>
+
+#include <cstdio>
+#include <sstream>
+
+namespace mtk {
+
+cost::Machine machine_from_config(const Config& config) {
+  reject_unknown_keys(
+      config, "",
+      {"name", "matmul_flops", "matmul_bf16_flops", "elementwise_bytes", "memory_bytes", "links"});
+  cost::Machine m;
+  m.name = config.get_string("name", config.origin());
+  m.matmul_flops = config.get_double("matmul_flops");
+  m.matmul_bf16_flops = config.get_double("matmul_bf16_flops", 0.0);
+  m.elementwise_bytes = config.get_double("elementwise_bytes");
+  m.memory_bytes = static_cast<std::int64_t>(config.get_double("memory_bytes", 0.0));
+  if (!config.has("links"))
+    fail("mtk::machine_from_config", config.origin() + ": key 'links' is missing");
+  for (const auto& level : config.keys("links")) {
+    const std::string k = "links." + level;
+    reject_unknown_keys(config, k, {"span", "bandwidth", "latency"});
+    cost::LinkLevel l;
+    l.span = config.get_int(k + ".span", 0);
+    l.bandwidth = config.get_double(k + ".bandwidth");
+    l.latency = config.get_double(k + ".latency", 0.0);
+    m.links.push_back(l);
+  }
+  try {
+    m.validate();
+  } catch (const Error& e) {
+    fail("mtk::machine_from_config", config.origin() + ": " + e.what());
+  }
+  return m;
+}
+
+cost::Machine machine_from_file(const std::string& path) {
+  return machine_from_config(Config::from_file(path));
+}
+
+std::string machine_to_yaml(const cost::Machine& m, const std::string& comment) {
+  std::ostringstream s;
+  std::istringstream lines(comment);
+  for (std::string line; std::getline(lines, line);)
+    s << "# " << line << "\n";
+  auto num = [](double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+    return std::string(buf);
+  };
+  s << "name: \"" << m.name << "\"\n";
+  s << "matmul_flops: " << num(m.matmul_flops) << "        # FLOP/s per processor, float32\n";
+  s << "matmul_bf16_flops: " << num(m.matmul_bf16_flops) << "   # 0: no bf16\n";
+  s << "elementwise_bytes: " << num(m.elementwise_bytes) << "   # bytes/s per processor\n";
+  s << "memory_bytes: " << num(static_cast<double>(m.memory_bytes)) << "\n";
+  s << "links:   # a collective group uses the first level whose span (consecutive ranks) covers "
+       "it; 0 = any\n";
+  for (size_t i = 0; i < m.links.size(); ++i)
+    s << "  level" << i << ": {span: " << m.links[i].span
+      << ", bandwidth: " << num(m.links[i].bandwidth) << ", latency: " << num(m.links[i].latency)
+      << "}\n";
+  return s.str();
+}
+
+}  // namespace mtk

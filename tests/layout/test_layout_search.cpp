@@ -1,0 +1,385 @@
+// The layout search (mtk/cost/layout_search.hpp): complete and valid enumeration against a brute
+// force over every ordered mesh and every mapping, the memory filter, determinism, the errors for
+// impossible requests; the step-time model's collective costs and links; machine files.
+
+#include <mtk/base/error.hpp>
+#include <mtk/config/machine_config.hpp>
+#include <mtk/cost/layout_search.hpp>
+#include <mtk/lower/lowering.hpp>
+#include <mtk/nn/transformer.hpp>
+#include <mtk/optim/optim.hpp>
+
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+using namespace mtk;
+
+namespace {
+
+nn::TransformerConfig tiny(bool moe) {
+  nn::TransformerConfig c;
+  c.vocab_size = 16;
+  c.d_model = 8;
+  c.d_ff = 16;
+  c.num_heads = 4;
+  c.d_kv = 2;
+  c.num_layers = 1;
+  c.length = 4;
+  c.batch = 4;
+  if (moe) {
+    c.moe_every = 1;
+    c.moe.num_experts = 4;
+  }
+  return c;
+}
+
+void build(Graph& g, const nn::TransformerConfig& c) {
+  nn::ModelGraph m = nn::build_transformer(g, c, true);
+  optim::Adafactor opt;
+  optim::minimize(m.loss, opt, optim::LearningRateSchedule());
+}
+
+cost::Machine machine() {
+  cost::Machine m;
+  m.name = "test";
+  m.matmul_flops = 1e10;
+  m.elementwise_bytes = 1e10;
+  m.links = {{2, 1e10, 1e-6}, {0, 1e9, 1e-5}};
+  return m;
+}
+
+// A layout up to mesh dim names: ordered mesh sizes and, per splittable dim, its mesh axis.
+using Key = std::pair<std::vector<std::int64_t>, std::vector<int>>;
+struct Cost {
+  std::int64_t peak;
+  double flops;
+  std::map<std::string, std::int64_t> comm;
+  bool operator==(const Cost& o) const {
+    return peak == o.peak && flops == o.flops && comm == o.comm;
+  }
+};
+
+Key key_of(const MeshShape& mesh, const LayoutRules& rules, const std::vector<std::string>& dims) {
+  Key k;
+  for (int a = 0; a < mesh.ndims(); ++a)
+    k.first.push_back(mesh[a].size);
+  for (const auto& d : dims)
+    k.second.push_back(rules.mesh_axis_for(d, mesh));
+  return k;
+}
+
+// Every ordered mesh of n processors (sizes >= 2, up to max_dims dims) and every mapping of
+// `dims` to {whole, axis 0..k-1} using every axis, analysed; those analyze() accepts.
+std::map<Key, Cost> brute_force(Graph& g, std::int64_t n, int max_dims,
+                                const std::vector<std::string>& dims) {
+  std::vector<std::vector<std::int64_t>> meshes;
+  std::vector<std::vector<std::int64_t>> stack{{}};
+  while (!stack.empty()) {
+    auto cur = stack.back();
+    stack.pop_back();
+    std::int64_t prod = 1;
+    for (auto s : cur)
+      prod *= s;
+    if (prod == n && !cur.empty())
+      meshes.push_back(cur);
+    if (static_cast<int>(cur.size()) == max_dims)
+      continue;
+    for (std::int64_t f = 2; prod * f <= n; ++f) {
+      auto next = cur;
+      next.push_back(f);
+      stack.push_back(next);
+    }
+  }
+  std::map<Key, Cost> out;
+  for (const auto& sizes : meshes) {
+    const int k = static_cast<int>(sizes.size());
+    std::vector<Dimension> md;
+    for (int a = 0; a < k; ++a)
+      md.push_back({"m" + std::to_string(a), sizes[static_cast<size_t>(a)]});
+    const MeshShape mesh(md);
+    std::int64_t total = 1;
+    for (size_t i = 0; i < dims.size(); ++i)
+      total *= k + 1;
+    for (std::int64_t code = 0; code < total; ++code) {
+      std::vector<std::pair<std::string, std::string>> rules;
+      std::set<int> used;
+      std::int64_t c = code;
+      for (const auto& d : dims) {
+        const int digit = static_cast<int>(c % (k + 1));
+        c /= k + 1;
+        if (digit > 0) {
+          rules.emplace_back(d, "m" + std::to_string(digit - 1));
+          used.insert(digit - 1);
+        }
+      }
+      if (static_cast<int>(used.size()) != k)
+        continue;
+      try {
+        const LayoutRules lr(rules);
+        const Counters cn = analyze(g, mesh, lr)->counters();
+        out[key_of(mesh, lr, dims)] = {cn.peak_bytes, cn.total_flops(), cn.comm_bytes};
+      } catch (const Error&) {
+      }
+    }
+  }
+  return out;
+}
+
+std::map<Key, Cost> from_search(const cost::SearchResult& r) {
+  std::map<Key, Cost> out;
+  for (const auto& c : r.ranked) {
+    const Key k = key_of(c.mesh, c.rules, r.dims);
+    EXPECT_EQ(out.count(k), 0u) << "listed twice: " << c.mesh.to_string() << " "
+                                << c.rules.to_string();
+    out[k] = {c.counters.peak_bytes, c.counters.total_flops(), c.counters.comm_bytes};
+  }
+  return out;
+}
+
+void expect_complete(bool moe, std::int64_t n, int max_dims) {
+  Graph g;
+  build(g, tiny(moe));
+  cost::SearchOptions o;
+  o.processors = static_cast<int>(n);
+  o.max_mesh_dims = max_dims;
+  const auto r = cost::search_layouts(g, machine(), o);
+  const auto expected = brute_force(g, n, max_dims, r.dims);
+  ASSERT_FALSE(expected.empty());
+  const auto found = from_search(r);
+  EXPECT_EQ(found.size(), expected.size());
+  for (const auto& [k, c] : expected) {
+    auto it = found.find(k);
+    ASSERT_NE(it, found.end()) << "missing a layout the brute force accepts";
+    EXPECT_TRUE(it->second == c) << "counters differ from a direct analyze()";
+  }
+  for (const auto& [k, c] : found)
+    EXPECT_EQ(expected.count(k), 1u) << "listed a layout analyze() refuses";
+}
+
+}  // namespace
+
+TEST(LayoutSearch, FactorizationsAreEveryOrderedProduct) {
+  EXPECT_EQ(cost::mesh_factorizations(1, 3), (std::vector<std::vector<std::int64_t>>{{1}}));
+  EXPECT_EQ(cost::mesh_factorizations(7, 3), (std::vector<std::vector<std::int64_t>>{{7}}));
+  const auto f12 = cost::mesh_factorizations(12, 3);
+  std::set<std::vector<std::int64_t>> s(f12.begin(), f12.end());
+  EXPECT_EQ(s.size(), f12.size());
+  // 12; 2x6 6x2 3x4 4x3; 2x2x3 2x3x2 3x2x2
+  EXPECT_EQ(f12.size(), 8u);
+  EXPECT_TRUE(s.count({2, 3, 2}));
+  EXPECT_EQ(cost::mesh_factorizations(512, 3).size(), 1u + 8u + 28u);
+  EXPECT_THROW(cost::mesh_factorizations(0, 3), Error);
+}
+
+TEST(LayoutSearch, DenseEnumerationMatchesBruteForceOn4) {
+  expect_complete(false, 4, 3);
+}
+
+TEST(LayoutSearch, DenseEnumerationMatchesBruteForceOn8) {
+  expect_complete(false, 8, 3);
+}
+
+TEST(LayoutSearch, MoeEnumerationMatchesBruteForceOn4) {
+  expect_complete(true, 4, 2);
+}
+
+TEST(LayoutSearch, RespectsOneTensorOneDimPerMeshDim) {
+  Graph g;
+  build(g, tiny(true));
+  cost::SearchOptions o;
+  o.processors = 4;
+  const auto r = cost::search_layouts(g, machine(), o);
+  EXPECT_GT(r.tensor_conflicts, 0);
+  for (const auto& c : r.ranked) {
+    const std::string e = c.rules.mesh_dim_for("experts"), f = c.rules.mesh_dim_for("d_ff");
+    EXPECT_FALSE(!e.empty() && e == f) << c.rules.to_string();  // wi is [experts, d_model, d_ff]
+  }
+}
+
+TEST(LayoutSearch, MemoryFilterDropsExactlyTheLayoutsOverTheLimit) {
+  Graph g;
+  build(g, tiny(false));
+  cost::SearchOptions o;
+  o.processors = 4;
+  const auto all = cost::search_layouts(g, machine(), o);
+  std::vector<std::int64_t> peaks;
+  for (const auto& c : all.ranked)
+    peaks.push_back(c.counters.peak_bytes);
+  std::sort(peaks.begin(), peaks.end());
+  o.memory_bytes = peaks[peaks.size() / 2];
+  const auto some = cost::search_layouts(g, machine(), o);
+  EXPECT_GT(some.over_memory, 0);
+  std::size_t expected = 0;
+  for (auto p : peaks)
+    expected += p <= o.memory_bytes;
+  EXPECT_EQ(some.ranked.size(), expected);
+  for (const auto& c : some.ranked)
+    EXPECT_LE(c.counters.peak_bytes, o.memory_bytes);
+}
+
+TEST(LayoutSearch, IsDeterministicAndRankedByPredictedTime) {
+  Graph g1, g2;
+  build(g1, tiny(true));
+  build(g2, tiny(true));
+  cost::SearchOptions o;
+  o.processors = 8;
+  const auto a = cost::search_layouts(g1, machine(), o);
+  const auto b = cost::search_layouts(g2, machine(), o);
+  ASSERT_EQ(a.ranked.size(), b.ranked.size());
+  for (size_t i = 0; i < a.ranked.size(); ++i) {
+    EXPECT_EQ(a.ranked[i].mesh, b.ranked[i].mesh);
+    EXPECT_EQ(a.ranked[i].rules.to_string(), b.ranked[i].rules.to_string());
+    EXPECT_EQ(a.ranked[i].time.total_s, b.ranked[i].time.total_s);
+    if (i > 0) {
+      EXPECT_LE(a.ranked[i - 1].time.total_s, a.ranked[i].time.total_s);
+    }
+  }
+}
+
+TEST(LayoutSearch, MeshOrderDecidesTheLinkButNotTheCounters) {
+  Graph g;
+  build(g, tiny(false));
+  cost::SearchOptions o;
+  o.processors = 4;
+  o.max_mesh_dims = 2;
+  const auto r = cost::search_layouts(g, machine(), o);
+  // batch:2;model:2 and model:2;batch:2 with the same rules: same counters, different times
+  // (the last mesh dim is on the fast span-2 link).
+  std::map<std::string, std::vector<const cost::Candidate*>> by_rules;
+  for (const auto& c : r.ranked)
+    if (c.mesh.ndims() == 2)
+      by_rules[c.rules.to_string()].push_back(&c);
+  bool some_differ = false;
+  for (const auto& [rules, cs] : by_rules) {
+    ASSERT_EQ(cs.size(), 2u) << rules;
+    EXPECT_EQ(cs[0]->counters.total_comm_bytes(), cs[1]->counters.total_comm_bytes());
+    some_differ = some_differ || cs[0]->time.total_s != cs[1]->time.total_s;
+  }
+  EXPECT_TRUE(some_differ);
+}
+
+TEST(LayoutSearch, NoMeshFitsNamesTheSizes) {
+  Graph g;
+  build(g, tiny(false));
+  cost::SearchOptions o;
+  o.processors = 7;  // every splittable dim is a power of two
+  try {
+    cost::search_layouts(g, machine(), o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("no mesh of 7 processors"), std::string::npos) << m;
+    EXPECT_NE(m.find("batch=4"), std::string::npos) << m;
+    EXPECT_NE(m.find("not divisible"), std::string::npos) << m;
+  }
+}
+
+TEST(LayoutSearch, NothingFitsTheMemoryNamesTheSmallestPeak) {
+  Graph g;
+  build(g, tiny(false));
+  cost::SearchOptions o;
+  o.processors = 2;
+  o.memory_bytes = 1000;
+  try {
+    cost::search_layouts(g, machine(), o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("memory limit of 1000 bytes"), std::string::npos) << m;
+    EXPECT_NE(m.find("smallest peak is"), std::string::npos) << m;
+  }
+}
+
+TEST(LayoutSearch, UnknownDimIsAnError) {
+  Graph g;
+  build(g, tiny(false));
+  cost::SearchOptions o;
+  o.processors = 2;
+  o.dims = {"batch", "experts"};
+  EXPECT_THROW(cost::search_layouts(g, machine(), o), Error);
+  o.dims = {"batch"};
+  const auto r = cost::search_layouts(g, machine(), o);
+  ASSERT_EQ(r.ranked.size(), 1u);
+  EXPECT_EQ(r.ranked[0].rules.to_string(), "batch:batch");
+}
+
+TEST(StepTime, CollectiveCosts) {
+  const cost::LinkLevel l{0, 1e9, 1e-6};
+  EXPECT_EQ(cost::collective_seconds("allreduce", 1 << 20, 3, 1, l), 0.0);
+  // 8 processors, 80 MB in one call: ring 2*7*(1e-6 + 1e7/1e9) beats tree 6*(1e-6 + 0.08).
+  EXPECT_NEAR(cost::collective_seconds("allreduce", 80000000, 1, 8, l), 14 * (1e-6 + 0.01), 1e-12);
+  // tiny messages: tree 2*3 latencies beat ring 2*7.
+  EXPECT_NEAR(cost::collective_seconds("allreduce", 8, 1, 8, l), 6 * (1e-6 + 8e-9), 1e-12);
+  EXPECT_NEAR(cost::collective_seconds("allconcat", 1000, 2, 4, l), 2 * 3 * (1e-6 + 500e-9), 1e-15);
+  EXPECT_NEAR(cost::collective_seconds("alltoall", 4000, 1, 4, l), 3 * (1e-6 + 1e-6), 1e-15);
+}
+
+TEST(StepTime, GroupsOfTheLastMeshDimAreNeighbours) {
+  const MeshShape m = MeshShape::parse("batch:4;model:2");
+  EXPECT_EQ(cost::group_span(m, {1}), 2);
+  EXPECT_EQ(cost::group_span(m, {0}), 7);
+  EXPECT_EQ(cost::group_span(m, {0, 1}), 8);
+  const cost::Machine mc = machine();
+  EXPECT_EQ(mc.link_for(m, {1}).bandwidth, 1e10);
+  EXPECT_EQ(mc.link_for(m, {0}).bandwidth, 1e9);
+}
+
+TEST(StepTime, SumsComputeAndCommunication) {
+  Counters c;
+  c.flops["einsum"] = 2e10;
+  c.flops["exp"] = 1e9;
+  c.group_bytes[{"allreduce", {0}}] = 4000000;
+  c.group_calls[{"allreduce", {0}}] = 1;
+  const auto t = cost::predict_step_time(c, MeshShape::parse("batch:2"), machine());
+  EXPECT_DOUBLE_EQ(t.matmul_s, 2.0);
+  EXPECT_DOUBLE_EQ(t.elementwise_s, 1e9 * cost::kElementwiseBytesPerFlop / 1e10);
+  EXPECT_NEAR(t.comm_s.at("allreduce"), 2 * (1e-6 + 2e6 / 1e10), 1e-12);
+  EXPECT_DOUBLE_EQ(t.total_s, t.compute_s + t.comm_total_s);
+  EXPECT_DOUBLE_EQ(t.overlapped_s, t.compute_s);
+}
+
+TEST(MachineFile, RoundTripsAndRejectsBadValues) {
+  cost::Machine m = machine();
+  m.memory_bytes = 4000000000;
+  m.matmul_bf16_flops = 2e10;
+  const cost::Machine back =
+      machine_from_config(Config::from_string(machine_to_yaml(m, "a comment\nover two lines")));
+  EXPECT_EQ(back.name, m.name);
+  EXPECT_DOUBLE_EQ(back.matmul_flops, m.matmul_flops);
+  EXPECT_DOUBLE_EQ(back.matmul_bf16_flops, m.matmul_bf16_flops);
+  EXPECT_EQ(back.memory_bytes, m.memory_bytes);
+  ASSERT_EQ(back.links.size(), 2u);
+  EXPECT_EQ(back.links[0].span, 2);
+  EXPECT_DOUBLE_EQ(back.links[1].latency, 1e-5);
+  EXPECT_THROW(
+      machine_from_config(Config::from_string("matmul_flops: 1e9\nelementwise_bytes: 1e9")),
+      Error);  // no links
+  EXPECT_THROW(machine_from_config(Config::from_string(
+                   "matmul_flops: 0\nelementwise_bytes: 1e9\nlinks: {a: {bandwidth: 1e9}}")),
+               Error);
+  EXPECT_THROW(machine_from_config(Config::from_string(
+                   "matmul_flop: 1e9\nelementwise_bytes: 1e9\nlinks: {a: {bandwidth: 1e9}}")),
+               Error);  // misspelt key
+}
+
+TEST(MachineFile, ShippedMachinesLoad) {
+  const std::string dir = std::string(MTK_SOURCE_DIR) + "/layouts/machines";
+  DIR* d = opendir(dir.c_str());
+  ASSERT_NE(d, nullptr) << dir;
+  int n = 0;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() > 5 && name.substr(name.size() - 5) == ".yaml") {
+      EXPECT_NO_THROW(machine_from_file(dir + "/" + name)) << name;
+      ++n;
+    }
+  }
+  closedir(d);
+  EXPECT_GE(n, 3);
+}
