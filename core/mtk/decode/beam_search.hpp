@@ -46,9 +46,10 @@ double length_penalty(std::int64_t length, double alpha);
 /// the candidates of a row by cumulative log-probability; of the best 2 x beam, those ending in
 /// EOS among the best beam are finished (scored log_prob / length_penalty), and the best beam not
 /// ending in EOS live on. A row stops when it has beam finished hypotheses (or none live); at
-/// max_length the live ones are finished unended. Returns per row its finished hypotheses, best
-/// score first (ties: the earlier finished), at most beam_size. With beam_size 1 it is
-/// greedy_search. Throws naming the sizes when `step` returns the wrong number of values.
+/// max_length the live ones among the best beam candidates end unended. Returns per row its
+/// finished hypotheses, best score first (ties: the earlier finished), at most beam_size. With
+/// beam_size 1 it is greedy_search. Throws naming the sizes when `step` returns the wrong number of
+/// values.
 std::vector<std::vector<Hypothesis>> beam_search(const StepFunction& step, std::int64_t batch,
                                                  std::int64_t vocab_size,
                                                  const BeamSearchOptions& options);
