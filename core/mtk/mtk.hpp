@@ -9,6 +9,7 @@
 #include <mtk/base/exec_space.hpp>
 #include <mtk/base/functions.hpp>
 #include <mtk/base/shape.hpp>
+#include <mtk/decode/decode.hpp>
 #include <mtk/graph/graph.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/lower/program.hpp>

@@ -65,4 +65,49 @@ Tensor multihead_attention(const LayerContext& ctx, const std::string& name, con
   return einsum({o, wo}, x.shape());
 }
 
+Tensor attention_projection(const LayerContext& ctx, const std::string& name,
+                            const std::string& which, const Tensor& x, const Dimension& d_model,
+                            const Dimension& heads, const Dimension& d_kv) {
+  using impl::replace_dims;
+  if (which != "q" && which != "k" && which != "v")
+    fail("mtk::nn::attention_projection",
+         cat("projection '", which, "' of '", name, "' is not one of q, k, v"));
+  Tensor w =
+      impl::weight(*ctx.graph, name + "/" + which, Shape{d_model, heads, d_kv}, d_model.size);
+  Tensor y = einsum({x, w}, replace_dims(x.shape(), {d_model.name}, {heads, d_kv}));
+  // The same scaling, in the same place, as multihead_attention.
+  return which == "q" ? multiply(y, 1.0 / std::sqrt(static_cast<double>(d_kv.size))) : y;
+}
+
+Tensor attention_over_memory(const LayerContext& ctx, const std::string& name, const Tensor& q,
+                             const Tensor& k, const Tensor& v, const Tensor& bias,
+                             const std::string& memory_length_dim, const Dimension& d_model,
+                             const Dimension& heads, const Dimension& d_kv) {
+  const char* where = "mtk::nn::attention_over_memory";
+  if (!q.shape().contains(heads.name) || !q.shape().contains(d_kv.name))
+    fail(where, cat("queries ", q.shape().to_string(), " of '", name, "' lack '", heads.name,
+                    "' or '", d_kv.name, "'"));
+  if (!k.shape().contains(memory_length_dim) || !v.shape().contains(memory_length_dim))
+    fail(where, cat("keys ", k.shape().to_string(), " or values ", v.shape().to_string(), " of '",
+                    name, "' lack '", memory_length_dim, "'"));
+  Tensor wo =
+      impl::weight(*ctx.graph, name + "/o", Shape{heads, d_kv, d_model}, heads.size * d_kv.size);
+  std::vector<Dimension> outer;  // q's dims but heads and d_kv
+  for (const auto& d : q.shape().dims())
+    if (d.name != heads.name && d.name != d_kv.name)
+      outer.push_back(d);
+  std::vector<Dimension> ld = outer;
+  ld.push_back(heads);
+  ld.push_back(k.shape().dim(memory_length_dim));
+  Tensor logits = einsum({q, k}, Shape(ld));
+  logits = binary(BinaryFn::add, logits, bias, nullptr);
+  if (logits.shape() != Shape(ld))
+    logits = einsum({logits}, Shape(ld));
+  Tensor weights = ctx.dropout(softmax(logits, memory_length_dim), name + "/dropout");
+  Tensor o = einsum({weights, v}, q.shape());
+  std::vector<Dimension> od = outer;
+  od.push_back(d_model);
+  return einsum({o, wo}, Shape(od));
+}
+
 }  // namespace mtk::nn

@@ -21,4 +21,23 @@ Tensor multihead_attention(const LayerContext& ctx, const std::string& name, con
                            const Dimension& heads, const Dimension& d_kv,
                            const std::string& length_dim, const std::string& memory_length_dim);
 
+/// One projection of multi-head attention: x [..., d_model] times weight "<name>/<which>"
+/// [d_model, heads, d_kv] (which: "q", "k" or "v"), giving [..., heads, d_kv]; queries are scaled
+/// by 1/sqrt(d_kv) as in multihead_attention. Step-wise decoding projects each new position once
+/// and keeps the keys and values.
+Tensor attention_projection(const LayerContext& ctx, const std::string& name,
+                            const std::string& which, const Tensor& x, const Dimension& d_model,
+                            const Dimension& heads, const Dimension& d_kv);
+
+/// The rest of multi-head attention over keys and values already projected: queries q
+/// [..., heads, d_kv] (from attention_projection) attend to k, v [..., memory_length_dim, heads,
+/// d_kv], whose other dims are some of q's (a cache without the beam dim serves every beam);
+/// `bias` is added to the logits [q's dims but d_kv, memory_length_dim]; the result is projected
+/// by "<name>/o" [heads, d_kv, d_model] to q's dims but heads and d_kv, plus d_model. With the
+/// keys and values of multihead_attention it computes the same values.
+Tensor attention_over_memory(const LayerContext& ctx, const std::string& name, const Tensor& q,
+                             const Tensor& k, const Tensor& v, const Tensor& bias,
+                             const std::string& memory_length_dim, const Dimension& d_model,
+                             const Dimension& heads, const Dimension& d_kv);
+
 }  // namespace mtk::nn

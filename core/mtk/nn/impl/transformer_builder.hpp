@@ -1,0 +1,113 @@
+#pragma once
+// The Transformer builder shared by build_transformer (transformer.cpp) and the step-wise decoding
+// graphs (incremental.cpp): the dims, the pre-norm blocks, the encoder and the decoder. Private to
+// nn.
+
+#include <mtk/nn/attention.hpp>
+#include <mtk/nn/cross_entropy.hpp>
+#include <mtk/nn/embedding.hpp>
+#include <mtk/nn/feed_forward.hpp>
+#include <mtk/nn/moe.hpp>
+#include <mtk/nn/normalization.hpp>
+#include <mtk/nn/transformer.hpp>
+#include <mtk/ops/ops.hpp>
+
+#include <string>
+
+namespace mtk::nn::impl {
+
+// Builds one model: the dims every layer shares, the pre-norm residual blocks, the encoder, the
+// decoder and the loss. Variable names ("decoder/layer_0/self_attention/q", ...) are what
+// checkpoints store.
+struct Builder {
+  Builder(Graph& graph, const TransformerConfig& config, const LayerContext& context)
+      : g(graph), c(config), ctx(context) {}
+  Graph& g;
+  const TransformerConfig& c;
+  LayerContext ctx;
+  Dimension batch{"batch", c.batch}, length{"length", c.length}, d_model{"d_model", c.d_model},
+      d_ff{"d_ff", c.d_ff}, heads{"heads", c.num_heads}, d_kv{"d_kv", c.d_kv},
+      vocab{"vocab", c.vocab_size}, max_length{"max_length", c.length},
+      memory_length{"memory_length", c.length};
+  Tensor aux;  ///< the sum of the MoE layers' load-balancing losses
+
+  Tensor norm(const std::string& name, const Tensor& x) {
+    return c.norm == "rms_norm" ? rms_norm(ctx, name, x, "d_model")
+                                : layer_norm(ctx, name, x, "d_model");
+  }
+
+  Tensor embed(const std::string& prefix, const Tensor& ids, const Tensor& positions) {
+    Tensor x = embedding(ctx, prefix + "/embedding", ids, vocab, d_model);
+    Tensor pos =
+        variable(g, prefix + "/positions", Shape{max_length, d_model}, Initializer::normal(0.1f));
+    return ctx.dropout(x + gather(pos, positions, "max_length"), prefix + "/embedding_dropout");
+  }
+
+  Tensor feed_forward(const std::string& name, std::int64_t layer, const Tensor& x) {
+    if (c.is_moe_layer(layer)) {
+      auto r = mixture_of_experts(ctx, name + "/moe", x, d_model, d_ff, c.moe);
+      aux = aux.valid() ? aux + r.aux_loss : r.aux_loss;
+      return r.output;
+    }
+    return dense_relu_dense(ctx, name + "/ffn", x, d_model, d_ff, c.gelu);
+  }
+
+  Tensor attention(const std::string& name, const Tensor& x, const Tensor& memory,
+                   const Tensor& bias) {
+    return multihead_attention(ctx, name, x, memory, bias, d_model, heads, d_kv, "length",
+                               "memory_length");
+  }
+
+  Tensor residual(const std::string& name, const Tensor& x, const Tensor& y) {
+    return x + ctx.dropout(y, name + "/residual_dropout");
+  }
+
+  // x + self_attention(norm(x)): the first block of every layer.
+  Tensor self_attention_block(const std::string& name, const Tensor& x, const Tensor& bias) {
+    Tensor h = norm(name + "/norm_1", x);
+    return residual(name + "/self_attention", x, attention(name + "/self_attention", h, h, bias));
+  }
+
+  // x + feed_forward(norm(x)): the last block of every layer.
+  Tensor feed_forward_block(const std::string& name, std::int64_t layer, const Tensor& x) {
+    return residual(name + "/ffn", x, feed_forward(name, layer, norm(name + "/norm_2", x)));
+  }
+
+  // Encoder-decoder attention of the decoder states x [batch, length, d_model] (query segment ids
+  // `segments`) to the encoder output (segment ids `memory_segments` along memory_length).
+  Tensor encdec_attention_block(const std::string& name, const Tensor& x, const Tensor& encoder_out,
+                                const Tensor& segments, const Tensor& memory_segments) {
+    // Built per layer, as before, so that graphs (and their op names) stay the same.
+    Tensor bias = attention_bias(g, length, memory_length, false, segments, memory_segments);
+    Tensor y =
+        attention(name + "/encdec_attention", norm(name + "/norm_encdec", x), encoder_out, bias);
+    return residual(name + "/encdec_attention", x, y);
+  }
+
+  // `num_layers` pre-norm layers "<prefix>/layer_<l>" over x and the final norm; the decoder of an
+  // encoder-decoder also attends to `encoder_out` (when valid).
+  Tensor stack(const std::string& prefix, std::int64_t num_layers, Tensor x, const Tensor& bias,
+               const Tensor& encoder_out = Tensor(), const Tensor& segments = Tensor(),
+               const Tensor& memory_segments = Tensor()) {
+    for (std::int64_t l = 0; l < num_layers; ++l) {
+      const std::string name = prefix + "/layer_" + std::to_string(l);
+      x = self_attention_block(name, x, bias);
+      if (encoder_out.valid())
+        x = encdec_attention_block(name, x, encoder_out, segments, memory_segments);
+      x = feed_forward_block(name, l, x);
+    }
+    return norm(prefix + "/final_norm", x);
+  }
+
+  // The encoder over m's encoder placeholders; returns its output renamed to memory_length and
+  // sets `memory_segments` to the encoder's segment ids along memory_length.
+  Tensor encode(ModelGraph& m, Tensor& memory_segments);
+  // The decoder over m's placeholders, attending to `encoder_out` when it is valid.
+  Tensor decode(const ModelGraph& m, const Tensor& encoder_out, const Tensor& memory_segments);
+  // Logits and losses of the final decoder states `x`.
+  void loss(ModelGraph& m, const Tensor& x, bool training, double logit_scale);
+  // The plain cross-entropy and z-loss sums of m's loss built with `ce`, for metrics.
+  void loss_terms(ModelGraph& m, const Tensor& weights, const CrossEntropyOptions& ce);
+};
+
+}  // namespace mtk::nn::impl
