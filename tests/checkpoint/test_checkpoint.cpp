@@ -26,6 +26,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <sstream>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -80,6 +81,15 @@ void expect_values_equal(const std::map<std::string, HostTensor>& got,
     EXPECT_EQ(it->second.values<float>(), w.values<float>())
         << where << ": variable " << name << " differs";
   }
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::string line;
+  std::istringstream in(text);
+  while (std::getline(in, line))
+    out.push_back(line);
+  return out;
 }
 
 bool contains_text(const std::string& s, const std::string& part) {
@@ -399,6 +409,80 @@ TEST(Checkpoint, CorruptedMetadataOrMissingFileIsRefused) {
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_FALSE(verify_checkpoint(first, MPI_COMM_WORLD).ok);
   EXPECT_THROW(manager.restore_latest(*b.program, &meta), Error);
+}
+
+// Extra bytes appended to variables.h5 (HDF5 still opens it): slices.sha256 recorded another
+// size, so verify calls it corrupt and restore refuses it too, falling back (issue 15, item 10).
+TEST(Checkpoint, TrailingBytesAreRefusedByVerifyAndRestoreAlike) {
+  TempDir dir;
+  Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);
+  TinyModel a = make_tiny_model(mesh, rules_a());
+  CheckpointManager manager(dir.path(), 3, mesh);
+  std::vector<std::string> log;
+  manager.set_logger([&](const std::string& m) { log.push_back(m); });
+  const std::string first = manager.save(*a.program, {});
+  const auto first_values = all_values(*a.program);
+  a.train_step();
+  const std::string second = manager.save(*a.program, {});
+  if (world_rank() == 0) {
+    std::ofstream f(second + "/variables.h5", std::ios::binary | std::ios::app);
+    f << std::string(88, 'x');
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto v = verify_checkpoint(second, MPI_COMM_WORLD);
+  EXPECT_FALSE(v.ok);
+  ASSERT_FALSE(v.errors.empty());
+  EXPECT_TRUE(contains_text(v.errors.front(), "extra bytes")) << v.errors.front();
+  TinyModel b = make_tiny_model(mesh, rules_b());
+  const auto init = all_values(*b.program);
+  try {
+    restore_checkpoint(*b.program, second);
+    ADD_FAILURE() << "restored a variables.h5 with 88 trailing bytes";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains_text(e.what(), "extra bytes")) << e.what();
+  }
+  expect_values_equal(all_values(*b.program), init, "after refusing trailing bytes");
+  CheckpointMetadata meta;
+  std::string restored;
+  ASSERT_TRUE(manager.restore_latest(*b.program, &meta, &restored));
+  EXPECT_EQ(restored, first);
+  expect_values_equal(all_values(*b.program), first_values, "fallback checkpoint");
+}
+
+// `mtk-ckpt list`'s text: a checkpoint with garbage files is listed as CORRUPT and the listing
+// goes on to the next one (issue 15, item 10).
+TEST(Checkpoint, ListingGoesOnPastAGarbageCheckpoint) {
+  TempDir dir;
+  Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);
+  TinyModel a = make_tiny_model(mesh, rules_a());
+  CheckpointManager manager(dir.path(), 3, mesh);
+  manager.set_logger([](const std::string&) {});
+  std::vector<std::string> saved;
+  for (int s = 0; s < 3; ++s) {
+    saved.push_back(manager.save(*a.program, {}));
+    a.train_step();
+  }
+  if (world_rank() == 0)
+    for (const char* f : {"metadata.yaml", "slices.sha256", "manifest.sha256"})
+      std::ofstream(saved[0] + "/" + f) << "garbage \x01\x02 not yaml: [\n";
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto paths = manager.list();
+  ASSERT_EQ(paths.size(), 3u);
+  int corrupt = -1;
+  const std::string text = format_checkpoint_list(paths, manager.latest(), &corrupt);
+  EXPECT_EQ(corrupt, 1) << text;
+  const auto lines = split_lines(text);
+  ASSERT_EQ(lines.size(), 3u) << text;
+  EXPECT_TRUE(contains_text(lines[0], saved[0] + "  CORRUPT: ")) << lines[0];
+  EXPECT_TRUE(contains_text(lines[1], saved[1] + "  step 1  ")) << lines[1];
+  EXPECT_TRUE(contains_text(lines[2], saved[2] + "  step 2  ")) << lines[2];
+  EXPECT_TRUE(contains_text(lines[2], "<- latest")) << lines[2];
+  // A checkpoint whose metadata.yaml parses but disagrees with its manifest is corrupt as well.
+  flip_byte_in_file(saved[1] + "/metadata.yaml", 20);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string again = format_checkpoint_list(paths, manager.latest(), &corrupt);
+  EXPECT_EQ(corrupt, 2) << again;
+  EXPECT_TRUE(contains_text(split_lines(again).at(1), "CORRUPT: ")) << again;
 }
 
 // A damaged `latest` pointer, or a newest checkpoint whose directory or variables.h5 is gone:
