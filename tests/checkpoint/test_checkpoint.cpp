@@ -631,16 +631,18 @@ TEST(Checkpoint, Hdf5ToolsReadEveryTensor) {
   EXPECT_TRUE(contains_text(value, want)) << value << " lacks " << want;
 }
 
-// Chunked datasets carry HDF5's Fletcher32 checksum (issue 15, item 5): a byte flipped inside a
-// chunk makes plain HDF5 readers (h5dump) fail as well as MTK's verify and restore. A checkpoint
-// saved without it (as before) still verifies and restores.
+// With MTK_CKPT_FLETCHER32=1 chunked datasets carry HDF5's Fletcher32 checksum (issue 15, item
+// 5): a byte flipped inside a chunk makes plain HDF5 readers (h5dump) fail as well as MTK's verify
+// and restore. A checkpoint saved without it (the default) verifies and restores as ever.
 TEST(Checkpoint, CorruptChunkFailsHdf5ReadersAndMtkAlike) {
   TempDir dir;
   Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);
   TinyModel a = make_tiny_model(mesh, rules_a());
   a.train_step();
+  ::setenv("MTK_CKPT_FLETCHER32", "1", 1);
   const std::string path =
       CheckpointManager(dir.path(), 1, mesh).save(*a.program, sample_metadata());
+  ::unsetenv("MTK_CKPT_FLETCHER32");
   const auto values = all_values(*a.program);
   const bool tools =
       std::system("command -v h5dump >/dev/null 2>&1") == 0;  // every rank: same answer
@@ -684,11 +686,9 @@ TEST(Checkpoint, CorruptChunkFailsHdf5ReadersAndMtkAlike) {
     EXPECT_TRUE(contains_text(e.what(), "layer_0/w2")) << e.what();
   }
 
-  // Saved without Fletcher32 (the format before it): verify and restore as ever.
-  ::setenv("MTK_CKPT_FLETCHER32", "0", 1);
+  // Saved without Fletcher32 (the default, and every checkpoint before it): as ever.
   const std::string plain = dir.path() + "/plain";
   write_checkpoint_directory(*a.program, plain, sample_metadata());
-  ::unsetenv("MTK_CKPT_FLETCHER32");
   if (tools && world_rank() == 0)
     EXPECT_FALSE(
         contains_text(output("h5dump -p -H -d /variables/layer_0%2Fw2 " + plain + "/variables.h5"),

@@ -72,10 +72,13 @@ std::vector<hsize_t> chunk_dims(const Shape& slice) {
   return c;
 }
 
-// Fletcher32 on every chunked dataset unless MTK_CKPT_FLETCHER32=0 (to measure its cost).
+// Fletcher32 on every chunked dataset with MTK_CKPT_FLETCHER32=1. Off by default: parallel HDF5
+// 1.10 allocates chunks at creation and passes each through the filter then (every chunk is
+// written twice), and filtered writes must be collective: saves took 2-6x as long
+// (docs/checkpoint-format.md#performance).
 bool fletcher32_enabled() {
   const char* e = std::getenv("MTK_CKPT_FLETCHER32");
-  return e == nullptr || std::strcmp(e, "0") != 0;
+  return e != nullptr && std::strcmp(e, "1") == 0;
 }
 
 // This rank's slice of one variable on the host, and whether this rank writes it (one member of
