@@ -478,6 +478,7 @@ TEST(Checkpoint, ListingGoesOnPastAGarbageCheckpoint) {
   EXPECT_TRUE(contains_text(lines[2], saved[2] + "  step 2  ")) << lines[2];
   EXPECT_TRUE(contains_text(lines[2], "<- latest")) << lines[2];
   // A checkpoint whose metadata.yaml parses but disagrees with its manifest is corrupt as well.
+  MPI_Barrier(MPI_COMM_WORLD);  // every rank has listed before rank 0 damages the next one
   flip_byte_in_file(saved[1] + "/metadata.yaml", 20);
   MPI_Barrier(MPI_COMM_WORLD);
   const std::string again = format_checkpoint_list(paths, manager.latest(), &corrupt);
