@@ -1,9 +1,37 @@
 # mtk_add_mpi_test(NAME <name> SOURCES <src...> [RANKS 1 2 4 8] [TIMEOUT s] [LIBRARIES ...])
 # Builds one GoogleTest binary linked with the shared MPI main and registers it once per rank count
-# as <name>_np<N> with label `mpi`. MPICH's hydra oversubscribes, so 8 ranks run on 2 cores; every
+# as <name>_np<N> with label `mpi` (PROCESSORS N x MTK_TEST_THREADS). MPICH's hydra oversubscribes, so 8 ranks run on 2 cores; every
 # test has a timeout so that a deadlock fails instead of hanging CI.
 set(MTK_TEST_DEFAULT_RANKS 1 2 4 8 CACHE STRING "MPI rank counts each MPI test is registered at")
 set(MTK_TEST_TIMEOUT 300 CACHE STRING "Default timeout in seconds of one MPI test")
+
+# Threads per rank in every test (OMP_NUM_THREADS), so that a threaded Kokkos build (OpenMP,
+# Threads) runs its threaded kernels under ctest. Default: OMP_NUM_THREADS of the configuring
+# shell, else 1. Each test's PROCESSORS counts ranks x threads; when that exceeds the cores,
+# threads wait passively and are not pinned, so oversubscribed ranks do not spin against each other.
+if("$ENV{OMP_NUM_THREADS}" MATCHES "^[1-9][0-9]*$")
+  set(_mtk_default_test_threads "$ENV{OMP_NUM_THREADS}")
+else()
+  set(_mtk_default_test_threads 1)
+endif()
+set(MTK_TEST_THREADS ${_mtk_default_test_threads} CACHE STRING
+  "Threads per rank in tests (OMP_NUM_THREADS); default: OMP_NUM_THREADS at configure time, else 1")
+if(NOT MTK_TEST_THREADS MATCHES "^[1-9][0-9]*$")
+  message(FATAL_ERROR "MTK_TEST_THREADS must be a positive integer, not '${MTK_TEST_THREADS}'")
+endif()
+cmake_host_system_information(RESULT MTK_TEST_CORES QUERY NUMBER_OF_LOGICAL_CORES)
+
+# mtk_set_test_environment(<test> <ranks>): PROCESSORS = ranks x MTK_TEST_THREADS and the thread
+# environment (appended to any ENVIRONMENT the test already has). Every registered test calls it.
+function(mtk_set_test_environment test ranks)
+  math(EXPR procs "${ranks} * ${MTK_TEST_THREADS}")
+  set(env "OPENBLAS_NUM_THREADS=1" "OMP_NUM_THREADS=${MTK_TEST_THREADS}")
+  if(procs GREATER MTK_TEST_CORES)
+    list(APPEND env "OMP_WAIT_POLICY=passive" "OMP_PROC_BIND=false")
+  endif()
+  set_tests_properties(${test} PROPERTIES PROCESSORS ${procs})
+  set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT ${env})
+endfunction()
 
 function(mtk_add_mpi_test)
   cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SOURCES;RANKS;LIBRARIES" ${ARGN})
@@ -20,9 +48,8 @@ function(mtk_add_mpi_test)
     add_test(NAME ${ARG_NAME}_np${n}
       COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} ${MPIEXEC_PREFLAGS}
               $<TARGET_FILE:${ARG_NAME}> ${MPIEXEC_POSTFLAGS})
-    set_tests_properties(${ARG_NAME}_np${n} PROPERTIES
-      LABELS mpi PROCESSORS ${n} TIMEOUT ${ARG_TIMEOUT}
-      ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
+    set_tests_properties(${ARG_NAME}_np${n} PROPERTIES LABELS mpi TIMEOUT ${ARG_TIMEOUT})
+    mtk_set_test_environment(${ARG_NAME}_np${n} ${n})
   endforeach()
 endfunction()
 
@@ -36,6 +63,6 @@ function(mtk_add_serial_test)
   target_link_libraries(${ARG_NAME} PRIVATE mtk_mpi_test_main ${ARG_LIBRARIES})
   mtk_target_warnings(${ARG_NAME})
   add_test(NAME ${ARG_NAME} COMMAND $<TARGET_FILE:${ARG_NAME}>)
-  set_tests_properties(${ARG_NAME} PROPERTIES LABELS unit TIMEOUT ${ARG_TIMEOUT}
-    ENVIRONMENT "OPENBLAS_NUM_THREADS=1;OMP_NUM_THREADS=1")
+  set_tests_properties(${ARG_NAME} PROPERTIES LABELS unit TIMEOUT ${ARG_TIMEOUT})
+  mtk_set_test_environment(${ARG_NAME} 1)
 endfunction()

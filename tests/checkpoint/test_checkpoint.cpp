@@ -26,6 +26,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <sstream>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -80,6 +81,15 @@ void expect_values_equal(const std::map<std::string, HostTensor>& got,
     EXPECT_EQ(it->second.values<float>(), w.values<float>())
         << where << ": variable " << name << " differs";
   }
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::string line;
+  std::istringstream in(text);
+  while (std::getline(in, line))
+    out.push_back(line);
+  return out;
 }
 
 bool contains_text(const std::string& s, const std::string& part) {
@@ -401,6 +411,81 @@ TEST(Checkpoint, CorruptedMetadataOrMissingFileIsRefused) {
   EXPECT_THROW(manager.restore_latest(*b.program, &meta), Error);
 }
 
+// Extra bytes appended to variables.h5 (HDF5 still opens it): slices.sha256 recorded another
+// size, so verify calls it corrupt and restore refuses it too, falling back (issue 15, item 10).
+TEST(Checkpoint, TrailingBytesAreRefusedByVerifyAndRestoreAlike) {
+  TempDir dir;
+  Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);
+  TinyModel a = make_tiny_model(mesh, rules_a());
+  CheckpointManager manager(dir.path(), 3, mesh);
+  std::vector<std::string> log;
+  manager.set_logger([&](const std::string& m) { log.push_back(m); });
+  const std::string first = manager.save(*a.program, {});
+  const auto first_values = all_values(*a.program);
+  a.train_step();
+  const std::string second = manager.save(*a.program, {});
+  if (world_rank() == 0) {
+    std::ofstream f(second + "/variables.h5", std::ios::binary | std::ios::app);
+    f << std::string(88, 'x');
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto v = verify_checkpoint(second, MPI_COMM_WORLD);
+  EXPECT_FALSE(v.ok);
+  ASSERT_FALSE(v.errors.empty());
+  EXPECT_TRUE(contains_text(v.errors.front(), "extra bytes")) << v.errors.front();
+  TinyModel b = make_tiny_model(mesh, rules_b());
+  const auto init = all_values(*b.program);
+  try {
+    restore_checkpoint(*b.program, second);
+    ADD_FAILURE() << "restored a variables.h5 with 88 trailing bytes";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains_text(e.what(), "extra bytes")) << e.what();
+  }
+  expect_values_equal(all_values(*b.program), init, "after refusing trailing bytes");
+  CheckpointMetadata meta;
+  std::string restored;
+  ASSERT_TRUE(manager.restore_latest(*b.program, &meta, &restored));
+  EXPECT_EQ(restored, first);
+  expect_values_equal(all_values(*b.program), first_values, "fallback checkpoint");
+}
+
+// `mtk-ckpt list`'s text: a checkpoint with garbage files is listed as CORRUPT and the listing
+// goes on to the next one (issue 15, item 10).
+TEST(Checkpoint, ListingGoesOnPastAGarbageCheckpoint) {
+  TempDir dir;
+  Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);
+  TinyModel a = make_tiny_model(mesh, rules_a());
+  CheckpointManager manager(dir.path(), 3, mesh);
+  manager.set_logger([](const std::string&) {});
+  std::vector<std::string> saved;
+  for (int s = 0; s < 3; ++s) {
+    saved.push_back(manager.save(*a.program, {}));
+    a.train_step();
+  }
+  if (world_rank() == 0)
+    for (const char* f : {"metadata.yaml", "slices.sha256", "manifest.sha256"})
+      std::ofstream(saved[0] + "/" + f) << "garbage \x01\x02 not yaml: [\n";
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto paths = manager.list();
+  ASSERT_EQ(paths.size(), 3u);
+  int corrupt = -1;
+  const std::string text = format_checkpoint_list(paths, manager.latest(), &corrupt);
+  EXPECT_EQ(corrupt, 1) << text;
+  const auto lines = split_lines(text);
+  ASSERT_EQ(lines.size(), 3u) << text;
+  EXPECT_TRUE(contains_text(lines[0], saved[0] + "  CORRUPT: ")) << lines[0];
+  EXPECT_TRUE(contains_text(lines[1], saved[1] + "  step 1  ")) << lines[1];
+  EXPECT_TRUE(contains_text(lines[2], saved[2] + "  step 2  ")) << lines[2];
+  EXPECT_TRUE(contains_text(lines[2], "<- latest")) << lines[2];
+  // A checkpoint whose metadata.yaml parses but disagrees with its manifest is corrupt as well.
+  MPI_Barrier(MPI_COMM_WORLD);  // every rank has listed before rank 0 damages the next one
+  flip_byte_in_file(saved[1] + "/metadata.yaml", 20);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string again = format_checkpoint_list(paths, manager.latest(), &corrupt);
+  EXPECT_EQ(corrupt, 2) << again;
+  EXPECT_TRUE(contains_text(split_lines(again).at(1), "CORRUPT: ")) << again;
+}
+
 // A damaged `latest` pointer, or a newest checkpoint whose directory or variables.h5 is gone:
 // restore_latest() restores the newest complete checkpoint by step, reports its path, and its
 // notes name it (issue 15, item 0). Each damage is undone before the next.
@@ -545,6 +630,74 @@ TEST(Checkpoint, Hdf5ToolsReadEveryTensor) {
   char want[64];
   std::snprintf(want, sizeof want, "%g", static_cast<double>(scale.values<float>().at(0)));
   EXPECT_TRUE(contains_text(value, want)) << value << " lacks " << want;
+}
+
+// With MTK_CKPT_FLETCHER32=1 chunked datasets carry HDF5's Fletcher32 checksum (issue 15, item
+// 5): a byte flipped inside a chunk makes plain HDF5 readers (h5dump) fail as well as MTK's verify
+// and restore. A checkpoint saved without it (the default) verifies and restores as ever.
+TEST(Checkpoint, CorruptChunkFailsHdf5ReadersAndMtkAlike) {
+  TempDir dir;
+  Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);
+  TinyModel a = make_tiny_model(mesh, rules_a());
+  a.train_step();
+  ::setenv("MTK_CKPT_FLETCHER32", "1", 1);
+  const std::string path =
+      CheckpointManager(dir.path(), 1, mesh).save(*a.program, sample_metadata());
+  ::unsetenv("MTK_CKPT_FLETCHER32");
+  const auto values = all_values(*a.program);
+  const bool tools =
+      std::system("command -v h5dump >/dev/null 2>&1") == 0;  // every rank: same answer
+  auto status = [](const std::string& cmd) {
+    return std::system((cmd + " >/dev/null 2>&1").c_str());
+  };
+  auto output = [](const std::string& cmd) {
+    std::string out;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
+      out.append(buf, n);
+    ::pclose(p);
+    return out;
+  };
+  const std::string h5 = path + "/variables.h5";
+  if (tools && world_rank() == 0) {
+    EXPECT_TRUE(
+        contains_text(output("h5dump -p -H -d /variables/layer_0%2Fw2 " + h5), "FLETCHER32"));
+    EXPECT_EQ(status("h5dump -d /variables/layer_0%2Fw2 " + h5), 0);
+  }
+  flip_byte_in_dataset(h5, "/variables/layer_0%2Fw2");
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (tools && world_rank() == 0) {
+    EXPECT_NE(status("h5dump -d /variables/layer_0%2Fw2 " + h5), 0)
+        << "h5dump read a corrupted chunk without error";
+    EXPECT_EQ(status("h5dump -d /variables/layer_0%2Fw1 " + h5), 0);
+  }
+  const auto v = verify_checkpoint(path, MPI_COMM_WORLD);
+  EXPECT_FALSE(v.ok);
+  ASSERT_FALSE(v.errors.empty());
+  EXPECT_TRUE(contains_text(v.errors.front(), "layer_0/w2") &&
+              contains_text(v.errors.front(), "corrupted"))
+      << v.errors.front();
+  TinyModel b = make_tiny_model(mesh, rules_b());
+  try {
+    restore_checkpoint(*b.program, path);
+    ADD_FAILURE() << "restored a corrupted chunk";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains_text(e.what(), "layer_0/w2")) << e.what();
+  }
+
+  // Saved without Fletcher32 (the default, and every checkpoint before it): as ever.
+  const std::string plain = dir.path() + "/plain";
+  write_checkpoint_directory(*a.program, plain, sample_metadata());
+  if (tools && world_rank() == 0)
+    EXPECT_FALSE(
+        contains_text(output("h5dump -p -H -d /variables/layer_0%2Fw2 " + plain + "/variables.h5"),
+                      "FLETCHER32"));
+  EXPECT_TRUE(verify_checkpoint(plain, MPI_COMM_WORLD).ok);
+  TinyModel c = make_tiny_model(mesh, rules_b());
+  restore_checkpoint(*c.program, plain);
+  expect_values_equal(all_values(*c.program), values, "checkpoint without Fletcher32");
 }
 
 // ---------------------------------------------------------------------------------- signals

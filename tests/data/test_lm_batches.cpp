@@ -9,6 +9,7 @@
 
 #include "lm_data_test_util.hpp"
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <set>
 
@@ -440,6 +441,51 @@ TEST_F(Stream, OptionErrors) {
   o.slice_index = 0;
   o.global_batch = 0;
   EXPECT_THROW(LmBatchStream(seqs_, o), mtk::Error);
+}
+
+}  // namespace
+
+namespace {
+
+// An id outside the vocabulary in a shard whose checksums are right (the header's vocabulary
+// size lowered after writing): every rank's next() fails with the same message naming the file
+// and the token, not only the rank whose rows hold it (issue 15, item 9).
+TEST(StreamErrors, IdOutsideTheVocabularyStopsEveryRankWithTheSameMessage) {
+  mtk::test::TempDir dir(MPI_COMM_WORLD);
+  std::vector<std::vector<Ids>> shards(1);
+  for (int s = 0; s < 16; ++s)
+    shards[0].push_back(Ids{2, 3, s == 11 ? 45 : 4});
+  const auto paths = write_shards(dir, shards, 50);
+  if (world_rank() == 0) {
+    std::string file = mtk::test::read_text(paths[0]);
+    const std::int32_t vocab = 40;  // id 45 is now outside
+    std::memcpy(&file[16], &vocab, 4);
+    std::uint64_t h = 14695981039346656037ull;
+    for (std::size_t i = 0; i < 120; ++i) {
+      h ^= static_cast<unsigned char>(file[i]);
+      h *= 1099511628211ull;
+    }
+    std::memcpy(&file[120], &h, 8);
+    mtk::test::write_text(paths[0], file);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto seqs = PackedSequences::open(paths, 4);  // one sentence per sequence
+  ASSERT_EQ(seqs->size(), 16);
+  LmBatchOptions o;
+  o.global_batch = 16;
+  o.batch_slices = world_size() <= 4 ? world_size() : 1;
+  o.slice_index = world_size() <= 4 ? world_rank() : 0;
+  o.shuffle = false;
+  LmBatchStream stream(seqs, o);
+  const std::string e = error_of([&] { stream.next(); });
+  EXPECT_NE(e.find(paths[0]), std::string::npos) << "rank " << world_rank() << ": " << e;
+  EXPECT_NE(e.find("token 46 is 45, outside the vocabulary of 40"), std::string::npos)
+      << "rank " << world_rank() << ": " << e;
+  // The same message on every rank.
+  int length = static_cast<int>(e.size()), max_length = 0, min_length = 0;
+  MPI_Allreduce(&length, &max_length, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(&length, &min_length, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  EXPECT_EQ(min_length, max_length);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "lm_data_test_util.hpp"
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <unistd.h>
@@ -71,7 +72,7 @@ TEST(TokenShards, WriteReadRoundTrip) {
   EXPECT_EQ(shard.tokens()[4], 8);
   EXPECT_THROW(shard.sentence(3), mtk::Error);
   // Header, 12 tokens padded to 8 bytes, 4 offsets.
-  EXPECT_EQ(fs::file_size(path), 128u + 48u + 32u);
+  EXPECT_EQ(fs::file_size(path), 128u + 48u + 32u + 16u);  // + 1 block checksum + offsets'
   EXPECT_EQ(TokenShard::read_info(path).num_tokens, 12);
 }
 
@@ -138,6 +139,89 @@ TEST(TokenShards, DamagedFilesAreRefused) {
   mtk::test::write_text(path, "short");
   EXPECT_THROW(TokenShard::open(path), mtk::Error);
   EXPECT_THROW(TokenShard::open(dir / "missing.tok"), mtk::Error);
+}
+
+std::uint64_t fnv1a64(const std::string& bytes, std::size_t n) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (std::size_t i = 0; i < n; ++i) {
+    h ^= static_cast<unsigned char>(bytes[i]);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// Rewrites the header's u32 at `at` and its checksum (bytes 120..127) so that only the field
+// changes.
+std::string with_header_u32(std::string file, std::size_t at, std::uint32_t value) {
+  std::memcpy(&file[at], &value, 4);
+  const std::uint64_t h = fnv1a64(file, 120);
+  std::memcpy(&file[120], &h, 8);
+  return file;
+}
+
+// One token changed to another valid id (issue 15, item 9): the block's checksum finds it when
+// it is read, and the error names the file, the tokens and their byte offsets. Blocks not read
+// are not checked; the offsets are checked at open.
+TEST(TokenShards, ChangedTokenIsFoundWithFileAndOffset) {
+  TempDir dir;
+  const std::string path = dir / "t.tok";
+  {
+    TokenShardWriter w(path, header());
+    std::vector<std::int32_t> ids(999);
+    for (int s = 0; s < 10; ++s) {  // 10 sentences of 1000 tokens: blocks 0, 1, 2
+      for (std::size_t i = 0; i < ids.size(); ++i)
+        ids[i] = 2 + static_cast<std::int32_t>((i * 7 + s) % 90);
+      w.add_sentence(ids, 999);
+    }
+    w.finish();
+  }
+  const std::string good = mtk::test::read_text(path);
+  std::string bad = good;
+  const std::size_t at = 128 + 4 * 5000;  // token 5000, in block 1 (tokens 4096..8191)
+  std::int32_t id = 0;
+  std::memcpy(&id, &bad[at], 4);
+  id = id == 7 ? 8 : 7;
+  std::memcpy(&bad[at], &id, 4);
+  mtk::test::write_text(path, bad);
+  const TokenShard shard = TokenShard::open(path);
+  EXPECT_NO_THROW(shard.tokens(0, 4096));
+  EXPECT_NO_THROW(shard.tokens(8192, 10000 - 8192));
+  EXPECT_NO_THROW(shard.sentence(3));  // tokens 3000..3999
+  for (const auto& read : std::vector<std::function<void()>>{
+           [&] { shard.tokens(4990, 20); }, [&] { shard.sentence(5); }, [&] { shard.tokens(); }}) {
+    const std::string e = error_of(read);
+    EXPECT_NE(e.find(path), std::string::npos) << e;
+    EXPECT_NE(e.find("tokens 4096..8191"), std::string::npos) << e;
+    EXPECT_NE(e.find("bytes 16512..32895"), std::string::npos) << e;
+    EXPECT_NE(e.find("checksum"), std::string::npos) << e;
+    EXPECT_NE(e.find("mtk-lm1b prepare"), std::string::npos) << e;
+  }
+  // A changed sentence offset is found at open.
+  bad = good;
+  bad[128 + 4 * 10000 + 8 * 5] ^= 1;
+  mtk::test::write_text(path, bad);
+  const std::string e = error_of([&] { TokenShard::open(path); });
+  EXPECT_NE(e.find("sentence offsets"), std::string::npos) << e;
+  EXPECT_NE(e.find(path), std::string::npos) << e;
+}
+
+// Shards of format version 1 (no checksums) are refused with what to do; prepare re-encodes them
+// because is_current() says no.
+TEST(TokenShards, OldFormatIsRefusedWithWhatToDo) {
+  TempDir dir;
+  const std::string path = dir / "old.tok";
+  {
+    TokenShardWriter w(path, header());
+    w.add_sentence({4, 5}, 2);
+    w.finish();
+  }
+  mtk::test::write_text(path, with_header_u32(mtk::test::read_text(path), 8, 1));
+  const std::string e = error_of([&] { TokenShard::open(path); });
+  EXPECT_NE(e.find("format version 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("run `mtk-lm1b prepare` again"), std::string::npos) << e;
+  std::string why;
+  EXPECT_FALSE(TokenShard::is_current(path, 0xABCDEF, 1234, 4096, &why));
+  EXPECT_NE(why.find("format version 1"), std::string::npos) << why;
 }
 
 TEST(TokenShards, IsCurrentChecksVocabularySourceAndLimit) {

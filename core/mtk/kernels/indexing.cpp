@@ -117,23 +117,108 @@ FView gather(const ExecSpace& space, const Shape& table_shape, const FView& tabl
   return out;
 }
 
+// Deterministic: each table element sums its contributions sequentially from 0, in increasing
+// order of the updates' element index (what a serial loop over the updates gives), whatever the
+// backend and thread count. No float atomics: a counting sort groups the ids positions by id
+// (integer atomics give the same counts in any order), each bucket is sorted by position, and
+// each table element then reads its bucket in order.
 FView scatter_add(const ExecSpace& space, const Shape& ids_shape, const IView& ids,
                   const Shape& updates_shape, const FView& updates, const Shape& table_shape,
                   int table_dim, std::int64_t origin) {
   using namespace detail::indexing_impl;
+  using I64View = Kokkos::View<std::int64_t*, ExecSpace::memory_space>;
   const char* where = "mtk::kernels::scatter_add";
   check_size(where, ids_shape, ids, "ids");
   check_size(where, updates_shape, updates, "updates");
   const TableMaps m =
       table_maps(where, table_shape, table_dim, ids_shape, updates_shape, "updates");
-  const IndexMap im = m.ids, tm = m.table;
   const std::int64_t id_stride = m.id_stride, id_size = m.id_size;
-  FView table(std::string(where), static_cast<size_t>(table_shape.num_elements()));  // zeros
+  const std::int64_t n_table = table_shape.num_elements();
+  // Position p enumerates the ids elements in the order their dims have in `updates`: pos_ids
+  // maps p to the ids offset, pos_upd to the updates offset of (p, table position 0).
+  // table_upd maps a table element to the updates offset of (ids position 0, its other dims).
+  IndexMap pos_ids, pos_upd, table_upd;
+  const auto upd_strides = updates_shape.strides();
+  for (int i = 0; i < updates_shape.rank(); ++i) {
+    if (ids_shape.index_of(updates_shape[i].name) < 0)
+      continue;
+    pos_ids.extent[pos_ids.rank] = pos_upd.extent[pos_upd.rank] = updates_shape[i].size;
+    pos_ids.stride[pos_ids.rank++] = m.ids.stride[i];
+    pos_upd.stride[pos_upd.rank++] = upd_strides[static_cast<size_t>(i)];
+  }
+  table_upd.rank = table_shape.rank();
+  for (int j = 0; j < table_shape.rank(); ++j) {
+    table_upd.extent[j] = table_shape[j].size;
+    const int u = j == table_dim ? -1 : updates_shape.index_of(table_shape[j].name);
+    table_upd.stride[j] = u >= 0 ? upd_strides[static_cast<size_t>(u)] : 0;
+  }
+  const std::int64_t n_pos = ids_shape.num_elements();
+
+  FView table(std::string(where), static_cast<size_t>(n_table));  // zeros
+  if (n_table == 0 || n_pos == 0)
+    return table;
+  // Bucket starts per id: counts, then an exclusive scan (start(id_size) = in-range positions).
+  I64View start("mtk::kernels::scatter_add::start", static_cast<size_t>(id_size + 1));
   Kokkos::parallel_for(
-      where, impl::Range(space, 0, updates_shape.num_elements()), KOKKOS_LAMBDA(std::int64_t k) {
-        const std::int64_t id = static_cast<std::int64_t>(ids(im.offset(k))) - origin;
+      "mtk::kernels::scatter_add::count", impl::Range(space, 0, n_pos),
+      KOKKOS_LAMBDA(std::int64_t p) {
+        const std::int64_t id = static_cast<std::int64_t>(ids(pos_ids.offset(p))) - origin;
         if (id >= 0 && id < id_size)
-          Kokkos::atomic_add(&table(tm.offset(k) + id * id_stride), updates(k));
+          Kokkos::atomic_add(&start(id), std::int64_t(1));  // integer: order-independent
+      });
+  Kokkos::parallel_scan(
+      "mtk::kernels::scatter_add::offsets", impl::Range(space, 0, id_size + 1),
+      KOKKOS_LAMBDA(std::int64_t i, std::int64_t & partial, bool final) {
+        const std::int64_t c = start(i);
+        if (final)
+          start(i) = partial;
+        partial += c;
+      });
+  I64View cursor("mtk::kernels::scatter_add::cursor", static_cast<size_t>(id_size));
+  Kokkos::deep_copy(space, cursor, Kokkos::subview(start, Kokkos::make_pair(0l, id_size)));
+  I64View order("mtk::kernels::scatter_add::order", static_cast<size_t>(n_pos));
+  Kokkos::parallel_for(
+      "mtk::kernels::scatter_add::bucket", impl::Range(space, 0, n_pos),
+      KOKKOS_LAMBDA(std::int64_t p) {
+        const std::int64_t id = static_cast<std::int64_t>(ids(pos_ids.offset(p))) - origin;
+        if (id >= 0 && id < id_size)  // integer: order-independent slots, sorted below
+          order(Kokkos::atomic_fetch_add(&cursor(id), std::int64_t(1))) = p;
+      });
+  // Heapsort each bucket by position (threads filled it in any order).
+  Kokkos::parallel_for(
+      "mtk::kernels::scatter_add::sort", impl::Range(space, 0, id_size),
+      KOKKOS_LAMBDA(std::int64_t id) {
+        const std::int64_t b = start(id), n = start(id + 1) - b;
+        auto sift = [&](std::int64_t root, std::int64_t end) {
+          while (2 * root + 1 < end) {
+            std::int64_t c = 2 * root + 1;
+            if (c + 1 < end && order(b + c) < order(b + c + 1))
+              ++c;
+            if (order(b + root) >= order(b + c))
+              return;
+            const std::int64_t t = order(b + root);
+            order(b + root) = order(b + c);
+            order(b + c) = t;
+            root = c;
+          }
+        };
+        for (std::int64_t r = n / 2 - 1; r >= 0; --r)
+          sift(r, n);
+        for (std::int64_t end = n - 1; end > 0; --end) {
+          const std::int64_t t = order(b);
+          order(b) = order(b + end);
+          order(b + end) = t;
+          sift(0, end);
+        }
+      });
+  Kokkos::parallel_for(
+      where, impl::Range(space, 0, n_table), KOKKOS_LAMBDA(std::int64_t t) {
+        const std::int64_t id = (t / id_stride) % id_size;
+        const std::int64_t base = table_upd.offset(t);
+        float sum = 0.f;
+        for (std::int64_t s = start(id); s < start(id + 1); ++s)
+          sum += updates(base + pos_upd.offset(order(s)));
+        table(t) = sum;
       });
   return table;
 }

@@ -156,6 +156,14 @@ CheckpointInfo checkpoint_info(const std::string& dir);
 /// Human-readable listing of checkpoint_info() for `mtk-ckpt info`.
 std::string format_checkpoint_info(const CheckpointInfo& info);
 
+/// `mtk-ckpt list`: one line per checkpoint directory of `paths` (step, creation time, size on
+/// disk; the one equal to `latest` marked). A checkpoint whose small files are unreadable,
+/// disagree with manifest.sha256 or do not parse is listed as "CORRUPT: <reason>" and the
+/// listing goes on; `*corrupt`, when given, receives how many were. Local, no communication;
+/// reads only the small files (`verify` checks the data).
+std::string format_checkpoint_list(const std::vector<std::string>& paths, const std::string& latest,
+                                   int* corrupt = nullptr);
+
 /// Accepts a checkpoint directory, a checkpoints/ directory or a run directory and returns the
 /// checkpoint directory meant (for the latter two: the one `latest` names). Local.
 std::string resolve_checkpoint_path(const std::string& path);

@@ -5,6 +5,7 @@
 #include <mtk/files/sha256.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
@@ -51,6 +52,17 @@ SliceTable parse_slices(const std::string& text, const std::string& origin,
   if (t.file_bytes < 0)
     fail(where, cat(origin, ": no 'file' line"));
   return t;
+}
+
+std::string file_size_problem(const std::string& h5path, const SliceTable& t) {
+  std::error_code ec;
+  const auto actual = static_cast<std::int64_t>(std::filesystem::file_size(h5path, ec));
+  if (ec)
+    return cat("cannot stat '", h5path, "': ", ec.message());
+  if (actual != t.file_bytes)
+    return cat(h5path, " has ", actual, " bytes; ", kSlicesFile, " recorded ", t.file_bytes,
+               actual > t.file_bytes ? " (extra bytes appended)" : " (truncated)");
+  return "";
 }
 
 void check_tiling(const CheckpointVariable& var, const std::vector<const SliceRecord*>& recs,

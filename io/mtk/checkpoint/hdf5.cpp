@@ -22,11 +22,28 @@ herr_t collect_h5_error(unsigned n, const H5E_error2_t* e, void* data) {
   return 0;
 }
 
+herr_t find_fletcher32_error(unsigned, const H5E_error2_t* e, void* data) {
+  if (e->desc != nullptr && std::strstr(e->desc, "Fletcher32") != nullptr)
+    *static_cast<bool*>(data) = true;
+  return 0;
+}
+
 std::string h5_errors() {
   std::string s;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, &collect_h5_error, &s);
   H5Eclear2(H5E_DEFAULT);
   return s.empty() ? std::string("no HDF5 error details") : "HDF5: " + s;
+}
+
+// A failed H5Dread: a chunk whose Fletcher32 checksum does not match is reported as corruption.
+void read_failed(const std::string& where, const std::string& what) {
+  bool checksum = false;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, &find_fletcher32_error, &checksum);
+  const std::string details = h5_errors();
+  if (checksum)
+    fail(where, cat(what, " is corrupted: HDF5's Fletcher32 checksum of its chunk does not match (",
+                    details, ")"));
+  fail(where, cat("reading ", what, " failed (", details, ")"));
 }
 
 }  // namespace
@@ -95,8 +112,8 @@ void read_block(hid_t dset, const std::vector<std::int64_t>& origin,
                 const std::vector<std::int64_t>& shape, float* dst, const std::string& where,
                 const std::string& what) {
   if (shape.empty()) {
-    h5ok(H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst), where,
-         cat("reading ", what));
+    if (H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0)
+      read_failed(where, what);
     return;
   }
   if (product(shape) == 0)
@@ -108,8 +125,8 @@ void read_block(hid_t dset, const std::vector<std::int64_t>& origin,
   H5Id mspace(h5(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), where,
                  "H5Screate_simple"),
               H5Sclose);
-  h5ok(H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, dst), where,
-       cat("reading ", what));
+  if (H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, dst) < 0)
+    read_failed(where, what);
 }
 
 // SHA-256 of the block [origin, origin + shape) of a dataset, read in pieces along dim 0.

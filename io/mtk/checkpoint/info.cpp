@@ -3,6 +3,7 @@
 
 #include <mtk/base/error.hpp>
 #include <mtk/checkpoint/impl/format.hpp>
+#include <mtk/checkpoint/impl/manifest.hpp>
 #include <mtk/checkpoint/impl/metadata.hpp>
 #include <mtk/files/files.hpp>
 
@@ -89,6 +90,36 @@ std::string format_checkpoint_info(const CheckpointInfo& info) {
     os << line;
   }
   return os.str();
+}
+
+std::string format_checkpoint_list(const std::vector<std::string>& paths, const std::string& latest,
+                                   int* corrupt) {
+  const std::string where = "mtk::format_checkpoint_list";
+  int bad = 0;
+  std::string out;
+  for (const auto& p : paths) {
+    const char* mark = p == latest ? "  <- latest" : "";
+    try {
+      std::string metadata_text, slices_text;
+      std::vector<std::string> errors;
+      read_small_files(p, &metadata_text, &slices_text, &errors, where);
+      if (!errors.empty())
+        fail(where, errors.front());
+      const CheckpointInfo info = checkpoint_info(p);
+      char line[128];
+      std::snprintf(line, sizeof line, "  step %lld  %s  %.2f MiB",
+                    static_cast<long long>(info.metadata.step), info.metadata.created_utc.c_str(),
+                    static_cast<double>(info.file_bytes) / (1 << 20));
+      out += p + line + mark + "\n";
+    } catch (const std::exception& e) {
+      // One damaged checkpoint must not hide the others.
+      ++bad;
+      out += cat(p, "  CORRUPT: ", e.what(), mark, "\n");
+    }
+  }
+  if (corrupt != nullptr)
+    *corrupt = bad;
+  return out;
 }
 
 std::string resolve_checkpoint_path(const std::string& path_in) {

@@ -50,6 +50,12 @@ void plan_restore(Program& program, const std::string& path, const std::string& 
     plan->st = parse_metadata(metadata_text, path + "/" + kMetadataFile, where);
     plan->table = parse_slices(slices_text, path + "/" + kSlicesFile, where);
     plan->by_name = records_by_name(plan->table);
+    // Same rule as verify: a variables.h5 of another size than recorded is refused.
+    if (mesh.rank() == 0) {
+      const std::string size_problem = file_size_problem(path + "/" + kVariablesFile, plan->table);
+      if (!size_problem.empty())
+        fail(where, cat("checkpoint ", path, ": ", size_problem));
+    }
     std::map<std::string, const CheckpointVariable*> stored;
     std::string held;
     for (const auto& v : plan->st.vars) {

@@ -9,14 +9,11 @@
 #include <mtk/checkpoint/impl/metadata.hpp>
 #include <mtk/files/files.hpp>
 
-#include <filesystem>
 #include <set>
 
 namespace mtk {
 namespace ckpt {
 namespace {
-
-namespace fs = std::filesystem;
 
 struct VerifyCounts {
   std::int64_t bytes = 0, slices = 0;
@@ -25,15 +22,11 @@ struct VerifyCounts {
 // Rank 0: the file size recorded in slices.sha256, the tiling of every variable, and no slices of
 // unknown variables.
 void check_tables(const std::string& h5path, const StoredCheckpoint& st, const SliceTable& table,
-                  std::vector<std::string>* errors, const std::string& where) {
+                  std::vector<std::string>* errors) {
   const auto by_name = records_by_name(table);
-  std::error_code ec;
-  const auto actual = static_cast<std::int64_t>(fs::file_size(h5path, ec));
-  if (ec)
-    fail(where, cat("cannot stat '", h5path, "': ", ec.message()));
-  if (actual != table.file_bytes)
-    errors->push_back(
-        cat(h5path, " has ", actual, " bytes; ", kSlicesFile, " recorded ", table.file_bytes));
+  const std::string size_problem = file_size_problem(h5path, table);
+  if (!size_problem.empty())
+    errors->push_back(size_problem);
   std::set<std::string> known;
   for (const auto& v : st.vars) {
     known.insert(v.name);
@@ -82,7 +75,7 @@ void check_datasets(const std::string& dir, const StoredCheckpoint& st, const Sl
   const std::string h5path = dir + "/" + kVariablesFile;
   const auto by_name = records_by_name(table);
   if (rank == 0)
-    check_tables(h5path, st, table, errors, where);
+    check_tables(h5path, st, table, errors);
   H5Id fapl = read_fapl(where);
   H5Id file(h5(H5Fopen(h5path.c_str(), H5F_ACC_RDONLY, fapl), where, cat("opening '", h5path, "'")),
             H5Fclose);

@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <thread>
@@ -70,6 +72,15 @@ std::vector<hsize_t> chunk_dims(const Shape& slice) {
   return c;
 }
 
+// Fletcher32 on every chunked dataset with MTK_CKPT_FLETCHER32=1. Off by default: parallel HDF5
+// 1.10 allocates chunks at creation and passes each through the filter then (every chunk is
+// written twice), and filtered writes must be collective: saves took 2-6x as long
+// (docs/checkpoint-format.md#performance).
+bool fletcher32_enabled() {
+  const char* e = std::getenv("MTK_CKPT_FLETCHER32");
+  return e != nullptr && std::strcmp(e, "1") == 0;
+}
+
 // This rank's slice of one variable on the host, and whether this rank writes it (one member of
 // each replica group).
 struct HostSlice {
@@ -96,7 +107,7 @@ std::vector<HostSlice> host_slices(Program& program, const std::vector<Checkpoin
 // Collective: creates the dataset of `v` in `file` and writes this rank's slice when it is the
 // writer. `*tc` marks the end of the previous write (timing).
 void write_dataset(hid_t file, hid_t lcpl, hid_t dxpl, const CheckpointVariable& v,
-                   const HostSlice& sl, double* tc, const std::string& where) {
+                   const HostSlice& sl, bool fletcher32, double* tc, const std::string& where) {
   const std::string what = cat("variable '", v.name, "' ", v.shape.to_string());
   const auto global = hsizes(sizes_of(v.shape));
   const auto local = sizes_of(v.slice_shape);
@@ -111,6 +122,9 @@ void write_dataset(hid_t file, hid_t lcpl, hid_t dxpl, const CheckpointVariable&
     const auto chunk = chunk_dims(v.slice_shape);
     h5ok(H5Pset_chunk(dcpl, static_cast<int>(chunk.size()), chunk.data()), where,
          cat("H5Pset_chunk for ", what));
+    // HDF5's own per-chunk checksum, checked by every HDF5 reader (h5py, h5dump) on each read.
+    if (fletcher32)
+      h5ok(H5Pset_fletcher32(dcpl), where, cat("H5Pset_fletcher32 for ", what));
   }
   h5ok(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), where, "H5Pset_fill_time");
   h5ok(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), where, "H5Pset_alloc_time");
@@ -189,13 +203,17 @@ std::vector<SliceRecord> write_variables(Program& program,
   H5Id lcpl(h5(H5Pcreate(H5P_LINK_CREATE), where, "H5Pcreate(link create)"), H5Pclose);
   h5ok(H5Pset_create_intermediate_group(lcpl, 1), where, "H5Pset_create_intermediate_group");
   h5ok(H5Pset_char_encoding(lcpl, H5T_CSET_UTF8), where, "H5Pset_char_encoding");
+  const bool fletcher32 = fletcher32_enabled();
+  // Parallel HDF5 writes filtered datasets only with collective transfers.
+  if (fletcher32)
+    collective = true;
   H5Id dxpl(h5(H5Pcreate(H5P_DATASET_XFER), where, "H5Pcreate(transfer)"), H5Pclose);
   h5ok(H5Pset_dxpl_mpio(dxpl, collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT), where,
        "H5Pset_dxpl_mpio");
   h5ok(H5Pset_dxpl_mpio_chunk_opt(dxpl, H5FD_MPIO_CHUNK_ONE_IO), where,
        "H5Pset_dxpl_mpio_chunk_opt");
   for (size_t k = 0; k < vars.size(); ++k) {
-    write_dataset(file, lcpl, dxpl, vars[k], slices[k], &tc, where);
+    write_dataset(file, lcpl, dxpl, vars[k], slices[k], fletcher32, &tc, where);
     if (k == 0)
       test_hook("first_dataset");
     test_delay();

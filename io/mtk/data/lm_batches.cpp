@@ -129,6 +129,32 @@ std::int64_t PackedSequences::tokens_in(std::int64_t s) const {
   return bounds_[k][j + 1] - bounds_[k][j];
 }
 
+const std::int32_t* PackedSequences::checked_tokens(std::int64_t s, const char* where,
+                                                    std::int64_t* count,
+                                                    const TokenShard** shard_out) const {
+  if (s < 0 || s >= total_)
+    fail(where, cat("sequence ", s, " is outside [0, ", total_, ")"));
+  const auto k = static_cast<std::size_t>(std::upper_bound(first_.begin(), first_.end(), s) -
+                                          first_.begin() - 1);
+  const auto j = static_cast<std::size_t>(s - first_[k]);
+  const std::int64_t b = bounds_[k][j], e = bounds_[k][j + 1];
+  const TokenShard& shard = shards_[k];
+  const std::int32_t* tok = shard.tokens(b, e - b);  // checksums of the blocks read
+  for (std::int64_t t = 0; t < e - b; ++t)
+    if (tok[t] < 0 || tok[t] >= vocab_size_)
+      fail(where, cat("'", shard.path(), "': token ", b + t, " is ", tok[t],
+                      ", outside the vocabulary of ", vocab_size_));
+  *count = e - b;
+  if (shard_out != nullptr)
+    *shard_out = &shard;
+  return tok;
+}
+
+void PackedSequences::check(std::int64_t s) const {
+  std::int64_t count = 0;
+  checked_tokens(s, "mtk::PackedSequences::fill", &count, nullptr);
+}
+
 void PackedSequences::fill(std::int64_t s, std::int32_t* inputs, std::int32_t* targets,
                            std::int32_t* segment_ids, std::int32_t* positions) const {
   const auto L = static_cast<std::size_t>(length_);
@@ -140,19 +166,13 @@ void PackedSequences::fill(std::int64_t s, std::int32_t* inputs, std::int32_t* t
     return;
   if (s < 0 || s >= total_)
     fail("mtk::PackedSequences::fill", cat("sequence ", s, " is outside [0, ", total_, ")"));
-  const auto k = static_cast<std::size_t>(std::upper_bound(first_.begin(), first_.end(), s) -
-                                          first_.begin() - 1);
-  const auto j = static_cast<std::size_t>(s - first_[k]);
-  const std::int64_t b = bounds_[k][j], e = bounds_[k][j + 1];
-  const TokenShard& shard = shards_[k];
-  const std::int32_t* tok = shard.tokens() + b;
-  const std::int32_t eos = shard.info().eos_id;
+  std::int64_t count = 0;
+  const TokenShard* shard = nullptr;
+  const std::int32_t* tok = checked_tokens(s, "mtk::PackedSequences::fill", &count, &shard);
+  const std::int32_t eos = shard->info().eos_id;
   std::int32_t segment = 1, position = 0, previous = 0;
-  for (std::int64_t t = 0; t < e - b; ++t) {
+  for (std::int64_t t = 0; t < count; ++t) {
     const std::int32_t x = tok[t];
-    if (x < 0 || x >= vocab_size_)
-      fail("mtk::PackedSequences::fill", cat("'", shard.path(), "': token ", b + t, " is ", x,
-                                             ", outside the vocabulary of ", vocab_size_));
     targets[t] = x;
     inputs[t] = position == 0 ? 0 : previous;
     segment_ids[t] = segment;
@@ -249,6 +269,10 @@ LmBatch LmBatchStream::next() {
       const auto at = static_cast<std::size_t>((r - batch.first_row) * L);
       sequences_->fill(s, batch.inputs.data() + at, batch.targets.data() + at,
                        batch.segment_ids.data() + at, batch.positions.data() + at);
+    } else if (s >= 0) {
+      // Other ranks' rows are checked too, so a damaged shard or an id outside the vocabulary
+      // stops every rank with the same message, not only the rank that reads it.
+      sequences_->check(s);
     }
     if (++index == n) {
       index = 0;

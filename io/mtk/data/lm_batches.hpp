@@ -54,8 +54,13 @@ class PackedSequences {
   /// Writes sequence `s` (length() values each) into the four arrays; s == -1 writes padding.
   void fill(std::int64_t s, std::int32_t* inputs, std::int32_t* targets, std::int32_t* segment_ids,
             std::int32_t* positions) const;
+  /// The checks fill() makes, without filling: the token blocks of sequence `s` against their
+  /// checksums and every id inside the vocabulary (the same error as fill()).
+  void check(std::int64_t s) const;
 
  private:
+  const std::int32_t* checked_tokens(std::int64_t s, const char* where, std::int64_t* count,
+                                     const TokenShard** shard) const;
   std::vector<TokenShard> shards_;
   std::int64_t length_ = 0;
   std::vector<std::vector<std::int64_t>> bounds_;  // per shard: sequence token boundaries

@@ -3,6 +3,8 @@
 #include <mtk/data/token_shards.hpp>
 #include <mtk/files/files.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,10 +18,40 @@ namespace mtk {
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "token shards are little-endian and read in place: a big-endian port must convert");
 
+namespace detail {
+
+// Token-block checksums: 4 lanes (token i feeds lane i % 4), each step a bijection of the lane
+// for a given token and injective in the token, so one changed token always changes the sum.
+class TokenBlockHasher {
+ public:
+  void add(std::int32_t x) {
+    std::uint64_t& h = lane_[n_ & 3];
+    h ^= static_cast<std::uint64_t>(static_cast<std::uint32_t>(x)) * kMul1;
+    h = ((h << 29) | (h >> 35)) * kMul2;
+    ++n_;
+  }
+  std::uint64_t finish() const {
+    std::uint64_t h = lane_[0];
+    for (int i = 1; i < 4; ++i)
+      h = h * kMul2 ^ lane_[i];
+    return (h ^ static_cast<std::uint64_t>(n_)) * kMul1;
+  }
+  std::int64_t count() const { return n_; }
+
+ private:
+  static constexpr std::uint64_t kMul1 = 0x9E3779B97F4A7C15ull, kMul2 = 0xC2B2AE3D27D4EB4Full;
+  std::uint64_t lane_[4] = {1, 2, 3, 4};
+  std::int64_t n_ = 0;
+};
+
+}  // namespace detail
+
 namespace {
 
+using detail::TokenBlockHasher;
+
 constexpr char kMagic[8] = {'M', 'T', 'K', 'T', 'O', 'K', 'E', 'N'};
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;
 constexpr std::int64_t kHeaderBytes = 128;
 constexpr std::size_t kWriteBuffer = std::size_t{4} << 20;
 
@@ -32,13 +64,29 @@ std::uint64_t fnv1a64(const unsigned char* data, std::size_t n) {
   return h;
 }
 
+std::int64_t num_blocks(std::int64_t num_tokens) {
+  return (num_tokens + kTokenShardBlock - 1) / kTokenShardBlock;
+}
+
+std::uint64_t checksum_of(const std::int32_t* t, std::size_t n) {
+  TokenBlockHasher h;
+  for (std::size_t i = 0; i < n; ++i)
+    h.add(t[i]);
+  return h.finish();
+}
+
 std::int64_t offsets_offset(std::int64_t num_tokens) {
   const std::int64_t end = kHeaderBytes + 4 * num_tokens;
   return (end + 7) / 8 * 8;
 }
 
-std::int64_t file_bytes(const TokenShardInfo& info) {
+std::int64_t checksums_offset(const TokenShardInfo& info) {
   return offsets_offset(info.num_tokens) + 8 * (info.num_sentences + 1);
+}
+
+// Header, tokens, padding, offsets, then one checksum per token block and one of the offsets.
+std::int64_t file_bytes(const TokenShardInfo& info) {
+  return checksums_offset(info) + 8 * (num_blocks(info.num_tokens) + 1);
 }
 
 template <class T>
@@ -84,8 +132,11 @@ TokenShardInfo decode_header(const unsigned char* h, std::int64_t size, const st
     fail(where, cat("'", path, "' is not a token shard (no MTKTOKEN magic)"));
   const auto version = get<std::uint32_t>(h, 8);
   if (version != kVersion)
-    fail(where, cat("'", path, "' has format version ", version, "; this MTK reads version ",
-                    kVersion, " (run `mtk-lm1b prepare` again)"));
+    fail(where,
+         cat("'", path, "' has format version ", version, "; this MTK reads version ", kVersion,
+             version < kVersion ? " (with token checksums): run `mtk-lm1b prepare` again, "
+                                  "it re-encodes the old shards"
+                                : " (made by a newer MTK)"));
   if (get<std::uint32_t>(h, 12) != kHeaderBytes || get<std::uint64_t>(h, 120) != fnv1a64(h, 120))
     fail(where, cat("'", path, "' has a damaged header (checksum mismatch)"));
   TokenShardInfo info;
@@ -126,7 +177,10 @@ void TokenShardInfo::set_source_stats(const LineStats& stats) {
 // Writer
 
 TokenShardWriter::TokenShardWriter(const std::string& path, const TokenShardInfo& info)
-    : path_(path), tmp_(temp_path(path)), info_(info) {
+    : path_(path),
+      tmp_(temp_path(path)),
+      info_(info),
+      hasher_(std::make_unique<TokenBlockHasher>()) {
   const char* where = "mtk::TokenShardWriter";
   if (info_.vocab_size <= 0)
     fail(where, cat(path, ": vocab_size must be positive"));
@@ -181,6 +235,13 @@ void TokenShardWriter::add_sentence(const std::int32_t* ids, std::size_t count,
   if (count)
     write(ids, count * sizeof(std::int32_t));
   write(&info_.eos_id, sizeof(std::int32_t));
+  for (std::size_t i = 0; i <= count; ++i) {
+    hasher_->add(i < count ? ids[i] : info_.eos_id);
+    if (hasher_->count() == kTokenShardBlock) {
+      block_sums_.push_back(hasher_->finish());
+      *hasher_ = TokenBlockHasher();
+    }
+  }
   info_.num_tokens += static_cast<std::int64_t>(count) + 1;
   info_.num_words += words;
   ++info_.num_sentences;
@@ -196,6 +257,11 @@ TokenShardInfo TokenShardWriter::finish() {
   if (pad)
     write(zeros, static_cast<std::size_t>(pad));
   write(offsets_.data(), offsets_.size() * sizeof(std::int64_t));
+  if (hasher_->count() > 0)
+    block_sums_.push_back(hasher_->finish());
+  block_sums_.push_back(
+      checksum_of(reinterpret_cast<const std::int32_t*>(offsets_.data()), offsets_.size() * 2));
+  write(block_sums_.data(), block_sums_.size() * sizeof(std::uint64_t));
   write(nullptr, 0);  // flush
   if (written_ != file_bytes(info_))
     fail(where, cat(tmp_, ": wrote ", written_, " bytes, expected ", file_bytes(info_)));
@@ -221,6 +287,8 @@ struct TokenShard::Mapping {
   TokenShardInfo info;
   void* base = nullptr;
   std::size_t bytes = 0;
+  // Token blocks whose checksum was found right (each is checked on first read, by any copy).
+  std::unique_ptr<std::atomic<bool>[]> verified;
   ~Mapping() {
     if (base)
       ::munmap(base, bytes);
@@ -258,8 +326,19 @@ TokenShard TokenShard::open(const std::string& path) {
   TokenShard shard;
   shard.map_ = map;
   const std::int64_t* off = shard.offsets();
+  const std::int64_t blocks = num_blocks(map->info.num_tokens);
+  const auto* sums = reinterpret_cast<const std::uint64_t*>(bytes + checksums_offset(map->info));
+  if (checksum_of(reinterpret_cast<const std::int32_t*>(off),
+                  static_cast<std::size_t>(2 * (map->info.num_sentences + 1))) != sums[blocks])
+    fail(where, cat("'", path, "': the sentence offsets (bytes ",
+                    offsets_offset(map->info.num_tokens), "..", checksums_offset(map->info) - 1,
+                    ") do not match their checksum: the shard is damaged; run `mtk-lm1b prepare` "
+                    "again"));
   if (off[0] != 0 || off[map->info.num_sentences] != map->info.num_tokens)
     fail(where, cat("'", path, "' has damaged sentence offsets"));
+  map->verified = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(blocks));
+  for (std::int64_t b = 0; b < blocks; ++b)
+    map->verified[static_cast<std::size_t>(b)].store(false, std::memory_order_relaxed);
   return shard;
 }
 
@@ -319,7 +398,36 @@ const TokenShardInfo& TokenShard::info() const {
 }
 
 const std::int32_t* TokenShard::tokens() const {
-  return reinterpret_cast<const std::int32_t*>(static_cast<const char*>(map_->base) + kHeaderBytes);
+  return tokens(0, num_tokens());
+}
+
+const std::int32_t* TokenShard::tokens(std::int64_t begin, std::int64_t count) const {
+  const TokenShardInfo& in = info();
+  if (begin < 0 || count < 0 || begin + count > in.num_tokens)
+    fail("mtk::TokenShard::tokens", cat(path(), ": tokens [", begin, ", ", begin + count,
+                                        ") are outside [0, ", in.num_tokens, ")"));
+  const auto* all =
+      reinterpret_cast<const std::int32_t*>(static_cast<const char*>(map_->base) + kHeaderBytes);
+  if (count == 0)
+    return all + begin;
+  const auto* sums = reinterpret_cast<const std::uint64_t*>(static_cast<const char*>(map_->base) +
+                                                            checksums_offset(in));
+  for (std::int64_t b = begin / kTokenShardBlock; b <= (begin + count - 1) / kTokenShardBlock;
+       ++b) {
+    auto& ok = map_->verified[static_cast<std::size_t>(b)];
+    if (ok.load(std::memory_order_acquire))
+      continue;
+    const std::int64_t first = b * kTokenShardBlock;
+    const std::int64_t n = std::min(kTokenShardBlock, in.num_tokens - first);
+    if (checksum_of(all + first, static_cast<std::size_t>(n)) != sums[b])
+      fail("mtk::TokenShard",
+           cat("'", path(), "': tokens ", first, "..", first + n - 1, " (bytes ",
+               kHeaderBytes + 4 * first, "..", kHeaderBytes + 4 * (first + n) - 1,
+               " of the file) do not match their checksum: the shard is damaged; run "
+               "`mtk-lm1b prepare` again"));
+    ok.store(true, std::memory_order_release);
+  }
+  return all + begin;
 }
 
 const std::int64_t* TokenShard::offsets() const {
@@ -341,7 +449,8 @@ std::vector<std::int32_t> TokenShard::sentence(std::int64_t i) const {
   const std::int64_t b = offsets()[i], e = offsets()[i + 1];
   if (b < 0 || e < b || e > num_tokens())
     fail("mtk::TokenShard::sentence", cat(path(), ": damaged offsets at sentence ", i));
-  return std::vector<std::int32_t>(tokens() + b, tokens() + e);
+  const std::int32_t* t = tokens(b, e - b);
+  return std::vector<std::int32_t>(t, t + (e - b));
 }
 
 }  // namespace mtk

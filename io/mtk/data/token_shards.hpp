@@ -2,12 +2,15 @@
 // Binary token shards: the encoded text of one corpus shard, read in parallel by every rank.
 //
 // File layout (little-endian, docs/lm1b.md):
-//   header    128 bytes (TokenShardInfo; magic "MTKTOKEN", version 1)
+//   header    128 bytes (TokenShardInfo; magic "MTKTOKEN", version 2)
 //   tokens    int32[num_tokens]: each sentence's ids followed by the end-of-sentence id
 //   padding   to a multiple of 8 bytes
 //   offsets   int64[num_sentences + 1]: first token of each sentence; the last is num_tokens
+//   checksums uint64[ceil(num_tokens / kTokenShardBlock) + 1]: one per block of tokens, then one
+//             of the offsets
 // A shard is written to a temporary file and renamed into place when complete, so a file with the
-// final name is always whole; the reader checks the header against the file size.
+// final name is always whole; the reader checks the header against the file size, the offsets
+// against their checksum at open, and each token block against its checksum when first read.
 
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +21,12 @@
 namespace mtk {
 
 struct LineStats;
+namespace detail {
+class TokenBlockHasher;
+}
+
+/// Tokens per checksummed block of a token shard (16 KiB).
+constexpr std::int64_t kTokenShardBlock = 4096;
 
 /// The header of a token shard.
 struct TokenShardInfo {
@@ -67,6 +76,8 @@ class TokenShardWriter {
   void write(const void* data, std::size_t bytes);
   std::string path_, tmp_;
   TokenShardInfo info_;
+  std::unique_ptr<detail::TokenBlockHasher> hasher_;  // the current token block
+  std::vector<std::uint64_t> block_sums_;
   int fd_ = -1;
   std::vector<char> buffer_;
   std::vector<std::int64_t> offsets_;
@@ -79,8 +90,9 @@ class TokenShardWriter {
 class TokenShard {
  public:
   TokenShard() = default;
-  /// Opens and validates `path` (magic, version, sizes against the file size); errors name the
-  /// file and what is wrong.
+  /// Opens and validates `path` (magic, version, sizes against the file size, the offsets'
+  /// checksum); errors name the file and what is wrong. Shards of format version 1 (no token
+  /// checksums) are refused: `mtk-lm1b prepare` re-encodes them.
   static TokenShard open(const std::string& path);
   /// Reads only the header of `path`; throws like open().
   static TokenShardInfo read_info(const std::string& path);
@@ -94,8 +106,12 @@ class TokenShard {
   const TokenShardInfo& info() const;
   std::int64_t num_sentences() const { return info().num_sentences; }
   std::int64_t num_tokens() const { return info().num_tokens; }
-  /// All tokens (num_tokens of them).
+  /// All tokens (num_tokens of them), every block checked against its checksum.
   const std::int32_t* tokens() const;
+  /// Tokens [begin, begin + count): the blocks they lie in are checked against their checksums
+  /// the first time any copy of this shard reads them (an error names the file, the tokens and
+  /// their byte offsets). Thread-safe.
+  const std::int32_t* tokens(std::int64_t begin, std::int64_t count) const;
   /// First token of sentence `i` (0 <= i <= num_sentences; i == num_sentences gives num_tokens).
   std::int64_t sentence_offset(std::int64_t i) const;
   /// The sentence offsets (num_sentences + 1 of them).

@@ -37,6 +37,10 @@ struct SliceTable {
 SliceTable parse_slices(const std::string& text, const std::string& origin,
                         const std::string& where);
 
+/// "" when `h5path` has the size slices.sha256 recorded, else the problem (verify and restore
+/// both refuse a file of another size: bytes nobody hashed are never loaded silently).
+std::string file_size_problem(const std::string& h5path, const SliceTable& t);
+
 /// The recorded slices of `var` must tile its dataset exactly (same shape, aligned, distinct,
 /// complete); otherwise some bytes would go unchecked. Appends the first problem to `errors`.
 void check_tiling(const CheckpointVariable& var, const std::vector<const SliceRecord*>& recs,
