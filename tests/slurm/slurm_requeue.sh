@@ -88,10 +88,13 @@ expect "$job_c" "unknown key 'train.stepz'"
 
 # B: SIGUSR1 to the batch shell once step 25 is logged (no periodic checkpoints: the resume needs
 # the one the stop saves).
-for ((i = 0; i < 600; i++)); do
-  [ -f run-b/metrics.jsonl ] && [ "$(losses run-b/metrics.jsonl | tail -1 | cut -d" " -f1)" -ge 25 ] 2>/dev/null && break
+logged=0
+for ((i = 0; i < 900 && logged < 25; i++)); do
   sleep 0.2
+  [ -f run-b/metrics.jsonl ] && logged=$(losses run-b/metrics.jsonl | tail -1 | cut -d" " -f1)
+  logged=${logged:-0}
 done
+[ "$logged" -ge 25 ] || { show "$job_b"; fail "job B did not log step 25 in 180 s"; }
 [ "$(job_field "$job_b" Restarts)" = 0 ] || fail "job B restarted before the signal"
 scancel --batch --signal=USR1 "$job_b"
 wait_job "$job_b" 300
@@ -117,6 +120,13 @@ grep -q '"start": 1}' run-b/metrics.jsonl && grep -q '"start": 2}' run-b/metrics
 grep -q '"time": "20[0-9][0-9]-[01][0-9]-[0-3][0-9]T[0-9:]*Z"' run-b/metrics.jsonl || fail "no ISO-8601 time"
 grep -q "\"step\": $steps, \"kind\": \"eval\", \"log_ppl_per_token\": [0-9]" run-b/metrics.jsonl ||
   fail "no eval record in metrics.jsonl"
+# The plot marks the restart and the eval point, with and without matplotlib.
+for opt in "" --no-matplotlib; do
+  python3 "$root/scripts/plot-metrics" run-b/metrics.jsonl "plot$opt.png" $opt > plot.log ||
+    { cat plot.log; fail "plot-metrics $opt"; }
+  grep -q "$steps points, .*, 1 eval, 1 restart(s)" plot.log && [ -s "plot$opt.png" ] ||
+    { cat plot.log; fail "plot-metrics $opt: expected $steps points, 1 eval, 1 restart"; }
+done
 # The same losses as the uninterrupted run, bitwise.
 diff <(losses ref/metrics.jsonl) <(losses run-b/metrics.jsonl) ||
   fail "the requeued run's losses differ from the uninterrupted run's"
