@@ -9,7 +9,8 @@
 #      run saves and exits 75, the job requeues itself, resumes from its checkpoint and finishes;
 #      its losses equal an uninterrupted run's step by step, no step is logged twice, eval's
 #      record joins metrics.jsonl, and a finished job is not requeued again;
-#   C. a job whose training fails (exit 1) is not requeued.
+#   C. a job whose training fails (exit 1) is not requeued;
+#   D. a cancelled job (scancel: SIGTERM) saves and stops, and is not requeued.
 # Exits 77 (skipped) where the daemons cannot start (not root, Slurm or munge missing).
 #   slurm_requeue.sh MTK_LM1B_BINARY CONFIG MTK_SOURCE_DIR
 set -euo pipefail
@@ -60,11 +61,14 @@ job_a=$(MTK_MAX_REQUEUES=0 submit --time=1 --signal=B:USR1@20 --nodes=1 --ntasks
 # C: fails at once (unknown key).
 job_c=$(submit --nodes=1 --ntasks-per-node=2 "$root/scripts/slurm/train.sbatch" "$config" run-c \
   --set data.dir=prepared --set train.stepz=1)
-# B: the demo, queued behind A and C.
+# D: cancelled once training runs.
+job_d=$(submit --nodes=1 --ntasks-per-node=2 "$root/scripts/slurm/train.sbatch" "$config" run-d \
+  --set data.dir=prepared --set train.steps=1000000 --set train.log_every=5 --set checkpoint.every=0)
+# B: the demo, queued behind the others.
 job_b=$(MTK_DEMO_CONFIG="$config" MTK_DEMO_CORPUS=corpus MTK_DEMO_PREPARED=prepared \
   MTK_DEMO_RUN=run-b MTK_DEMO_VOCAB=300 MTK_DEMO_PROMPT="the king" \
   submit "$root/scripts/slurm/demo.sbatch" --set train.steps=$steps --set checkpoint.every=0)
-echo "submitted A=$job_a C=$job_c B=$job_b"
+echo "submitted A=$job_a C=$job_c D=$job_d B=$job_b"
 
 # Meanwhile the uninterrupted reference run, outside Slurm.
 mpirun -n 2 "$lm1b" train --config "$config" --run-dir ref --set data.dir=prepared \
@@ -85,6 +89,18 @@ expect "$job_c" "training failed (exit 1): not requeueing"
 expect "$job_c" "unknown key 'train.stepz'"
 [ "$(job_field "$job_c" JobState)" = FAILED ] && [ "$(job_field "$job_c" Restarts)" = 0 ] ||
   { show "$job_c"; fail "job C: a failed run must not be requeued"; }
+
+for ((i = 0; i < 600; i++)); do
+  grep -q "^step *5/" "$work/job-$job_d.out" 2>/dev/null && break
+  sleep 0.2
+done
+scancel "$job_d"
+wait_job "$job_d" 60
+expect "$job_d" "SIGTERM: the job is being cancelled"
+expect "$job_d" "saved checkpoint run-d/checkpoints/step-"
+expect "$job_d" "training stopped (exit 75) on SIGTERM: cancelled, not requeueing"
+[ "$(job_field "$job_d" JobState)" = CANCELLED ] && [ "$(job_field "$job_d" Restarts)" = 0 ] ||
+  { show "$job_d"; fail "job D: a cancelled job must not be requeued"; }
 
 # B: SIGUSR1 to the batch shell once step 25 is logged (no periodic checkpoints: the resume needs
 # the one the stop saves).
