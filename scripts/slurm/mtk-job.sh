@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by MTK's Slurm batch scripts (scripts/slurm/*.sbatch, docs/cluster.md): how a job step is
 # launched, and how a training job that stopped resumably requeues itself.
 #

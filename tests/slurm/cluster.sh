@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the Slurm tests: a one-node Slurm cluster owned by the test, run as root.
 #   start_cluster DIR   munged with a generated key, slurmctld and slurmd from DIR/slurm.conf
 #                       (this node's CPUs and memory from `slurmd -C`, free ports, state under DIR);
@@ -49,7 +50,7 @@ start_cluster() {
     { cat "$dir/log/munged.log" >&2; skip "munged does not start here"; return; }
   cluster_pids+=("$(cat "$dir/munge/munged.pid")")
 
-  local host node ports ctld_port slurmd_port
+  local host node ctld_port slurmd_port
   host="$(hostname -s)"
   # `slurmd -C` prints this node's line in slurm.conf syntax (CPUs, sockets, cores, memory).
   node="$(slurmd -C | head -1)"
