@@ -4,6 +4,7 @@
 
 #include "mtk_lm1b_run.hpp"
 
+#include <mtk/app/exit_status.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/config/config.hpp>
@@ -328,10 +329,22 @@ int train_main(const std::vector<std::string>& args) {
     say("  saved checkpoint %s\n", path.c_str());
   };
 
+  // Records after the restored step are dropped: this run logs those steps again.
   MetricsWriter metrics;
-  if (world_rank() == 0)
+  std::int64_t run_start = 1;
+  const std::string job = batch_job_id();
+  if (world_rank() == 0) {
+    run_start = resume_metrics_log(o.run_dir + "/metrics.jsonl", step).start;
     metrics = MetricsWriter(o.run_dir + "/metrics.jsonl");
+  }
   ProgressMeter meter(step, steps);
+  const std::int64_t first_step = step;
+  auto steps_line = [&](const char* what) {
+    say("mtk-lm1b train: %s: %lld steps in this job (%lld -> %lld), %lld of %lld overall, in %s\n",
+        what, static_cast<long long>(step - first_step), static_cast<long long>(first_step),
+        static_cast<long long>(step), static_cast<long long>(step), static_cast<long long>(steps),
+        format_duration(meter.elapsed_s()).c_str());
+  };
   LossWindow window;
   std::int64_t last_saved = restored.empty() ? -1 : step;
   while (step < steps) {
@@ -354,7 +367,11 @@ int train_main(const std::vector<std::string>& args) {
                        {"aux_loss", window.mean(window.aux_loss)},
                        {"tokens_per_s", info.tokens_per_s},
                        {"lr", static_cast<double>(out[1].data<float>()[0])},
-                       {"epoch", stream.position().epoch}});
+                       {"epoch", stream.position().epoch},
+                       {"kind", std::string("train")},
+                       {"time", utc_timestamp()},
+                       {"job", job},
+                       {"start", run_start}});
       window = LossWindow();
     }
     if (ckpt_every > 0 && step % ckpt_every == 0) {
@@ -366,13 +383,13 @@ int train_main(const std::vector<std::string>& args) {
           static_cast<long long>(step));
       if (last_saved != step)
         save();
-      return 0;
+      steps_line("stopped, resumable");
+      return kExitStoppedResumable;
     }
   }
   if (last_saved != step)
     save();
-  say("mtk-lm1b train: done, %lld steps in %s\n", static_cast<long long>(step),
-      format_duration(meter.elapsed_s()).c_str());
+  steps_line("done");
   return 0;
 }
 
@@ -429,6 +446,17 @@ int eval_main(const std::vector<std::string>& args) {
   if (world_rank() == 0) {
     make_directories(o.run_dir, "mtk-lm1b eval");
     std::ofstream(o.run_dir + "/eval.jsonl", std::ios::app) << line << "\n";
+    // The same result in the run's metrics stream, beside the training records.
+    MetricsWriter(o.run_dir + "/metrics.jsonl")
+        .write({{"step", meta.step},
+                {"kind", std::string("eval")},
+                {"log_ppl_per_token", log_ppl},
+                {"ppl_per_word", ppl_word},
+                {"logit_scale", logit_scale},
+                {"complete", std::string(complete ? "yes" : "no")},
+                {"checkpoint", path},
+                {"time", utc_timestamp()},
+                {"job", batch_job_id()}});
   }
   return 0;
 }

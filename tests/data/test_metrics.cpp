@@ -6,8 +6,11 @@
 
 #include "lm_data_test_util.hpp"
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <sstream>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -95,6 +98,86 @@ TEST(Metrics, ProgressMeter) {
   EXPECT_NEAR(p.eta_s, m.elapsed_s() * 9, m.elapsed_s() * 9 * 0.5);
   const auto q = m.report(3.0, 0.001);
   EXPECT_EQ(q.tokens_per_s, 0);  // nothing since the last report
+}
+
+TEST(Metrics, JsonIntField) {
+  const std::string line = mtk::to_json({{"step", std::int64_t{1500}},
+                                         {"checkpoint", std::string("run/\"step\": 7, x")},
+                                         {"loss", 2.5},
+                                         {"start", std::int64_t{-3}}});
+  EXPECT_EQ(mtk::json_int_field(line, "step"), 1500);
+  EXPECT_EQ(mtk::json_int_field(line, "start"), -3);
+  EXPECT_EQ(mtk::json_int_field(line, "loss"), std::nullopt);             // not an integer
+  EXPECT_EQ(mtk::json_int_field(line, "checkpoint"), std::nullopt);       // a string
+  EXPECT_EQ(mtk::json_int_field(line, "x"), std::nullopt);                // only inside a string
+  EXPECT_EQ(mtk::json_int_field("{\"step\": 12", "step"), std::nullopt);  // torn
+  EXPECT_EQ(mtk::json_int_field("{}", "step"), std::nullopt);
+}
+
+TEST(Metrics, TimestampAndJob) {
+  EXPECT_EQ(mtk::utc_timestamp(std::chrono::system_clock::from_time_t(1700000000)),
+            "2023-11-14T22:13:20Z");
+  EXPECT_EQ(mtk::utc_timestamp().size(), 20u);
+  const char* saved = std::getenv("SLURM_JOB_ID");
+  const std::string old = saved ? saved : "";
+  setenv("SLURM_JOB_ID", "4242", 1);
+  EXPECT_EQ(mtk::batch_job_id(), "4242");
+  unsetenv("SLURM_JOB_ID");
+  if (!std::getenv("PBS_JOBID")) {
+    EXPECT_EQ(mtk::batch_job_id(), "local");
+  }
+  if (saved)
+    setenv("SLURM_JOB_ID", old.c_str(), 1);
+}
+
+// A run logged steps 1..5 (and was killed mid-line) but its newest checkpoint is step 3: resuming
+// drops steps 4 and 5 and the torn line, so after the new run logs 4, 5, 6 no step appears twice.
+TEST(Metrics, ResumeDropsStepsAfterTheCheckpoint) {
+  mtk::test::TempDir dir;
+  const std::string path = dir / "metrics.jsonl";
+  EXPECT_EQ(mtk::resume_metrics_log(path, 0).start, 1);  // no log yet
+  {
+    mtk::MetricsWriter w(path);
+    for (std::int64_t s = 1; s <= 5; ++s)
+      w.write({{"step", s}, {"loss", 5.0 - s}, {"start", std::int64_t{1}}});
+    w.write({{"step", std::int64_t{2}}, {"kind", std::string("eval")}});
+    w.write({{"note", std::string("no step")}});
+  }
+  std::string text = mtk::test::read_text(path);
+  mtk::test::write_text(path, text + "{\"step\": 6, \"lo");
+  const auto r = mtk::resume_metrics_log(path, 3);
+  EXPECT_EQ(r.kept, 5);
+  EXPECT_EQ(r.dropped, 3);
+  EXPECT_EQ(r.start, 2);
+  EXPECT_EQ(mtk::test::read_text(path),
+            "{\"step\": 1, \"loss\": 4, \"start\": 1}\n"
+            "{\"step\": 2, \"loss\": 3, \"start\": 1}\n"
+            "{\"step\": 3, \"loss\": 2, \"start\": 1}\n"
+            "{\"step\": 2, \"kind\": \"eval\"}\n"
+            "{\"note\": \"no step\"}\n");
+  {
+    mtk::MetricsWriter w(path);
+    for (std::int64_t s = 4; s <= 6; ++s)
+      w.write({{"step", s}, {"loss", 1.0}, {"start", r.start}});
+  }
+  std::vector<std::int64_t> steps;
+  std::istringstream lines(mtk::test::read_text(path));
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("\"loss\"") != std::string::npos)
+      steps.push_back(*mtk::json_int_field(line, "step"));
+  EXPECT_EQ(steps, (std::vector<std::int64_t>{1, 2, 3, 4, 5, 6}));
+
+  // Nothing to drop: the file is left alone; the next start counts on.
+  text = mtk::test::read_text(path);
+  const auto again = mtk::resume_metrics_log(path, 6);
+  EXPECT_EQ(again.dropped, 0);
+  EXPECT_EQ(again.start, 3);
+  EXPECT_EQ(mtk::test::read_text(path), text);
+  // A fresh start (step 0) keeps only records without a step.
+  EXPECT_EQ(mtk::resume_metrics_log(path, 0).kept, 1);
+  // Records of an older log without "start" count as start 1.
+  mtk::test::write_text(path, "{\"step\": 1, \"loss\": 4}\n");
+  EXPECT_EQ(mtk::resume_metrics_log(path, 1).start, 2);
 }
 
 }  // namespace

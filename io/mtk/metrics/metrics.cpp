@@ -1,10 +1,16 @@
 #include <mtk/base/error.hpp>
+#include <mtk/files/files.hpp>
 #include <mtk/metrics/metrics.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
 
 namespace mtk {
 
@@ -113,6 +119,108 @@ void MetricsWriter::write(const MetricRecord& record) {
   const std::string line = to_json(record) + "\n";
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
     fail("mtk::MetricsWriter::write", cat("cannot write '", path_, "': ", std::strerror(errno)));
+}
+
+std::optional<std::int64_t> json_int_field(const std::string& line, const std::string& key) {
+  // Walks the top-level members of one flat object, skipping string contents, so a key or a
+  // value inside a string (a checkpoint path) never matches.
+  const size_t n = line.size();
+  if (n < 2 || line.front() != '{' || line.back() != '}')
+    return std::nullopt;
+  auto skip_string = [&](size_t i) {  // i at the opening quote; returns the index after the close
+    for (++i; i < n; ++i) {
+      if (line[i] == '\\')
+        ++i;
+      else if (line[i] == '"')
+        return i + 1;
+    }
+    return n;
+  };
+  const std::string quoted = '"' + key + '"';
+  size_t i = 1;
+  while (i < n) {
+    while (i < n && (line[i] == ' ' || line[i] == ','))
+      ++i;
+    if (i >= n || line[i] != '"')
+      return std::nullopt;
+    const size_t key_end = skip_string(i);
+    const bool match = line.compare(i, key_end - i, quoted) == 0;
+    i = key_end;
+    while (i < n && (line[i] == ' ' || line[i] == ':'))
+      ++i;
+    if (i < n && line[i] == '"') {
+      i = skip_string(i);
+      continue;
+    }
+    const size_t value_start = i;
+    while (i < n && line[i] != ',' && line[i] != '}')
+      ++i;
+    if (match) {
+      std::int64_t v = 0;
+      const char* first = line.data() + value_start;
+      const char* last = line.data() + i;
+      const auto r = std::from_chars(first, last, v);
+      if (r.ec != std::errc() || r.ptr != last)
+        return std::nullopt;
+      return v;
+    }
+    if (i < n && line[i] == '}')
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::string utc_timestamp(std::chrono::system_clock::time_point t) {
+  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm utc{};
+  gmtime_r(&secs, &utc);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return buf;
+}
+
+std::string batch_job_id() {
+  for (const char* name : {"SLURM_JOB_ID", "PBS_JOBID"})
+    if (const char* v = std::getenv(name); v && *v)
+      return v;
+  return "local";
+}
+
+MetricsLogResume resume_metrics_log(const std::string& path, std::int64_t step) {
+  MetricsLogResume r;
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return r;  // no log yet
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  std::string kept;
+  std::int64_t max_start = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t end = text.find('\n', pos);
+    if (end == std::string::npos) {  // torn last line: the writer flushes whole lines only
+      ++r.dropped;
+      break;
+    }
+    const std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.empty())
+      continue;
+    const auto s = json_int_field(line, "step");
+    if (s && *s > step) {
+      ++r.dropped;
+      continue;
+    }
+    ++r.kept;
+    max_start = std::max(max_start, json_int_field(line, "start").value_or(1));
+    kept += line;
+    kept += '\n';
+  }
+  r.start = max_start + 1;
+  if (r.dropped > 0)
+    write_file_atomically(path, kept, "mtk::resume_metrics_log");
+  return r;
 }
 
 std::string format_duration(double seconds) {

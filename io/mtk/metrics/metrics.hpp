@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -42,6 +43,33 @@ class MetricsWriter {
   std::string path_;
   std::FILE* file_ = nullptr;
 };
+
+/// The integer value of the top-level key `key` of one JSON object written by to_json, or
+/// nullopt when the line has no such key with an integer value (or is not a complete object).
+std::optional<std::int64_t> json_int_field(const std::string& line, const std::string& key);
+
+/// A wall-clock time as ISO-8601 UTC to the second, "2025-03-01T12:34:56Z" (a record's "time").
+std::string utc_timestamp(
+    std::chrono::system_clock::time_point t = std::chrono::system_clock::now());
+
+/// The batch job this process runs in, for a record's "job": Slurm's SLURM_JOB_ID, else PBS's
+/// PBS_JOBID, else "local".
+std::string batch_job_id();
+
+/// What resume_metrics_log() did.
+struct MetricsLogResume {
+  std::int64_t kept = 0;     ///< complete records kept
+  std::int64_t dropped = 0;  ///< records of steps after the restart step, and a torn last line
+  std::int64_t start = 1;    ///< the number of this start of the run: 1 + the largest "start" kept
+};
+
+/// Prepares a run's metrics log for a training run that starts at `step` (the restored
+/// checkpoint's step; 0 for a fresh start). Records with "step" > `step` were logged by a run that
+/// stopped before saving them; the new run logs those steps again, so they are removed and no step
+/// appears twice. A last line without its newline (a run killed mid-write) is removed too. The file
+/// is rewritten atomically and only when something is removed; a missing file is an empty log.
+/// Records without a "start" count as start 1.
+MetricsLogResume resume_metrics_log(const std::string& path, std::int64_t step);
 
 /// "1h02m", "3m05s", "12s"; "?" for negative or non-finite values.
 std::string format_duration(double seconds);

@@ -1,0 +1,118 @@
+# shellcheck shell=bash
+# Sourced by the Slurm tests: a one-node Slurm cluster owned by the test, run as root.
+#   start_cluster DIR   munged with a generated key, slurmctld and slurmd from DIR/slurm.conf
+#                       (this node's CPUs and memory from `slurmd -C`, free ports, state under DIR);
+#                       exports SLURM_CONF for the client commands; returns 77 (skip) with a
+#                       message when the daemons cannot start here
+#   stop_cluster        cancels the cluster's jobs and stops the daemons it started, by PID
+# The cluster's partition is `test`; MpiDefault=pmi2, so `srun` starts MPICH ranks. A requeued job
+# may start again cred_expire + 1 seconds after its requeue (Slurm's default 120, here 10).
+
+cluster_pids=()
+
+skip() { echo "SKIP: $*" >&2; return 77; }
+
+# free_ports N: N TCP ports nothing listens on (the kernel picks them).
+free_ports() {
+  /usr/bin/python3 - "$1" <<'PY'
+import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+PY
+}
+
+# wait_for SECONDS COMMAND...: retries COMMAND once a second.
+wait_for() {
+  local n="$1"; shift
+  for ((i = 0; i < n; i++)); do
+    "$@" > /dev/null 2>&1 && return 0
+    sleep 1
+  done
+  return 1
+}
+
+start_cluster() {
+  local dir="$1" b
+  [ "$(id -u)" -eq 0 ] || { skip "the Slurm test runs its own slurmctld/slurmd/munged and needs root"; return; }
+  for b in munged slurmctld slurmd sbatch scontrol scancel srun python3; do
+    command -v "$b" > /dev/null || { skip "'$b' not found (Debian: apt-get install slurm-wlm munge)"; return; }
+  done
+  mkdir -p "$dir/munge" "$dir/state" "$dir/spool" "$dir/log"
+  chmod 700 "$dir/munge"
+  # munged: a fresh key, its own socket; --force because it runs as root.
+  dd if=/dev/urandom of="$dir/munge/munge.key" bs=1 count=1024 status=none
+  chmod 400 "$dir/munge/munge.key"
+  munged --force --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.socket" \
+    --pid-file="$dir/munge/munged.pid" --log-file="$dir/log/munged.log" \
+    --seed-file="$dir/munge/munged.seed" ||
+    { cat "$dir/log/munged.log" >&2; skip "munged does not start here"; return; }
+  cluster_pids+=("$(cat "$dir/munge/munged.pid")")
+
+  local host node ctld_port slurmd_port
+  host="$(hostname -s)"
+  # `slurmd -C` prints this node's line in slurm.conf syntax (CPUs, sockets, cores, memory).
+  node="$(slurmd -C | head -1)"
+  [[ "$node" == NodeName=* ]] || { skip "slurmd -C printed '$node'"; return; }
+  node="${node/NodeName=* CPUs/NodeName=$host NodeAddr=127.0.0.1 CPUs}"
+  read -r ctld_port slurmd_port <<< "$(free_ports 2)"
+  cat > "$dir/slurm.conf" <<CONF
+ClusterName=mtktest
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$dir/munge/munge.socket,cred_expire=10
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=pmi2
+ReturnToService=2
+SchedulerType=sched/builtin
+SchedulerParameters=sched_interval=2
+SlurmctldTimeout=30
+SlurmdTimeout=30
+InactiveLimit=0
+KillWait=10
+MinJobAge=600
+$node
+PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP
+CONF
+  export SLURM_CONF="$dir/slurm.conf"
+  slurmctld -D -c -f "$SLURM_CONF" > "$dir/log/slurmctld.out" 2>&1 &
+  cluster_pids+=("$!")
+  slurmd -D -f "$SLURM_CONF" > "$dir/log/slurmd.out" 2>&1 &
+  cluster_pids+=("$!")
+  if ! wait_for 60 bash -c 'sinfo -h -o %T | grep -qx idle'; then
+    tail -20 "$dir/log/slurmctld.log" "$dir/log/slurmd.log" "$dir/log/"*.out >&2
+    skip "slurmctld/slurmd did not bring the node up"
+    return
+  fi
+  echo "cluster: node $host up (ports $ctld_port, $slurmd_port), SLURM_CONF=$SLURM_CONF"
+}
+
+stop_cluster() {
+  local pid
+  [ -n "${SLURM_CONF:-}" ] && scancel --quiet --partition=test --full 2> /dev/null || true
+  for ((i = ${#cluster_pids[@]} - 1; i >= 0; i--)); do
+    pid="${cluster_pids[$i]}"
+    kill "$pid" 2> /dev/null || continue
+    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$pid" 2> /dev/null || break; sleep 0.5; done
+    kill -9 "$pid" 2> /dev/null || true
+  done
+  cluster_pids=()
+}
