@@ -7,6 +7,7 @@
 
 #include "mtk_git_revision.hpp"
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 
 namespace mtk::cli {
@@ -34,6 +35,57 @@ void configure(CLI::App& app, const std::string& tool) {
   app.set_version_flag(
       "--version", [name] { return version_text(name); }, "Print version information and exit");
   app.get_formatter()->column_width(34);
+}
+
+namespace {
+
+// `text` as a whole number (no trailing characters), or false.
+bool to_double(const std::string& text, double& v) {
+  try {
+    std::size_t used = 0;
+    v = std::stod(text, &used);
+    return used == text.size() && std::isfinite(v);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+CLI::Validator number_check(bool zero_allowed) {
+  const std::string what = zero_allowed ? "a number >= 0" : "a number > 0";
+  return CLI::Validator(
+      [zero_allowed, what](std::string& text) -> std::string {
+        double v = 0;
+        if (!to_double(text, v) || v < 0 || (v == 0 && !zero_allowed))
+          return "'" + text + "' is not " + what;
+        return "";
+      },
+      zero_allowed ? "NUMBER>=0" : "NUMBER>0");
+}
+
+}  // namespace
+
+CLI::Validator positive_number() {
+  return number_check(false);
+}
+
+CLI::Validator non_negative_number() {
+  return number_check(true);
+}
+
+CLI::Validator integer_in(std::int64_t lo, std::int64_t hi) {
+  const std::string what = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, what](std::string& text) -> std::string {
+        try {
+          std::size_t used = 0;
+          const long long v = std::stoll(text, &used);
+          if (used == text.size() && v >= lo && v <= hi)
+            return "";
+        } catch (const std::exception&) {
+        }
+        return "'" + text + "' is not " + what;
+      },
+      "INT in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
 }
 
 int parse(CLI::App& app, const std::vector<std::string>& args, bool print) {

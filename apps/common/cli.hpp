@@ -9,6 +9,7 @@
 //     return status;                     // 0 after --help/--version, 2 after a usage error
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,12 @@ std::string version_text(const std::string& tool);
 /// version_text(tool) (default: the app's name; a subcommand passes "mtk-ckpt info"); both
 /// exit 0.
 void configure(CLI::App& app, const std::string& tool = "");
+
+/// Checks for option values, with messages naming the value and what is allowed ("'abc' is not
+/// a number > 0"); CLI11's own Range prints the limits of double for PositiveNumber.
+CLI::Validator positive_number();
+CLI::Validator non_negative_number();
+CLI::Validator integer_in(std::int64_t lo, std::int64_t hi);
 
 /// Parses `args` (the words after the program or subcommand name; `--opt value` and `--opt=value`
 /// alike). Returns -1 when the tool should run, else its exit status: 0 after --help or --version

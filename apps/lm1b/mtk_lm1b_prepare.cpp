@@ -59,30 +59,30 @@ int parse(Options& o, const std::vector<std::string>& args, bool print) {
   app.add_option("--vocab-size", o.vocab_size,
                  "Vocabulary size, reserved ids and byte pieces included (32000)")
       ->type_name("N")
-      ->check(CLI::Range(8, 1 << 24));
+      ->check(cli::integer_in(8, 1 << 24));
   app.add_option("--model-type", o.model_type, "unigram | bpe | word | char (unigram)")
       ->type_name("T")
       ->check(CLI::IsMember({"unigram", "bpe", "word", "char"}));
   app.add_option("--sample-lines", o.sample_lines,
                  "Training lines the vocabulary is trained on, at most (1000000)")
       ->type_name("N")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+      ->check(cli::integer_in(1, std::int64_t{1} << 40));
   app.add_option("--max-line-bytes", o.max_line_bytes,
                  "Longer lines are skipped and counted (4096)")
       ->type_name("N")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30));
+      ->check(cli::integer_in(1, std::int64_t{1} << 30));
   app.add_option("--training-shards", o.training_shards,
                  "Require and use training shards 00001..N (default: all present, which must be "
                  "00001..000NN without a gap)")
       ->type_name("N")
-      ->check(CLI::Range(1, Lm1bCorpus::kTrainingShards));
+      ->check(cli::integer_in(1, Lm1bCorpus::kTrainingShards));
   app.add_option("--threads", o.threads,
                  "SentencePiece trainer threads; the vocabulary depends on it (1)")
       ->type_name("N")
-      ->check(CLI::Range(1, 1024));
+      ->check(cli::integer_in(1, 1024));
   app.add_option("--seed", o.seed, "SentencePiece trainer seed (1)")
       ->type_name("N")
-      ->check(CLI::Range(0u, 0xFFFFFFFEu));
+      ->check(cli::integer_in(0, 0xFFFFFFFEll));
   app.add_flag("--strict", o.strict, "A line that would be skipped is an error instead");
   app.add_flag("--force", o.force, "Retrain the vocabulary and re-encode every shard");
   return cli::parse(app, args, print);

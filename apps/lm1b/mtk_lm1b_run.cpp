@@ -103,15 +103,15 @@ int parse_command_line(Options& o, const std::vector<std::string>& args,
     app.add_option("--logit-scale", o.logit_scale,
                    "Multiplies the logits (default: eval.logit_scale, else 1)")
         ->type_name("S")
-        ->check(CLI::PositiveNumber);
+        ->check(cli::positive_number());
   if (command == "sample") {
     app.add_option("--prompt", o.prompt, "The text to continue")->type_name("TEXT");
     app.add_option("--tokens", o.tokens, "Tokens to generate, at most (40)")
         ->type_name("N")
-        ->check(CLI::Range(1, 1000000));
+        ->check(cli::integer_in(1, 1000000));
     app.add_option("--temperature", o.temperature, "0: the most likely token (0)")
         ->type_name("T")
-        ->check(CLI::NonNegativeNumber);
+        ->check(cli::non_negative_number());
     app.add_option("--seed", o.seed, "Sampling seed (1)")->type_name("S");
   }
   return cli::parse(app, args, world_rank() == 0);
@@ -216,6 +216,11 @@ Setup setup(const Options& o, int ranks) {
          cat(o.config.origin(), ": model.num_encoder_layers must be 0 for a language model"));
   s.mesh_shape = o.config.has("mesh") ? o.config.mesh_shape()
                                       : MeshShape::parse("batch:" + std::to_string(ranks));
+  // Checked here, where every rank agrees, rather than by Mesh (which aborts the job).
+  if (s.mesh_shape.num_processors() != ranks)
+    fail("mtk-lm1b", cat("mesh ", s.mesh_shape.to_string(), " has ", s.mesh_shape.num_processors(),
+                         " processors but the job has ", ranks, " ranks; run with mpiexec -n ",
+                         s.mesh_shape.num_processors(), " or change the mesh (--mesh)"));
   s.rules = o.config.layout_rules();
   s.batch_options.global_batch = s.model.batch;
   return s;
@@ -300,16 +305,16 @@ int start(Start& st, const Communicator& world, const std::vector<std::string>& 
 // The program's cost per rank, from a lowering that allocates nothing; a program whose peak
 // memory exceeds this rank's share of its node's memory is refused on every rank before any
 // allocation.
-void check_cost(Graph& g, const Setup& s, const Mesh& mesh, const std::string& command) {
+void check_cost(Graph& g, const Setup& s, const Mesh& mesh) {
   auto plan = analyze(g, s.mesh_shape, s.rules, mesh.rank());
   const auto& c = plan->counters();
   say("  per rank: variables and slots %.1f MiB, peak %.1f MiB, %.3g FLOPs and %.3g MB of "
       "collectives per step\n",
       c.variable_bytes / 1048576.0, c.peak_bytes / 1048576.0, c.total_flops(),
       c.total_comm_bytes() / 1e6);
-  check_memory_fits(mesh.comm(), c.peak_bytes,
-                    cat("the model (", s.model.to_string(), ") on mesh ", s.mesh_shape.to_string()),
-                    "mtk-lm1b " + command);
+  check_memory_fits(
+      mesh.comm(), c.peak_bytes,
+      cat("the model (", s.model.to_string(), ") on mesh ", s.mesh_shape.to_string()));
 }
 
 // Token shards whose header names another vocabulary size than the model's would feed ids the
@@ -371,7 +376,7 @@ int train_main(const std::vector<std::string>& args) {
   say("  parameters %.2fM (formula %.2fM); mesh %s; layout %s\n", nn::count_parameters(g) / 1e6,
       s.model.analytic_parameter_count() / 1e6, s.mesh_shape.to_string().c_str(),
       s.rules.to_string().c_str());
-  check_cost(g, s, mesh, "train");
+  check_cost(g, s, mesh);
 
   auto train = agree_on_failure(mesh.comm(), [&] {
     auto data = PackedSequences::open(s.data.training_shards, s.model.length);
@@ -394,8 +399,9 @@ int train_main(const std::vector<std::string>& args) {
 
   agree_on_failure(mesh.comm(), [&] {
     if (mesh.rank() == 0) {
-      make_directories(o.run_dir, "mtk-lm1b train");
-      write_file_atomically(o.run_dir + "/config.resolved.yaml", o.config.dump(), "mtk-lm1b train");
+      make_directories(o.run_dir, "mtk::make_directories");
+      write_file_atomically(o.run_dir + "/config.resolved.yaml", o.config.dump(),
+                            "mtk::write_file_atomically");
     }
   });
   auto program = lower(g, mesh, s.rules);
@@ -490,7 +496,7 @@ int eval_main(const std::vector<std::string>& args) {
   Mesh mesh(s.mesh_shape, world);
   Graph g;
   nn::ModelGraph m = nn::build_transformer(g, s.model, false, 1, logit_scale);
-  check_cost(g, s, mesh, "eval");
+  check_cost(g, s, mesh);
   auto heldout = agree_on_failure(mesh.comm(), [&] {
     auto data = PackedSequences::open({s.data.heldout_shard}, s.model.length);
     check_shards_match(*data, s, "held-out");
@@ -543,8 +549,8 @@ int eval_main(const std::vector<std::string>& args) {
   say("%s\n", line.c_str());
   agree_on_failure(mesh.comm(), [&] {
     if (world_rank() == 0) {
-      make_directories(o.run_dir, "mtk-lm1b eval");
-      append_to_file(o.run_dir + "/eval.jsonl", line + "\n", "mtk-lm1b eval");
+      make_directories(o.run_dir, "mtk::make_directories");
+      append_to_file(o.run_dir + "/eval.jsonl", line + "\n", "mtk::append_to_file");
     }
   });
   return 0;
@@ -560,7 +566,7 @@ int sample_main(const std::vector<std::string>& args) {
   Mesh mesh(s.mesh_shape, world);
   Graph g;
   nn::ModelGraph m = nn::build_transformer(g, s.model, false);
-  check_cost(g, s, mesh, "sample");
+  check_cost(g, s, mesh);
   auto program = lower(g, mesh, s.rules);
   restore_weights(*program, o, mesh, nullptr, true);
   const std::int64_t L = s.model.length, B = s.model.batch, V = s.model.vocab_size;

@@ -66,8 +66,7 @@ MemoryBudget host_memory_budget(const Communicator& comm) {
   return b;
 }
 
-void check_memory_fits(const Communicator& comm, std::int64_t peak_bytes, const std::string& what,
-                       const std::string& where) {
+void check_memory_fits(const Communicator& comm, std::int64_t peak_bytes, const std::string& what) {
   // On a GPU the peak is device memory, which this check does not measure.
   constexpr bool host =
       std::is_same_v<Kokkos::DefaultExecutionSpace::memory_space, Kokkos::HostSpace>;
@@ -76,13 +75,13 @@ void check_memory_fits(const Communicator& comm, std::int64_t peak_bytes, const 
   const MemoryBudget b = host_memory_budget(comm);
   std::string failure;
   if (b.per_rank() >= 0 && peak_bytes > b.per_rank())
-    failure =
-        cat(where, ": ", what, " needs ", format_bytes(static_cast<double>(peak_bytes)),
-            " per rank at its peak, but rank ", comm.rank(), "'s node has ",
-            format_bytes(static_cast<double>(b.node_bytes)), " available (", b.source, ") for its ",
-            b.ranks_on_node, " rank(s), ", format_bytes(static_cast<double>(b.per_rank())),
-            " each; use a smaller model.batch or model, or more ranks/nodes with a layout that "
-            "splits it");
+    failure = cat(
+        "mtk::check_memory_fits: ", what, " needs ", format_bytes(static_cast<double>(peak_bytes)),
+        " per rank at its peak, but rank ", comm.rank(), "'s node has ",
+        format_bytes(static_cast<double>(b.node_bytes)), " available (", b.source, ") for its ",
+        b.ranks_on_node, " rank(s), ", format_bytes(static_cast<double>(b.per_rank())),
+        " each; use a smaller model.batch or model, or more ranks/nodes with a layout that "
+        "splits it");
   agree(comm, failure);
 }
 

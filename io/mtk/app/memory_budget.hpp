@@ -27,12 +27,12 @@ struct MemoryBudget {
 /// This node's budget. Collective over `comm` (it counts the ranks sharing the node).
 MemoryBudget host_memory_budget(const Communicator& comm);
 
-/// Fails on every rank of `comm` (mtk::AgreedError naming `where`) when some rank's
+/// Fails on every rank of `comm` (mtk::AgreedError) when some rank's
 /// `peak_bytes` exceed its share of its node's memory, giving both figures. Does nothing when
 /// the budget cannot be read or the program's memory is not host memory (a GPU build).
 /// Collective.
-void check_memory_fits(const Communicator& comm, std::int64_t peak_bytes, const std::string& what,
-                       const std::string& where);
+/// `what` names the program in the message ("the model (...) on mesh batch:2").
+void check_memory_fits(const Communicator& comm, std::int64_t peak_bytes, const std::string& what);
 
 /// "1.50 GiB"
 std::string format_bytes(double bytes);

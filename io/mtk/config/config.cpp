@@ -16,6 +16,15 @@ namespace mtk {
 struct Config::Impl {
   YAML::Node root;
   std::string origin;
+  std::vector<std::string> overridden;  // keys apply_override() set
+
+  // Where the value at `key` came from, for messages: "cfg.yaml" or "cfg.yaml with --set k=v".
+  std::string from(const std::string& key) const {
+    for (auto it = overridden.rbegin(); it != overridden.rend(); ++it)
+      if (key == *it || key.rfind(*it + ".", 0) == 0)
+        return origin + " with --set " + *it;
+    return origin;
+  }
 };
 
 namespace {
@@ -95,8 +104,6 @@ Config Config::from_file(const std::string& path) {
     fail(where, cat("cannot read the config file '", path, "': ", std::strerror(errno)));
   if (S_ISDIR(st.st_mode))
     fail(where, cat("the config file '", path, "' is a directory; pass a YAML file"));
-  if (!S_ISREG(st.st_mode))
-    fail(where, cat("the config file '", path, "' is not a regular file"));
   return from_string(read_whole_file(path, where), path);
 }
 
@@ -106,16 +113,16 @@ bool Config::has(const std::string& key) const {
 }
 
 std::string Config::get_string(const std::string& key) const {
-  return convert<std::string>(find(impl_->root, key), impl_->origin, key, "a string");
+  return convert<std::string>(find(impl_->root, key), impl_->from(key), key, "a string");
 }
 std::int64_t Config::get_int(const std::string& key) const {
-  return convert<std::int64_t>(find(impl_->root, key), impl_->origin, key, "an integer");
+  return convert<std::int64_t>(find(impl_->root, key), impl_->from(key), key, "an integer");
 }
 double Config::get_double(const std::string& key) const {
-  return convert<double>(find(impl_->root, key), impl_->origin, key, "a number");
+  return convert<double>(find(impl_->root, key), impl_->from(key), key, "a number");
 }
 bool Config::get_bool(const std::string& key) const {
-  return convert<bool>(find(impl_->root, key), impl_->origin, key, "a boolean");
+  return convert<bool>(find(impl_->root, key), impl_->from(key), key, "a boolean");
 }
 std::string Config::get_string(const std::string& key, const std::string& fallback) const {
   return has(key) ? get_string(key) : fallback;
@@ -154,7 +161,7 @@ std::string scalar_text(const YAML::Node& n) {
 std::int64_t Config::get_int(const std::string& key, std::int64_t fallback, std::int64_t lo,
                              std::int64_t hi) const {
   const std::string range = cat("an integer in [", lo, ", ", hi, "]");
-  const YAML::Node n = present(impl_->root, impl_->origin, key, range.c_str());
+  const YAML::Node n = present(impl_->root, impl_->from(key), key, range.c_str());
   if (!n.IsDefined())
     return fallback;
   std::int64_t v = 0;
@@ -167,13 +174,13 @@ std::int64_t Config::get_int(const std::string& key, std::int64_t fallback, std:
     }
   }
   if (!ok || v < lo || v > hi)
-    fail("mtk::Config", cat(impl_->origin, ": ", key, " = ", scalar_text(n), " is not ", range));
+    fail("mtk::Config", cat(impl_->from(key), ": ", key, " = ", scalar_text(n), " is not ", range));
   return v;
 }
 
 double Config::get_double(const std::string& key, double fallback, double lo, double hi) const {
   const std::string range = cat("a number in [", lo, ", ", hi, "]");
-  const YAML::Node n = present(impl_->root, impl_->origin, key, range.c_str());
+  const YAML::Node n = present(impl_->root, impl_->from(key), key, range.c_str());
   if (!n.IsDefined())
     return fallback;
   double v = 0;
@@ -186,12 +193,12 @@ double Config::get_double(const std::string& key, double fallback, double lo, do
     }
   }
   if (!ok || !(v >= lo && v <= hi))  // NaN fails too
-    fail("mtk::Config", cat(impl_->origin, ": ", key, " = ", scalar_text(n), " is not ", range));
+    fail("mtk::Config", cat(impl_->from(key), ": ", key, " = ", scalar_text(n), " is not ", range));
   return v;
 }
 
 bool Config::get_bool_checked(const std::string& key, bool fallback) const {
-  const YAML::Node n = present(impl_->root, impl_->origin, key, "true or false");
+  const YAML::Node n = present(impl_->root, impl_->from(key), key, "true or false");
   if (!n.IsDefined())
     return fallback;
   try {
@@ -200,7 +207,7 @@ bool Config::get_bool_checked(const std::string& key, bool fallback) const {
   } catch (const YAML::Exception&) {
   }
   fail("mtk::Config",
-       cat(impl_->origin, ": ", key, " = ", scalar_text(n), " is not true or false"));
+       cat(impl_->from(key), ": ", key, " = ", scalar_text(n), " is not true or false"));
 }
 
 std::string Config::get_string(const std::string& key, const std::string& fallback,
@@ -209,22 +216,22 @@ std::string Config::get_string(const std::string& key, const std::string& fallba
   for (const auto& a : allowed)
     list += (list.empty() ? "" : ", ") + a;
   const std::string expected = allowed.empty() ? "a non-empty string" : "one of " + list;
-  const YAML::Node n = present(impl_->root, impl_->origin, key, expected.c_str());
+  const YAML::Node n = present(impl_->root, impl_->from(key), key, expected.c_str());
   if (!n.IsDefined())
     return fallback;
   const std::string v = n.IsScalar() ? n.Scalar() : "";
   if (!n.IsScalar() || v.empty() ||
       (!allowed.empty() && std::find(allowed.begin(), allowed.end(), v) == allowed.end()))
     fail("mtk::Config",
-         cat(impl_->origin, ": ", key, " = '", scalar_text(n), "' is not ", expected));
+         cat(impl_->from(key), ": ", key, " = '", scalar_text(n), "' is not ", expected));
   return v;
 }
 
 void Config::require_section(const std::string& key) const {
   const YAML::Node n = find(impl_->root, key);
   if (n.IsDefined() && !n.IsNull() && !n.IsMap())
-    fail("mtk::Config", cat(impl_->origin, ": '", key, "' must be a section (a map of keys), not ",
-                            scalar_text(n)));
+    fail("mtk::Config", cat(impl_->from(key), ": '", key,
+                            "' must be a section (a map of keys), not ", scalar_text(n)));
 }
 
 std::vector<std::string> Config::keys(const std::string& key) const {
@@ -308,6 +315,7 @@ void Config::apply_override(const std::string& assignment) {
                     key == "mesh" || key == "layout" ? cat(", or use --", key) : std::string()));
   }
   set(key, value);
+  impl_->overridden.push_back(key);
 }
 
 std::string Config::dump() const {

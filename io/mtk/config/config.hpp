@@ -15,7 +15,8 @@ namespace mtk {
 /// and the key.
 class Config {
  public:
-  /// Reads a YAML file; a missing file, a directory or an unreadable file is an error naming it.
+  /// Reads a YAML file (or a pipe); a missing or unreadable path or a directory is an error naming
+  /// it.
   static Config from_file(const std::string& path);
   static Config from_string(const std::string& text, const std::string& origin = "<string>");
 
