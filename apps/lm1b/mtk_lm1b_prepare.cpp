@@ -325,8 +325,8 @@ void run(const Options& o, const Communicator& comm) {
   collective_step(comm, [&] {
     corpus = Lm1bCorpus::find(o.data, o.training_shards);
     if (root) {
-      make_directories((fs::path(o.out) / "train").string(), "mtk-lm1b prepare");
-      make_directories((fs::path(o.out) / "heldout").string(), "mtk-lm1b prepare");
+      make_directories((fs::path(o.out) / "train").string(), "mtk::make_directories");
+      make_directories((fs::path(o.out) / "heldout").string(), "mtk::make_directories");
       // The manifest marks a finished run: it goes until this one finishes.
       fs::remove(fs::path(o.out) / "manifest.txt");
     }

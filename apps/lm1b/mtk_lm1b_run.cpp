@@ -420,7 +420,8 @@ int train_main(const std::vector<std::string>& args) {
   if (stop_requested(mesh.comm())) {
     say("mtk-lm1b train: stop requested (signal %d) during start-up, before step %lld ran; "
         "nothing new was saved (exit %d)\n",
-        stop_signal_number(), static_cast<long long>(step + 1), kExitStoppedBeforeStart);
+        mesh.comm().max(stop_signal_number()), static_cast<long long>(step + 1),
+        kExitStoppedBeforeStart);
     return kExitStoppedBeforeStart;
   }
   auto save = [&]() {
@@ -469,8 +470,9 @@ int train_main(const std::vector<std::string>& args) {
       last_saved = step;
     }
     if (stop_requested(mesh.comm())) {
-      say("  stop requested (signal %d): saving at step %lld\n", stop_signal_number(),
-          static_cast<long long>(step));
+      // The signal one rank received, which every rank reports.
+      say("  stop requested (signal %d): saving at step %lld\n",
+          mesh.comm().max(stop_signal_number()), static_cast<long long>(step));
       if (last_saved != step)
         save();
       return mtk::kExitStoppedResumable;
