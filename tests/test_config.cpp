@@ -48,3 +48,92 @@ TEST(Config, BadInputNamesTheKeyAndOrigin) {
   EXPECT_THROW(Config::from_file("/nonexistent/mtk.yaml"), Error);
   EXPECT_THROW(c.apply_override("novalue"), Error);
 }
+
+namespace {
+
+// The message of the mtk::Error `fn` throws ("" when it throws none).
+template <class F>
+std::string error_of(F&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST(Config, CheckedSettingsNameKeyValueAndRange) {
+  auto c = Config::from_string(
+      "train: {steps: -5, log_every: 0, seed: 1.5, lr: 2.0, name: x, flag: maybe}\n"
+      "checkpoint: {every: 0, keep: 4294967297, none: }\n",
+      "run.yaml");
+  auto steps = error_of([&] { c.get_int("train.steps", 10, 1, 1000); });
+  EXPECT_TRUE(contains(steps, "run.yaml: train.steps = -5 is not an integer in [1, 1000]"))
+      << steps;
+  EXPECT_TRUE(contains(error_of([&] { c.get_int("train.log_every", 10, 1, 1000); }),
+                       "train.log_every = 0"));
+  EXPECT_TRUE(contains(error_of([&] { c.get_int("checkpoint.every", 10, 1, 1000); }),
+                       "checkpoint.every = 0 is not an integer in [1, 1000]"));
+  // No silent truncation: 2^32 + 1 is out of range, not 1.
+  auto keep = error_of([&] { c.get_int("checkpoint.keep", 3, 1, 1000000); });
+  EXPECT_TRUE(contains(keep, "checkpoint.keep = 4294967297 is not an integer in [1, 1000000]"))
+      << keep;
+  EXPECT_TRUE(contains(error_of([&] { c.get_int("train.seed", 1, 0, 100); }),
+                       "train.seed = 1.5 is not an integer"));
+  EXPECT_TRUE(contains(error_of([&] { c.get_double("train.lr", 0.1, 0.0, 1.0); }),
+                       "train.lr = 2.0 is not a number in [0, 1]"));
+  EXPECT_TRUE(contains(error_of([&] { c.get_bool_checked("train.flag", false); }),
+                       "train.flag = maybe is not true or false"));
+  EXPECT_TRUE(contains(error_of([&] {
+                         c.get_string("train.name", "a", {"a", "b"});
+                       }),
+                       "train.name = 'x' is not one of a, b"));
+  // A key written without a value is not the default.
+  EXPECT_TRUE(contains(error_of([&] { c.get_int("checkpoint.none", 3, 1, 10); }),
+                       "key 'checkpoint.none' has no value"));
+  // Absent keys give the fallback; good values pass.
+  EXPECT_EQ(c.get_int("train.absent", 7, 1, 10), 7);
+  EXPECT_DOUBLE_EQ(c.get_double("train.lr", 0.1, 0.0, 5.0), 2.0);
+  EXPECT_EQ(c.get_string("train.name", "a", {}), "x");
+}
+
+TEST(Config, OverridesNeedAValueAndKeepSections) {
+  auto c = Config::from_string("train: {steps: 10, seed: 1}\nmesh: {batch: 2}\n", "run.yaml");
+  auto empty = error_of([&] { c.apply_override("train.steps="); });
+  EXPECT_TRUE(contains(empty, "'train.steps=' gives 'train.steps' no value")) << empty;
+  EXPECT_TRUE(contains(error_of([&] { c.apply_override("train.steps=null"); }), "no value"));
+  auto section = error_of([&] { c.apply_override("train=5"); });
+  EXPECT_TRUE(contains(section, "would replace the section 'train' (steps, seed)")) << section;
+  EXPECT_TRUE(contains(error_of([&] { c.apply_override("mesh=batch:2"); }), "use --mesh"));
+  EXPECT_EQ(c.get_int("train.steps"), 10);  // the failed overrides changed nothing
+  // Messages say a value came from the command line.
+  c.apply_override("train.steps=-1");
+  EXPECT_TRUE(contains(error_of([&] { c.get_int("train.steps", 1, 1, 5); }),
+                       "run.yaml with --set train.steps: train.steps = -1"));
+  // A map may replace a map, a quoted empty string is a value, set() may replace a section.
+  c.apply_override("mesh={batch: 4}");
+  EXPECT_EQ(c.mesh_shape().to_string(), "batch:4");
+  c.apply_override("train.name=\"\"");
+  EXPECT_EQ(c.get_string("train.name", "x"), "");
+  c.set("mesh", "\"batch:1\"");
+  EXPECT_EQ(c.mesh_shape().to_string(), "batch:1");
+}
+
+TEST(Config, SectionsAndConfigPaths) {
+  auto c = Config::from_string("train: 5\neval: {a: 1}\n", "run.yaml");
+  EXPECT_TRUE(contains(error_of([&] { c.require_section("train"); }),
+                       "run.yaml: 'train' must be a section (a map of keys), not 5"));
+  EXPECT_NO_THROW(c.require_section("eval"));
+  EXPECT_NO_THROW(c.require_section("absent"));
+  // A directory given as the config file says so (not "key 'data.dir' is missing").
+  auto dir = error_of([] { Config::from_file("/tmp"); });
+  EXPECT_TRUE(contains(dir, "the config file '/tmp' is a directory")) << dir;
+  auto missing = error_of([] { Config::from_file("/nonexistent/mtk.yaml"); });
+  EXPECT_TRUE(contains(missing, "'/nonexistent/mtk.yaml': No such file or directory")) << missing;
+}

@@ -13,6 +13,7 @@
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/parallel/mesh.hpp>
 
+#include "cli.hpp"
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -20,17 +21,29 @@
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: mtk-ckpt info PATH | verify PATH | list PATH\n"
-    "  PATH: a checkpoint directory, a checkpoints/ directory or a run directory\n";
-
-int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
+int run(const mtk::Communicator& world, const std::vector<std::string>& raw_args) {
   const int rank = world.rank(), size = world.size();
-  if (args.size() != 2 || (args[0] != "info" && args[0] != "verify" && args[0] != "list")) {
-    if (rank == 0)
-      std::fprintf(stderr, "%s", kUsage);
-    return 2;
+  CLI::App app{"Inspects and checks MTK checkpoints (docs/checkpoint-format.md).", "mtk-ckpt"};
+  mtk::cli::configure(app);
+  app.require_subcommand(1);
+  app.footer(
+      "PATH: a checkpoint directory (checkpoints/step-000001000), a checkpoints/ directory or a\n"
+      "run directory (then the checkpoint `latest` names). `mtk-ckpt COMMAND --help` for more.");
+  std::string path;
+  const char* about[][2] = {
+      {"info", "Variables, shapes, dims, step, mesh and layout of a checkpoint"},
+      {"verify",
+       "Checks the manifest and slice hashes and the shapes against the metadata "
+       "(exit 1 when bad); `mpiexec -n N` divides the hashing among N ranks"},
+      {"list", "The checkpoints of a run directory, the one `latest` names marked"}};
+  for (const auto& [name, text] : about) {
+    CLI::App* sub = app.add_subcommand(name, text);
+    mtk::cli::configure(*sub, std::string("mtk-ckpt ") + name);
+    sub->add_option("PATH", path, "Checkpoint, checkpoints/ or run directory")->required();
   }
+  if (const int status = mtk::cli::parse(app, raw_args, rank == 0); status >= 0)
+    return status;
+  const std::vector<std::string> args = {app.get_subcommands().at(0)->get_name(), path};
   const std::string& command = args[0];
   if (command == "list") {
     std::string run_dir = args[1];

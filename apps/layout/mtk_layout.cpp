@@ -1,9 +1,9 @@
 // mtk-layout: what a model costs on a mesh under a layout — parameters, per-processor memory,
 // FLOPs and communication per training step — computed by lowering the real training graph for
 // one processor without allocating anything. Runs on one rank for any mesh size.
-//   mtk-layout --model paper_lm:5 --mesh "batch:16;model:32" --layout
-//   "batch:batch;vocab:model;d_ff:model;heads:model" mtk-layout --config
-//   apps/lm1b/configs/demo.yaml [--explain]
+//   mtk-layout --model paper_lm:5 --mesh "batch:16;model:32"
+//              --layout "batch:batch;vocab:model;d_ff:model;heads:model"
+//   mtk-layout --config apps/lm1b/configs/demo.yaml [--explain]
 
 #include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
@@ -13,19 +13,14 @@
 #include <mtk/nn/transformer.hpp>
 #include <mtk/optim/optim.hpp>
 
+#include "cli.hpp"
 #include "layout_commands.hpp"
+
 #include <cstdio>
 #include <string>
 #include <vector>
 
 namespace {
-
-const char* usage =
-    "usage: mtk-layout [--config FILE] [--model paper_lm:N|paper_translation:N] [--mesh M]\n"
-    "                  [--layout L] [--set section.key=value]... [--optimizer adafactor|adam|sgd]\n"
-    "                  [--explain]\n"
-    "       mtk-layout search --help      (which mesh and layout: docs/layout-search.md)\n"
-    "       mtk-layout calibrate --help   (measure this machine for search)\n";
 
 std::string human(double bytes) {
   const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -44,36 +39,36 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
     return mtk::layout_app::run_search(world, {args.begin() + 1, args.end()});
   if (!args.empty() && args[0] == "calibrate")
     return mtk::layout_app::run_calibrate(world, {args.begin() + 1, args.end()});
-  mtk::Config config = mtk::Config::from_string("{}");
-  std::string mesh_text, layout_text, optimizer = "adafactor";
+  std::string config_path, preset, mesh_text, layout_text, optimizer = "adafactor";
   std::vector<std::string> sets;
   bool explain = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto value = [&]() -> std::string {
-      if (i + 1 >= args.size())
-        mtk::fail("mtk-layout", args[i] + " needs a value");
-      return args[++i];
-    };
-    if (args[i] == "--config")
-      config = mtk::Config::from_file(value());
-    else if (args[i] == "--model")
-      sets.push_back("model.preset=" + value());
-    else if (args[i] == "--mesh")
-      mesh_text = value();
-    else if (args[i] == "--layout")
-      layout_text = value();
-    else if (args[i] == "--set")
-      sets.push_back(value());
-    else if (args[i] == "--optimizer")
-      optimizer = value();
-    else if (args[i] == "--explain")
-      explain = true;
-    else if (args[i] == "--help") {
-      std::printf("%s", usage);
-      return 0;
-    } else
-      mtk::fail("mtk-layout", "unknown option '" + args[i] + "'\n" + usage);
-  }
+  CLI::App app{
+      "What a model costs on a mesh under a layout: parameters, memory, FLOPs and\n"
+      "communication per processor and training step, from the real training graph\n"
+      "lowered for one processor without allocating anything. Runs on one rank.",
+      "mtk-layout"};
+  mtk::cli::configure(app);
+  app.add_option("--config", config_path, "A YAML config (its model, mesh and layout sections)")
+      ->type_name("FILE");
+  app.add_option("--model", preset, "A preset: paper_lm:-1..5 or paper_translation:-1..4")
+      ->type_name("PRESET");
+  app.add_option("--mesh", mesh_text, "The mesh, e.g. \"batch:16;model:32\"")->type_name("M");
+  app.add_option("--layout", layout_text, "The layout, e.g. \"batch:batch;d_ff:model\"")
+      ->type_name("L");
+  app.add_option("--set", sets, "Overrides one setting (repeatable), e.g. model.d_model=512")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false)
+      ->take_all();
+  app.add_option("--optimizer", optimizer, "adafactor | adam | sgd (adafactor)")
+      ->type_name("NAME")
+      ->check(CLI::IsMember({"adafactor", "adam", "sgd"}));
+  app.add_flag("--explain", explain, "Also prints every variable's layout and every collective");
+  if (const int status = mtk::cli::parse(app, args, true); status >= 0)
+    return status;
+  mtk::Config config =
+      config_path.empty() ? mtk::Config::from_string("{}") : mtk::Config::from_file(config_path);
+  if (!preset.empty())
+    sets.insert(sets.begin(), "model.preset=" + preset);
   for (const auto& s : sets)
     config.apply_override(s);
   if (!mesh_text.empty())

@@ -8,11 +8,11 @@
 #include <mtk/metrics/metrics.hpp>
 #include <mtk/parallel/communicator.hpp>
 
+#include "cli.hpp"
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -23,30 +23,14 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-const char* const kUsage =
-    "usage: mtk-lm1b prepare --data CORPUS --out DIR [options]\n"
-    "\n"
+const char* const kDescription =
     "Trains a SentencePiece vocabulary on a sample of CORPUS's training text and encodes the\n"
     "training shards and held-out shard 00000 into token shards under DIR (docs/lm1b.md).\n"
     "CORPUS has the LM1B layout: training-monolingual.tokenized.shuffled/news.en-000NN-of-00100\n"
-    "and heldout-monolingual.tokenized.shuffled/news.en.heldout-00000-of-00050.\n"
-    "\n"
-    "  --data CORPUS          the corpus folder "
-    "(1-billion-word-language-modeling-benchmark-r13output)\n"
-    "  --out DIR              output folder (created; shared by all ranks)\n"
-    "  --vocab-size N         vocabulary size, reserved ids and byte pieces included (32000)\n"
-    "  --model-type T         unigram | bpe | word | char (unigram)\n"
-    "  --sample-lines N       training lines the vocabulary is trained on, at most (1000000)\n"
-    "  --max-line-bytes N     longer lines are skipped and counted (4096)\n"
-    "  --training-shards N    require and use training shards 00001..N (default: all present,\n"
-    "                         which must be 00001..000NN without a gap)\n"
-    "  --threads N            SentencePiece trainer threads; the vocabulary depends on it (1)\n"
-    "  --seed N               SentencePiece trainer seed (1)\n"
-    "  --strict               a line that would be skipped is an error instead\n"
-    "  --force                retrain the vocabulary and re-encode every shard\n"
-    "\n"
+    "and heldout-monolingual.tokenized.shuffled/news.en.heldout-00000-of-00050.";
+const char* const kFooter =
     "Run it on any number of MPI ranks: rank 0 trains the vocabulary, then the shards are dealt\n"
-    "round-robin over the ranks. A re-run reuses the vocabulary and every finished shard.\n";
+    "round-robin over the ranks. A re-run reuses the vocabulary and every finished shard.";
 
 struct Options {
   std::string data, out;
@@ -57,85 +41,51 @@ struct Options {
   int training_shards = 0;
   int threads = 1;
   unsigned seed = 1;
-  bool strict = false, force = false, help = false;
+  bool strict = false, force = false;
 };
 
-class UsageError : public Error {
- public:
-  using Error::Error;
-};
-
-std::int64_t parse_int(const std::string& flag, const std::string& value, std::int64_t lo,
-                       std::int64_t hi) {
-  std::size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != value.size() || value.empty() || v < lo || v > hi)
-    throw UsageError(cat("mtk-lm1b prepare: ", flag, " '", value, "' is not an integer in [", lo,
-                         ", ", hi, "]"));
-  return v;
-}
-
-Options parse(const std::vector<std::string>& args) {
-  Options o;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i], value;
-    bool has_value = false;
-    if (const auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      has_value = true;
-    }
-    auto take = [&]() -> std::string {
-      if (has_value)
-        return value;
-      if (i + 1 >= args.size())
-        throw UsageError(cat("mtk-lm1b prepare: ", flag, " needs a value"));
-      return args[++i];
-    };
-    if (flag == "--help" || flag == "-h") {
-      o.help = true;
-    } else if (flag == "--data") {
-      o.data = take();
-    } else if (flag == "--out") {
-      o.out = take();
-    } else if (flag == "--vocab-size") {
-      o.vocab_size = static_cast<int>(parse_int(flag, take(), 8, 1 << 24));
-    } else if (flag == "--model-type") {
-      o.model_type = take();
-    } else if (flag == "--sample-lines") {
-      o.sample_lines = parse_int(flag, take(), 1, std::int64_t{1} << 40);
-    } else if (flag == "--max-line-bytes") {
-      o.max_line_bytes = parse_int(flag, take(), 1, std::int64_t{1} << 30);
-    } else if (flag == "--training-shards") {
-      o.training_shards = static_cast<int>(parse_int(flag, take(), 1, Lm1bCorpus::kTrainingShards));
-    } else if (flag == "--threads") {
-      o.threads = static_cast<int>(parse_int(flag, take(), 1, 1024));
-    } else if (flag == "--seed") {
-      o.seed = static_cast<unsigned>(parse_int(flag, take(), 0, 0xFFFFFFFEll));
-    } else if (flag == "--strict") {
-      o.strict = true;
-    } else if (flag == "--force") {
-      o.force = true;
-    } else {
-      throw UsageError(cat("mtk-lm1b prepare: unknown argument '", args[i], "'"));
-    }
-  }
-  if (o.help)
-    return o;
-  if (o.data.empty())
-    throw UsageError("mtk-lm1b prepare: --data CORPUS is required");
-  if (o.out.empty())
-    throw UsageError("mtk-lm1b prepare: --out DIR is required");
-  if (o.model_type != "unigram" && o.model_type != "bpe" && o.model_type != "word" &&
-      o.model_type != "char")
-    throw UsageError(cat("mtk-lm1b prepare: --model-type '", o.model_type,
-                         "' is not unigram, bpe, word or char"));
-  return o;
+// -1 to go on, else the exit status (0 after --help/--version, 2 after a usage error).
+int parse(Options& o, const std::vector<std::string>& args, bool print) {
+  CLI::App app{kDescription, "mtk-lm1b prepare"};
+  cli::configure(app);
+  app.footer(kFooter);
+  app.add_option("--data", o.data,
+                 "The corpus folder (1-billion-word-language-modeling-benchmark-r13output)")
+      ->required()
+      ->type_name("CORPUS");
+  app.add_option("--out", o.out, "Output folder (created; shared by all ranks)")
+      ->required()
+      ->type_name("DIR");
+  app.add_option("--vocab-size", o.vocab_size,
+                 "Vocabulary size, reserved ids and byte pieces included (32000)")
+      ->type_name("N")
+      ->check(cli::integer_in(8, 1 << 24));
+  app.add_option("--model-type", o.model_type, "unigram | bpe | word | char (unigram)")
+      ->type_name("T")
+      ->check(CLI::IsMember({"unigram", "bpe", "word", "char"}));
+  app.add_option("--sample-lines", o.sample_lines,
+                 "Training lines the vocabulary is trained on, at most (1000000)")
+      ->type_name("N")
+      ->check(cli::integer_in(1, std::int64_t{1} << 40));
+  app.add_option("--max-line-bytes", o.max_line_bytes,
+                 "Longer lines are skipped and counted (4096)")
+      ->type_name("N")
+      ->check(cli::integer_in(1, std::int64_t{1} << 30));
+  app.add_option("--training-shards", o.training_shards,
+                 "Require and use training shards 00001..N (default: all present, which must be "
+                 "00001..000NN without a gap)")
+      ->type_name("N")
+      ->check(cli::integer_in(1, Lm1bCorpus::kTrainingShards));
+  app.add_option("--threads", o.threads,
+                 "SentencePiece trainer threads; the vocabulary depends on it (1)")
+      ->type_name("N")
+      ->check(cli::integer_in(1, 1024));
+  app.add_option("--seed", o.seed, "SentencePiece trainer seed (1)")
+      ->type_name("N")
+      ->check(cli::integer_in(0, 0xFFFFFFFEll));
+  app.add_flag("--strict", o.strict, "A line that would be skipped is an error instead");
+  app.add_flag("--force", o.force, "Retrain the vocabulary and re-encode every shard");
+  return cli::parse(app, args, print);
 }
 
 // Runs `fn` (work that may differ between ranks), then agrees on failure: if any rank failed,
@@ -331,7 +281,7 @@ VocabStep prepare_vocabulary(const Options& o, const Lm1bCorpus& corpus, const C
     fs::remove(settings_path);
     vocab.save(vocab_path);
     vocab.save_pieces((fs::path(o.out) / "vocab.pieces").string());
-    std::ofstream(settings_path) << settings;
+    write_file_atomically(settings_path, settings, "mtk-lm1b prepare");
     model_bytes = vocab.serialized();
     v.trained = true;
     say(cat("prepare: vocabulary: ", vocab.size(), " pieces in ", seconds_text(seconds_since(t0)),
@@ -375,8 +325,8 @@ void run(const Options& o, const Communicator& comm) {
   collective_step(comm, [&] {
     corpus = Lm1bCorpus::find(o.data, o.training_shards);
     if (root) {
-      make_directories((fs::path(o.out) / "train").string(), "mtk-lm1b prepare");
-      make_directories((fs::path(o.out) / "heldout").string(), "mtk-lm1b prepare");
+      make_directories((fs::path(o.out) / "train").string(), "mtk::make_directories");
+      make_directories((fs::path(o.out) / "heldout").string(), "mtk::make_directories");
       // The manifest marks a finished run: it goes until this one finishes.
       fs::remove(fs::path(o.out) / "manifest.txt");
     }
@@ -487,18 +437,9 @@ int prepare_main(const std::vector<std::string>& args) {
   const Communicator world = Communicator::world();
   const int rank = world.rank();
   Options options;
-  try {
-    options = parse(args);  // the same on every rank: no agreement needed
-  } catch (const UsageError& e) {
-    if (rank == 0)
-      std::fprintf(stderr, "%s\n(`mtk-lm1b prepare --help` lists the options)\n", e.what());
-    return 2;
-  }
-  if (options.help) {
-    if (rank == 0)
-      std::fprintf(stdout, "%s", kUsage);
-    return 0;
-  }
+  // The same on every rank: no agreement needed.
+  if (const int status = parse(options, args, rank == 0); status >= 0)
+    return status;
   try {
     run(options, world);
   } catch (const std::exception& e) {

@@ -5,6 +5,7 @@
 #include "mtk_lm1b_run.hpp"
 
 #include <mtk/app/exit_status.hpp>
+#include <mtk/app/memory_budget.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/config/config.hpp>
@@ -20,10 +21,11 @@
 #include <mtk/optim/optim.hpp>
 #include <mtk/signals/stop_signals.hpp>
 
+#include "cli.hpp"
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <random>
@@ -45,86 +47,141 @@ void say(const char* fmt, Args... args) {
   }
 }
 
-const char* kUsage =
-    "usage: mtk-lm1b train  --config FILE [--mesh M] [--layout L] [--set section.key=value]...\n"
-    "                       [--run-dir DIR] [--restore CHECKPOINT]\n"
-    "       mtk-lm1b eval   --config FILE [--run-dir DIR | --restore CHECKPOINT] [--logit-scale "
-    "S]\n"
-    "                       [--mesh M] [--layout L] [--set section.key=value]...\n"
-    "       mtk-lm1b sample --config FILE [--run-dir DIR | --restore CHECKPOINT] --prompt TEXT\n"
-    "                       [--tokens N] [--temperature T] [--seed S]\n";
+constexpr std::int64_t kMaxSteps = 1000000000000;  // 10^12: a bound no real run reaches
 
-// Command line shared by the three commands.
+// The command line of train, eval and sample (each accepts the options that apply to it).
 struct Options {
   Config config = Config::from_string("{}");
-  std::string run_dir, restore, prompt;
+  std::string config_path, mesh, layout, run_dir, restore, prompt;
+  std::vector<std::string> sets;
   double logit_scale = -1;
   int tokens = 40;
   double temperature = 0.0;
   std::uint64_t seed = 1;
+  bool print_config = false, dry_run = false;
 };
 
-Options parse(const std::vector<std::string>& args, const char* command) {
-  Options o;
-  std::vector<std::string> sets;
-  std::string config_path, mesh, layout;
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto value = [&]() -> std::string {
-      if (i + 1 >= args.size())
-        fail(std::string("mtk-lm1b ") + command, args[i] + " needs a value\n" + kUsage);
-      return args[++i];
-    };
-    const std::string& a = args[i];
-    if (a == "--config")
-      config_path = value();
-    else if (a == "--mesh")
-      mesh = value();
-    else if (a == "--layout")
-      layout = value();
-    else if (a == "--set")
-      sets.push_back(value());
-    else if (a == "--run-dir")
-      o.run_dir = value();
-    else if (a == "--restore")
-      o.restore = value();
-    else if (a == "--logit-scale")
-      o.logit_scale = std::stod(value());
-    else if (a == "--prompt")
-      o.prompt = value();
-    else if (a == "--tokens")
-      o.tokens = std::stoi(value());
-    else if (a == "--temperature")
-      o.temperature = std::stod(value());
-    else if (a == "--seed")
-      o.seed = std::stoull(value());
-    else
-      fail(std::string("mtk-lm1b ") + command, "unknown option '" + a + "'\n" + kUsage);
+// Parses the command line of `command`; -1 to go on, else the exit status (0 after --help or
+// --version, 2 after a usage error). The same on every rank: no agreement needed.
+int parse_command_line(Options& o, const std::vector<std::string>& args,
+                       const std::string& command) {
+  const char* what = command == "train"  ? "Trains the Transformer language model on data "
+                                           "prepared by `mtk-lm1b prepare`."
+                     : command == "eval" ? "Evaluates a checkpoint on the held-out shard: "
+                                           "perplexity per token and per word."
+                                         : "Generates text from a checkpoint.";
+  CLI::App app{what, "mtk-lm1b " + command};
+  cli::configure(app);
+  app.add_option("--config", o.config_path, "The YAML config (apps/lm1b/configs/*.yaml)")
+      ->required()
+      ->type_name("FILE");
+  app.add_option("--mesh", o.mesh, "Overrides `mesh`, e.g. \"batch:2;model:2\"")->type_name("M");
+  app.add_option("--layout", o.layout, "Overrides `layout`, e.g. \"batch:batch;vocab:model\"")
+      ->type_name("L");
+  app.add_option("--set", o.sets, "Overrides one setting (repeatable), e.g. train.steps=100")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false)
+      ->take_all();
+  app.add_option("--run-dir", o.run_dir,
+                 "The run directory: config.resolved.yaml, metrics.jsonl, checkpoints/ "
+                 "(default: train.run_dir, else \"run\")")
+      ->type_name("DIR");
+  app.add_option("--restore", o.restore,
+                 command == "train" ? "Starts from this checkpoint instead of the run's newest"
+                                    : "The checkpoint to use instead of the run's newest")
+      ->type_name("CHECKPOINT");
+  if (command == "train" || command == "eval") {
+    app.add_flag("--print-config", o.print_config,
+                 "Prints the resolved config (file, --set, --mesh, --layout) as YAML and exits");
+    app.add_flag(
+        "--dry-run", o.dry_run,
+        "Checks config, data, rank count and memory, builds the program, prints its "
+        "cost per rank, and exits without " +
+            std::string(command == "train" ? "training or writing anything" : "evaluating"));
   }
-  if (config_path.empty())
-    fail(std::string("mtk-lm1b ") + command, std::string("--config is required\n") + kUsage);
-  o.config = Config::from_file(config_path);
-  for (const auto& s : sets)
+  if (command == "eval")
+    app.add_option("--logit-scale", o.logit_scale,
+                   "Multiplies the logits (default: eval.logit_scale, else 1)")
+        ->type_name("S")
+        ->check(cli::positive_number());
+  if (command == "sample") {
+    app.add_option("--prompt", o.prompt, "The text to continue")->type_name("TEXT");
+    app.add_option("--tokens", o.tokens, "Tokens to generate, at most (40)")
+        ->type_name("N")
+        ->check(cli::integer_in(1, 1000000));
+    app.add_option("--temperature", o.temperature, "0: the most likely token (0)")
+        ->type_name("T")
+        ->check(cli::non_negative_number());
+    app.add_option("--seed", o.seed, "Sampling seed (1)")->type_name("S");
+  }
+  return cli::parse(app, args, world_rank() == 0);
+}
+
+// The config file with the command line's overrides applied.
+void load_config(Options& o) {
+  o.config = Config::from_file(o.config_path);
+  for (const auto& s : o.sets)
     o.config.apply_override(s);
-  if (!mesh.empty())
-    o.config.set("mesh", "\"" + mesh + "\"");
-  if (!layout.empty())
-    o.config.set("layout", "\"" + layout + "\"");
+  if (!o.mesh.empty())
+    o.config.set("mesh", "\"" + o.mesh + "\"");
+  if (!o.layout.empty())
+    o.config.set("layout", "\"" + o.layout + "\"");
   if (o.run_dir.empty())
-    o.run_dir = o.config.get_string("train.run_dir", "run");
-  // Every section's keys are checked, so a typo is an error, not a silent default.
-  for (const auto& top : o.config.keys())
+    o.run_dir = o.config.get_string("train.run_dir", "run", {});
+}
+
+// Every setting outside `model` (model_config.cpp checks that one), type- and range-checked
+// where it is read, so that a typo or a bad value fails before anything runs.
+struct Settings {
+  std::int64_t steps = 1000, log_every = 10, checkpoint_every = 1000, eval_max_batches = 0;
+  int checkpoint_keep = 3;
+  std::uint64_t seed = 1;
+  double eval_logit_scale = 1.0;
+  std::string optimizer = "adafactor";
+  optim::LearningRateSchedule lr;
+};
+
+Settings read_settings(const Config& c) {
+  for (const auto& top : c.keys())
     if (top != "mesh" && top != "layout" && top != "model" && top != "train" && top != "data" &&
         top != "checkpoint" && top != "eval")
-      fail("mtk-lm1b", cat(o.config.origin(), ": unknown section '", top,
+      fail("mtk-lm1b", cat(c.origin(), ": unknown section '", top,
                            "' (known: mesh, layout, model, train, data, checkpoint, eval)"));
+  for (const char* section :
+       {"model", "train", "train.learning_rate", "data", "checkpoint", "eval"})
+    c.require_section(section);
   reject_unknown_keys(
-      o.config, "train",
+      c, "train",
       {"steps", "seed", "optimizer", "log_every", "run_dir", "learning_rate.schedule",
        "learning_rate.value", "learning_rate.warmup_steps", "learning_rate.total_steps"});
-  reject_unknown_keys(o.config, "data", {"dir"});
-  reject_unknown_keys(o.config, "checkpoint", {"every", "keep"});
-  reject_unknown_keys(o.config, "eval", {"logit_scale", "max_batches"});
-  return o;
+  reject_unknown_keys(c, "data", {"dir"});
+  reject_unknown_keys(c, "checkpoint", {"every", "keep"});
+  reject_unknown_keys(c, "eval", {"logit_scale", "max_batches"});
+  Settings s;
+  s.steps = c.get_int("train.steps", s.steps, 1, kMaxSteps);
+  s.seed = static_cast<std::uint64_t>(
+      c.get_int("train.seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
+  s.log_every = c.get_int("train.log_every", s.log_every, 1, kMaxSteps);
+  s.checkpoint_every = c.get_int("checkpoint.every", s.checkpoint_every, 1, kMaxSteps);
+  s.checkpoint_keep = static_cast<int>(c.get_int("checkpoint.keep", s.checkpoint_keep, 1, 1000000));
+  s.eval_logit_scale = c.get_double("eval.logit_scale", s.eval_logit_scale, 1e-6, 1e6);
+  s.eval_max_batches = c.get_int("eval.max_batches", 0, 0, kMaxSteps);
+  s.optimizer = c.get_string("train.optimizer", s.optimizer, {"adafactor", "adam", "sgd"});
+  c.get_string("train.run_dir", "run", {});
+  c.get_string("data.dir", "data", {});
+  const std::string kind =
+      c.get_string("train.learning_rate.schedule", "rsqrt_decay",
+                   {"constant", "rsqrt_decay", "linear_decay", "adafactor_relative"});
+  using Kind = optim::LearningRateSchedule::Kind;
+  s.lr.kind = kind == "constant"       ? Kind::constant
+              : kind == "rsqrt_decay"  ? Kind::rsqrt_decay
+              : kind == "linear_decay" ? Kind::linear_decay
+                                       : Kind::adafactor_relative;
+  s.lr.value = c.get_double("train.learning_rate.value", 0.01, 0.0, 1e6);
+  s.lr.warmup_steps = c.get_double("train.learning_rate.warmup_steps", 10000, 0.0, 1e15);
+  s.lr.total_steps =
+      c.get_double("train.learning_rate.total_steps", static_cast<double>(s.steps), 1.0, 1e15);
+  return s;
 }
 
 // What every command needs: data, vocabulary, model config, mesh and layout.
@@ -139,7 +196,11 @@ struct Setup {
 
 Setup setup(const Options& o, int ranks) {
   Setup s;
-  const std::string dir = o.config.get_string("data.dir");
+  const std::string dir = o.config.get_string("data.dir", "", {});
+  if (dir.empty())
+    fail("mtk-lm1b", cat(o.config.origin(),
+                         ": data.dir is missing: give the folder `mtk-lm1b "
+                         "prepare --out` wrote"));
   s.data = Lm1bPrepared::open(dir);
   s.vocab = Vocab::load(s.data.vocab_model);
   Config cfg = o.config;
@@ -155,6 +216,11 @@ Setup setup(const Options& o, int ranks) {
          cat(o.config.origin(), ": model.num_encoder_layers must be 0 for a language model"));
   s.mesh_shape = o.config.has("mesh") ? o.config.mesh_shape()
                                       : MeshShape::parse("batch:" + std::to_string(ranks));
+  // Checked here, where every rank agrees, rather than by Mesh (which aborts the job).
+  if (s.mesh_shape.num_processors() != ranks)
+    fail("mtk-lm1b", cat("mesh ", s.mesh_shape.to_string(), " has ", s.mesh_shape.num_processors(),
+                         " processors but the job has ", ranks, " ranks; run with mpiexec -n ",
+                         s.mesh_shape.num_processors(), " or change the mesh (--mesh)"));
   s.rules = o.config.layout_rules();
   s.batch_options.global_batch = s.model.batch;
   return s;
@@ -179,35 +245,12 @@ std::map<int, HostTensor> local_feeds(const nn::ModelGraph& m, const LmBatch& b)
           {m.positions.id(), HostTensor::ints(s, b.positions)}};
 }
 
-optim::LearningRateSchedule schedule_from(const Config& c, std::int64_t steps) {
-  optim::LearningRateSchedule lr;
-  const std::string kind = c.get_string("train.learning_rate.schedule", "rsqrt_decay");
-  if (kind == "constant")
-    lr.kind = optim::LearningRateSchedule::Kind::constant;
-  else if (kind == "rsqrt_decay")
-    lr.kind = optim::LearningRateSchedule::Kind::rsqrt_decay;
-  else if (kind == "linear_decay")
-    lr.kind = optim::LearningRateSchedule::Kind::linear_decay;
-  else if (kind == "adafactor_relative")
-    lr.kind = optim::LearningRateSchedule::Kind::adafactor_relative;
-  else
-    fail("mtk-lm1b", cat(c.origin(), ": train.learning_rate.schedule = '", kind,
-                         "'; use constant, rsqrt_decay, linear_decay or adafactor_relative"));
-  lr.value = c.get_double("train.learning_rate.value", 0.01);
-  lr.warmup_steps = c.get_double("train.learning_rate.warmup_steps", 10000);
-  lr.total_steps = c.get_double("train.learning_rate.total_steps", static_cast<double>(steps));
-  return lr;
-}
-
-std::unique_ptr<optim::Optimizer> optimizer_from(const Config& c) {
-  const std::string name = c.get_string("train.optimizer", "adafactor");
-  if (name == "adafactor")
-    return std::make_unique<optim::Adafactor>();
-  if (name == "adam")
+std::unique_ptr<optim::Optimizer> optimizer_from(const Settings& settings) {
+  if (settings.optimizer == "adam")
     return std::make_unique<optim::Adam>();
-  if (name == "sgd")
+  if (settings.optimizer == "sgd")
     return std::make_unique<optim::Sgd>();
-  fail("mtk-lm1b", cat(c.origin(), ": train.optimizer = '", name, "'; use adafactor, adam or sgd"));
+  return std::make_unique<optim::Adafactor>();
 }
 
 // Restores from --restore, or the newest good checkpoint of the run directory; returns the
@@ -230,16 +273,57 @@ std::string restore_weights(Program& program, const Options& o, const Mesh& mesh
   return "";
 }
 
-// parse() and setup() on every rank, agreeing on failure (bad input fails alike everywhere).
-std::pair<Options, Setup> agreed_setup(const Communicator& world,
-                                       const std::vector<std::string>& args, const char* command) {
-  std::optional<std::pair<Options, Setup>> r;
+// What a command starts from: the command line, the config and its settings, and (unless only
+// the config is wanted) the data, vocabulary, model, mesh and layout.
+struct Start {
+  Options o;
+  Settings settings;
+  Setup s;
+};
+
+// Parses the command line; then, on every rank agreeing on failure (bad input fails alike
+// everywhere), loads and checks the config and sets up. Returns the exit status when the
+// command is done already (--help, --version, a usage error, --print-config), else -1.
+int start(Start& st, const Communicator& world, const std::vector<std::string>& args,
+          const std::string& command) {
+  if (const int status = parse_command_line(st.o, args, command); status >= 0)
+    return status;
   agree_on_failure(world, [&] {
-    Options o = parse(args, command);
-    Setup s = setup(o, world.size());
-    r.emplace(std::move(o), std::move(s));
+    load_config(st.o);
+    st.settings = read_settings(st.o.config);
+    if (!st.o.print_config)
+      st.s = setup(st.o, world.size());
   });
-  return std::move(*r);
+  if (st.o.print_config) {
+    if (world.rank() == 0)
+      std::printf("%s", st.o.config.dump().c_str());
+    return 0;
+  }
+  return -1;
+}
+
+// The program's cost per rank, from a lowering that allocates nothing; a program whose peak
+// memory exceeds this rank's share of its node's memory is refused on every rank before any
+// allocation.
+void check_cost(Graph& g, const Setup& s, const Mesh& mesh) {
+  auto plan = analyze(g, s.mesh_shape, s.rules, mesh.rank());
+  const auto& c = plan->counters();
+  say("  per rank: variables and slots %.1f MiB, peak %.1f MiB, %.3g FLOPs and %.3g MB of "
+      "collectives per step\n",
+      c.variable_bytes / 1048576.0, c.peak_bytes / 1048576.0, c.total_flops(),
+      c.total_comm_bytes() / 1e6);
+  check_memory_fits(
+      mesh.comm(), c.peak_bytes,
+      cat("the model (", s.model.to_string(), ") on mesh ", s.mesh_shape.to_string()));
+}
+
+// Token shards whose header names another vocabulary size than the model's would feed ids the
+// embedding does not have.
+void check_shards_match(const PackedSequences& data, const Setup& s, const std::string& what) {
+  if (data.vocab_size() != s.model.vocab_size)
+    fail("mtk-lm1b", cat("the ", what, " token shards were encoded with a vocabulary of ",
+                         data.vocab_size(), " pieces, but model.vocab_size = ", s.model.vocab_size,
+                         " (", s.data.vocab_model, "); run `mtk-lm1b prepare` again"));
 }
 
 // The training losses of the steps since the last log line, averaged: the loss minimised and its
@@ -267,45 +351,60 @@ struct LossWindow {
 }  // namespace
 
 int train_main(const std::vector<std::string>& args) {
+  // First (app_main did it already for `mtk-lm1b train`): a stop signal during the start-up,
+  // seconds for a big model, is recorded and honoured below instead of killing one rank.
+  install_stop_signal_handlers();
   const Communicator world = Communicator::world();
-  auto [o, s] = agreed_setup(world, args, "train");
-  const std::int64_t steps = o.config.get_int("train.steps", 1000);
-  const std::int64_t log_every = std::max<std::int64_t>(1, o.config.get_int("train.log_every", 10));
-  const std::int64_t ckpt_every = o.config.get_int("checkpoint.every", 1000);
-  const int keep = static_cast<int>(o.config.get_int("checkpoint.keep", 3));
-  const std::uint64_t seed = static_cast<std::uint64_t>(o.config.get_int("train.seed", 1));
+  Start start_state;
+  if (const int status = start(start_state, world, args, "train"); status >= 0)
+    return status;
+  Options& o = start_state.o;
+  Setup& s = start_state.s;
+  const Settings& settings = start_state.settings;
+  const std::int64_t steps = settings.steps;
+  const std::int64_t log_every = settings.log_every;
+  const std::int64_t ckpt_every = settings.checkpoint_every;
+  const int keep = settings.checkpoint_keep;
+  const std::uint64_t seed = settings.seed;
 
   Mesh mesh(s.mesh_shape, world);
-  agree_on_failure(mesh.comm(), [&] {
-    if (mesh.rank() == 0) {
-      make_directories(o.run_dir, "mtk-lm1b train");
-      std::ofstream(o.run_dir + "/config.resolved.yaml") << o.config.dump();
-    }
-  });
-
   Graph g;
   nn::ModelGraph m = nn::build_transformer(g, s.model, true, seed);
-  auto optimizer = optimizer_from(o.config);
-  Tensor lr = optim::minimize(m.loss, *optimizer, schedule_from(o.config, steps));
+  auto optimizer = optimizer_from(settings);
+  Tensor lr = optim::minimize(m.loss, *optimizer, settings.lr);
   say("mtk-lm1b train: %s\n", s.model.to_string().c_str());
   say("  parameters %.2fM (formula %.2fM); mesh %s; layout %s\n", nn::count_parameters(g) / 1e6,
       s.model.analytic_parameter_count() / 1e6, s.mesh_shape.to_string().c_str(),
       s.rules.to_string().c_str());
-  auto program = lower(g, mesh, s.rules);
-  say("  per rank: variables and slots %.1f MiB, peak %.1f MiB, %.3g FLOPs and %.3g MB of "
-      "collectives per step\n",
-      program->counters().variable_bytes / 1048576.0, program->counters().peak_bytes / 1048576.0,
-      program->counters().total_flops(), program->counters().total_comm_bytes() / 1e6);
+  check_cost(g, s, mesh);
 
-  auto train = agree_on_failure(
-      mesh.comm(), [&] { return PackedSequences::open(s.data.training_shards, s.model.length); });
+  auto train = agree_on_failure(mesh.comm(), [&] {
+    auto data = PackedSequences::open(s.data.training_shards, s.model.length);
+    check_shards_match(*data, s, "training");
+    return data;
+  });
   s.batch_options.seed = seed;
-  set_batch_slice(s.batch_options, s.rules, mesh);
+  agree_on_failure(mesh.comm(), [&] { set_batch_slice(s.batch_options, s.rules, mesh); });
   LmBatchStream stream(train, s.batch_options);
   say("  data: %lld sequences of %lld tokens (%s tokens) from %zu shards; %lld steps per epoch\n",
       static_cast<long long>(train->size()), static_cast<long long>(s.model.length),
       format_count(static_cast<double>(train->num_tokens())).c_str(), s.data.training_shards.size(),
       static_cast<long long>(stream.batches_per_epoch()));
+  if (o.dry_run) {
+    say("mtk-lm1b train --dry-run: config, data, %d rank(s) and memory check out; nothing was "
+        "trained or written\n",
+        world.size());
+    return 0;
+  }
+
+  agree_on_failure(mesh.comm(), [&] {
+    if (mesh.rank() == 0) {
+      make_directories(o.run_dir, "mtk::make_directories");
+      write_file_atomically(o.run_dir + "/config.resolved.yaml", o.config.dump(),
+                            "mtk::write_file_atomically");
+    }
+  });
+  auto program = lower(g, mesh, s.rules);
 
   CheckpointManager ckpt(o.run_dir, keep, mesh);
   ckpt.set_logger([](const std::string& msg) { say("%s\n", msg.c_str()); });
@@ -318,7 +417,13 @@ int train_main(const std::vector<std::string>& args) {
       stream.restore(meta.data_position);
     say("  resumed from %s at step %lld\n", restored.c_str(), static_cast<long long>(step));
   }
-  install_stop_signal_handlers();
+  if (stop_requested(mesh.comm())) {
+    say("mtk-lm1b train: stop requested (signal %d) during start-up, before step %lld ran; "
+        "nothing new was saved (exit %d)\n",
+        mesh.comm().max(stop_signal_number()), static_cast<long long>(step + 1),
+        kExitStoppedBeforeStart);
+    return kExitStoppedBeforeStart;
+  }
   auto save = [&]() {
     CheckpointMetadata md;
     md.step = step;
@@ -333,10 +438,12 @@ int train_main(const std::vector<std::string>& args) {
   MetricsWriter metrics;
   std::int64_t run_start = 1;
   const std::string job = batch_job_id();
-  if (world_rank() == 0) {
-    run_start = resume_metrics_log(o.run_dir + "/metrics.jsonl", step).start;
-    metrics = MetricsWriter(o.run_dir + "/metrics.jsonl");
-  }
+  agree_on_failure(mesh.comm(), [&] {
+    if (world_rank() == 0) {
+      run_start = resume_metrics_log(o.run_dir + "/metrics.jsonl", step).start;
+      metrics = MetricsWriter(o.run_dir + "/metrics.jsonl");
+    }
+  });
   ProgressMeter meter(step, steps);
   const std::int64_t first_step = step;
   auto steps_line = [&](const char* what) {
@@ -379,8 +486,9 @@ int train_main(const std::vector<std::string>& args) {
       last_saved = step;
     }
     if (stop_requested(mesh.comm())) {
-      say("  stop requested (signal %d): saving at step %lld\n", stop_signal_number(),
-          static_cast<long long>(step));
+      // The signal one rank received, which every rank reports.
+      say("  stop requested (signal %d): saving at step %lld\n",
+          mesh.comm().max(stop_signal_number()), static_cast<long long>(step));
       if (last_saved != step)
         save();
       steps_line("stopped, resumable");
@@ -395,21 +503,35 @@ int train_main(const std::vector<std::string>& args) {
 
 int eval_main(const std::vector<std::string>& args) {
   const Communicator world = Communicator::world();
-  auto [o, s] = agreed_setup(world, args, "eval");
+  Start start_state;
+  if (const int status = start(start_state, world, args, "eval"); status >= 0)
+    return status;
+  Options& o = start_state.o;
+  Setup& s = start_state.s;
   const double logit_scale =
-      o.logit_scale > 0 ? o.logit_scale : o.config.get_double("eval.logit_scale", 1.0);
-  const std::int64_t max_batches = o.config.get_int("eval.max_batches", 0);
+      o.logit_scale > 0 ? o.logit_scale : start_state.settings.eval_logit_scale;
+  const std::int64_t max_batches = start_state.settings.eval_max_batches;
   Mesh mesh(s.mesh_shape, world);
   Graph g;
   nn::ModelGraph m = nn::build_transformer(g, s.model, false, 1, logit_scale);
+  check_cost(g, s, mesh);
+  auto heldout = agree_on_failure(mesh.comm(), [&] {
+    auto data = PackedSequences::open({s.data.heldout_shard}, s.model.length);
+    check_shards_match(*data, s, "held-out");
+    return data;
+  });
+  s.batch_options.shuffle = false;
+  s.batch_options.repeat = false;
+  agree_on_failure(mesh.comm(), [&] { set_batch_slice(s.batch_options, s.rules, mesh); });
+  if (o.dry_run) {
+    say("mtk-lm1b eval --dry-run: config, data, %d rank(s) and memory check out; nothing was "
+        "evaluated\n",
+        world.size());
+    return 0;
+  }
   auto program = lower(g, mesh, s.rules);
   CheckpointMetadata meta;
   const std::string path = restore_weights(*program, o, mesh, &meta, true);
-  auto heldout = agree_on_failure(
-      mesh.comm(), [&] { return PackedSequences::open({s.data.heldout_shard}, s.model.length); });
-  s.batch_options.shuffle = false;
-  s.batch_options.repeat = false;
-  set_batch_slice(s.batch_options, s.rules, mesh);
   LmBatchStream stream(heldout, s.batch_options);
   double total_loss = 0, total_tokens = 0;
   std::int64_t batches = 0;
@@ -443,30 +565,37 @@ int eval_main(const std::vector<std::string>& args) {
                                     {"complete", std::string(complete ? "yes" : "no")},
                                     {"checkpoint", path}});
   say("%s\n", line.c_str());
-  if (world_rank() == 0) {
-    make_directories(o.run_dir, "mtk-lm1b eval");
-    std::ofstream(o.run_dir + "/eval.jsonl", std::ios::app) << line << "\n";
-    // The same result in the run's metrics stream, beside the training records.
-    MetricsWriter(o.run_dir + "/metrics.jsonl")
-        .write({{"step", meta.step},
-                {"kind", std::string("eval")},
-                {"log_ppl_per_token", log_ppl},
-                {"ppl_per_word", ppl_word},
-                {"logit_scale", logit_scale},
-                {"complete", std::string(complete ? "yes" : "no")},
-                {"checkpoint", path},
-                {"time", utc_timestamp()},
-                {"job", batch_job_id()}});
-  }
+  agree_on_failure(mesh.comm(), [&] {
+    if (world_rank() == 0) {
+      make_directories(o.run_dir, "mtk::make_directories");
+      append_to_file(o.run_dir + "/eval.jsonl", line + "\n", "mtk::append_to_file");
+      // The same result in the run's metrics stream, beside the training records.
+      MetricsWriter(o.run_dir + "/metrics.jsonl")
+          .write({{"step", meta.step},
+                  {"kind", std::string("eval")},
+                  {"log_ppl_per_token", log_ppl},
+                  {"ppl_per_word", ppl_word},
+                  {"logit_scale", logit_scale},
+                  {"complete", std::string(complete ? "yes" : "no")},
+                  {"checkpoint", path},
+                  {"time", utc_timestamp()},
+                  {"job", batch_job_id()}});
+    }
+  });
   return 0;
 }
 
 int sample_main(const std::vector<std::string>& args) {
   const Communicator world = Communicator::world();
-  auto [o, s] = agreed_setup(world, args, "sample");
+  Start start_state;
+  if (const int status = start(start_state, world, args, "sample"); status >= 0)
+    return status;
+  Options& o = start_state.o;
+  Setup& s = start_state.s;
   Mesh mesh(s.mesh_shape, world);
   Graph g;
   nn::ModelGraph m = nn::build_transformer(g, s.model, false);
+  check_cost(g, s, mesh);
   auto program = lower(g, mesh, s.rules);
   restore_weights(*program, o, mesh, nullptr, true);
   const std::int64_t L = s.model.length, B = s.model.batch, V = s.model.vocab_size;

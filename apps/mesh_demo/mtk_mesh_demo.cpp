@@ -9,6 +9,7 @@
 #include <mtk/parallel/layout.hpp>
 #include <mtk/parallel/mesh.hpp>
 
+#include "cli.hpp"
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -17,15 +18,15 @@ namespace {
 
 int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
   std::string mesh_text = "all:" + std::to_string(world.size());
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--mesh" && i + 1 < args.size()) {
-      mesh_text = args[++i];
-    } else if (args[i] == "--help") {
-      if (world.rank() == 0)
-        std::printf("usage: mpiexec -n N mtk-mesh-demo [--mesh \"batch:2;model:2\"]\n");
-      return 0;
-    }
-  }
+  CLI::App app{
+      "Builds a named processor mesh, prints each rank's coordinates and checks two\n"
+      "collectives against their closed forms.",
+      "mtk-mesh-demo"};
+  mtk::cli::configure(app);
+  app.add_option("--mesh", mesh_text, "The mesh, e.g. \"batch:2;model:2\" (default all:RANKS)")
+      ->type_name("M");
+  if (const int status = mtk::cli::parse(app, args, world.rank() == 0); status >= 0)
+    return status;
   const mtk::Mesh mesh(mtk::MeshShape::parse(mesh_text), world);
   if (mesh.rank() == 0)
     std::printf("MTK mesh demo: mesh %s on %d ranks, %s\n", mesh.shape().to_string().c_str(),

@@ -1,6 +1,7 @@
 #include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/parallel/environment.hpp>
+#include <mtk/signals/stop_signals.hpp>
 
 #include <cstdio>
 #include <exception>
@@ -11,6 +12,8 @@ int app_main(int argc, char** argv, const AppOptions& options,
              const std::function<int(const Communicator& world,
                                      const std::vector<std::string>& args)>& run) {
   int status = 1;
+  if (options.stop_signals)
+    install_stop_signal_handlers();  // first: a signal during start-up must not be lost
   {
     Environment env(argc, argv);
     const Communicator world = Communicator::world();

@@ -28,10 +28,16 @@ struct AppOptions {
   /// "<name> (rank r): <error>" and ends the whole job (Communicator::abort) when there are
   /// several ranks: the other ranks may be waiting in a collective.
   bool abort_on_local_error = false;
+  /// Installs the stop-signal handlers (mtk/signals) before anything else, MPI and Kokkos
+  /// start-up included, so that a SIGTERM/SIGUSR1/SIGINT during a long start-up is recorded
+  /// (and acted on once training begins) instead of killing one rank and leaving the others
+  /// waiting in a collective.
+  bool stop_signals = false;
 };
 
-/// Starts MPI and Kokkos (mtk::Environment), runs `run` with a duplicate of MPI_COMM_WORLD and
-/// the arguments after the program name, and returns its exit status. An exception is reported
+/// Installs the stop-signal handlers when `options.stop_signals`, starts MPI and Kokkos
+/// (mtk::Environment), runs `run` with a duplicate of MPI_COMM_WORLD and the arguments after the
+/// program name, and returns its exit status. An exception is reported
 /// as `options` say and gives status 1. Flushes stdout at the end.
 int app_main(
     int argc, char** argv, const AppOptions& options,

@@ -4,14 +4,27 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <fstream>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
 #include <sstream>
+#include <sys/stat.h>
 
 namespace mtk {
 
 struct Config::Impl {
   YAML::Node root;
   std::string origin;
+  std::vector<std::string> overridden;  // keys apply_override() set
+
+  // Where the value at `key` came from, for messages: "cfg.yaml" or "cfg.yaml with --set k=v".
+  std::string from(const std::string& key) const {
+    for (auto it = overridden.rbegin(); it != overridden.rend(); ++it)
+      if (key == *it || key.rfind(*it + ".", 0) == 0)
+        return origin + " with --set " + *it;
+    return origin;
+  }
 };
 
 namespace {
@@ -85,7 +98,13 @@ Config Config::from_string(const std::string& text, const std::string& origin) {
 }
 
 Config Config::from_file(const std::string& path) {
-  return from_string(read_whole_file(path, "mtk::Config::from_file"), path);
+  const char* where = "mtk::Config::from_file";
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    fail(where, cat("cannot read the config file '", path, "': ", std::strerror(errno)));
+  if (S_ISDIR(st.st_mode))
+    fail(where, cat("the config file '", path, "' is a directory; pass a YAML file"));
+  return from_string(read_whole_file(path, where), path);
 }
 
 bool Config::has(const std::string& key) const {
@@ -94,16 +113,16 @@ bool Config::has(const std::string& key) const {
 }
 
 std::string Config::get_string(const std::string& key) const {
-  return convert<std::string>(find(impl_->root, key), impl_->origin, key, "a string");
+  return convert<std::string>(find(impl_->root, key), impl_->from(key), key, "a string");
 }
 std::int64_t Config::get_int(const std::string& key) const {
-  return convert<std::int64_t>(find(impl_->root, key), impl_->origin, key, "an integer");
+  return convert<std::int64_t>(find(impl_->root, key), impl_->from(key), key, "an integer");
 }
 double Config::get_double(const std::string& key) const {
-  return convert<double>(find(impl_->root, key), impl_->origin, key, "a number");
+  return convert<double>(find(impl_->root, key), impl_->from(key), key, "a number");
 }
 bool Config::get_bool(const std::string& key) const {
-  return convert<bool>(find(impl_->root, key), impl_->origin, key, "a boolean");
+  return convert<bool>(find(impl_->root, key), impl_->from(key), key, "a boolean");
 }
 std::string Config::get_string(const std::string& key, const std::string& fallback) const {
   return has(key) ? get_string(key) : fallback;
@@ -116,6 +135,103 @@ double Config::get_double(const std::string& key, double fallback) const {
 }
 bool Config::get_bool(const std::string& key, bool fallback) const {
   return has(key) ? get_bool(key) : fallback;
+}
+
+namespace {
+
+// The node at `key` for a checked getter: undefined when absent; an error when present as null.
+YAML::Node present(const YAML::Node& root, const std::string& origin, const std::string& key,
+                   const char* expected) {
+  YAML::Node n = find(root, key);
+  if (n.IsDefined() && n.IsNull())
+    fail("mtk::Config", cat(origin, ": key '", key, "' has no value; expected ", expected));
+  return n;
+}
+
+std::string scalar_text(const YAML::Node& n) {
+  std::string text = n.IsScalar() ? n.Scalar() : YAML::Dump(n);
+  for (auto& c : text)
+    if (c == '\n')
+      c = ' ';
+  return text;
+}
+
+}  // namespace
+
+std::int64_t Config::get_int(const std::string& key, std::int64_t fallback, std::int64_t lo,
+                             std::int64_t hi) const {
+  const std::string range = cat("an integer in [", lo, ", ", hi, "]");
+  const YAML::Node n = present(impl_->root, impl_->from(key), key, range.c_str());
+  if (!n.IsDefined())
+    return fallback;
+  std::int64_t v = 0;
+  bool ok = n.IsScalar();
+  if (ok) {
+    try {
+      v = n.as<std::int64_t>();
+    } catch (const YAML::Exception&) {
+      ok = false;  // not an integer, or beyond 64 bits
+    }
+  }
+  if (!ok || v < lo || v > hi)
+    fail("mtk::Config", cat(impl_->from(key), ": ", key, " = ", scalar_text(n), " is not ", range));
+  return v;
+}
+
+double Config::get_double(const std::string& key, double fallback, double lo, double hi) const {
+  const std::string range = cat("a number in [", lo, ", ", hi, "]");
+  const YAML::Node n = present(impl_->root, impl_->from(key), key, range.c_str());
+  if (!n.IsDefined())
+    return fallback;
+  double v = 0;
+  bool ok = n.IsScalar();
+  if (ok) {
+    try {
+      v = n.as<double>();
+    } catch (const YAML::Exception&) {
+      ok = false;
+    }
+  }
+  if (!ok || !(v >= lo && v <= hi))  // NaN fails too
+    fail("mtk::Config", cat(impl_->from(key), ": ", key, " = ", scalar_text(n), " is not ", range));
+  return v;
+}
+
+bool Config::get_bool_checked(const std::string& key, bool fallback) const {
+  const YAML::Node n = present(impl_->root, impl_->from(key), key, "true or false");
+  if (!n.IsDefined())
+    return fallback;
+  try {
+    if (n.IsScalar())
+      return n.as<bool>();
+  } catch (const YAML::Exception&) {
+  }
+  fail("mtk::Config",
+       cat(impl_->from(key), ": ", key, " = ", scalar_text(n), " is not true or false"));
+}
+
+std::string Config::get_string(const std::string& key, const std::string& fallback,
+                               const std::vector<std::string>& allowed) const {
+  std::string list;
+  for (const auto& a : allowed)
+    list += (list.empty() ? "" : ", ") + a;
+  const std::string expected = allowed.empty() ? "a non-empty string" : "one of " + list;
+  const YAML::Node n = present(impl_->root, impl_->from(key), key, expected.c_str());
+  if (!n.IsDefined())
+    return fallback;
+  const std::string v = n.IsScalar() ? n.Scalar() : "";
+  if (!n.IsScalar() || v.empty() ||
+      (!allowed.empty() && std::find(allowed.begin(), allowed.end(), v) == allowed.end()))
+    fail("mtk::Config",
+         cat(impl_->from(key), ": ", key, " = '", scalar_text(n), "' is not ", expected));
+  return v;
+}
+
+void Config::require_section(const std::string& key) const {
+  const YAML::Node n = find(impl_->root, key);
+  if (n.IsDefined() && !n.IsNull() && !n.IsMap())
+    fail("mtk::Config", cat(impl_->from(key), ": '", key,
+                            "' must be a section (a map of keys), not ", scalar_text(n)));
 }
 
 std::vector<std::string> Config::keys(const std::string& key) const {
@@ -173,11 +289,33 @@ void Config::set(const std::string& key, const std::string& value) {
 }
 
 void Config::apply_override(const std::string& assignment) {
+  const char* where = "mtk::Config::apply_override";
   auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
-    fail("mtk::Config::apply_override",
-         cat("'", assignment, "' is not of the form section.key=value"));
-  set(assignment.substr(0, eq), assignment.substr(eq + 1));
+    fail(where, cat("'", assignment, "' is not of the form section.key=value"));
+  const std::string key = assignment.substr(0, eq), value = assignment.substr(eq + 1);
+  YAML::Node parsed;
+  try {
+    parsed = YAML::Load(value);
+  } catch (const YAML::Exception&) {
+    parsed = YAML::Node(value);
+  }
+  // An empty value would silently mean "the default"; quote it ("") for an empty string.
+  if (value.find_first_not_of(" \t") == std::string::npos || parsed.IsNull())
+    fail(where, cat("'", assignment, "' gives '", key, "' no value; write ", key,
+                    "=VALUE (\"\" for an empty string)"));
+  const YAML::Node existing = find(impl_->root, key);
+  if (existing.IsMap() && !parsed.IsMap()) {
+    std::string keys, first = "KEY";
+    for (const auto& item : existing)
+      keys += (keys.empty() ? (first = item.first.as<std::string>(), "") : ", ") +
+              item.first.as<std::string>();
+    fail(where, cat("'", assignment, "' would replace the section '", key, "' (", keys,
+                    ") with a value; set one of its keys, e.g. ", key, ".", first, "=...",
+                    key == "mesh" || key == "layout" ? cat(", or use --", key) : std::string()));
+  }
+  set(key, value);
+  impl_->overridden.push_back(key);
 }
 
 std::string Config::dump() const {

@@ -15,6 +15,8 @@ namespace mtk {
 /// and the key.
 class Config {
  public:
+  /// Reads a YAML file (or a pipe); a missing or unreadable path or a directory is an error naming
+  /// it.
   static Config from_file(const std::string& path);
   static Config from_string(const std::string& text, const std::string& origin = "<string>");
 
@@ -27,6 +29,18 @@ class Config {
   std::int64_t get_int(const std::string& key, std::int64_t fallback) const;
   double get_double(const std::string& key, double fallback) const;
   bool get_bool(const std::string& key, bool fallback) const;
+  /// Checked settings: the value at `key`, or `fallback` when the key is absent. A value of the
+  /// wrong type, a key present without a value, or a value outside [lo, hi] (outside `allowed`)
+  /// is an error naming the file, the key, the value and what is allowed.
+  std::int64_t get_int(const std::string& key, std::int64_t fallback, std::int64_t lo,
+                       std::int64_t hi) const;
+  double get_double(const std::string& key, double fallback, double lo, double hi) const;
+  bool get_bool_checked(const std::string& key, bool fallback) const;
+  /// A non-empty string; one of `allowed` unless that is empty.
+  std::string get_string(const std::string& key, const std::string& fallback,
+                         const std::vector<std::string>& allowed) const;
+  /// Fails when `key` is present but is not a map (a section such as `train: 5`).
+  void require_section(const std::string& key) const;
   /// Keys directly under `key` ("" for the top level), in document order.
   std::vector<std::string> keys(const std::string& key = "") const;
 
@@ -37,7 +51,8 @@ class Config {
 
   /// Sets `key` (creating parents) to `value` parsed as YAML: "--set train.steps=100".
   void set(const std::string& key, const std::string& value);
-  /// Applies "section.key=value".
+  /// Applies "section.key=value" (the `--set` of the tools). An empty or null value, and a
+  /// scalar or list replacing a whole section ("train=5"), are errors.
   void apply_override(const std::string& assignment);
   /// The document as YAML text.
   std::string dump() const;

@@ -38,11 +38,11 @@ std::string read_whole_file(const std::string& path, const std::string& where) {
   return text;
 }
 
-void write_file_durably(const std::string& path, const std::string& text,
-                        const std::string& where) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    fail(where, cat("cannot create '", path, "': ", std::strerror(errno)));
+namespace {
+
+// Writes all of `text` to `fd`, then closes it; fails naming `path` with the system's reason.
+void write_all_and_close(int fd, const std::string& path, const std::string& text,
+                         const std::string& where, bool sync) {
   size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
@@ -55,8 +55,30 @@ void write_file_durably(const std::string& path, const std::string& text,
     }
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0)
-    fail(where, cat("cannot fsync/close '", path, "': ", std::strerror(errno)));
+  if (sync && ::fsync(fd) != 0) {
+    const int e = errno;
+    ::close(fd);
+    fail(where, cat("cannot fsync '", path, "': ", std::strerror(e)));
+  }
+  if (::close(fd) != 0)
+    fail(where, cat("cannot close '", path, "': ", std::strerror(errno)));
+}
+
+}  // namespace
+
+void write_file_durably(const std::string& path, const std::string& text,
+                        const std::string& where) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    fail(where, cat("cannot create '", path, "': ", std::strerror(errno)));
+  write_all_and_close(fd, path, text, where, true);
+}
+
+void append_to_file(const std::string& path, const std::string& text, const std::string& where) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0)
+    fail(where, cat("cannot open '", path, "' to append to it: ", std::strerror(errno)));
+  write_all_and_close(fd, path, text, where, false);
 }
 
 void write_file_atomically(const std::string& path, const std::string& text,
@@ -94,7 +116,9 @@ void make_directories(const std::string& path, const std::string& where) {
   std::error_code ec;
   fs::create_directories(path, ec);
   if (ec)
-    fail(where, cat("cannot create '", path, "': ", ec.message()));
+    fail(where, cat("cannot create the directory '", path, "': ", ec.message()));
+  if (!fs::is_directory(path, ec))  // create_directories accepts an existing file on some systems
+    fail(where, cat("cannot create the directory '", path, "': a file of that name exists"));
 }
 
 std::string temp_path(const std::string& path) {

@@ -12,6 +12,9 @@ std::string read_whole_file(const std::string& path, const std::string& where);
 /// Writes `text` to `path` (created or truncated) and fsyncs it.
 void write_file_durably(const std::string& path, const std::string& text, const std::string& where);
 
+/// Appends `text` to `path` (created when absent), checking every write and the close.
+void append_to_file(const std::string& path, const std::string& text, const std::string& where);
+
 /// Replaces `path` atomically: `text` goes to the temporary file `tmp` (default
 /// temp_path(path)), which is fsynced, renamed over `path`, and the directory fsynced. Readers
 /// see the old or the new file, never a part of one. On failure the temporary file is removed.

@@ -14,10 +14,10 @@ volatile std::sig_atomic_t g_stop_signal = 0;
 std::atomic<bool> g_installed{false};
 
 extern "C" void mtk_stop_signal_handler(int sig) {
-  if (sig == SIGTERM && g_stop_signal == SIGTERM) {
-    // Second SIGTERM: the process is not polling; let the default action end it.
-    std::signal(SIGTERM, SIG_DFL);
-    std::raise(SIGTERM);
+  if ((sig == SIGTERM || sig == SIGINT) && g_stop_signal == sig) {
+    // A second SIGTERM (or Ctrl-C): the process is not polling; let the default action end it.
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
     return;
   }
   g_stop_signal = sig;
@@ -41,6 +41,7 @@ void install_stop_signal_handlers() {
     return;
   install(SIGTERM);
   install(SIGUSR1);
+  install(SIGINT);  // Ctrl-C, and what `mpiexec` forwards to every rank when it gets one
 }
 
 bool stop_signal_received() {

@@ -1,22 +1,23 @@
 #pragma once
 // Stop requests from the batch system: Slurm (`--signal`), PBS and `kill` send SIGTERM or SIGUSR1
-// before a job's time limit. The handlers only set a flag; the training loop polls
-// stop_requested() once per step, which agrees across ranks, then saves a checkpoint and exits.
+// before a job's time limit; Ctrl-C sends SIGINT (MPICH's mpiexec forwards all three to every
+// rank). The handlers only set a flag; the training loop polls stop_requested() once per step,
+// which agrees across ranks, then saves a checkpoint and exits.
 
 #include <mtk/parallel/communicator.hpp>
 #include <mtk/parallel/mpi_interop.hpp>
 
 namespace mtk {
 
-/// Installs handlers for SIGTERM and SIGUSR1 (idempotent) that record the signal. A second
-/// SIGTERM while a stop is already pending restores the default action and re-raises it, so a
-/// process that stopped polling can still be terminated.
+/// Installs handlers for SIGTERM, SIGUSR1 and SIGINT (idempotent) that record the signal. A
+/// second SIGTERM (SIGINT) while that stop is already pending restores the default action and
+/// re-raises it, so a process that stopped polling can still be terminated.
 void install_stop_signal_handlers();
 
-/// Whether this process has received SIGTERM or SIGUSR1 since the handlers were installed (or
-/// since clear_stop_request()). Local and async-signal-safe to read; no communication.
+/// Whether this process has received SIGTERM, SIGUSR1 or SIGINT since the handlers were installed
+/// (or since clear_stop_request()). Local and async-signal-safe to read; no communication.
 bool stop_signal_received();
-/// The signal number received (SIGTERM or SIGUSR1), or 0.
+/// The signal number received (SIGTERM, SIGUSR1 or SIGINT), or 0.
 int stop_signal_number();
 
 /// Collective over `comm`: true on every rank when any rank has received a stop signal (an

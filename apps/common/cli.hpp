@@ -1,0 +1,39 @@
+#pragma once
+// The command line of MTK's tools, one library for all of them: CLI11. Only apps/ includes this;
+// the libraries' headers never name a CLI11 type.
+//
+//   CLI::App app{"Inspects checkpoints.", "mtk-ckpt"};
+//   mtk::cli::configure(app);            // --help, --version
+//   app.add_option("--run-dir", dir, "...");
+//   if (const int status = mtk::cli::parse(app, args, world.rank() == 0); status >= 0)
+//     return status;                     // 0 after --help/--version, 2 after a usage error
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mtk::cli {
+
+/// What `--version` prints: the tool and MTK's version, the git revision it was built from (when
+/// known), the Kokkos version and execution space, and the MPI library.
+std::string version_text(const std::string& tool);
+
+/// Gives `app` MTK's conventions: --help/-h prints the options to stdout, --version prints
+/// version_text(tool) (default: the app's name; a subcommand passes "mtk-ckpt info"); both
+/// exit 0.
+void configure(CLI::App& app, const std::string& tool = "");
+
+/// Checks for option values, with messages naming the value and what is allowed ("'abc' is not
+/// a number > 0"); CLI11's own Range prints the limits of double for PositiveNumber.
+CLI::Validator positive_number();
+CLI::Validator non_negative_number();
+CLI::Validator integer_in(std::int64_t lo, std::int64_t hi);
+
+/// Parses `args` (the words after the program or subcommand name; `--opt value` and `--opt=value`
+/// alike). Returns -1 when the tool should run, else its exit status: 0 after --help or --version
+/// (printed to stdout), 2 after a usage error (printed to stderr with a pointer to --help).
+/// `print`: whether this process prints (rank 0; every rank gets the same status).
+int parse(CLI::App& app, const std::vector<std::string>& args, bool print);
+
+}  // namespace mtk::cli

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Bad settings and failed writes: every rank exits with the same status (1 for bad input or a
+# failed write, 2 for a bad command line), the message names the key or path, the value and what
+# is allowed (or the system's reason), and nothing hangs. Also --dry-run and --print-config.
+#   settings.sh MTK_LM1B CONFIG
+set -uo pipefail
+lm1b="$1"
+config="$2"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+mpi_timeout=120
+source "$here/harness.sh"
+source "$here/corpus.sh"
+make_corpus corpus
+mpirun -n 2 "$lm1b" prepare --data corpus --out prepared --vocab-size 300 > prepare.log 2>&1 || { cat prepare.log; fail "prepare"; }
+
+# expect STATUS PATTERN ARGS...: `mtk-lm1b ARGS` on 2 ranks; each rank must exit STATUS and the
+# output must contain PATTERN (grep -E).
+expect() {
+  local want="$1" pattern="$2"; shift 2
+  rm -f ranks.txt
+  mpirun -n 2 sh -c '"$0" "$@"; echo "$?" >> ranks.txt' "$lm1b" "$@" > err.log 2>&1
+  local statuses
+  statuses="$(sort ranks.txt 2>/dev/null | tr '\n' ' ')"
+  [ "$statuses" = "$want $want " ] || { cat err.log; fail "rank statuses '$statuses', expected $want on both: $*"; }
+  grep -Eq -- "$pattern" err.log || { cat err.log; fail "output lacks '$pattern': $*"; }
+  echo "ok ($want): $* -> $(grep -E -- "$pattern" err.log | head -1)"
+}
+train=(train --config "$config" --run-dir run)
+
+# Settings: type and range, naming the key, the value and the allowed range.
+expect 1 "train.steps = -5 is not an integer in \[1, " "${train[@]}" --set train.steps=-5
+expect 1 "train.steps = abc is not an integer" "${train[@]}" --set train.steps=abc
+expect 1 "with --set train.steps" "${train[@]}" --set train.steps=1.5
+expect 1 "'train.steps=' gives 'train.steps' no value" "${train[@]}" --set train.steps=
+expect 1 "'train=5' would replace the section 'train'" "${train[@]}" --set train=5
+expect 1 "checkpoint.every = 0 is not an integer in \[1, " "${train[@]}" --set checkpoint.every=0
+expect 1 "checkpoint.every = -3 is not an integer in \[1, " "${train[@]}" --set checkpoint.every=-3
+expect 1 "train.log_every = -1 is not an integer in \[1, " "${train[@]}" --set train.log_every=-1
+expect 1 "checkpoint.keep = 4294967297 is not an integer in \[1, 1000000\]" "${train[@]}" --set checkpoint.keep=4294967297
+expect 1 "model.d_model = 0 is not an integer in \[1, " "${train[@]}" --set model.d_model=0
+expect 1 "model.dropout = 2 is not a number in \[0, " "${train[@]}" --set model.dropout=2
+expect 1 "model.gelu = maybe is not true or false" "${train[@]}" --set model.gelu=maybe
+expect 1 "model.norm = 'batch_norm' is not one of layer_norm, rms_norm" "${train[@]}" --set model.norm=batch_norm
+expect 1 "train.optimizer = 'adagrad' is not one of adafactor, adam, sgd" "${train[@]}" --set train.optimizer=adagrad
+expect 1 "train.learning_rate.value = -1 is not a number in \[0, " "${train[@]}" --set train.learning_rate.value=-1
+expect 1 "eval.max_batches = -2 is not an integer" eval --config "$config" --run-dir run --set eval.max_batches=-2
+expect 1 "unknown key 'train.stepz'" "${train[@]}" --set train.stepz=3
+printf 'train: 5\ndata: {dir: prepared}\n' > section.yaml
+expect 1 "'train' must be a section" train --config section.yaml --run-dir run
+mkdir -p config-dir
+expect 1 "the config file 'config-dir' is a directory" train --config config-dir --run-dir run
+expect 1 "cannot read the config file 'missing.yaml': No such file" train --config missing.yaml --run-dir run
+expect 1 "data.dir = '' is not a non-empty string" "${train[@]}" --set 'data.dir=""'
+# A batch no node can hold: refused with the figures before anything is allocated.
+expect 1 "needs [0-9.]+ TiB per rank at its peak, but rank 0's node has [0-9.]+ [KMGT]?i?B available" "${train[@]}" --set model.batch=100000000
+[ ! -e run ] || fail "a refused run created its run directory"
+# Command-line values: exit 2.
+expect 2 "'abc' is not a number > 0" eval --config "$config" --run-dir run --logit-scale abc
+expect 2 "'x' is not an integer in \[1, " sample --config "$config" --run-dir run --tokens x
+expect 2 "'0' is not a number > 0" eval --config "$config" --run-dir run --logit-scale=0
+
+# Writes that fail: the path and the system's reason, every rank exits 1.
+echo "not a directory" > a-file
+expect 1 "cannot create the directory 'a-file/run': Not a directory" train --config "$config" --run-dir a-file/run
+expect 1 "cannot create the directory 'a-file'" train --config "$config" --run-dir a-file
+mkdir -p blocked/config.resolved.yaml
+expect 1 "'blocked/config.resolved.yaml': Is a directory" train --config "$config" --run-dir blocked
+if [ "$(id -u)" -ne 0 ]; then  # root writes anywhere
+  mkdir -p read-only && chmod 555 read-only
+  expect 1 "cannot create the directory 'read-only/run': Permission denied" train --config "$config" --run-dir read-only/run
+fi
+expect 1 "cannot create the directory 'a-file/out/train'" prepare --data corpus --out a-file/out --vocab-size 300
+
+# --print-config: the resolved YAML, nothing run or written; --dry-run: checks, cost, no run.
+mpirun -n 2 "$lm1b" train --config "$config" --run-dir dry --print-config --set train.steps=3 > print.log 2>&1 || { cat print.log; fail "--print-config"; }
+grep -q "steps: 3" print.log || { cat print.log; fail "--print-config lacks the override"; }
+[ "$(grep -c '^train:' print.log)" -eq 1 ] || fail "--print-config printed more than once"
+mpirun -n 2 "$lm1b" train --config "$config" --run-dir dry --dry-run > dry.log 2>&1 || { cat dry.log; fail "--dry-run"; }
+grep -Eq "per rank: variables and slots [0-9.]+ MiB, peak [0-9.]+ MiB, .* FLOPs and .* collectives" dry.log || { cat dry.log; fail "--dry-run printed no cost"; }
+grep -q "parameters" dry.log || fail "--dry-run printed no parameter count"
+grep -q "dry-run: config, data, 2 rank(s) and memory check out" dry.log || { cat dry.log; fail "--dry-run verdict"; }
+grep -q "^step " dry.log && fail "--dry-run trained"
+[ ! -e dry ] || fail "--dry-run wrote the run directory"
+expect 1 "has 2 ranks" train --config "$config" --run-dir dry --dry-run --mesh batch:4
+expect 1 "prepare" train --config "$config" --run-dir dry --dry-run --set data.dir=nowhere
+mpirun -n 2 "$lm1b" eval --config "$config" --run-dir dry --dry-run > dry-eval.log 2>&1 || { cat dry-eval.log; fail "eval --dry-run"; }
+grep -q "eval --dry-run" dry-eval.log || { cat dry-eval.log; fail "eval --dry-run verdict"; }
+echo "1 passed, 0 failed"
