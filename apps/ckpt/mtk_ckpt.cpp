@@ -9,6 +9,7 @@
 // (`mpiexec -n 8 mtk-ckpt verify PATH` divides the hashing among them).
 
 #include <mtk/app/app_main.hpp>
+#include <mtk/app/exit_status.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/parallel/mesh.hpp>
@@ -55,18 +56,16 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& raw_args
     mtk::CheckpointManager manager(run_dir, 1, mesh);
     const auto all = manager.list();
     const std::string latest = manager.latest();
+    // A checkpoint whose files are garbage is listed as CORRUPT and the listing goes on; the
+    // status then says that something is wrong.
+    int corrupt = 0;
     if (rank == 0) {
       if (all.empty())
         std::printf("no checkpoints in %s\n", manager.checkpoint_root().c_str());
-      for (const auto& p : all) {
-        const auto info = mtk::checkpoint_info(p);
-        std::printf("%s  step %lld  %s  %.2f MiB%s\n", p.c_str(),
-                    static_cast<long long>(info.metadata.step), info.metadata.created_utc.c_str(),
-                    static_cast<double>(info.file_bytes) / (1 << 20),
-                    p == latest ? "  <- latest" : "");
-      }
+      else
+        std::printf("%s", mtk::format_checkpoint_list(all, latest, &corrupt).c_str());
     }
-    return 0;
+    return world.max(corrupt) > 0 ? mtk::kExitError : mtk::kExitOk;
   }
   // Every rank resolves the path itself (a shared file system), then agrees.
   std::string dir;

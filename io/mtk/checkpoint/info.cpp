@@ -114,7 +114,12 @@ std::string format_checkpoint_list(const std::vector<std::string>& paths, const 
     } catch (const std::exception& e) {
       // One damaged checkpoint must not hide the others.
       ++bad;
-      out += cat(p, "  CORRUPT: ", e.what(), mark, "\n");
+      // The reason may quote the damaged bytes: show them printable, on one line.
+      std::string reason = e.what();
+      for (char& c : reason)
+        if (c < 0x20 || c == 0x7f)
+          c = '?';
+      out += cat(p, "  CORRUPT: ", reason, mark, "\n");
     }
   }
   if (corrupt != nullptr)

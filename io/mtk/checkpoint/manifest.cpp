@@ -12,6 +12,17 @@ namespace mtk::ckpt {
 
 namespace fs = std::filesystem;
 
+namespace {
+// A damaged file's line as it can be shown in a message: at most 60 characters, bytes outside
+// printable ASCII as '?'.
+std::string printable_excerpt(const std::string& line) {
+  std::string out;
+  for (size_t i = 0; i < line.size() && i < 60; ++i)
+    out += (line[i] >= 0x20 && line[i] < 0x7f) ? line[i] : '?';
+  return line.size() > 60 ? out + "..." : out;
+}
+}  // namespace
+
 std::string manifest_text(const std::string& metadata_text, const std::string& slices_text) {
   return cat(sha256_hex(metadata_text.data(), metadata_text.size()), "  ", kMetadataFile, "\n",
              sha256_hex(slices_text.data(), slices_text.size()), "  ", kSlicesFile, "\n");
@@ -28,7 +39,8 @@ void read_small_files(const std::string& dir, std::string* metadata_text, std::s
   for (const auto& line : split_lines(manifest)) {
     const auto sep = line.find("  ");
     if (line.size() < 67 || sep != 64) {
-      errors->push_back(cat(dir, "/", kManifestFile, ": malformed line '", line, "'"));
+      errors->push_back(
+          cat(dir, "/", kManifestFile, ": malformed line '", printable_excerpt(line), "'"));
       continue;
     }
     listed[line.substr(66)] = line.substr(0, 64);
