@@ -4,7 +4,7 @@
   1. A concept may include only its own layer or lower ones:
        base < kernels < parallel < graph < lower < ops < autodiff   (MTK::engine)
        < optim < nn < {cost, decode}                                (MTK::models)
-       < files < signals, metrics, config, data < checkpoint < app   (MTK::io)
+       < files < signals, metrics, config, data, text < checkpoint < app   (MTK::io)
   2. impl/ headers are private to their concept: only files of the same concept include them.
   3. Public headers of core/ never include io/ concepts, and no header of core/ or io/ includes a
      third-party I/O library (yaml-cpp, HDF5, SentencePiece): those stay inside io's sources.
@@ -17,7 +17,7 @@ import sys
 LAYERS = {
     "base": 0, "kernels": 1, "parallel": 2, "graph": 3, "lower": 4, "ops": 5, "autodiff": 6,
     "optim": 7, "nn": 8, "cost": 9, "decode": 9,
-    "files": 10, "signals": 11, "metrics": 11, "config": 11, "data": 11, "checkpoint": 12, "app": 13,
+    "files": 10, "signals": 11, "metrics": 11, "config": 11, "data": 11, "text": 11, "checkpoint": 12, "app": 13,
     "version.hpp": 0, "mtk.hpp": 13, "io.hpp": 13,
 }
 THIRD_PARTY = re.compile(r'#\s*include\s*[<"](yaml-cpp/|hdf5|H5|sentencepiece)')
