@@ -40,7 +40,7 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
 
     depends_on("c", type="build")
     depends_on("cxx", type="build")
-    depends_on("cmake@3.16:", type="build")
+    depends_on("cmake@3.17:", type="build")  # 3.16 for MTK; 3.17 for ctest --no-tests=error
     depends_on("pkgconfig", type="build")  # SentencePiece is found through sentencepiece.pc
     depends_on("cli11@2.1:2", type="build")  # the applications' command lines (header-only)
 
@@ -130,7 +130,10 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
         applications), run in the build tree by `spack install --test=root`."""
         with working_dir(self.build_directory):
             ctest = Executable(join_path(self.spec["cmake"].prefix.bin, "ctest"))
-            ctest("--output-on-failure", "-j", str(determine_number_of_jobs(parallel=True)))
+            # --no-tests=error: a build tree configured without the tests (a develop build
+            # reuses its tree) must fail here, not pass having run nothing.
+            jobs = str(determine_number_of_jobs(parallel=True))
+            ctest("--output-on-failure", "--no-tests=error", "-j", jobs)
 
     def test_mesh_demo(self):
         """mtk-mesh-demo on 2 MPI ranks: a 2-processor mesh, allreduce and allconcat checked
