@@ -1,56 +1,150 @@
-# Spack recipe for MTK (Mesh Tensors on Kokkos). Add this repository with `spack repo add spack`
-# from the MTK source root, then `spack install mtk` (or `mtk+tests`).
+# Spack recipe for MTK (Mesh Tensors on Kokkos). From the MTK source root:
+#   spack repo add spack
+#   spack install mtk                               # Serial Kokkos, host BLAS
+#   spack install mtk+cuda cuda_arch=90             # Kokkos 4 with CUDA, nvcc_wrapper, cuBLAS
+#   spack install mtk+rocm amdgpu_target=gfx90a     # Kokkos 4 with HIP, rocBLAS
+#   spack install --test=root mtk                   # also builds and runs the CTest suite
+#   spack test run mtk                              # stand-alone: mtk-mesh-demo on 2 ranks
+# docs/building.md ("Spack") has the offline Debian 12 setup this recipe is checked with.
+
+import os
 
 from spack.package import *
 
 try:  # Spack >= 1.0 keeps the build systems in the builtin package repository.
     from spack_repo.builtin.build_systems.cmake import CMakePackage
-except ImportError:  # Older Spack exports them from spack.package.
+    from spack_repo.builtin.build_systems.cuda import CudaPackage
+    from spack_repo.builtin.build_systems.rocm import ROCmPackage
+except ImportError:  # Spack 0.x exports them from spack.package.
     pass
 
 
-class Mtk(CMakePackage):
+class Mtk(CMakePackage, CudaPackage, ROCmPackage):
     """Mesh Tensors on Kokkos: Mesh-TensorFlow's named-dimension model of distributed tensors
-    as a C++17 library on Kokkos and MPI, with its applications."""
+    as a C++17 library on Kokkos, MPI and parallel HDF5, with its applications."""
 
-    # Placeholders: set these to where MTK is published before installing from them.
+    # Placeholder host until MTK has a public home. Release tarballs are named
+    # mtk-<version>.tar.gz with a top directory mtk-<version>/; a site without network access
+    # puts them in a Spack mirror (docs/building.md), where Spack looks before this url.
     homepage = "https://example.org/mtk"
+    url = "https://example.org/mtk/releases/mtk-0.1.0.tar.gz"
     git = "https://example.org/mtk/mtk.git"
 
     version("main", branch="main")
+    # sha256 of `git archive --format=tar.gz --prefix=mtk-0.1.0/ f79b9f0` (MTK 0.1.0, main at
+    # the time this recipe was written). A new release: make its tarball the same way, publish
+    # it, and add `version("X.Y.Z", sha256=<sha256sum of the file>)` above this line.
+    version("0.1.0", sha256="58fa2856c99fd84a95bb1bd88be1db4a5a52477ed54cbf9ee3785e612a0397be")
 
-    variant("tests", default=False, description="Build the GoogleTest suite (MTK_ENABLE_TESTS)")
+    variant("openmp", default=False, description="Use Kokkos' OpenMP host backend")
 
     depends_on("c", type="build")
     depends_on("cxx", type="build")
-    depends_on("cmake@3.16:", type="build")
-    depends_on("pkgconfig", type="build")  # SentencePiece is found through pkg-config
+    depends_on("cmake@3.17:", type="build")  # 3.16 for MTK; 3.17 for ctest --no-tests=error
+    depends_on("pkgconfig", type="build")  # SentencePiece is found through sentencepiece.pc
+    depends_on("cli11@2.1:2", type="build")  # the applications' command lines (header-only)
 
     depends_on("mpi")
-    depends_on("kokkos@3.4:")
-    # Kokkos Kernels calls a BLAS for host matrix products only when built with its +blas
-    # variant: for that, install with `^kokkos-kernels+blas`.
-    depends_on("kokkos-kernels@3.4:")
-    depends_on("blas")
-    depends_on("hdf5+mpi")
-    depends_on("yaml-cpp")
-    depends_on("sentencepiece")
-    depends_on("googletest", when="+tests")
+    depends_on("hdf5@1.10:1 +mpi")
+    depends_on("yaml-cpp@0.6.3:0.8")
+    # Tested with 0.1.97 (Debian 12); the C++ API MTK uses is unchanged in 0.2.
+    depends_on("sentencepiece@0.1.91:0.2")
+
+    # Tested with Kokkos 3.4 (Serial, Debian 12); Kokkos 4 is the target on GPUs. Kokkos 5
+    # needs C++20 and was never tried.
+    depends_on("kokkos@3.4:4")
+    # KokkosBlas::gemm runs MTK's local einsums: without the BLAS third-party library it falls
+    # back to its own loops on the host, far slower than the figures in docs/ assume.
+    depends_on("kokkos-kernels@3.4:4 +blas")
+
+    depends_on("kokkos+openmp", when="+openmp")
+    depends_on("kokkos-kernels+openmp", when="+openmp")
+
+    # MTK writes its kernels as KOKKOS_LAMBDA, compiled as C++ by the compiler Kokkos was built
+    # for: nvcc_wrapper for CUDA (cuda_lambda is always on from Kokkos 5), hipcc for HIP.
+    with when("+cuda"):
+        depends_on("kokkos+cuda+cuda_lambda+wrapper")
+        depends_on("kokkos-kernels+cuda+cublas")
+        for _arch in CudaPackage.cuda_arch_values:
+            depends_on(f"kokkos cuda_arch={_arch}", when=f"cuda_arch={_arch}")
+            depends_on(f"kokkos-kernels cuda_arch={_arch}", when=f"cuda_arch={_arch}")
+    with when("+rocm"):
+        depends_on("kokkos+rocm")
+        depends_on("kokkos-kernels+rocblas")
+        for _target in ROCmPackage.amdgpu_targets:
+            depends_on(f"kokkos amdgpu_target={_target}", when=f"amdgpu_target={_target}")
+
+    conflicts("+cuda", when="cuda_arch=none", msg="mtk+cuda needs a cuda_arch, e.g. cuda_arch=90")
+    conflicts(
+        "+rocm", when="amdgpu_target=none", msg="mtk+rocm needs an amdgpu_target, e.g. gfx90a"
+    )
+    conflicts("+cuda", when="+rocm", msg="Kokkos has one device backend: CUDA or ROCm")
+    conflicts("~cuda", when="^kokkos+cuda", msg="a CUDA Kokkos needs mtk+cuda cuda_arch=...")
+    conflicts("~rocm", when="^kokkos+rocm", msg="a HIP Kokkos needs mtk+rocm amdgpu_target=...")
+    conflicts(
+        "^kokkos+cmake_lang",
+        msg="MTK compiles its Kokkos code as C++ with Kokkos' compiler, not as a CMake "
+        "CUDA/HIP language: use kokkos~cmake_lang",
+    )
+
+    # Built and run only under `spack install --test=root` (MTK_ENABLE_TESTS follows run_tests).
+    depends_on("googletest@1.10:", type="test")
+    depends_on("python@3:", type="test")  # tests/architecture/check_layers.py
+
+    def _mpiexec(self):
+        """mpiexec of the MPI MTK is built with (mpirun where there is no mpiexec)."""
+        for name in ("mpiexec", "mpirun"):
+            path = join_path(self.spec["mpi"].prefix.bin, name)
+            if os.path.exists(path):
+                return path
+        return which("mpiexec", "mpirun", required=True).path
 
     def cmake_args(self):
         spec = self.spec
         args = [
+            self.define("MTK_ENABLE_APPS", True),
+            self.define("MTK_ENABLE_BENCHMARKS", False),
+            self.define("MTK_ENABLE_TESTS", self.run_tests),
+            # the examples test installs MTK into a scratch prefix of its own
+            self.define("MTK_ENABLE_EXAMPLES", False),
             self.define("Kokkos_ROOT", spec["kokkos"].prefix),
             self.define("KokkosKernels_ROOT", spec["kokkos-kernels"].prefix),
+            self.define("MPI_C_COMPILER", spec["mpi"].mpicc),
+            self.define("MPI_CXX_COMPILER", spec["mpi"].mpicxx),
+            self.define("MPIEXEC_EXECUTABLE", self._mpiexec()),
+            # HDF5_ROOT limits FindHDF5 to this prefix (works without h5pcc in <prefix>/bin, as
+            # for Debian's /usr/lib/x86_64-linux-gnu/hdf5/mpich); MTK checks it is parallel.
+            self.define("HDF5_ROOT", spec["hdf5"].prefix),
             self.define("HDF5_PREFER_PARALLEL", True),
-            self.define_from_variant("MTK_ENABLE_TESTS", "tests"),
-            # the examples test installs into a scratch prefix: not inside a Spack build
-            self.define("MTK_ENABLE_EXAMPLES", False),
         ]
-        # A CUDA Kokkos compiles device lambdas with the compiler it was built for (its
-        # nvcc_wrapper when built +wrapper).
-        if spec.satisfies("^kokkos+cuda"):
-            kokkos_cxx = getattr(spec["kokkos"].package, "kokkos_cxx", None)
-            if kokkos_cxx:
-                args.append(self.define("CMAKE_CXX_COMPILER", kokkos_cxx))
+        if spec.satisfies("+cuda"):
+            args.append(self.define("CMAKE_CXX_COMPILER", spec["kokkos"].package.kokkos_cxx))
+        elif spec.satisfies("+rocm") and not (
+            spec.satisfies("^kokkos %cxx=clang") or spec.satisfies("^kokkos %cxx=rocmcc")
+        ):
+            args.append(self.define("CMAKE_CXX_COMPILER", spec["hip"].hipcc))
         return args
+
+    def check(self):
+        """The CTest suite (GoogleTest, MPI tests at 1, 2, 4 and 8 ranks, shell tests of the
+        applications), run in the build tree by `spack install --test=root`."""
+        with working_dir(self.build_directory):
+            ctest = Executable(join_path(self.spec["cmake"].prefix.bin, "ctest"))
+            # --no-tests=error: a build tree configured without the tests (a develop build
+            # reuses its tree) must fail here, not pass having run nothing.
+            jobs = str(determine_number_of_jobs(parallel=True))
+            ctest("--output-on-failure", "--no-tests=error", "-j", jobs)
+
+    def test_mesh_demo(self):
+        """mtk-mesh-demo on 2 MPI ranks: a 2-processor mesh, allreduce and allconcat checked
+        against their closed forms"""
+        mpiexec = Executable(self._mpiexec())
+        demo = join_path(self.prefix.bin, "mtk-mesh-demo")
+        out = mpiexec("-n", "2", demo, "--mesh", "batch:2", output=str.split, error=str.split)
+        assert "mesh demo: OK" in out, f"mtk-mesh-demo did not report OK:\n{out}"
+
+    def test_layout_help(self):
+        """mtk-layout --help exits 0 and prints its usage"""
+        layout = Executable(join_path(self.prefix.bin, "mtk-layout"))
+        out = layout("--help", output=str.split, error=str.split)
+        assert "mtk-layout" in out
