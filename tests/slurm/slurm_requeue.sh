@@ -57,17 +57,17 @@ submit() { sbatch --parsable --output="$work/job-%j.out" "$@"; }
 # A: the real time-limit warning; the run is far from done when it arrives.
 job_a=$(MTK_MAX_REQUEUES=0 submit --time=1 --signal=B:USR1@20 --nodes=1 --ntasks-per-node=2 \
   "$root/scripts/slurm/train.sbatch" "$config" run-a --set data.dir=prepared \
-  --set train.steps=1000000 --set train.log_every=50 --set checkpoint.every=0)
+  --set train.steps=1000000 --set train.log_every=50 --set checkpoint.every=1000000000)
 # C: fails at once (unknown key).
 job_c=$(submit --nodes=1 --ntasks-per-node=2 "$root/scripts/slurm/train.sbatch" "$config" run-c \
   --set data.dir=prepared --set train.stepz=1)
 # D: cancelled once training runs.
 job_d=$(submit --nodes=1 --ntasks-per-node=2 "$root/scripts/slurm/train.sbatch" "$config" run-d \
-  --set data.dir=prepared --set train.steps=1000000 --set train.log_every=5 --set checkpoint.every=0)
+  --set data.dir=prepared --set train.steps=1000000 --set train.log_every=5 --set checkpoint.every=1000000000)
 # B: the demo, queued behind the others.
 job_b=$(MTK_DEMO_CONFIG="$config" MTK_DEMO_CORPUS=corpus MTK_DEMO_PREPARED=prepared \
   MTK_DEMO_RUN=run-b MTK_DEMO_VOCAB=300 MTK_DEMO_PROMPT="the king" \
-  submit "$root/scripts/slurm/demo.sbatch" --set train.steps=$steps --set checkpoint.every=0)
+  submit "$root/scripts/slurm/demo.sbatch" --set train.steps=$steps --set checkpoint.every=1000000000)
 echo "submitted A=$job_a C=$job_c D=$job_d B=$job_b"
 
 # Meanwhile the uninterrupted reference run, outside Slurm.
