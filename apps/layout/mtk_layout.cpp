@@ -10,29 +10,17 @@
 #include <mtk/config/config.hpp>
 #include <mtk/config/model_config.hpp>
 #include <mtk/lower/lowering.hpp>
+#include <mtk/metrics/metrics.hpp>
 #include <mtk/nn/transformer.hpp>
 #include <mtk/optim/optim.hpp>
 
 #include "cli.hpp"
 #include "layout_commands.hpp"
-
 #include <cstdio>
 #include <string>
 #include <vector>
 
 namespace {
-
-std::string human(double bytes) {
-  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 4) {
-    bytes /= 1024;
-    ++u;
-  }
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f %s", bytes, unit[u]);
-  return buf;
-}
 
 int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "search")
@@ -102,13 +90,15 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
               mesh.num_processors(), rules.to_string().c_str());
   std::printf("per processor, one training step with %s:\n", optimizer.c_str());
   std::printf("  memory: variables and optimizer slots %s, peak %s\n",
-              human(static_cast<double>(c.variable_bytes)).c_str(),
-              human(static_cast<double>(c.peak_bytes)).c_str());
+              mtk::format_bytes(static_cast<double>(c.variable_bytes)).c_str(),
+              mtk::format_bytes(static_cast<double>(c.peak_bytes)).c_str());
   std::printf("  compute: %.3g FLOPs (%.3g in einsums)\n", c.total_flops(),
               c.flops.count("einsum") ? c.flops.at("einsum") : 0.0);
-  std::printf("  communication: %s", human(static_cast<double>(c.total_comm_bytes())).c_str());
+  std::printf("  communication: %s",
+              mtk::format_bytes(static_cast<double>(c.total_comm_bytes())).c_str());
   for (const auto& [k, v] : c.comm_bytes)
-    std::printf("; %s %s in %lld calls", k.c_str(), human(static_cast<double>(v)).c_str(),
+    std::printf("; %s %s in %lld calls", k.c_str(),
+                mtk::format_bytes(static_cast<double>(v)).c_str(),
                 static_cast<long long>(c.comm_calls.at(k)));
   std::printf("\n");
   if (explain)

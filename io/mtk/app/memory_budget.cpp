@@ -1,5 +1,6 @@
 #include <mtk/app/memory_budget.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/metrics/metrics.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -83,18 +84,6 @@ void check_memory_fits(const Communicator& comm, std::int64_t peak_bytes, const 
         " each; use a smaller model.batch or model, or more ranks/nodes with a layout that "
         "splits it");
   agree(comm, failure);
-}
-
-std::string format_bytes(double bytes) {
-  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 5) {
-    bytes /= 1024;
-    ++u;
-  }
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f %s", bytes, unit[u]);
-  return buf;
 }
 
 }  // namespace mtk

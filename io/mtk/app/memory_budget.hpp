@@ -34,7 +34,4 @@ MemoryBudget host_memory_budget(const Communicator& comm);
 /// `what` names the program in the message ("the model (...) on mesh batch:2").
 void check_memory_fits(const Communicator& comm, std::int64_t peak_bytes, const std::string& what);
 
-/// "1.50 GiB"
-std::string format_bytes(double bytes);
-
 }  // namespace mtk

@@ -243,6 +243,18 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
+std::string format_bytes(double bytes) {
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 5) {
+    bytes /= 1024;
+    ++u;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f %s", bytes, unit[u]);
+  return buf;
+}
+
 std::string format_count(double v) {
   if (!std::isfinite(v))
     return "?";

@@ -75,6 +75,8 @@ MetricsLogResume resume_metrics_log(const std::string& path, std::int64_t step);
 std::string format_duration(double seconds);
 /// "12.3k", "1.25M", "950" (3 significant digits).
 std::string format_count(double value);
+/// "1.50 GiB", "12.00 KiB", "512.00 B" (powers of 1024).
+std::string format_bytes(double bytes);
 
 /// What one progress line shows.
 struct ProgressInfo {
