@@ -110,12 +110,41 @@ std::unique_ptr<optim::Optimizer> optimizer_from(const TrainingSettings& setting
   return std::make_unique<optim::Adafactor>();
 }
 
-void check_mesh_ranks(const MeshShape& mesh_shape, int ranks, const std::string& tool) {
+MeshShape mesh_for_ranks(const Config& config, int ranks, const std::string& tool) {
+  const MeshShape mesh_shape =
+      config.has("mesh") ? config.mesh_shape() : MeshShape::parse("batch:" + std::to_string(ranks));
   // Checked where every rank agrees, rather than by Mesh (which aborts the job).
   if (mesh_shape.num_processors() != ranks)
     fail(tool, cat("mesh ", mesh_shape.to_string(), " has ", mesh_shape.num_processors(),
                    " processors but the job has ", ranks, " ranks; run with mpiexec -n ",
                    mesh_shape.num_processors(), " or change the mesh (--mesh)"));
+  return mesh_shape;
+}
+
+BatchSlice batch_slice(const LayoutRules& rules, const Mesh& mesh, std::int64_t batch,
+                       const std::string& what, const std::string& tool) {
+  const int axis = rules.mesh_axis_for("batch", mesh.shape());
+  BatchSlice b;
+  if (axis < 0)
+    return b;
+  b.slices = static_cast<int>(mesh.shape()[axis].size);
+  b.index = mesh.coordinate(axis);
+  if (batch % b.slices != 0)
+    fail(tool, cat(what, " = ", batch, " is not divisible by mesh dimension '",
+                   mesh.shape()[axis].name, "' of size ", b.slices));
+  return b;
+}
+
+nn::TransformerConfig model_for_vocabulary(const Config& config, int vocab_size,
+                                           const std::string& vocab_path, const std::string& tool) {
+  Config cfg = config;
+  if (!cfg.has("model.vocab_size"))
+    cfg.set("model.vocab_size", std::to_string(vocab_size));
+  nn::TransformerConfig model = transformer_config_from(cfg);
+  if (model.vocab_size != vocab_size)
+    fail(tool, cat(config.origin(), ": model.vocab_size = ", model.vocab_size,
+                   " but the vocabulary ", vocab_path, " has ", vocab_size, " pieces"));
+  return model;
 }
 
 void check_cost(Graph& g, const MeshShape& mesh_shape, const LayoutRules& rules, const Mesh& mesh,

@@ -62,8 +62,23 @@ TrainingSettings read_training_settings(const Config& c);
 
 std::unique_ptr<optim::Optimizer> optimizer_from(const TrainingSettings& settings);
 
-/// Checks that `mesh_shape` has `ranks` processors, else fails naming both (`tool`).
-void check_mesh_ranks(const MeshShape& mesh_shape, int ranks, const std::string& tool);
+/// The `mesh` of `config` (default batch:ranks); one of another number of processors than `ranks`
+/// fails naming both (`tool`).
+MeshShape mesh_for_ranks(const Config& config, int ranks, const std::string& tool);
+
+/// This rank's slice of a batch of `batch` rows: the size of the mesh dim that splits `batch`
+/// (1 when none) and the coordinate on it. A batch it does not divide fails naming `what` (e.g.
+/// "model.batch") and the dim.
+struct BatchSlice {
+  int slices = 1, index = 0;
+};
+BatchSlice batch_slice(const LayoutRules& rules, const Mesh& mesh, std::int64_t batch,
+                       const std::string& what, const std::string& tool);
+
+/// The `model` of `config` with model.vocab_size defaulting to `vocab_size`, the size of the
+/// vocabulary `vocab_path`; another model.vocab_size fails naming both.
+nn::TransformerConfig model_for_vocabulary(const Config& config, int vocab_size,
+                                           const std::string& vocab_path, const std::string& tool);
 
 /// Prints the program's cost per rank (a lowering that allocates nothing) and refuses, on every
 /// rank, a program whose peak memory exceeds this rank's share of its node's memory.

@@ -140,20 +140,11 @@ Setup setup(const Options& o, int ranks) {
                          "prepare --out` wrote"));
   s.data = Lm1bPrepared::open(dir);
   s.vocab = Vocab::load(s.data.vocab_model);
-  Config cfg = o.config;
-  if (!cfg.has("model.vocab_size"))
-    cfg.set("model.vocab_size", std::to_string(s.vocab.size()));
-  s.model = transformer_config_from(cfg);
-  if (s.model.vocab_size != s.vocab.size())
-    fail("mtk-lm1b",
-         cat(o.config.origin(), ": model.vocab_size = ", s.model.vocab_size, " but the vocabulary ",
-             s.data.vocab_model, " has ", s.vocab.size(), " pieces"));
+  s.model = app::model_for_vocabulary(o.config, s.vocab.size(), s.data.vocab_model, "mtk-lm1b");
   if (s.model.num_encoder_layers != 0)
     fail("mtk-lm1b",
          cat(o.config.origin(), ": model.num_encoder_layers must be 0 for a language model"));
-  s.mesh_shape = o.config.has("mesh") ? o.config.mesh_shape()
-                                      : MeshShape::parse("batch:" + std::to_string(ranks));
-  app::check_mesh_ranks(s.mesh_shape, ranks, "mtk-lm1b");
+  s.mesh_shape = app::mesh_for_ranks(o.config, ranks, "mtk-lm1b");
   s.rules = o.config.layout_rules();
   s.batch_options.global_batch = s.model.batch;
   return s;
@@ -162,12 +153,10 @@ Setup setup(const Options& o, int ranks) {
 // This rank's slice of the batch dim: the size of the mesh dim that splits `batch` and the
 // coordinate on it.
 void set_batch_slice(LmBatchOptions& b, const LayoutRules& rules, const Mesh& mesh) {
-  const int axis = rules.mesh_axis_for("batch", mesh.shape());
-  b.batch_slices = axis >= 0 ? static_cast<int>(mesh.shape()[axis].size) : 1;
-  b.slice_index = axis >= 0 ? mesh.coordinate(axis) : 0;
-  if (b.global_batch % b.batch_slices != 0)
-    fail("mtk-lm1b", cat("model.batch = ", b.global_batch, " is not divisible by mesh dimension '",
-                         mesh.shape()[axis].name, "' of size ", b.batch_slices));
+  const app::BatchSlice slice =
+      app::batch_slice(rules, mesh, b.global_batch, "model.batch", "mtk-lm1b");
+  b.batch_slices = slice.slices;
+  b.slice_index = slice.index;
 }
 
 std::map<int, HostTensor> local_feeds(const nn::ModelGraph& m, const LmBatch& b) {

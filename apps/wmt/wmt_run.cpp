@@ -58,34 +58,14 @@ Setup setup(const app::RunOptions& o, int ranks) {
                         ": data.dir is missing: give the folder `mtk-wmt "
                         "prepare` wrote"));
   s.vocab = Vocab::load(s.data.vocab());
-  Config cfg = o.config;
-  if (!cfg.has("model.vocab_size"))
-    cfg.set("model.vocab_size", std::to_string(s.vocab.size()));
-  s.model = transformer_config_from(cfg);
-  if (s.model.vocab_size != s.vocab.size())
-    fail("mtk-wmt",
-         cat(o.config.origin(), ": model.vocab_size = ", s.model.vocab_size, " but the vocabulary ",
-             s.data.vocab(), " has ", s.vocab.size(), " pieces"));
+  s.model = app::model_for_vocabulary(o.config, s.vocab.size(), s.data.vocab(), "mtk-wmt");
   if (s.model.num_encoder_layers <= 0)
     fail("mtk-wmt",
          cat(o.config.origin(),
              ": model.num_encoder_layers must be > 0 for translation (encoder-decoder)"));
-  s.mesh_shape = o.config.has("mesh") ? o.config.mesh_shape()
-                                      : MeshShape::parse("batch:" + std::to_string(ranks));
-  app::check_mesh_ranks(s.mesh_shape, ranks, "mtk-wmt");
+  s.mesh_shape = app::mesh_for_ranks(o.config, ranks, "mtk-wmt");
   s.rules = o.config.layout_rules();
   return s;
-}
-
-// The size of the mesh dim that splits `batch`, and this rank's coordinate on it.
-std::pair<int, int> batch_slice(const LayoutRules& rules, const Mesh& mesh, std::int64_t batch,
-                                const char* what) {
-  const int axis = rules.mesh_axis_for("batch", mesh.shape());
-  const int slices = axis >= 0 ? static_cast<int>(mesh.shape()[axis].size) : 1;
-  if (batch % slices != 0)
-    fail("mtk-wmt", cat(what, " = ", batch, " is not divisible by mesh dimension '",
-                        mesh.shape()[axis].name, "' of size ", slices));
-  return {slices, axis >= 0 ? mesh.coordinate(axis) : 0};
 }
 
 std::map<int, HostTensor> feeds(const nn::ModelGraph& m, const PairBatch& b) {
@@ -149,15 +129,16 @@ int train_main(const Communicator& world, const std::vector<std::string>& args) 
   app::say(line);
   app::check_cost(g, s.mesh_shape, s.rules, mesh, s.model.to_string());
   auto stream = agree_on_failure(mesh.comm(), [&] {
-    const auto [slices, slice] = batch_slice(s.rules, mesh, s.model.batch, "model.batch");
+    const app::BatchSlice slice =
+        app::batch_slice(s.rules, mesh, s.model.batch, "model.batch", "mtk-wmt train");
     TokenShard src = TokenShard::open(s.data.source("train"));
     TokenShard tgt = TokenShard::open(s.data.target("train"));
     if (src.info().vocab_size != s.model.vocab_size)
       fail("mtk-wmt train", cat("the token shards were encoded with a vocabulary of ",
                                 src.info().vocab_size, " pieces, but model.vocab_size = ",
                                 s.model.vocab_size, "; run `mtk-wmt prepare` again"));
-    return std::make_shared<PairStream>(src, tgt, s.model.batch, s.model.length, slices, slice,
-                                        settings.train.seed);
+    return std::make_shared<PairStream>(src, tgt, s.model.batch, s.model.length, slice.slices,
+                                        slice.index, settings.train.seed);
   });
   app::say(cat("  data: ", stream->size(), " pairs of at most ", s.model.length, " tokens a side; ",
                stream->batches_per_epoch(), " steps per epoch\n"));
@@ -248,13 +229,13 @@ int translate_main(const Communicator& world, const std::vector<std::string>& ar
   });
   Mesh mesh(s.mesh_shape, world);
   Graph g;
-  nn::ModelGraph m = nn::build_transformer(g, s.model, false);
+  nn::build_transformer(g, s.model, false);  // the checkpoint's variables, by name
   auto program = lower(g, mesh, s.rules);
   CheckpointMetadata meta;
   const std::string path = app::restore_weights(*program, o, mesh, &meta, true, "mtk-wmt");
   std::unique_ptr<decode::IncrementalDecoder> decoder;
   agree_on_failure(world, [&] {
-    batch_slice(s.rules, mesh, shape.batch, "the translate batch");
+    app::batch_slice(s.rules, mesh, shape.batch, "the translate batch", "mtk-wmt translate");
     decoder = std::make_unique<decode::IncrementalDecoder>(s.model, shape, mesh, s.rules);
   });
   decoder->load_weights(*program);

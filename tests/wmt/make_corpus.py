@@ -3,13 +3,12 @@
 import os, random, sys
 
 out, task = sys.argv[1], sys.argv[2]
-words = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "
-         "november oscar papa quebec romeo sierra tango").split()
+words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()
 os.makedirs(out, exist_ok=True)
 
 
 def sentences(rng, n):
-    return [" ".join(rng.choice(words) for _ in range(rng.randint(3, 8))) for _ in range(n)]
+    return [" ".join(rng.choice(words) for _ in range(rng.randint(3, 6))) for _ in range(n)]
 
 
 def target(s):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# mtk-wmt end to end on a synthetic copy corpus: prepare, train on 2 ranks, translate held-out
-# sentences by beam search (BLEU > 90), the same translations on 1 and 2 ranks under other
+# mtk-wmt end to end on synthetic corpora (copy, and reverse word order): prepare, train on 2 ranks,
+# translate held-out sentences by beam search (BLEU > 90), the same translations on 1 and 2 ranks under other
 # layouts, bad input to prepare (exit 1, message), --help of every command.
 # Usage: wmt_end_to_end.sh MTK_WMT TINY_YAML MAKE_CORPUS_PY
 set -euo pipefail
@@ -34,7 +34,7 @@ err=$("$wmt" prepare --config tiny.yaml --set data.dev.source=bad/dev.en.sgm --s
 status=$?
 set -e
 [ $status = 1 ] || fail "malformed .sgm: exit $status, want 1: $err"
-grep -q "bad/dev.en.sgm" <<<"$err" && grep -q "line 5" <<<"$err" || fail "malformed .sgm: $err"
+grep -q "bad/dev.en.sgm:5:" <<<"$err" || fail "malformed .sgm: $err"
 
 # Skipped pairs are counted by reason.
 { cat corpus/copy.en; echo; echo "alpha bravo"; } > bad/skip.en
@@ -61,7 +61,19 @@ mpirun -n 1 "$wmt" translate --config tiny.yaml --run-dir run --mesh "batch:1" \
   --input corpus/test.en --output test1.fr > /dev/null || fail "translate on 1 rank failed"
 cmp test1.fr test2.fr || fail "1-rank and 2-rank translations differ"
 mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir run --mesh "model:2" \
-  --layout "vocab:model;d_ff:model;heads:model" --input corpus/test.en --output test3.fr \
+  --layout "d_ff:model;heads:model" --input corpus/test.en --output test3.fr \
   > /dev/null || fail "model-parallel translate failed"
 cmp test1.fr test3.fr || fail "model-parallel translations differ"
-echo "PASS: BLEU $bleu"
+
+# Reverse word order: the target is the source's words reversed.
+/usr/bin/python3 "$make_corpus" rcorpus reverse
+sed 's|corpus/|rcorpus/|; s|copy|reverse|; s|dir: prepared|dir: rprepared|' tiny.yaml > reverse.yaml
+"$wmt" prepare --config reverse.yaml > /dev/null || fail "prepare (reverse) failed"
+mpirun -n 2 "$wmt" train --config reverse.yaml --run-dir rrun > /dev/null || fail "train (reverse)"
+mpirun -n 2 "$wmt" translate --config reverse.yaml --run-dir rrun --input rcorpus/test.en.sgm \
+  --reference rcorpus/test.fr.sgm --output rtest.fr > rreport.txt || fail "translate (reverse)"
+cat rreport.txt
+rbleu=$(sed -n 's/^BLEU.* = \([0-9.]*\) .*/\1/p' rreport.txt)
+/usr/bin/python3 -c "import sys; sys.exit(0 if float('$rbleu') > 90 else 1)" ||
+  fail "reverse task BLEU $rbleu <= 90"
+echo "PASS: BLEU copy $bleu, reverse $rbleu"
