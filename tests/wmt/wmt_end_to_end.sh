@@ -64,6 +64,11 @@ mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir run --mesh "model:2" \
   --layout "d_ff:model;heads:model" --input corpus/test.en --output test3.fr \
   > /dev/null || fail "model-parallel translate failed"
 cmp test1.fr test3.fr || fail "model-parallel translations differ"
+# Resume: from the newest checkpoint and its data position, logging on in metrics.jsonl.
+out=$(mpirun -n 2 "$wmt" train --config tiny.yaml --run-dir run --set train.steps=320) ||
+  fail "resumed train failed: $out"
+grep -q "resumed from .*step-000000300 at step 300" <<<"$out" || fail "did not resume: $out"
+grep -q '"step": 320,' run/metrics.jsonl || fail "no step 320 in metrics.jsonl"
 
 # Reverse word order: the target is the source's words reversed.
 /usr/bin/python3 "$make_corpus" rcorpus reverse
