@@ -22,6 +22,7 @@
 #include <mtk/signals/stop_signals.hpp>
 
 #include "cli.hpp"
+#include "training.hpp"
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -47,18 +48,15 @@ void say(const char* fmt, Args... args) {
   }
 }
 
-constexpr std::int64_t kMaxSteps = 1000000000000;  // 10^12: a bound no real run reaches
+using app::kMaxSteps;
 
 // The command line of train, eval and sample (each accepts the options that apply to it).
-struct Options {
-  Config config = Config::from_string("{}");
-  std::string config_path, mesh, layout, run_dir, restore, prompt;
-  std::vector<std::string> sets;
+struct Options : app::RunOptions {
+  std::string prompt;
   double logit_scale = -1;
   int tokens = 40;
   double temperature = 0.0;
   std::uint64_t seed = 1;
-  bool print_config = false, dry_run = false;
 };
 
 // Parses the command line of `command`; -1 to go on, else the exit status (0 after --help or
@@ -72,33 +70,16 @@ int parse_command_line(Options& o, const std::vector<std::string>& args,
                                          : "Generates text from a checkpoint.";
   CLI::App app{what, "mtk-lm1b " + command};
   cli::configure(app);
-  app.add_option("--config", o.config_path, "The YAML config (apps/lm1b/configs/*.yaml)")
-      ->required()
-      ->type_name("FILE");
-  app.add_option("--mesh", o.mesh, "Overrides `mesh`, e.g. \"batch:2;model:2\"")->type_name("M");
-  app.add_option("--layout", o.layout, "Overrides `layout`, e.g. \"batch:batch;vocab:model\"")
-      ->type_name("L");
-  app.add_option("--set", o.sets, "Overrides one setting (repeatable), e.g. train.steps=100")
-      ->type_name("KEY=VALUE")
-      ->allow_extra_args(false)
-      ->take_all();
-  app.add_option("--run-dir", o.run_dir,
-                 "The run directory: config.resolved.yaml, metrics.jsonl, checkpoints/ "
-                 "(default: train.run_dir, else \"run\")")
-      ->type_name("DIR");
-  app.add_option("--restore", o.restore,
-                 command == "train" ? "Starts from this checkpoint instead of the run's newest"
-                                    : "The checkpoint to use instead of the run's newest")
-      ->type_name("CHECKPOINT");
-  if (command == "train" || command == "eval") {
-    app.add_flag("--print-config", o.print_config,
-                 "Prints the resolved config (file, --set, --mesh, --layout) as YAML and exits");
-    app.add_flag(
-        "--dry-run", o.dry_run,
+  app::add_run_options(app, o, "apps/lm1b/configs/*.yaml",
+                       command == "train"
+                           ? "Starts from this checkpoint instead of the run's newest"
+                           : "The checkpoint to use instead of the run's newest");
+  if (command == "train" || command == "eval")
+    app::add_check_options(
+        app, o,
         "Checks config, data, rank count and memory, builds the program, prints its "
         "cost per rank, and exits without " +
             std::string(command == "train" ? "training or writing anything" : "evaluating"));
-  }
   if (command == "eval")
     app.add_option("--logit-scale", o.logit_scale,
                    "Multiplies the logits (default: eval.logit_scale, else 1)")
@@ -117,70 +98,26 @@ int parse_command_line(Options& o, const std::vector<std::string>& args,
   return cli::parse(app, args, world_rank() == 0);
 }
 
-// The config file with the command line's overrides applied.
-void load_config(Options& o) {
-  o.config = Config::from_file(o.config_path);
-  for (const auto& s : o.sets)
-    o.config.apply_override(s);
-  if (!o.mesh.empty())
-    o.config.set("mesh", "\"" + o.mesh + "\"");
-  if (!o.layout.empty())
-    o.config.set("layout", "\"" + o.layout + "\"");
-  if (o.run_dir.empty())
-    o.run_dir = o.config.get_string("train.run_dir", "run", {});
-}
-
 // Every setting outside `model` (model_config.cpp checks that one), type- and range-checked
 // where it is read, so that a typo or a bad value fails before anything runs.
-struct Settings {
-  std::int64_t steps = 1000, log_every = 10, checkpoint_every = 1000, eval_max_batches = 0;
-  int checkpoint_keep = 3;
-  std::uint64_t seed = 1;
+struct Settings : app::TrainingSettings {
+  std::int64_t eval_max_batches = 0;
   double eval_logit_scale = 1.0;
-  std::string optimizer = "adafactor";
-  optim::LearningRateSchedule lr;
 };
 
 Settings read_settings(const Config& c) {
-  for (const auto& top : c.keys())
-    if (top != "mesh" && top != "layout" && top != "model" && top != "train" && top != "data" &&
-        top != "checkpoint" && top != "eval")
-      fail("mtk-lm1b", cat(c.origin(), ": unknown section '", top,
-                           "' (known: mesh, layout, model, train, data, checkpoint, eval)"));
+  app::reject_unknown_sections(c, "mtk-lm1b",
+                               {"mesh", "layout", "model", "train", "data", "checkpoint", "eval"});
   for (const char* section :
        {"model", "train", "train.learning_rate", "data", "checkpoint", "eval"})
     c.require_section(section);
-  reject_unknown_keys(
-      c, "train",
-      {"steps", "seed", "optimizer", "log_every", "run_dir", "learning_rate.schedule",
-       "learning_rate.value", "learning_rate.warmup_steps", "learning_rate.total_steps"});
   reject_unknown_keys(c, "data", {"dir"});
-  reject_unknown_keys(c, "checkpoint", {"every", "keep"});
   reject_unknown_keys(c, "eval", {"logit_scale", "max_batches"});
   Settings s;
-  s.steps = c.get_int("train.steps", s.steps, 1, kMaxSteps);
-  s.seed = static_cast<std::uint64_t>(
-      c.get_int("train.seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
-  s.log_every = c.get_int("train.log_every", s.log_every, 1, kMaxSteps);
-  s.checkpoint_every = c.get_int("checkpoint.every", s.checkpoint_every, 1, kMaxSteps);
-  s.checkpoint_keep = static_cast<int>(c.get_int("checkpoint.keep", s.checkpoint_keep, 1, 1000000));
+  static_cast<app::TrainingSettings&>(s) = app::read_training_settings(c);
   s.eval_logit_scale = c.get_double("eval.logit_scale", s.eval_logit_scale, 1e-6, 1e6);
   s.eval_max_batches = c.get_int("eval.max_batches", 0, 0, kMaxSteps);
-  s.optimizer = c.get_string("train.optimizer", s.optimizer, {"adafactor", "adam", "sgd"});
-  c.get_string("train.run_dir", "run", {});
   c.get_string("data.dir", "data", {});
-  const std::string kind =
-      c.get_string("train.learning_rate.schedule", "rsqrt_decay",
-                   {"constant", "rsqrt_decay", "linear_decay", "adafactor_relative"});
-  using Kind = optim::LearningRateSchedule::Kind;
-  s.lr.kind = kind == "constant"       ? Kind::constant
-              : kind == "rsqrt_decay"  ? Kind::rsqrt_decay
-              : kind == "linear_decay" ? Kind::linear_decay
-                                       : Kind::adafactor_relative;
-  s.lr.value = c.get_double("train.learning_rate.value", 0.01, 0.0, 1e6);
-  s.lr.warmup_steps = c.get_double("train.learning_rate.warmup_steps", 10000, 0.0, 1e15);
-  s.lr.total_steps =
-      c.get_double("train.learning_rate.total_steps", static_cast<double>(s.steps), 1.0, 1e15);
   return s;
 }
 
@@ -203,24 +140,11 @@ Setup setup(const Options& o, int ranks) {
                          "prepare --out` wrote"));
   s.data = Lm1bPrepared::open(dir);
   s.vocab = Vocab::load(s.data.vocab_model);
-  Config cfg = o.config;
-  if (!cfg.has("model.vocab_size"))
-    cfg.set("model.vocab_size", std::to_string(s.vocab.size()));
-  s.model = transformer_config_from(cfg);
-  if (s.model.vocab_size != s.vocab.size())
-    fail("mtk-lm1b",
-         cat(o.config.origin(), ": model.vocab_size = ", s.model.vocab_size, " but the vocabulary ",
-             s.data.vocab_model, " has ", s.vocab.size(), " pieces"));
+  s.model = app::model_for_vocabulary(o.config, s.vocab.size(), s.data.vocab_model, "mtk-lm1b");
   if (s.model.num_encoder_layers != 0)
     fail("mtk-lm1b",
          cat(o.config.origin(), ": model.num_encoder_layers must be 0 for a language model"));
-  s.mesh_shape = o.config.has("mesh") ? o.config.mesh_shape()
-                                      : MeshShape::parse("batch:" + std::to_string(ranks));
-  // Checked here, where every rank agrees, rather than by Mesh (which aborts the job).
-  if (s.mesh_shape.num_processors() != ranks)
-    fail("mtk-lm1b", cat("mesh ", s.mesh_shape.to_string(), " has ", s.mesh_shape.num_processors(),
-                         " processors but the job has ", ranks, " ranks; run with mpiexec -n ",
-                         s.mesh_shape.num_processors(), " or change the mesh (--mesh)"));
+  s.mesh_shape = app::mesh_for_ranks(o.config, ranks, "mtk-lm1b");
   s.rules = o.config.layout_rules();
   s.batch_options.global_batch = s.model.batch;
   return s;
@@ -229,12 +153,10 @@ Setup setup(const Options& o, int ranks) {
 // This rank's slice of the batch dim: the size of the mesh dim that splits `batch` and the
 // coordinate on it.
 void set_batch_slice(LmBatchOptions& b, const LayoutRules& rules, const Mesh& mesh) {
-  const int axis = rules.mesh_axis_for("batch", mesh.shape());
-  b.batch_slices = axis >= 0 ? static_cast<int>(mesh.shape()[axis].size) : 1;
-  b.slice_index = axis >= 0 ? mesh.coordinate(axis) : 0;
-  if (b.global_batch % b.batch_slices != 0)
-    fail("mtk-lm1b", cat("model.batch = ", b.global_batch, " is not divisible by mesh dimension '",
-                         mesh.shape()[axis].name, "' of size ", b.batch_slices));
+  const app::BatchSlice slice =
+      app::batch_slice(rules, mesh, b.global_batch, "model.batch", "mtk-lm1b");
+  b.batch_slices = slice.slices;
+  b.slice_index = slice.index;
 }
 
 std::map<int, HostTensor> local_feeds(const nn::ModelGraph& m, const LmBatch& b) {
@@ -243,34 +165,6 @@ std::map<int, HostTensor> local_feeds(const nn::ModelGraph& m, const LmBatch& b)
           {m.targets.id(), HostTensor::ints(s, b.targets)},
           {m.segments.id(), HostTensor::ints(s, b.segment_ids)},
           {m.positions.id(), HostTensor::ints(s, b.positions)}};
-}
-
-std::unique_ptr<optim::Optimizer> optimizer_from(const Settings& settings) {
-  if (settings.optimizer == "adam")
-    return std::make_unique<optim::Adam>();
-  if (settings.optimizer == "sgd")
-    return std::make_unique<optim::Sgd>();
-  return std::make_unique<optim::Adafactor>();
-}
-
-// Restores from --restore, or the newest good checkpoint of the run directory; returns the
-// directory restored ("" when none), whose metadata `meta` receives.
-std::string restore_weights(Program& program, const Options& o, const Mesh& mesh,
-                            CheckpointMetadata* meta, bool required) {
-  if (!o.restore.empty()) {
-    const std::string path = resolve_checkpoint_path(o.restore);
-    restore_checkpoint(program, path, meta);
-    return path;
-  }
-  CheckpointManager manager(o.run_dir, 1000000, mesh);
-  manager.set_logger([](const std::string& m) { say("%s\n", m.c_str()); });
-  std::string restored;  // the checkpoint actually restored, which `latest` may not name
-  if (manager.restore_latest(program, meta, &restored))
-    return restored;
-  if (required)  // every rank sees the same run directory: fail together
-    agree(mesh.comm(), cat("mtk-lm1b: no checkpoint in run directory '", o.run_dir,
-                           "'; train first or pass --restore"));
-  return "";
 }
 
 // What a command starts from: the command line, the config and its settings, and (unless only
@@ -289,7 +183,7 @@ int start(Start& st, const Communicator& world, const std::vector<std::string>& 
   if (const int status = parse_command_line(st.o, args, command); status >= 0)
     return status;
   agree_on_failure(world, [&] {
-    load_config(st.o);
+    app::load_config(st.o);
     st.settings = read_settings(st.o.config);
     if (!st.o.print_config)
       st.s = setup(st.o, world.size());
@@ -302,19 +196,8 @@ int start(Start& st, const Communicator& world, const std::vector<std::string>& 
   return -1;
 }
 
-// The program's cost per rank, from a lowering that allocates nothing; a program whose peak
-// memory exceeds this rank's share of its node's memory is refused on every rank before any
-// allocation.
 void check_cost(Graph& g, const Setup& s, const Mesh& mesh) {
-  auto plan = analyze(g, s.mesh_shape, s.rules, mesh.rank());
-  const auto& c = plan->counters();
-  say("  per rank: variables and slots %.1f MiB, peak %.1f MiB, %.3g FLOPs and %.3g MB of "
-      "collectives per step\n",
-      c.variable_bytes / 1048576.0, c.peak_bytes / 1048576.0, c.total_flops(),
-      c.total_comm_bytes() / 1e6);
-  check_memory_fits(
-      mesh.comm(), c.peak_bytes,
-      cat("the model (", s.model.to_string(), ") on mesh ", s.mesh_shape.to_string()));
+  app::check_cost(g, s.mesh_shape, s.rules, mesh, s.model.to_string());
 }
 
 // Token shards whose header names another vocabulary size than the model's would feed ids the
@@ -325,28 +208,6 @@ void check_shards_match(const PackedSequences& data, const Setup& s, const std::
                          data.vocab_size(), " pieces, but model.vocab_size = ", s.model.vocab_size,
                          " (", s.data.vocab_model, "); run `mtk-lm1b prepare` again"));
 }
-
-// The training losses of the steps since the last log line, averaged: the loss minimised and its
-// parts per token (plain cross-entropy, z-loss; label smoothing is the rest) and the MoE loss.
-struct LossWindow {
-  double loss = 0, cross_entropy = 0, z_loss = 0, aux_loss = 0;
-  int steps = 0;
-
-  // The fetches add() reads, in its order.
-  static std::vector<Tensor> fetches(const nn::ModelGraph& m, const Tensor& lr) {
-    return {m.loss, lr, m.cross_entropy_sum, m.z_loss_sum, m.aux_loss, m.token_count};
-  }
-  void add(const std::vector<HostTensor>& out) {
-    auto value = [&](size_t k) { return static_cast<double>(out[k].data<float>()[0]); };
-    const double tokens = std::max(1.0, value(5));
-    loss += value(0);
-    cross_entropy += value(2) / tokens;
-    z_loss += value(3) / tokens;
-    aux_loss += value(4);
-    ++steps;
-  }
-  double mean(double sum) const { return sum / std::max(1, steps); }
-};
 
 }  // namespace
 
@@ -361,16 +222,12 @@ int train_main(const std::vector<std::string>& args) {
   Options& o = start_state.o;
   Setup& s = start_state.s;
   const Settings& settings = start_state.settings;
-  const std::int64_t steps = settings.steps;
-  const std::int64_t log_every = settings.log_every;
-  const std::int64_t ckpt_every = settings.checkpoint_every;
-  const int keep = settings.checkpoint_keep;
   const std::uint64_t seed = settings.seed;
 
   Mesh mesh(s.mesh_shape, world);
   Graph g;
   nn::ModelGraph m = nn::build_transformer(g, s.model, true, seed);
-  auto optimizer = optimizer_from(settings);
+  auto optimizer = app::optimizer_from(settings);
   Tensor lr = optim::minimize(m.loss, *optimizer, settings.lr);
   say("mtk-lm1b train: %s\n", s.model.to_string().c_str());
   say("  parameters %.2fM (formula %.2fM); mesh %s; layout %s\n", nn::count_parameters(g) / 1e6,
@@ -397,108 +254,16 @@ int train_main(const std::vector<std::string>& args) {
     return 0;
   }
 
-  agree_on_failure(mesh.comm(), [&] {
-    if (mesh.rank() == 0) {
-      make_directories(o.run_dir, "mtk::make_directories");
-      write_file_atomically(o.run_dir + "/config.resolved.yaml", o.config.dump(),
-                            "mtk::write_file_atomically");
-    }
-  });
   auto program = lower(g, mesh, s.rules);
-
-  CheckpointManager ckpt(o.run_dir, keep, mesh);
-  ckpt.set_logger([](const std::string& msg) { say("%s\n", msg.c_str()); });
-  CheckpointMetadata meta;
-  std::int64_t step = 0;
-  const std::string restored = restore_weights(*program, o, mesh, &meta, false);
-  if (!restored.empty()) {
-    step = meta.step;
-    if (!meta.data_position.empty())
-      stream.restore(meta.data_position);
-    say("  resumed from %s at step %lld\n", restored.c_str(), static_cast<long long>(step));
-  }
-  if (stop_requested(mesh.comm())) {
-    say("mtk-lm1b train: stop requested (signal %d) during start-up, before step %lld ran; "
-        "nothing new was saved (exit %d)\n",
-        mesh.comm().max(stop_signal_number()), static_cast<long long>(step + 1),
-        kExitStoppedBeforeStart);
-    return kExitStoppedBeforeStart;
-  }
-  auto save = [&]() {
-    CheckpointMetadata md;
-    md.step = step;
-    md.config_yaml = o.config.dump();
-    md.layout = s.rules.to_string();
-    md.data_position = stream.save();
-    const std::string path = ckpt.save(*program, md);
-    say("  saved checkpoint %s\n", path.c_str());
-  };
-
-  // Records after the restored step are dropped: this run logs those steps again.
-  MetricsWriter metrics;
-  std::int64_t run_start = 1;
-  const std::string job = batch_job_id();
-  agree_on_failure(mesh.comm(), [&] {
-    if (world_rank() == 0) {
-      run_start = resume_metrics_log(o.run_dir + "/metrics.jsonl", step).start;
-      metrics = MetricsWriter(o.run_dir + "/metrics.jsonl");
-    }
-  });
-  ProgressMeter meter(step, steps);
-  const std::int64_t first_step = step;
-  auto steps_line = [&](const char* what) {
-    say("mtk-lm1b train: %s: %lld steps in this job (%lld -> %lld), %lld of %lld overall, in %s\n",
-        what, static_cast<long long>(step - first_step), static_cast<long long>(first_step),
-        static_cast<long long>(step), static_cast<long long>(step), static_cast<long long>(steps),
-        format_duration(meter.elapsed_s()).c_str());
-  };
-  LossWindow window;
-  std::int64_t last_saved = restored.empty() ? -1 : step;
-  while (step < steps) {
+  app::TrainingData data;
+  data.next = [&] {
     LmBatch batch = stream.next();
-    auto out = program->run({}, LossWindow::fetches(m, lr), local_feeds(m, batch));
-    ++step;
-    const double loss = out[0].data<float>()[0];
-    if (!std::isfinite(loss))
-      fail("mtk-lm1b train", cat("loss is ", loss, " at step ", step));
-    window.add(out);
-    meter.tick(step, batch.global_tokens);
-    if (step % log_every == 0 || step == steps) {
-      ProgressInfo info = meter.report(window.mean(window.loss), out[1].data<float>()[0]);
-      say("%s\n", format_progress(info).c_str());
-      if (metrics.is_open())
-        metrics.write({{"step", step},
-                       {"loss", window.mean(window.loss)},
-                       {"cross_entropy", window.mean(window.cross_entropy)},
-                       {"z_loss", window.mean(window.z_loss)},
-                       {"aux_loss", window.mean(window.aux_loss)},
-                       {"tokens_per_s", info.tokens_per_s},
-                       {"lr", static_cast<double>(out[1].data<float>()[0])},
-                       {"epoch", stream.position().epoch},
-                       {"kind", std::string("train")},
-                       {"time", utc_timestamp()},
-                       {"job", job},
-                       {"start", run_start}});
-      window = LossWindow();
-    }
-    if (ckpt_every > 0 && step % ckpt_every == 0) {
-      save();
-      last_saved = step;
-    }
-    if (stop_requested(mesh.comm())) {
-      // The signal one rank received, which every rank reports.
-      say("  stop requested (signal %d): saving at step %lld\n",
-          mesh.comm().max(stop_signal_number()), static_cast<long long>(step));
-      if (last_saved != step)
-        save();
-      steps_line("stopped, resumable");
-      return kExitStoppedResumable;
-    }
-  }
-  if (last_saved != step)
-    save();
-  steps_line("done");
-  return 0;
+    return app::TrainingData::Batch{local_feeds(m, batch), batch.global_tokens};
+  };
+  data.save = [&] { return stream.save(); };
+  data.restore = [&](const std::string& position) { stream.restore(position); };
+  data.epoch = [&] { return stream.position().epoch; };
+  return app::run_training("mtk-lm1b train", *program, m, lr, mesh, o, settings, s.rules, data);
 }
 
 int eval_main(const std::vector<std::string>& args) {
@@ -531,7 +296,7 @@ int eval_main(const std::vector<std::string>& args) {
   }
   auto program = lower(g, mesh, s.rules);
   CheckpointMetadata meta;
-  const std::string path = restore_weights(*program, o, mesh, &meta, true);
+  const std::string path = app::restore_weights(*program, o, mesh, &meta, true, "mtk-lm1b");
   LmBatchStream stream(heldout, s.batch_options);
   double total_loss = 0, total_tokens = 0;
   std::int64_t batches = 0;
@@ -597,7 +362,7 @@ int sample_main(const std::vector<std::string>& args) {
   nn::ModelGraph m = nn::build_transformer(g, s.model, false);
   check_cost(g, s, mesh);
   auto program = lower(g, mesh, s.rules);
-  restore_weights(*program, o, mesh, nullptr, true);
+  app::restore_weights(*program, o, mesh, nullptr, true, "mtk-lm1b");
   const std::int64_t L = s.model.length, B = s.model.batch, V = s.model.vocab_size;
   std::vector<std::int32_t> tokens = s.vocab.encode(o.prompt);
   if (static_cast<std::int64_t>(tokens.size()) >= L)

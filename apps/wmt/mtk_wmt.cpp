@@ -1,5 +1,9 @@
 // mtk-wmt: the WMT translation experiment (docs/wmt.md).
 //
+//   mtk-wmt prepare --config apps/wmt/configs/demo.yaml
+//   mpiexec -n 2 mtk-wmt train --config apps/wmt/configs/demo.yaml --run-dir run/wmt
+//   mpiexec -n 2 mtk-wmt translate --config apps/wmt/configs/demo.yaml --run-dir run/wmt \
+//       --input test.en.sgm --reference test.fr.sgm --output test.mt.fr
 //   mtk-wmt bleu HYP REF [REF...]   corpus BLEU as sacreBLEU computes it (docs/bleu.md)
 //
 // HYP and REF are plain text files, one segment per line, or newstest .sgm files.
@@ -9,6 +13,7 @@
 #include <mtk/text/bleu.hpp>
 #include <mtk/text/sgm.hpp>
 
+#include "wmt_commands.hpp"
 #include <cli.hpp>
 #include <cstdio>
 #include <string>
@@ -18,6 +23,9 @@ namespace {
 
 const char* const kCommands =
     "Commands:\n"
+    "  prepare   shared SentencePiece vocabulary and token shards of the training pairs\n"
+    "  train     train the encoder-decoder Transformer (on any number of MPI ranks)\n"
+    "  translate translate a text or .sgm file by beam search; BLEU against a reference\n"
     "  bleu      corpus BLEU of a translation against references, equal to sacreBLEU's\n"
     "`mtk-wmt COMMAND --help` lists a command's options (docs/wmt.md, docs/bleu.md).";
 
@@ -52,24 +60,40 @@ int bleu_main(const mtk::Communicator& world, const std::vector<std::string>& ar
   return mtk::kExitOk;
 }
 
+bool is_command(const std::string& c) {
+  return c == "bleu" || c == "prepare" || c == "train" || c == "translate";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string command = argc > 1 ? argv[1] : "";
   mtk::AppOptions options;
-  options.name = command == "bleu" ? "mtk-wmt bleu" : "mtk-wmt";
-  return mtk::app_main(
-      argc, argv, options,
-      [&](const mtk::Communicator& world, const std::vector<std::string>& args) {
-        if (command == "bleu")
-          return bleu_main(world, {args.begin() + 1, args.end()});
-        // No command, or an unknown one: --help, --version, or a usage error.
-        CLI::App app{"The WMT translation experiment (docs/wmt.md).", "mtk-wmt"};
-        mtk::cli::configure(app);
-        app.footer(kCommands);
-        std::string name;
-        app.add_option("command", name, "bleu")->required()->check(CLI::IsMember({"bleu"}));
-        const int status = mtk::cli::parse(app, args, world.rank() == 0);
-        return status >= 0 ? status : mtk::kExitUsage;
-      });
+  options.name = is_command(command) ? "mtk-wmt " + command : "mtk-wmt";
+  options.abort_on_local_error = command == "train" || command == "translate";
+  // Before MPI and Kokkos start: a stop signal during train's start-up is honoured, not fatal.
+  options.stop_signals = command == "train";
+  return mtk::app_main(argc, argv, options,
+                       [&](const mtk::Communicator& world, const std::vector<std::string>& args) {
+                         const std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1),
+                                                             args.end());
+                         if (command == "bleu")
+                           return bleu_main(world, rest);
+                         if (command == "prepare")
+                           return mtk::wmt::prepare_main(world, rest);
+                         if (command == "train")
+                           return mtk::wmt::train_main(world, rest);
+                         if (command == "translate")
+                           return mtk::wmt::translate_main(world, rest);
+                         // No command, or an unknown one: --help, --version, or a usage error.
+                         CLI::App app{"The WMT translation experiment (docs/wmt.md).", "mtk-wmt"};
+                         mtk::cli::configure(app);
+                         app.footer(kCommands);
+                         std::string name;
+                         app.add_option("command", name, "prepare | train | translate | bleu")
+                             ->required()
+                             ->check(CLI::IsMember({"prepare", "train", "translate", "bleu"}));
+                         const int status = mtk::cli::parse(app, args, world.rank() == 0);
+                         return status >= 0 ? status : mtk::kExitUsage;
+                       });
 }

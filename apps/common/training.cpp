@@ -1,0 +1,321 @@
+#include "training.hpp"
+
+#include <mtk/app/exit_status.hpp>
+#include <mtk/app/memory_budget.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/config/model_config.hpp>
+#include <mtk/files/files.hpp>
+#include <mtk/metrics/metrics.hpp>
+#include <mtk/signals/stop_signals.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace mtk::app {
+
+void say(const std::string& text) {
+  if (Communicator::world_rank() == 0) {
+    std::printf("%s", text.c_str());
+    std::fflush(stdout);
+  }
+}
+
+void add_run_options(CLI::App& app, RunOptions& o, const std::string& configs,
+                     const std::string& restore_help) {
+  app.add_option("--config", o.config_path, "The YAML config (" + configs + ")")
+      ->required()
+      ->type_name("FILE");
+  app.add_option("--mesh", o.mesh, "Overrides `mesh`, e.g. \"batch:2;model:2\"")->type_name("M");
+  app.add_option("--layout", o.layout, "Overrides `layout`, e.g. \"batch:batch;vocab:model\"")
+      ->type_name("L");
+  app.add_option("--set", o.sets, "Overrides one setting (repeatable), e.g. train.steps=100")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false)
+      ->take_all();
+  app.add_option("--run-dir", o.run_dir,
+                 "The run directory: config.resolved.yaml, metrics.jsonl, checkpoints/ "
+                 "(default: train.run_dir, else \"run\")")
+      ->type_name("DIR");
+  app.add_option("--restore", o.restore, restore_help)->type_name("CHECKPOINT");
+}
+
+void add_check_options(CLI::App& app, RunOptions& o, const std::string& dry_run_help) {
+  app.add_flag("--print-config", o.print_config,
+               "Prints the resolved config (file, --set, --mesh, --layout) as YAML and exits");
+  app.add_flag("--dry-run", o.dry_run, dry_run_help);
+}
+
+void load_config(RunOptions& o) {
+  o.config = Config::from_file(o.config_path);
+  for (const auto& s : o.sets)
+    o.config.apply_override(s);
+  if (!o.mesh.empty())
+    o.config.set("mesh", "\"" + o.mesh + "\"");
+  if (!o.layout.empty())
+    o.config.set("layout", "\"" + o.layout + "\"");
+  if (o.run_dir.empty())
+    o.run_dir = o.config.get_string("train.run_dir", "run", {});
+}
+
+void reject_unknown_sections(const Config& c, const std::string& tool,
+                             const std::vector<std::string>& known) {
+  for (const auto& top : c.keys())
+    if (std::find(known.begin(), known.end(), top) == known.end()) {
+      std::string list;
+      for (const auto& k : known)
+        list += (list.empty() ? "" : ", ") + k;
+      fail(tool, cat(c.origin(), ": unknown section '", top, "' (known: ", list, ")"));
+    }
+}
+
+TrainingSettings read_training_settings(const Config& c) {
+  for (const char* section : {"model", "train", "train.learning_rate", "checkpoint"})
+    c.require_section(section);
+  reject_unknown_keys(
+      c, "train",
+      {"steps", "seed", "optimizer", "log_every", "run_dir", "learning_rate.schedule",
+       "learning_rate.value", "learning_rate.warmup_steps", "learning_rate.total_steps"});
+  reject_unknown_keys(c, "checkpoint", {"every", "keep"});
+  TrainingSettings s;
+  s.steps = c.get_int("train.steps", s.steps, 1, kMaxSteps);
+  s.seed = static_cast<std::uint64_t>(
+      c.get_int("train.seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
+  s.log_every = c.get_int("train.log_every", s.log_every, 1, kMaxSteps);
+  s.checkpoint_every = c.get_int("checkpoint.every", s.checkpoint_every, 1, kMaxSteps);
+  s.checkpoint_keep = static_cast<int>(c.get_int("checkpoint.keep", s.checkpoint_keep, 1, 1000000));
+  s.optimizer = c.get_string("train.optimizer", s.optimizer, {"adafactor", "adam", "sgd"});
+  c.get_string("train.run_dir", "run", {});
+  const std::string kind =
+      c.get_string("train.learning_rate.schedule", "rsqrt_decay",
+                   {"constant", "rsqrt_decay", "linear_decay", "adafactor_relative"});
+  using Kind = optim::LearningRateSchedule::Kind;
+  s.lr.kind = kind == "constant"       ? Kind::constant
+              : kind == "rsqrt_decay"  ? Kind::rsqrt_decay
+              : kind == "linear_decay" ? Kind::linear_decay
+                                       : Kind::adafactor_relative;
+  s.lr.value = c.get_double("train.learning_rate.value", 0.01, 0.0, 1e6);
+  s.lr.warmup_steps = c.get_double("train.learning_rate.warmup_steps", 10000, 0.0, 1e15);
+  s.lr.total_steps =
+      c.get_double("train.learning_rate.total_steps", static_cast<double>(s.steps), 1.0, 1e15);
+  return s;
+}
+
+std::unique_ptr<optim::Optimizer> optimizer_from(const TrainingSettings& settings) {
+  if (settings.optimizer == "adam")
+    return std::make_unique<optim::Adam>();
+  if (settings.optimizer == "sgd")
+    return std::make_unique<optim::Sgd>();
+  return std::make_unique<optim::Adafactor>();
+}
+
+MeshShape mesh_for_ranks(const Config& config, int ranks, const std::string& tool) {
+  const MeshShape mesh_shape =
+      config.has("mesh") ? config.mesh_shape() : MeshShape::parse("batch:" + std::to_string(ranks));
+  // Checked where every rank agrees, rather than by Mesh (which aborts the job).
+  if (mesh_shape.num_processors() != ranks)
+    fail(tool, cat("mesh ", mesh_shape.to_string(), " has ", mesh_shape.num_processors(),
+                   " processors but the job has ", ranks, " ranks; run with mpiexec -n ",
+                   mesh_shape.num_processors(), " or change the mesh (--mesh)"));
+  return mesh_shape;
+}
+
+BatchSlice batch_slice(const LayoutRules& rules, const Mesh& mesh, std::int64_t batch,
+                       const std::string& what, const std::string& tool) {
+  const int axis = rules.mesh_axis_for("batch", mesh.shape());
+  BatchSlice b;
+  if (axis < 0)
+    return b;
+  b.slices = static_cast<int>(mesh.shape()[axis].size);
+  b.index = mesh.coordinate(axis);
+  if (batch % b.slices != 0)
+    fail(tool, cat(what, " = ", batch, " is not divisible by mesh dimension '",
+                   mesh.shape()[axis].name, "' of size ", b.slices));
+  return b;
+}
+
+nn::TransformerConfig model_for_vocabulary(const Config& config, int vocab_size,
+                                           const std::string& vocab_path, const std::string& tool) {
+  Config cfg = config;
+  if (!cfg.has("model.vocab_size"))
+    cfg.set("model.vocab_size", std::to_string(vocab_size));
+  nn::TransformerConfig model = transformer_config_from(cfg);
+  if (model.vocab_size != vocab_size)
+    fail(tool, cat(config.origin(), ": model.vocab_size = ", model.vocab_size,
+                   " but the vocabulary ", vocab_path, " has ", vocab_size, " pieces"));
+  return model;
+}
+
+void check_cost(Graph& g, const MeshShape& mesh_shape, const LayoutRules& rules, const Mesh& mesh,
+                const std::string& model_text) {
+  auto plan = analyze(g, mesh_shape, rules, mesh.rank());
+  const auto& c = plan->counters();
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "  per rank: variables and slots %.1f MiB, peak %.1f MiB, %.3g FLOPs and %.3g MB "
+                "of collectives per step\n",
+                c.variable_bytes / 1048576.0, c.peak_bytes / 1048576.0, c.total_flops(),
+                c.total_comm_bytes() / 1e6);
+  say(line);
+  check_memory_fits(mesh.comm(), c.peak_bytes,
+                    cat("the model (", model_text, ") on mesh ", mesh_shape.to_string()));
+}
+
+std::string restore_weights(Program& program, const RunOptions& o, const Mesh& mesh,
+                            CheckpointMetadata* meta, bool required, const std::string& tool) {
+  if (!o.restore.empty()) {
+    const std::string path = resolve_checkpoint_path(o.restore);
+    restore_checkpoint(program, path, meta);
+    return path;
+  }
+  CheckpointManager manager(o.run_dir, 1000000, mesh);
+  manager.set_logger([](const std::string& m) { say(m + "\n"); });
+  std::string restored;  // the checkpoint actually restored, which `latest` may not name
+  if (manager.restore_latest(program, meta, &restored))
+    return restored;
+  if (required)  // every rank sees the same run directory: fail together
+    agree(mesh.comm(), cat(tool, ": no checkpoint in run directory '", o.run_dir,
+                           "'; train first or pass --restore"));
+  return "";
+}
+
+namespace {
+
+// The training losses of the steps since the last log line, averaged: the loss minimised and its
+// parts per token (plain cross-entropy, z-loss; label smoothing is the rest) and the MoE loss.
+struct LossWindow {
+  double loss = 0, cross_entropy = 0, z_loss = 0, aux_loss = 0;
+  int steps = 0;
+
+  // The fetches add() reads, in its order.
+  static std::vector<Tensor> fetches(const nn::ModelGraph& m, const Tensor& lr) {
+    return {m.loss, lr, m.cross_entropy_sum, m.z_loss_sum, m.aux_loss, m.token_count};
+  }
+  void add(const std::vector<HostTensor>& out) {
+    auto value = [&](size_t k) { return static_cast<double>(out[k].data<float>()[0]); };
+    const double tokens = std::max(1.0, value(5));
+    loss += value(0);
+    cross_entropy += value(2) / tokens;
+    z_loss += value(3) / tokens;
+    aux_loss += value(4);
+    ++steps;
+  }
+  double mean(double sum) const { return sum / std::max(1, steps); }
+};
+
+long long ll(std::int64_t v) {
+  return static_cast<long long>(v);
+}
+
+}  // namespace
+
+int run_training(const std::string& tool, Program& program, const nn::ModelGraph& m,
+                 const Tensor& lr, const Mesh& mesh, const RunOptions& o,
+                 const TrainingSettings& settings, const LayoutRules& rules, TrainingData& data) {
+  const std::int64_t steps = settings.steps;
+  const std::string app_name = tool.substr(0, tool.find(' '));
+  agree_on_failure(mesh.comm(), [&] {
+    if (mesh.rank() == 0) {
+      make_directories(o.run_dir, "mtk::make_directories");
+      write_file_atomically(o.run_dir + "/config.resolved.yaml", o.config.dump(),
+                            "mtk::write_file_atomically");
+    }
+  });
+  CheckpointManager ckpt(o.run_dir, settings.checkpoint_keep, mesh);
+  ckpt.set_logger([](const std::string& msg) { say(msg + "\n"); });
+  CheckpointMetadata meta;
+  std::int64_t step = 0;
+  const std::string restored = restore_weights(program, o, mesh, &meta, false, app_name);
+  if (!restored.empty()) {
+    step = meta.step;
+    if (!meta.data_position.empty())
+      data.restore(meta.data_position);
+    say(cat("  resumed from ", restored, " at step ", step, "\n"));
+  }
+  if (stop_requested(mesh.comm())) {
+    say(cat(tool, ": stop requested (signal ", mesh.comm().max(stop_signal_number()),
+            ") during start-up, before step ", step + 1, " ran; nothing new was saved (exit ",
+            kExitStoppedBeforeStart, ")\n"));
+    return kExitStoppedBeforeStart;
+  }
+  auto save = [&]() {
+    CheckpointMetadata md;
+    md.step = step;
+    md.config_yaml = o.config.dump();
+    md.layout = rules.to_string();
+    md.data_position = data.save();
+    const std::string path = ckpt.save(program, md);
+    say("  saved checkpoint " + path + "\n");
+  };
+
+  // Records after the restored step are dropped: this run logs those steps again.
+  MetricsWriter metrics;
+  std::int64_t run_start = 1;
+  const std::string job = batch_job_id();
+  agree_on_failure(mesh.comm(), [&] {
+    if (mesh.rank() == 0) {
+      run_start = resume_metrics_log(o.run_dir + "/metrics.jsonl", step).start;
+      metrics = MetricsWriter(o.run_dir + "/metrics.jsonl");
+    }
+  });
+  ProgressMeter meter(step, steps);
+  const std::int64_t first_step = step;
+  auto steps_line = [&](const char* what) {
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "%s: %s: %lld steps in this job (%lld -> %lld), %lld of %lld overall, in %s\n",
+                  tool.c_str(), what, ll(step - first_step), ll(first_step), ll(step), ll(step),
+                  ll(steps), format_duration(meter.elapsed_s()).c_str());
+    say(line);
+  };
+  LossWindow window;
+  std::int64_t last_saved = restored.empty() ? -1 : step;
+  while (step < steps) {
+    TrainingData::Batch batch = data.next();
+    auto out = program.run({}, LossWindow::fetches(m, lr), batch.feeds);
+    ++step;
+    const double loss = out[0].data<float>()[0];
+    if (!std::isfinite(loss))
+      fail(tool, cat("loss is ", loss, " at step ", step));
+    window.add(out);
+    meter.tick(step, batch.global_tokens);
+    if (step % settings.log_every == 0 || step == steps) {
+      ProgressInfo info = meter.report(window.mean(window.loss), out[1].data<float>()[0]);
+      say(format_progress(info) + "\n");
+      if (metrics.is_open())
+        metrics.write({{"step", step},
+                       {"loss", window.mean(window.loss)},
+                       {"cross_entropy", window.mean(window.cross_entropy)},
+                       {"z_loss", window.mean(window.z_loss)},
+                       {"aux_loss", window.mean(window.aux_loss)},
+                       {"tokens_per_s", info.tokens_per_s},
+                       {"lr", static_cast<double>(out[1].data<float>()[0])},
+                       {"epoch", data.epoch()},
+                       {"kind", std::string("train")},
+                       {"time", utc_timestamp()},
+                       {"job", job},
+                       {"start", run_start}});
+      window = LossWindow();
+    }
+    if (settings.checkpoint_every > 0 && step % settings.checkpoint_every == 0) {
+      save();
+      last_saved = step;
+    }
+    if (stop_requested(mesh.comm())) {
+      // The signal one rank received, which every rank reports.
+      say(cat("  stop requested (signal ", mesh.comm().max(stop_signal_number()),
+              "): saving at step ", step, "\n"));
+      if (last_saved != step)
+        save();
+      steps_line("stopped, resumable");
+      return kExitStoppedResumable;
+    }
+  }
+  if (last_saved != step)
+    save();
+  steps_line("done");
+  return 0;
+}
+
+}  // namespace mtk::app

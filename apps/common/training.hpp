@@ -1,0 +1,116 @@
+#pragma once
+// What the training applications (mtk-lm1b, mtk-wmt) share: the run options of their commands
+// (--config/--mesh/--layout/--set/--run-dir/--restore), the train.* and checkpoint.* settings, the
+// program's cost check, restoring a checkpoint, and the training loop with its metrics, progress
+// line, checkpoints and stop signals. Each app supplies its data as a TrainingData.
+
+#include <mtk/checkpoint/checkpoint.hpp>
+#include <mtk/config/config.hpp>
+#include <mtk/lower/lowering.hpp>
+#include <mtk/nn/transformer.hpp>
+#include <mtk/optim/optim.hpp>
+
+#include "cli.hpp"
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mtk::app {
+
+/// A bound no real run reaches (10^12 steps).
+constexpr std::int64_t kMaxSteps = 1000000000000;
+
+/// Rank 0 prints `text` and flushes; every rank goes on.
+void say(const std::string& text);
+
+/// The command line every command of a training app shares.
+struct RunOptions {
+  Config config = Config::from_string("{}");
+  std::string config_path, mesh, layout, run_dir, restore;
+  std::vector<std::string> sets;
+  bool print_config = false, dry_run = false;
+};
+
+/// Adds --config (`configs`: where configs live), --mesh, --layout, --set, --run-dir and
+/// --restore (`restore_help`).
+void add_run_options(CLI::App& app, RunOptions& o, const std::string& configs,
+                     const std::string& restore_help);
+/// Adds --print-config and --dry-run (`dry_run_help`).
+void add_check_options(CLI::App& app, RunOptions& o, const std::string& dry_run_help);
+
+/// Loads the config file and applies --set, --mesh and --layout; the run directory defaults to
+/// train.run_dir, else "run".
+void load_config(RunOptions& o);
+
+/// Throws naming the first top-level section of `c` not in `known` (`tool` names the app).
+void reject_unknown_sections(const Config& c, const std::string& tool,
+                             const std::vector<std::string>& known);
+
+/// The train.* and checkpoint.* settings, type- and range-checked where they are read.
+struct TrainingSettings {
+  std::int64_t steps = 1000, log_every = 10, checkpoint_every = 1000;
+  int checkpoint_keep = 3;
+  std::uint64_t seed = 1;
+  std::string optimizer = "adafactor";
+  optim::LearningRateSchedule lr;
+};
+/// Reads them; unknown keys under train and checkpoint are errors.
+TrainingSettings read_training_settings(const Config& c);
+
+std::unique_ptr<optim::Optimizer> optimizer_from(const TrainingSettings& settings);
+
+/// The `mesh` of `config` (default batch:ranks); one of another number of processors than `ranks`
+/// fails naming both (`tool`).
+MeshShape mesh_for_ranks(const Config& config, int ranks, const std::string& tool);
+
+/// This rank's slice of a batch of `batch` rows: the size of the mesh dim that splits `batch`
+/// (1 when none) and the coordinate on it. A batch it does not divide fails naming `what` (e.g.
+/// "model.batch") and the dim.
+struct BatchSlice {
+  int slices = 1, index = 0;
+};
+BatchSlice batch_slice(const LayoutRules& rules, const Mesh& mesh, std::int64_t batch,
+                       const std::string& what, const std::string& tool);
+
+/// The `model` of `config` with model.vocab_size defaulting to `vocab_size`, the size of the
+/// vocabulary `vocab_path`; another model.vocab_size fails naming both.
+nn::TransformerConfig model_for_vocabulary(const Config& config, int vocab_size,
+                                           const std::string& vocab_path, const std::string& tool);
+
+/// Prints the program's cost per rank (a lowering that allocates nothing) and refuses, on every
+/// rank, a program whose peak memory exceeds this rank's share of its node's memory.
+void check_cost(Graph& g, const MeshShape& mesh_shape, const LayoutRules& rules, const Mesh& mesh,
+                const std::string& model_text);
+
+/// Restores from --restore, or the newest good checkpoint of the run directory; returns the
+/// directory restored ("" when none, which is an error when `required`, naming `tool`). `meta`
+/// (may be null) receives the checkpoint's metadata.
+std::string restore_weights(Program& program, const RunOptions& o, const Mesh& mesh,
+                            CheckpointMetadata* meta, bool required, const std::string& tool);
+
+/// The training data of an app: the next batch of this rank's feeds, and the position in the data
+/// a checkpoint keeps.
+struct TrainingData {
+  struct Batch {
+    std::map<int, HostTensor> feeds;  ///< this rank's slice
+    std::int64_t global_tokens = 0;   ///< non-padding target tokens over all ranks
+  };
+  std::function<Batch()> next;
+  std::function<std::string()> save;
+  std::function<void(const std::string&)> restore;
+  std::function<std::int64_t()> epoch;
+};
+
+/// Trains: writes the run directory's config.resolved.yaml, restores (--restore or the newest
+/// checkpoint, with the data position), runs steps until settings.steps with the progress line
+/// and metrics.jsonl every log_every steps, saves every checkpoint_every steps and at the end, and
+/// honours stop signals (saves, exit 75; before the first step 76). `tool` prefixes the messages
+/// ("mtk-lm1b train"). Returns the exit status.
+int run_training(const std::string& tool, Program& program, const nn::ModelGraph& m,
+                 const Tensor& lr, const Mesh& mesh, const RunOptions& o,
+                 const TrainingSettings& settings, const LayoutRules& rules, TrainingData& data);
+
+}  // namespace mtk::app

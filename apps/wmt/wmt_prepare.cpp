@@ -1,0 +1,327 @@
+// mtk-wmt prepare: training pairs -> one shared SentencePiece vocabulary and source/target token
+// shards (docs/wmt.md). Rank 0 does the work; every rank agrees on failure.
+
+#include <mtk/base/error.hpp>
+#include <mtk/config/config.hpp>
+#include <mtk/config/model_config.hpp>
+#include <mtk/data/lm1b_corpus.hpp>
+#include <mtk/data/vocab.hpp>
+#include <mtk/files/files.hpp>
+#include <mtk/metrics/metrics.hpp>
+#include <mtk/text/sgm.hpp>
+
+#include "cli.hpp"
+#include "training.hpp"
+#include "wmt_commands.hpp"
+#include "wmt_data.hpp"
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <zlib.h>
+
+namespace mtk::wmt {
+namespace {
+
+namespace fs = std::filesystem;
+const char* const kTool = "mtk-wmt prepare";
+
+// Lines of a plain or gzip-compressed text file (zlib reads both).
+class TextLines {
+ public:
+  explicit TextLines(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {
+    if (!file_)
+      fail(kTool, cat("cannot open '", path, "'"));
+    gzbuffer(file_, 1 << 17);
+  }
+  ~TextLines() { gzclose(file_); }
+  TextLines(const TextLines&) = delete;
+  TextLines& operator=(const TextLines&) = delete;
+  bool next(std::string& line) {
+    line.clear();
+    char buf[8192];
+    while (gzgets(file_, buf, sizeof buf)) {
+      line += buf;
+      if (!line.empty() && line.back() == '\n') {
+        line.pop_back();
+        if (!line.empty() && line.back() == '\r')
+          line.pop_back();
+        return true;
+      }
+    }
+    int err = 0;
+    const char* msg = gzerror(file_, &err);
+    if (err != Z_OK && err != Z_BUF_ERROR)
+      fail(kTool, cat("cannot read '", path_, "': ", msg));
+    return !line.empty();  // a last line without newline
+  }
+
+ private:
+  std::string path_;
+  gzFile file_;
+};
+
+// PREFIX.lang, else PREFIX.lang.gz.
+std::string pair_file(const std::string& prefix, const std::string& lang) {
+  const std::string plain = prefix + "." + lang;
+  if (fs::exists(plain))
+    return plain;
+  if (fs::exists(plain + ".gz"))
+    return plain + ".gz";
+  fail(kTool, cat("training file '", plain, "' (or '", plain, ".gz') does not exist"));
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::string item;
+  for (char c : text + ",") {
+    if (c == ',') {
+      while (!item.empty() && item.back() == ' ')
+        item.pop_back();
+      if (!item.empty())
+        out.push_back(item);
+      item.clear();
+    } else if (c != ' ' || !item.empty()) {
+      item += c;
+    }
+  }
+  return out;
+}
+
+struct Settings {
+  std::string dir, source, target, model_type;
+  std::vector<std::string> train;
+  std::string dev_source, dev_reference, test_source, test_reference;
+  int vocab_size = 8000;
+  std::int64_t max_length = 0, max_line_bytes = 1024, vocab_sample_pairs = 1000000;
+};
+
+Settings read_settings(const Config& c) {
+  c.require_section("data");
+  reject_unknown_keys(c, "data",
+                      {"dir", "train", "source", "target", "dev.source", "dev.reference",
+                       "test.source", "test.reference", "vocab_size", "model_type", "max_length",
+                       "max_line_bytes", "vocab_sample_pairs"});
+  Settings s;
+  s.dir = c.get_string("data.dir", "", {});
+  s.train = split_list(c.get_string("data.train", "", {}));
+  if (s.dir.empty() || s.train.empty())
+    fail(kTool, cat(c.origin(),
+                    ": data.dir and data.train (comma-separated PREFIXes of "
+                    "PREFIX.<source> / PREFIX.<target>) are required"));
+  s.source = c.get_string("data.source", "en", {});
+  s.target = c.get_string("data.target", "fr", {});
+  s.dev_source = c.get_string("data.dev.source", "", {});
+  s.dev_reference = c.get_string("data.dev.reference", "", {});
+  s.test_source = c.get_string("data.test.source", "", {});
+  s.test_reference = c.get_string("data.test.reference", "", {});
+  s.vocab_size = static_cast<int>(c.get_int("data.vocab_size", s.vocab_size, 8, 1 << 24));
+  s.model_type = c.get_string("data.model_type", "unigram", {"unigram", "bpe", "word", "char"});
+  const std::int64_t model_length = c.has("model") ? transformer_config_from(c).length : 256;
+  s.max_length = c.get_int("data.max_length", model_length, 2, 1 << 20);
+  s.max_line_bytes = c.get_int("data.max_line_bytes", s.max_line_bytes, 1, 1 << 30);
+  s.vocab_sample_pairs =
+      c.get_int("data.vocab_sample_pairs", s.vocab_sample_pairs, 1, std::int64_t{1} << 40);
+  return s;
+}
+
+// Why a pair is skipped; counted per reason.
+enum Reason { kEmptySource, kEmptyTarget, kInvalidUtf8, kTooManyBytes, kTooManyTokens, kReasons };
+const char* const kReasonNames[kReasons] = {"empty_source", "empty_target", "invalid_utf8",
+                                            "too_many_bytes", "too_many_tokens"};
+
+// The reason `src`/`tgt` is skipped before encoding, or -1.
+int text_reason(const std::string& src, const std::string& tgt, std::int64_t max_bytes) {
+  auto blank = [](const std::string& s) { return s.find_first_not_of(" \t") == std::string::npos; };
+  if (blank(src))
+    return kEmptySource;
+  if (blank(tgt))
+    return kEmptyTarget;
+  if (find_invalid_utf8(src.data(), src.size()) >= 0 ||
+      find_invalid_utf8(tgt.data(), tgt.size()) >= 0)
+    return kInvalidUtf8;
+  if (static_cast<std::int64_t>(src.size()) > max_bytes ||
+      static_cast<std::int64_t>(tgt.size()) > max_bytes)
+    return kTooManyBytes;
+  return -1;
+}
+
+// Calls fn(source, target) for every line pair of PREFIX; files of different line counts are an
+// error naming both files and both counts.
+void for_each_pair(const Settings& s, const std::string& prefix,
+                   const std::function<void(const std::string&, const std::string&)>& fn) {
+  const std::string src_path = pair_file(prefix, s.source), tgt_path = pair_file(prefix, s.target);
+  TextLines src(src_path), tgt(tgt_path);
+  std::string a, b;
+  std::int64_t n = 0;
+  while (true) {
+    const bool has_a = src.next(a), has_b = tgt.next(b);
+    if (!has_a || !has_b) {
+      if (has_a || has_b) {
+        std::int64_t na = n + (has_a ? 1 : 0), nb = n + (has_b ? 1 : 0);
+        while (has_a && src.next(a))
+          ++na;
+        while (has_b && tgt.next(b))
+          ++nb;
+        fail(kTool, cat("misaligned training files: '", src_path, "' has ", na, " lines but '",
+                        tgt_path, "' has ", nb));
+      }
+      return;
+    }
+    ++n;
+    fn(a, b);
+  }
+}
+
+TokenShardInfo shard_info(const Vocab& vocab) {
+  TokenShardInfo info;
+  info.vocab_size = vocab.size();
+  info.eos_id = Vocab::kEosId;
+  info.vocab_fingerprint = vocab.fingerprint();
+  return info;
+}
+
+void run(const Settings& s) {
+  const PreparedPaths out{s.dir};
+  make_directories(s.dir, "mtk::make_directories");
+  // The .sgm sets first: a malformed file fails before the long steps.
+  std::vector<std::string> dev_src, dev_ref;
+  if (!s.dev_source.empty()) {
+    dev_src = text::read_text_lines(s.dev_source, true);
+    dev_ref = text::read_text_lines(s.dev_reference, true);
+    if (dev_src.size() != dev_ref.size())
+      fail(kTool, cat("dev set: '", s.dev_source, "' has ", dev_src.size(), " segments but '",
+                      s.dev_reference, "' has ", dev_ref.size()));
+  }
+  if (!s.test_source.empty()) {
+    const auto a = text::read_text_lines(s.test_source, true);
+    const auto b = text::read_text_lines(s.test_reference, false);
+    if (a.size() != b.size())
+      fail(kTool, cat("test set: '", s.test_source, "' has ", a.size(), " segments but '",
+                      s.test_reference, "' has ", b.size()));
+  }
+
+  // 1. The vocabulary, on both languages of the first usable pairs (checks alignment too).
+  std::vector<std::string> sample;
+  std::int64_t lines = 0;
+  for (const auto& prefix : s.train)
+    for_each_pair(s, prefix, [&](const std::string& a, const std::string& b) {
+      ++lines;
+      if (static_cast<std::int64_t>(sample.size()) < 2 * s.vocab_sample_pairs &&
+          text_reason(a, b, s.max_line_bytes) < 0) {
+        sample.push_back(a);
+        sample.push_back(b);
+      }
+    });
+  if (sample.empty())
+    fail(kTool, cat("no usable training pair in ", lines, " lines of ", s.train.size(),
+                    " training file pairs"));
+  app::say(cat("prepare: vocabulary: training a ", s.model_type, " model of ", s.vocab_size,
+               " pieces on ", sample.size() / 2, " pairs (", s.source, " + ", s.target, ")\n"));
+  VocabOptions vo;
+  vo.vocab_size = s.vocab_size;
+  vo.model_type = s.model_type;
+  vo.max_sentence_bytes = static_cast<int>(s.max_line_bytes);
+  const Vocab vocab = Vocab::train(sample, vo);
+  sample.clear();
+  vocab.save(out.vocab());
+  vocab.save_pieces(s.dir + "/vocab.pieces");
+
+  // 2. The token shards of the training pairs, and the skipped ones by reason.
+  std::int64_t skipped[kReasons] = {}, kept = 0, src_tokens = 0, tgt_tokens = 0;
+  {
+    TokenShardWriter src_writer(out.source("train"), shard_info(vocab));
+    TokenShardWriter tgt_writer(out.target("train"), shard_info(vocab));
+    std::vector<std::int32_t> a_ids, b_ids;
+    for (const auto& prefix : s.train)
+      for_each_pair(s, prefix, [&](const std::string& a, const std::string& b) {
+        int reason = text_reason(a, b, s.max_line_bytes);
+        if (reason < 0) {
+          a_ids = vocab.encode(a);
+          b_ids = vocab.encode(b);
+          // + EOS on each side
+          if (static_cast<std::int64_t>(std::max(a_ids.size(), b_ids.size())) + 1 > s.max_length)
+            reason = kTooManyTokens;
+        }
+        if (reason >= 0) {
+          ++skipped[reason];
+          return;
+        }
+        src_writer.add_sentence(a_ids, count_words(a.data(), a.size()));
+        tgt_writer.add_sentence(b_ids, count_words(b.data(), b.size()));
+        src_tokens += static_cast<std::int64_t>(a_ids.size()) + 1;
+        tgt_tokens += static_cast<std::int64_t>(b_ids.size()) + 1;
+        ++kept;
+      });
+    if (kept == 0)
+      fail(kTool, cat("every one of the ", lines, " training pairs was skipped"));
+    src_writer.finish();
+    tgt_writer.finish();
+  }
+  // 3. The dev pairs, whole (translate reads the .sgm files themselves).
+  if (!dev_src.empty()) {
+    TokenShardWriter src_writer(out.source("dev"), shard_info(vocab));
+    TokenShardWriter tgt_writer(out.target("dev"), shard_info(vocab));
+    for (std::size_t i = 0; i < dev_src.size(); ++i) {
+      src_writer.add_sentence(vocab.encode(dev_src[i]), 0);
+      tgt_writer.add_sentence(vocab.encode(dev_ref[i]), 0);
+    }
+    src_writer.finish();
+    tgt_writer.finish();
+  }
+  std::int64_t total_skipped = 0;
+  std::string reasons;
+  MetricRecord summary = {{"vocab_size", std::int64_t{vocab.size()}},
+                          {"source", s.source},
+                          {"target", s.target},
+                          {"training_lines", lines},
+                          {"training_pairs", kept},
+                          {"source_tokens", src_tokens},
+                          {"target_tokens", tgt_tokens},
+                          {"max_length", s.max_length},
+                          {"dev_pairs", static_cast<std::int64_t>(dev_src.size())}};
+  for (int r = 0; r < kReasons; ++r) {
+    total_skipped += skipped[r];
+    reasons += cat(r ? ", " : "", kReasonNames[r], " ", skipped[r]);
+    summary.push_back({cat("skipped_", kReasonNames[r]), skipped[r]});
+  }
+  MetricsWriter(out.summary(), true).write(summary);
+  app::say(cat("prepare: done -> ", s.dir, "\n  vocabulary: ", vocab.size(), " pieces (",
+               s.model_type, ")\n  training: ", kept, " pairs of ", lines, " (", src_tokens, " ",
+               s.source, " + ", tgt_tokens, " ", s.target, " tokens incl. EOS); skipped ",
+               total_skipped, ": ", reasons, "\n  dev: ", dev_src.size(), " pairs\n"));
+}
+
+}  // namespace
+
+int prepare_main(const Communicator& world, const std::vector<std::string>& args) {
+  CLI::App app{
+      "Trains one SentencePiece vocabulary on both languages of the training pairs and "
+      "encodes the pairs into a source and a target token shard (docs/wmt.md).",
+      kTool};
+  cli::configure(app);
+  app::RunOptions o;
+  app.add_option("--config", o.config_path, "The YAML config (its data section)")
+      ->required()
+      ->type_name("FILE");
+  app.add_option("--set", o.sets, "Overrides one setting (repeatable), e.g. data.vocab_size=8000")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false)
+      ->take_all();
+  if (const int status = cli::parse(app, args, world.rank() == 0); status >= 0)
+    return status;
+  try {
+    agree_on_failure(world, [&] {
+      app::load_config(o);
+      const Settings s = read_settings(o.config);
+      if (world.rank() == 0)
+        run(s);
+    });
+  } catch (const std::exception& e) {
+    if (world.rank() == 0)
+      std::fprintf(stderr, "%s: error: %s\n", kTool, e.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace mtk::wmt

@@ -1,0 +1,307 @@
+// mtk-wmt train and translate: the encoder-decoder Transformer on any mesh and layout, trained on
+// `mtk-wmt prepare`'s token shards, and batched beam search with the incremental decoder.
+
+#include <mtk/base/error.hpp>
+#include <mtk/config/model_config.hpp>
+#include <mtk/data/vocab.hpp>
+#include <mtk/decode/decode.hpp>
+#include <mtk/files/files.hpp>
+#include <mtk/signals/stop_signals.hpp>
+#include <mtk/text/bleu.hpp>
+#include <mtk/text/sgm.hpp>
+
+#include "cli.hpp"
+#include "training.hpp"
+#include "wmt_commands.hpp"
+#include "wmt_data.hpp"
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+namespace mtk::wmt {
+namespace {
+
+// Every setting outside `model` and `data` (prepare reads data), checked where read.
+struct Settings {
+  app::TrainingSettings train;
+  std::int64_t beam = 4, translate_batch = 0, max_length = 0;
+  double alpha = 0.6;
+};
+
+Settings read_settings(const Config& c) {
+  app::reject_unknown_sections(
+      c, "mtk-wmt", {"mesh", "layout", "model", "train", "data", "checkpoint", "translate"});
+  Settings s;
+  s.train = app::read_training_settings(c);
+  reject_unknown_keys(c, "translate", {"beam", "alpha", "batch", "max_length"});
+  s.beam = c.get_int("translate.beam", s.beam, 1, 64);
+  s.alpha = c.get_double("translate.alpha", s.alpha, 0.0, 10.0);
+  s.translate_batch = c.get_int("translate.batch", 0, 0, 1 << 20);
+  s.max_length = c.get_int("translate.max_length", 0, 0, 1 << 20);
+  return s;
+}
+
+// What both commands need: data, vocabulary, model config, mesh and layout.
+struct Setup {
+  PreparedPaths data;
+  Vocab vocab;
+  nn::TransformerConfig model;
+  MeshShape mesh_shape;
+  LayoutRules rules;
+};
+
+Setup setup(const app::RunOptions& o, int ranks) {
+  Setup s;
+  s.data.dir = o.config.get_string("data.dir", "", {});
+  if (s.data.dir.empty())
+    fail("mtk-wmt", cat(o.config.origin(),
+                        ": data.dir is missing: give the folder `mtk-wmt "
+                        "prepare` wrote"));
+  s.vocab = Vocab::load(s.data.vocab());
+  s.model = app::model_for_vocabulary(o.config, s.vocab.size(), s.data.vocab(), "mtk-wmt");
+  if (s.model.num_encoder_layers <= 0)
+    fail("mtk-wmt",
+         cat(o.config.origin(),
+             ": model.num_encoder_layers must be > 0 for translation (encoder-decoder)"));
+  s.mesh_shape = app::mesh_for_ranks(o.config, ranks, "mtk-wmt");
+  s.rules = o.config.layout_rules();
+  return s;
+}
+
+std::map<int, HostTensor> feeds(const nn::ModelGraph& m, const PairBatch& b) {
+  const Shape s{{"batch", b.rows}, {"length", b.length}};
+  return {{m.inputs.id(), HostTensor::ints(s, b.inputs)},
+          {m.targets.id(), HostTensor::ints(s, b.targets)},
+          {m.segments.id(), HostTensor::ints(s, b.segments)},
+          {m.positions.id(), HostTensor::ints(s, b.positions)},
+          {m.encoder_inputs.id(), HostTensor::ints(s, b.sources)},
+          {m.encoder_segments.id(), HostTensor::ints(s, b.source_segments)},
+          {m.encoder_positions.id(), HostTensor::ints(s, b.source_positions)}};
+}
+
+// Parses, loads and checks the config, and sets up, all ranks agreeing on failure. Returns the
+// exit status when done already (--help, a usage error, --print-config), else -1.
+int start(CLI::App& app, app::RunOptions& o, Settings& settings, Setup& s,
+          const Communicator& world, const std::vector<std::string>& args) {
+  if (const int status = cli::parse(app, args, world.rank() == 0); status >= 0)
+    return status;
+  agree_on_failure(world, [&] {
+    app::load_config(o);
+    settings = read_settings(o.config);
+    if (!o.print_config)
+      s = setup(o, world.size());
+  });
+  if (o.print_config) {
+    if (world.rank() == 0)
+      std::printf("%s", o.config.dump().c_str());
+    return 0;
+  }
+  return -1;
+}
+
+}  // namespace
+
+int train_main(const Communicator& world, const std::vector<std::string>& args) {
+  install_stop_signal_handlers();
+  CLI::App app{"Trains the encoder-decoder Transformer on data prepared by `mtk-wmt prepare`.",
+               "mtk-wmt train"};
+  cli::configure(app);
+  app::RunOptions o;
+  app::add_run_options(app, o, "apps/wmt/configs/*.yaml",
+                       "Starts from this checkpoint instead of the run's newest");
+  app::add_check_options(app, o,
+                         "Checks config, data, rank count and memory, builds the program, prints "
+                         "its cost per rank, and exits without training or writing anything");
+  Settings settings;
+  Setup s;
+  if (const int status = start(app, o, settings, s, world, args); status >= 0)
+    return status;
+  Mesh mesh(s.mesh_shape, world);
+  Graph g;
+  nn::ModelGraph m = nn::build_transformer(g, s.model, true, settings.train.seed);
+  auto optimizer = app::optimizer_from(settings.train);
+  Tensor lr = optim::minimize(m.loss, *optimizer, settings.train.lr);
+  app::say(cat("mtk-wmt train: ", s.model.to_string(), "\n"));
+  char line[256];
+  std::snprintf(line, sizeof line, "  parameters %.2fM (formula %.2fM); mesh %s; layout %s\n",
+                nn::count_parameters(g) / 1e6, s.model.analytic_parameter_count() / 1e6,
+                s.mesh_shape.to_string().c_str(), s.rules.to_string().c_str());
+  app::say(line);
+  app::check_cost(g, s.mesh_shape, s.rules, mesh, s.model.to_string());
+  auto stream = agree_on_failure(mesh.comm(), [&] {
+    const app::BatchSlice slice =
+        app::batch_slice(s.rules, mesh, s.model.batch, "model.batch", "mtk-wmt train");
+    TokenShard src = TokenShard::open(s.data.source("train"));
+    TokenShard tgt = TokenShard::open(s.data.target("train"));
+    if (src.info().vocab_size != s.model.vocab_size)
+      fail("mtk-wmt train", cat("the token shards were encoded with a vocabulary of ",
+                                src.info().vocab_size, " pieces, but model.vocab_size = ",
+                                s.model.vocab_size, "; run `mtk-wmt prepare` again"));
+    return std::make_shared<PairStream>(src, tgt, s.model.batch, s.model.length, slice.slices,
+                                        slice.index, settings.train.seed);
+  });
+  app::say(cat("  data: ", stream->size(), " pairs of at most ", s.model.length, " tokens a side; ",
+               stream->batches_per_epoch(), " steps per epoch\n"));
+  if (o.dry_run) {
+    app::say(cat("mtk-wmt train --dry-run: config, data, ", world.size(),
+                 " rank(s) and memory check out; nothing was trained or written\n"));
+    return 0;
+  }
+  auto program = lower(g, mesh, s.rules);
+  app::TrainingData data;
+  data.next = [&] {
+    PairBatch b = stream->next();
+    return app::TrainingData::Batch{feeds(m, b), b.global_tokens};
+  };
+  data.save = [&] { return stream->save(); };
+  data.restore = [&](const std::string& position) { stream->restore(position); };
+  data.epoch = [&] { return stream->epoch(); };
+  return app::run_training("mtk-wmt train", *program, m, lr, mesh, o, settings.train, s.rules,
+                           data);
+}
+
+int translate_main(const Communicator& world, const std::vector<std::string>& args) {
+  CLI::App app{
+      "Translates a text or .sgm file with batched beam search from a checkpoint; with "
+      "--reference prints BLEU (sacreBLEU's line) and example translations.",
+      "mtk-wmt translate"};
+  cli::configure(app);
+  app::RunOptions o;
+  app::add_run_options(app, o, "apps/wmt/configs/*.yaml",
+                       "The checkpoint to use instead of the run's newest");
+  std::string input, output, reference;
+  std::int64_t beam = 0, max_length = 0, batch = 0;
+  double alpha = -1;
+  int examples = 3;
+  app.add_option("--input", input, "Sentences to translate, one a line (text or newstest .sgm)")
+      ->required()
+      ->type_name("FILE");
+  app.add_option("--output", output, "Where the translations go, one a line (default: stdout)")
+      ->type_name("FILE");
+  app.add_option("--reference", reference, "Reference translations: prints BLEU")
+      ->type_name("FILE");
+  app.add_option("--beam", beam, "Beam size; 1 is greedy (translate.beam, else 4)")
+      ->type_name("N")
+      ->check(cli::integer_in(1, 64));
+  app.add_option("--alpha", alpha, "Length penalty exponent (translate.alpha, else 0.6)")
+      ->type_name("A")
+      ->check(cli::non_negative_number());
+  app.add_option("--max-length", max_length,
+                 "Tokens generated at most, EOS included (translate.max_length, else model.length)")
+      ->type_name("N")
+      ->check(cli::integer_in(1, 1 << 20));
+  app.add_option("--batch", batch, "Sentences per beam search (translate.batch, else model.batch)")
+      ->type_name("N")
+      ->check(cli::integer_in(1, 1 << 20));
+  app.add_option("--examples", examples, "Example translations printed with --reference (3)")
+      ->type_name("N")
+      ->check(cli::integer_in(0, 1000));
+  Settings settings;
+  Setup s;
+  if (const int status = start(app, o, settings, s, world, args); status >= 0)
+    return status;
+  const std::int64_t L = s.model.length;
+  decode::BeamSearchOptions bo;
+  bo.beam_size = beam > 0 ? beam : settings.beam;
+  bo.alpha = alpha >= 0 ? alpha : settings.alpha;
+  bo.max_length = std::min(L, max_length > 0            ? max_length
+                              : settings.max_length > 0 ? settings.max_length
+                                                        : L);
+  bo.eos_id = Vocab::kEosId;
+  bo.start_id = 0;
+  nn::DecodingShape shape;
+  shape.batch = batch > 0                      ? batch
+                : settings.translate_batch > 0 ? settings.translate_batch
+                                               : s.model.batch;
+  shape.beam = bo.beam_size;
+  shape.source_length = L;
+  shape.max_length = bo.max_length;
+
+  std::vector<std::string> sources, references;
+  agree_on_failure(world, [&] {
+    sources = text::read_text_lines(input, true);
+    if (!reference.empty()) {
+      references = text::read_text_lines(reference, false);
+      if (references.size() != sources.size())
+        fail("mtk-wmt translate", cat("--reference '", reference, "' has ", references.size(),
+                                      " lines but --input '", input, "' has ", sources.size()));
+    }
+  });
+  Mesh mesh(s.mesh_shape, world);
+  Graph g;
+  nn::build_transformer(g, s.model, false);  // the checkpoint's variables, by name
+  auto program = lower(g, mesh, s.rules);
+  CheckpointMetadata meta;
+  const std::string path = app::restore_weights(*program, o, mesh, &meta, true, "mtk-wmt");
+  std::unique_ptr<decode::IncrementalDecoder> decoder;
+  agree_on_failure(world, [&] {
+    app::batch_slice(s.rules, mesh, shape.batch, "the translate batch", "mtk-wmt translate");
+    decoder = std::make_unique<decode::IncrementalDecoder>(s.model, shape, mesh, s.rules);
+  });
+  decoder->load_weights(*program);
+  program.reset();  // the training-shaped program is no longer needed
+
+  // Sentences sorted by length, so that a batch's beam searches end together.
+  std::vector<std::vector<std::int32_t>> encoded(sources.size());
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    encoded[i] = s.vocab.encode(sources[i]);
+    if (static_cast<std::int64_t>(encoded[i].size()) > L - 1)
+      encoded[i].resize(static_cast<std::size_t>(L - 1));  // cut, as training's limit had it
+    encoded[i].push_back(Vocab::kEosId);
+  }
+  std::vector<std::size_t> order(sources.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return encoded[a].size() < encoded[b].size();
+  });
+  std::vector<std::string> translations(sources.size());
+  const auto start_time = std::chrono::steady_clock::now();
+  for (std::size_t first = 0; first < order.size();
+       first += static_cast<std::size_t>(shape.batch)) {
+    std::vector<std::vector<std::int32_t>> rows;
+    for (std::size_t k = first;
+         k < order.size() && rows.size() < static_cast<std::size_t>(shape.batch); ++k)
+      rows.push_back(encoded[order[k]]);
+    decoder->encode(rows);
+    const auto result = decoder->beam_search(bo);
+    for (std::size_t r = 0; r < rows.size(); ++r)
+      translations[order[first + r]] =
+          result[r].empty() ? std::string() : s.vocab.decode(result[r][0].tokens);
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
+  agree_on_failure(world, [&] {
+    if (world.rank() != 0)
+      return;
+    std::string text;
+    for (const auto& t : translations)
+      text += t + "\n";
+    if (output.empty())
+      std::fwrite(text.data(), 1, text.size(), stdout);
+    else
+      write_file_atomically(output, text, "mtk-wmt translate");
+  });
+  // The report goes to stderr when the translations take stdout.
+  std::FILE* report = output.empty() ? stderr : stdout;
+  if (world.rank() == 0) {
+    std::fprintf(report,
+                 "mtk-wmt translate: %zu sentences from %s (step %lld), beam %lld, alpha %.2f, "
+                 "in %.1f s\n",
+                 sources.size(), path.c_str(), static_cast<long long>(meta.step),
+                 static_cast<long long>(bo.beam_size), bo.alpha, seconds);
+    if (!reference.empty()) {
+      const auto score = text::corpus_bleu(translations, {references}, {});
+      std::fprintf(report, "%s\n", score.line().c_str());
+      for (int i = 0; i < examples && i < static_cast<int>(sources.size()); ++i) {
+        const std::size_t k = sources.size() * static_cast<std::size_t>(i) /
+                              static_cast<std::size_t>(std::max(1, examples));
+        std::fprintf(report, "  SRC %s\n  REF %s\n  MT  %s\n", sources[k].c_str(),
+                     text::unescape_xml_entities(references[k]).c_str(), translations[k].c_str());
+      }
+    }
+    std::fflush(report);
+  }
+  return 0;
+}
+
+}  // namespace mtk::wmt

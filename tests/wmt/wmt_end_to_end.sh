@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# mtk-wmt end to end on synthetic corpora (copy, and reverse word order): prepare, train on 2 ranks,
+# translate held-out sentences by beam search (BLEU > 90), the same translations on 1 and 2 ranks under other
+# layouts, bad input to prepare (exit 1, message), --help of every command.
+# Usage: wmt_end_to_end.sh MTK_WMT TINY_YAML MAKE_CORPUS_PY
+set -euo pipefail
+wmt="$1"; tiny="$2"; make_corpus="$3"
+mpi_timeout=300
+source "$(dirname "$0")/../lm1b/harness.sh"
+
+# --help on every command: stdout, exit 0.
+for c in "" prepare train translate bleu; do
+  out=$("$wmt" $c --help) || fail "mtk-wmt $c --help exited $?"
+  grep -q "Usage" <<<"$out" || fail "mtk-wmt $c --help printed no usage: $out"
+done
+
+/usr/bin/python3 "$make_corpus" corpus copy
+cp "$tiny" tiny.yaml
+
+# Bad input: misaligned files name both files and counts; a malformed .sgm names file and line.
+mkdir bad
+head -n 10 corpus/copy.en > bad/x.en
+head -n 12 corpus/copy.fr > bad/x.fr
+set +e
+err=$("$wmt" prepare --config tiny.yaml --set data.train=bad/x --set data.dir=bad/out 2>&1)
+status=$?
+set -e
+[ $status = 1 ] || fail "misaligned files: exit $status, want 1: $err"
+grep -q "bad/x.en' has 10 lines but 'bad/x.fr' has 12" <<<"$err" || fail "misaligned: $err"
+cp corpus/dev.en.sgm bad/dev.en.sgm
+sed -i '5s|</seg>||' bad/dev.en.sgm
+set +e
+err=$("$wmt" prepare --config tiny.yaml --set data.dev.source=bad/dev.en.sgm --set data.dir=bad/out 2>&1)
+status=$?
+set -e
+[ $status = 1 ] || fail "malformed .sgm: exit $status, want 1: $err"
+grep -q "bad/dev.en.sgm:5:" <<<"$err" || fail "malformed .sgm: $err"
+
+# Skipped pairs are counted by reason.
+{ cat corpus/copy.en; echo; echo "alpha bravo"; } > bad/skip.en
+{ cat corpus/copy.fr; echo "alpha"; echo; } > bad/skip.fr
+
+# Prepare and train.
+out=$("$wmt" prepare --config tiny.yaml --set data.train="corpus/copy, bad/skip") ||
+  fail "prepare failed: $out"
+echo "$out"
+grep -q "skipped 2: empty_source 1, empty_target 1" <<<"$out" || fail "skip counts: $out"
+mpirun -n 2 "$wmt" train --config tiny.yaml --run-dir run || fail "train failed"
+[ -s run/metrics.jsonl ] || fail "no metrics.jsonl"
+
+# Translate on 2 ranks: BLEU > 90 against the held-out references.
+mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir run --input corpus/test.en.sgm \
+  --reference corpus/test.fr.sgm --output test2.fr > report.txt || fail "translate failed"
+cat report.txt
+bleu=$(sed -n 's/^BLEU.* = \([0-9.]*\) .*/\1/p' report.txt)
+[ "$(wc -l < test2.fr)" = 64 ] || fail "want 64 translations, got $(wc -l < test2.fr)"
+/usr/bin/python3 -c "import sys; sys.exit(0 if float('$bleu') > 90 else 1)" ||
+  fail "copy task BLEU $bleu <= 90"
+# The same translations on 1 rank and on 2 ranks under a model-parallel layout.
+mpirun -n 1 "$wmt" translate --config tiny.yaml --run-dir run --mesh "batch:1" \
+  --input corpus/test.en --output test1.fr > /dev/null || fail "translate on 1 rank failed"
+cmp test1.fr test2.fr || fail "1-rank and 2-rank translations differ"
+mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir run --mesh "model:2" \
+  --layout "d_ff:model;heads:model" --input corpus/test.en --output test3.fr \
+  > /dev/null || fail "model-parallel translate failed"
+cmp test1.fr test3.fr || fail "model-parallel translations differ"
+# Resume: from the newest checkpoint and its data position, logging on in metrics.jsonl.
+out=$(mpirun -n 2 "$wmt" train --config tiny.yaml --run-dir run --set train.steps=320) ||
+  fail "resumed train failed: $out"
+grep -q "resumed from .*step-000000300 at step 300" <<<"$out" || fail "did not resume: $out"
+grep -q '"step": 320,' run/metrics.jsonl || fail "no step 320 in metrics.jsonl"
+
+# Reverse word order: the target is the source's words reversed.
+/usr/bin/python3 "$make_corpus" rcorpus reverse
+sed 's|corpus/|rcorpus/|; s|copy|reverse|; s|dir: prepared|dir: rprepared|' tiny.yaml > reverse.yaml
+"$wmt" prepare --config reverse.yaml > /dev/null || fail "prepare (reverse) failed"
+mpirun -n 2 "$wmt" train --config reverse.yaml --run-dir rrun > /dev/null || fail "train (reverse)"
+mpirun -n 2 "$wmt" translate --config reverse.yaml --run-dir rrun --input rcorpus/test.en.sgm \
+  --reference rcorpus/test.fr.sgm --output rtest.fr > rreport.txt || fail "translate (reverse)"
+cat rreport.txt
+rbleu=$(sed -n 's/^BLEU.* = \([0-9.]*\) .*/\1/p' rreport.txt)
+/usr/bin/python3 -c "import sys; sys.exit(0 if float('$rbleu') > 90 else 1)" ||
+  fail "reverse task BLEU $rbleu <= 90"
+echo "PASS: BLEU copy $bleu, reverse $rbleu"
