@@ -169,13 +169,11 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
     m.links.push_back({0, 1e10, 1e-5});
   m.validate();
   const std::string yaml = machine_to_yaml(
-      m, cat("Measured by `mtk-layout calibrate` on ", R,
-             " ranks: batched einsums [b,s,s]x[b,s,s] for s = 16..", n,
-             ",\nadd + exp + sum of 1M floats, 200 one-element adds, allreduce of 16 floats and 8 "
-             "MiB per group of\nconsecutive ranks; best of ",
-             reps,
-             " runs (each 1e9 FLOPs, 20 x 3 kernels, 20000 adds, 200 and 4 allreduces) "
-             "with every rank busy at once."));
+      m,
+      cat("Measured by `mtk-layout calibrate` on ", R, " ranks, every rank busy at once; best of ",
+          reps, " runs of: batched\neinsums [b,s,s]x[b,s,s] (s = 16..", n,
+          ", ~1e9 FLOPs a run), 20 x (add + exp + sum of 1M floats), 20000\none-element adds, "
+          "200 allreduces of 16 floats and 4 of 8 MiB per group of consecutive ranks."));
   if (world.rank() == 0) {
     std::printf("%s", yaml.c_str());
     if (!out.empty()) {
