@@ -144,20 +144,36 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
       continue;
     Mesh mesh(MeshShape::parse(cat("outer:", R / span, ";inner:", span)), world);
     const int axis = mesh.axis("inner");
-    // Per call over `k` calls in a row: the mean, not the luckiest call, because ranks sharing
-    // a core wait for each other to be scheduled and every call of a step pays that.
-    auto time_allreduce = [&](std::int64_t count, int k) {
+    // Per call, as steps meet collectives: each after ~1 ms of kernel work on every rank, the
+    // work alone subtracted; the mean of k calls, not the luckiest, because ranks sharing a core
+    // wait for each other to be scheduled and every call of a step pays that.
+    const std::int64_t work_n = 1 << 18;
+    const Shape ws{{"i", work_n}};
+    auto wx = kernels::fill<float>(space, work_n, 1.0f);
+    auto work = [&] { kernels::binary<float>(space, BinaryFn::add, ws, wx, ws, wx, ws); };
+    auto time_allreduce = [&](std::int64_t count, int k, bool after_work) {
       Kokkos::View<float*> v("calibrate", static_cast<size_t>(count));
       return best_seconds(world, reps,
                           [&] {
-                            for (int i = 0; i < k; ++i)
+                            for (int i = 0; i < k; ++i) {
+                              if (after_work)
+                                work();
                               allreduce<float>(mesh, {axis}, v);
+                            }
                           }) /
              k;
     };
-    const double small = time_allreduce(16, 200);
+    const int k = 100;
+    const double work_alone = best_seconds(world, reps,
+                                           [&] {
+                                             for (int i = 0; i < k; ++i)
+                                               work();
+                                           }) /
+                              k;
+    const double small =
+        std::max(time_allreduce(16, k, true) - work_alone, time_allreduce(16, k, false));
     const std::int64_t big = 1 << 21;  // 8 MiB
-    const double large = time_allreduce(big, 4);
+    const double large = time_allreduce(big, 4, false);
     const double P = span, steps = 2 * std::min(P - 1, std::ceil(std::log2(P)));
     cost::LinkLevel l;
     l.span = span == R ? 0 : span;
@@ -173,7 +189,8 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
       cat("Measured by `mtk-layout calibrate` on ", R, " ranks, every rank busy at once; best of ",
           reps, " runs of: batched\neinsums [b,s,s]x[b,s,s] (s = 16..", n,
           ", ~1e9 FLOPs a run), 20 x (add + exp + sum of 1M floats), 20000\none-element adds, "
-          "200 allreduces of 16 floats and 4 of 8 MiB per group of consecutive ranks."));
+          "100 allreduces of 16 floats (alone, and each after 1 ms of adds) and 4 of 8 MiB\nper "
+          "group of consecutive ranks."));
   if (world.rank() == 0) {
     std::printf("%s", yaml.c_str());
     if (!out.empty()) {
