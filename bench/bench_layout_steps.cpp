@@ -35,6 +35,7 @@ struct Case {
 int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
   std::string config_file, layouts_file;
   int steps = 2, rounds = 3;
+  bool profile = false;
   for (size_t i = 0; i + 1 < args.size(); i += 2) {
     if (args[i] == "--config")
       config_file = args[i + 1];
@@ -44,6 +45,8 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
       steps = std::stoi(args[i + 1]);
     else if (args[i] == "--rounds")
       rounds = std::stoi(args[i + 1]);
+    else if (args[i] == "--profile")
+      profile = args[i + 1] == "1";
     else
       mtk::fail("bench_layout_steps", "unknown option " + args[i]);
   }
@@ -95,16 +98,29 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
       k.rounds.push_back(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps);
     }
+  std::vector<std::string> profiles(cases.size());
+  if (profile)  // one more step of each, timed per step kind (fenced: slower than the rounds)
+    for (size_t i = 0; i < cases.size(); ++i) {
+      Case& k = cases[i];
+      k.program->set_profiling(true);
+      k.program->reset_time_split();
+      k.program->run(feeds(k.model), {k.model.loss});
+      k.program->set_profiling(false);
+      for (const auto& [kind, sec] : k.program->time_by_kind())
+        profiles[i] +=
+            (profiles[i].empty() ? "" : ",") + ("\"" + kind + "\":" + std::to_string(sec));
+    }
   if (world.rank() == 0)
-    for (const Case& k : cases) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const Case& k = cases[i];
       std::string all;
       for (double v : k.rounds)
         all += (all.empty() ? "" : ",") + std::to_string(v);
       std::printf(
           "{\"bench\":\"layout_steps\",\"config\":\"%s\",\"ranks\":%d,\"mesh\":\"%s\","
-          "\"layout\":\"%s\",\"best_step_s\":%.5f,\"rounds_s\":[%s]}\n",
+          "\"layout\":\"%s\",\"best_step_s\":%.5f,\"rounds_s\":[%s],\"profile_s\":{%s}}\n",
           config_file.c_str(), world.size(), k.mesh.c_str(), k.layout.c_str(),
-          *std::min_element(k.rounds.begin(), k.rounds.end()), all.c_str());
+          *std::min_element(k.rounds.begin(), k.rounds.end()), all.c_str(), profiles[i].c_str());
     }
   return 0;
 }

@@ -1,6 +1,7 @@
 // mtk-layout calibrate: measures this machine's numbers for the step-time model with short runs
-// of MTK's own kernels (einsum through gemm, an elementwise add) and collectives (allreduce over
-// groups of consecutive ranks), on every rank at once, and writes a machine file.
+// of MTK's own kernels (einsum through gemm at several sizes, elementwise adds, exps and sums) and
+// collectives (allreduce over groups of consecutive ranks), on every rank at once; writes a machine
+// file.
 //   OPENBLAS_NUM_THREADS=1 mpiexec -n 2 mtk-layout calibrate --out layouts/machines/mine.yaml
 
 #include <mtk/app/exit_status.hpp>
@@ -9,6 +10,7 @@
 #include <mtk/cost/step_time.hpp>
 #include <mtk/kernels/einsum.hpp>
 #include <mtk/kernels/elementwise.hpp>
+#include <mtk/kernels/reduce.hpp>
 #include <mtk/parallel/collectives.hpp>
 #include <mtk/parallel/mesh.hpp>
 
@@ -94,19 +96,45 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
   gethostname(host, sizeof host - 1);
   m.name = name.empty() ? cat(host, ", ", R, " ranks (mtk-layout calibrate)") : name;
 
-  {  // matmul: [n, n] x [n, n] through the einsum kernel
-    const Shape a{{"i", n}, {"k", n}}, b{{"k", n}, {"j", n}}, c{{"i", n}, {"j", n}};
-    auto x = kernels::fill<float>(space, n * n, 1.0f), y = kernels::fill<float>(space, n * n, 0.5f);
-    const double s = best_seconds(world, reps, [&] { kernels::einsum(space, a, x, b, y, c); });
-    m.matmul_flops = 2.0 * static_cast<double>(n) * n * n / s;
+  // matmul by gemm size: [b, s, s] x [b, s, s] -> [b, s, s] through the einsum kernel (one gemm
+  // per batch entry, as the attention products run), b chosen for ~1e9 FLOPs per run (long enough
+  // to see this rank's sustained share of a core when ranks share one, as steps do); the
+  // largest size, s = n, is matmul_flops.
+  for (std::int64_t sz = 16; sz <= n; sz = sz * 2 > n && sz < n ? n : sz * 2) {
+    const double each = 2.0 * static_cast<double>(sz) * sz * sz;
+    const std::int64_t b = std::max<std::int64_t>(1, static_cast<std::int64_t>(1e9 / each));
+    const Shape a{{"b", b}, {"i", sz}, {"k", sz}}, y{{"b", b}, {"k", sz}, {"j", sz}},
+        c{{"b", b}, {"i", sz}, {"j", sz}};
+    auto xa = kernels::fill<float>(space, b * sz * sz, 1.0f);
+    auto xb = kernels::fill<float>(space, b * sz * sz, 0.5f);
+    const double s = best_seconds(world, reps, [&] { kernels::einsum(space, a, xa, y, xb, c); });
+    m.matmul_sizes.push_back({each, each * static_cast<double>(b) / s});
   }
-  {  // elementwise: z = x + y over 4M floats (12 bytes per element)
-    const std::int64_t e = 1 << 22;
-    const Shape s1{{"i", e}};
+  m.matmul_flops = m.matmul_sizes.back().flops;
+  {  // elementwise traffic: an add, an exp and a sum over the last dim of 1M floats (activation
+     // sized), bytes read + written over the time of all three, as Counters::op_bytes counts them
+    const std::int64_t e = 1 << 20, rows = e / 256;
+    const Shape s1{{"i", e}}, s2{{"r", rows}, {"c", 256}}, s3{{"r", rows}};
     auto x = kernels::fill<float>(space, e, 1.0f), y = kernels::fill<float>(space, e, 2.0f);
-    const double s = best_seconds(
-        world, reps, [&] { kernels::binary<float>(space, BinaryFn::add, s1, x, s1, y, s1); });
-    m.elementwise_bytes = cost::kElementwiseBytesPerFlop * static_cast<double>(e) / s;
+    const int k = 20;  // ~50 ms per run
+    const double s = best_seconds(world, reps, [&] {
+      for (int i = 0; i < k; ++i) {
+        kernels::binary<float>(space, BinaryFn::add, s1, x, s1, y, s1);
+        kernels::unary<float>(space, UnaryFn::exp, x);
+        kernels::reduce<float>(space, ReduceFn::sum, s2, x, s3);
+      }
+    });
+    m.elementwise_bytes = 4.0 * static_cast<double>(3 * e + 2 * e + e + rows) * k / s;
+  }
+  {  // per-step overhead: a kernel step on 1 element (launch, output allocation), 20000 in a row
+    const Shape s1{{"i", 1}};
+    auto x = kernels::fill<float>(space, 1, 1.0f);
+    const int k = 20000;
+    const double s = best_seconds(world, reps, [&] {
+      for (int i = 0; i < k; ++i)
+        kernels::binary<float>(space, BinaryFn::add, s1, x, s1, x, s1);
+    });
+    m.op_overhead_s = s / k;
   }
   m.memory_bytes = static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) *
                    static_cast<std::int64_t>(sysconf(_SC_PAGESIZE)) / R;
@@ -116,13 +144,36 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
       continue;
     Mesh mesh(MeshShape::parse(cat("outer:", R / span, ";inner:", span)), world);
     const int axis = mesh.axis("inner");
-    auto time_allreduce = [&](std::int64_t count, int k) {
+    // Per call, as steps meet collectives: each after ~1 ms of kernel work on every rank, the
+    // work alone subtracted; the mean of k calls, not the luckiest, because ranks sharing a core
+    // wait for each other to be scheduled and every call of a step pays that.
+    const std::int64_t work_n = 1 << 18;
+    const Shape ws{{"i", work_n}};
+    auto wx = kernels::fill<float>(space, work_n, 1.0f);
+    auto work = [&] { kernels::binary<float>(space, BinaryFn::add, ws, wx, ws, wx, ws); };
+    auto time_allreduce = [&](std::int64_t count, int k, bool after_work) {
       Kokkos::View<float*> v("calibrate", static_cast<size_t>(count));
-      return best_seconds(world, k, [&] { allreduce<float>(mesh, {axis}, v); });
+      return best_seconds(world, reps,
+                          [&] {
+                            for (int i = 0; i < k; ++i) {
+                              if (after_work)
+                                work();
+                              allreduce<float>(mesh, {axis}, v);
+                            }
+                          }) /
+             k;
     };
-    const double small = time_allreduce(16, 20 * reps);  // cheap: many tries against noise
-    const std::int64_t big = 1 << 21;                    // 8 MiB
-    const double large = time_allreduce(big, reps);
+    const int k = 100;
+    const double work_alone = best_seconds(world, reps,
+                                           [&] {
+                                             for (int i = 0; i < k; ++i)
+                                               work();
+                                           }) /
+                              k;
+    const double small =
+        std::max(time_allreduce(16, k, true) - work_alone, time_allreduce(16, k, false));
+    const std::int64_t big = 1 << 21;  // 8 MiB
+    const double large = time_allreduce(big, 4, false);
     const double P = span, steps = 2 * std::min(P - 1, std::ceil(std::log2(P)));
     cost::LinkLevel l;
     l.span = span == R ? 0 : span;
@@ -134,10 +185,12 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
     m.links.push_back({0, 1e10, 1e-5});
   m.validate();
   const std::string yaml = machine_to_yaml(
-      m, cat("Measured by `mtk-layout calibrate` on ", R, " ranks: einsum ", n,
-             "^3, elementwise add of 4M floats, allreduce of 16 floats and 8 "
-             "MiB\nper group of consecutive ranks; best of ",
-             reps, " runs (", 20 * reps, " for latency) with every rank busy at once."));
+      m,
+      cat("Measured by `mtk-layout calibrate` on ", R, " ranks, every rank busy at once; best of ",
+          reps, " runs of: batched\neinsums [b,s,s]x[b,s,s] (s = 16..", n,
+          ", ~1e9 FLOPs a run), 20 x (add + exp + sum of 1M floats), 20000\none-element adds, "
+          "100 allreduces of 16 floats (alone, and each after 1 ms of adds) and 4 of 8 MiB\nper "
+          "group of consecutive ranks."));
   if (world.rank() == 0) {
     std::printf("%s", yaml.c_str());
     if (!out.empty()) {

@@ -179,11 +179,13 @@ int run_search(const Communicator&, const std::vector<std::string>& args) {
       const cost::Candidate& c = r.ranked[i];
       std::printf(
           "{\"rank\":%zu,\"mesh\":\"%s\",\"layout\":\"%s\",\"peak_bytes\":%lld,"
-          "\"flops\":%.6g,\"comm_bytes\":%lld,\"compute_s\":%.6g,\"comm_s\":%.6g,"
+          "\"flops\":%.6g,\"comm_bytes\":%lld,\"compute_s\":%.6g,\"matmul_s\":%.6g,"
+          "\"elementwise_s\":%.6g,\"overhead_s\":%.6g,\"kernel_steps\":%lld,\"comm_s\":%.6g,"
           "\"step_s\":%.6g,\"overlapped_s\":%.6g,\"mfu\":%.4f}\n",
           i + 1, c.mesh.to_string().c_str(), c.rules.to_string().c_str(),
           static_cast<long long>(c.counters.peak_bytes), c.counters.total_flops(),
-          static_cast<long long>(c.counters.total_comm_bytes()), c.time.compute_s,
+          static_cast<long long>(c.counters.total_comm_bytes()), c.time.compute_s, c.time.matmul_s,
+          c.time.elementwise_s, c.time.overhead_s, static_cast<long long>(c.time.kernel_steps),
           c.time.comm_total_s, c.time.total_s, c.time.overlapped_s, c.mfu);
     }
     return kExitOk;

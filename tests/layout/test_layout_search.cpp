@@ -1,12 +1,14 @@
 // The layout search (mtk/cost/layout_search.hpp): complete and valid enumeration against a brute
 // force over every ordered mesh and every mapping, the memory filter, determinism, the errors for
-// impossible requests; the step-time model's collective costs and links; machine files.
+// impossible requests; the step-time model's terms (gemm rate by size, memory traffic, per-step
+// overhead, collectives and links) and the counters they read; machine files.
 
 #include <mtk/base/error.hpp>
 #include <mtk/config/machine_config.hpp>
 #include <mtk/cost/layout_search.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/nn/transformer.hpp>
+#include <mtk/ops/ops.hpp>
 #include <mtk/optim/optim.hpp>
 
 #include <gtest/gtest.h>
@@ -344,6 +346,76 @@ TEST(StepTime, SumsComputeAndCommunication) {
   EXPECT_DOUBLE_EQ(t.overlapped_s, t.compute_s);
 }
 
+TEST(StepTime, MatmulRateDependsOnGemmSize) {
+  cost::Machine m = machine();
+  EXPECT_EQ(m.matmul_rate(1e3), 1e10);  // no sizes: one rate
+  m.matmul_sizes = {{1e4, 1e9}, {1e6, 1e11}};
+  EXPECT_DOUBLE_EQ(m.matmul_rate(1e2), 1e9);    // held below the smallest size
+  EXPECT_DOUBLE_EQ(m.matmul_rate(1e8), 1e11);   // and above the largest
+  EXPECT_NEAR(m.matmul_rate(1e5), 1e10, 1e-3);  // linear in log(size), log(rate)
+  m.matmul_sizes = {{1e6, 1e11}, {1e4, 1e9}};
+  EXPECT_THROW(m.validate(), Error);  // sizes must increase
+  m.matmul_sizes = {{1e4, 0}};
+  EXPECT_THROW(m.validate(), Error);
+  m.matmul_sizes = {};
+  m.op_overhead_s = -1;
+  EXPECT_THROW(m.validate(), Error);
+}
+
+TEST(StepTime, GemmsByTheirSizeTrafficAndOverheadPerKernelStep) {
+  cost::Machine m = machine();
+  m.matmul_sizes = {{1e4, 1e9}, {1e8, 1e10}};
+  m.op_overhead_s = 1e-5;
+  Counters c;
+  c.flops["einsum"] = 3e10;            // ignored once gemm_by_size is there
+  c.gemm_by_size[13] = {1e9, 100000};  // 1e4 FLOPs per gemm: 1e9 FLOP/s
+  c.gemm_by_size[30] = {2e10, 20};     // 1e9 each: held at 1e10
+  c.op_calls = {{"binary", 10}, {"einsum", 3}, {"alias", 5}, {"reshape", 2}, {"allreduce(sum)", 4}};
+  c.op_bytes = {{"binary", 3000000000},
+                {"einsum", 1000000000},
+                {"alias", 1000000000},
+                {"reshape", 1000000000},
+                {"allreduce(sum)", 1000000000}};
+  const auto t = cost::predict_step_time(c, MeshShape::parse("batch:2"), m);
+  EXPECT_DOUBLE_EQ(t.matmul_s, 1.0 + 2.0);
+  EXPECT_DOUBLE_EQ(t.elementwise_s, 0.4);  // binary + einsum operands; renames and allreduces free
+  EXPECT_EQ(t.kernel_steps, 13);
+  EXPECT_DOUBLE_EQ(t.overhead_s, 13 * 1e-5);
+  EXPECT_DOUBLE_EQ(t.compute_s, t.matmul_s + t.elementwise_s + t.overhead_s);
+  // bf16 scales the size curve by the large-gemm ratio.
+  m.matmul_bf16_flops = 4e10;
+  cost::StepTimeOptions bf16;
+  bf16.bf16 = true;
+  EXPECT_DOUBLE_EQ(cost::predict_step_time(c, MeshShape::parse("batch:2"), m, bf16).matmul_s,
+                   3.0 / 4);
+}
+
+TEST(StepTime, CountersGiveGemmSizesBytesAndSteps) {
+  Graph g;
+  const Dimension b{"b", 4}, i{"i", 8}, k{"k", 16}, j{"j", 32};
+  Tensor x = placeholder(g, "x", Shape({b, i, k}));
+  Tensor y = placeholder(g, "y", Shape({b, k, j}));
+  Tensor z = einsum({x, y}, Shape({b, i, j}));  // 4 gemms of 2*8*16*32 FLOPs
+  Tensor w = einsum({x, x}, Shape({b, i}));     // batched dot products: no gemm
+  Tensor s = z + z;                             // a binary step: 3 x 4 KiB
+  Tensor v = einsum({w, placeholder(g, "u", Shape({i, j}))}, Shape({b, j}));  // one 4x8x32 gemm
+  (void)s;
+  (void)v;
+  const Counters c = analyze(g, MeshShape::parse("all:2"), LayoutRules::parse("b:all"))->counters();
+  ASSERT_EQ(c.gemm_by_size.size(), 2u);
+  // per rank b is 2: 2 gemms of 8192 FLOPs (2^13), and v's single gemm of 2*2*8*32 = 1024 (2^10)
+  EXPECT_DOUBLE_EQ(c.gemm_by_size.at(13).first, 2 * 8192.0);
+  EXPECT_EQ(c.gemm_by_size.at(13).second, 2);
+  EXPECT_DOUBLE_EQ(c.gemm_by_size.at(10).first, 1024.0);
+  EXPECT_EQ(c.gemm_by_size.at(10).second, 1);
+  EXPECT_EQ(c.op_calls.at("einsum"), 3);
+  EXPECT_EQ(c.op_calls.at("binary"), 1);
+  EXPECT_EQ(c.op_bytes.at("binary"), 3 * 2 * 8 * 32 * 4);
+  // z's einsum reads x [2,8,16] and y [2,16,32] and writes [2,8,32]; w's reads x twice and writes
+  // [2,8]; v's reads [2,8] and [8,32] and writes [2,32].
+  EXPECT_EQ(c.op_bytes.at("einsum"), 4 * ((256 + 1024 + 512) + (256 + 256 + 16) + (16 + 256 + 64)));
+}
+
 TEST(MachineFile, RoundTripsAndRejectsBadValues) {
   cost::Machine m = machine();
   m.memory_bytes = 4000000000;
@@ -357,6 +429,28 @@ TEST(MachineFile, RoundTripsAndRejectsBadValues) {
   ASSERT_EQ(back.links.size(), 2u);
   EXPECT_EQ(back.links[0].span, 2);
   EXPECT_DOUBLE_EQ(back.links[1].latency, 1e-5);
+  EXPECT_TRUE(back.matmul_sizes.empty());
+  EXPECT_EQ(back.op_overhead_s, 0.0);
+  m.matmul_sizes = {{8192, 2e9}, {2e9, 8e10}};
+  m.op_overhead_s = 2.5e-6;
+  const cost::Machine back2 = machine_from_config(Config::from_string(machine_to_yaml(m)));
+  ASSERT_EQ(back2.matmul_sizes.size(), 2u);
+  EXPECT_DOUBLE_EQ(back2.matmul_sizes[1].gemm_flops, 2e9);
+  EXPECT_DOUBLE_EQ(back2.matmul_sizes[0].flops, 2e9);
+  EXPECT_DOUBLE_EQ(back2.op_overhead_s, 2.5e-6);
+  // sizes in any order are sorted; an unknown key in a point is an error
+  const std::string base =
+      "matmul_flops: 1e9\nelementwise_bytes: 1e9\nlinks: {a: {bandwidth: 1e9}}\n";
+  const cost::Machine sorted =
+      machine_from_config(Config::from_string(
+          base + "matmul_sizes:\n  big: {gemm_flops: 1e9, flops: 5e9}\n  small: {gemm_flops: 1e3, "
+                 "flops: 1e8}\n"));
+  ASSERT_EQ(sorted.matmul_sizes.size(), 2u);
+  EXPECT_DOUBLE_EQ(sorted.matmul_sizes[0].gemm_flops, 1e3);
+  EXPECT_THROW(machine_from_config(Config::from_string(
+                   base + "matmul_sizes:\n  a: {gemm_flop: 1e9, flops: 5e9}\n")),
+               Error);
+  EXPECT_THROW(machine_from_config(Config::from_string(base + "op_overhead_s: -1\n")), Error);
   EXPECT_THROW(
       machine_from_config(Config::from_string("matmul_flops: 1e9\nelementwise_bytes: 1e9")),
       Error);  // no links

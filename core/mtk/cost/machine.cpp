@@ -1,6 +1,8 @@
 #include <mtk/base/error.hpp>
 #include <mtk/cost/machine.hpp>
 
+#include <cmath>
+
 namespace mtk::cost {
 
 void Machine::validate() const {
@@ -13,6 +15,17 @@ void Machine::validate() const {
     fail(where, cat("elementwise_bytes is ", elementwise_bytes, "; it must be > 0 (bytes/s)"));
   if (memory_bytes < 0)
     fail(where, cat("memory_bytes is ", memory_bytes, "; it must be >= 0"));
+  if (op_overhead_s < 0)
+    fail(where, cat("op_overhead_s is ", op_overhead_s, "; it must be >= 0 (seconds per step)"));
+  for (size_t i = 0; i < matmul_sizes.size(); ++i) {
+    const MatmulPoint& p = matmul_sizes[i];
+    if (!(p.gemm_flops > 0) || !(p.flops > 0))
+      fail(where, cat("matmul_sizes[", i, "]: gemm_flops ", p.gemm_flops, ", flops ", p.flops,
+                      "; both must be > 0"));
+    if (i > 0 && !(p.gemm_flops > matmul_sizes[i - 1].gemm_flops))
+      fail(where, cat("matmul_sizes[", i, "]: gemm_flops ", p.gemm_flops,
+                      " must be larger than the previous size's ", matmul_sizes[i - 1].gemm_flops));
+  }
   if (links.empty())
     fail(where, "no links: give at least one level {span, bandwidth, latency}");
   for (size_t i = 0; i < links.size(); ++i) {
@@ -23,6 +36,21 @@ void Machine::validate() const {
     if (i > 0 && l.span != 0 && (links[i - 1].span == 0 || l.span <= links[i - 1].span))
       fail(where, cat("links[", i, "]: spans must increase, with 0 (any) last"));
   }
+}
+
+double Machine::matmul_rate(double gemm_flops) const {
+  if (matmul_sizes.empty())
+    return matmul_flops;
+  if (gemm_flops <= matmul_sizes.front().gemm_flops)
+    return matmul_sizes.front().flops;
+  if (gemm_flops >= matmul_sizes.back().gemm_flops)
+    return matmul_sizes.back().flops;
+  size_t i = 1;
+  while (matmul_sizes[i].gemm_flops < gemm_flops)
+    ++i;
+  const MatmulPoint &lo = matmul_sizes[i - 1], &hi = matmul_sizes[i];
+  const double w = std::log(gemm_flops / lo.gemm_flops) / std::log(hi.gemm_flops / lo.gemm_flops);
+  return std::exp((1 - w) * std::log(lo.flops) + w * std::log(hi.flops));
 }
 
 std::int64_t group_span(const MeshShape& mesh, const std::vector<int>& axes) {

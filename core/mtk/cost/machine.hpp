@@ -19,16 +19,31 @@ struct LinkLevel {
   double latency = 0;     ///< seconds per message step
 };
 
+/// The matmul rate measured at one gemm size (FLOPs of one gemm call).
+struct MatmulPoint {
+  double gemm_flops = 0;  ///< 2 M N K of one gemm call
+  double flops = 0;       ///< FLOP/s per processor at that size
+};
+
 struct Machine {
   std::string name;
   double matmul_flops = 0;        ///< FLOP/s per processor, float32 matmuls (einsum)
   double matmul_bf16_flops = 0;   ///< FLOP/s per processor in bf16 (0: not available)
   double elementwise_bytes = 0;   ///< bytes/s per processor for elementwise kernels
   std::int64_t memory_bytes = 0;  ///< per processor (0: unknown)
-  std::vector<LinkLevel> links;   ///< by increasing span; the last one should have span 0
+  /// Optional: matmul rate by gemm size, for small and skinny products (batched attention
+  /// products run one small gemm per batch entry). Empty: matmul_flops at every size.
+  std::vector<MatmulPoint> matmul_sizes;
+  /// Optional: seconds of fixed cost per kernel step (launch, output allocation, dispatch).
+  double op_overhead_s = 0;
+  std::vector<LinkLevel> links;  ///< by increasing span; the last one should have span 0
 
   /// Throws naming the field and value when a rate is not positive or links are missing.
   void validate() const;
+  /// FLOP/s of float32 gemm calls of `gemm_flops` each: matmul_sizes interpolated linearly in
+  /// log(size) and log(rate), the end points held beyond the measured range; matmul_flops when
+  /// matmul_sizes is empty.
+  double matmul_rate(double gemm_flops) const;
   /// The link used by a group over mesh `axes` of `mesh` (row-major ranks).
   const LinkLevel& link_for(const MeshShape& mesh, const std::vector<int>& axes) const;
 };

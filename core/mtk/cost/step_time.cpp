@@ -24,18 +24,40 @@ double collective_seconds(const std::string& kind, std::int64_t bytes, std::int6
   return per_call * static_cast<double>(calls);
 }
 
+bool is_free_step_kind(const std::string& kind) {
+  return kind == "alias" || kind == "reshape" || kind == "stop_gradient" ||
+         kind.rfind("allreduce", 0) == 0;
+}
+
 StepTime predict_step_time(const Counters& counters, const MeshShape& mesh, const Machine& machine,
                            const StepTimeOptions& options) {
   StepTime t;
-  const double rate = options.bf16 && machine.matmul_bf16_flops > 0 ? machine.matmul_bf16_flops
-                                                                    : machine.matmul_flops;
-  for (const auto& [kind, flops] : counters.flops) {
-    if (kind == "einsum")
-      t.matmul_s += flops / rate;
-    else
-      t.elementwise_s += flops * kElementwiseBytesPerFlop / machine.elementwise_bytes;
+  // bf16 scales the whole size curve by the ratio of the large-gemm rates.
+  const double scale = options.bf16 && machine.matmul_bf16_flops > 0
+                           ? machine.matmul_bf16_flops / machine.matmul_flops
+                           : 1.0;
+  if (!counters.gemm_by_size.empty()) {
+    for (const auto& [log2_size, fc] : counters.gemm_by_size) {
+      const auto& [flops, calls] = fc;
+      t.matmul_s += flops / (scale * machine.matmul_rate(flops / static_cast<double>(calls)));
+    }
+  } else if (counters.flops.count("einsum")) {  // hand-made counters: one rate for all
+    t.matmul_s = counters.flops.at("einsum") / (scale * machine.matmul_flops);
   }
-  t.compute_s = t.matmul_s + t.elementwise_s;
+  if (!counters.op_bytes.empty()) {
+    for (const auto& [kind, bytes] : counters.op_bytes)
+      if (!is_free_step_kind(kind))
+        t.elementwise_s += static_cast<double>(bytes) / machine.elementwise_bytes;
+    for (const auto& [kind, calls] : counters.op_calls)
+      if (!is_free_step_kind(kind))
+        t.kernel_steps += calls;
+  } else {
+    for (const auto& [kind, flops] : counters.flops)
+      if (kind != "einsum")
+        t.elementwise_s += flops * kElementwiseBytesPerFlop / machine.elementwise_bytes;
+  }
+  t.overhead_s = static_cast<double>(t.kernel_steps) * machine.op_overhead_s;
+  t.compute_s = t.matmul_s + t.elementwise_s + t.overhead_s;
   for (const auto& [group, bytes] : counters.group_bytes) {
     const auto& [kind, axes] = group;
     std::int64_t p = 1;

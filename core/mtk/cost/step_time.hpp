@@ -1,7 +1,8 @@
 #pragma once
 // Predicted time of one training step on one processor, from analyze()'s exact counters and a
-// Machine: matmul FLOPs at the matmul rate, other FLOPs as elementwise memory traffic, and each
-// collective by the ring or tree cost (whichever is cheaper) over its group's link.
+// Machine: gemm calls at the matmul rate of their size, the bytes every kernel step reads and
+// writes at the elementwise bandwidth, a fixed overhead per kernel step, and each collective by the
+// ring or tree cost (whichever is cheaper) over its group's link, latency per call included.
 
 #include <mtk/cost/machine.hpp>
 #include <mtk/lower/program.hpp>
@@ -13,17 +14,24 @@
 
 namespace mtk::cost {
 
-/// Bytes an elementwise kernel moves per counted FLOP (two float reads, one write).
+/// Bytes an elementwise kernel moves per counted FLOP (two float reads, one write); used only
+/// for counters without op_bytes.
 inline constexpr double kElementwiseBytesPerFlop = 12.0;
+
+/// Whether steps of `kind` (Counters::op_calls key) run no kernel (a new name for a buffer) or
+/// are costed as collectives: they add neither memory traffic nor per-step overhead.
+bool is_free_step_kind(const std::string& kind);
 
 struct StepTimeOptions {
   bool bf16 = false;  ///< matmuls at matmul_bf16_flops (when the machine has it)
 };
 
 struct StepTime {
-  double matmul_s = 0;
-  double elementwise_s = 0;
-  double compute_s = 0;                  ///< matmul_s + elementwise_s
+  double matmul_s = 0;       ///< gemm FLOPs at the rate of their size
+  double elementwise_s = 0;  ///< bytes read and written by kernel steps at elementwise_bytes
+  double overhead_s = 0;     ///< kernel steps x op_overhead_s
+  std::int64_t kernel_steps = 0;
+  double compute_s = 0;                  ///< matmul_s + elementwise_s + overhead_s
   std::map<std::string, double> comm_s;  ///< per collective kind
   double comm_total_s = 0;
   /// compute + communication: MTK runs collectives between kernels, one after the other.

@@ -5,6 +5,7 @@
 #include <mtk/parallel/relayout.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 namespace mtk {
 
@@ -84,9 +85,25 @@ bool Lowering::intersects(const std::vector<int>& a, const std::set<int>& b) {
 void Lowering::add_step(const std::string& what, std::vector<int> reads, std::vector<int> writes,
                         Program::StepFn fn, const std::string& flop_kind, double flops,
                         Program::Category category) {
+  const std::string kind = what.substr(0, what.find(' '));
+  p_->counters_.op_calls[kind] += 1;
+  std::int64_t& bytes = p_->counters_.op_bytes[kind];
+  for (int t : reads)
+    bytes += local_bytes(t);
+  for (int t : writes)
+    bytes += local_bytes(t);
   p_->steps_.push_back({what, category, std::move(reads), std::move(writes), std::move(fn)});
   if (!flop_kind.empty())
     p_->counters_.flops[flop_kind] += flops;
+}
+
+void Lowering::count_gemms(double flops_each, std::int64_t gemms) {
+  if (gemms <= 0 || !(flops_each > 0))
+    return;
+  auto& [flops, calls] =
+      p_->counters_.gemm_by_size[static_cast<int>(std::floor(std::log2(flops_each)))];
+  flops += flops_each * static_cast<double>(gemms);
+  calls += gemms;
 }
 
 void Lowering::count_flops(const std::string& kind, double flops) {

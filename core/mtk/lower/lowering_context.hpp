@@ -77,6 +77,8 @@ class Lowering {
   void add_step(const std::string& what, std::vector<int> reads, std::vector<int> writes,
                 Program::StepFn fn, const std::string& flop_kind = "", double flops = 0,
                 Program::Category category = Program::Category::compute);
+  /// Counts `gemms` gemm calls of `flops_each` FLOPs (counters().gemm_by_size).
+  void count_gemms(double flops_each, std::int64_t gemms);
   /// Adds to counters().flops[kind] (for work outside steps: assignments).
   void count_flops(const std::string& kind, double flops);
   /// Appends a step computing output y by a kernel instantiated for every element type:

@@ -92,6 +92,14 @@ struct Counters {
   using CommGroup = std::pair<std::string, std::vector<int>>;
   std::map<CommGroup, std::int64_t> group_bytes;
   std::map<CommGroup, std::int64_t> group_calls;
+  /// Per step kind (the first word of the step: "einsum", "binary", "allreduce(sum)", ...): steps
+  /// run, and bytes of the local slices they read and write. For the step-time model's per-op
+  /// overhead and elementwise memory traffic.
+  std::map<std::string, std::int64_t> op_calls;
+  std::map<std::string, std::int64_t> op_bytes;
+  /// Matrix products run as gemm calls, by size: key floor(log2(FLOPs of one gemm call)), value
+  /// {FLOPs, gemm calls}. Einsums the kernel runs as elementwise work are not here.
+  std::map<int, std::pair<double, std::int64_t>> gemm_by_size;
   std::int64_t variable_bytes = 0;  ///< persistent variable slices
   std::int64_t peak_bytes = 0;      ///< variables + peak live activations
   double total_flops() const;

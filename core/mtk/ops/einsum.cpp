@@ -104,6 +104,23 @@ void lower_einsum(Lowering& l) {
   const int a = in[0], c = in[1];
   const Shape la = l.local(a), lc = l.local(c);
   const double flops = 2.0 * static_cast<double>(kernels::einsum_macs(la, lc, ly));
+  {  // gemm calls as kernels::einsum makes them (batched vector products run elementwise)
+    std::int64_t nb = 1, m = 1, n = 1, k = 1;
+    bool has_m = false, has_n = false, has_k = false;
+    for (const auto& d : ly.dims()) {
+      const bool in_a = la.contains(d.name), in_c = lc.contains(d.name);
+      (in_a && in_c ? nb : in_a ? m : n) *= d.size;
+      has_m |= in_a && !in_c;
+      has_n |= in_c && !in_a;
+    }
+    for (const auto& d : la.dims())
+      if (lc.contains(d.name) && !ly.contains(d.name)) {
+        k *= d.size;
+        has_k = true;
+      }
+    if (!(nb > 1 && (!has_k || (!has_m && !has_n))))
+      l.count_gemms(2.0 * static_cast<double>(m * n * k), nb);
+  }
   l.add_step(
       cat(l.label(), " ", la.to_string(), " x ", lc.to_string(), " -> ", ly.to_string()), {a, c},
       {y},

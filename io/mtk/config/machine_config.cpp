@@ -2,21 +2,35 @@
 #include <mtk/config/machine_config.hpp>
 #include <mtk/config/model_config.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
 namespace mtk {
 
 cost::Machine machine_from_config(const Config& config) {
-  reject_unknown_keys(
-      config, "",
-      {"name", "matmul_flops", "matmul_bf16_flops", "elementwise_bytes", "memory_bytes", "links"});
+  reject_unknown_keys(config, "",
+                      {"name", "matmul_flops", "matmul_bf16_flops", "matmul_sizes",
+                       "elementwise_bytes", "op_overhead_s", "memory_bytes", "links"});
   cost::Machine m;
   m.name = config.get_string("name", config.origin());
   m.matmul_flops = config.get_double("matmul_flops");
   m.matmul_bf16_flops = config.get_double("matmul_bf16_flops", 0.0);
   m.elementwise_bytes = config.get_double("elementwise_bytes");
   m.memory_bytes = static_cast<std::int64_t>(config.get_double("memory_bytes", 0.0));
+  m.op_overhead_s = config.get_double("op_overhead_s", 0.0);
+  if (config.has("matmul_sizes")) {
+    for (const auto& point : config.keys("matmul_sizes")) {
+      const std::string k = "matmul_sizes." + point;
+      reject_unknown_keys(config, k, {"gemm_flops", "flops"});
+      m.matmul_sizes.push_back(
+          {config.get_double(k + ".gemm_flops"), config.get_double(k + ".flops")});
+    }
+    std::sort(m.matmul_sizes.begin(), m.matmul_sizes.end(),
+              [](const cost::MatmulPoint& a, const cost::MatmulPoint& b) {
+                return a.gemm_flops < b.gemm_flops;
+              });
+  }
   if (!config.has("links"))
     fail("mtk::machine_from_config", config.origin() + ": key 'links' is missing");
   for (const auto& level : config.keys("links")) {
@@ -53,7 +67,15 @@ std::string machine_to_yaml(const cost::Machine& m, const std::string& comment) 
   s << "name: \"" << m.name << "\"\n";
   s << "matmul_flops: " << num(m.matmul_flops) << "        # FLOP/s per processor, float32\n";
   s << "matmul_bf16_flops: " << num(m.matmul_bf16_flops) << "   # 0: no bf16\n";
-  s << "elementwise_bytes: " << num(m.elementwise_bytes) << "   # bytes/s per processor\n";
+  if (!m.matmul_sizes.empty()) {
+    s << "matmul_sizes:   # FLOP/s by FLOPs of one gemm call (2 M N K), for small products\n";
+    for (size_t i = 0; i < m.matmul_sizes.size(); ++i)
+      s << "  size" << i << ": {gemm_flops: " << num(m.matmul_sizes[i].gemm_flops)
+        << ", flops: " << num(m.matmul_sizes[i].flops) << "}\n";
+  }
+  s << "elementwise_bytes: " << num(m.elementwise_bytes)
+    << "   # bytes/s per processor read + written by kernels\n";
+  s << "op_overhead_s: " << num(m.op_overhead_s) << "   # seconds per kernel step\n";
   s << "memory_bytes: " << num(static_cast<double>(m.memory_bytes)) << "\n";
   s << "links:   # a collective group uses the first level whose span (consecutive ranks) covers "
        "it; 0 = any\n";

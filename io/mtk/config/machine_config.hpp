@@ -13,7 +13,11 @@ namespace mtk {
 ///   name: two-core VM
 ///   matmul_flops: 8.0e10          # FLOP/s per processor (float32)
 ///   matmul_bf16_flops: 0          # optional
+///   matmul_sizes:                 # optional: FLOP/s by FLOPs of one gemm call
+///     small: {gemm_flops: 6.6e4, flops: 5.0e9}
+///     large: {gemm_flops: 2.1e9, flops: 8.0e10}
 ///   elementwise_bytes: 1.0e10     # bytes/s per processor
+///   op_overhead_s: 5.0e-6         # optional: seconds per kernel step
 ///   memory_bytes: 4.0e9           # optional, per processor
 ///   links:                        # by increasing span of consecutive ranks; span 0 = any
 ///     node: {span: 8, bandwidth: 1.0e11, latency: 5.0e-6}
