@@ -9,6 +9,7 @@
 #include <mtk/config/machine_config.hpp>
 #include <mtk/config/model_config.hpp>
 #include <mtk/cost/layout_search.hpp>
+#include <mtk/metrics/metrics.hpp>
 #include <mtk/nn/transformer.hpp>
 #include <mtk/optim/optim.hpp>
 
@@ -30,18 +31,6 @@ const char* search_usage =
     "                         [--max-mesh-dims 1..4] [--optimizer adafactor|adam|sgd] [--bf16]\n"
     "                         [--set section.key=value]... [--json]\n"
     "  BYTES may end in K, M, G, T (powers of 1000) or KiB, MiB, GiB, TiB.\n";
-
-std::string human(double bytes) {
-  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 4) {
-    bytes /= 1024;
-    ++u;
-  }
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f %s", bytes, unit[u]);
-  return buf;
-}
 
 std::int64_t parse_bytes(const std::string& text) {
   size_t used = 0;
@@ -191,11 +180,12 @@ int run_search(const Communicator&, const std::vector<std::string>& args) {
     return kExitOk;
   }
   std::printf("model: %s\n", model.to_string().c_str());
-  std::printf(
-      "machine: %s; %d processors; memory limit %s per processor; optimizer %s%s\n",
-      machine.name.c_str(), options.processors,
-      options.memory_bytes > 0 ? human(static_cast<double>(options.memory_bytes)).c_str() : "none",
-      optimizer.c_str(), options.time.bf16 ? "; bf16 matmuls" : "");
+  std::printf("machine: %s; %d processors; memory limit %s per processor; optimizer %s%s\n",
+              machine.name.c_str(), options.processors,
+              options.memory_bytes > 0
+                  ? mtk::format_bytes(static_cast<double>(options.memory_bytes)).c_str()
+                  : "none",
+              optimizer.c_str(), options.time.bf16 ? "; bf16 matmuls" : "");
   std::string dims;
   for (const auto& d : r.dims)
     dims += (dims.empty() ? "" : ",") + d;
@@ -213,9 +203,10 @@ int run_search(const Communicator&, const std::vector<std::string>& args) {
     const cost::Candidate& c = r.ranked[i];
     std::printf("%4zu  %-28s %-44s %11s %10.3g %11s %10.4g %10.4g %10.4g %5.1f%%\n", i + 1,
                 c.mesh.to_string().c_str(), c.rules.to_string().c_str(),
-                human(static_cast<double>(c.counters.peak_bytes)).c_str(), c.counters.total_flops(),
-                human(static_cast<double>(c.counters.total_comm_bytes())).c_str(), c.time.compute_s,
-                c.time.comm_total_s, c.time.total_s, 100 * c.mfu);
+                mtk::format_bytes(static_cast<double>(c.counters.peak_bytes)).c_str(),
+                c.counters.total_flops(),
+                mtk::format_bytes(static_cast<double>(c.counters.total_comm_bytes())).c_str(),
+                c.time.compute_s, c.time.comm_total_s, c.time.total_s, 100 * c.mfu);
   }
   const cost::Candidate& best = r.ranked.front();
   std::printf("\nbest: --mesh \"%s\" --layout \"%s\"\n", best.mesh.to_string().c_str(),

@@ -690,10 +690,11 @@ TEST(Checkpoint, CorruptChunkFailsHdf5ReadersAndMtkAlike) {
   // Saved without Fletcher32 (the default, and every checkpoint before it): as ever.
   const std::string plain = dir.path() + "/plain";
   write_checkpoint_directory(*a.program, plain, sample_metadata());
-  if (tools && world_rank() == 0)
+  if (tools && world_rank() == 0) {
     EXPECT_FALSE(
         contains_text(output("h5dump -p -H -d /variables/layer_0%2Fw2 " + plain + "/variables.h5"),
                       "FLETCHER32"));
+  }
   EXPECT_TRUE(verify_checkpoint(plain, MPI_COMM_WORLD).ok);
   TinyModel c = make_tiny_model(mesh, rules_b());
   restore_checkpoint(*c.program, plain);
