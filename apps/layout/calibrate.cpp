@@ -14,6 +14,7 @@
 #include <mtk/parallel/collectives.hpp>
 #include <mtk/parallel/mesh.hpp>
 
+#include "cli.hpp"
 #include "layout_commands.hpp"
 #include <algorithm>
 #include <chrono>
@@ -27,11 +28,6 @@
 namespace mtk::layout_app {
 
 namespace {
-
-const char* calibrate_usage =
-    "usage: mpiexec -n R mtk-layout calibrate [--out FILE] [--name TEXT] [--matmul-size N]\n"
-    "                                         [--reps K]\n"
-    "  Run with one rank per processor as the jobs will (OPENBLAS_NUM_THREADS=1 on CPUs).\n";
 
 // Best (smallest) seconds of `reps` runs of `fn`, all ranks starting together; the slowest rank
 // counts.
@@ -66,29 +62,21 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
   std::string out, name;
   std::int64_t n = 1024;
   int reps = 5;
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto value = [&]() -> std::string {
-      if (i + 1 >= args.size())
-        fail("mtk-layout calibrate", args[i] + " needs a value\n" + calibrate_usage);
-      return args[++i];
-    };
-    if (args[i] == "--out")
-      out = value();
-    else if (args[i] == "--name")
-      name = value();
-    else if (args[i] == "--matmul-size")
-      n = std::stoll(value());
-    else if (args[i] == "--reps")
-      reps = std::stoi(value());
-    else if (args[i] == "--help") {
-      if (world.rank() == 0)
-        std::printf("%s", calibrate_usage);
-      return kExitOk;
-    } else
-      fail("mtk-layout calibrate", "unknown option '" + args[i] + "'\n" + calibrate_usage);
-  }
-  if (n < 16 || reps < 1)
-    fail("mtk-layout calibrate", "--matmul-size must be >= 16 and --reps >= 1");
+  CLI::App app{
+      "Measures this machine for `mtk-layout search`: the matmul rate by size, elementwise\n"
+      "bandwidth, per-step overhead and collective latency/bandwidth, with the project's own\n"
+      "kernels and collectives, and writes a machine file. Run with one rank per processor\n"
+      "as the jobs will: mpiexec -n R mtk-layout calibrate (OPENBLAS_NUM_THREADS=1 on CPUs).",
+      "mtk-layout calibrate"};
+  cli::configure(app);
+  app.add_option("--out", out, "The machine file to write (YAML)")->type_name("FILE");
+  app.add_option("--name", name, "The machine's name in the file")->type_name("TEXT");
+  app.add_option("--matmul-size", n, "The largest square matmul timed (>= 16)")
+      ->check(CLI::Range(std::int64_t{16}, std::int64_t{1} << 20));
+  app.add_option("--reps", reps, "Timed runs per measurement; the best counts (>= 1)")
+      ->check(CLI::Range(1, 1000000));
+  if (const int status = cli::parse(app, args, world.rank() == 0); status >= 0)
+    return status;
   const int R = world.size();
   ExecSpace space;
   cost::Machine m;

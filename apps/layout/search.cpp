@@ -13,6 +13,7 @@
 #include <mtk/nn/transformer.hpp>
 #include <mtk/optim/optim.hpp>
 
+#include "cli.hpp"
 #include "layout_commands.hpp"
 #include <chrono>
 #include <cstdio>
@@ -24,13 +25,6 @@
 namespace mtk::layout_app {
 
 namespace {
-
-const char* search_usage =
-    "usage: mtk-layout search (--config FILE | --model paper_lm:N) --processors N\n"
-    "                         [--memory BYTES] [--machine FILE] [--top K] [--dims a,b,...]\n"
-    "                         [--max-mesh-dims 1..4] [--optimizer adafactor|adam|sgd] [--bf16]\n"
-    "                         [--set section.key=value]... [--json]\n"
-    "  BYTES may end in K, M, G, T (powers of 1000) or KiB, MiB, GiB, TiB.\n";
 
 std::int64_t parse_bytes(const std::string& text) {
   size_t used = 0;
@@ -72,69 +66,59 @@ cost::Machine default_machine() {
 
 }  // namespace
 
-int run_search(const Communicator&, const std::vector<std::string>& args) {
-  Config config = Config::from_string("{}");
+int run_search(const Communicator& world, const std::vector<std::string>& args) {
+  std::string config_path, preset, machine_file, optimizer, memory_text, dims_text;
   std::vector<std::string> sets;
-  std::string machine_file, optimizer;
   cost::SearchOptions options;
   options.processors = 0;
-  bool memory_given = false, json = false;
+  bool json = false;
   int top = 10;
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto value = [&]() -> std::string {
-      if (i + 1 >= args.size())
-        fail("mtk-layout search", args[i] + " needs a value\n" + search_usage);
-      return args[++i];
-    };
-    auto integer = [&](const std::string& v) {
-      try {
-        size_t used = 0;
-        const long long n = std::stoll(v, &used);
-        if (used == v.size())
-          return n;
-      } catch (const std::exception&) {
-      }
-      fail("mtk-layout search", args[i - 1] + " '" + v + "' is not an integer");
-    };
-    const std::string& a = args[i];
-    if (a == "--config")
-      config = Config::from_file(value());
-    else if (a == "--model")
-      sets.push_back("model.preset=" + value());
-    else if (a == "--set")
-      sets.push_back(value());
-    else if (a == "--processors")
-      options.processors = static_cast<int>(integer(value()));
-    else if (a == "--memory") {
-      options.memory_bytes = parse_bytes(value());
-      memory_given = true;
-    } else if (a == "--machine")
-      machine_file = value();
-    else if (a == "--top")
-      top = static_cast<int>(integer(value()));
-    else if (a == "--max-mesh-dims")
-      options.max_mesh_dims = static_cast<int>(integer(value()));
-    else if (a == "--dims") {
-      std::stringstream s(value());
-      for (std::string d; std::getline(s, d, ',');)
-        if (!d.empty())
-          options.dims.push_back(d);
-    } else if (a == "--optimizer")
-      optimizer = value();
-    else if (a == "--bf16")
-      options.time.bf16 = true;
-    else if (a == "--json")
-      json = true;
-    else if (a == "--help") {
-      std::printf("%s", search_usage);
-      return kExitOk;
-    } else
-      fail("mtk-layout search", "unknown option '" + a + "'\n" + search_usage);
+  CLI::App app{
+      "Which mesh and layout to run a model on N processors with: enumerates meshes that\n"
+      "factor N and the model's layouts, drops those over the memory limit and ranks the\n"
+      "rest by predicted step time (docs/layout-search.md).",
+      "mtk-layout search"};
+  cli::configure(app);
+  app.add_option("--config", config_path, "A YAML config (its model section)")->type_name("FILE");
+  app.add_option("--model", preset, "A preset: paper_lm:-1..5 or paper_translation:-1..4")
+      ->type_name("PRESET");
+  app.add_option("--processors", options.processors, "Number of processors (MPI ranks)")
+      ->required()
+      ->check(CLI::Range(1, 1 << 30));
+  app.add_option("--memory", memory_text,
+                 "Memory per processor: bytes, or with K, M, G, T (powers of 1000) or KiB, MiB, "
+                 "GiB, TiB (default: the machine file's)")
+      ->type_name("BYTES");
+  app.add_option("--machine", machine_file, "A machine file (layouts/machines/*.yaml)")
+      ->type_name("FILE");
+  app.add_option("--top", top, "How many meshes and layouts to list")
+      ->check(CLI::Range(1, 1 << 30));
+  app.add_option("--dims", dims_text, "Only these model dims may be split, e.g. batch,heads,d_ff")
+      ->type_name("a,b,...");
+  app.add_option("--max-mesh-dims", options.max_mesh_dims, "Mesh dimensions at most")
+      ->check(CLI::Range(1, 4));
+  app.add_option("--optimizer", optimizer, "adafactor | adam | sgd (default: the config's)")
+      ->check(CLI::IsMember({"adafactor", "adam", "sgd"}));
+  app.add_flag("--bf16", options.time.bf16, "Time matmuls at the machine's bf16 rate");
+  app.add_option("--set", sets, "Overrides one setting (repeatable), e.g. model.d_model=512")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false)
+      ->take_all();
+  app.add_flag("--json", json, "Print the result as JSON");
+  if (const int status = cli::parse(app, args, world.rank() == 0); status >= 0)
+    return status;
+  Config config = config_path.empty() ? Config::from_string("{}") : Config::from_file(config_path);
+  if (!preset.empty())
+    sets.insert(sets.begin(), "model.preset=" + preset);
+  const bool memory_given = !memory_text.empty();
+  if (memory_given)
+    options.memory_bytes = parse_bytes(memory_text);
+  {
+    std::stringstream s(dims_text);
+    for (std::string d; std::getline(s, d, ',');)
+      if (!d.empty())
+        options.dims.push_back(d);
   }
-  if (options.processors < 1)
-    fail("mtk-layout search", "--processors N (N >= 1) is required\n" + std::string(search_usage));
-  if (top < 1)
-    fail("mtk-layout search", "--top must be >= 1");
   for (const auto& s : sets)
     config.apply_override(s);
   if (optimizer.empty())

@@ -18,7 +18,7 @@ run() {
   [ "$got" -eq "$want" ] || { cat out.txt err.txt; fail "exit $got, expected $want: $*"; }
 }
 commands=("$lm1b" "$lm1b prepare" "$lm1b train" "$lm1b eval" "$lm1b sample" "$ckpt" "$ckpt info"
-          "$ckpt verify" "$ckpt list" "$layout" "$demo")
+          "$ckpt verify" "$ckpt list" "$layout" "$layout search" "$layout calibrate" "$demo")
 for c in "${commands[@]}"; do
   # shellcheck disable=SC2086
   run 0 $c --help
