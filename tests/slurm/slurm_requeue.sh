@@ -3,7 +3,7 @@
 #   A. the time-limit path: a long training job submitted with --time=1 --signal=B:USR1@20 gets
 #      SIGUSR1 from slurmctld before its limit, saves a checkpoint and exits 75; with
 #      MTK_MAX_REQUEUES=0 it is not requeued (the cap);
-#   B. the demo batch script (scripts/slurm/demo.sbatch) on a tiny corpus: once step 25 is logged
+#   B. the demo batch script (scripts/slurm/demo.sbatch) on a tiny corpus: once step 10 is logged
 #      the test sends the batch shell SIGUSR1 as Slurm's --signal=B:USR1 would (scancel --batch
 #      --signal=USR1, the same signal to the same process, without waiting for a time limit); the
 #      run saves and exits 75, the job requeues itself, resumes from its checkpoint and finishes;
@@ -27,7 +27,7 @@ start=$SECONDS
 
 start_cluster "$work/cluster" || exit $?
 export MTK_ROOT="$root" MTK_LM1B="$lm1b"
-steps=100
+steps=1500  # long enough (seconds) for the signal to land mid-training on a fast machine
 
 # job_field JOB KEY: a field of `scontrol show job` (RestartCnt, JobState, ExitCode).
 job_field() { scontrol show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
@@ -102,15 +102,15 @@ expect "$job_d" "training stopped (exit 75) on SIGTERM: cancelled, not requeuein
 [ "$(job_field "$job_d" JobState)" = CANCELLED ] && [ "$(job_field "$job_d" Restarts)" = 0 ] ||
   { show "$job_d"; fail "job D: a cancelled job must not be requeued"; }
 
-# B: SIGUSR1 to the batch shell once step 25 is logged (no periodic checkpoints: the resume needs
+# B: SIGUSR1 to the batch shell once step 10 is logged (no periodic checkpoints: the resume needs
 # the one the stop saves).
 logged=0
-for ((i = 0; i < 900 && logged < 25; i++)); do
+for ((i = 0; i < 900 && logged < 10; i++)); do
   sleep 0.2
   [ -f run-b/metrics.jsonl ] && logged=$(losses run-b/metrics.jsonl | tail -1 | cut -d" " -f1)
   logged=${logged:-0}
 done
-[ "$logged" -ge 25 ] || { show "$job_b"; fail "job B did not log step 25 in 180 s"; }
+[ "$logged" -ge 10 ] || { show "$job_b"; fail "job B did not log step 10 in 180 s"; }
 [ "$(job_field "$job_b" Restarts)" = 0 ] || fail "job B restarted before the signal"
 scancel --batch --signal=USR1 "$job_b"
 wait_job "$job_b" 300
