@@ -1,0 +1,221 @@
+// Tests of the fused kernels (the vectorisable exponential, softmax cross-entropy statistics and
+// gradient, layer norm, Adafactor) against unfused formulas evaluated on the host in double.
+
+#include <mtk/base/shape.hpp>
+#include <mtk/kernels/impl/fast_exp.hpp>
+#include <mtk/kernels/kernels.hpp>
+
+#include <Kokkos_Core.hpp>
+#include <gtest/gtest.h>
+
+#include "kernel_test_util.hpp"
+#include "mtk_test_util.hpp"
+#include <cmath>
+#include <cstdint>
+#include <ctime>
+#include <limits>
+#include <vector>
+
+namespace {
+
+using namespace kernel_test_names;
+
+// ------------------------------------------------------------------ fast_exp
+
+float fast_exp_on_space(float x) {
+  Kokkos::View<float*> v("x", 1);
+  Kokkos::deep_copy(v, x);
+  Kokkos::parallel_for(
+      "test_fast_exp", Kokkos::RangePolicy<mtk::ExecSpace>(0, 1),
+      KOKKOS_LAMBDA(int i) { v(i) = mtk::kernels::impl::fast_exp(v(i)); });
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  return h(0);
+}
+
+TEST(FastExp, WithinTwoUlpOfExpOverTheWholeRange) {
+  double worst = 0;
+  for (float x = -86.5f; x < 88.7f; x += 0.00137f) {
+    const double ref = std::exp(static_cast<double>(x));
+    const double got = mtk::kernels::impl::fast_exp(x);
+    const double ulp = std::ldexp(1.0, std::ilogb(ref) - 23);
+    worst = std::max(worst, std::fabs(got - ref) / ulp);
+  }
+  EXPECT_LE(worst, 2.0);
+  EXPECT_EQ(mtk::kernels::impl::fast_exp(0.0f), 1.0f);
+}
+
+TEST(FastExp, EdgeValuesOnTheExecutionSpace) {
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(fast_exp_on_space(-inf), 0.0f);
+  EXPECT_EQ(fast_exp_on_space(-1000.0f), 0.0f);
+  EXPECT_EQ(fast_exp_on_space(-87.0f), 0.0f);  // flushed: below 2.4e-38
+  EXPECT_NEAR(fast_exp_on_space(-86.0f), std::exp(-86.0), 1e-6 * std::exp(-86.0));
+  EXPECT_NEAR(fast_exp_on_space(88.7f), std::exp(double{88.7f}), 1e-6 * std::exp(double{88.7f}));
+  EXPECT_EQ(fast_exp_on_space(89.0f), inf);
+  EXPECT_EQ(fast_exp_on_space(inf), inf);
+  EXPECT_TRUE(std::isnan(fast_exp_on_space(std::nanf(""))));
+}
+
+// ------------------------------------------------------------------ softmax cross-entropy
+
+// Unfused reference in double: per row lse, loss and the gradient of sum(dy * loss).
+struct RefCe {
+  std::vector<double> loss, lse, grad;
+};
+
+RefCe ref_cross_entropy(const Shape& s, int dim, const std::vector<double>& x,
+                        const std::vector<double>& t, const std::vector<double>& dy, double ls,
+                        double z) {
+  const mtk::Around a(s, dim);
+  const std::int64_t V = a.n, inner = a.inner, rows = a.outer * a.inner;
+  RefCe r{std::vector<double>(rows), std::vector<double>(rows), std::vector<double>(x.size())};
+  for (std::int64_t row = 0; row < rows; ++row) {
+    const std::int64_t base = (row / inner) * V * inner + row % inner;
+    double m = -1e300, sum = 0;
+    for (std::int64_t j = 0; j < V; ++j) {
+      m = std::max(m, x[base + j * inner]);
+      sum += x[base + j * inner];
+    }
+    double se = 0;
+    for (std::int64_t j = 0; j < V; ++j)
+      se += std::exp(x[base + j * inner] - m);
+    const double lse = m + std::log(se);
+    const auto tt = static_cast<std::int64_t>(t[row]);
+    r.lse[row] = lse;
+    r.loss[row] = lse - (1 - ls) * x[base + tt * inner] - ls / V * sum + z * lse * lse;
+    for (std::int64_t j = 0; j < V; ++j) {
+      const double p = std::exp(x[base + j * inner] - lse);
+      r.grad[base + j * inner] =
+          dy[row] * (p * (1 + 2 * z * lse) - (j == tt ? 1 - ls : 0.0) - ls / V);
+    }
+  }
+  return r;
+}
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol,
+                  const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << what << " at " << i;
+}
+
+TEST(FusedCrossEntropy, StatisticsLossAndGradientMatchTheUnfusedFormula) {
+  // Rows contiguous (vocabulary last, 37 = not a multiple of the 8 lanes) and strided.
+  for (const auto& [s, dim] :
+       std::vector<std::pair<Shape, int>>{{Shape{{"b", 5}, {"v", 37}}, 1},
+                                          {Shape{{"b", 3}, {"v", 1000}}, 1},
+                                          {Shape{{"a", 3}, {"v", 21}, {"c", 4}}, 1}}) {
+    const mtk::Around a(s, dim);
+    const std::int64_t rows = a.outer * a.inner;
+    const auto x = random_values(s.num_elements(), -30, 30, 7);
+    const auto t = random_ints(rows, 0, static_cast<int>(a.n) - 1, 8);
+    const auto dy = random_values(rows, -2, 2, 9);
+    for (const auto& [ls, z] : std::vector<std::pair<double, double>>{{0, 0}, {0.1, 1e-2}}) {
+      const auto ref = ref_cross_entropy(s, dim, x, t, dy, ls, z);
+      const mtk::ExecSpace space;
+      const auto X = to_view<float>(x);
+      const auto T = to_view<I32>(t);
+      auto st = k::cross_entropy_stats(space, s, X, dim, T, 0);
+      k::FView loss, lse;
+      k::cross_entropy_from_stats(space, st, ls, a.n, z, loss, lse);
+      expect_close(to_vector(lse), ref.lse, 2e-6, "lse");
+      expect_close(to_vector(loss), ref.loss, 2e-5, "loss");
+      const auto g =
+          k::cross_entropy_grad(space, s, X, dim, T, 0, lse, to_view<float>(dy), ls, a.n, z);
+      expect_close(to_vector(g), ref.grad, 2e-6, "gradient");
+    }
+  }
+}
+
+TEST(FusedCrossEntropy, SlicesRebasedOnTheGlobalMaxAddUpToTheWholeRow) {
+  // The vocabulary split in two slices (as over a mesh dim): per-slice statistics, the max over
+  // slices, rebased sums added = the statistics of the whole row.
+  const Shape whole{{"b", 6}, {"v", 40}}, half{{"b", 6}, {"v", 20}};
+  auto x = random_values(whole.num_elements(), -20, 20, 3);
+  for (std::int64_t j = 0; j < 20; ++j)  // row 0: all of its max in the second slice
+    x[j] -= 50;
+  const auto t = random_ints(6, 0, 39, 4);
+  std::vector<std::vector<double>> slice(2);
+  for (int p = 0; p < 2; ++p)
+    for (std::int64_t r = 0; r < 6; ++r)
+      for (std::int64_t j = 0; j < 20; ++j)
+        slice[p].push_back(x[r * 40 + p * 20 + j]);
+  const mtk::ExecSpace space;
+  std::vector<k::FView> st;
+  for (int p = 0; p < 2; ++p)
+    st.push_back(
+        k::cross_entropy_stats(space, half, to_view<float>(slice[p]), 1, to_view<I32>(t), 20 * p));
+  std::vector<double> m0 = to_vector(st[0]), m1 = to_vector(st[1]), M(6);
+  for (int r = 0; r < 6; ++r)
+    M[r] = std::max(m0[r], m1[r]);
+  std::vector<double> sum(24, 0);
+  for (int p = 0; p < 2; ++p) {
+    k::cross_entropy_rebase(space, st[p], to_view<float>(M));
+    const auto v = to_vector(st[p]);
+    for (int i = 0; i < 24; ++i)
+      sum[i] = i < 6 ? v[i] : sum[i] + v[i];
+  }
+  k::FView loss, lse;
+  k::cross_entropy_from_stats(space, to_view<float>(sum), 0.1, 40, 1e-3, loss, lse);
+  const auto ref = ref_cross_entropy(whole, 1, x, t, std::vector<double>(6, 1.0), 0.1, 1e-3);
+  expect_close(to_vector(lse), ref.lse, 2e-6, "lse");
+  expect_close(to_vector(loss), ref.loss, 2e-5, "loss");
+}
+
+TEST(FusedCrossEntropy, Errors) {
+  const Shape s{{"b", 2}, {"v", 3}};
+  const mtk::ExecSpace space;
+  expect_error(
+      [&] {
+        k::cross_entropy_stats(space, s, to_view<float>({1, 2, 3, 4, 5, 6}), 2,
+                               to_view<I32>({0, 1}), 0);
+      },
+      {"mtk::kernels::cross_entropy", "dim 2", "[b=2, v=3]"});
+  expect_error(
+      [&] {
+        k::cross_entropy_stats(space, s, to_view<float>({1, 2, 3, 4, 5, 6}), 1, to_view<I32>({0}),
+                               0);
+      },
+      {"mtk::kernels::cross_entropy_stats", "1 values for 2 rows"});
+  k::FView st = to_view<float>({1, 2, 3, 4, 5, 6, 7});
+  expect_error(
+      [&] {
+        k::cross_entropy_rebase(space, st, to_view<float>({0, 0}));
+      },
+      {"mtk::kernels::cross_entropy_rebase", "7 values for 2 rows"});
+}
+
+}  // namespace
+
+namespace {
+TEST(FusedTiming, DISABLED_CrossEntropy) {
+  const Shape s{{"b", 512}, {"v", 32000}};
+  const auto x = random_values(s.num_elements(), -10, 10, 1);
+  const auto t = random_ints(512, 0, 31999, 2);
+  const auto X = to_view<float>(x);
+  const auto T = to_view<I32>(t);
+  const auto dy = to_view<float>(std::vector<double>(512, 1.0));
+  const mtk::ExecSpace space;
+  for (int rep = 0; rep < 3; ++rep) {
+    struct Tm { std::clock_t c = std::clock(); void reset() { c = std::clock(); } double seconds() const { return double(std::clock() - c) / CLOCKS_PER_SEC; } } tm;
+    auto st = k::cross_entropy_stats(space, s, X, 1, T, 0);
+    space.fence();
+    const double a = tm.seconds();
+    k::FView loss, lse;
+    k::cross_entropy_from_stats(space, st, 0, 32000, 0, loss, lse);
+    tm.reset();
+    auto g = k::cross_entropy_grad(space, s, X, 1, T, 0, lse, dy, 0, 32000, 0);
+    space.fence();
+    const double b = tm.seconds();
+    tm.reset();
+    k::FView o("o", s.num_elements());
+    Kokkos::parallel_for(
+        "ref", Kokkos::RangePolicy<mtk::ExecSpace>(0, 512), KOKKOS_LAMBDA(std::int64_t row) {
+          for (std::int64_t j = 0; j < 32000; ++j)
+            o(row * 32000 + j) = ::expf(X(row * 32000 + j) - 3.0f) * 2.0f - 0.5f;
+        });
+    space.fence();
+    std::printf("stats %.4f s grad %.4f s expf-loop %.4f (16M logits)\n", a, b, tm.seconds());
+  }
+}
+}  // namespace
