@@ -197,7 +197,11 @@ TEST(FusedTiming, DISABLED_CrossEntropy) {
   const auto dy = to_view<float>(std::vector<double>(512, 1.0));
   const mtk::ExecSpace space;
   for (int rep = 0; rep < 3; ++rep) {
-    struct Tm { std::clock_t c = std::clock(); void reset() { c = std::clock(); } double seconds() const { return double(std::clock() - c) / CLOCKS_PER_SEC; } } tm;
+    struct Tm {
+      std::clock_t c = std::clock();
+      void reset() { c = std::clock(); }
+      double seconds() const { return double(std::clock() - c) / CLOCKS_PER_SEC; }
+    } tm;
     auto st = k::cross_entropy_stats(space, s, X, 1, T, 0);
     space.fence();
     const double a = tm.seconds();
@@ -218,4 +222,123 @@ TEST(FusedTiming, DISABLED_CrossEntropy) {
     std::printf("stats %.4f s grad %.4f s expf-loop %.4f (16M logits)\n", a, b, tm.seconds());
   }
 }
+}  // namespace
+
+// ------------------------------------------------------------------ layer norm
+
+namespace {
+
+struct RefNorm {
+  std::vector<double> y, dx, dscale, dbias;
+};
+
+// Unfused layer norm over `dim` and the gradient of sum(dy * y), in double.
+RefNorm ref_layer_norm(const Shape& s, int dim, const std::vector<double>& x,
+                       const std::vector<double>& scale, const std::vector<double>& bias,
+                       const std::vector<double>& dy, double eps) {
+  const mtk::Around a(s, dim);
+  const std::int64_t n = a.n, inner = a.inner, rows = a.outer * a.inner;
+  RefNorm r{std::vector<double>(x.size()), std::vector<double>(x.size()),
+            std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};
+  for (std::int64_t row = 0; row < rows; ++row) {
+    const std::int64_t base = (row / inner) * n * inner + row % inner;
+    double mean = 0, var = 0;
+    for (std::int64_t j = 0; j < n; ++j)
+      mean += x[base + j * inner] / n;
+    for (std::int64_t j = 0; j < n; ++j)
+      var += (x[base + j * inner] - mean) * (x[base + j * inner] - mean) / n;
+    const double rstd = 1 / std::sqrt(var + eps);
+    double a1 = 0, a2 = 0;
+    for (std::int64_t j = 0; j < n; ++j) {
+      const std::int64_t k = base + j * inner;
+      const double xh = (x[k] - mean) * rstd;
+      r.y[k] = xh * scale[j] + bias[j];
+      r.dscale[j] += dy[k] * xh;
+      r.dbias[j] += dy[k];
+      a1 += dy[k] * scale[j];
+      a2 += dy[k] * scale[j] * xh;
+    }
+    for (std::int64_t j = 0; j < n; ++j) {
+      const std::int64_t k = base + j * inner;
+      const double xh = (x[k] - mean) * rstd;
+      r.dx[k] = rstd * (dy[k] * scale[j] - a1 / n - xh * a2 / n);
+    }
+  }
+  return r;
+}
+
+TEST(FusedLayerNorm, ForwardAndGradientMatchTheUnfusedFormula) {
+  for (const auto& [s, dim] : std::vector<std::pair<Shape, int>>{
+           {Shape{{"b", 6}, {"d", 33}}, 1}, {Shape{{"a", 3}, {"d", 10}, {"c", 5}}, 1}}) {
+    const mtk::Around a(s, dim);
+    auto x = random_values(s.num_elements(), -3, 3, 11);
+    for (auto& v : x)
+      v += 100;  // a large mean: the centred second pass keeps the variance exact
+    const auto scale = random_values(a.n, 0.5, 1.5, 12), bias = random_values(a.n, -1, 1, 13);
+    const auto dy = random_values(s.num_elements(), -1, 1, 14);
+    const double eps = 1e-5;
+    const auto ref = ref_layer_norm(s, dim, x, scale, bias, dy, eps);
+    const mtk::ExecSpace space;
+    const auto X = to_view<float>(x), S = to_view<float>(scale), B = to_view<float>(bias),
+               DY = to_view<float>(dy);
+    auto s1 = k::layer_norm_sums(space, s, X, dim, k::FView(), a.n);
+    auto s2 = k::layer_norm_sums(space, s, X, dim, s1, a.n);
+    k::FView mean, rstd;
+    k::layer_norm_moments(space, s1, s2, a.n, eps, mean, rstd);
+    expect_close(to_vector(k::layer_norm_apply(space, s, X, dim, mean, rstd, S, B)), ref.y, 2e-5,
+                 "y");
+    auto sums = k::layer_norm_grad_sums(space, s, X, dim, mean, rstd, S, DY);
+    k::FView dx, dyh;
+    k::layer_norm_grad_apply(space, s, X, dim, mean, rstd, S, DY, sums, a.n, dx, dyh);
+    expect_close(to_vector(dx), ref.dx, 1e-4, "dx");
+    // d scale = dy xhat summed over rows.
+    const auto h = to_vector(dyh);
+    std::vector<double> dscale(a.n, 0.0);
+    for (std::int64_t k = 0; k < s.num_elements(); ++k)
+      dscale[(k / a.inner) % a.n] += h[k];
+    expect_close(dscale, ref.dscale, 1e-4, "dscale");
+  }
+}
+
+TEST(FusedLayerNorm, SliceSumsAddUpToTheWholeRow) {
+  // `dim` split in two slices (as over a mesh dim): the slices' sums, added, and the centred sums
+  // from the whole-row mean give the whole row's moments.
+  const Shape whole{{"b", 4}, {"d", 16}}, half{{"b", 4}, {"d", 8}};
+  const auto x = random_values(whole.num_elements(), -2, 5, 21);
+  std::vector<std::vector<double>> part(2);
+  for (int p = 0; p < 2; ++p)
+    for (int r = 0; r < 4; ++r)
+      for (int j = 0; j < 8; ++j)
+        part[p].push_back(x[r * 16 + p * 8 + j]);
+  const mtk::ExecSpace space;
+  std::vector<double> s1(4, 0.0), s2(4, 0.0);
+  for (int p = 0; p < 2; ++p) {
+    const auto v =
+        to_vector(k::layer_norm_sums(space, half, to_view<float>(part[p]), 1, k::FView(), 16));
+    for (int r = 0; r < 4; ++r)
+      s1[r] += v[r];
+  }
+  for (int p = 0; p < 2; ++p) {
+    const auto v = to_vector(
+        k::layer_norm_sums(space, half, to_view<float>(part[p]), 1, to_view<float>(s1), 16));
+    for (int r = 0; r < 4; ++r)
+      s2[r] += v[r];
+  }
+  const auto X = to_view<float>(x);
+  const auto w1 = k::layer_norm_sums(space, whole, X, 1, k::FView(), 16);
+  expect_close(s1, to_vector(w1), 1e-6, "sum");
+  expect_close(s2, to_vector(k::layer_norm_sums(space, whole, X, 1, w1, 16)), 1e-5, "centred");
+}
+
+TEST(FusedLayerNorm, Errors) {
+  const Shape s{{"b", 2}, {"d", 3}};
+  const mtk::ExecSpace space;
+  const auto x = to_view<float>({1, 2, 3, 4, 5, 6});
+  expect_error([&] { k::layer_norm_sums(space, s, x, 2, k::FView(), 3); },
+               {"mtk::kernels::layer_norm_sums", "dim 2", "[b=2, d=3]"});
+  const auto two = to_view<float>({1, 1});
+  expect_error([&] { k::layer_norm_apply(space, s, x, 1, two, two, two, two); },
+               {"mtk::kernels::layer_norm_apply", "scale holds 2 values, expected 3"});
+}
+
 }  // namespace
