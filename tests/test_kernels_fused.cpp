@@ -1,5 +1,5 @@
 // Tests of the fused kernels (the vectorisable exponential, softmax cross-entropy statistics and
-// gradient, layer norm, Adafactor) against unfused formulas evaluated on the host in double.
+// gradient, layer norm) against unfused formulas evaluated on the host in double.
 
 #include <mtk/base/shape.hpp>
 #include <mtk/kernels/impl/fast_exp.hpp>
@@ -12,7 +12,6 @@
 #include "mtk_test_util.hpp"
 #include <cmath>
 #include <cstdint>
-#include <ctime>
 #include <limits>
 #include <vector>
 
@@ -185,43 +184,6 @@ TEST(FusedCrossEntropy, Errors) {
       {"mtk::kernels::cross_entropy_rebase", "7 values for 2 rows"});
 }
 
-}  // namespace
-
-namespace {
-TEST(FusedTiming, DISABLED_CrossEntropy) {
-  const Shape s{{"b", 512}, {"v", 32000}};
-  const auto x = random_values(s.num_elements(), -10, 10, 1);
-  const auto t = random_ints(512, 0, 31999, 2);
-  const auto X = to_view<float>(x);
-  const auto T = to_view<I32>(t);
-  const auto dy = to_view<float>(std::vector<double>(512, 1.0));
-  const mtk::ExecSpace space;
-  for (int rep = 0; rep < 3; ++rep) {
-    struct Tm {
-      std::clock_t c = std::clock();
-      void reset() { c = std::clock(); }
-      double seconds() const { return double(std::clock() - c) / CLOCKS_PER_SEC; }
-    } tm;
-    auto st = k::cross_entropy_stats(space, s, X, 1, T, 0);
-    space.fence();
-    const double a = tm.seconds();
-    k::FView loss, lse;
-    k::cross_entropy_from_stats(space, st, 0, 32000, 0, loss, lse);
-    tm.reset();
-    auto g = k::cross_entropy_grad(space, s, X, 1, T, 0, lse, dy, 0, 32000, 0);
-    space.fence();
-    const double b = tm.seconds();
-    tm.reset();
-    k::FView o("o", s.num_elements());
-    Kokkos::parallel_for(
-        "ref", Kokkos::RangePolicy<mtk::ExecSpace>(0, 512), KOKKOS_LAMBDA(std::int64_t row) {
-          for (std::int64_t j = 0; j < 32000; ++j)
-            o(row * 32000 + j) = ::expf(X(row * 32000 + j) - 3.0f) * 2.0f - 0.5f;
-        });
-    space.fence();
-    std::printf("stats %.4f s grad %.4f s expf-loop %.4f (16M logits)\n", a, b, tm.seconds());
-  }
-}
 }  // namespace
 
 // ------------------------------------------------------------------ layer norm
