@@ -1,5 +1,5 @@
 // Tests of the fused kernels (the vectorisable exponential, softmax cross-entropy statistics and
-// gradient, layer norm) against unfused formulas evaluated on the host in double.
+// gradient, layer norm, Adafactor) against unfused formulas evaluated on the host in double.
 
 #include <mtk/base/shape.hpp>
 #include <mtk/kernels/impl/fast_exp.hpp>
@@ -301,6 +301,53 @@ TEST(FusedLayerNorm, Errors) {
   const auto two = to_view<float>({1, 1});
   expect_error([&] { k::layer_norm_apply(space, s, x, 1, two, two, two, two); },
                {"mtk::kernels::layer_norm_apply", "scale holds 2 values, expected 3"});
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ Adafactor
+
+namespace {
+
+TEST(FusedAdafactor, SecondMomentAndApplyMatchTheFormula) {
+  const std::int64_t n = 37;
+  const auto v = random_values(n, 0, 2, 31), g = random_values(n, -1, 1, 32),
+             p = random_values(n, -1, 1, 33), m = random_values(n, -0.1, 0.1, 34);
+  const double decay = 0.3, eps1 = 1e-30, clip = 1.7, scale = 0.05;
+  const mtk::ExecSpace space;
+  k::FView nv, u;
+  k::adafactor_second_moment(space, to_view<float>(v), to_view<float>(g), to_view<float>({decay}),
+                             static_cast<float>(eps1), nv, u);
+  std::vector<double> ref_v(n), ref_u(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    ref_v[i] = decay * v[i] + (1 - decay) * (g[i] * g[i] + eps1);
+    ref_u[i] = g[i] / std::sqrt(ref_v[i]);
+  }
+  expect_close(to_vector(nv), ref_v, 1e-6, "v");
+  expect_close(to_vector(u), ref_u, 1e-6, "update");
+  for (double beta1 : {0.0, 0.9}) {
+    k::FView np, nm;
+    k::adafactor_apply(space, to_view<float>(p), to_view<float>(m), u, to_view<float>({clip}),
+                       to_view<float>({scale}), beta1, np, nm);
+    std::vector<double> ref_p(n), ref_m(n);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double s = ref_u[i] / clip * scale;
+      ref_m[i] = beta1 * m[i] + (1 - beta1) * s;
+      ref_p[i] = p[i] - (beta1 > 0 ? ref_m[i] : s);
+    }
+    expect_close(to_vector(np), ref_p, 1e-6, "parameter");
+    if (beta1 > 0)
+      expect_close(to_vector(nm), ref_m, 1e-6, "momentum");
+    else
+      EXPECT_EQ(nm.extent(0), 0u);
+  }
+  expect_error(
+      [&] {
+        k::FView np, nm;
+        k::adafactor_apply(space, to_view<float>(p), k::FView(), u, to_view<float>({1, 2}),
+                           to_view<float>({scale}), 0.0, np, nm);
+      },
+      {"mtk::kernels::adafactor_apply", "2 values, not one"});
 }
 
 }  // namespace
