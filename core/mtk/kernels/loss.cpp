@@ -51,44 +51,41 @@ FView cross_entropy_stats(const ExecSpace& space, const Shape& shape, const FVie
     // second sweep reads the row from cache.
     Kokkos::parallel_for(
         where, impl::Range(space, 0, n), KOKKOS_LAMBDA(std::int64_t row) {
-          constexpr int L = 8;
-          const std::int64_t base = row * V, full = V - V % L;
-          float mx[L];
-          double sx[L], se[L];
-          for (int k = 0; k < L; ++k) {
-            mx[k] = lowest;
-            sx[k] = 0;
-            se[k] = 0;
+          constexpr int L = 8;             // independent accumulators (vector lanes)
+          constexpr std::int64_t C = 256;  // float lane sums flushed to double every C values
+          const std::int64_t base = row * V;
+          // Sweep 1: the max, as an integer max reduction.
+          std::int32_t km = impl::float_key(lowest);
+          for (std::int64_t j = 0; j < V; ++j) {
+            const std::int32_t k = impl::float_key(x(base + j));
+            km = k > km ? k : km;
           }
-          for (std::int64_t j = 0; j < full; j += L)
+          const float m = impl::key_float(km);
+          // Sweep 2 (from cache): the sums of x and of exp(x - m).
+          double sum = 0, s = 0;
+          for (std::int64_t c0 = 0; c0 < V; c0 += C) {
+            const std::int64_t c1 = c0 + C < V ? c0 + C : V;
+            float ax[L], ae[L];
             for (int k = 0; k < L; ++k) {
-              const float v = x(base + j + k);
-              mx[k] = v > mx[k] ? v : mx[k];
-              sx[k] += v;
+              ax[k] = 0;
+              ae[k] = 0;
             }
-          for (std::int64_t j = full; j < V; ++j) {
-            const float v = x(base + j);
-            mx[0] = v > mx[0] ? v : mx[0];
-            sx[0] += v;
+            std::int64_t j = c0;
+            for (; j + L <= c1; j += L)
+              for (int k = 0; k < L; ++k) {
+                const float v = x(base + j + k);
+                ax[k] += v;
+                ae[k] += impl::fast_exp(v - m);
+              }
+            for (; j < c1; ++j) {
+              ax[0] += x(base + j);
+              ae[0] += impl::fast_exp(x(base + j) - m);
+            }
+            for (int k = 0; k < L; ++k) {
+              sum += ax[k];
+              s += ae[k];
+            }
           }
-          float m = mx[0];
-          double sum = sx[0];
-          for (int k = 1; k < L; ++k) {
-            m = mx[k] > m ? mx[k] : m;
-            sum += sx[k];
-          }
-          for (std::int64_t j = 0; j < full; j += L) {
-            float e[L];
-            for (int k = 0; k < L; ++k)
-              e[k] = impl::fast_exp(x(base + j + k) - m);
-            for (int k = 0; k < L; ++k)
-              se[k] += e[k];
-          }
-          for (std::int64_t j = full; j < V; ++j)
-            se[0] += impl::fast_exp(x(base + j) - m);
-          double s = se[0];
-          for (int k = 1; k < L; ++k)
-            s += se[k];
           const std::int64_t t = targets(row) - origin;
           st(row) = m;
           st(n + row) = static_cast<float>(s);

@@ -25,6 +25,19 @@ KOKKOS_INLINE_FUNCTION std::int32_t ordered(std::int32_t bits) {
 
 }  // namespace fast_exp_impl
 
+/// An int that orders like float x (for max reductions the compiler vectorises; NaNs sort
+/// beyond +-inf) and its inverse.
+KOKKOS_INLINE_FUNCTION std::int32_t float_key(float x) {
+  fast_exp_impl::Bits b;
+  b.f = x;
+  return fast_exp_impl::ordered(b.i);
+}
+KOKKOS_INLINE_FUNCTION float key_float(std::int32_t key) {
+  fast_exp_impl::Bits b;
+  b.i = fast_exp_impl::ordered(key);
+  return b.f;
+}
+
 /// exp(x) for float x; results below 2.4e-38 (x < -86.6) are flushed to 0, x > 88.7228 gives inf,
 /// NaN gives NaN.
 KOKKOS_INLINE_FUNCTION float fast_exp(float x) {
