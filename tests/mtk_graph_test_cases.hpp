@@ -193,6 +193,24 @@ inline void add_data_movement_cases(std::vector<GraphCase>& cases) {
                    {"b:@0", "j:@0;b:@1", "i:@0;j:@1"}});
 
   cases.push_back(
+      {"layer_norm",
+       [=](Graph& g) {
+         Tensor x = var(g, "x", {b, l, i});
+         Tensor scale = var(g, "scale", {i}), bias = var(g, "bias", {i});
+         Tensor fused = layer_norm(x, scale, bias, "i", 1e-5);
+         Tensor scale_l = var(g, "scale_l", {l}), bias_l = var(g, "bias_l", {l});
+         Tensor strided = layer_norm(x, scale_l, bias_l, "l", 1e-3);  // not the last dim
+         // The same normalisation from primitives.
+         Tensor centered = x - reduce_mean(x, {"i"});
+         Tensor composite =
+             centered * rsqrt(add(reduce_mean(square(centered), {"i"}), 1e-5)) * scale + bias;
+         return BuiltGraph{
+             {fused, strided, composite}, weighted_loss(g, {fused, strided, composite}), {}};
+       },
+       {"i:@0", "b:@0;i:@1", "l:@0;b:@1", "i:@0;l:@1;b:@2"},
+       true});
+
+  cases.push_back(
       {"cross_entropy",
        [=](Graph& g) {
          Tensor x = var(g, "x", {b, l, v});

@@ -11,6 +11,7 @@
 #include "mtk_graph_test_cases.hpp"
 #include "mtk_invariance_check.hpp"
 #include "mtk_test_util.hpp"
+#include <algorithm>
 #include <cmath>
 
 using namespace mtk;
@@ -98,6 +99,20 @@ TEST(Lowering, FusedCrossEntropyEqualsTheCompositeLoss) {
   const Result r = run_case(c, single_processor_mesh(), LayoutRules());
   const auto& fused = r.values[0];
   const auto& composite = r.values[2];
+  for (std::int64_t k = 0; k < fused.size(); ++k)
+    EXPECT_NEAR(fused.data<float>()[k], composite.data<float>()[k],
+                1e-5 * std::max(1.0f, std::fabs(composite.data<float>()[k])));
+}
+
+TEST(Lowering, FusedLayerNormEqualsTheComposite) {
+  const auto cases = graph_cases();
+  const auto c = std::find_if(cases.begin(), cases.end(),
+                              [](const GraphCase& g) { return g.name == "layer_norm"; });
+  ASSERT_NE(c, cases.end());
+  const Result r = run_case(*c, single_processor_mesh(), LayoutRules());
+  const auto& fused = r.values[0];
+  const auto& composite = r.values[2];
+  ASSERT_EQ(fused.size(), composite.size());
   for (std::int64_t k = 0; k < fused.size(); ++k)
     EXPECT_NEAR(fused.data<float>()[k], composite.data<float>()[k],
                 1e-5 * std::max(1.0f, std::fabs(composite.data<float>()[k])));

@@ -7,6 +7,7 @@
 #include <mtk/kernels/indexing.hpp>
 #include <mtk/kernels/layout.hpp>
 #include <mtk/kernels/loss.hpp>
+#include <mtk/kernels/normalization.hpp>
 #include <mtk/kernels/optimizer.hpp>
 #include <mtk/kernels/random.hpp>
 #include <mtk/kernels/reduce.hpp>

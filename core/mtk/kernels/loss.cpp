@@ -1,10 +1,14 @@
-// mtk::kernels fused softmax cross-entropy — see loss.hpp. One pass per statistic over the
-// logits, no one-hot or probability tensor: the largest activations of a language model (logits
-// [tokens, vocab]) are read a few times and written once (their gradient).
+// mtk::kernels fused softmax cross-entropy — see loss.hpp. No one-hot or probability tensor: the
+// largest activations of a language model (logits [tokens, vocab]) are read once by the forward
+// (all four row statistics, each row swept twice while it sits in cache) and once by the backward,
+// which writes their gradient.
 
 #include <mtk/base/error.hpp>
+#include <mtk/kernels/impl/fast_exp.hpp>
 #include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/kernels.hpp>
+
+#include <limits>
 
 namespace mtk::kernels {
 namespace detail::loss_impl {
@@ -32,69 +36,122 @@ void check_rows(const char* where, const Rows& r, std::int64_t n, const char* wh
 
 using detail::loss_impl::Rows;
 
-FView sum_exp_shifted(const ExecSpace& space, const Shape& shape, const FView& x, int dim,
-                      const FView& shift) {
+FView cross_entropy_stats(const ExecSpace& space, const Shape& shape, const FView& x, int dim,
+                          const IView& targets, std::int64_t origin) {
+  const char* where = "mtk::kernels::cross_entropy_stats";
   const Rows r(shape, dim);
-  detail::loss_impl::check_rows("mtk::kernels::sum_exp_shifted", r,
-                                static_cast<std::int64_t>(shift.extent(0)), "shift");
-  FView out =
-      impl::alloc<float>("mtk::kernels::sum_exp_shifted", static_cast<std::int64_t>(r.rows()));
-  const std::int64_t V = r.v, inner = r.inner;
+  detail::loss_impl::check_rows(where, r, static_cast<std::int64_t>(targets.extent(0)), "targets");
+  if (static_cast<std::int64_t>(x.extent(0)) != shape.num_elements())
+    fail(where, cat("logits hold ", x.extent(0), " values for ", shape.to_string()));
+  const std::int64_t n = r.rows(), V = r.v, inner = r.inner;
+  FView st = impl::alloc<float>(where, 4 * n);
+  const float lowest = -std::numeric_limits<float>::infinity();
+  if (inner == 1) {
+    // Contiguous rows: lanes of independent accumulators so that both sweeps vectorise; the
+    // second sweep reads the row from cache.
+    Kokkos::parallel_for(
+        where, impl::Range(space, 0, n), KOKKOS_LAMBDA(std::int64_t row) {
+          constexpr int L = 8;             // independent accumulators (vector lanes)
+          constexpr std::int64_t C = 256;  // float lane sums flushed to double every C values
+          const std::int64_t base = row * V;
+          // Sweep 1: the max, as an integer max reduction.
+          std::int32_t km = impl::float_key(lowest);
+          for (std::int64_t j = 0; j < V; ++j) {
+            const std::int32_t k = impl::float_key(x(base + j));
+            km = k > km ? k : km;
+          }
+          const float m = impl::key_float(km);
+          // Sweep 2 (from cache): the sums of x and of exp(x - m).
+          double sum = 0, s = 0;
+          for (std::int64_t c0 = 0; c0 < V; c0 += C) {
+            const std::int64_t c1 = c0 + C < V ? c0 + C : V;
+            float ax[L], ae[L];
+            for (int k = 0; k < L; ++k) {
+              ax[k] = 0;
+              ae[k] = 0;
+            }
+            std::int64_t j = c0;
+            for (; j + L <= c1; j += L)
+              for (int k = 0; k < L; ++k) {
+                const float v = x(base + j + k);
+                ax[k] += v;
+                ae[k] += impl::fast_exp(v - m);
+              }
+            for (; j < c1; ++j) {
+              ax[0] += x(base + j);
+              ae[0] += impl::fast_exp(x(base + j) - m);
+            }
+            for (int k = 0; k < L; ++k) {
+              sum += ax[k];
+              s += ae[k];
+            }
+          }
+          const std::int64_t t = targets(row) - origin;
+          st(row) = m;
+          st(n + row) = static_cast<float>(s);
+          st(2 * n + row) = (t >= 0 && t < V) ? x(base + t) : 0.0f;
+          st(3 * n + row) = static_cast<float>(sum);
+        });
+    return st;
+  }
   Kokkos::parallel_for(
-      "mtk::kernels::sum_exp_shifted", impl::Range(space, 0, r.rows()),
-      KOKKOS_LAMBDA(std::int64_t row) {
-        const std::int64_t o = row / inner, i = row % inner;
-        const float m = shift(row);
+      where, impl::Range(space, 0, n), KOKKOS_LAMBDA(std::int64_t row) {
+        const std::int64_t o = row / inner, i = row % inner, base = o * V * inner + i;
+        float m = lowest;
+        double sum = 0;
+        for (std::int64_t j = 0; j < V; ++j) {
+          const float v = x(base + j * inner);
+          m = v > m ? v : m;
+          sum += v;
+        }
         double s = 0;
         for (std::int64_t j = 0; j < V; ++j)
-          s += ::expf(x((o * V + j) * inner + i) - m);
-        out(row) = static_cast<float>(s);
-      });
-  return out;
-}
-
-void target_logit_and_sum(const ExecSpace& space, const Shape& shape, const FView& x, int dim,
-                          const IView& targets, std::int64_t origin, FView& target_logit,
-                          FView& logit_sum) {
-  const Rows r(shape, dim);
-  detail::loss_impl::check_rows("mtk::kernels::target_logit_and_sum", r,
-                                static_cast<std::int64_t>(targets.extent(0)), "targets");
-  FView xt = impl::alloc<float>("mtk::kernels::target_logit", static_cast<std::int64_t>(r.rows()));
-  FView sx = impl::alloc<float>("mtk::kernels::logit_sum", static_cast<std::int64_t>(r.rows()));
-  const std::int64_t V = r.v, inner = r.inner;
-  Kokkos::parallel_for(
-      "mtk::kernels::target_logit_and_sum", impl::Range(space, 0, r.rows()),
-      KOKKOS_LAMBDA(std::int64_t row) {
-        const std::int64_t o = row / inner, i = row % inner;
+          s += impl::fast_exp(x(base + j * inner) - m);
         const std::int64_t t = targets(row) - origin;
-        double s = 0;
-        for (std::int64_t j = 0; j < V; ++j)
-          s += x((o * V + j) * inner + i);
-        sx(row) = static_cast<float>(s);
-        xt(row) = (t >= 0 && t < V) ? x((o * V + t) * inner + i) : 0.0f;
+        st(row) = m;
+        st(n + row) = static_cast<float>(s);
+        st(2 * n + row) = (t >= 0 && t < V) ? x(base + t * inner) : 0.0f;
+        st(3 * n + row) = static_cast<float>(sum);
       });
-  target_logit = xt;
-  logit_sum = sx;
+  return st;
 }
 
-FView cross_entropy_from_stats(const ExecSpace& space, const FView& lse, const FView& target_logit,
-                               const FView& logit_sum, double label_smoothing,
-                               std::int64_t vocab_size, double z_loss) {
-  const std::int64_t n = static_cast<std::int64_t>(lse.extent(0));
-  if (static_cast<std::int64_t>(target_logit.extent(0)) != n ||
-      static_cast<std::int64_t>(logit_sum.extent(0)) != n)
-    fail("mtk::kernels::cross_entropy_from_stats", "row statistics differ in length");
-  FView out = impl::alloc<float>("mtk::kernels::cross_entropy", static_cast<std::int64_t>(n));
+void cross_entropy_rebase(const ExecSpace& space, FView& stats, const FView& global_max) {
+  const std::int64_t n = static_cast<std::int64_t>(global_max.extent(0));
+  if (static_cast<std::int64_t>(stats.extent(0)) != 4 * n)
+    fail("mtk::kernels::cross_entropy_rebase",
+         cat("statistics hold ", stats.extent(0), " values for ", n, " rows (need 4 per row)"));
+  FView st = stats;
+  Kokkos::parallel_for(
+      "mtk::kernels::cross_entropy_rebase", impl::Range(space, 0, n),
+      KOKKOS_LAMBDA(std::int64_t row) {
+        const float M = global_max(row);
+        st(n + row) *= impl::fast_exp(st(row) - M);
+        st(row) = M;
+      });
+}
+
+void cross_entropy_from_stats(const ExecSpace& space, const FView& stats, double label_smoothing,
+                              std::int64_t vocab_size, double z_loss, FView& loss, FView& lse) {
+  if (stats.extent(0) % 4 != 0)
+    fail("mtk::kernels::cross_entropy_from_stats",
+         cat("statistics hold ", stats.extent(0), " values, not 4 per row"));
+  const std::int64_t n = static_cast<std::int64_t>(stats.extent(0) / 4);
+  FView out = impl::alloc<float>("mtk::kernels::cross_entropy", n);
+  FView l_out = impl::alloc<float>("mtk::kernels::cross_entropy_lse", n);
   const float keep = static_cast<float>(1.0 - label_smoothing);
   const float spread = static_cast<float>(label_smoothing / static_cast<double>(vocab_size));
   const float z = static_cast<float>(z_loss);
+  const FView st = stats;
   Kokkos::parallel_for(
       "mtk::kernels::cross_entropy_from_stats", impl::Range(space, 0, n),
       KOKKOS_LAMBDA(std::int64_t k) {
-        const float l = lse(k);
-        out(k) = l - keep * target_logit(k) - spread * logit_sum(k) + z * l * l;
+        const float l = st(k) + ::logf(st(n + k));
+        l_out(k) = l;
+        out(k) = l - keep * st(2 * n + k) - spread * st(3 * n + k) + z * l * l;
       });
-  return out;
+  loss = out;
+  lse = l_out;
 }
 
 FView cross_entropy_grad(const ExecSpace& space, const Shape& shape, const FView& x, int dim,
@@ -116,10 +173,10 @@ FView cross_entropy_grad(const ExecSpace& space, const Shape& shape, const FView
     Kokkos::parallel_for(
         "mtk::kernels::cross_entropy_grad", impl::Range(space, 0, r.rows()),
         KOKKOS_LAMBDA(std::int64_t row) {
-          const float l = lse(row), g = dy(row), scale = 1.0f + z2 * l;
+          const float l = lse(row), g = dy(row), gs = g * (1.0f + z2 * l), gd = g * spread;
           const std::int64_t t = targets(row) - origin, base = row * V;
           for (std::int64_t j = 0; j < V; ++j)
-            out(base + j) = g * (::expf(x(base + j) - l) * scale - spread);
+            out(base + j) = impl::fast_exp(x(base + j) - l) * gs - gd;
           if (t >= 0 && t < V)
             out(base + t) -= g * keep;
         });
@@ -131,7 +188,7 @@ FView cross_entropy_grad(const ExecSpace& space, const Shape& shape, const FView
         const std::int64_t i = k % inner, rest = k / inner, j = rest % V, o = rest / V;
         const std::int64_t row = o * inner + i;
         const float l = lse(row);
-        const float p = ::expf(x(k) - l) * (1.0f + z2 * l);
+        const float p = impl::fast_exp(x(k) - l) * (1.0f + z2 * l);
         const float hot = (targets(row) - origin == j) ? keep : 0.0f;
         out(k) = dy(row) * (p - hot - spread);
       });

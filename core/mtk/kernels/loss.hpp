@@ -16,19 +16,20 @@ namespace mtk::kernels {
 // statistics of its slice (vocabulary positions origin .. origin + local size) and the lowering
 // combines them with allreduces.
 
-/// sum_j exp(x[row, j] - shift[row]) over this slice.
-FView sum_exp_shifted(const ExecSpace& space, const Shape& shape, const FView& x, int dim,
-                      const FView& shift);
-/// x[row, target[row]] when the target falls in this slice (else 0) and sum_j x[row, j].
-void target_logit_and_sum(const ExecSpace& space, const Shape& shape, const FView& x, int dim,
-                          const IView& targets, std::int64_t origin, FView& target_logit,
-                          FView& logit_sum);
+/// Row statistics of this slice in one read of the logits, packed as 4 x rows values: the slice's
+/// max m, sum_j exp(x[row, j] - m), the target logit x[row, target[row]] when the target falls in
+/// this slice (else 0) and sum_j x[row, j].
+FView cross_entropy_stats(const ExecSpace& space, const Shape& shape, const FView& x, int dim,
+                          const IView& targets, std::int64_t origin);
+/// Vocabulary split: rebases the slice's statistics (in place) on the max over all slices,
+/// `global_max` (rows values): s *= exp(m - M), m = M; the sums can then be allreduced.
+void cross_entropy_rebase(const ExecSpace& space, FView& stats, const FView& global_max);
+/// From the statistics of the whole vocabulary: lse = m + log(s) and
 /// loss = lse - (1 - ls) x_t - ls / V sum_j x_j + z lse^2, elementwise over rows.
-FView cross_entropy_from_stats(const ExecSpace& space, const FView& lse, const FView& target_logit,
-                               const FView& logit_sum, double label_smoothing,
-                               std::int64_t vocab_size, double z_loss);
+void cross_entropy_from_stats(const ExecSpace& space, const FView& stats, double label_smoothing,
+                              std::int64_t vocab_size, double z_loss, FView& loss, FView& lse);
 /// d loss / d x[row, j] = dy[row] (p_j (1 + 2 z lse) - (1 - ls) [j == t] - ls / V), p = exp(x -
-/// lse).
+/// lse), written in one pass over the logits.
 FView cross_entropy_grad(const ExecSpace& space, const Shape& shape, const FView& x, int dim,
                          const IView& targets, std::int64_t origin, const FView& lse,
                          const FView& dy, double label_smoothing, std::int64_t vocab_size,

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 
 namespace mtk::kernels {
 
@@ -36,6 +37,72 @@ void adam_update(const ExecSpace& space, const FView& p, const FView& m, const F
   new_p = np;
   new_m = nm;
   new_v = nv;
+}
+
+namespace {
+
+void check_same_size(const char* where, std::int64_t n, std::initializer_list<const FView*> views) {
+  for (const FView* t : views)
+    if (static_cast<std::int64_t>(t->extent(0)) != n)
+      fail(where, cat("'", t->label(), "' holds ", t->extent(0), " values, the parameter ", n));
+}
+
+void check_scalar(const char* where, const FView& s) {
+  if (s.extent(0) != 1)
+    fail(where, cat("'", s.label(), "' holds ", s.extent(0), " values, not one"));
+}
+
+}  // namespace
+
+void adafactor_second_moment(const ExecSpace& space, const FView& v, const FView& g,
+                             const FView& decay, float epsilon1, FView& new_v, FView& update) {
+  const char* where = "mtk::kernels::adafactor_second_moment";
+  const std::int64_t n = static_cast<std::int64_t>(v.extent(0));
+  check_same_size(where, n, {&g});
+  check_scalar(where, decay);
+  FView nv = impl::alloc<float>("mtk::kernels::adafactor_second_moment::v", n),
+        u = impl::alloc<float>("mtk::kernels::adafactor_second_moment::update", n);
+  Kokkos::parallel_for(
+      where, impl::Range(space, 0, n), KOKKOS_LAMBDA(std::int64_t k) {
+        const float d = decay(0), keep = -d + 1.0f, gk = g(k);
+        const float vk = d * v(k) + keep * (gk * gk + epsilon1);
+        nv(k) = vk;
+        u(k) = gk * (1.0f / ::sqrtf(vk));
+      });
+  new_v = nv;
+  update = u;
+}
+
+void adafactor_apply(const ExecSpace& space, const FView& p, const FView& m, const FView& update,
+                     const FView& clip, const FView& scale, double beta1, FView& new_p,
+                     FView& new_m) {
+  const char* where = "mtk::kernels::adafactor_apply";
+  const std::int64_t n = static_cast<std::int64_t>(p.extent(0));
+  const bool momentum = beta1 > 0.0;
+  check_same_size(where, n, {&update});
+  if (momentum)
+    check_same_size(where, n, {&m});
+  check_scalar(where, clip);
+  check_scalar(where, scale);
+  FView np = impl::alloc<float>("mtk::kernels::adafactor_apply::p", n);
+  if (!momentum) {
+    Kokkos::parallel_for(
+        where, impl::Range(space, 0, n),
+        KOKKOS_LAMBDA(std::int64_t k) { np(k) = p(k) - update(k) / clip(0) * scale(0); });
+    new_p = np;
+    new_m = FView();
+    return;
+  }
+  FView nm = impl::alloc<float>("mtk::kernels::adafactor_apply::m", n);
+  const float b1 = static_cast<float>(beta1), c1 = static_cast<float>(1.0 - beta1);
+  Kokkos::parallel_for(
+      where, impl::Range(space, 0, n), KOKKOS_LAMBDA(std::int64_t k) {
+        const float mk = m(k) * b1 + update(k) / clip(0) * scale(0) * c1;
+        nm(k) = mk;
+        np(k) = p(k) - mk;
+      });
+  new_p = np;
+  new_m = nm;
 }
 
 }  // namespace mtk::kernels

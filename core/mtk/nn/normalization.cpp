@@ -8,9 +8,7 @@ Tensor layer_norm(const LayerContext& ctx, const std::string& name, const Tensor
   const Dimension d = x.shape().dim(dim);
   Tensor scale = variable(*ctx.graph, name + "/scale", Shape{d}, Initializer::ones());
   Tensor bias = variable(*ctx.graph, name + "/bias", Shape{d}, Initializer::zeros());
-  Tensor centered = x - reduce_mean(x, {dim});
-  Tensor variance = reduce_mean(square(centered), {dim});
-  return centered * rsqrt(add(variance, epsilon)) * scale + bias;
+  return mtk::layer_norm(x, scale, bias, dim, epsilon);  // one fused op (ops/normalization.hpp)
 }
 
 Tensor rms_norm(const LayerContext& ctx, const std::string& name, const Tensor& x,

@@ -19,8 +19,9 @@ struct CrossEntropyAttrs {
   double z_loss = 0.0;
 };
 
-// Fused cross-entropy: row statistics of the local vocabulary slice, combined over the mesh axis
-// that splits the vocabulary (max, sum of exponentials, target logit and logit sum).
+// Fused cross-entropy: row statistics of the local vocabulary slice in one read of the logits,
+// combined over the mesh axis that splits the vocabulary (the max, then the sum of exponentials
+// rebased on it, the target logit and the logit sum in one allreduce).
 void lower_cross_entropy(Lowering& l) {
   const Operation& o = l.op();
   const CrossEntropyAttrs& a = o.attrs<CrossEntropyAttrs>();
@@ -35,30 +36,30 @@ void lower_cross_entropy(Lowering& l) {
   const Shape lx = l.local(x), lr = l.local(loss);
   const double ls = a.label_smoothing, z = a.z_loss;
   const Mesh mesh = l.mesh();
-  if (axis >= 0)  // four row statistics
-    l.count_comm("allreduce",
-                 lr.num_elements() * static_cast<std::int64_t>(dtype_bytes(DType::float32)) * 4,
-                 {axis});
+  if (axis >= 0) {  // the slices' maxima, then the three rebased sums in one call
+    const std::int64_t row_bytes =
+        lr.num_elements() * static_cast<std::int64_t>(dtype_bytes(DType::float32));
+    l.count_comm("allreduce", row_bytes, {axis});
+    l.count_comm("allreduce", 3 * row_bytes, {axis});
+  }
   l.add_step(
       l.label() + (axis >= 0 ? " (vocabulary split over " + l.mesh_shape()[axis].name + ")" : ""),
       {x, t}, {loss, lse_out},
       [=](Buffers& b, const ExecSpace& space) {
-        const FView X = view_of<float>(b, x);
-        FView m = kernels::reduce<float>(space, ReduceFn::max, lx, X, lr);
-        if (axis >= 0)
-          allreduce<float>(mesh, {axis}, m, ReduceOp::max);
-        FView s = kernels::sum_exp_shifted(space, lx, X, d, m);
-        FView xt, sx;
-        kernels::target_logit_and_sum(space, lx, X, d, view_of<std::int32_t>(b, t), origin, xt, sx);
+        FView st = kernels::cross_entropy_stats(space, lx, view_of<float>(b, x), d,
+                                                view_of<std::int32_t>(b, t), origin);
         if (axis >= 0) {
-          allreduce<float>(mesh, {axis}, s);
-          allreduce<float>(mesh, {axis}, xt);
-          allreduce<float>(mesh, {axis}, sx);
+          const std::int64_t n = lr.num_elements();
+          FView m = uninitialized_view<float>("mtk::softmax_cross_entropy/max", n);
+          Kokkos::deep_copy(space, m, Kokkos::subview(st, std::make_pair(std::int64_t{0}, n)));
+          allreduce<float>(mesh, {axis}, m, ReduceOp::max);
+          kernels::cross_entropy_rebase(space, st, m);
+          FView sums = Kokkos::subview(st, std::make_pair(n, 4 * n));  // s, x_t, sum x
+          allreduce<float>(mesh, {axis}, sums);
         }
-        FView lse = kernels::binary<float>(space, BinaryFn::add, lr, m, lr,
-                                           kernels::unary<float>(space, UnaryFn::log, s), lr);
-        b[static_cast<size_t>(loss)] =
-            kernels::cross_entropy_from_stats(space, lse, xt, sx, ls, V, z);
+        FView out, lse;
+        kernels::cross_entropy_from_stats(space, st, ls, V, z, out, lse);
+        b[static_cast<size_t>(loss)] = out;
         b[static_cast<size_t>(lse_out)] = lse;
       },
       "softmax", 4.0 * static_cast<double>(lx.num_elements()));

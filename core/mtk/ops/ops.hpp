@@ -8,6 +8,7 @@
 #include <mtk/ops/elementwise.hpp>
 #include <mtk/ops/indexing.hpp>
 #include <mtk/ops/loss.hpp>
+#include <mtk/ops/normalization.hpp>
 #include <mtk/ops/optimizer_updates.hpp>
 #include <mtk/ops/reduce.hpp>
 #include <mtk/ops/shape.hpp>

@@ -40,6 +40,73 @@ void lower_adam_update(Lowering& l) {
 
 constexpr OpDef adam_update_def{"adam_update", nullptr, lower_adam_update};
 
+struct AdafactorAttrs {
+  double epsilon1 = 0.0, beta1 = 0.0;
+};
+
+void lower_adafactor_second_moment(Lowering& l) {
+  const Operation& o = l.op();
+  for (int t : o.inputs)
+    l.materialize(t);
+  const int v = o.inputs[0], gr = o.inputs[1], dc = o.inputs[2];
+  const int nv = o.outputs[0], up = o.outputs[1];
+  const float eps1 = static_cast<float>(o.attrs<AdafactorAttrs>().epsilon1);
+  l.add_step(
+      l.label(), {v, gr, dc}, {nv, up},
+      [=](Buffers& b, const ExecSpace& space) {
+        auto in = [&](int t) { return view_of<float>(b, t); };
+        FView new_v, update;
+        kernels::adafactor_second_moment(space, in(v), in(gr), in(dc), eps1, new_v, update);
+        b[static_cast<size_t>(nv)] = new_v;
+        b[static_cast<size_t>(up)] = update;
+      },
+      "optimizer", 7.0 * static_cast<double>(l.local(v).num_elements()));
+}
+
+// Inputs {p, update, clip, scale} or, with momentum, {p, update, clip, scale, m}.
+void lower_adafactor_apply(Lowering& l) {
+  const Operation& o = l.op();
+  for (int t : o.inputs)
+    l.materialize(t);
+  const double beta1 = o.attrs<AdafactorAttrs>().beta1;
+  const int p = o.inputs[0], up = o.inputs[1], cl = o.inputs[2], sc = o.inputs[3];
+  const int m = beta1 > 0.0 ? o.inputs[4] : -1;
+  const int np = o.outputs[0], nm = beta1 > 0.0 ? o.outputs[1] : -1;
+  std::vector<int> reads{p, up, cl, sc}, writes{np};
+  if (m >= 0) {
+    reads.push_back(m);
+    writes.push_back(nm);
+  }
+  l.add_step(
+      l.label(), reads, writes,
+      [=](Buffers& b, const ExecSpace& space) {
+        auto in = [&](int t) { return view_of<float>(b, t); };
+        FView new_p, new_m;
+        kernels::adafactor_apply(space, in(p), m >= 0 ? in(m) : FView(), in(up), in(cl), in(sc),
+                                 beta1, new_p, new_m);
+        b[static_cast<size_t>(np)] = new_p;
+        if (nm >= 0)
+          b[static_cast<size_t>(nm)] = new_m;
+      },
+      "optimizer", 5.0 * static_cast<double>(l.local(p).num_elements()));
+}
+
+constexpr OpDef adafactor_second_moment_def{"adafactor_second_moment", nullptr,
+                                            lower_adafactor_second_moment};
+constexpr OpDef adafactor_apply_def{"adafactor_apply", nullptr, lower_adafactor_apply};
+
+void require_like(const Tensor& t, const Tensor& like, const char* where) {
+  require_float(t, where);
+  if (t.shape() != like.shape())
+    fail(where, cat("tensor ", describe(t), " does not match ", describe(like)));
+}
+
+void require_scalar(const Tensor& t, const char* where) {
+  require_float(t, where);
+  if (t.shape().rank() != 0)
+    fail(where, cat("tensor ", describe(t), " must be a scalar"));
+}
+
 }  // namespace
 
 std::vector<Tensor> adam_update(const Tensor& param, const Tensor& m, const Tensor& v,
@@ -57,6 +124,36 @@ std::vector<Tensor> adam_update(const Tensor& param, const Tensor& m, const Tens
   const std::pair<Shape, DType> out{param.shape(), DType::float32};
   return g.add_op(adam_update_def, "adam_update", {param, m, v, grad, step_size}, {out, out, out},
                   AdamAttrs{beta1, beta2, epsilon});
+}
+
+std::vector<Tensor> adafactor_second_moment(const Tensor& v, const Tensor& grad,
+                                            const Tensor& decay, double epsilon1) {
+  const char* where = "mtk::adafactor_second_moment";
+  Graph& g = graph_of({v, grad, decay}, where);
+  require_like(v, v, where);
+  require_like(grad, v, where);
+  require_scalar(decay, where);
+  const std::pair<Shape, DType> out{v.shape(), DType::float32};
+  return g.add_op(adafactor_second_moment_def, "adafactor_second_moment", {v, grad, decay},
+                  {out, out}, AdafactorAttrs{epsilon1, 0.0});
+}
+
+std::vector<Tensor> adafactor_apply(const Tensor& param, const Tensor& m, const Tensor& update,
+                                    const Tensor& clip, const Tensor& scale, double beta1) {
+  const char* where = "mtk::adafactor_apply";
+  Graph& g = graph_of({param, update, clip, scale}, where);
+  require_like(param, param, where);
+  require_like(update, param, where);
+  require_scalar(clip, where);
+  require_scalar(scale, where);
+  const std::pair<Shape, DType> out{param.shape(), DType::float32};
+  if (beta1 > 0.0) {
+    require_like(m, param, where);
+    return g.add_op(adafactor_apply_def, "adafactor_apply", {param, update, clip, scale, m},
+                    {out, out}, AdafactorAttrs{0.0, beta1});
+  }
+  return g.add_op(adafactor_apply_def, "adafactor_apply", {param, update, clip, scale}, {out},
+                  AdafactorAttrs{0.0, beta1});
 }
 
 }  // namespace mtk

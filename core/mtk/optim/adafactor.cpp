@@ -48,10 +48,10 @@ void Adafactor::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>
   for (size_t k = 0; k < vars.size(); ++k) {
     const Tensor& var = vars[k];
     const Tensor& grad = grads[k];
-    Tensor g2 = add(square(grad), o_.epsilon1);
     Tensor update;
     auto fd = factored_dims(var.shape());
     if (!fd.empty()) {
+      Tensor g2 = add(square(grad), o_.epsilon1);
       // d1 = largest ("rows"), d2 = second largest ("cols"): vr drops d2, vc drops d1.
       const std::string d1 = fd[0], d2 = fd[1];
       Tensor vr = slot_variable(var, "adafactor_vr", without(var.shape(), {d2}));
@@ -64,19 +64,35 @@ void Adafactor::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>
       Tensor r_factor = rsqrt(new_vr / long_term_mean);
       Tensor c_factor = rsqrt(new_vc);
       update = grad * r_factor * c_factor;
+    } else if (o_.fused) {
+      Tensor v = slot_variable(var, "adafactor_v", var.shape());
+      auto next = adafactor_second_moment(v, grad, decay, o_.epsilon1);
+      assign(v, next[0]);
+      update = next[1];
     } else {
       Tensor v = slot_variable(var, "adafactor_v", var.shape());
-      Tensor new_v = decay * v + keep * g2;
+      Tensor new_v = decay * v + keep * add(square(grad), o_.epsilon1);
       assign(v, new_v);
       update = grad * rsqrt(new_v);
     }
-    if (o_.clipping_threshold > 0.0) {
-      Tensor clip = maximum(multiply(rms(update), 1.0 / o_.clipping_threshold), scalar(g, 1.0));
-      update = update / clip;
-    }
+    Tensor clip;
+    if (o_.clipping_threshold > 0.0)
+      clip = maximum(multiply(rms(update), 1.0 / o_.clipping_threshold), scalar(g, 1.0));
     Tensor scale = lr;
     if (o_.parameter_scaling)
       scale = lr * maximum(rms(var), scalar(g, o_.epsilon2));
+    if (o_.fused) {
+      // One pass: clip, scale, momentum and the parameter update.
+      Tensor m = o_.beta1 > 0.0 ? slot_variable(var, "adafactor_m", var.shape()) : Tensor();
+      auto next = adafactor_apply(
+          var, m, update, o_.clipping_threshold > 0.0 ? clip : scalar(g, 1.0), scale, o_.beta1);
+      if (o_.beta1 > 0.0)
+        assign(m, next[1]);
+      assign(var, next[0]);
+      continue;
+    }
+    if (o_.clipping_threshold > 0.0)
+      update = update / clip;
     if (o_.beta1 > 0.0) {
       // Mesh-TensorFlow's order: the momentum averages the clipped, scaled update.
       Tensor m = slot_variable(var, "adafactor_m", var.shape());

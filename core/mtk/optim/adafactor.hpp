@@ -19,6 +19,10 @@ struct AdafactorOptions {
   bool parameter_scaling = true;
   bool factored = true;
   std::int64_t min_dim_size_to_factor = 128;
+  /// One fused kernel for the unfactored second moment and one for clipping, scaling, momentum
+  /// and the parameter update (ops/optimizer_updates.hpp); false builds the same formula from
+  /// elementwise ops (the reference the fused kernels are tested against).
+  bool fused = true;
 };
 
 class Adafactor : public Optimizer {

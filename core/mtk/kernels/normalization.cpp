@@ -1,0 +1,166 @@
+// mtk::kernels fused layer norm — see normalization.hpp. One thread per row; the row's values are
+// read with the stride of `dim` (1 when it is the last dim, as in a transformer's activations).
+
+#include <mtk/base/error.hpp>
+#include <mtk/kernels/impl/index.hpp>
+#include <mtk/kernels/impl/launch.hpp>
+#include <mtk/kernels/normalization.hpp>
+
+#include <Kokkos_Core.hpp>
+
+namespace mtk::kernels {
+namespace detail::norm_impl {
+
+// [outer][n][inner] around `dim`; row r starts at (r / inner) n inner + r % inner.
+struct Rows {
+  std::int64_t n = 1, inner = 1, rows = 1;
+  Rows(const char* where, const Shape& s, int dim, const FView& x) {
+    if (dim < 0 || dim >= s.rank())
+      fail(where, cat("dim ", dim, " outside ", s.to_string()));
+    if (static_cast<std::int64_t>(x.extent(0)) != s.num_elements())
+      fail(where, cat("input holds ", x.extent(0), " values for ", s.to_string()));
+    const Around a(s, dim);
+    n = a.n;
+    inner = a.inner;
+    rows = a.outer * a.inner;
+  }
+  void check(const char* where, const FView& v, std::int64_t want, const char* what) const {
+    if (static_cast<std::int64_t>(v.extent(0)) != want)
+      fail(where, cat(what, " holds ", v.extent(0), " values, expected ", want));
+  }
+};
+
+}  // namespace detail::norm_impl
+
+using detail::norm_impl::Rows;
+
+FView layer_norm_sums(const ExecSpace& space, const Shape& shape, const FView& x, int dim,
+                      const FView& row_sum, std::int64_t d_total) {
+  const char* where = "mtk::kernels::layer_norm_sums";
+  const Rows r(where, shape, dim, x);
+  const bool centred = row_sum.extent(0) > 0;
+  if (centred)
+    r.check(where, row_sum, r.rows, "row sum");
+  FView out = impl::alloc<float>(where, r.rows);
+  const std::int64_t n = r.n, inner = r.inner;
+  const double inv_d = 1.0 / static_cast<double>(d_total);
+  Kokkos::parallel_for(
+      where, impl::Range(space, 0, r.rows), KOKKOS_LAMBDA(std::int64_t row) {
+        const std::int64_t base = (row / inner) * n * inner + row % inner;
+        double s = 0;
+        if (centred) {
+          const double mean = row_sum(row) * inv_d;
+          for (std::int64_t j = 0; j < n; ++j) {
+            const double c = x(base + j * inner) - mean;
+            s += c * c;
+          }
+        } else {
+          for (std::int64_t j = 0; j < n; ++j)
+            s += x(base + j * inner);
+        }
+        out(row) = static_cast<float>(s);
+      });
+  return out;
+}
+
+void layer_norm_moments(const ExecSpace& space, const FView& row_sum, const FView& row_sq,
+                        std::int64_t d_total, double epsilon, FView& mean, FView& rstd) {
+  const char* where = "mtk::kernels::layer_norm_moments";
+  const std::int64_t rows = static_cast<std::int64_t>(row_sum.extent(0));
+  if (static_cast<std::int64_t>(row_sq.extent(0)) != rows)
+    fail(where, cat("sums of squares hold ", row_sq.extent(0), " values for ", rows, " rows"));
+  FView m = impl::alloc<float>("mtk::kernels::layer_norm::mean", rows);
+  FView rs = impl::alloc<float>("mtk::kernels::layer_norm::rstd", rows);
+  const double inv_d = 1.0 / static_cast<double>(d_total);
+  Kokkos::parallel_for(
+      where, impl::Range(space, 0, rows), KOKKOS_LAMBDA(std::int64_t row) {
+        m(row) = static_cast<float>(row_sum(row) * inv_d);
+        rs(row) = static_cast<float>(1.0 / ::sqrt(row_sq(row) * inv_d + epsilon));
+      });
+  mean = m;
+  rstd = rs;
+}
+
+FView layer_norm_apply(const ExecSpace& space, const Shape& shape, const FView& x, int dim,
+                       const FView& mean, const FView& rstd, const FView& scale,
+                       const FView& bias) {
+  const char* where = "mtk::kernels::layer_norm_apply";
+  const Rows r(where, shape, dim, x);
+  r.check(where, mean, r.rows, "mean");
+  r.check(where, rstd, r.rows, "rstd");
+  r.check(where, scale, r.n, "scale");
+  r.check(where, bias, r.n, "bias");
+  FView y = impl::alloc<float>(where, shape.num_elements());
+  const std::int64_t n = r.n, inner = r.inner;
+  Kokkos::parallel_for(
+      where, impl::Range(space, 0, r.rows), KOKKOS_LAMBDA(std::int64_t row) {
+        const std::int64_t base = (row / inner) * n * inner + row % inner;
+        const float m = mean(row), s = rstd(row);
+        for (std::int64_t j = 0; j < n; ++j) {
+          const std::int64_t k = base + j * inner;
+          y(k) = (x(k) - m) * s * scale(j) + bias(j);
+        }
+      });
+  return y;
+}
+
+FView layer_norm_grad_sums(const ExecSpace& space, const Shape& shape, const FView& x, int dim,
+                           const FView& mean, const FView& rstd, const FView& scale,
+                           const FView& dy) {
+  const char* where = "mtk::kernels::layer_norm_grad_sums";
+  const Rows r(where, shape, dim, x);
+  r.check(where, mean, r.rows, "mean");
+  r.check(where, rstd, r.rows, "rstd");
+  r.check(where, scale, r.n, "scale");
+  r.check(where, dy, shape.num_elements(), "dy");
+  const std::int64_t n = r.n, inner = r.inner, rows = r.rows;
+  FView out = impl::alloc<float>(where, 2 * rows);
+  Kokkos::parallel_for(
+      where, impl::Range(space, 0, rows), KOKKOS_LAMBDA(std::int64_t row) {
+        const std::int64_t base = (row / inner) * n * inner + row % inner;
+        const float m = mean(row), s = rstd(row);
+        double a = 0, b = 0;
+        for (std::int64_t j = 0; j < n; ++j) {
+          const std::int64_t k = base + j * inner;
+          const float g = dy(k) * scale(j);
+          a += g;
+          b += g * ((x(k) - m) * s);
+        }
+        out(row) = static_cast<float>(a);
+        out(rows + row) = static_cast<float>(b);
+      });
+  return out;
+}
+
+void layer_norm_grad_apply(const ExecSpace& space, const Shape& shape, const FView& x, int dim,
+                           const FView& mean, const FView& rstd, const FView& scale,
+                           const FView& dy, const FView& sums, std::int64_t d_total, FView& dx,
+                           FView& dy_xhat) {
+  const char* where = "mtk::kernels::layer_norm_grad_apply";
+  const Rows r(where, shape, dim, x);
+  r.check(where, mean, r.rows, "mean");
+  r.check(where, rstd, r.rows, "rstd");
+  r.check(where, scale, r.n, "scale");
+  r.check(where, dy, shape.num_elements(), "dy");
+  r.check(where, sums, 2 * r.rows, "row sums");
+  const std::int64_t n = r.n, inner = r.inner, rows = r.rows;
+  FView d = impl::alloc<float>("mtk::kernels::layer_norm_grad::dx", shape.num_elements());
+  FView dh = impl::alloc<float>("mtk::kernels::layer_norm_grad::dy_xhat", shape.num_elements());
+  const float inv_d = static_cast<float>(1.0 / static_cast<double>(d_total));
+  Kokkos::parallel_for(
+      where, impl::Range(space, 0, rows), KOKKOS_LAMBDA(std::int64_t row) {
+        const std::int64_t base = (row / inner) * n * inner + row % inner;
+        const float m = mean(row), s = rstd(row);
+        const float a = sums(row) * inv_d, b = sums(rows + row) * inv_d;
+        for (std::int64_t j = 0; j < n; ++j) {
+          const std::int64_t k = base + j * inner;
+          const float xh = (x(k) - m) * s, g = dy(k);
+          d(k) = s * (g * scale(j) - a - xh * b);
+          dh(k) = g * xh;
+        }
+      });
+  dx = d;
+  dy_xhat = dh;
+}
+
+}  // namespace mtk::kernels
