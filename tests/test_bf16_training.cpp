@@ -130,6 +130,21 @@ TEST(Bf16Training, LossFollowsFloat32WithinBf16Tolerance) {
   EXPECT_LT(bf16.back(), 0.9 * bf16.front()) << "bf16 training does not learn";
 }
 
+TEST(Bf16Training, OneDnnAndEmulatedPathsAgree) {
+  kernels::set_bf16_gemm(kernels::Bf16Gemm::emulate);
+  const auto emulated = train("bfloat16", single_processor_mesh(), LayoutRules());
+  try {
+    kernels::set_bf16_gemm(kernels::Bf16Gemm::onednn);
+  } catch (const Error& e) {
+    kernels::set_bf16_gemm(kernels::Bf16Gemm::automatic);
+    GTEST_SKIP() << e.what();
+  }
+  const auto onednn = train("bfloat16", single_processor_mesh(), LayoutRules());
+  kernels::set_bf16_gemm(kernels::Bf16Gemm::automatic);
+  for (size_t s = 0; s < emulated.size(); ++s)
+    EXPECT_NEAR(onednn[s], emulated[s], 4e-3 * emulated[s]) << "step " << s;
+}
+
 TEST(Bf16Training, SameLossOnEveryMeshAndLayout) {
   const auto ref = train("bfloat16", single_processor_mesh(), LayoutRules());
   for (const auto& mshape : meshes_of_size(world_size())) {

@@ -75,11 +75,18 @@ std::string onednn_bf16_impl() {
   return impl;
 }
 
+bool onednn_has_bf16() {
+  return onednn_bf16_impl().rfind("none", 0) != 0;
+}
+
 void onednn_bf16_matmul(const float* a, bool ta, const float* b, bool tb, float* c, std::int64_t nb,
                         std::int64_t m, std::int64_t n, std::int64_t k) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  const Descs d = descs(ta, tb, nb, m, n, k, dt::bf16);
+  // Without a bf16 matmul on this CPU (oneDNN 2.x wants avx512_core for bf16) a forced oneDNN path
+  // multiplies in f32: the callers' operands are bf16 values already, so only sum order differs.
+  const bool bf16 = onednn_has_bf16();
+  const Descs d = descs(ta, tb, nb, m, n, k, bf16 ? dt::bf16 : dt::f32);
   const Key key{ta, tb, nb, m, n, k};
   auto it = s.primitives.find(key);
   if (it == s.primitives.end()) {
@@ -90,10 +97,16 @@ void onednn_bf16_matmul(const float* a, bool ta, const float* b, bool tb, float*
                                        ", N ", n, ", K ", k, ": ", e.what()));
     }
   }
-  to_bf16(a, nb * m * k, s.a_bf16);
-  to_bf16(b, nb * k * n, s.b_bf16);
+  void* ap = const_cast<float*>(a);  // oneDNN takes void*; sources are only read
+  void* bp = const_cast<float*>(b);
+  if (bf16) {
+    to_bf16(a, nb * m * k, s.a_bf16);
+    to_bf16(b, nb * k * n, s.b_bf16);
+    ap = s.a_bf16.data();
+    bp = s.b_bf16.data();
+  }
   dnnl::engine& e = cpu_engine();
-  dnnl::memory am(d.a, e, s.a_bf16.data()), bm(d.b, e, s.b_bf16.data()), cm(d.c, e, c);
+  dnnl::memory am(d.a, e, ap), bm(d.b, e, bp), cm(d.c, e, c);
   dnnl::stream stream(e);
   it->second.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
   stream.wait();
