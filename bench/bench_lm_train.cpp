@@ -1,9 +1,12 @@
 // Training throughput of the standard benchmark model (shared/bench/README.md) on any mesh and
-// layout, with the step time split into compute, collectives and other. One JSON object.
-//   mpiexec -n 2 bench_lm_train --mesh batch:2 --layout batch:batch --steps 3
+// layout, with the step time split into compute, collectives and other, and the peak memory per
+// rank (predicted by analyze(), Kokkos allocations measured, the process's VmHWM). One JSON object.
+//   mpiexec -n 2 bench_lm_train --mesh batch:2 --layout batch:batch --steps 3 [--bf16]
+// --bf16: model.activation_dtype bfloat16 (every contraction in bf16 with fp32 sums).
 
 #include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/kernels/einsum.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/nn/transformer.hpp>
 #include <mtk/optim/optim.hpp>
@@ -14,10 +17,51 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <string>
 
 namespace {
+
+// Live and peak bytes of Kokkos allocations (every tensor buffer MTK allocates), by the Kokkos
+// Tools allocation callbacks.
+struct KokkosMemory {
+  static long long& live() {
+    static long long n = 0;
+    return n;
+  }
+  static long long& peak() {
+    static long long n = 0;
+    return n;
+  }
+  static void start() {
+    Kokkos::Tools::Experimental::set_allocate_data_callback(
+        [](Kokkos::Profiling::SpaceHandle, const char*, const void*, std::uint64_t size) {
+          live() += static_cast<long long>(size);
+          peak() = std::max(peak(), live());
+        });
+    Kokkos::Tools::Experimental::set_deallocate_data_callback(
+        [](Kokkos::Profiling::SpaceHandle, const char*, const void*, std::uint64_t size) {
+          live() -= static_cast<long long>(size);
+        });
+  }
+};
+
+// The process's peak resident memory (VmHWM of /proc/self/status), bytes; 0 where unknown.
+long long vm_hwm_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0)
+      return std::stoll(line.substr(6)) * 1024;
+  return 0;
+}
+
+long long max_over_ranks(long long v) {
+  long long m = 0;
+  MPI_Allreduce(&v, &m, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  return m;
+}
 
 // Single-process sgemm GFLOP/s on 2048^3 (this rank's share of the machine's matmul ceiling).
 double sgemm_gflops() {
@@ -53,8 +97,16 @@ int run(int argc, char** argv) {
   c.num_layers = 6;
   c.length = 256;
   c.batch = 8;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i], v = argv[i + 1];
+  for (int i = 1; i < argc; i += 2) {
+    std::string k = argv[i];
+    if (k == "--bf16") {
+      c.activation_dtype = "bfloat16";
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc)
+      mtk::fail("bench_lm_train", "option " + k + " needs a value");
+    std::string v = argv[i + 1];
     if (k == "--mesh")
       mesh_text = v;
     else if (k == "--layout")
@@ -86,6 +138,7 @@ int run(int argc, char** argv) {
   double ceiling = 0;
   MPI_Allreduce(&ceiling_per_rank, &ceiling, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 
+  KokkosMemory::start();
   mtk::Graph g;
   mtk::nn::ModelGraph m = mtk::nn::build_transformer(g, c, true);
   std::unique_ptr<mtk::optim::Optimizer> optimizer;
@@ -132,6 +185,10 @@ int run(int argc, char** argv) {
   const double flops =
       6 * n_params * tokens + c.num_layers * 6.0 * 2 * c.batch * c.length * c.length * hk;
   auto split = program->time_split();
+  const long long kokkos_peak = max_over_ranks(KokkosMemory::peak());
+  const long long hwm = max_over_ranks(vm_hwm_bytes());
+  const std::string bf16_path =
+      c.activation_dtype == "bfloat16" ? mtk::kernels::bf16_gemm_description() : std::string("-");
   if (rank == 0) {
     std::printf(
         "{\"bench\":\"lm_train\",\"ranks\":%d,\"mesh\":\"%s\",\"layout\":\"%s\",\"optimizer\":\"%"
@@ -140,12 +197,15 @@ int run(int argc, char** argv) {
         "2f,"
         "\"sgemm_ceiling_gflops\":%.1f,\"mfu\":%.3f,\"loss\":%.4f,"
         "\"time_split_s\":{\"compute\":%.4f,\"collectives\":%.4f,\"other\":%.4f},"
-        "\"comm_bytes_per_step\":%lld,\"peak_bytes\":%lld}\n",
+        "\"comm_bytes_per_step\":%lld,\"peak_bytes\":%lld,\"kokkos_peak_bytes\":%lld,"
+        "\"vmhwm_bytes\":%lld,\"activation_dtype\":\"%s\",\"bf16_gemm\":\"%s\","
+        "\"model_flops_per_step\":%.0f}\n",
         ranks, mesh_text.c_str(), layout_text.c_str(), opt.c_str(), tokens, step_s, tokens / step_s,
         flops / step_s / 1e9, ceiling, flops / step_s / 1e9 / ceiling, loss,
         split["compute"] / steps, split["collectives"] / steps, split["other"] / steps,
         static_cast<long long>(program->counters().total_comm_bytes()),
-        static_cast<long long>(program->counters().peak_bytes));
+        static_cast<long long>(program->counters().peak_bytes), kokkos_peak, hwm,
+        c.activation_dtype.c_str(), bf16_path.c_str(), flops);
   }
   if (rank == 0 && std::getenv("MTK_BENCH_DETAIL")) {
     for (const auto& [k, v] : program->time_by_kind())

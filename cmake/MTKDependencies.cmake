@@ -7,6 +7,7 @@
 #   yaml-cpp               yaml-cpp
 #   SentencePiece          PkgConfig::SENTENCEPIECE
 #   threads                Threads::Threads
+#   oneDNN (optional)      MTK::onednn (MTKOneDNN.cmake; bfloat16 contractions)
 #   CLI11                  CLI11::CLI11 (header-only; the tools in apps/ only, not the libraries)
 include(CMakeFindDependencyMacro)
 get_property(_mtk_languages GLOBAL PROPERTY ENABLED_LANGUAGES)
@@ -23,6 +24,7 @@ if(NOT TARGET PkgConfig::SENTENCEPIECE)
   pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 endif()
 find_dependency(Threads)
+include(${CMAKE_CURRENT_LIST_DIR}/MTKOneDNN.cmake)
 # Only MTK's own build of its tools needs CLI11; a project using the installed libraries does not.
 if(MTK_ENABLE_APPS AND NOT TARGET CLI11::CLI11)
   find_package(CLI11 2.1 REQUIRED CONFIG)

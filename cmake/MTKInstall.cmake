@@ -18,7 +18,7 @@ configure_package_config_file(cmake/MTKConfig.cmake.in ${PROJECT_BINARY_DIR}/MTK
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/MTKConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/MTKConfig.cmake ${PROJECT_BINARY_DIR}/MTKConfigVersion.cmake
-  cmake/MTKDependencies.cmake cmake/MTKKokkos.cmake cmake/MTKParallelHDF5.cmake
+  cmake/MTKDependencies.cmake cmake/MTKKokkos.cmake cmake/MTKOneDNN.cmake cmake/MTKParallelHDF5.cmake
   DESTINATION ${MTK_INSTALL_CMAKEDIR})
 
 install(DIRECTORY layouts/ DESTINATION ${CMAKE_INSTALL_DATADIR}/mtk/layouts)

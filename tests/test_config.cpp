@@ -2,6 +2,7 @@
 
 #include <mtk/base/error.hpp>
 #include <mtk/config/config.hpp>
+#include <mtk/config/model_config.hpp>
 
 #include <gtest/gtest.h>
 
@@ -136,4 +137,21 @@ TEST(Config, SectionsAndConfigPaths) {
   EXPECT_TRUE(contains(dir, "the config file '/tmp' is a directory")) << dir;
   auto missing = error_of([] { Config::from_file("/nonexistent/mtk.yaml"); });
   EXPECT_TRUE(contains(missing, "'/nonexistent/mtk.yaml': No such file or directory")) << missing;
+}
+
+TEST(Config, ActivationDtypeIsFloat32OrBfloat16) {
+  EXPECT_EQ(transformer_config_from(Config::from_string("model: {d_model: 64}\n", "m.yaml"))
+                .activation_dtype,
+            "float32");
+  EXPECT_EQ(transformer_config_from(
+                Config::from_string("model: {activation_dtype: bfloat16}\n", "m.yaml"))
+                .contraction_precision(),
+            Precision::bfloat16);
+  const auto bad = error_of([] {
+    transformer_config_from(Config::from_string("model: {activation_dtype: float16}\n", "m.yaml"));
+  });
+  EXPECT_TRUE(contains(bad,
+                       "m.yaml: model.activation_dtype = 'float16' is not one of float32, "
+                       "bfloat16"))
+      << bad;
 }

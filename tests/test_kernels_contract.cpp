@@ -12,12 +12,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <map>
 #include <random>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -297,6 +299,120 @@ TEST(Einsum, NoCopiesWhenOrdersFitGemm) {
           << c[0].to_string() << " x " << c[1].to_string() << " -> " << c[2].to_string() << " ran "
           << name;
   }
+}
+
+// ---------------------------------------------------------------- bfloat16 einsum
+
+std::vector<double> rounded_bf16(std::vector<double> v) {
+  for (auto& x : v)
+    x = static_cast<double>(k::round_to_bfloat16(static_cast<float>(x)));
+  return v;
+}
+
+// Forces a bf16 path for one test and restores automatic selection after it.
+struct Bf16PathScope {
+  explicit Bf16PathScope(k::Bf16Gemm p) { k::set_bf16_gemm(p); }
+  ~Bf16PathScope() { k::set_bf16_gemm(k::Bf16Gemm::automatic); }
+};
+
+// bf16 einsum against the double reference of the bf16-rounded operands: only float32 summation
+// error remains (bf16 x bf16 products are exact in float32). Also checks that rounding happened:
+// the result is measurably away from the float32 reference.
+void check_einsum_bf16(const Shape& as, const Shape& bs, const Shape& os, unsigned seed = 1) {
+  SCOPED_TRACE(as.to_string() + " x " + bs.to_string() + " -> " + os.to_string());
+  const auto a = random_values(as.num_elements(), seed);
+  const auto b = random_values(bs.num_elements(), seed + 100);
+  const auto out = to_vector(k::einsum(mtk::ExecSpace(), as, to_view<float>(a), bs,
+                                       to_view<float>(b), os, mtk::Precision::bfloat16));
+  ASSERT_EQ(static_cast<std::int64_t>(out.size()), os.num_elements());
+  EXPECT_LE(rel_error(out, ref_einsum(as, rounded_bf16(a), bs, rounded_bf16(b), os)), 1e-5);
+  const auto fp32_ref = ref_einsum(as, a, bs, b, os);
+  if (std::any_of(fp32_ref.begin(), fp32_ref.end(), [](double v) { return v != 0.0; })) {
+    EXPECT_GE(rel_error(out, fp32_ref), 1e-4) << "operands not rounded";
+  }
+}
+
+void bf16_cases() {
+  check_einsum_bf16({{"i", 5}, {"j", 7}}, {{"j", 7}, {"k", 3}}, {{"i", 5}, {"k", 3}});
+  check_einsum_bf16({{"j", 7}, {"i", 5}}, {{"k", 3}, {"j", 7}}, {{"i", 5}, {"k", 3}});
+  check_einsum_bf16({{"i", 5}, {"j", 7}}, {{"j", 7}, {"k", 3}}, {{"k", 3}, {"i", 5}});  // C^T
+  check_einsum_bf16({{"j", 7}, {"i", 5}}, {{"k", 3}, {"j", 7}}, {{"k", 3}, {"i", 5}});
+  check_einsum_bf16({{"k1", 5}, {"m1", 3}, {"k2", 2}, {"m2", 4}}, {{"k2", 2}, {"n1", 6}, {"k1", 5}},
+                    {{"n1", 6}, {"m2", 4}, {"m1", 3}});
+  const Shape q{{"b", 2}, {"h", 3}, {"q", 5}, {"d", 6}}, kk{{"b", 2}, {"h", 3}, {"k", 4}, {"d", 6}};
+  const Shape s{{"b", 2}, {"h", 3}, {"q", 5}, {"k", 4}};
+  check_einsum_bf16(q, kk, s);                                         // batched QK^T
+  check_einsum_bf16(s, kk, q);                                         // batched dS K
+  check_einsum_bf16(s, q, kk);                                         // batched dS^T Q
+  check_einsum_bf16(q, kk, {{"b", 2}, {"h", 3}, {"k", 4}, {"q", 5}});  // batched, swapped out
+  check_einsum_bf16(q, kk, {{"q", 5}, {"b", 2}, {"k", 4}, {"h", 3}});  // transposed out
+  check_einsum_bf16({{"i", 4}, {"j", 3}}, {{"i", 4}, {"j", 3}}, {{"i", 4}, {"j", 3}});
+  check_einsum_bf16({{"i", 4}, {"x", 3}, {"j", 5}}, {{"j", 5}, {"k", 2}, {"y", 3}},
+                    {{"i", 4}, {"k", 2}});
+  const Shape x{{"batch", 2}, {"length", 16}, {"d_model", 32}};
+  const Shape w{{"d_model", 32}, {"d_ff", 64}}, h{{"batch", 2}, {"length", 16}, {"d_ff", 64}};
+  check_einsum_bf16(x, w, h);
+  check_einsum_bf16(h, x, {{"d_model", 32}, {"d_ff", 64}});
+  check_einsum_bf16(h, w, x);
+  check_einsum_bf16({{"m", 67}, {"k", 129}}, {{"n", 65}, {"k", 129}}, {{"n", 65}, {"m", 67}}, 7);
+  check_einsum_bf16({{"i", 3}, {"j", 0}}, {{"j", 0}, {"k", 2}}, {{"i", 3}, {"k", 2}});
+}
+
+TEST(EinsumBf16, RoundsToNearestEven) {
+  EXPECT_EQ(k::round_to_bfloat16(1.0f), 1.0f);
+  EXPECT_EQ(k::round_to_bfloat16(1.0f + 0x1p-8f), 1.0f);                // tie: to even
+  EXPECT_EQ(k::round_to_bfloat16(1.0f + 3 * 0x1p-8f), 1.0f + 0x1p-6f);  // tie: to even
+  EXPECT_EQ(k::round_to_bfloat16(1.0f + 0x1p-8f + 0x1p-20f), 1.0f + 0x1p-7f);
+  EXPECT_EQ(k::round_to_bfloat16(-2.5f), -2.5f);
+  EXPECT_EQ(k::to_bfloat16_bits(1.0f), 0x3f80);
+  EXPECT_TRUE(std::isnan(k::round_to_bfloat16(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(k::round_to_bfloat16(std::numeric_limits<float>::infinity()),
+            std::numeric_limits<float>::infinity());
+  EXPECT_EQ(k::round_to_bfloat16(std::numeric_limits<float>::max()),
+            std::numeric_limits<float>::infinity());
+}
+
+TEST(EinsumBf16, EmulatedMatchesReference) {
+  Bf16PathScope scope(k::Bf16Gemm::emulate);
+  EXPECT_EQ(k::bf16_gemm(), k::Bf16Gemm::emulate);
+  EXPECT_TRUE(k::bf16_gemm_is_emulated());
+  bf16_cases();
+}
+
+TEST(EinsumBf16, OneDnnMatchesReference) {
+  if (!std::is_same_v<Kokkos::DefaultExecutionSpace::memory_space, Kokkos::HostSpace>)
+    GTEST_SKIP() << "oneDNN runs on host memory only";
+  try {
+    k::set_bf16_gemm(k::Bf16Gemm::onednn);
+  } catch (const mtk::Error& e) {
+    GTEST_SKIP() << e.what();
+  }
+  Bf16PathScope scope(k::Bf16Gemm::onednn);
+  EXPECT_EQ(k::bf16_gemm(), k::Bf16Gemm::onednn);
+  // Where oneDNN has no bf16 matmul (2.x on CPUs without avx512_core) the forced path runs its
+  // f32 matmul on the rounded operands: the same primitive shapes and strides, tested here.
+  EXPECT_NE(k::bf16_gemm_description().find("oneDNN"), std::string::npos)
+      << k::bf16_gemm_description();
+  std::printf("bf16 path: %s\n", k::bf16_gemm_description().c_str());
+  bf16_cases();
+  Recorder rec;  // the products ran in oneDNN, not in Kokkos Kernels' gemm
+  check_einsum_bf16({{"b", 2}, {"i", 8}, {"j", 8}}, {{"b", 2}, {"k", 8}, {"j", 8}},
+                    {{"b", 2}, {"k", 8}, {"i", 8}});
+  EXPECT_TRUE(Recorder::saw_region("mtk::kernels::einsum"));
+  for (const auto& r : Recorder::regions())
+    EXPECT_NE(r.rfind("KokkosBlas::gemm", 0), 0u) << r;
+}
+
+TEST(EinsumBf16, AutomaticPathSaysWhatItDoes) {
+  Bf16PathScope scope(k::Bf16Gemm::automatic);
+  const std::string d = k::bf16_gemm_description();
+  if (k::bf16_gemm() == k::Bf16Gemm::emulate) {
+    EXPECT_NE(d.find("slower than fp32"), std::string::npos) << d;
+  } else {
+    EXPECT_FALSE(k::bf16_gemm_is_emulated()) << d;
+  }
+  // float32 stays float32 whatever the bf16 path.
+  check_einsum({{"i", 5}, {"j", 7}}, {{"j", 7}, {"k", 3}}, {{"i", 5}, {"k", 3}});
 }
 
 TEST(Einsum, SingleOperandSumsAndReorders) {

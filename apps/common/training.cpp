@@ -5,6 +5,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/config/model_config.hpp>
 #include <mtk/files/files.hpp>
+#include <mtk/kernels/einsum.hpp>
 #include <mtk/metrics/metrics.hpp>
 #include <mtk/signals/stop_signals.hpp>
 
@@ -20,6 +21,16 @@ void say(const std::string& text) {
     std::printf("%s", text.c_str());
     std::fflush(stdout);
   }
+}
+
+void say_precision(const std::string& tool, const nn::TransformerConfig& model) {
+  if (model.contraction_precision() != Precision::bfloat16)
+    return;
+  say(cat("  contractions in bfloat16: ", kernels::bf16_gemm_description(), "\n"));
+  if (kernels::bf16_gemm_is_emulated())
+    say(cat(tool,
+            ": warning: bfloat16 is emulated on this CPU (no avx512_bf16/amx), slower than "
+            "float32\n"));
 }
 
 void add_run_options(CLI::App& app, RunOptions& o, const std::string& configs,

@@ -26,6 +26,10 @@ constexpr std::int64_t kMaxSteps = 1000000000000;
 /// Rank 0 prints `text` and flushes; every rank goes on.
 void say(const std::string& text);
 
+/// For a model in bfloat16 (model.activation_dtype), rank 0 says once how its contractions run,
+/// and warns when bf16 is emulated on this machine (no native bf16 matmul: slower than fp32).
+void say_precision(const std::string& tool, const nn::TransformerConfig& model);
+
 /// The command line every command of a training app shares.
 struct RunOptions {
   Config config = Config::from_string("{}");

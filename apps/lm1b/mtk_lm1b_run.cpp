@@ -233,6 +233,7 @@ int train_main(const std::vector<std::string>& args) {
   say("  parameters %.2fM (formula %.2fM); mesh %s; layout %s\n", nn::count_parameters(g) / 1e6,
       s.model.analytic_parameter_count() / 1e6, s.mesh_shape.to_string().c_str(),
       s.rules.to_string().c_str());
+  app::say_precision("mtk-lm1b", s.model);
   check_cost(g, s, mesh);
 
   auto train = agree_on_failure(mesh.comm(), [&] {

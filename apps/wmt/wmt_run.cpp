@@ -127,6 +127,7 @@ int train_main(const Communicator& world, const std::vector<std::string>& args) 
                 nn::count_parameters(g) / 1e6, s.model.analytic_parameter_count() / 1e6,
                 s.mesh_shape.to_string().c_str(), s.rules.to_string().c_str());
   app::say(line);
+  app::say_precision("mtk-wmt", s.model);
   app::check_cost(g, s.mesh_shape, s.rules, mesh, s.model.to_string());
   auto stream = agree_on_failure(mesh.comm(), [&] {
     const app::BatchSlice slice =

@@ -40,8 +40,18 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs)
     auto it = grad.find(op.outputs[0]);
     if (it == grad.end())
       continue;
+    // The gradient's ops contract in the precision its forward op was built in (a bf16 model's
+    // backward is bf16 too), whatever the graph's precision is now.
+    const Precision saved = g.contraction_precision();
+    g.set_contraction_precision(op.precision);
     GradientContext ctx(g, op, it->second, accumulate);
-    op.def->gradient(ctx);
+    try {
+      op.def->gradient(ctx);
+    } catch (...) {
+      g.set_contraction_precision(saved);
+      throw;
+    }
+    g.set_contraction_precision(saved);
   }
 
   std::vector<Tensor> out;

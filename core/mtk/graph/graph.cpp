@@ -40,6 +40,7 @@ std::vector<Tensor> Graph::add_op(const OpDef& def, const std::string& name,
                                   const std::vector<std::pair<Shape, DType>>& outputs,
                                   std::any attrs) {
   Operation op{&def, def.is_variable ? name : unique_name(name), {}, {}, std::move(attrs)};
+  op.precision = contraction_precision_;
   if (def.is_variable) {
     for (int v : variable_ops())
       if (ops_[static_cast<size_t>(v)].name == name)

@@ -5,6 +5,7 @@
 // MPI.
 
 #include <mtk/base/dtype.hpp>
+#include <mtk/base/precision.hpp>
 #include <mtk/base/shape.hpp>
 
 #include <any>
@@ -93,6 +94,9 @@ struct Operation {
   std::vector<int> inputs;   ///< tensor ids
   std::vector<int> outputs;  ///< tensor ids
   std::any attributes;
+  /// The graph's contraction precision when the op was added: autodiff builds the op's gradient
+  /// in it, so a bf16 model's backward contractions are bf16 too.
+  Precision precision = Precision::float32;
 
   const char* kind() const { return def->name; }
   template <class A>
@@ -144,12 +148,18 @@ class Graph {
   /// Outputs of the trainable float32 variables, in creation order.
   std::vector<Tensor> trainable_variables();
 
+  /// The precision new einsum ops contract in (ops/einsum.hpp); float32 unless a model sets it
+  /// (TransformerConfig::activation_dtype). Gradient einsums take their forward op's precision.
+  Precision contraction_precision() const { return contraction_precision_; }
+  void set_contraction_precision(Precision p) { contraction_precision_ = p; }
+
  private:
   std::string unique_name(const std::string& base);
   // Deques: references to ops and tensors stay valid while the graph grows.
   std::deque<Operation> ops_;
   std::deque<TensorInfo> tensors_;
   std::vector<std::string> names_;
+  Precision contraction_precision_ = Precision::float32;
 };
 
 }  // namespace mtk

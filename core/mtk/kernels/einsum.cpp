@@ -7,14 +7,22 @@
 // [batch][K][N] / [batch][N][K] (b), as gemm's "N" / "T"; otherwise a transposed copy is made.
 // The result is written straight into out when out's order is [batch][M][N], or [batch][N][M]
 // (computing C^T = B^T A^T); otherwise into a temporary that is transposed into out.
+//
+// bfloat16: both operands are first rounded to bf16 values (kept as floats, in buffers reused from
+// call to call on the host), so every path below (presums, transposed copies, elementwise products)
+// sees the same bf16 operands. The products then run through oneDNN's bf16 matmul (the bf16
+// conversion of bf16 values is exact) or, emulated, through the fp32 gemm: the same numbers up to
+// the order of the float32 sums.
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/impl/launch.hpp>
+#include <mtk/kernels/impl/onednn_matmul.hpp>
 #include <mtk/kernels/kernels.hpp>
 
 #include <KokkosBlas3_gemm.hpp>
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <string>
@@ -121,10 +129,144 @@ int blas_int(const char* where, std::int64_t n, const char* what) {
   return static_cast<int>(n);
 }
 
+constexpr bool host_space = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
+
+// Host buffers for the rounded operands, grown as needed and released before Kokkos finalizes.
+struct RoundBuffers {
+  FView a, b;
+  bool hooked = false;
+};
+
+RoundBuffers& round_buffers() {
+  static RoundBuffers r;
+  if (!r.hooked) {
+    r.hooked = true;
+    Kokkos::push_finalize_hook([] {
+      round_buffers().a = FView();
+      round_buffers().b = FView();
+    });
+  }
+  return r;
+}
+
+// x rounded to bf16 values, in `reuse` (grown when too small) on host spaces.
+FView rounded(const ExecSpace& space, const FView& x, FView& reuse) {
+  const auto n = static_cast<std::int64_t>(x.extent(0));
+  FView out;
+  if constexpr (host_space) {
+    if (static_cast<std::int64_t>(reuse.extent(0)) < n)
+      reuse = FView();  // free before allocating the larger one
+    if (static_cast<std::int64_t>(reuse.extent(0)) < n)
+      reuse = impl::alloc<float>("mtk::kernels::einsum bf16 operand", n);
+    out = FView(reuse.data(), static_cast<size_t>(n));
+  } else {
+    (void)reuse;
+    out = impl::alloc<float>("mtk::kernels::einsum bf16 operand", n);
+  }
+  Kokkos::parallel_for(
+      "mtk::kernels::einsum bf16 rounding", impl::Range(space, 0, n),
+      KOKKOS_LAMBDA(std::int64_t i) { out(i) = round_to_bfloat16(x(i)); });
+  return out;
+}
+
+struct Bf16Choice {
+  bool forced = false;
+  Bf16Gemm path = Bf16Gemm::automatic;
+};
+
+Bf16Choice& bf16_choice() {
+  static Bf16Choice c;
+  return c;
+}
+
+Bf16Gemm requested_bf16_gemm() {
+  if (bf16_choice().forced)
+    return bf16_choice().path;
+  static const Bf16Gemm from_env = [] {
+    const char* v = std::getenv("MTK_BF16_GEMM");
+    const std::string s = v ? v : "";
+    if (s.empty() || s == "auto")
+      return Bf16Gemm::automatic;
+    if (s == "onednn")
+      return Bf16Gemm::onednn;
+    if (s == "emulate")
+      return Bf16Gemm::emulate;
+    fail("mtk::kernels::einsum", cat("MTK_BF16_GEMM = '", s, "'; use auto, onednn or emulate"));
+  }();
+  return from_env;
+}
+
+bool onednn_is_native() {
+  if (!impl::onednn_available() || !impl::onednn_has_bf16())
+    return false;
+  const std::string impl = impl::onednn_bf16_impl();
+  return !impl.empty() && impl.rfind("ref", 0) != 0;
+}
+
 }  // namespace detail::einsum_impl
 
+#ifndef MTK_HAVE_ONEDNN
+namespace impl {
+bool onednn_available() {
+  return false;
+}
+std::string onednn_bf16_impl() {
+  return "";
+}
+bool onednn_has_bf16() {
+  return false;
+}
+void onednn_bf16_matmul(const float*, bool, const float*, bool, float*, std::int64_t, std::int64_t,
+                        std::int64_t, std::int64_t) {
+  fail("mtk::kernels::einsum", "this MTK was built without oneDNN (MTK_ENABLE_ONEDNN)");
+}
+}  // namespace impl
+#endif
+
+void set_bf16_gemm(Bf16Gemm path) {
+  if (path == Bf16Gemm::onednn && !impl::onednn_available())
+    fail("mtk::kernels::set_bf16_gemm",
+         "the oneDNN path was asked for but this MTK was built without oneDNN "
+         "(MTK_ENABLE_ONEDNN; Debian package libdnnl-dev)");
+  detail::einsum_impl::bf16_choice() = {true, path};
+}
+
+Bf16Gemm bf16_gemm() {
+  using namespace detail::einsum_impl;
+  const Bf16Gemm r = requested_bf16_gemm();
+  if (r == Bf16Gemm::onednn && !impl::onednn_available())
+    fail("mtk::kernels::einsum",
+         "MTK_BF16_GEMM=onednn but this MTK was built without oneDNN (MTK_ENABLE_ONEDNN)");
+  if (r != Bf16Gemm::automatic)
+    return r;
+  return onednn_is_native() ? Bf16Gemm::onednn : Bf16Gemm::emulate;
+}
+
+bool bf16_gemm_is_emulated() {
+  return !detail::einsum_impl::host_space || bf16_gemm() == Bf16Gemm::emulate ||
+         !detail::einsum_impl::onednn_is_native();
+}
+
+std::string bf16_gemm_description() {
+  using namespace detail::einsum_impl;
+  const std::string chosen = impl::onednn_available() ? impl::onednn_bf16_impl() : "not built in";
+  if (!host_space)
+    return "emulated on this execution space: operands rounded to bf16, fp32 gemm";
+  if (bf16_gemm() == Bf16Gemm::onednn && !impl::onednn_has_bf16())
+    return cat("oneDNN f32 matmul on bf16-rounded operands (", chosen,
+               "), slower than fp32: forced (MTK_BF16_GEMM=onednn)");
+  if (bf16_gemm() == Bf16Gemm::onednn)
+    return cat("oneDNN bf16 matmul (", chosen, ")",
+               onednn_is_native() ? "" : ": oneDNN's reference code, slower than fp32");
+  return cat("emulated: operands rounded to bf16 and multiplied by the fp32 gemm (oneDNN: ", chosen,
+             ")",
+             onednn_is_native() ? "" : "; this CPU has no native bf16 matmul (avx512_bf16/amx)",
+             ", slower than fp32");
+}
+
 FView einsum(const ExecSpace& space, const Shape& a_shape_in, const FView& a_in,
-             const Shape& b_shape_in, const FView& b_in, const Shape& out_shape) {
+             const Shape& b_shape_in, const FView& b_in, const Shape& out_shape,
+             Precision precision) {
   using namespace detail::einsum_impl;
   const char* where = "mtk::kernels::einsum";
   check_size(where, a_shape_in, a_in, "operand a");
@@ -139,6 +281,12 @@ FView einsum(const ExecSpace& space, const Shape& a_shape_in, const FView& a_in,
   Kokkos::Profiling::pushRegion(where);
   Shape a_shape = a_shape_in, b_shape = b_shape_in;
   FView a = a_in, b = b_in;
+  const bool bf16 = precision == Precision::bfloat16;
+  const bool use_onednn = bf16 && host_space && bf16_gemm() == Bf16Gemm::onednn;
+  if (bf16 && a.extent(0) > 0 && b.extent(0) > 0) {
+    a = rounded(space, a, round_buffers().a);
+    b = rounded(space, b, round_buffers().b);
+  }
   presum(space, a_shape, a, b_shape, out_shape);
   presum(space, b_shape, b, a_shape, out_shape);
 
@@ -227,7 +375,14 @@ FView einsum(const ExecSpace& space, const Shape& a_shape_in, const FView& a_in,
             ki = blas_int(where, k, "K");
   const char ta_s[2] = {ta, 0}, tb_s[2] = {tb, 0};
   const char ta_f[2] = {flip(ta), 0}, tb_f[2] = {flip(tb), 0};
-  for (std::int64_t i = 0; i < nb; ++i) {
+  if (use_onednn) {  // one batched primitive; host memory (use_onednn implies a host space)
+    space.fence();
+    if (swapped)
+      impl::onednn_bf16_matmul(b.data(), tb == 'N', a.data(), ta == 'N', c.data(), nb, n, m, k);
+    else
+      impl::onednn_bf16_matmul(a.data(), ta == 'T', b.data(), tb == 'T', c.data(), nb, m, n, k);
+  }
+  for (std::int64_t i = 0; i < (use_onednn ? 0 : nb); ++i) {
     const CMat ai(a.data() + i * m * k, ta == 'N' ? mi : ki, ta == 'N' ? ki : mi);
     const CMat bi(b.data() + i * k * n, tb == 'N' ? ki : ni, tb == 'N' ? ni : ki);
     if (swapped) {  // C^T = B^T A^T, written straight into out's [batch][N][M] order

@@ -72,6 +72,14 @@ ModelGraph build_transformer(Graph& g, const TransformerConfig& config, bool tra
   config.validate();
   if (logit_scale <= 0)
     fail("mtk::nn::build_transformer", cat("logit_scale ", logit_scale, " must be positive"));
+  // Every contraction of the model (and, through each einsum's precision, of its gradients) in the
+  // configured precision; what is built after the model (optimizer updates) stays float32.
+  struct PrecisionScope {
+    Graph& g;
+    Precision saved;
+    ~PrecisionScope() { g.set_contraction_precision(saved); }
+  } scope{g, g.contraction_precision()};
+  g.set_contraction_precision(config.contraction_precision());
   impl::Builder b(g, config, LayerContext{&g, training, config.dropout, seed});
   ModelGraph m;
   const Shape tokens{b.batch, b.length};

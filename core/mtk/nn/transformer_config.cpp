@@ -25,10 +25,17 @@ void TransformerConfig::validate() const {
     fail(where, cat("model.dropout = ", dropout, " not in [0, 1)"));
   if (norm != "layer_norm" && norm != "rms_norm")
     fail(where, cat("model.norm = '", norm, "'; use layer_norm or rms_norm"));
+  if (activation_dtype != "float32" && activation_dtype != "bfloat16")
+    fail(where, cat("model.activation_dtype = '", activation_dtype,
+                    "'; use float32 or bfloat16 (bf16 contractions with fp32 sums)"));
   if (moe_every < 0)
     fail(where, "model.moe_every must be >= 0");
   if (moe_every > 0 && moe.num_experts < 1)
     fail(where, "model.moe.num_experts must be >= 1");
+}
+
+Precision TransformerConfig::contraction_precision() const {
+  return activation_dtype == "bfloat16" ? Precision::bfloat16 : Precision::float32;
 }
 
 bool TransformerConfig::is_moe_layer(std::int64_t layer) const {
@@ -62,6 +69,8 @@ std::string TransformerConfig::to_string() const {
   if (num_encoder_layers)
     os << " (+" << num_encoder_layers << " encoder)";
   os << ", length " << length << ", batch " << batch;
+  if (activation_dtype != "float32")
+    os << ", " << activation_dtype;
   if (moe_every)
     os << ", MoE every " << moe_every << " (" << moe.num_experts << " experts)";
   return os.str();

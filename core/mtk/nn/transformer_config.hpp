@@ -1,6 +1,7 @@
 #pragma once
 // The sizes and options of a Transformer (decoder-only or encoder-decoder, dense or MoE).
 
+#include <mtk/base/precision.hpp>
 #include <mtk/nn/moe.hpp>
 
 #include <cstdint>
@@ -25,11 +26,17 @@ struct TransformerConfig {
   std::string norm = "layer_norm";  ///< or "rms_norm"
   int moe_every = 0;                ///< every n-th feed-forward layer is a mixture of experts
   MoeOptions moe;
+  /// "float32" or "bfloat16": the precision of every contraction of the model and its gradients
+  /// (bf16 operands, fp32 sums). Variables, optimizer state, loss, softmax statistics and the
+  /// activations between contractions stay float32.
+  std::string activation_dtype = "float32";
 
   /// Checks the sizes; throws naming the key and value.
   void validate() const;
   /// Whether feed-forward layer `layer` (0-based, in encoder or decoder) is a mixture of experts.
   bool is_moe_layer(std::int64_t layer) const;
+  /// The contraction precision activation_dtype names.
+  Precision contraction_precision() const;
   /// Parameters of the model this config builds, by formula (no graph, no memory).
   std::int64_t analytic_parameter_count() const;
   std::string to_string() const;

@@ -77,6 +77,10 @@ Shape replace_dim(const Shape& s, int i, const Dimension& d) {
 }
 
 Tensor einsum_to(const std::vector<Tensor>& xs, const Shape& shape) {
+  return einsum_to(xs, shape, graph_of(xs, "mtk::einsum").contraction_precision());
+}
+
+Tensor einsum_to(const std::vector<Tensor>& xs, const Shape& shape, Precision precision) {
   std::vector<Dimension> have;
   for (const auto& d : shape.dims()) {
     bool found = false;
@@ -85,7 +89,7 @@ Tensor einsum_to(const std::vector<Tensor>& xs, const Shape& shape) {
     if (found)
       have.push_back(d);
   }
-  Tensor t = einsum(xs, Shape(have));
+  Tensor t = einsum(xs, Shape(have), precision);
   return static_cast<int>(have.size()) == shape.rank() ? t : broadcast(t, shape);
 }
 

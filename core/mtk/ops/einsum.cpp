@@ -15,12 +15,18 @@ namespace {
 
 using namespace ops_impl;
 
+struct EinsumAttrs {
+  Precision precision = Precision::float32;  ///< of a two-operand contraction
+};
+
+// The gradients are contractions too and run in the forward op's precision.
 void einsum_grad(GradientContext& c) {
+  const Precision p = c.op().attrs<EinsumAttrs>().precision;
   if (c.op().inputs.size() == 1) {
-    c.add(0, einsum_to({c.dy()}, c.input(0).shape()));
+    c.add(0, einsum_to({c.dy()}, c.input(0).shape(), p));
   } else {
-    c.add(0, einsum_to({c.dy(), c.input(1)}, c.input(0).shape()));
-    c.add(1, einsum_to({c.dy(), c.input(0)}, c.input(1).shape()));
+    c.add(0, einsum_to({c.dy(), c.input(1)}, c.input(0).shape(), p));
+    c.add(1, einsum_to({c.dy(), c.input(0)}, c.input(1).shape(), p));
   }
 }
 
@@ -121,12 +127,14 @@ void lower_einsum(Lowering& l) {
     if (!(nb > 1 && (!has_k || (!has_m && !has_n))))
       l.count_gemms(2.0 * static_cast<double>(m * n * k), nb);
   }
+  const Precision precision = o.attrs<EinsumAttrs>().precision;
   l.add_step(
-      cat(l.label(), " ", la.to_string(), " x ", lc.to_string(), " -> ", ly.to_string()), {a, c},
-      {y},
+      cat(l.label(), " ", la.to_string(), " x ", lc.to_string(), " -> ", ly.to_string(),
+          precision == Precision::bfloat16 ? " (bf16)" : ""),
+      {a, c}, {y},
       [=](Buffers& b, const ExecSpace& space) {
-        b[static_cast<size_t>(y)] =
-            kernels::einsum(space, la, view_of<float>(b, a), lc, view_of<float>(b, c), ly);
+        b[static_cast<size_t>(y)] = kernels::einsum(space, la, view_of<float>(b, a), lc,
+                                                    view_of<float>(b, c), ly, precision);
       },
       "einsum", flops);
 }
@@ -136,6 +144,10 @@ constexpr OpDef einsum_def{"einsum", einsum_grad, lower_einsum};
 }  // namespace
 
 Tensor einsum(const std::vector<Tensor>& xs, const Shape& out_shape) {
+  return einsum(xs, out_shape, graph_of(xs, "mtk::einsum").contraction_precision());
+}
+
+Tensor einsum(const std::vector<Tensor>& xs, const Shape& out_shape, Precision precision) {
   const char* where = "mtk::einsum";
   Graph& g = graph_of(xs, where);
   for (const auto& x : xs)
@@ -154,12 +166,13 @@ Tensor einsum(const std::vector<Tensor>& xs, const Shape& out_shape) {
                       " in the inputs:", list));
   }
   if (xs.size() <= 2)
-    return g.add_op1(einsum_def, "einsum", xs, out_shape, DType::float32);
+    return g.add_op1(einsum_def, "einsum", xs, out_shape, DType::float32,
+                     EinsumAttrs{xs.size() == 2 ? precision : Precision::float32});
   // Contract left to right, keeping every dim still needed later or in the output.
   Tensor acc = xs[0];
   for (size_t i = 1; i < xs.size(); ++i) {
     if (i + 1 == xs.size())
-      return einsum({acc, xs[i]}, out_shape);
+      return einsum({acc, xs[i]}, out_shape, precision);
     std::vector<Dimension> keep;
     Shape both = union_shape({acc, xs[i]}, where);
     for (const auto& d : both.dims()) {
@@ -169,7 +182,7 @@ Tensor einsum(const std::vector<Tensor>& xs, const Shape& out_shape) {
       if (needed)
         keep.push_back(d);
     }
-    acc = einsum({acc, xs[i]}, Shape(keep));
+    acc = einsum({acc, xs[i]}, Shape(keep), precision);
   }
   return acc;
 }

@@ -9,8 +9,12 @@
 namespace mtk {
 
 /// Einsum by names: dims in the output are kept (batch dims when several inputs have them), the
-/// others are summed. One to any number of operands (contracted left to right).
+/// others are summed. One to any number of operands (contracted left to right). Two-operand
+/// contractions run in the graph's contraction precision (bfloat16: operands rounded to bf16,
+/// float32 sums and result).
 Tensor einsum(const std::vector<Tensor>& xs, const Shape& out_shape);
+/// In the given precision instead of the graph's (Graph::contraction_precision()).
+Tensor einsum(const std::vector<Tensor>& xs, const Shape& out_shape, Precision precision);
 /// Output dims given by name, sizes taken from the inputs.
 Tensor einsum(const std::vector<Tensor>& xs, const std::vector<std::string>& out_dims);
 /// `x` summed over the dims `shape` lacks and reordered to `shape` (x itself when it fits): how a

@@ -51,6 +51,7 @@ nn::TransformerConfig transformer_config_from(const Config& config, const std::s
                                           "z_loss",
                                           "gelu",
                                           "norm",
+                                          "activation_dtype",
                                           "moe_every",
                                           "moe.num_experts",
                                           "moe.capacity_factor_train",
@@ -100,6 +101,8 @@ nn::TransformerConfig transformer_config_from(const Config& config, const std::s
   c.z_loss = config.get_double(key("z_loss"), c.z_loss, 0.0, 1e3);
   c.gelu = config.get_bool_checked(key("gelu"), c.gelu);
   c.norm = config.get_string(key("norm"), c.norm, {"layer_norm", "rms_norm"});
+  c.activation_dtype =
+      config.get_string(key("activation_dtype"), c.activation_dtype, {"float32", "bfloat16"});
   c.moe_every = static_cast<int>(config.get_int(key("moe_every"), c.moe_every, 0, 100000));
   c.moe.num_experts =
       static_cast<int>(config.get_int(key("moe.num_experts"), c.moe.num_experts, 1, 1 << 20));

@@ -1,6 +1,7 @@
 # Spack recipe for MTK (Mesh Tensors on Kokkos). From the MTK source root:
 #   spack repo add spack
 #   spack install mtk                               # Serial Kokkos, host BLAS
+#   spack install mtk+bf16                          # with oneDNN's bf16 matmul (AVX512_BF16/AMX)
 #   spack install mtk+cuda cuda_arch=90             # Kokkos 4 with CUDA, nvcc_wrapper, cuBLAS
 #   spack install mtk+rocm amdgpu_target=gfx90a     # Kokkos 4 with HIP, rocBLAS
 #   spack install --test=root mtk                   # also builds and runs the CTest suite
@@ -37,6 +38,12 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
     version("0.1.0", sha256="58fa2856c99fd84a95bb1bd88be1db4a5a52477ed54cbf9ee3785e612a0397be")
 
     variant("openmp", default=False, description="Use Kokkos' OpenMP host backend")
+    variant(
+        "bf16",
+        default=False,
+        description="oneDNN's bf16 matmul for model.activation_dtype: bfloat16 on CPUs with "
+        "AVX512_BF16/AMX (without it bf16 contractions are emulated through the fp32 gemm)",
+    )
 
     depends_on("c", type="build")
     depends_on("cxx", type="build")
@@ -56,6 +63,9 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
     # KokkosBlas::gemm runs MTK's local einsums: without the BLAS third-party library it falls
     # back to its own loops on the host, far slower than the figures in docs/ assume.
     depends_on("kokkos-kernels@3.4:4 +blas")
+
+    # Tested with oneDNN 2.6.3 (Debian 12); MTK uses the 2.x matmul API (matmul::desc).
+    depends_on("onednn@2.6:2", when="+bf16")
 
     depends_on("kokkos+openmp", when="+openmp")
     depends_on("kokkos-kernels+openmp", when="+openmp")
@@ -116,6 +126,7 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
             # for Debian's /usr/lib/x86_64-linux-gnu/hdf5/mpich); MTK checks it is parallel.
             self.define("HDF5_ROOT", spec["hdf5"].prefix),
             self.define("HDF5_PREFER_PARALLEL", True),
+            self.define("MTK_ENABLE_ONEDNN", "ON" if spec.satisfies("+bf16") else "OFF"),
         ]
         if spec.satisfies("+cuda"):
             args.append(self.define("CMAKE_CXX_COMPILER", spec["kokkos"].package.kokkos_cxx))

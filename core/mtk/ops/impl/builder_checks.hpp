@@ -25,5 +25,7 @@ void check_within(const Shape& out, const std::vector<Tensor>& xs, const char* w
 Shape replace_dim(const Shape& s, int i, const Dimension& d);
 /// An einsum that may need dims none of its inputs have: contract, then broadcast (gradients).
 Tensor einsum_to(const std::vector<Tensor>& xs, const Shape& shape);
+/// The same in the given contraction precision (gradients of bf16 einsums).
+Tensor einsum_to(const std::vector<Tensor>& xs, const Shape& shape, Precision precision);
 
 }  // namespace mtk::ops_impl

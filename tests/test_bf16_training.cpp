@@ -1,0 +1,181 @@
+// bfloat16 training (model.activation_dtype: bfloat16): every contraction of the model and of its
+// gradients rounds its operands to bf16; the loss of a small model follows the float32 loss
+// within bf16 tolerance, and is the same on every mesh and layout.
+
+#include <mtk/base/error.hpp>
+#include <mtk/kernels/einsum.hpp>
+#include <mtk/nn/nn.hpp>
+#include <mtk/optim/optim.hpp>
+
+#include <gtest/gtest.h>
+
+#include "mtk_invariance_check.hpp"
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+using namespace mtk;
+using namespace mtk::test;
+
+namespace {
+
+nn::TransformerConfig small_config(const std::string& dtype) {
+  nn::TransformerConfig c;
+  c.vocab_size = 32;
+  c.d_model = 16;
+  c.d_ff = 32;
+  c.num_heads = 4;
+  c.d_kv = 4;
+  c.num_layers = 2;
+  c.length = 8;
+  c.batch = 8;
+  c.activation_dtype = dtype;
+  return c;
+}
+
+void feed(const nn::ModelGraph& m, const nn::TransformerConfig& c,
+          std::map<int, HostTensor>& feeds) {
+  const Shape s{{"batch", c.batch}, {"length", c.length}};
+  std::vector<std::int32_t> in, tg, seg, pos;
+  auto token = [&](std::int64_t b, std::int64_t l) {
+    return static_cast<std::int32_t>((b * 7 + l * l * 3 + 1) % (c.vocab_size - 1) + 1);
+  };
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t l = 0; l < c.length; ++l) {
+      in.push_back(token(b, l));
+      tg.push_back(l + 1 == c.length ? 0 : token(b, l + 1));
+      seg.push_back(1);
+      pos.push_back(static_cast<std::int32_t>(l));
+    }
+  feeds[m.inputs.id()] = HostTensor::ints(s, in);
+  feeds[m.targets.id()] = HostTensor::ints(s, tg);
+  feeds[m.segments.id()] = HostTensor::ints(s, seg);
+  feeds[m.positions.id()] = HostTensor::ints(s, pos);
+}
+
+// Losses of `steps` SGD steps of the small model on `mesh` under `rules`.
+std::vector<double> train(const std::string& dtype, const Mesh& mesh, const LayoutRules& rules,
+                          int steps = 8) {
+  Graph g;
+  const auto c = small_config(dtype);
+  nn::ModelGraph m = nn::build_transformer(g, c, /*training=*/true, /*seed=*/3);
+  optim::Sgd opt;
+  optim::LearningRateSchedule lr;
+  lr.kind = optim::LearningRateSchedule::Kind::constant;
+  lr.value = 0.2;  // a steady descent: no step where the loss jumps and amplifies differences
+  optim::minimize(m.loss, opt, lr);
+  std::map<int, HostTensor> feeds;
+  feed(m, c, feeds);
+  auto p = lower(g, mesh, rules);
+  std::vector<double> losses;
+  for (int s = 0; s < steps; ++s)
+    losses.push_back(p->run(feeds, {m.loss})[0].at(0));
+  return losses;
+}
+
+// Kokkos kernel and region counts while alive: bf16 rounding passes and two-operand einsums.
+struct EinsumCounter {
+  static int& roundings() {
+    static int n = 0;
+    return n;
+  }
+  static int& einsums() {
+    static int n = 0;
+    return n;
+  }
+  EinsumCounter() {
+    roundings() = einsums() = 0;
+    Kokkos::Tools::Experimental::set_push_region_callback([](const char* name) {
+      if (std::string(name) == "mtk::kernels::einsum")
+        ++einsums();
+    });
+    Kokkos::Tools::Experimental::set_begin_parallel_for_callback(
+        [](const char* name, std::uint32_t, std::uint64_t*) {
+          if (std::string(name) == "mtk::kernels::einsum bf16 rounding")
+            ++roundings();
+        });
+  }
+  ~EinsumCounter() {
+    Kokkos::Tools::Experimental::set_push_region_callback(nullptr);
+    Kokkos::Tools::Experimental::set_begin_parallel_for_callback(nullptr);
+  }
+};
+
+}  // namespace
+
+TEST(Bf16Training, EveryContractionOfTheStepIsBf16) {
+  for (const std::string dtype : {"float32", "bfloat16"}) {
+    EinsumCounter count;
+    train(dtype, single_processor_mesh(), LayoutRules(), 1);
+    ASSERT_GT(EinsumCounter::einsums(), 20) << dtype;
+    // Forward, backward (einsum and multiply gradients) and no contraction in the SGD update:
+    // each two-operand einsum rounds both operands in bf16 and none in float32.
+    EXPECT_EQ(EinsumCounter::roundings(), dtype == "bfloat16" ? 2 * EinsumCounter::einsums() : 0)
+        << dtype << ": " << EinsumCounter::einsums() << " einsums";
+  }
+}
+
+TEST(Bf16Training, LossFollowsFloat32WithinBf16Tolerance) {
+  const auto fp32 = train("float32", single_processor_mesh(), LayoutRules());
+  const auto bf16 = train("bfloat16", single_processor_mesh(), LayoutRules());
+  ASSERT_EQ(fp32.size(), bf16.size());
+  double max_rel = 0;
+  for (size_t s = 0; s < fp32.size(); ++s) {
+    const double rel = std::fabs(bf16[s] - fp32[s]) / fp32[s];
+    max_rel = std::max(max_rel, rel);
+    EXPECT_LE(rel, 1e-2) << "step " << s << ": bf16 " << bf16[s] << " fp32 " << fp32[s];
+  }
+  EXPECT_GT(max_rel, 1e-7) << "bf16 gave exactly the float32 losses: nothing was rounded";
+  EXPECT_LT(bf16.back(), 0.9 * bf16.front()) << "bf16 training does not learn";
+}
+
+TEST(Bf16Training, OneDnnAndEmulatedPathsAgree) {
+  kernels::set_bf16_gemm(kernels::Bf16Gemm::emulate);
+  const auto emulated = train("bfloat16", single_processor_mesh(), LayoutRules());
+  try {
+    kernels::set_bf16_gemm(kernels::Bf16Gemm::onednn);
+  } catch (const Error& e) {
+    kernels::set_bf16_gemm(kernels::Bf16Gemm::automatic);
+    GTEST_SKIP() << e.what();
+  }
+  const auto onednn = train("bfloat16", single_processor_mesh(), LayoutRules());
+  kernels::set_bf16_gemm(kernels::Bf16Gemm::automatic);
+  for (size_t s = 0; s < emulated.size(); ++s)
+    EXPECT_NEAR(onednn[s], emulated[s], 4e-3 * emulated[s]) << "step " << s;
+}
+
+TEST(Bf16Training, SameLossOnEveryMeshAndLayout) {
+  const auto ref = train("bfloat16", single_processor_mesh(), LayoutRules());
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    Mesh mesh(mshape, MPI_COMM_WORLD);
+    for (const std::string layout :
+         {"batch:@0", "vocab:@0;d_ff:@0;heads:@0", "batch:@0;vocab:@1;d_ff:@1;heads:@1"}) {
+      const auto got = train("bfloat16", mesh, instantiate(layout, mshape));
+      double max_rel = 0;
+      for (size_t s = 0; s < ref.size(); ++s) {
+        max_rel = std::max(max_rel, std::fabs(got[s] - ref[s]) / ref[s]);
+        // Layouts change only the order of float32 sums; a changed last bit can move a bf16
+        // rounding in the next contraction, so the tolerance is bf16's (2^-8), not float32's.
+        EXPECT_NEAR(got[s], ref[s], 4e-3 * ref[s])
+            << mshape.to_string() << " layout " << layout << " step " << s;
+      }
+      EXPECT_LT(max_rel, 4e-3);
+    }
+  }
+}
+
+TEST(Bf16Training, ConfigNamesTheAllowedDtypes) {
+  auto c = small_config("float16");
+  try {
+    c.validate();
+    ADD_FAILURE() << "float16 accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    for (const char* part : {"model.activation_dtype", "'float16'", "float32", "bfloat16"})
+      EXPECT_NE(what.find(part), std::string::npos) << what;
+  }
+  EXPECT_EQ(small_config("bfloat16").contraction_precision(), Precision::bfloat16);
+  EXPECT_EQ(small_config("float32").contraction_precision(), Precision::float32);
+  EXPECT_NE(small_config("bfloat16").to_string().find("bfloat16"), std::string::npos);
+}
