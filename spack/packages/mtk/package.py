@@ -2,6 +2,7 @@
 #   spack repo add spack
 #   spack install mtk                               # Serial Kokkos, host BLAS
 #   spack install mtk+cuda cuda_arch=90             # Kokkos 4 with CUDA, nvcc_wrapper, cuBLAS
+#   spack install mtk+cuda+cuda_aware_mpi cuda_arch=90   # MPI gets device pointers
 #   spack install mtk+rocm amdgpu_target=gfx90a     # Kokkos 4 with HIP, rocBLAS
 #   spack install --test=root mtk                   # also builds and runs the CTest suite
 #   spack test run mtk                              # stand-alone: mtk-mesh-demo on 2 ranks
@@ -37,6 +38,12 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
     version("0.1.0", sha256="58fa2856c99fd84a95bb1bd88be1db4a5a52477ed54cbf9ee3785e612a0397be")
 
     variant("openmp", default=False, description="Use Kokkos' OpenMP host backend")
+    variant(
+        "cuda_aware_mpi",
+        default=False,
+        when="+cuda",
+        description="Hand device buffers straight to MPI (the MPI must be CUDA-aware)",
+    )
 
     depends_on("c", type="build")
     depends_on("cxx", type="build")
@@ -119,6 +126,10 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
         ]
         if spec.satisfies("+cuda"):
             args.append(self.define("CMAKE_CXX_COMPILER", spec["kokkos"].package.kokkos_cxx))
+            args.append(self.define_from_variant("MTK_ENABLE_CUDA_AWARE_MPI", "cuda_aware_mpi"))
+            # Host/device mismatches stay errors; other warnings of a site's nvcc do not stop
+            # the install.
+            args.append(self.define("MTK_WARNINGS_AS_ERRORS", False))
         elif spec.satisfies("+rocm") and not (
             spec.satisfies("^kokkos %cxx=clang") or spec.satisfies("^kokkos %cxx=rocmcc")
         ):
