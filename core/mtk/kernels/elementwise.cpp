@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 namespace mtk::kernels {
 namespace elementwise_detail {
@@ -82,6 +83,16 @@ KOKKOS_INLINE_FUNCTION std::int32_t to_int32(double v) {
 
 KOKKOS_INLINE_FUNCTION std::int32_t to_int32(float v) {
   return to_int32(static_cast<double>(v));
+}
+
+/// One element of cast<To, From>; outside the kernel's lambda because nvcc's extended lambdas
+/// cannot first-capture a variable inside `if constexpr`.
+template <class To, class From>
+KOKKOS_INLINE_FUNCTION To convert(From v) {
+  if constexpr (std::is_same_v<To, std::int32_t> && std::is_floating_point_v<From>)
+    return to_int32(v);
+  else
+    return static_cast<To>(v);
 }
 
 // ------------------------------------------------------------------ unary
@@ -522,12 +533,8 @@ View<To> cast(const ExecSpace& space, const View<From>& x) {
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
   auto y = impl::alloc<To>("mtk::kernels::cast", n);
   Kokkos::parallel_for(
-      "mtk::kernels::cast", impl::Range(space, 0, n), KOKKOS_LAMBDA(std::int64_t i) {
-        if constexpr (std::is_same_v<To, std::int32_t> && std::is_floating_point_v<From>)
-          y(i) = ed::to_int32(x(i));
-        else
-          y(i) = static_cast<To>(x(i));
-      });
+      "mtk::kernels::cast", impl::Range(space, 0, n),
+      KOKKOS_LAMBDA(std::int64_t i) { y(i) = ed::convert<To>(x(i)); });
   return y;
 }
 

@@ -2,25 +2,36 @@
 #include <mtk/base/exec_space.hpp>
 #include <mtk/base/shape.hpp>
 #include <mtk/parallel/collectives.hpp>
+#include <mtk/version.hpp>
 
 namespace mtk {
 namespace {
 
-// A host-accessible view of the same data: the View itself on host memory spaces, otherwise a
+// What MPI reads and writes for a View: the View itself when MPI can reach its memory (a host
+// memory space, or device memory with a CUDA-aware MPI: MTK_CUDA_AWARE_MPI), otherwise a host
 // mirror that is filled before and copied back after MPI touches it.
 template <class T>
 struct MpiStage {
+  static constexpr bool direct =
+      MTK_CUDA_AWARE_MPI != 0 ||
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                                 typename Kokkos::View<T*>::memory_space>::accessible;
   Kokkos::View<T*> device;
   typename Kokkos::View<T*>::HostMirror host;
-  MpiStage(const Kokkos::View<T*>& v, bool fill) : device(v), host(Kokkos::create_mirror_view(v)) {
-    if (fill && host.data() != device.data())
-      Kokkos::deep_copy(host, device);
+  MpiStage(const Kokkos::View<T*>& v, bool fill) : device(v) {
+    if constexpr (direct) {
+      Kokkos::fence();  // the kernels writing `v`, on any instance, are done
+    } else {
+      host = Kokkos::create_mirror_view(v);
+      if (fill)
+        Kokkos::deep_copy(host, device);
+    }
   }
   void write_back() {
-    if (host.data() != device.data())
+    if constexpr (!direct)
       Kokkos::deep_copy(device, host);
   }
-  T* data() { return host.data(); }
+  T* data() { return direct ? device.data() : host.data(); }
 };
 
 void check_dim(const char* where, const Shape& s, int dim) {

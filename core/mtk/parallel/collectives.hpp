@@ -3,7 +3,8 @@
 //
 // Each function is collective over the processors that differ from this one only along the
 // given mesh axes (Mesh::axes_comm). Buffers are handed to MPI directly when MPI can read the
-// View's memory space and staged through a host mirror otherwise.
+// View's memory space (host memory, or device memory with MTK_ENABLE_CUDA_AWARE_MPI) and staged
+// through a host mirror otherwise.
 
 #include <mtk/base/shape.hpp>
 #include <mtk/parallel/mesh.hpp>

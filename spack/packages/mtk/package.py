@@ -3,6 +3,7 @@
 #   spack install mtk                               # Serial Kokkos, host BLAS
 #   spack install mtk+bf16                          # with oneDNN's bf16 matmul (AVX512_BF16/AMX)
 #   spack install mtk+cuda cuda_arch=90             # Kokkos 4 with CUDA, nvcc_wrapper, cuBLAS
+#   spack install mtk+cuda+cuda_aware_mpi cuda_arch=90   # MPI gets device pointers
 #   spack install mtk+rocm amdgpu_target=gfx90a     # Kokkos 4 with HIP, rocBLAS
 #   spack install --test=root mtk                   # also builds and runs the CTest suite
 #   spack test run mtk                              # stand-alone: mtk-mesh-demo on 2 ranks
@@ -43,6 +44,12 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
         default=False,
         description="oneDNN's bf16 matmul for model.activation_dtype: bfloat16 on CPUs with "
         "AVX512_BF16/AMX (without it bf16 contractions are emulated through the fp32 gemm)",
+    )
+    variant(
+        "cuda_aware_mpi",
+        default=False,
+        when="+cuda",
+        description="Hand device buffers straight to MPI (the MPI must be CUDA-aware)",
     )
 
     depends_on("c", type="build")
@@ -130,6 +137,10 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
         ]
         if spec.satisfies("+cuda"):
             args.append(self.define("CMAKE_CXX_COMPILER", spec["kokkos"].package.kokkos_cxx))
+            args.append(self.define_from_variant("MTK_ENABLE_CUDA_AWARE_MPI", "cuda_aware_mpi"))
+            # Host/device mismatches stay errors; other warnings of a site's nvcc do not stop
+            # the install.
+            args.append(self.define("MTK_WARNINGS_AS_ERRORS", False))
         elif spec.satisfies("+rocm") and not (
             spec.satisfies("^kokkos %cxx=clang") or spec.satisfies("^kokkos %cxx=rocmcc")
         ):
