@@ -74,7 +74,8 @@ TEST(Threads, FixedOrderKernelsAreBitwiseTheSameOnOneAndAllThreads) {
     if (all.concurrency() < 2)
       GTEST_SKIP() << "one OpenMP thread: nothing to compare";
     const ExecSpace one(1);
-    ASSERT_EQ(one.concurrency(), 1);
+    // concurrency() is static (the default instance's) while Kokkos' deprecated code is on.
+    ASSERT_EQ(one.impl_thread_pool_size(), 1);
     const Shape x_shape{{"b", 24}, {"l", 96}, {"d", 40}};
     const auto x = to_view<float>(spread_values(x_shape.num_elements(), 5));
     for (const Shape& out :
