@@ -26,7 +26,9 @@ cmake_host_system_information(RESULT MTK_TEST_CORES QUERY NUMBER_OF_LOGICAL_CORE
 function(mtk_set_test_environment test ranks)
   math(EXPR procs "${ranks} * ${MTK_TEST_THREADS}")
   set(env "OPENBLAS_NUM_THREADS=1" "OMP_NUM_THREADS=${MTK_TEST_THREADS}")
-  if(procs GREATER MTK_TEST_CORES)
+  # Also with threads on enough cores: other tests (ctest -j) share them, and threads spinning at
+  # barriers made 1-rank, 2-thread OpenMP tests 3-15x slower (test_copy_task past its timeout).
+  if(procs GREATER MTK_TEST_CORES OR MTK_TEST_THREADS GREATER 1)
     list(APPEND env "OMP_WAIT_POLICY=passive" "OMP_PROC_BIND=false")
   endif()
   set_tests_properties(${test} PROPERTIES PROCESSORS ${procs})
