@@ -7,8 +7,8 @@ set(MTK_TEST_TIMEOUT 300 CACHE STRING "Default timeout in seconds of one MPI tes
 
 # Threads per rank in every test (OMP_NUM_THREADS), so that a threaded Kokkos build (OpenMP,
 # Threads) runs its threaded kernels under ctest. Default: OMP_NUM_THREADS of the configuring
-# shell, else 1. Each test's PROCESSORS counts ranks x threads; when that exceeds the cores,
-# threads wait passively and are not pinned, so oversubscribed ranks do not spin against each other.
+# shell, else 1. Each test's PROCESSORS counts ranks x threads; when that exceeds the cores, or
+# threads > 1, threads wait passively and are not pinned, so busy cores are not spun against.
 if("$ENV{OMP_NUM_THREADS}" MATCHES "^[1-9][0-9]*$")
   set(_mtk_default_test_threads "$ENV{OMP_NUM_THREADS}")
 else()
