@@ -5,8 +5,9 @@
 #   1. Kokkos::kokkos lists a non-existent include directory (<prefix>/lib/include) instead of
 #      /usr/include/trilinos;
 #   2. Kokkos Kernels exports `trilinos_kokkoskernels`, not Kokkos::kokkoskernels.
-find_package(Kokkos REQUIRED CONFIG)
-find_package(KokkosKernels REQUIRED CONFIG)
+# MTK_KOKKOS*_HINT: set by an installed MTKConfig.cmake to what MTK was built with.
+find_package(Kokkos REQUIRED CONFIG HINTS ${MTK_KOKKOS_HINT})
+find_package(KokkosKernels REQUIRED CONFIG HINTS ${MTK_KOKKOSKERNELS_HINT})
 
 if(NOT TARGET Kokkos::kokkos)
   message(FATAL_ERROR "MTK: the Kokkos package found at ${Kokkos_DIR} defines no Kokkos::kokkos target")

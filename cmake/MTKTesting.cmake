@@ -7,8 +7,8 @@ set(MTK_TEST_TIMEOUT 300 CACHE STRING "Default timeout in seconds of one MPI tes
 
 # Threads per rank in every test (OMP_NUM_THREADS), so that a threaded Kokkos build (OpenMP,
 # Threads) runs its threaded kernels under ctest. Default: OMP_NUM_THREADS of the configuring
-# shell, else 1. Each test's PROCESSORS counts ranks x threads; when that exceeds the cores,
-# threads wait passively and are not pinned, so oversubscribed ranks do not spin against each other.
+# shell, else 1. Each test's PROCESSORS counts ranks x threads; when that exceeds the cores, or
+# threads > 1, threads wait passively and are not pinned, so busy cores are not spun against.
 if("$ENV{OMP_NUM_THREADS}" MATCHES "^[1-9][0-9]*$")
   set(_mtk_default_test_threads "$ENV{OMP_NUM_THREADS}")
 else()
@@ -26,7 +26,9 @@ cmake_host_system_information(RESULT MTK_TEST_CORES QUERY NUMBER_OF_LOGICAL_CORE
 function(mtk_set_test_environment test ranks)
   math(EXPR procs "${ranks} * ${MTK_TEST_THREADS}")
   set(env "OPENBLAS_NUM_THREADS=1" "OMP_NUM_THREADS=${MTK_TEST_THREADS}")
-  if(procs GREATER MTK_TEST_CORES)
+  # Also with threads on enough cores: other tests (ctest -j) share them, and threads spinning at
+  # barriers made 1-rank, 2-thread OpenMP tests 3-15x slower (test_copy_task past its timeout).
+  if(procs GREATER MTK_TEST_CORES OR MTK_TEST_THREADS GREATER 1)
     list(APPEND env "OMP_WAIT_POLICY=passive" "OMP_PROC_BIND=false")
   endif()
   set_tests_properties(${test} PROPERTIES PROCESSORS ${procs})
