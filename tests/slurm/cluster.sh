@@ -4,7 +4,8 @@
 #                       (this node's CPUs and memory from `slurmd -C`, free ports, state under DIR);
 #                       exports SLURM_CONF for the client commands; returns 77 (skip) with a
 #                       message when the daemons cannot start here
-#   stop_cluster        cancels the cluster's jobs and stops the daemons it started, by PID
+#   stop_cluster        cancels the cluster's jobs, waits for them, stops the daemons it started (by
+#                       PID) and kills what is left of its jobs (processes with its SLURM_CONF)
 # The cluster's partition is `test`; MpiDefault=pmi2, so `srun` starts MPICH ranks. A requeued job
 # may start again cred_expire + 1 seconds after its requeue (Slurm's default 120, here 10).
 
@@ -105,9 +106,26 @@ CONF
   echo "cluster: node $host up (ports $ctld_port, $slurmd_port), SLURM_CONF=$SLURM_CONF"
 }
 
+# cluster_leftovers: processes that carry this cluster's SLURM_CONF (job steps, slurmstepd) and
+# are not the test's own shell or its children.
+cluster_leftovers() {
+  local p pid q
+  for p in /proc/[0-9]*; do
+    pid="${p#/proc/}"
+    tr '\0' '\n' < "$p/environ" 2> /dev/null | grep -qxF "SLURM_CONF=$SLURM_CONF" || continue
+    q="$pid"
+    while [ -n "$q" ] && [ "$q" -gt 1 ] && [ "$q" != "$$" ]; do q="$(ps -o ppid= -p "$q" | tr -d " " || true)"; done
+    [ "$q" = "$$" ] || echo "$pid"
+  done
+}
+
 stop_cluster() {
   local pid
-  [ -n "${SLURM_CONF:-}" ] && scancel --quiet --partition=test --full 2> /dev/null || true
+  if [ -n "${SLURM_CONF:-}" ]; then
+    scancel --quiet --partition=test --full 2> /dev/null || true
+    # let the cancelled steps end before slurmd goes, or they outlive it
+    for _ in $(seq 30); do [ -z "$(squeue -h -p test 2> /dev/null)" ] && break; sleep 1; done
+  fi
   for ((i = ${#cluster_pids[@]} - 1; i >= 0; i--)); do
     pid="${cluster_pids[$i]}"
     kill "$pid" 2> /dev/null || continue
@@ -115,4 +133,8 @@ stop_cluster() {
     kill -9 "$pid" 2> /dev/null || true
   done
   cluster_pids=()
+  # a failed test must not leave ranks running that slow every test after it
+  if [ -n "${SLURM_CONF:-}" ]; then
+    for pid in $(cluster_leftovers); do kill -9 "$pid" 2> /dev/null || true; done
+  fi
 }

@@ -18,7 +18,7 @@ lm1b="$1"
 config="$2"
 root="$3"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-mpi_timeout=300
+mpi_timeout=600  # the reference run: 1500 steps, longer with threads per rank on a busy machine
 source "$here/../lm1b/harness.sh"
 source "$here/../lm1b/corpus.sh"
 source "$here/cluster.sh"
@@ -113,7 +113,7 @@ done
 [ "$logged" -ge 10 ] || { show "$job_b"; fail "job B did not log step 10 in 180 s"; }
 [ "$(job_field "$job_b" Restarts)" = 0 ] || fail "job B restarted before the signal"
 scancel --batch --signal=USR1 "$job_b"
-wait_job "$job_b" 300
+wait_job "$job_b" 600
 show "$job_b"
 [ "$(job_field "$job_b" JobState)" = COMPLETED ] || fail "job B did not complete"
 [ "$(job_field "$job_b" Restarts)" = 1 ] || fail "job B: expected exactly one requeue"
