@@ -1,0 +1,290 @@
+// Reductions, softmax, cumsum and top-1 against host references.
+
+#include "kernel_contract_util.hpp"
+
+namespace {
+
+using namespace mtk::test::contract;
+
+// ---------------------------------------------------------------- reduce
+
+template <class T>
+void check_reduce_all(ReduceFn fn, const Shape& in, const std::vector<double>& x) {
+  // Every subset of dims, in in-order and in reversed order.
+  const int r = in.rank();
+  for (int mask = 0; mask < (1 << r); ++mask) {
+    std::vector<Dimension> kept;
+    for (int i = 0; i < r; ++i)
+      if (mask & (1 << i))
+        kept.push_back(in[i]);
+    for (int rev = 0; rev < 2; ++rev) {
+      if (rev)
+        std::reverse(kept.begin(), kept.end());
+      const Shape out(kept);
+      SCOPED_TRACE(std::string(mtk::reduce_name(fn)) + " " + in.to_string() + " -> " +
+                   out.to_string());
+      const double init = fn == ReduceFn::sum   ? 0.0
+                          : fn == ReduceFn::max ? -std::numeric_limits<double>::infinity()
+                                                : std::numeric_limits<double>::infinity();
+      std::vector<double> ref(static_cast<size_t>(out.num_elements()), init);
+      for_each_index(in.dims(), [&](const Index& idx) {
+        double& o = ref[static_cast<size_t>(offset_of(out, idx))];
+        const double v = x[static_cast<size_t>(offset_of(in, idx))];
+        o = fn == ReduceFn::sum ? o + v : fn == ReduceFn::max ? std::max(o, v) : std::min(o, v);
+      });
+      const auto got = to_vector(k::reduce<T>(mtk::ExecSpace(), fn, in, to_view<T>(x), out));
+      if (fn == ReduceFn::sum && std::is_floating_point_v<T>) {
+        EXPECT_LE(rel_error(got, ref), 1e-6);
+      } else {
+        EXPECT_EQ(got, ref);
+      }
+    }
+  }
+}
+
+TEST(Reduce, EverySubsetOfDimsEveryFunction) {
+  const Shape in{{"a", 3}, {"b", 4}, {"c", 5}, {"d", 2}};
+  const auto x = random_values(in.num_elements(), 11);
+  for (ReduceFn fn : {ReduceFn::sum, ReduceFn::max, ReduceFn::min})
+    check_reduce_all<float>(fn, in, x);
+  const auto ids = random_ids(in.num_elements(), 12, -50, 50);
+  for (ReduceFn fn : {ReduceFn::sum, ReduceFn::max, ReduceFn::min})
+    check_reduce_all<std::int32_t>(fn, in, ids);
+}
+
+TEST(Reduce, SizeOneDimsAndPermutations) {
+  const Shape in{{"a", 1}, {"b", 4}, {"c", 1}, {"d", 3}, {"e", 2}};
+  const auto x = random_values(in.num_elements(), 13);
+  for (ReduceFn fn : {ReduceFn::sum, ReduceFn::max})
+    check_reduce_all<float>(fn, in, x);
+}
+
+TEST(Reduce, HighRankCollapsesNeighbouringDims) {
+  // Rank 10 exceeds the kernels' index rank, but neighbouring dims that stay neighbours merge.
+  std::vector<Dimension> dims;
+  for (int i = 0; i < 10; ++i)
+    dims.push_back({"d" + std::to_string(i), 2});
+  const Shape in(dims);
+  const auto x = random_values(in.num_elements(), 15);
+  for (const Shape& out : {Shape(std::vector<Dimension>(dims.begin() + 3, dims.end())),
+                           Shape(std::vector<Dimension>(dims.begin(), dims.begin() + 4)),
+                           Shape{dims[5], dims[6], dims[0], dims[1], dims[2]}}) {
+    SCOPED_TRACE(out.to_string());
+    std::vector<double> ref(static_cast<size_t>(out.num_elements()), 0.0);
+    for_each_index(in.dims(), [&](const Index& idx) {
+      ref[static_cast<size_t>(offset_of(out, idx))] += x[static_cast<size_t>(offset_of(in, idx))];
+    });
+    EXPECT_LE(rel_error(to_vector(k::reduce<float>(mtk::ExecSpace(), ReduceFn::sum, in,
+                                                   to_view<float>(x), out)),
+                        ref),
+              1e-6);
+  }
+}
+
+TEST(Reduce, EmptyDims) {
+  const Shape in{{"a", 3}, {"b", 0}};
+  const auto empty = to_view<float>({});
+  EXPECT_EQ(to_vector(k::reduce<float>(mtk::ExecSpace(), ReduceFn::sum, in, empty, {{"a", 3}})),
+            std::vector<double>(3, 0.0));
+  EXPECT_EQ(to_vector(k::reduce<float>(mtk::ExecSpace(), ReduceFn::max, in, empty, {{"a", 3}})),
+            std::vector<double>(3, -std::numeric_limits<double>::infinity()));
+  EXPECT_EQ(k::reduce<float>(mtk::ExecSpace(), ReduceFn::sum, in, empty, {{"b", 0}}).extent(0), 0u);
+}
+
+TEST(Reduce, LargeFullSum) {
+  const Shape in{{"a", 1000}, {"b", 300}};
+  const auto x = random_values(in.num_elements(), 14, 0.0, 1.0);
+  double ref = 0;
+  for (double v : x)
+    ref += v;
+  EXPECT_LE(rel_error(to_vector(k::reduce<float>(mtk::ExecSpace(), ReduceFn::sum, in,
+                                                 to_view<float>(x), Shape{})),
+                      {ref}),
+            1e-6);
+}
+
+TEST(Reduce, Errors) {
+  const Shape in{{"a", 3}, {"b", 4}};
+  const auto x = to_view<float>(random_values(12, 1));
+  expect_error(
+      [&] {
+        k::reduce<float>(mtk::ExecSpace(), ReduceFn::sum, in, x, {{"c", 3}});
+      },
+      {"mtk::kernels::reduce", "'c'", "[c=3]", "[a=3, b=4]"});
+  expect_error(
+      [&] {
+        k::reduce<float>(mtk::ExecSpace(), ReduceFn::sum, in, x, {{"a", 2}});
+      },
+      {"mtk::kernels::reduce", "'a'", "[a=2]", "[a=3, b=4]"});
+  expect_error(
+      [&] {
+        k::reduce<float>(mtk::ExecSpace(), ReduceFn::sum, {{"a", 5}}, x, Shape{});
+      },
+      {"mtk::kernels::reduce", "12 elements", "[a=5]"});
+}
+
+// ---------------------------------------------------------------- softmax
+
+// mtk::Around with the offset of element i of row `row`.
+struct Around : mtk::Around {
+  using mtk::Around::Around;
+  size_t at(std::int64_t row, std::int64_t i) const {
+    return static_cast<size_t>((row / inner) * n * inner + row % inner + i * inner);
+  }
+  std::int64_t rows() const { return outer * inner; }
+};
+
+std::vector<double> ref_softmax(const Shape& s, const std::vector<double>& x, int dim, bool log) {
+  const Around a(s, dim);
+  std::vector<double> y(x.size());
+  for (std::int64_t r = 0; r < a.rows(); ++r) {
+    double m = -std::numeric_limits<double>::infinity(), sum = 0;
+    for (std::int64_t i = 0; i < a.n; ++i)
+      m = std::max(m, x[a.at(r, i)]);
+    for (std::int64_t i = 0; i < a.n; ++i)
+      sum += std::exp(x[a.at(r, i)] - m);
+    for (std::int64_t i = 0; i < a.n; ++i)
+      y[a.at(r, i)] = log ? x[a.at(r, i)] - m - std::log(sum) : std::exp(x[a.at(r, i)] - m) / sum;
+  }
+  return y;
+}
+
+TEST(Softmax, MatchesReferenceAlongEveryDim) {
+  const Shape s{{"a", 3}, {"b", 7}, {"c", 4}};
+  for (double scale : {1.0, 100.0}) {  // 100: exp would overflow without the max shift
+    auto x = random_values(s.num_elements(), 21);
+    for (auto& v : x)
+      v *= scale;
+    for (int dim = 0; dim < 3; ++dim)
+      for (bool log : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "dim " << dim << " log " << log << " scale " << scale);
+        const auto got = to_vector(k::softmax(mtk::ExecSpace(), s, to_view<float>(x), dim, log));
+        const auto ref = ref_softmax(s, x, dim, log);
+        for (size_t i = 0; i < ref.size(); ++i) {
+          ASSERT_TRUE(std::isfinite(got[i]));
+          EXPECT_NEAR(got[i], ref[i], 1e-5 * std::max(1.0, std::abs(ref[i])));
+        }
+      }
+  }
+}
+
+TEST(Softmax, LongRows) {
+  const Shape s{{"rows", 3}, {"vocab", 5000}};
+  const auto x = random_values(s.num_elements(), 22, -20, 20);
+  for (bool log : {false, true}) {
+    const auto got = to_vector(k::softmax(mtk::ExecSpace(), s, to_view<float>(x), 1, log));
+    const auto ref = ref_softmax(s, x, 1, log);
+    for (size_t i = 0; i < ref.size(); ++i)
+      EXPECT_NEAR(got[i], ref[i], log ? 1e-4 : 1e-5 * std::max(1e-3, ref[i]));
+  }
+}
+
+TEST(Softmax, GradientMatchesFiniteDifferences) {
+  // L(x) = sum(w * f(x)) with f = softmax or log-softmax along dim; dL/dx = softmax_grad(y, w).
+  const Shape s{{"a", 2}, {"b", 5}, {"c", 3}};
+  const auto x = random_values(s.num_elements(), 31, -2, 2);
+  const auto w = random_values(s.num_elements(), 32);
+  for (int dim = 0; dim < 3; ++dim)
+    for (bool log : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "dim " << dim << " log " << log);
+      const auto y = k::softmax(mtk::ExecSpace(), s, to_view<float>(x), dim, log);
+      const auto dx =
+          to_vector(k::softmax_grad(mtk::ExecSpace(), s, y, to_view<float>(w), dim, log));
+      auto loss = [&](const std::vector<double>& xx) {
+        const auto f = ref_softmax(s, xx, dim, log);
+        double l = 0;
+        for (size_t i = 0; i < f.size(); ++i)
+          l += w[i] * f[i];
+        return l;
+      };
+      const double h = 1e-5;
+      for (size_t i = 0; i < x.size(); ++i) {
+        auto xp = x, xm = x;
+        xp[i] += h;
+        xm[i] -= h;
+        EXPECT_NEAR(dx[i], (loss(xp) - loss(xm)) / (2 * h), 2e-5) << "element " << i;
+      }
+    }
+}
+
+TEST(Softmax, LabelsAndErrors) {
+  const Shape s{{"a", 2}, {"b", 3}};
+  const auto x = to_view<float>(random_values(6, 1));
+  {
+    Recorder rec;
+    k::softmax(mtk::ExecSpace(), s, x, 1, false);
+    k::softmax(mtk::ExecSpace(), s, x, 0, true);
+    k::softmax_grad(mtk::ExecSpace(), s, x, x, 1, false);
+    EXPECT_TRUE(std::count(Recorder::kernels().begin(), Recorder::kernels().end(),
+                           "mtk::kernels::softmax") >= 1);
+    EXPECT_TRUE(std::count(Recorder::kernels().begin(), Recorder::kernels().end(),
+                           "mtk::kernels::log_softmax") >= 1);
+    EXPECT_TRUE(Recorder::all_kernels_start_with("mtk::kernels::"));
+  }
+  expect_error([&] { k::softmax(mtk::ExecSpace(), s, x, 2, false); },
+               {"mtk::kernels::softmax", "[a=2, b=3]"});
+  expect_error([&] { k::softmax(mtk::ExecSpace(), s, x, -1, true); },
+               {"mtk::kernels::softmax", "[a=2, b=3]"});
+  expect_error(
+      [&] {
+        k::softmax(mtk::ExecSpace(), {{"a", 4}}, x, 0, false);
+      },
+      {"mtk::kernels::softmax", "6 elements", "[a=4]"});
+  expect_error(
+      [&] {
+        k::softmax_grad(mtk::ExecSpace(), s, x, to_view<float>({1, 2}), 0, false);
+      },
+      {"mtk::kernels::softmax_grad", "2 elements", "[a=2, b=3]"});
+}
+
+// ---------------------------------------------------------------- cumsum, top_1
+
+TEST(Cumsum, InclusiveAndExclusiveAlongEveryDim) {
+  const Shape s{{"a", 3}, {"b", 4}, {"c", 5}};
+  const auto x = random_values(s.num_elements(), 41);
+  for (int dim = 0; dim < 3; ++dim)
+    for (bool exclusive : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "dim " << dim << " exclusive " << exclusive);
+      const Around a(s, dim);
+      std::vector<double> ref(x.size());
+      for (std::int64_t r = 0; r < a.rows(); ++r) {
+        double acc = 0;
+        for (std::int64_t i = 0; i < a.n; ++i) {
+          if (!exclusive)
+            acc += x[a.at(r, i)];
+          ref[a.at(r, i)] = acc;
+          if (exclusive)
+            acc += x[a.at(r, i)];
+        }
+      }
+      const auto got = to_vector(k::cumsum(mtk::ExecSpace(), s, to_view<float>(x), dim, exclusive));
+      for (size_t i = 0; i < ref.size(); ++i)
+        EXPECT_NEAR(got[i], ref[i], 1e-6);
+    }
+  expect_error([&] { k::cumsum(mtk::ExecSpace(), s, to_view<float>(x), -1, false); },
+               {"mtk::kernels::cumsum"});
+}
+
+TEST(Top1, MaxAndFirstPosition) {
+  const Shape s{{"a", 3}, {"b", 4}, {"c", 5}};
+  auto x = random_ids(s.num_elements(), 51, 0, 3);  // many ties
+  for (int dim = 0; dim < 3; ++dim) {
+    SCOPED_TRACE(::testing::Message() << "dim " << dim);
+    const Around a(s, dim);
+    k::FView values;
+    k::IView indices;
+    k::top_1(mtk::ExecSpace(), s, to_view<float>(x), dim, values, indices);
+    const auto v = to_vector(values), ix = to_vector(indices);
+    ASSERT_EQ(static_cast<std::int64_t>(v.size()), a.rows());
+    for (std::int64_t r = 0; r < a.rows(); ++r) {
+      std::int64_t best = 0;
+      for (std::int64_t i = 1; i < a.n; ++i)
+        if (x[a.at(r, i)] > x[a.at(r, best)])
+          best = i;
+      EXPECT_EQ(v[static_cast<size_t>(r)], x[a.at(r, best)]);
+      EXPECT_EQ(ix[static_cast<size_t>(r)], best);
+    }
+  }
+}
+
+}  // namespace
