@@ -27,7 +27,10 @@ start=$SECONDS
 
 start_cluster "$work/cluster" || exit $?
 export MTK_ROOT="$root" MTK_LM1B="$lm1b"
-steps=1500  # long enough (seconds) for the signal to land mid-training on a fast machine
+# Long enough (seconds) for the signal to land mid-training on a fast machine; each OpenMP thread
+# per rank beyond one makes this tiny model's steps slower (fork/join per kernel), so fewer steps
+# keep the same wall time (2 threads: 750 steps, 3x the per-step time of 1 thread).
+steps=$((1500 / ${OMP_NUM_THREADS:-1}))
 
 # job_field JOB KEY: a field of `scontrol show job` (RestartCnt, JobState, ExitCode).
 job_field() { scontrol show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
