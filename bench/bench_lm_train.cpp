@@ -187,6 +187,7 @@ int run(int argc, char** argv) {
   auto split = program->time_split();
   const long long kokkos_peak = max_over_ranks(KokkosMemory::peak());
   const long long hwm = max_over_ranks(vm_hwm_bytes());
+  const long long pool = max_over_ranks(program->buffer_pool().bytes());
   const std::string bf16_path =
       c.activation_dtype == "bfloat16" ? mtk::kernels::bf16_gemm_description() : std::string("-");
   if (rank == 0) {
@@ -198,14 +199,15 @@ int run(int argc, char** argv) {
         "\"sgemm_ceiling_gflops\":%.1f,\"mfu\":%.3f,\"loss\":%.4f,"
         "\"time_split_s\":{\"compute\":%.4f,\"collectives\":%.4f,\"other\":%.4f},"
         "\"comm_bytes_per_step\":%lld,\"peak_bytes\":%lld,\"kokkos_peak_bytes\":%lld,"
-        "\"vmhwm_bytes\":%lld,\"activation_dtype\":\"%s\",\"bf16_gemm\":\"%s\","
-        "\"model_flops_per_step\":%.0f}\n",
+        "\"vmhwm_bytes\":%lld,\"pool_bytes\":%lld,\"buffer_reuse\":%s,"
+        "\"activation_dtype\":\"%s\",\"bf16_gemm\":\"%s\",\"model_flops_per_step\":%.0f}\n",
         ranks, mesh_text.c_str(), layout_text.c_str(), opt.c_str(), tokens, step_s, tokens / step_s,
         flops / step_s / 1e9, ceiling, flops / step_s / 1e9 / ceiling, loss,
         split["compute"] / steps, split["collectives"] / steps, split["other"] / steps,
         static_cast<long long>(program->counters().total_comm_bytes()),
-        static_cast<long long>(program->counters().peak_bytes), kokkos_peak, hwm,
-        c.activation_dtype.c_str(), bf16_path.c_str(), flops);
+        static_cast<long long>(program->counters().peak_bytes), kokkos_peak, hwm, pool,
+        program->buffer_reuse() ? "true" : "false", c.activation_dtype.c_str(), bf16_path.c_str(),
+        flops);
   }
   if (rank == 0 && std::getenv("MTK_BENCH_DETAIL")) {
     for (const auto& [k, v] : program->time_by_kind())

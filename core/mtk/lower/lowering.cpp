@@ -192,6 +192,7 @@ void Lowering::add_placeholder(int t) {
 
 void Lowering::add_variable(int t, const std::string& name, const Program::Buffer& storage) {
   p_->variables_[t] = storage;
+  p_->adopt_variable_storage(storage);
   p_->variable_tensor_[name] = t;
   p_->variable_order_.push_back(name);
   p_->persistent_.push_back(t);

@@ -39,6 +39,23 @@ void Program::Buffer::fail_dtype(DType asked) const {
        cat("buffer holds ", dtype_name(dtype_), " values, not ", dtype_name(asked)));
 }
 
+Program::Program(const Mesh& mesh) : mesh_(mesh) {
+  const char* env = std::getenv("MTK_BUFFER_REUSE");
+  reuse_buffers_ = !(env && std::string(env) == "0");
+}
+
+void Program::set_buffer_reuse(bool on) {
+  reuse_buffers_ = on;
+  if (!on)
+    pool_->clear();
+}
+
+void Program::adopt_variable_storage(const Buffer& b) {
+  if (!reuse_buffers_ || b.empty())
+    return;
+  visit_dtype(b.dtype(), [&](auto t) { pool_->adopt(b.view<decltype(t)>()); });
+}
+
 const TensorLayout& Program::layout(const Tensor& t) const {
   return layouts_.at(static_cast<size_t>(t.id()));
 }
@@ -133,6 +150,7 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
   if (dry_)
     fail("mtk::Program::run", "this program was built by mtk::analyze() for sizing only");
   Kokkos::Profiling::pushRegion("mtk::Program::run");
+  const BufferPoolScope pool_scope(reuse_buffers_ ? pool_.get() : nullptr);
   using clock = std::chrono::steady_clock;
   auto mark = clock::now();
   auto charge = [&](const char* what, const std::string* step = nullptr) {
@@ -201,6 +219,8 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
   for (auto& a : assigns_)
     a.run(buffers, space_);
   charge("other");
+  if (reuse_buffers_)
+    pool_->end_run();
   ++step_;
   Kokkos::Profiling::popRegion();
   return out;
@@ -236,6 +256,7 @@ void Program::set_variable_slice(const std::string& name, const Kokkos::View<flo
          cat("variable '", name, "' slice ", ls.to_string(), " needs ", ls.num_elements(),
              " values, got ", slice.extent(0)));
   variables_[it->second] = Buffer(slice);
+  adopt_variable_storage(variables_[it->second]);
 }
 
 HostTensor Program::variable_value(const std::string& name) {

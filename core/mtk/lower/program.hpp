@@ -2,6 +2,7 @@
 // A lowered program: the SPMD work of one rank (local kernels plus MPI collectives), its variable
 // storage, and exact counters of what one run costs. Built by lower() (mtk/lower/lowering.hpp).
 
+#include <mtk/base/buffer_pool.hpp>
 #include <mtk/base/exec_space.hpp>
 #include <mtk/graph/graph.hpp>
 #include <mtk/parallel/layout.hpp>
@@ -168,6 +169,14 @@ class Program {
     time_by_kind_.clear();
   }
 
+  /// Buffer reuse (on by default, off with MTK_BUFFER_REUSE=0): run() draws its temporaries from
+  /// a pool that keeps the previous run's buffers, so a step allocates nothing after the first
+  /// (mtk/base/buffer_pool.hpp). The pool holds at most one run's buffers; turning reuse off frees
+  /// them.
+  void set_buffer_reuse(bool on);
+  bool buffer_reuse() const { return reuse_buffers_; }
+  const BufferPool& buffer_pool() const { return *pool_; }
+
   const Mesh& mesh() const { return mesh_; }
   /// The execution space instance the steps run in.
   const ExecSpace& exec_space() const { return space_; }
@@ -192,8 +201,10 @@ class Program {
 
  private:
   friend class Lowering;
-  Program(const Mesh& mesh) : mesh_(mesh) {}
+  Program(const Mesh& mesh);
   HostTensor gather_global(int tensor, const Buffer& b);
+  // Lets the pool reuse a variable's storage once an assignment has replaced it.
+  void adopt_variable_storage(const Buffer& b);
   Buffer slice_of_host(int tensor, const HostTensor& global) const;
 
   Mesh mesh_;
@@ -212,6 +223,8 @@ class Program {
   Counters counters_;
   std::int64_t step_ = 0;
   bool profiling_ = false;
+  bool reuse_buffers_ = true;
+  std::unique_ptr<BufferPool> pool_ = std::make_unique<BufferPool>();
   bool dry_ = false;  // built by analyze(): counters only
   std::map<std::string, double> time_split_;
   std::map<std::string, double> time_by_kind_;
