@@ -154,9 +154,13 @@ FView scatter_add(const ExecSpace& space, const Shape& ids_shape, const IView& i
   }
   const std::int64_t n_pos = ids_shape.num_elements();
 
-  FView table(std::string(where), static_cast<size_t>(n_table));  // zeros
-  if (n_table == 0 || n_pos == 0)
+  FView table = impl::alloc<float>(where, n_table);  // every element written below
+  if (n_table == 0)
     return table;
+  if (n_pos == 0) {
+    Kokkos::deep_copy(space, table, 0.f);
+    return table;
+  }
   // Bucket starts per id: counts, then an exclusive scan (start(id_size) = in-range positions).
   I64View start("mtk::kernels::scatter_add::start", static_cast<size_t>(id_size + 1));
   Kokkos::parallel_for(
@@ -176,7 +180,8 @@ FView scatter_add(const ExecSpace& space, const Shape& ids_shape, const IView& i
       });
   I64View cursor("mtk::kernels::scatter_add::cursor", static_cast<size_t>(id_size));
   Kokkos::deep_copy(space, cursor, Kokkos::subview(start, Kokkos::make_pair(0l, id_size)));
-  I64View order("mtk::kernels::scatter_add::order", static_cast<size_t>(n_pos));
+  I64View order(Kokkos::view_alloc(Kokkos::WithoutInitializing, "mtk::kernels::scatter_add::order"),
+                static_cast<size_t>(n_pos));  // [start(id), start(id + 1)) written per id
   Kokkos::parallel_for(
       "mtk::kernels::scatter_add::bucket", impl::Range(space, 0, n_pos),
       KOKKOS_LAMBDA(std::int64_t p) {
@@ -211,14 +216,25 @@ FView scatter_add(const ExecSpace& space, const Shape& ids_shape, const IView& i
           sift(0, end);
         }
       });
+  // One table row (id_stride contiguous elements of one id) per iteration: rows of ids that no
+  // position hit (most of a vocabulary) are zero-filled without index arithmetic; the others sum
+  // their bucket in position order, so the result does not depend on the thread count.
   Kokkos::parallel_for(
-      where, impl::Range(space, 0, n_table), KOKKOS_LAMBDA(std::int64_t t) {
-        const std::int64_t id = (t / id_stride) % id_size;
-        const std::int64_t base = table_upd.offset(t);
-        float sum = 0.f;
-        for (std::int64_t s = start(id); s < start(id + 1); ++s)
-          sum += updates(base + pos_upd.offset(order(s)));
-        table(t) = sum;
+      where, impl::Range(space, 0, n_table / id_stride), KOKKOS_LAMBDA(std::int64_t r) {
+        const std::int64_t id = r % id_size, t0 = r * id_stride;
+        const std::int64_t first = start(id), last = start(id + 1);
+        if (first == last) {
+          for (std::int64_t j = 0; j < id_stride; ++j)
+            table(t0 + j) = 0.f;
+          return;
+        }
+        for (std::int64_t j = 0; j < id_stride; ++j) {
+          const std::int64_t base = table_upd.offset(t0 + j);
+          float sum = 0.f;
+          for (std::int64_t s = first; s < last; ++s)
+            sum += updates(base + pos_upd.offset(order(s)));
+          table(t0 + j) = sum;
+        }
       });
   return table;
 }

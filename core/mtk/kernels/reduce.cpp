@@ -1,6 +1,7 @@
 // mtk::kernels reductions: reduce, softmax / log-softmax and their gradient, cumsum, top_1.
 // See reduce.hpp for the contracts.
 #include <mtk/base/error.hpp>
+#include <mtk/kernels/impl/fast_exp.hpp>
 #include <mtk/kernels/impl/index.hpp>
 #include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/kernels.hpp>
@@ -278,19 +279,26 @@ FView softmax(const ExecSpace& space, const Shape& shape, const FView& x, int di
                   lm = x(base + i);
               },
               Kokkos::Max<float>(m));
+          // One exponential per element: written once, then scaled (or, for log-softmax,
+          // only summed); fast_exp vectorises where expf is a call per element.
           float s = 0.f;
           Kokkos::parallel_reduce(
               Kokkos::TeamThreadRange(t, n),
-              [&](std::int64_t i, float& ls) { ls += ::expf(x(base + i) - m); }, s);
+              [&](std::int64_t i, float& ls) {
+                const float e = impl::fast_exp(x(base + i) - m);
+                if (!log)
+                  y(base + i) = e;
+                ls += e;
+              },
+              s);
           if (log) {
             const float shift = m + ::logf(s);
             Kokkos::parallel_for(Kokkos::TeamThreadRange(t, n),
                                  [&](std::int64_t i) { y(base + i) = x(base + i) - shift; });
           } else {
             const float inv = 1.f / s;
-            Kokkos::parallel_for(Kokkos::TeamThreadRange(t, n), [&](std::int64_t i) {
-              y(base + i) = ::expf(x(base + i) - m) * inv;
-            });
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(t, n),
+                                 [&](std::int64_t i) { y(base + i) *= inv; });
           }
         });
     return y;
@@ -303,8 +311,12 @@ FView softmax(const ExecSpace& space, const Shape& shape, const FView& x, int di
           if (x(base + i * inner) > m)
             m = x(base + i * inner);
         float s = 0.f;
-        for (std::int64_t i = 0; i < n; ++i)
-          s += ::expf(x(base + i * inner) - m);
+        for (std::int64_t i = 0; i < n; ++i) {
+          const float e = impl::fast_exp(x(base + i * inner) - m);
+          if (!log)
+            y(base + i * inner) = e;
+          s += e;
+        }
         if (log) {
           const float shift = m + ::logf(s);
           for (std::int64_t i = 0; i < n; ++i)
@@ -312,7 +324,7 @@ FView softmax(const ExecSpace& space, const Shape& shape, const FView& x, int di
         } else {
           const float inv = 1.f / s;
           for (std::int64_t i = 0; i < n; ++i)
-            y(base + i * inner) = ::expf(x(base + i * inner) - m) * inv;
+            y(base + i * inner) *= inv;
         }
       });
   return y;
@@ -349,7 +361,7 @@ FView softmax_grad(const ExecSpace& space, const Shape& shape, const FView& y, c
               s);
           Kokkos::parallel_for(Kokkos::TeamThreadRange(t, n), [&](std::int64_t i) {
             const std::int64_t k = base + i;
-            dx(k) = log ? dy(k) - ::expf(y(k)) * s : y(k) * (dy(k) - s);
+            dx(k) = log ? dy(k) - impl::fast_exp(y(k)) * s : y(k) * (dy(k) - s);
           });
         });
     return dx;
@@ -364,7 +376,7 @@ FView softmax_grad(const ExecSpace& space, const Shape& shape, const FView& y, c
         }
         for (std::int64_t i = 0; i < n; ++i) {
           const std::int64_t k = base + i * inner;
-          dx(k) = log ? dy(k) - ::expf(y(k)) * s : y(k) * (dy(k) - s);
+          dx(k) = log ? dy(k) - impl::fast_exp(y(k)) * s : y(k) * (dy(k) - s);
         }
       });
   return dx;
