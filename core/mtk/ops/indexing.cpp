@@ -82,7 +82,11 @@ void scatter_add_grad(GradientContext& c) {
 }
 
 // Dims summed away (in ids/updates, not in the table): their split axes leave partial sums. Such
-// a dim split over an axis that also splits the table is gathered first.
+// a dim split over an axis that also splits the table is gathered first. When the updates, gathered
+// whole over the remaining split summed dims, are smaller than this rank's table slice (an
+// embedding's gradient: a batch of rows against a whole vocabulary), they are gathered instead:
+// an allconcat of the few rows replaces an allreduce of the table, and every rank then sums the
+// positions in the one-processor order.
 std::vector<int> scatter_pending(Lowering& l, int& ids, int& upd, int y) {
   const Shape& ts = l.layout(y).shape();
   std::set<std::string> summed;
@@ -96,6 +100,14 @@ std::vector<int> scatter_pending(Lowering& l, int& ids, int& upd, int y) {
       if (summed.count(l.layout(t).shape()[i].name) && l.layout(t).mesh_axis(i) >= 0 &&
           l.layout(y).tensor_dim_on(l.layout(t).mesh_axis(i)) >= 0)
         conflict.insert(l.layout(t).shape()[i].name);
+  std::int64_t gathered = l.local(upd).num_elements();
+  for (int i = 0; i < l.layout(upd).shape().rank(); ++i) {
+    const int a = l.layout(upd).mesh_axis(i);
+    if (summed.count(l.layout(upd).shape()[i].name) && a >= 0)
+      gathered *= l.mesh_shape()[a].size;
+  }
+  if (gathered < l.local(y).num_elements())
+    conflict = summed;
   ids = l.gather_dims(ids, conflict);
   upd = l.gather_dims(upd, conflict);
   std::vector<int> p;
