@@ -14,6 +14,7 @@
 // conversion of bf16 values is exact) or, emulated, through the fp32 gemm: the same numbers up to
 // the order of the float32 sums.
 #include <mtk/base/error.hpp>
+#include <mtk/kernels/impl/index.hpp>
 #include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/impl/onednn_matmul.hpp>
 #include <mtk/kernels/kernels.hpp>
@@ -117,6 +118,35 @@ void presum(const ExecSpace& space, Shape& s, FView& x, const Shape& other, cons
   Shape kept(keep);
   x = reduce(space, ReduceFn::sum, s, x, kept);
   s = kept;
+}
+
+// x (shape `in`) copied into the dim order of `out` (the same dims, permuted). The trailing dims
+// both orders share form contiguous runs copied as such, so the index arithmetic is per run (an
+// attention operand [b, m, h, d] -> [b, h, m, d] moves runs of d), not per element.
+FView permuted(const ExecSpace& space, const Shape& in, const FView& x, const Shape& out) {
+  const char* label = "mtk::kernels::einsum transposed copy";
+  int common = 0;
+  while (common < out.rank() &&
+         out[out.rank() - 1 - common].name == in[in.rank() - 1 - common].name)
+    ++common;
+  std::int64_t run = 1;
+  for (int i = out.rank() - common; i < out.rank(); ++i)
+    run *= out[i].size;
+  IndexMap rows;  // row-major row index over out's leading dims -> offset in x
+  rows.rank = out.rank() - common;
+  const auto in_strides = in.strides();
+  for (int i = 0; i < rows.rank; ++i) {
+    rows.extent[i] = out[i].size;
+    rows.stride[i] = in_strides[static_cast<size_t>(in.index_of(out[i].name))];
+  }
+  FView y = impl::alloc<float>(label, out.num_elements());
+  Kokkos::parallel_for(
+      label, impl::Range(space, 0, out.num_elements() / run), KOKKOS_LAMBDA(std::int64_t r) {
+        const std::int64_t src = rows.offset(r), dst = r * run;
+        for (std::int64_t j = 0; j < run; ++j)
+          y(dst + j) = x(src + j);
+      });
+  return y;
 }
 
 char flip(char t) {
@@ -352,7 +382,7 @@ FView einsum(const ExecSpace& space, const Shape& a_shape_in, const FView& a_in,
     ta = 'T';
   } else {
     const Shape s = shape_of(a_nk, sizes);
-    a = reduce(space, ReduceFn::sum, a_shape, a, s);  // a transposed copy
+    a = permuted(space, a_shape, a, s);
     a_shape = s;
   }
   const Names b_kn = concat({&batch, &k_dims, &n_dims});
@@ -362,7 +392,7 @@ FView einsum(const ExecSpace& space, const Shape& a_shape_in, const FView& a_in,
     tb = 'T';
   } else {
     const Shape s = shape_of(b_kn, sizes);
-    b = reduce(space, ReduceFn::sum, b_shape, b, s);
+    b = permuted(space, b_shape, b, s);
     b_shape = s;
   }
 
@@ -394,7 +424,7 @@ FView einsum(const ExecSpace& space, const Shape& a_shape_in, const FView& a_in,
     }
   }
   if (!direct && !swapped)
-    c = reduce(space, ReduceFn::sum, shape_of(c_mn, sizes), c, out_shape);
+    c = permuted(space, shape_of(c_mn, sizes), c, out_shape);
   Kokkos::Profiling::popRegion();
   return c;
 }
