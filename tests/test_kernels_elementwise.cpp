@@ -458,6 +458,42 @@ TEST(KernelsElementwise, Range) {
   }
 }
 
+TEST(KernelsBinary, EveryBroadcastPatternMatchesTheReference) {
+  // Operands made of random subsets of the output's dims in random orders: runs of trailing
+  // outputs where an operand is contiguous, constant or neither, on every code path.
+  const std::vector<mtk::Dimension> dims = {{"a", 3}, {"b", 9}, {"c", 2}, {"d", 16}};
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 200; ++trial) {
+    auto o = dims;
+    std::shuffle(o.begin(), o.end(), rng);
+    auto pick = [&] {
+      std::vector<mtk::Dimension> d;
+      for (const auto& x : o)
+        if (rng() % 3 != 0)
+          d.push_back(x);
+      if (rng() % 2)
+        std::shuffle(d.begin(), d.end(), rng);
+      return mtk::Shape(d);
+    };
+    const mtk::Shape out(o), as = pick(), bs = pick();
+    SCOPED_TRACE(as.to_string() + " + " + bs.to_string() + " -> " + out.to_string());
+    auto a = random_values(as.num_elements(), -1, 1, static_cast<unsigned>(trial));
+    auto b = random_values(bs.num_elements(), -1, 1, static_cast<unsigned>(trial + 1000));
+    for (auto& v : a)
+      v = static_cast<float>(v);
+    for (auto& v : b)
+      v = static_cast<float>(v);
+    auto z = to_vector(k::binary<float>(mtk::ExecSpace(), BinaryFn::subtract, as, to_view<float>(a),
+                                        bs, to_view<float>(b), out));
+    ASSERT_EQ(static_cast<std::int64_t>(z.size()), out.num_elements());
+    for (std::int64_t i = 0; i < out.num_elements(); ++i)
+      ASSERT_EQ(z[static_cast<size_t>(i)],
+                static_cast<float>(a[static_cast<size_t>(ref_offset(out, as, i))] -
+                                   b[static_cast<size_t>(ref_offset(out, bs, i))]))
+          << "at " << i;
+  }
+}
+
 }  // namespace
 
 // An operand whose leading and trailing dims are the output's, with dims broadcast in between

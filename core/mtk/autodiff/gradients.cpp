@@ -17,9 +17,25 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs)
     fail("mtk::gradients", cat("loss '", loss.name(), "' must be float32"));
   Graph& g = loss.graph();
   const int last_op = loss.producer();
+  // Only tensors that depend on some x need a gradient: an attention bias built from the inputs
+  // gets none, so no op is added (and none runs) to sum the logits' gradient to its shape.
+  std::vector<bool> depends(static_cast<size_t>(g.num_tensors()), false);
+  for (const auto& x : xs)
+    if (x.valid() && &x.graph() == &g)
+      depends.at(static_cast<size_t>(x.id())) = true;
+  for (int oi = 0; oi <= last_op; ++oi) {
+    const Operation& op = g.op(oi);
+    bool any = false;
+    for (int t : op.inputs)
+      any = any || depends.at(static_cast<size_t>(t));
+    if (any)
+      for (int t : op.outputs)
+        depends.at(static_cast<size_t>(t)) = true;
+  }
   std::map<int, Tensor> grad;  // tensor id -> accumulated gradient
   auto accumulate = [&](int id, const Tensor& d) {
-    if (!d.valid())
+    if (!d.valid() || static_cast<size_t>(id) >= depends.size() ||
+        !depends[static_cast<size_t>(id)])
       return;
     const auto& info = g.tensor_info(id);
     if (info.dtype != DType::float32)
@@ -44,7 +60,9 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs)
     // backward is bf16 too), whatever the graph's precision is now.
     const Precision saved = g.contraction_precision();
     g.set_contraction_precision(op.precision);
-    GradientContext ctx(g, op, it->second, accumulate);
+    GradientContext ctx(g, op, it->second, accumulate, [&](int id) {
+      return static_cast<size_t>(id) < depends.size() && depends[static_cast<size_t>(id)];
+    });
     try {
       op.def->gradient(ctx);
     } catch (...) {

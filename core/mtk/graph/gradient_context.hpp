@@ -11,8 +11,14 @@ namespace mtk {
 class GradientContext {
  public:
   using Accumulate = std::function<void(int tensor, const Tensor& gradient)>;
-  GradientContext(Graph& graph, const Operation& op, Tensor dy, Accumulate accumulate)
-      : graph_(graph), op_(op), dy_(dy), accumulate_(std::move(accumulate)) {}
+  using Needs = std::function<bool(int tensor)>;
+  GradientContext(Graph& graph, const Operation& op, Tensor dy, Accumulate accumulate,
+                  Needs needs = nullptr)
+      : graph_(graph),
+        op_(op),
+        dy_(dy),
+        accumulate_(std::move(accumulate)),
+        needs_(std::move(needs)) {}
 
   Graph& graph() const { return graph_; }
   const Operation& op() const { return op_; }
@@ -27,12 +33,16 @@ class GradientContext {
   /// Adds `d` to the gradient of input i (summed to the input's shape; fan-in is summed; an
   /// invalid `d` or a non-float input gets nothing).
   void add(size_t i, const Tensor& d) const { accumulate_(op_.inputs.at(i), d); }
+  /// Whether input i needs a gradient (it depends on a tensor gradients() was asked about): a
+  /// gradient function skips building the ops of an input that does not.
+  bool needs(size_t i) const { return !needs_ || needs_(op_.inputs.at(i)); }
 
  private:
   Graph& graph_;
   const Operation& op_;
   Tensor dy_;
   Accumulate accumulate_;
+  Needs needs_;
 };
 
 }  // namespace mtk

@@ -21,7 +21,11 @@
 
 #include <KokkosBlas3_gemm.hpp>
 #include <Kokkos_Core.hpp>
+#if defined(KOKKOSKERNELS_ENABLE_TPL_BLAS)
+#include <KokkosBlas_Host_tpl.hpp>
+#endif
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
@@ -161,6 +165,54 @@ int blas_int(const char* where, std::int64_t n, const char* what) {
 
 constexpr bool host_space = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
 
+// One operand of a batched product seen in place: per batch entry, a row-major matrix whose rows
+// (one collapsed group of dims) lie `ld` apart and whose columns (another group) are contiguous.
+// Attention operands such as q [batch, length, heads, d_kv] are matrices [length][d_kv] with
+// ld = heads * d_kv for each (batch, heads): the host BLAS reads them without a transposed copy.
+struct InPlace {
+  std::int64_t ld = 1;
+  IndexMap batch;  // batch entry (row-major over the batch dims) -> element offset
+};
+
+// Whether `s` holds, for each entry of `batch`, the matrix [rows][cols] in place (see InPlace).
+bool in_place(const Shape& s, const Names& batch, const Names& rows, const Names& cols,
+              const std::map<std::string, std::int64_t>& sizes, InPlace& out) {
+  if (static_cast<int>(batch.size()) > max_rank)
+    return false;
+  const auto strides = s.strides();
+  auto stride_of = [&](const std::string& n) {
+    return strides[static_cast<size_t>(s.index_of(n))];
+  };
+  // A group collapses when each non-unit dim's stride is the next one's stride times its size.
+  auto collapses = [&](const Names& group, std::int64_t& inner_stride) {
+    const std::string* prev = nullptr;
+    inner_stride = 0;
+    for (const auto& n : group) {
+      if (sizes.at(n) == 1)
+        continue;
+      if (prev && stride_of(*prev) != stride_of(n) * sizes.at(n))
+        return false;
+      prev = &n;
+      inner_stride = stride_of(n);
+    }
+    return true;
+  };
+  std::int64_t col_stride = 0, row_stride = 0;
+  if (!collapses(cols, col_stride) || (col_stride != 0 && col_stride != 1) ||
+      !collapses(rows, row_stride))
+    return false;
+  const std::int64_t ncols = product(cols, sizes);
+  out.ld = row_stride != 0 ? row_stride : std::max<std::int64_t>(1, ncols);
+  if (out.ld < ncols || out.ld > std::numeric_limits<int>::max())
+    return false;
+  out.batch.rank = static_cast<int>(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    out.batch.extent[i] = sizes.at(batch[i]);
+    out.batch.stride[i] = stride_of(batch[i]);
+  }
+  return true;
+}
+
 // Host buffers for the rounded operands, grown as needed and released before Kokkos finalizes.
 struct RoundBuffers {
   FView a, b;
@@ -198,6 +250,98 @@ FView rounded(const ExecSpace& space, const FView& x, FView& reuse) {
       KOKKOS_LAMBDA(std::int64_t i) { out(i) = round_to_bfloat16(x(i)); });
   return out;
 }
+
+bool& in_place_switch() {
+  static bool on = [] {
+    const char* v = std::getenv("MTK_EINSUM_IN_PLACE");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
+#if defined(KOKKOSKERNELS_ENABLE_TPL_BLAS)
+// The product on the host BLAS with every operand read or written in place where its dims allow
+// (InPlace), else through a transposed copy into [batch][M][K] / [batch][K][N] / [batch][M][N].
+FView host_gemm_in_place(const ExecSpace& space, Shape a_shape, FView a, Shape b_shape, FView b,
+                         const Shape& out_shape, const Names& batch, const Names& m_dims,
+                         const Names& n_dims, const Names& k_in_a, const Names& k_in_b,
+                         const std::map<std::string, std::int64_t>& sizes) {
+  const char* where = "mtk::kernels::einsum";
+  const std::int64_t nb = product(batch, sizes), m = product(m_dims, sizes),
+                     n = product(n_dims, sizes), k = product(k_in_a, sizes);
+  InPlace ia, ib, ic;
+  // K's order: the one that lets more operands stay in place (a's on a tie).
+  auto fits = [&](const Names& kk) {
+    InPlace t;
+    return (in_place(a_shape, batch, m_dims, kk, sizes, t) ||
+                    in_place(a_shape, batch, kk, m_dims, sizes, t)
+                ? 1
+                : 0) +
+           (in_place(b_shape, batch, kk, n_dims, sizes, t) ||
+                    in_place(b_shape, batch, n_dims, kk, sizes, t)
+                ? 1
+                : 0);
+  };
+  const Names& k_dims = fits(k_in_a) >= fits(k_in_b) ? k_in_a : k_in_b;
+
+  // Row-major forms: a is [M][K] ('N') or [K][M] ('T'); b is [K][N] ('N') or [N][K] ('T').
+  char ta = 'N', tb = 'N';
+  if (!in_place(a_shape, batch, m_dims, k_dims, sizes, ia)) {
+    if (in_place(a_shape, batch, k_dims, m_dims, sizes, ia)) {
+      ta = 'T';
+    } else {
+      const Shape s = shape_of(concat({&batch, &m_dims, &k_dims}), sizes);
+      a = permuted(space, a_shape, a, s);
+      a_shape = s;
+      in_place(a_shape, batch, m_dims, k_dims, sizes, ia);
+    }
+  }
+  if (!in_place(b_shape, batch, k_dims, n_dims, sizes, ib)) {
+    if (in_place(b_shape, batch, n_dims, k_dims, sizes, ib)) {
+      tb = 'T';
+    } else {
+      const Shape s = shape_of(concat({&batch, &k_dims, &n_dims}), sizes);
+      b = permuted(space, b_shape, b, s);
+      b_shape = s;
+      in_place(b_shape, batch, k_dims, n_dims, sizes, ib);
+    }
+  }
+  // c is [M][N] (direct), [N][M] (swapped) or a temporary [batch][M][N] transposed into out.
+  const std::int64_t out_n = out_shape.num_elements();
+  FView c = impl::alloc<float>(where, out_n);
+  Shape c_shape = out_shape;
+  bool swapped = false;
+  if (!in_place(c_shape, batch, m_dims, n_dims, sizes, ic)) {
+    swapped = in_place(c_shape, batch, n_dims, m_dims, sizes, ic);
+    if (!swapped) {
+      c_shape = shape_of(concat({&batch, &m_dims, &n_dims}), sizes);
+      in_place(c_shape, batch, m_dims, n_dims, sizes, ic);
+    }
+  }
+  const int mi = blas_int(where, m, "M"), ni = blas_int(where, n, "N"),
+            ki = blas_int(where, k, "K");
+  const int lda = static_cast<int>(ia.ld), ldb = static_cast<int>(ib.ld),
+            ldc = static_cast<int>(ic.ld);
+  // Column-major BLAS sees a row-major matrix as its transpose: C = A B is computed as
+  // C^T = B^T A^T; swapped (out holds C^T), as C = A B with both operands' transposes flipped.
+  using Blas = KokkosBlas::Impl::HostBlas<float>;
+  space.fence();
+  Kokkos::Profiling::pushRegion("mtk::kernels::einsum host BLAS sgemm in place");
+  for (std::int64_t i = 0; i < nb; ++i) {
+    const float* ap = a.data() + ia.batch.offset(i);
+    const float* bp = b.data() + ib.batch.offset(i);
+    float* cp = c.data() + ic.batch.offset(i);
+    if (swapped)
+      Blas::gemm(flip(ta), flip(tb), mi, ni, ki, 1.0f, ap, lda, bp, ldb, 0.0f, cp, ldc);
+    else
+      Blas::gemm(tb, ta, ni, mi, ki, 1.0f, bp, ldb, ap, lda, 0.0f, cp, ldc);
+  }
+  Kokkos::Profiling::popRegion();
+  if (!(c_shape == out_shape))
+    c = permuted(space, c_shape, c, out_shape);
+  return c;
+}
+#endif
 
 struct Bf16Choice {
   bool forced = false;
@@ -252,6 +396,10 @@ void onednn_bf16_matmul(const float*, bool, const float*, bool, float*, std::int
 }
 }  // namespace impl
 #endif
+
+void set_einsum_in_place(bool on) {
+  detail::einsum_impl::in_place_switch() = on;
+}
 
 void set_bf16_gemm(Bf16Gemm path) {
   if (path == Bf16Gemm::onednn && !impl::onednn_available())
@@ -359,6 +507,17 @@ FView einsum(const ExecSpace& space, const Shape& a_shape_in, const FView& a_in,
     Kokkos::Profiling::popRegion();
     return out;
   }
+
+#if defined(KOKKOSKERNELS_ENABLE_TPL_BLAS)
+  if constexpr (host_space) {
+    if (!use_onednn && in_place_switch()) {
+      FView out = host_gemm_in_place(space, a_shape, a, b_shape, b, out_shape, batch, m_dims,
+                                     n_dims, k_in_a, k_in_b, sizes);
+      Kokkos::Profiling::popRegion();
+      return out;
+    }
+  }
+#endif
 
   // K's order: a's, unless only b's order spares a copy.
   auto fits_a = [&](const Names& kk) {

@@ -23,6 +23,12 @@ namespace mtk::kernels {
 /// native one, otherwise (and on GPUs, for now) emulated: rounded copies through the fp32 gemm.
 FView einsum(const ExecSpace& space, const Shape& a_shape, const FView& a, const Shape& b_shape,
              const FView& b, const Shape& out_shape, Precision precision = Precision::float32);
+/// Host spaces with a BLAS library: operands and result are read and written in place whenever each
+/// batch entry is a matrix with one row stride and contiguous rows (attention's
+/// [batch, length, heads, d_kv] per (batch, heads)), via the BLAS leading dimensions, instead of
+/// transposed copies. On by default; off (the copying path every backend has) with
+/// set_einsum_in_place(false) or MTK_EINSUM_IN_PLACE=0. Results agree to float32 rounding.
+void set_einsum_in_place(bool on);
 /// One operand: sums the dims out_shape lacks and reorders the rest.
 FView einsum(const ExecSpace& space, const Shape& a_shape, const FView& a, const Shape& out_shape);
 /// Multiply-add count of einsum(a, b) -> out: the product of the sizes of all distinct dims.

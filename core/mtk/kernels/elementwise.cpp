@@ -383,6 +383,62 @@ void zip_kernel(const ExecSpace& space, const char* label, Op op, const View<T>&
       KOKKOS_LAMBDA(std::int64_t k) { out(k) = op(a(ia(k)), b(ib(k))); });
 }
 
+/// The longest run of trailing output elements over which each operand is contiguous (step 1)
+/// or constant (step 0): e.g. the memory rows of logits [b, h, l, m] plus a bias [b, l, m].
+struct Run {
+  std::int64_t len = 1;
+  int step_a = 1, step_b = 1;
+};
+
+Run trailing_run(const Plan& pa, const Plan& pb) {
+  Run run;
+  const IndexMap& ma = pa.map;
+  int mode[2] = {-1, -1};           // -1 undecided, 0 constant, 1 contiguous
+  std::int64_t expect[2] = {1, 1};  // a contiguous operand's next stride
+  for (int i = ma.rank - 1; i >= 0; --i) {
+    const std::int64_t ext = ma.extent[i];
+    if (ext == 1)
+      continue;
+    int next_mode[2];
+    bool ok = true;
+    for (int o = 0; o < 2 && ok; ++o) {
+      const std::int64_t st = (o == 0 ? pa : pb).map.stride[i];
+      next_mode[o] = mode[o];
+      if (mode[o] == -1)
+        next_mode[o] = st == 0 ? 0 : (st == 1 ? 1 : -2);
+      ok = next_mode[o] == 0 ? st == 0 : (next_mode[o] == 1 && st == expect[o]);
+    }
+    if (!ok)
+      break;
+    for (int o = 0; o < 2; ++o) {
+      mode[o] = next_mode[o];
+      if (mode[o] == 1)
+        expect[o] *= ext;
+    }
+    run.len *= ext;
+  }
+  run.step_a = mode[0] == 0 ? 0 : 1;
+  run.step_b = mode[1] == 0 ? 0 : 1;
+  return run;
+}
+
+/// Host: one pass per run of `len` outputs, each operand's offset computed once per run and its
+/// step a compile-time 0 or 1, so the inner loop vectorises (no division per element).
+template <int SA, int SB, class Op, class T, class R>
+void zip_runs(const ExecSpace& space, const char* label, Op op, const View<T>& a,
+              const IndexMap& ma, const View<T>& b, const IndexMap& mb, const View<R>& out,
+              std::int64_t len) {
+  const std::int64_t runs = static_cast<std::int64_t>(out.extent(0)) / len;
+  Kokkos::parallel_for(
+      label, Policy(space, 0, runs), KOKKOS_LAMBDA(std::int64_t r) {
+        const T* ap = a.data() + ma.offset(r * len);
+        const T* bp = b.data() + mb.offset(r * len);
+        R* op_ = out.data() + r * len;
+        for (std::int64_t j = 0; j < len; ++j)
+          op_[j] = op(ap[j * SA], bp[j * SB]);
+      });
+}
+
 /// out[out_shape] = op(a, b) with broadcasting by name, choosing the fastest indexing.
 template <class R, class Op, class T>
 View<R> zip(const ExecSpace& space, const char* label, Op op, const Shape& a_shape,
@@ -392,6 +448,21 @@ View<R> zip(const ExecSpace& space, const char* label, Op op, const Shape& a_sha
   const Plan pa = plan_operand(out_shape, a_shape, label);
   const Plan pb = plan_operand(out_shape, b_shape, label);
   auto out = alloc<R>(label, out_shape.num_elements());
+  if (impl::host_exec && !(pa.access == Access::direct && pb.access == Access::direct) &&
+      out_shape.num_elements() > 0) {
+    const Run run = trailing_run(pa, pb);
+    if (run.len >= 8) {
+      if (run.step_a == 1 && run.step_b == 1)
+        zip_runs<1, 1>(space, label, op, a, pa.map, b, pb.map, out, run.len);
+      else if (run.step_a == 1)
+        zip_runs<1, 0>(space, label, op, a, pa.map, b, pb.map, out, run.len);
+      else if (run.step_b == 1)
+        zip_runs<0, 1>(space, label, op, a, pa.map, b, pb.map, out, run.len);
+      else
+        zip_runs<0, 0>(space, label, op, a, pa.map, b, pb.map, out, run.len);
+      return out;
+    }
+  }
   with_indexer(pa, [&](auto ia) {
     with_indexer(pb, [&](auto ib) { zip_kernel(space, label, op, a, ia, b, ib, out); });
   });

@@ -32,6 +32,7 @@ void check_dim(const char* where, const Shape& s, int dim) {
 }
 
 using impl::alloc;
+using impl::host_exec;
 
 // The reduction as a few collapsed groups of dims: size-1 dims are dropped and neighbours that stay
 // neighbours (both reduced, or both kept and consecutive in out) are merged.
@@ -219,6 +220,53 @@ View<T> run(const ExecSpace& space, const Plan& plan, const View<T>& x, std::int
   return out;
 }
 
+// Host, contiguous rows: plain loops the compiler vectorises (an integer max, lanes of
+// independent sums; `Log` a template argument, since a branch in the loop stops vectorisation),
+// each row swept three times while it sits in cache.
+template <bool Log>
+void softmax_host_rows(const ExecSpace& space, const char* label, const FView& x, const FView& y,
+                       std::int64_t rows, std::int64_t n) {
+  Kokkos::parallel_for(
+      label, impl::Range(space, 0, rows), KOKKOS_LAMBDA(std::int64_t r) {
+        constexpr int L = 8;
+        const float* xr = x.data() + r * n;
+        float* yr = y.data() + r * n;
+        std::int32_t km = impl::float_key(xr[0]);
+        for (std::int64_t i = 1; i < n; ++i) {
+          const std::int32_t k = impl::float_key(xr[i]);
+          km = k > km ? k : km;
+        }
+        const float m = impl::key_float(km);
+        float acc[L] = {};
+        std::int64_t i = 0;
+        for (; i + L <= n; i += L)
+          for (int l = 0; l < L; ++l) {
+            const float e = impl::fast_exp(xr[i + l] - m);
+            if constexpr (!Log)
+              yr[i + l] = e;
+            acc[l] += e;
+          }
+        for (; i < n; ++i) {
+          const float e = impl::fast_exp(xr[i] - m);
+          if constexpr (!Log)
+            yr[i] = e;
+          acc[0] += e;
+        }
+        float s = 0.f;
+        for (int l = 0; l < L; ++l)
+          s += acc[l];
+        if constexpr (Log) {
+          const float shift = m + ::logf(s);
+          for (std::int64_t j = 0; j < n; ++j)
+            yr[j] = xr[j] - shift;
+        } else {
+          const float inv = 1.f / s;
+          for (std::int64_t j = 0; j < n; ++j)
+            yr[j] *= inv;
+        }
+      });
+}
+
 }  // namespace detail::reduce_impl
 
 template <class T>
@@ -263,6 +311,13 @@ FView softmax(const ExecSpace& space, const Shape& shape, const FView& x, int di
   FView y = alloc<float>(label, shape.num_elements());
   if (shape.num_elements() == 0)
     return y;
+  if (inner == 1 && host_exec) {
+    if (log)
+      softmax_host_rows<true>(space, label, x, y, rows, n);
+    else
+      softmax_host_rows<false>(space, label, x, y, rows, n);
+    return y;
+  }
   if (inner == 1) {  // contiguous rows: one team per row
     using Policy = Kokkos::TeamPolicy<ExecSpace>;
     if (rows > std::numeric_limits<int>::max())

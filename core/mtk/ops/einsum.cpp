@@ -25,8 +25,10 @@ void einsum_grad(GradientContext& c) {
   if (c.op().inputs.size() == 1) {
     c.add(0, einsum_to({c.dy()}, c.input(0).shape(), p));
   } else {
-    c.add(0, einsum_to({c.dy(), c.input(1)}, c.input(0).shape(), p));
-    c.add(1, einsum_to({c.dy(), c.input(0)}, c.input(1).shape(), p));
+    if (c.needs(0))
+      c.add(0, einsum_to({c.dy(), c.input(1)}, c.input(0).shape(), p));
+    if (c.needs(1))
+      c.add(1, einsum_to({c.dy(), c.input(0)}, c.input(1).shape(), p));
   }
 }
 

@@ -93,34 +93,49 @@ struct BinaryAttrs {
 
 void binary_grad(GradientContext& c) {
   const Tensor a = c.input(0), b = c.input(1), y = c.output(0), dy = c.dy();
+  const bool da = c.needs(0), db = c.needs(1);  // e.g. no op for a mask's or a bias's gradient
   switch (c.attrs<BinaryAttrs>().fn) {
     case BinaryFn::add:
-      c.add(0, sum_to(dy, a.shape()));
-      c.add(1, sum_to(dy, b.shape()));
+      if (da)
+        c.add(0, sum_to(dy, a.shape()));
+      if (db)
+        c.add(1, sum_to(dy, b.shape()));
       break;
     case BinaryFn::subtract:
-      c.add(0, sum_to(dy, a.shape()));
-      c.add(1, negative(sum_to(dy, b.shape())));
+      if (da)
+        c.add(0, sum_to(dy, a.shape()));
+      if (db)
+        c.add(1, negative(sum_to(dy, b.shape())));
       break;
     case BinaryFn::multiply:
-      c.add(0, einsum_to({dy, b}, a.shape()));
-      c.add(1, einsum_to({dy, a}, b.shape()));
+      if (da)
+        c.add(0, einsum_to({dy, b}, a.shape()));
+      if (db)
+        c.add(1, einsum_to({dy, a}, b.shape()));
       break;
     case BinaryFn::divide:
-      c.add(0, sum_to(dy / b, a.shape()));
-      c.add(1, sum_to(negative(dy * y / b), b.shape()));
+      if (da)
+        c.add(0, sum_to(dy / b, a.shape()));
+      if (db)
+        c.add(1, sum_to(negative(dy * y / b), b.shape()));
       break;
     case BinaryFn::maximum:
-      c.add(0, sum_to(dy * compare(CompareFn::greater_equal, a, b), a.shape()));
-      c.add(1, sum_to(dy * compare(CompareFn::less, a, b), b.shape()));
+      if (da)
+        c.add(0, sum_to(dy * compare(CompareFn::greater_equal, a, b), a.shape()));
+      if (db)
+        c.add(1, sum_to(dy * compare(CompareFn::less, a, b), b.shape()));
       break;
     case BinaryFn::minimum:
-      c.add(0, sum_to(dy * compare(CompareFn::less_equal, a, b), a.shape()));
-      c.add(1, sum_to(dy * compare(CompareFn::greater, a, b), b.shape()));
+      if (da)
+        c.add(0, sum_to(dy * compare(CompareFn::less_equal, a, b), a.shape()));
+      if (db)
+        c.add(1, sum_to(dy * compare(CompareFn::greater, a, b), b.shape()));
       break;
     case BinaryFn::pow:
-      c.add(0, sum_to(dy * b * binary(BinaryFn::pow, a, add(b, -1.0)), a.shape()));
-      c.add(1, sum_to(dy * y * log(a), b.shape()));
+      if (da)
+        c.add(0, sum_to(dy * b * binary(BinaryFn::pow, a, add(b, -1.0)), a.shape()));
+      if (db)
+        c.add(1, sum_to(dy * y * log(a), b.shape()));
       break;
   }
 }
@@ -189,8 +204,10 @@ constexpr OpDef compare_def{"compare", nullptr, lower_compare};
 // --------------------------------------------------------------------------------- where
 void where_grad(GradientContext& c) {
   Tensor zero = constant(c.graph(), Shape(), 0.0);
-  c.add(1, sum_to(where(c.input(0), c.dy(), zero), c.input(1).shape()));
-  c.add(2, sum_to(where(c.input(0), zero, c.dy()), c.input(2).shape()));
+  if (c.needs(1))
+    c.add(1, sum_to(where(c.input(0), c.dy(), zero), c.input(1).shape()));
+  if (c.needs(2))
+    c.add(2, sum_to(where(c.input(0), zero, c.dy()), c.input(2).shape()));
 }
 
 void lower_where(Lowering& l) {

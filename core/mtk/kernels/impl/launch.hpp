@@ -17,6 +17,10 @@ Kokkos::View<T*> alloc(const char* label, std::int64_t n) {
   return uninitialized_view<T>(label, n);
 }
 
+/// Whether kernels run on the host (plain loops over raw pointers vectorise there; teams suit
+/// GPUs).
+constexpr bool host_exec = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
+
 /// [0, n) on `space`.
 using Range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
 
