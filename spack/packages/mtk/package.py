@@ -134,6 +134,8 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
             self.define("HDF5_ROOT", spec["hdf5"].prefix),
             self.define("HDF5_PREFER_PARALLEL", True),
             self.define("MTK_ENABLE_ONEDNN", "ON" if spec.satisfies("+bf16") else "OFF"),
+            # Spack's compiler wrapper already passes the target's flags (e.g. -march=znver3)
+            self.define("MTK_NATIVE_ARCH", False),
         ]
         if spec.satisfies("+cuda"):
             args.append(self.define("CMAKE_CXX_COMPILER", spec["kokkos"].package.kokkos_cxx))
