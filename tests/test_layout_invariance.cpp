@@ -211,6 +211,31 @@ TEST(Lowering, BadLayoutsAndOpsFailClearlyOnEveryRank) {
   EXPECT_EQ(sum, n);
 }
 
+TEST(Lowering, GradientsBuildNoOpsForInputsThatNeedNone) {
+  // y = x w + bias: the bias is fed (like an attention bias made from segment ids), so nothing
+  // asks for its gradient and no op sums dy to its shape [j]; w's gradient is still built.
+  Graph g;
+  const Dimension b{"b", 4}, i{"i", 3}, j{"j", 5};
+  Tensor x = var(g, "x", {b, i}), w = var(g, "w", {i, j});
+  Tensor bias = placeholder(g, "bias", Shape{j});
+  Tensor loss = reduce_sum(square(einsum({x, w}, Shape{b, j}) + bias));
+  const int before = g.num_ops();
+  auto grads = gradients(loss, {w});
+  EXPECT_EQ(grads[0].shape(), (Shape{i, j}));
+  for (int oi = before; oi < g.num_ops(); ++oi)
+    for (int t : g.op(oi).outputs)
+      EXPECT_NE(g.tensor_info(t).shape, Shape{j}) << "op " << oi << " builds a gradient of bias";
+  // Asked for, the bias gets its gradient.
+  const int before2 = g.num_ops();
+  auto both = gradients(loss, {w, bias});
+  bool summed = false;
+  for (int oi = before2; oi < g.num_ops(); ++oi)
+    for (int t : g.op(oi).outputs)
+      summed = summed || g.tensor_info(t).shape == Shape{j};
+  EXPECT_TRUE(summed);
+  EXPECT_EQ(both[1].shape(), Shape{j});
+}
+
 TEST(Lowering, AssignmentsUpdateVariablesLikeOneProcessor) {
   auto build = [](Graph& g) {
     const Dimension b{"b", 8}, i{"i", 8}, j{"j", 16};
