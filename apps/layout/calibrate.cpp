@@ -126,12 +126,9 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
   }
   m.memory_bytes = static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) *
                    static_cast<std::int64_t>(sysconf(_SC_PAGESIZE)) / R;
-  // Collectives over groups of `span` consecutive ranks, for every span dividing R.
-  for (int span = 2; span <= R; ++span) {
-    if (R % span != 0)
-      continue;
-    Mesh mesh(MeshShape::parse(cat("outer:", R / span, ";inner:", span)), world);
-    const int axis = mesh.axis("inner");
+  // The latency and bandwidth of allreduces over `axis` of `mesh` (groups of P ranks), every group
+  // at once.
+  auto measure_link = [&](const Mesh& mesh, int axis, int P, cost::LinkLevel& l) {
     // Per call, as steps meet collectives: each after ~1 ms of kernel work on every rank, the
     // work alone subtracted; the mean of k calls, not the luckiest, because ranks sharing a core
     // wait for each other to be scheduled and every call of a step pays that.
@@ -162,11 +159,31 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
         std::max(time_allreduce(16, k, true) - work_alone, time_allreduce(16, k, false));
     const std::int64_t big = 1 << 21;  // 8 MiB
     const double large = time_allreduce(big, 4, false);
-    const double P = span, steps = 2 * std::min(P - 1, std::ceil(std::log2(P)));
+    const double steps = 2 * std::min(P - 1.0, std::ceil(std::log2(static_cast<double>(P))));
+    l.latency = small / steps;
+    l.bandwidth = solve_bandwidth(large, big * 4, P, l.latency);
+  };
+  // Groups of `span` consecutive ranks, for every span dividing R.
+  for (int span = 2; span <= R; ++span) {
+    if (R % span != 0)
+      continue;
+    Mesh mesh(MeshShape::parse(cat("outer:", R / span, ";inner:", span)), world);
     cost::LinkLevel l;
     l.span = span == R ? 0 : span;
-    l.latency = small / steps;
-    l.bandwidth = solve_bandwidth(large, big * 4, span, l.latency);
+    measure_link(mesh, mesh.axis("inner"), span, l);
+    m.links.push_back(l);
+  }
+  // Groups of ranks `stride` apart (a mesh dim that is not the last one), for every stride
+  // dividing R: with ranks placed round-robin over cores or nodes they share hardware that
+  // consecutive ranks do not.
+  for (int stride = 2; stride < R; ++stride) {
+    if (R % stride != 0)
+      continue;
+    Mesh mesh(MeshShape::parse(cat("outer:", R / stride, ";inner:", stride)), world);
+    cost::LinkLevel l;
+    l.stride = stride;
+    l.span = (R / stride - 1) * stride + 1;
+    measure_link(mesh, mesh.axis("outer"), R / stride, l);
     m.links.push_back(l);
   }
   if (m.links.empty())  // one rank: no collective to time; an explicit placeholder
@@ -178,7 +195,7 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
           reps, " runs of: batched\neinsums [b,s,s]x[b,s,s] (s = 16..", n,
           ", ~1e9 FLOPs a run), 20 x (add + exp + sum of 1M floats), 20000\none-element adds, "
           "100 allreduces of 16 floats (alone, and each after 1 ms of adds) and 4 of 8 MiB\nper "
-          "group of consecutive ranks."));
+          "group of consecutive ranks and per group of ranks a stride apart."));
   if (world.rank() == 0) {
     std::printf("%s", yaml.c_str());
     if (!out.empty()) {

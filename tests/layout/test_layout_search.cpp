@@ -332,6 +332,40 @@ TEST(StepTime, GroupsOfTheLastMeshDimAreNeighbours) {
   EXPECT_EQ(mc.link_for(m, {0}).bandwidth, 1e9);
 }
 
+TEST(StepTime, StridedLinksTakeTheirGroups) {
+  // 4 ranks round-robin over 2 cores: {0, 2} and {1, 3} share a core. A strided level describes
+  // the first dim of a 2 x 2 mesh (ranks 2 apart); the last dim and groups over both dims keep the
+  // span levels; a stride the file lacks falls back to them.
+  cost::Machine mc = machine();
+  mc.links = {{2, 1e10, 1e-6}, {0, 1e9, 1e-5}, {3, 5e8, 2e-3, 2}};
+  const MeshShape m = MeshShape::parse("batch:2;model:2");
+  EXPECT_EQ(cost::group_stride(m, {0}), 2);
+  EXPECT_EQ(cost::group_stride(m, {1}), 1);
+  EXPECT_EQ(cost::group_stride(m, {0, 1}), 0);
+  EXPECT_EQ(mc.link_for(m, {0}).bandwidth, 5e8);
+  EXPECT_EQ(mc.link_for(m, {1}).bandwidth, 1e10);
+  EXPECT_EQ(mc.link_for(m, {0, 1}).bandwidth, 1e9);
+  const MeshShape wide = MeshShape::parse("batch:4;model:2");  // stride 2 but span 7 > 3
+  EXPECT_EQ(mc.link_for(wide, {0}).bandwidth, 1e9);
+  const MeshShape three = MeshShape::parse("a:2;b:2;c:2");  // stride 4: no such level
+  EXPECT_EQ(mc.link_for(three, {0}).bandwidth, 1e9);
+  EXPECT_EQ(mc.link_for(three, {1}).bandwidth, 5e8);
+  mc.validate();
+  // Round trip, and a strided level needs stride >= 2 and a span level beside it.
+  const cost::Machine back = machine_from_config(Config::from_string(machine_to_yaml(mc)));
+  ASSERT_EQ(back.links.size(), 3u);
+  EXPECT_EQ(back.links[2].stride, 2);
+  EXPECT_EQ(back.links[2].span, 3);
+  EXPECT_EQ(back.links[0].stride, 0);
+  const std::string base = "matmul_flops: 1e9\nelementwise_bytes: 1e9\n";
+  EXPECT_THROW(machine_from_config(Config::from_string(
+                   base + "links: {a: {bandwidth: 1e9}, b: {span: 3, stride: 1, bandwidth: 1e9}}")),
+               Error);
+  EXPECT_THROW(machine_from_config(
+                   Config::from_string(base + "links: {b: {span: 3, stride: 2, bandwidth: 1e9}}")),
+               Error);
+}
+
 TEST(StepTime, SumsComputeAndCommunication) {
   Counters c;
   c.flops["einsum"] = 2e10;

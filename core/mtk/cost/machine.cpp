@@ -28,14 +28,26 @@ void Machine::validate() const {
   }
   if (links.empty())
     fail(where, "no links: give at least one level {span, bandwidth, latency}");
+  const LinkLevel* prev = nullptr;  // the previous span level
+  bool any_span_level = false;
   for (size_t i = 0; i < links.size(); ++i) {
     const LinkLevel& l = links[i];
     if (!(l.bandwidth > 0) || l.latency < 0 || l.span < 0)
       fail(where, cat("links[", i, "]: span ", l.span, ", bandwidth ", l.bandwidth, ", latency ",
                       l.latency, "; need span >= 0, bandwidth > 0, latency >= 0"));
-    if (i > 0 && l.span != 0 && (links[i - 1].span == 0 || l.span <= links[i - 1].span))
+    if (l.stride != 0) {
+      if (l.stride < 2)
+        fail(where,
+             cat("links[", i, "]: stride ", l.stride, "; a strided level needs stride >= 2"));
+      continue;
+    }
+    if (prev && l.span != 0 && (prev->span == 0 || l.span <= prev->span))
       fail(where, cat("links[", i, "]: spans must increase, with 0 (any) last"));
+    prev = &l;
+    any_span_level = true;
   }
+  if (!any_span_level)
+    fail(where, "only strided links: give at least one level without a stride");
 }
 
 double Machine::matmul_rate(double gemm_flops) const {
@@ -64,12 +76,30 @@ std::int64_t group_span(const MeshShape& mesh, const std::vector<int>& axes) {
   return span;
 }
 
+std::int64_t group_stride(const MeshShape& mesh, const std::vector<int>& axes) {
+  if (axes.size() != 1)
+    return 0;
+  std::int64_t stride = 1;
+  for (int b = axes[0] + 1; b < mesh.ndims(); ++b)
+    stride *= mesh[b].size;
+  return stride;
+}
+
 const LinkLevel& Machine::link_for(const MeshShape& mesh, const std::vector<int>& axes) const {
-  const std::int64_t span = group_span(mesh, axes);
-  for (const LinkLevel& l : links)
+  const std::int64_t span = group_span(mesh, axes), stride = group_stride(mesh, axes);
+  if (stride > 1)
+    for (const LinkLevel& l : links)
+      if (l.stride == stride && (l.span == 0 || span <= l.span))
+        return l;
+  const LinkLevel* widest = nullptr;
+  for (const LinkLevel& l : links) {
+    if (l.stride != 0)
+      continue;
     if (l.span == 0 || span <= l.span)
       return l;
-  return links.back();  // the widest level stands for anything larger
+    widest = &l;
+  }
+  return *widest;  // the widest level stands for anything larger (validate(): one exists)
 }
 
 }  // namespace mtk::cost

@@ -12,11 +12,15 @@
 
 namespace mtk::cost {
 
-/// The links a collective group may use: the first level whose span covers the group.
+/// The links a collective group may use: the first level whose span covers the group. A level
+/// with a stride describes groups over one mesh dim whose ranks lie `stride` apart (the first dim
+/// of a 2 x 2 mesh: ranks {0, 2} and {1, 3}), which may share a core or a node where consecutive
+/// ranks do not; such a group takes that level before the span rule.
 struct LinkLevel {
-  std::int64_t span = 0;  ///< groups within this many consecutive ranks (0: any group)
-  double bandwidth = 0;   ///< bytes/s one processor sends and receives at once
-  double latency = 0;     ///< seconds per message step
+  std::int64_t span = 0;    ///< groups within this many consecutive ranks (0: any group)
+  double bandwidth = 0;     ///< bytes/s one processor sends and receives at once
+  double latency = 0;       ///< seconds per message step
+  std::int64_t stride = 0;  ///< > 1: only one-dim groups of this rank stride (span still bounds)
 };
 
 /// The matmul rate measured at one gemm size (FLOPs of one gemm call).
@@ -36,7 +40,8 @@ struct Machine {
   std::vector<MatmulPoint> matmul_sizes;
   /// Optional: seconds of fixed cost per kernel step (launch, output allocation, dispatch).
   double op_overhead_s = 0;
-  std::vector<LinkLevel> links;  ///< by increasing span; the last one should have span 0
+  /// Span levels by increasing span, the last one with span 0; strided levels anywhere.
+  std::vector<LinkLevel> links;
 
   /// Throws naming the field and value when a rate is not positive or links are missing.
   void validate() const;
@@ -51,5 +56,8 @@ struct Machine {
 /// Consecutive ranks spanned by a group over mesh `axes`: (last rank - first rank + 1) of the
 /// group containing processor 0.
 std::int64_t group_span(const MeshShape& mesh, const std::vector<int>& axes);
+/// The rank stride of a group over one mesh dim (the product of the later dims' sizes); 0 for a
+/// group over several dims or none.
+std::int64_t group_stride(const MeshShape& mesh, const std::vector<int>& axes);
 
 }  // namespace mtk::cost

@@ -35,9 +35,10 @@ cost::Machine machine_from_config(const Config& config) {
     fail("mtk::machine_from_config", config.origin() + ": key 'links' is missing");
   for (const auto& level : config.keys("links")) {
     const std::string k = "links." + level;
-    reject_unknown_keys(config, k, {"span", "bandwidth", "latency"});
+    reject_unknown_keys(config, k, {"span", "bandwidth", "latency", "stride"});
     cost::LinkLevel l;
     l.span = config.get_int(k + ".span", 0);
+    l.stride = config.get_int(k + ".stride", 0);
     l.bandwidth = config.get_double(k + ".bandwidth");
     l.latency = config.get_double(k + ".latency", 0.0);
     m.links.push_back(l);
@@ -78,11 +79,15 @@ std::string machine_to_yaml(const cost::Machine& m, const std::string& comment) 
   s << "op_overhead_s: " << num(m.op_overhead_s) << "   # seconds per kernel step\n";
   s << "memory_bytes: " << num(static_cast<double>(m.memory_bytes)) << "\n";
   s << "links:   # a collective group uses the first level whose span (consecutive ranks) covers "
-       "it; 0 = any\n";
-  for (size_t i = 0; i < m.links.size(); ++i)
-    s << "  level" << i << ": {span: " << m.links[i].span
-      << ", bandwidth: " << num(m.links[i].bandwidth) << ", latency: " << num(m.links[i].latency)
+       "it; 0 = any;\n         # a one-dim group whose ranks lie `stride` apart takes that "
+       "strided level first\n";
+  for (size_t i = 0; i < m.links.size(); ++i) {
+    s << "  level" << i << ": {span: " << m.links[i].span;
+    if (m.links[i].stride != 0)
+      s << ", stride: " << m.links[i].stride;
+    s << ", bandwidth: " << num(m.links[i].bandwidth) << ", latency: " << num(m.links[i].latency)
       << "}\n";
+  }
   return s.str();
 }
 
