@@ -116,20 +116,22 @@ TEST(Einsum, SizeOneAndEmptyDims) {
 
 TEST(Einsum, UsesTheBlasLibraryForFloat) {
 #if defined(KOKKOSKERNELS_ENABLE_TPL_BLAS)
-  if (!std::is_same_v<Kokkos::DefaultExecutionSpace::memory_space, Kokkos::HostSpace>)
+  if constexpr (!std::is_same_v<Kokkos::DefaultExecutionSpace::memory_space, Kokkos::HostSpace>) {
     GTEST_SKIP() << "host BLAS only applies to host memory";
-  // In place: the host BLAS called with leading dimensions; copying: Kokkos Kernels' gemm, which
-  // dispatches to the same BLAS library.
-  for (const bool in_place : {true, false}) {
-    SCOPED_TRACE(in_place ? "in place" : "copying");
-    const InPlaceScope scope(in_place);
-    Recorder rec;
-    check_einsum({{"b", 2}, {"i", 8}, {"j", 8}}, {{"b", 2}, {"k", 8}, {"j", 8}},
-                 {{"b", 2}, {"k", 8}, {"i", 8}});
-    EXPECT_TRUE(Recorder::saw_region(in_place ? "mtk::kernels::einsum host BLAS sgemm in place"
-                                              : "KokkosBlas::gemm[TPL_BLAS,float]"));
-    EXPECT_TRUE(Recorder::saw_region("mtk::kernels::einsum"));
-    EXPECT_TRUE(Recorder::all_kernels_start_with("mtk::kernels::"));
+  } else {
+    // In place: the host BLAS called with leading dimensions; copying: Kokkos Kernels' gemm,
+    // which dispatches to the same BLAS library.
+    for (const bool in_place : {true, false}) {
+      SCOPED_TRACE(in_place ? "in place" : "copying");
+      const InPlaceScope scope(in_place);
+      Recorder rec;
+      check_einsum({{"b", 2}, {"i", 8}, {"j", 8}}, {{"b", 2}, {"k", 8}, {"j", 8}},
+                   {{"b", 2}, {"k", 8}, {"i", 8}});
+      EXPECT_TRUE(Recorder::saw_region(in_place ? "mtk::kernels::einsum host BLAS sgemm in place"
+                                                : "KokkosBlas::gemm[TPL_BLAS,float]"));
+      EXPECT_TRUE(Recorder::saw_region("mtk::kernels::einsum"));
+      EXPECT_TRUE(Recorder::all_kernels_start_with("mtk::kernels::"));
+    }
   }
 #else
   GTEST_SKIP() << "Kokkos Kernels built without a BLAS TPL";
@@ -138,26 +140,29 @@ TEST(Einsum, UsesTheBlasLibraryForFloat) {
 
 TEST(Einsum, InPlaceOperandsWithLeadingDimensions) {
 #if defined(KOKKOSKERNELS_ENABLE_TPL_BLAS)
-  if (!std::is_same_v<Kokkos::DefaultExecutionSpace::memory_space, Kokkos::HostSpace>)
+  if constexpr (!std::is_same_v<Kokkos::DefaultExecutionSpace::memory_space, Kokkos::HostSpace>) {
     GTEST_SKIP() << "host BLAS only applies to host memory";
-  // Attention as the model stores it: q, k, v and the attention output are [b, l, h, d]; logits
-  // [b, h, q, k]. Per (b, h) each is a matrix with row stride h * d: no transposed copy, forward
-  // and every gradient; both paths agree with the reference.
-  const Shape q{{"b", 2}, {"q", 5}, {"h", 3}, {"d", 4}}, kk{{"b", 2}, {"k", 6}, {"h", 3}, {"d", 4}};
-  const Shape s{{"b", 2}, {"h", 3}, {"q", 5}, {"k", 6}};
-  const std::vector<std::vector<Shape>> cases = {{q, kk, s}, {s, kk, q}, {s, q, kk},
-                                                 {q, s, kk}, {kk, q, s}, {kk, s, q}};
-  for (const auto& c : cases) {
-    for (const bool in_place : {true, false}) {
-      const InPlaceScope scope(in_place);
-      Recorder rec;
-      check_einsum(c[0], c[1], c[2]);
-      if (!in_place)
-        continue;
-      for (const auto& name : Recorder::kernels())
-        EXPECT_EQ(name.rfind("mtk::kernels::", 0), std::string::npos)
-            << c[0].to_string() << " x " << c[1].to_string() << " -> " << c[2].to_string()
-            << " ran " << name;
+  } else {
+    // Attention as the model stores it: q, k, v and the attention output are [b, l, h, d]; logits
+    // [b, h, q, k]. Per (b, h) each is a matrix with row stride h * d: no transposed copy, forward
+    // and every gradient; both paths agree with the reference.
+    const Shape q{{"b", 2}, {"q", 5}, {"h", 3}, {"d", 4}},
+        kk{{"b", 2}, {"k", 6}, {"h", 3}, {"d", 4}};
+    const Shape s{{"b", 2}, {"h", 3}, {"q", 5}, {"k", 6}};
+    const std::vector<std::vector<Shape>> cases = {{q, kk, s}, {s, kk, q}, {s, q, kk},
+                                                   {q, s, kk}, {kk, q, s}, {kk, s, q}};
+    for (const auto& c : cases) {
+      for (const bool in_place : {true, false}) {
+        const InPlaceScope scope(in_place);
+        Recorder rec;
+        check_einsum(c[0], c[1], c[2]);
+        if (!in_place)
+          continue;
+        for (const auto& name : Recorder::kernels())
+          EXPECT_EQ(name.rfind("mtk::kernels::", 0), std::string::npos)
+              << c[0].to_string() << " x " << c[1].to_string() << " -> " << c[2].to_string()
+              << " ran " << name;
+      }
     }
   }
 #else
