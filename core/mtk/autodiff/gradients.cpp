@@ -32,10 +32,12 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs)
       for (int t : op.outputs)
         depends.at(static_cast<size_t>(t)) = true;
   }
+  auto needs = [&](int id) {
+    return static_cast<size_t>(id) < depends.size() && depends[static_cast<size_t>(id)];
+  };
   std::map<int, Tensor> grad;  // tensor id -> accumulated gradient
   auto accumulate = [&](int id, const Tensor& d) {
-    if (!d.valid() || static_cast<size_t>(id) >= depends.size() ||
-        !depends[static_cast<size_t>(id)])
+    if (!d.valid() || !needs(id))
       return;
     const auto& info = g.tensor_info(id);
     if (info.dtype != DType::float32)
@@ -60,9 +62,7 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs)
     // backward is bf16 too), whatever the graph's precision is now.
     const Precision saved = g.contraction_precision();
     g.set_contraction_precision(op.precision);
-    GradientContext ctx(g, op, it->second, accumulate, [&](int id) {
-      return static_cast<size_t>(id) < depends.size() && depends[static_cast<size_t>(id)];
-    });
+    GradientContext ctx(g, op, it->second, accumulate, needs);
     try {
       op.def->gradient(ctx);
     } catch (...) {

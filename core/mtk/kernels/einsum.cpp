@@ -260,6 +260,28 @@ bool& in_place_switch() {
 }
 
 #if defined(KOKKOSKERNELS_ENABLE_TPL_BLAS)
+// Whether `s` holds the matrix [rows][cols] or [cols][rows] in place (`info` for the one found).
+bool fits_in_place(const Shape& s, const Names& batch, const Names& rows, const Names& cols,
+                   const std::map<std::string, std::int64_t>& sizes, InPlace& info) {
+  return in_place(s, batch, rows, cols, sizes, info) || in_place(s, batch, cols, rows, sizes, info);
+}
+
+// Operand x as the matrix [rows][cols] per batch entry: 'N' in place, 'T' in place as
+// [cols][rows], else 'N' after a transposed copy into [batch][rows][cols] (x, shape updated).
+char as_matrix(const ExecSpace& space, Shape& shape, FView& x, const Names& batch,
+               const Names& rows, const Names& cols,
+               const std::map<std::string, std::int64_t>& sizes, InPlace& info) {
+  if (in_place(shape, batch, rows, cols, sizes, info))
+    return 'N';
+  if (in_place(shape, batch, cols, rows, sizes, info))
+    return 'T';
+  const Shape s = shape_of(concat({&batch, &rows, &cols}), sizes);
+  x = permuted(space, shape, x, s);
+  shape = s;
+  in_place(shape, batch, rows, cols, sizes, info);
+  return 'N';
+}
+
 // The product on the host BLAS with every operand read or written in place where its dims allow
 // (InPlace), else through a transposed copy into [batch][M][K] / [batch][K][N] / [batch][M][N].
 FView host_gemm_in_place(const ExecSpace& space, Shape a_shape, FView a, Shape b_shape, FView b,
@@ -273,39 +295,14 @@ FView host_gemm_in_place(const ExecSpace& space, Shape a_shape, FView a, Shape b
   // K's order: the one that lets more operands stay in place (a's on a tie).
   auto fits = [&](const Names& kk) {
     InPlace t;
-    return (in_place(a_shape, batch, m_dims, kk, sizes, t) ||
-                    in_place(a_shape, batch, kk, m_dims, sizes, t)
-                ? 1
-                : 0) +
-           (in_place(b_shape, batch, kk, n_dims, sizes, t) ||
-                    in_place(b_shape, batch, n_dims, kk, sizes, t)
-                ? 1
-                : 0);
+    return (fits_in_place(a_shape, batch, m_dims, kk, sizes, t) ? 1 : 0) +
+           (fits_in_place(b_shape, batch, kk, n_dims, sizes, t) ? 1 : 0);
   };
   const Names& k_dims = fits(k_in_a) >= fits(k_in_b) ? k_in_a : k_in_b;
 
   // Row-major forms: a is [M][K] ('N') or [K][M] ('T'); b is [K][N] ('N') or [N][K] ('T').
-  char ta = 'N', tb = 'N';
-  if (!in_place(a_shape, batch, m_dims, k_dims, sizes, ia)) {
-    if (in_place(a_shape, batch, k_dims, m_dims, sizes, ia)) {
-      ta = 'T';
-    } else {
-      const Shape s = shape_of(concat({&batch, &m_dims, &k_dims}), sizes);
-      a = permuted(space, a_shape, a, s);
-      a_shape = s;
-      in_place(a_shape, batch, m_dims, k_dims, sizes, ia);
-    }
-  }
-  if (!in_place(b_shape, batch, k_dims, n_dims, sizes, ib)) {
-    if (in_place(b_shape, batch, n_dims, k_dims, sizes, ib)) {
-      tb = 'T';
-    } else {
-      const Shape s = shape_of(concat({&batch, &k_dims, &n_dims}), sizes);
-      b = permuted(space, b_shape, b, s);
-      b_shape = s;
-      in_place(b_shape, batch, k_dims, n_dims, sizes, ib);
-    }
-  }
+  const char ta = as_matrix(space, a_shape, a, batch, m_dims, k_dims, sizes, ia);
+  const char tb = as_matrix(space, b_shape, b, batch, k_dims, n_dims, sizes, ib);
   // c is [M][N] (direct), [N][M] (swapped) or a temporary [batch][M][N] transposed into out.
   const std::int64_t out_n = out_shape.num_elements();
   FView c = impl::alloc<float>(where, out_n);
