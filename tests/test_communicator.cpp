@@ -1,7 +1,9 @@
 // mtk::Communicator on 1..8 ranks: every operation against what one rank computes alone from
-// the values every rank contributes (value_of(r)), error agreement, split, lifetime.
+// the values every rank contributes (value_of(r)), with busy and yielding waits; error agreement,
+// split, lifetime; the wait policy's choice.
 
 #include <mtk/base/error.hpp>
+#include <mtk/parallel/collective_wait.hpp>
 #include <mtk/parallel/communicator.hpp>
 #include <mtk/parallel/mpi_interop.hpp>
 
@@ -10,8 +12,10 @@
 #include "mtk_test_util.hpp"
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace mtk;
@@ -31,6 +35,20 @@ std::string string_of(int r) {
 }
 std::vector<double> vector_of(int r) {
   return {value_of(r), -value_of(r), double(r)};
+}
+
+// Runs `check` with the MPI library's blocking collectives and with the yielding waits
+// (mtk/parallel/collective_wait.hpp), whatever this run's default; restores the policy.
+template <class F>
+void for_each_wait_mode(F check) {
+  const CollectiveWait before = collective_wait();
+  for (CollectiveWait w : {CollectiveWait::spin, CollectiveWait::yield}) {
+    SCOPED_TRACE(to_string(w));
+    set_collective_wait(w);
+    check();
+    Communicator::world().barrier();
+  }
+  set_collective_wait(before);
 }
 
 // Lives until after MPI_Finalize: its destructor must not call MPI then.
@@ -60,7 +78,7 @@ TEST(Communicator, CopiesShareOneCommunicator) {
   g_outlives_mpi = c;  // freed at exit, after MPI_Finalize: must not touch MPI
 }
 
-TEST(Communicator, BroadcastFromEveryRoot) {
+static void check_broadcast_from_every_root() {
   const Communicator world = Communicator::world();
   for (int root = 0; root < world.size(); ++root) {
     const int me = world.rank();
@@ -82,7 +100,11 @@ TEST(Communicator, BroadcastFromEveryRoot) {
   }
 }
 
-TEST(Communicator, AllreduceScalarsAndVectors) {
+TEST(Communicator, BroadcastFromEveryRoot) {
+  for_each_wait_mode(check_broadcast_from_every_root);
+}
+
+static void check_allreduce_scalars_and_vectors() {
   const Communicator world = Communicator::world();
   const int me = world.rank(), n = world.size();
   double sum = 0, max = value_of(0), min = value_of(0);
@@ -116,7 +138,11 @@ TEST(Communicator, AllreduceScalarsAndVectors) {
   EXPECT_EQ(world.sum(1), n);
 }
 
-TEST(Communicator, AllgatherAndGather) {
+TEST(Communicator, AllreduceScalarsAndVectors) {
+  for_each_wait_mode(check_allreduce_scalars_and_vectors);
+}
+
+static void check_allgather_and_gather() {
   const Communicator world = Communicator::world();
   const int me = world.rank(), n = world.size();
   std::vector<double> values;
@@ -134,7 +160,11 @@ TEST(Communicator, AllgatherAndGather) {
     EXPECT_EQ(world.gather(string_of(me), root), me == root ? strings : std::vector<std::string>());
 }
 
-TEST(Communicator, BufferCollectives) {
+TEST(Communicator, AllgatherAndGather) {
+  for_each_wait_mode(check_allgather_and_gather);
+}
+
+static void check_buffer_collectives() {
   const Communicator world = Communicator::world();
   const int me = world.rank(), n = world.size();
   const size_t un = static_cast<size_t>(n);
@@ -171,6 +201,10 @@ TEST(Communicator, BufferCollectives) {
   EXPECT_EQ(v, vector_of(n - 1));
   world.allreduce_in_place(v.data(), v.size(), ReduceOp::max);
   EXPECT_EQ(v, vector_of(n - 1));
+}
+
+TEST(Communicator, BufferCollectives) {
+  for_each_wait_mode(check_buffer_collectives);
 }
 
 TEST(Communicator, SplitGroupsByColorOrdersByKey) {
@@ -220,4 +254,42 @@ TEST(Communicator, AgreementThrowsTheLowestFailingRanksMessageEverywhere) {
                AgreedError);
   // Still in step afterwards.
   EXPECT_EQ(world.sum(1), n);
+}
+
+TEST(CollectiveWait, ChosenFromTheEnvironmentOrTheNodesCores) {
+  const Communicator world = Communicator::world();
+  const char* had = std::getenv("MTK_COLLECTIVE_WAIT");
+  const std::string saved = had ? had : "";
+  setenv("MTK_COLLECTIVE_WAIT", "spin", 1);
+  EXPECT_EQ(choose_collective_wait(world), CollectiveWait::spin);
+  setenv("MTK_COLLECTIVE_WAIT", "yield", 1);
+  EXPECT_EQ(choose_collective_wait(world), CollectiveWait::yield);
+  // auto: yielding exactly where this node runs more ranks than the cores they may use
+  const bool over = node_oversubscribed(world);
+  setenv("MTK_COLLECTIVE_WAIT", "auto", 1);
+  EXPECT_EQ(choose_collective_wait(world), over ? CollectiveWait::yield : CollectiveWait::spin);
+  unsetenv("MTK_COLLECTIVE_WAIT");
+  EXPECT_EQ(choose_collective_wait(world), over ? CollectiveWait::yield : CollectiveWait::spin);
+  // this process may run on some set of CPUs; more ranks than CPUs in it means oversubscribed
+  const long cpus = static_cast<long>(std::thread::hardware_concurrency());
+  if (cpus > 0 && world.split_node().size() > cpus) {
+    EXPECT_TRUE(over);
+  }
+  if (world.split_node().size() == 1) {
+    EXPECT_FALSE(over);  // one rank always has a core
+  }
+  setenv("MTK_COLLECTIVE_WAIT", "sometimes", 1);
+  try {
+    choose_collective_wait(world);
+    ADD_FAILURE() << "MTK_COLLECTIVE_WAIT=sometimes accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("MTK_COLLECTIVE_WAIT is 'sometimes'"), std::string::npos)
+        << e.what();
+  }
+  if (had)
+    setenv("MTK_COLLECTIVE_WAIT", saved.c_str(), 1);
+  else
+    unsetenv("MTK_COLLECTIVE_WAIT");
+  EXPECT_STREQ(to_string(CollectiveWait::yield), "yield");
+  EXPECT_STREQ(to_string(CollectiveWait::spin), "spin");
 }

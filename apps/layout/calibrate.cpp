@@ -1,7 +1,7 @@
 // mtk-layout calibrate: measures this machine's numbers for the step-time model with short runs
 // of MTK's own kernels (einsum through gemm at several sizes, elementwise adds, exps and sums) and
-// collectives (allreduce over groups of consecutive ranks), on every rank at once; writes a machine
-// file.
+// collectives (allreduce by size over groups of consecutive ranks and of ranks a stride apart),
+// on every rank at once; writes a machine file.
 //   OPENBLAS_NUM_THREADS=1 mpiexec -n 2 mtk-layout calibrate --out layouts/machines/mine.yaml
 
 #include <mtk/app/exit_status.hpp>
@@ -11,6 +11,7 @@
 #include <mtk/kernels/einsum.hpp>
 #include <mtk/kernels/elementwise.hpp>
 #include <mtk/kernels/reduce.hpp>
+#include <mtk/parallel/collective_wait.hpp>
 #include <mtk/parallel/collectives.hpp>
 #include <mtk/parallel/mesh.hpp>
 
@@ -126,8 +127,8 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
   }
   m.memory_bytes = static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) *
                    static_cast<std::int64_t>(sysconf(_SC_PAGESIZE)) / R;
-  // The latency and bandwidth of allreduces over `axis` of `mesh` (groups of P ranks), every group
-  // at once.
+  // The time of allreduces over `axis` of `mesh` (groups of P ranks) by size, every group at
+  // once, and the latency and bandwidth fitted to its ends.
   auto measure_link = [&](const Mesh& mesh, int axis, int P, cost::LinkLevel& l) {
     // Per call, as steps meet collectives: each after ~1 ms of kernel work on every rank, the
     // work alone subtracted; the mean of k calls, not the luckiest, because ranks sharing a core
@@ -148,20 +149,29 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
                           }) /
              k;
     };
-    const int k = 100;
+    const int k_work = 100;
     const double work_alone = best_seconds(world, reps,
                                            [&] {
-                                             for (int i = 0; i < k; ++i)
+                                             for (int i = 0; i < k_work; ++i)
                                                work();
                                            }) /
-                              k;
-    const double small =
-        std::max(time_allreduce(16, k, true) - work_alone, time_allreduce(16, k, false));
-    const std::int64_t big = 1 << 21;  // 8 MiB
-    const double large = time_allreduce(big, 4, false);
+                              k_work;
+    // 32 B to 8 MiB by factors of 4: MPI libraries switch protocols (eager, pipelined cells,
+    // single copy) between them, and with ranks sharing a core every hand-over of a pipeline
+    // waits for the scheduler, so the time is a step function of the size.
+    l.sizes_group = P;
+    for (std::int64_t count = 8; count <= (std::int64_t{1} << 21); count *= 4) {
+      const int k = count <= (std::int64_t{1} << 15) ? 20 : 4;
+      const double after_work = time_allreduce(count, k, true) - work_alone;
+      l.allreduce_sizes.push_back(
+          {4.0 * static_cast<double>(count),
+           std::max({0.0, after_work, k > 4 ? time_allreduce(count, k, false) : 0.0})});
+    }
     const double steps = 2 * std::min(P - 1.0, std::ceil(std::log2(static_cast<double>(P))));
-    l.latency = small / steps;
-    l.bandwidth = solve_bandwidth(large, big * 4, P, l.latency);
+    l.latency = l.allreduce_sizes.front().seconds / steps;
+    l.bandwidth =
+        solve_bandwidth(l.allreduce_sizes.back().seconds,
+                        static_cast<std::int64_t>(l.allreduce_sizes.back().bytes), P, l.latency);
   };
   // Groups of `span` consecutive ranks, for every span dividing R.
   for (int span = 2; span <= R; ++span) {
@@ -194,8 +204,14 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
       cat("Measured by `mtk-layout calibrate` on ", R, " ranks, every rank busy at once; best of ",
           reps, " runs of: batched\neinsums [b,s,s]x[b,s,s] (s = 16..", n,
           ", ~1e9 FLOPs a run), 20 x (add + exp + sum of 1M floats), 20000\none-element adds, "
-          "100 allreduces of 16 floats (alone, and each after 1 ms of adds) and 4 of 8 MiB\nper "
-          "group of consecutive ranks and per group of ranks a stride apart."));
+          "allreduces of 32 B to 8 MiB by factors of 4 (20 calls\nup to 128 KiB, 4 above; each "
+          "after 1 "
+          "ms of adds, the adds' time subtracted, and alone up to\n128 KiB; the slower) per group "
+          "of "
+          "consecutive ranks and per group of ranks a stride apart. Collectives waited by ",
+          to_string(collective_wait()),
+          "ing\n(MTK_COLLECTIVE_WAIT; the jobs must wait the same "
+          "way)."));
   if (world.rank() == 0) {
     std::printf("%s", yaml.c_str());
     if (!out.empty()) {

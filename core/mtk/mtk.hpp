@@ -16,6 +16,7 @@
 #include <mtk/nn/nn.hpp>
 #include <mtk/ops/ops.hpp>
 #include <mtk/optim/optim.hpp>
+#include <mtk/parallel/collective_wait.hpp>
 #include <mtk/parallel/collectives.hpp>
 #include <mtk/parallel/communicator.hpp>
 #include <mtk/parallel/environment.hpp>

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <dirent.h>
 #include <map>
 #include <set>
@@ -264,6 +265,27 @@ TEST(LayoutSearch, MeshOrderDecidesTheLinkButNotTheCounters) {
     some_differ = some_differ || cs[0]->time.total_s != cs[1]->time.total_s;
   }
   EXPECT_TRUE(some_differ);
+  // Every candidate's calls by size add up to its calls and bytes per group, each call in the
+  // bucket of its size.
+  for (const auto& c : r.ranked) {
+    ASSERT_EQ(c.counters.group_sizes.size(), c.counters.group_bytes.size());
+    for (const auto& [group, sizes] : c.counters.group_sizes) {
+      std::int64_t bytes = 0, calls = 0;
+      for (const auto& [key, bc] : sizes) {
+        bytes += bc.first;
+        calls += bc.second;
+        const double each = static_cast<double>(bc.first) / static_cast<double>(bc.second);
+        if (key < 0) {
+          EXPECT_EQ(bc.first, 0);
+        } else {
+          EXPECT_GE(each, std::ldexp(1.0, key));
+          EXPECT_LT(each, std::ldexp(1.0, key + 1));
+        }
+      }
+      EXPECT_EQ(bytes, c.counters.group_bytes.at(group));
+      EXPECT_EQ(calls, c.counters.group_calls.at(group));
+    }
+  }
 }
 
 TEST(LayoutSearch, NoMeshFitsNamesTheSizes) {
@@ -364,6 +386,61 @@ TEST(StepTime, StridedLinksTakeTheirGroups) {
   EXPECT_THROW(machine_from_config(
                    Config::from_string(base + "links: {b: {span: 3, stride: 2, bandwidth: 1e9}}")),
                Error);
+}
+
+TEST(StepTime, AllreducesMeasuredBySizeTakeTheirPoints) {
+  // A link whose allreduce time was measured by size on groups of 2: a step function that
+  // latency + size / bandwidth cannot follow (here 1 ms up to 128 B, 5 ms from 512 B).
+  cost::LinkLevel l{0, 1e9, 1e-6};
+  l.sizes_group = 2;
+  l.allreduce_sizes = {{32, 1e-3}, {128, 1e-3}, {512, 5e-3}};
+  EXPECT_DOUBLE_EQ(l.measured_allreduce_seconds(8, 2), 1e-3);  // below: the first point
+  EXPECT_DOUBLE_EQ(l.measured_allreduce_seconds(64, 2), 1e-3);
+  EXPECT_NEAR(l.measured_allreduce_seconds(256, 2), 3e-3, 1e-15);  // halfway in log(bytes)
+  // beyond the last: its time plus the ring's bandwidth term for the extra bytes
+  EXPECT_NEAR(l.measured_allreduce_seconds(2048, 2), 5e-3 + (2048 - 512) / 1e9, 1e-15);
+  EXPECT_LT(l.measured_allreduce_seconds(256, 4), 0);  // other group sizes: not measured
+  EXPECT_NEAR(cost::collective_seconds("allreduce", 3 * 256, 3, 2, l), 9e-3, 1e-15);
+  EXPECT_NEAR(cost::collective_seconds("allreduce", 256, 1, 4, l), 4 * (1e-6 + 256 / 1e9),
+              1e-15);  // 4 processors: the formula (tree)
+  EXPECT_NEAR(cost::collective_seconds("allconcat", 256, 1, 2, l), 1e-6 + 256 / 1e9, 1e-15);
+  // Calls by size are costed each at their size, not at the mean size.
+  cost::Machine mc = machine();
+  mc.links = {l};
+  Counters c;
+  c.flops["einsum"] = 1;
+  const Counters::CommGroup g{"allreduce", {0}};
+  c.group_bytes[g] = 10 * 32 + 2048;
+  c.group_calls[g] = 11;
+  c.group_sizes[g][5] = {10 * 32, 10};
+  c.group_sizes[g][11] = {2048, 1};
+  const MeshShape m = MeshShape::parse("batch:2");
+  EXPECT_NEAR(cost::predict_step_time(c, m, mc).comm_total_s, 10e-3 + 5e-3 + 1536 / 1e9, 1e-15);
+  c.group_sizes.clear();  // without sizes: every call at the mean (216 B)
+  EXPECT_NEAR(cost::predict_step_time(c, m, mc).comm_total_s,
+              11 * l.measured_allreduce_seconds(2368.0 / 11, 2), 1e-15);
+  // Machine files: round trip, validation.
+  mc.validate();
+  const cost::Machine back = machine_from_config(Config::from_string(machine_to_yaml(mc)));
+  ASSERT_EQ(back.links.size(), 1u);
+  EXPECT_EQ(back.links[0].sizes_group, 2);
+  ASSERT_EQ(back.links[0].allreduce_sizes.size(), 3u);
+  EXPECT_DOUBLE_EQ(back.links[0].allreduce_sizes[2].bytes, 512);
+  EXPECT_DOUBLE_EQ(back.links[0].allreduce_sizes[2].seconds, 5e-3);
+  const std::string base = "matmul_flops: 1e9\nelementwise_bytes: 1e9\n";
+  const cost::Machine sorted =
+      machine_from_config(Config::from_string(
+          base + "links: {a: {bandwidth: 1e9, group: 2, allreduce_sizes: {x: {bytes: 64, seconds: "
+                 "2e-3}, y: {bytes: 8, seconds: 1e-3}}}}"));
+  EXPECT_DOUBLE_EQ(sorted.links[0].allreduce_sizes[0].bytes, 8);
+  for (const std::string bad :
+       {"links: {a: {bandwidth: 1e9, allreduce_sizes: {x: {bytes: 8, seconds: 1}}}}",  // no group
+        "links: {a: {bandwidth: 1e9, group: 2, allreduce_sizes: {x: {bytes: 0, seconds: 1}}}}",
+        "links: {a: {bandwidth: 1e9, group: 2, allreduce_sizes: {x: {bytes: 8, seconds: -1}}}}",
+        "links: {a: {bandwidth: 1e9, group: 2, allreduce_sizes: {x: {bytes: 8, second: 1}}}}",
+        "links: {a: {bandwidth: 1e9, group: 2, allreduce_sizes: {x: {bytes: 8, seconds: 1}, "
+        "y: {bytes: 8, seconds: 2}}}}"})
+    EXPECT_THROW(machine_from_config(Config::from_string(base + bad)), Error) << bad;
 }
 
 TEST(StepTime, SumsComputeAndCommunication) {

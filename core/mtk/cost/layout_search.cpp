@@ -219,6 +219,7 @@ SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOp
         cand.counters = counters;
         cand.counters.group_bytes.clear();
         cand.counters.group_calls.clear();
+        cand.counters.group_sizes.clear();
         for (const auto& [g, bytes] : counters.group_bytes) {
           std::vector<int> axes;
           for (int a : g.second)
@@ -227,6 +228,12 @@ SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOp
           const Counters::CommGroup key{g.first, axes};
           cand.counters.group_bytes[key] += bytes;
           cand.counters.group_calls[key] += counters.group_calls.at(g);
+          if (const auto it = counters.group_sizes.find(g); it != counters.group_sizes.end())
+            for (const auto& [size_key, bc] : it->second) {
+              auto& [b, c] = cand.counters.group_sizes[key][size_key];
+              b += bc.first;
+              c += bc.second;
+            }
         }
         cand.time = predict_step_time(cand.counters, cand.mesh, machine, options.time);
         const double rate = options.time.bf16 && machine.matmul_bf16_flops > 0

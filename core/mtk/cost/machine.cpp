@@ -35,6 +35,19 @@ void Machine::validate() const {
     if (!(l.bandwidth > 0) || l.latency < 0 || l.span < 0)
       fail(where, cat("links[", i, "]: span ", l.span, ", bandwidth ", l.bandwidth, ", latency ",
                       l.latency, "; need span >= 0, bandwidth > 0, latency >= 0"));
+    if (!l.allreduce_sizes.empty() && l.sizes_group < 2)
+      fail(where, cat("links[", i, "]: allreduce_sizes need the group size they were measured on ",
+                      "(group >= 2), got ", l.sizes_group));
+    for (size_t j = 0; j < l.allreduce_sizes.size(); ++j) {
+      const CollectivePoint& p = l.allreduce_sizes[j];
+      if (!(p.bytes > 0) || !(p.seconds >= 0))
+        fail(where, cat("links[", i, "].allreduce_sizes[", j, "]: bytes ", p.bytes, ", seconds ",
+                        p.seconds, "; need bytes > 0, seconds >= 0"));
+      if (j > 0 && !(p.bytes > l.allreduce_sizes[j - 1].bytes))
+        fail(where,
+             cat("links[", i, "].allreduce_sizes[", j, "]: bytes ", p.bytes,
+                 " must be larger than the previous point's ", l.allreduce_sizes[j - 1].bytes));
+    }
     if (l.stride != 0) {
       if (l.stride < 2)
         fail(where,
@@ -48,6 +61,23 @@ void Machine::validate() const {
   }
   if (!any_span_level)
     fail(where, "only strided links: give at least one level without a stride");
+}
+
+double LinkLevel::measured_allreduce_seconds(double bytes, std::int64_t p) const {
+  if (allreduce_sizes.empty() || p != sizes_group)
+    return -1;
+  const auto& pts = allreduce_sizes;
+  if (bytes <= pts.front().bytes)
+    return pts.front().seconds;
+  if (bytes >= pts.back().bytes)  // the ring's bandwidth term for the bytes beyond
+    return pts.back().seconds + 2 * (static_cast<double>(p) - 1) * (bytes - pts.back().bytes) /
+                                    (static_cast<double>(p) * bandwidth);
+  size_t i = 1;
+  while (pts[i].bytes < bytes)
+    ++i;
+  const CollectivePoint &lo = pts[i - 1], &hi = pts[i];
+  const double w = std::log(bytes / lo.bytes) / std::log(hi.bytes / lo.bytes);
+  return (1 - w) * lo.seconds + w * hi.seconds;
 }
 
 double Machine::matmul_rate(double gemm_flops) const {

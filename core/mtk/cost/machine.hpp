@@ -16,11 +16,29 @@ namespace mtk::cost {
 /// with a stride describes groups over one mesh dim whose ranks lie `stride` apart (the first dim
 /// of a 2 x 2 mesh: ranks {0, 2} and {1, 3}), which may share a core or a node where consecutive
 /// ranks do not; such a group takes that level before the span rule.
+/// One measured allreduce call: its payload bytes per processor and its seconds.
+struct CollectivePoint {
+  double bytes = 0;
+  double seconds = 0;
+};
+
 struct LinkLevel {
   std::int64_t span = 0;    ///< groups within this many consecutive ranks (0: any group)
   double bandwidth = 0;     ///< bytes/s one processor sends and receives at once
   double latency = 0;       ///< seconds per message step
   std::int64_t stride = 0;  ///< > 1: only one-dim groups of this rank stride (span still bounds)
+  /// Optional: allreduce seconds per call by payload size, measured over groups of
+  /// `sizes_group` processors, by increasing bytes. Protocol switches (eager, pipelined,
+  /// single-copy) and ranks that wait to be scheduled make the cost a step function of the size
+  /// that latency + size / bandwidth does not follow; groups of that size use these points.
+  std::int64_t sizes_group = 0;
+  std::vector<CollectivePoint> allreduce_sizes = {};
+
+  /// Seconds of one allreduce call of `bytes` per processor over `p` processors, from
+  /// allreduce_sizes when they were measured for groups of `p`, else nothing (returns < 0).
+  /// Interpolated linearly in log(bytes); below the first point its time; beyond the last, the
+  /// last plus the bandwidth cost of the extra bytes.
+  double measured_allreduce_seconds(double bytes, std::int64_t p) const;
 };
 
 /// The matmul rate measured at one gemm size (FLOPs of one gemm call).

@@ -12,7 +12,10 @@ double collective_seconds(const std::string& kind, std::int64_t bytes, std::int6
   const double n = static_cast<double>(bytes) / static_cast<double>(calls);  // per call
   const double a = link.latency, B = link.bandwidth, P = static_cast<double>(p);
   double per_call;
-  if (kind == "allreduce") {
+  if (const double measured = kind == "allreduce" ? link.measured_allreduce_seconds(n, p) : -1;
+      measured >= 0) {
+    per_call = measured;
+  } else if (kind == "allreduce") {
     const double ring = 2 * (P - 1) * (a + n / (P * B));
     const double tree = 2 * std::ceil(std::log2(P)) * (a + n / B);
     per_call = std::min(ring, tree);
@@ -63,8 +66,14 @@ StepTime predict_step_time(const Counters& counters, const MeshShape& mesh, cons
     std::int64_t p = 1;
     for (int a : axes)
       p *= mesh[a].size;
-    const double s = collective_seconds(kind, bytes, counters.group_calls.at(group), p,
-                                        machine.link_for(mesh, axes));
+    const LinkLevel& link = machine.link_for(mesh, axes);
+    double s = 0;
+    if (const auto it = counters.group_sizes.find(group); it != counters.group_sizes.end()) {
+      for (const auto& [size_key, bc] : it->second)  // per size: the cost is not linear in it
+        s += collective_seconds(kind, bc.first, bc.second, p, link);
+    } else {
+      s = collective_seconds(kind, bytes, counters.group_calls.at(group), p, link);
+    }
     t.comm_s[kind] += s;
     t.comm_total_s += s;
   }

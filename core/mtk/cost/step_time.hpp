@@ -44,12 +44,14 @@ struct StepTime {
 /// Seconds for `calls` calls of collective `kind` ("allreduce", "allconcat", "alltoall") moving
 /// `bytes` payload in all over a group of `p` processors on `link`. Ring: allreduce
 /// 2(p-1)(a + n/(pB)), allconcat (p-1)(a + n/B) with n the input slice, alltoall (p-1)(a + n/(pB));
-/// allreduce also has the tree 2 log2(p)(a + n/B); the cheaper one is taken per call.
+/// allreduce also has the tree 2 log2(p)(a + n/B); the cheaper one is taken per call. An
+/// allreduce over a link whose allreduce_sizes were measured for groups of `p` takes those
+/// instead (LinkLevel::measured_allreduce_seconds).
 double collective_seconds(const std::string& kind, std::int64_t bytes, std::int64_t calls,
                           std::int64_t p, const LinkLevel& link);
 
 /// The step time of a program with `counters` lowered on `mesh` (group_bytes give each
-/// collective's mesh axes).
+/// collective's mesh axes; group_sizes, when present, its calls by size).
 StepTime predict_step_time(const Counters& counters, const MeshShape& mesh, const Machine& machine,
                            const StepTimeOptions& options = {});
 

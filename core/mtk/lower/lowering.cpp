@@ -118,6 +118,11 @@ void Lowering::count_comm(const std::string& kind, std::int64_t bytes, std::vect
   const Counters::CommGroup key{kind, std::move(axes)};
   p_->counters_.group_bytes[key] += bytes;
   p_->counters_.group_calls[key] += 1;
+  const int size_key =
+      bytes > 0 ? static_cast<int>(std::floor(std::log2(static_cast<double>(bytes)))) : -1;
+  auto& [size_bytes, size_calls] = p_->counters_.group_sizes[key][size_key];
+  size_bytes += bytes;
+  size_calls += 1;
 }
 
 void Lowering::materialize(int t) {

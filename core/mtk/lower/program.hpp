@@ -93,6 +93,9 @@ struct Counters {
   using CommGroup = std::pair<std::string, std::vector<int>>;
   std::map<CommGroup, std::int64_t> group_bytes;
   std::map<CommGroup, std::int64_t> group_calls;
+  /// The same per group by call size: key floor(log2(payload bytes of one call)) (-1 for an
+  /// empty call), value {bytes, calls}; for links whose cost is measured by size.
+  std::map<CommGroup, std::map<int, std::pair<std::int64_t, std::int64_t>>> group_sizes;
   /// Per step kind (the first word of the step: "einsum", "binary", "allreduce(sum)", ...): steps
   /// run, and bytes of the local slices they read and write. For the step-time model's per-op
   /// overhead and elementwise memory traffic.

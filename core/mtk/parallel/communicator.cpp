@@ -1,4 +1,5 @@
 #include <mtk/base/error.hpp>
+#include <mtk/parallel/collective_wait.hpp>
 #include <mtk/parallel/mpi_interop.hpp>
 
 #include <algorithm>
@@ -81,6 +82,20 @@ int mpi_count(std::size_t n, const char* where) {
   return static_cast<int>(n);
 }
 
+// Completes a non-blocking collective, yielding the core between polls (CollectiveWait::yield).
+void wait_yielding(MPI_Request& request) {
+  for (int done = 0;;) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done)
+      return;
+    std::this_thread::yield();
+  }
+}
+
+bool yielding() {
+  return collective_wait() == CollectiveWait::yield;
+}
+
 int type_bytes(MPI_Datatype t) {
   int bytes = 0;
   MPI_Type_size(t, &bytes);
@@ -139,6 +154,11 @@ int Communicator::size() const {
 }
 
 void Communicator::barrier() const {
+  if (yielding()) {
+    MPI_Request request;
+    MPI_Ibarrier(impl_->comm, &request);
+    return wait_yielding(request);
+  }
   MPI_Barrier(impl_->comm);
 }
 
@@ -189,38 +209,75 @@ void Communicator::broadcast_raw(void* data, std::size_t count, detail::Datatype
   // Large messages in pieces: MPI counts are int.
   const MPI_Datatype t = mpi_type(type);
   const std::size_t piece = std::size_t{1} << 30, bytes = static_cast<std::size_t>(type_bytes(t));
-  for (std::size_t off = 0; off < count; off += piece)
-    MPI_Bcast(static_cast<char*>(data) + off * bytes,
-              static_cast<int>(std::min(piece, count - off)), t, root, impl_->comm);
+  for (std::size_t off = 0; off < count; off += piece) {
+    void* at = static_cast<char*>(data) + off * bytes;
+    const int n = static_cast<int>(std::min(piece, count - off));
+    if (yielding()) {
+      MPI_Request request;
+      MPI_Ibcast(at, n, t, root, impl_->comm, &request);
+      wait_yielding(request);
+    } else {
+      MPI_Bcast(at, n, t, root, impl_->comm);
+    }
+  }
 }
 
 void Communicator::allreduce_raw(void* data, std::size_t count, detail::Datatype type,
                                  ReduceOp op) const {
-  MPI_Allreduce(MPI_IN_PLACE, data, mpi_count(count, "mtk::Communicator::allreduce"),
-                mpi_type(type), mpi_op(op), impl_->comm);
+  const int n = mpi_count(count, "mtk::Communicator::allreduce");
+  if (yielding()) {
+    MPI_Request request;
+    MPI_Iallreduce(MPI_IN_PLACE, data, n, mpi_type(type), mpi_op(op), impl_->comm, &request);
+    return wait_yielding(request);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, data, n, mpi_type(type), mpi_op(op), impl_->comm);
 }
 
 void Communicator::allgather_raw(const void* send, void* recv, std::size_t count,
                                  detail::Datatype type) const {
   const int n = mpi_count(count, "mtk::Communicator::allgather");
+  if (yielding()) {
+    MPI_Request request;
+    MPI_Iallgather(send, n, mpi_type(type), recv, n, mpi_type(type), impl_->comm, &request);
+    return wait_yielding(request);
+  }
   MPI_Allgather(send, n, mpi_type(type), recv, n, mpi_type(type), impl_->comm);
 }
 
 void Communicator::alltoall_raw(const void* send, void* recv, std::size_t count,
                                 detail::Datatype type) const {
   const int n = mpi_count(count, "mtk::Communicator::alltoall");
+  if (yielding()) {
+    MPI_Request request;
+    MPI_Ialltoall(send, n, mpi_type(type), recv, n, mpi_type(type), impl_->comm, &request);
+    return wait_yielding(request);
+  }
   MPI_Alltoall(send, n, mpi_type(type), recv, n, mpi_type(type), impl_->comm);
 }
 
 void Communicator::reduce_scatter_raw(const void* send, void* recv, std::size_t count,
                                       detail::Datatype type, ReduceOp op) const {
-  MPI_Reduce_scatter_block(send, recv, mpi_count(count, "mtk::Communicator::reduce_scatter"),
-                           mpi_type(type), mpi_op(op), impl_->comm);
+  const int n = mpi_count(count, "mtk::Communicator::reduce_scatter");
+  if (yielding()) {
+    MPI_Request request;
+    MPI_Ireduce_scatter_block(send, recv, n, mpi_type(type), mpi_op(op), impl_->comm, &request);
+    return wait_yielding(request);
+  }
+  MPI_Reduce_scatter_block(send, recv, n, mpi_type(type), mpi_op(op), impl_->comm);
 }
 
 void Communicator::sendrecv_raw(const void* send, int dest, void* recv, int source,
                                 std::size_t count, detail::Datatype type) const {
   const int n = mpi_count(count, "mtk::Communicator::sendrecv");
+  if (yielding()) {
+    MPI_Request requests[2];
+    MPI_Irecv(recv, n, mpi_type(type), source < 0 ? MPI_PROC_NULL : source, 0, impl_->comm,
+              &requests[0]);
+    MPI_Isend(send, n, mpi_type(type), dest < 0 ? MPI_PROC_NULL : dest, 0, impl_->comm,
+              &requests[1]);
+    wait_yielding(requests[0]);
+    return wait_yielding(requests[1]);
+  }
   MPI_Sendrecv(send, n, mpi_type(type), dest < 0 ? MPI_PROC_NULL : dest, 0, recv, n, mpi_type(type),
                source < 0 ? MPI_PROC_NULL : source, 0, impl_->comm, MPI_STATUS_IGNORE);
 }

@@ -1,4 +1,6 @@
+#include <mtk/parallel/collective_wait.hpp>
 #include <mtk/parallel/environment.hpp>
+#include <mtk/parallel/mpi_interop.hpp>
 
 #include <Kokkos_Core.hpp>
 #include <mpi.h>
@@ -24,6 +26,7 @@ Environment::Environment(int& argc, char**& argv) {
   kokkos_args.push_back(nullptr);
   char** kokkos_argv = kokkos_args.data();
   Kokkos::initialize(kokkos_argc, kokkos_argv);
+  set_collective_wait(choose_collective_wait(borrow(MPI_COMM_WORLD)));
 }
 
 Environment::~Environment() {

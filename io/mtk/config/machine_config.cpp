@@ -35,12 +35,26 @@ cost::Machine machine_from_config(const Config& config) {
     fail("mtk::machine_from_config", config.origin() + ": key 'links' is missing");
   for (const auto& level : config.keys("links")) {
     const std::string k = "links." + level;
-    reject_unknown_keys(config, k, {"span", "bandwidth", "latency", "stride"});
+    reject_unknown_keys(config, k,
+                        {"span", "bandwidth", "latency", "stride", "group", "allreduce_sizes"});
     cost::LinkLevel l;
     l.span = config.get_int(k + ".span", 0);
     l.stride = config.get_int(k + ".stride", 0);
     l.bandwidth = config.get_double(k + ".bandwidth");
     l.latency = config.get_double(k + ".latency", 0.0);
+    l.sizes_group = config.get_int(k + ".group", 0);
+    if (config.has(k + ".allreduce_sizes")) {
+      for (const auto& point : config.keys(k + ".allreduce_sizes")) {
+        const std::string kp = k + ".allreduce_sizes." + point;
+        reject_unknown_keys(config, kp, {"bytes", "seconds"});
+        l.allreduce_sizes.push_back(
+            {config.get_double(kp + ".bytes"), config.get_double(kp + ".seconds")});
+      }
+      std::sort(l.allreduce_sizes.begin(), l.allreduce_sizes.end(),
+                [](const cost::CollectivePoint& a, const cost::CollectivePoint& b) {
+                  return a.bytes < b.bytes;
+                });
+    }
     m.links.push_back(l);
   }
   try {
@@ -82,11 +96,24 @@ std::string machine_to_yaml(const cost::Machine& m, const std::string& comment) 
        "it; 0 = any;\n         # a one-dim group whose ranks lie `stride` apart takes that "
        "strided level first\n";
   for (size_t i = 0; i < m.links.size(); ++i) {
-    s << "  level" << i << ": {span: " << m.links[i].span;
-    if (m.links[i].stride != 0)
-      s << ", stride: " << m.links[i].stride;
-    s << ", bandwidth: " << num(m.links[i].bandwidth) << ", latency: " << num(m.links[i].latency)
-      << "}\n";
+    const cost::LinkLevel& l = m.links[i];
+    if (l.allreduce_sizes.empty()) {
+      s << "  level" << i << ": {span: " << l.span;
+      if (l.stride != 0)
+        s << ", stride: " << l.stride;
+      s << ", bandwidth: " << num(l.bandwidth) << ", latency: " << num(l.latency) << "}\n";
+      continue;
+    }
+    s << "  level" << i << ":\n    span: " << l.span << "\n";
+    if (l.stride != 0)
+      s << "    stride: " << l.stride << "\n";
+    s << "    bandwidth: " << num(l.bandwidth) << "\n    latency: " << num(l.latency)
+      << "\n    group: " << l.sizes_group
+      << "   # allreduce_sizes were measured on groups of this many\n"
+      << "    allreduce_sizes:   # seconds of one allreduce call by payload bytes per processor\n";
+    for (size_t j = 0; j < l.allreduce_sizes.size(); ++j)
+      s << "      size" << j << ": {bytes: " << static_cast<long long>(l.allreduce_sizes[j].bytes)
+        << ", seconds: " << num(l.allreduce_sizes[j].seconds) << "}\n";
   }
   return s.str();
 }

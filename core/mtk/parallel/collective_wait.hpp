@@ -1,0 +1,32 @@
+#pragma once
+// How a rank waits inside a blocking collective. MPI libraries poll in a busy loop; with more
+// ranks than cores, a polling rank keeps the core its partner needs until the scheduler's next
+// tick (milliseconds), so every collective between ranks that share a core costs ticks. Yielding
+// the core between polls hands it over at once.
+
+#include <mtk/parallel/communicator.hpp>
+
+#include <string>
+
+namespace mtk {
+
+enum class CollectiveWait {
+  spin,   ///< the MPI library's own blocking call (busy polling)
+  yield,  ///< the non-blocking call, then MPI_Test and a yield of the core until it completes
+};
+
+/// The policy in force for every Communicator of this process (spin until set).
+CollectiveWait collective_wait();
+void set_collective_wait(CollectiveWait wait);
+const char* to_string(CollectiveWait wait);
+
+/// Whether the ranks of `comm` on this node outnumber the CPUs they may run on (the union of their
+/// affinity masks). Collective over `comm`.
+bool node_oversubscribed(const Communicator& comm);
+
+/// The policy MTK_COLLECTIVE_WAIT asks for: "spin", "yield", or "auto" (the default when unset or
+/// empty: yield where node_oversubscribed(comm), else spin). Collective over `comm`; throws naming
+/// the variable and its value for anything else.
+CollectiveWait choose_collective_wait(const Communicator& comm);
+
+}  // namespace mtk
