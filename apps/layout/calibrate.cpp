@@ -204,14 +204,12 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
       cat("Measured by `mtk-layout calibrate` on ", R, " ranks, every rank busy at once; best of ",
           reps, " runs of: batched\neinsums [b,s,s]x[b,s,s] (s = 16..", n,
           ", ~1e9 FLOPs a run), 20 x (add + exp + sum of 1M floats), 20000\none-element adds, "
-          "allreduces of 32 B to 8 MiB by factors of 4 (20 calls\nup to 128 KiB, 4 above; each "
-          "after 1 "
-          "ms of adds, the adds' time subtracted, and alone up to\n128 KiB; the slower) per group "
-          "of "
-          "consecutive ranks and per group of ranks a stride apart. Collectives waited by ",
+          "allreduces of 32 B to 8 MiB by factors\nof 4 (20 calls up to 128 KiB, 4 above; "
+          "each after 1 ms of adds, the adds' time subtracted, and\nalone up to 128 KiB; the "
+          "slower) per group of consecutive ranks and per group of ranks a\nstride apart. "
+          "Collective waits: ",
           to_string(collective_wait()),
-          "ing\n(MTK_COLLECTIVE_WAIT; the jobs must wait the same "
-          "way)."));
+          " (MTK_COLLECTIVE_WAIT; run the jobs with the same policy)."));
   if (world.rank() == 0) {
     std::printf("%s", yaml.c_str());
     if (!out.empty()) {
