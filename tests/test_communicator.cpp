@@ -260,6 +260,8 @@ TEST(CollectiveWait, ChosenFromTheEnvironmentOrTheNodesCores) {
   const Communicator world = Communicator::world();
   const char* had = std::getenv("MTK_COLLECTIVE_WAIT");
   const std::string saved = had ? had : "";
+  // mtk::Environment (the test main's) applied the choice for this run
+  EXPECT_EQ(collective_wait(), choose_collective_wait(world));
   setenv("MTK_COLLECTIVE_WAIT", "spin", 1);
   EXPECT_EQ(choose_collective_wait(world), CollectiveWait::spin);
   setenv("MTK_COLLECTIVE_WAIT", "yield", 1);
