@@ -114,6 +114,26 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
       }
     });
     m.elementwise_bytes = 4.0 * static_cast<double>(3 * e + 2 * e + e + rows) * k / s;
+    // Per step kind, whose rates differ by 10x and more (an exp is compute-bound, an add is
+    // memory-bound, a row sum in between): binary steps as adds; unary steps as the functions
+    // training steps use most (scale, square, rsqrt, relu); reduce steps as row sums. Runs of
+    // tens of ms.
+    auto rate = [&](double bytes_each, int calls, const std::function<void()>& fn) {
+      return bytes_each * calls / best_seconds(world, reps, [&] {
+               for (int i = 0; i < calls; ++i)
+                 fn();
+             });
+    };
+    m.elementwise_by_kind["binary"] = rate(12.0 * static_cast<double>(e), 100, [&] {
+      kernels::binary<float>(space, BinaryFn::add, s1, x, s1, y, s1);
+    });
+    m.elementwise_by_kind["unary"] = rate(4 * 8.0 * static_cast<double>(e), 25, [&] {
+      for (UnaryFn f : {UnaryFn::mul_scalar, UnaryFn::square, UnaryFn::rsqrt, UnaryFn::relu})
+        kernels::unary<float>(space, f, y, 0.5);
+    });
+    m.elementwise_by_kind["reduce"] = rate(4.0 * static_cast<double>(e + rows), 20, [&] {
+      kernels::reduce<float>(space, ReduceFn::sum, s2, x, s3);
+    });
   }
   {  // per-step overhead: a kernel step on 1 element (launch, output allocation), 20000 in a row
     const Shape s1{{"i", 1}};
@@ -203,13 +223,14 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
       m,
       cat("Measured by `mtk-layout calibrate` on ", R, " ranks, every rank busy at once; best of ",
           reps, " runs of: batched\neinsums [b,s,s]x[b,s,s] (s = 16..", n,
-          ", ~1e9 FLOPs a run), 20 x (add + exp + sum of 1M floats), 20000\none-element adds, "
-          "allreduces of 32 B to 8 MiB by factors\nof 4 (20 calls up to 128 KiB, 4 above; "
-          "each after 1 ms of adds, the adds' time subtracted, and\nalone up to 128 KiB; the "
-          "slower) per group of consecutive ranks and per group of ranks a\nstride apart. "
-          "Collective waits: ",
+          ", ~1e9 FLOPs a run), 20 x (add + exp + sum of 1M floats), per\nstep kind 100 adds, 25 x "
+          "(scale, square, rsqrt, relu) and 20 row sums of 1M floats, 20000 one-element\nadds, "
+          "allreduces of 32 B to 8 MiB by factors of 4 (20 calls up to 128 KiB, 4 above; each "
+          "after 1 ms\nof adds, the adds' time subtracted, and alone up to 128 KiB; the slower) "
+          "per "
+          "group of consecutive\nranks and per group of ranks a stride apart. Collective waits: ",
           to_string(collective_wait()),
-          " (MTK_COLLECTIVE_WAIT; run the jobs with the same policy)."));
+          " (MTK_COLLECTIVE_WAIT; run the jobs\nwith the same policy)."));
   if (world.rank() == 0) {
     std::printf("%s", yaml.c_str());
     if (!out.empty()) {

@@ -9,6 +9,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/config/config.hpp>
 #include <mtk/config/model_config.hpp>
+#include <mtk/cost/step_time.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/metrics/metrics.hpp>
 #include <mtk/nn/transformer.hpp>
@@ -16,6 +17,7 @@
 
 #include "cli.hpp"
 #include "layout_commands.hpp"
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -94,6 +96,23 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
               mtk::format_bytes(static_cast<double>(c.peak_bytes)).c_str());
   std::printf("  compute: %.3g FLOPs (%.3g in einsums)\n", c.total_flops(),
               c.flops.count("einsum") ? c.flops.at("einsum") : 0.0);
+  {  // the memory traffic the step-time model charges, largest kinds first
+    std::vector<std::pair<std::int64_t, std::string>> kinds;
+    std::int64_t total = 0, steps = 0;
+    for (const auto& [k, v] : c.op_bytes)
+      if (!mtk::cost::is_free_step_kind(k)) {
+        kinds.emplace_back(v, k);
+        total += v;
+        steps += c.op_calls.count(k) ? c.op_calls.at(k) : 0;
+      }
+    std::sort(kinds.rbegin(), kinds.rend());
+    std::printf("  kernel steps: %lld, reading and writing %s", static_cast<long long>(steps),
+                mtk::format_bytes(static_cast<double>(total)).c_str());
+    for (size_t i = 0; i < kinds.size() && i < 4; ++i)
+      std::printf("%s%s %s", i == 0 ? " (" : ", ", kinds[i].second.c_str(),
+                  mtk::format_bytes(static_cast<double>(kinds[i].first)).c_str());
+    std::printf("%s\n", kinds.empty() ? "" : ", ...)");
+  }
   std::printf("  communication: %s",
               mtk::format_bytes(static_cast<double>(c.total_comm_bytes())).c_str());
   for (const auto& [k, v] : c.comm_bytes)

@@ -443,6 +443,36 @@ TEST(StepTime, AllreducesMeasuredBySizeTakeTheirPoints) {
     EXPECT_THROW(machine_from_config(Config::from_string(base + bad)), Error) << bad;
 }
 
+TEST(StepTime, ElementwiseRatesByStepKind) {
+  // Steps of a kind with its own rate use it; other kinds the general elementwise rate.
+  cost::Machine mc = machine();  // elementwise_bytes 1e10
+  mc.elementwise_by_kind = {{"binary", 4e10}, {"reduce", 2e9}};
+  EXPECT_EQ(mc.elementwise_rate("binary"), 4e10);
+  EXPECT_EQ(mc.elementwise_rate("unary"), 1e10);
+  Counters c;
+  c.flops["einsum"] = 1;
+  c.op_bytes = {{"binary", 4000000000},
+                {"reduce", 2000000000},
+                {"gather", 1000000000},
+                {"reshape", 1000000000}};  // reshape: free
+  c.op_calls = {{"binary", 1}, {"reduce", 1}, {"gather", 1}, {"reshape", 1}};
+  EXPECT_NEAR(cost::predict_step_time(c, MeshShape::parse("batch:1"), mc).elementwise_s,
+              0.1 + 1.0 + 0.1, 1e-12);
+  // Machine files: round trip; a non-positive rate is an error naming the kind.
+  const cost::Machine back = machine_from_config(Config::from_string(machine_to_yaml(mc)));
+  EXPECT_EQ(back.elementwise_by_kind, mc.elementwise_by_kind);
+  const std::string base =
+      "matmul_flops: 1e9\nelementwise_bytes: 1e9\nlinks: {a: {bandwidth: 1e9}}\n";
+  EXPECT_TRUE(machine_from_config(Config::from_string(base)).elementwise_by_kind.empty());
+  try {
+    machine_from_config(Config::from_string(base + "elementwise_by_kind: {unary: 0}\n"));
+    ADD_FAILURE() << "a zero rate was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("elementwise_by_kind.unary"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(StepTime, SumsComputeAndCommunication) {
   Counters c;
   c.flops["einsum"] = 2e10;

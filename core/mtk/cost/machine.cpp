@@ -13,6 +13,9 @@ void Machine::validate() const {
     fail(where, cat("matmul_bf16_flops is ", matmul_bf16_flops, "; it must be >= 0"));
   if (!(elementwise_bytes > 0))
     fail(where, cat("elementwise_bytes is ", elementwise_bytes, "; it must be > 0 (bytes/s)"));
+  for (const auto& [kind, rate] : elementwise_by_kind)
+    if (!(rate > 0))
+      fail(where, cat("elementwise_by_kind.", kind, " is ", rate, "; it must be > 0 (bytes/s)"));
   if (memory_bytes < 0)
     fail(where, cat("memory_bytes is ", memory_bytes, "; it must be >= 0"));
   if (op_overhead_s < 0)
@@ -78,6 +81,11 @@ double LinkLevel::measured_allreduce_seconds(double bytes, std::int64_t p) const
   const CollectivePoint &lo = pts[i - 1], &hi = pts[i];
   const double w = std::log(bytes / lo.bytes) / std::log(hi.bytes / lo.bytes);
   return (1 - w) * lo.seconds + w * hi.seconds;
+}
+
+double Machine::elementwise_rate(const std::string& kind) const {
+  const auto it = elementwise_by_kind.find(kind);
+  return it != elementwise_by_kind.end() ? it->second : elementwise_bytes;
 }
 
 double Machine::matmul_rate(double gemm_flops) const {

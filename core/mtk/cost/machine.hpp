@@ -7,6 +7,7 @@
 #include <mtk/parallel/mesh_shape.hpp>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -49,9 +50,12 @@ struct MatmulPoint {
 
 struct Machine {
   std::string name;
-  double matmul_flops = 0;        ///< FLOP/s per processor, float32 matmuls (einsum)
-  double matmul_bf16_flops = 0;   ///< FLOP/s per processor in bf16 (0: not available)
-  double elementwise_bytes = 0;   ///< bytes/s per processor for elementwise kernels
+  double matmul_flops = 0;       ///< FLOP/s per processor, float32 matmuls (einsum)
+  double matmul_bf16_flops = 0;  ///< FLOP/s per processor in bf16 (0: not available)
+  double elementwise_bytes = 0;  ///< bytes/s per processor for elementwise kernels
+  /// Optional: bytes/s for the steps of one kind (Counters::op_bytes keys: "binary", "unary",
+  /// "reduce", ...), whose kernels run at rates far apart; other kinds use elementwise_bytes.
+  std::map<std::string, double> elementwise_by_kind = {};
   std::int64_t memory_bytes = 0;  ///< per processor (0: unknown)
   /// Optional: matmul rate by gemm size, for small and skinny products (batched attention
   /// products run one small gemm per batch entry). Empty: matmul_flops at every size.
@@ -67,6 +71,8 @@ struct Machine {
   /// log(size) and log(rate), the end points held beyond the measured range; matmul_flops when
   /// matmul_sizes is empty.
   double matmul_rate(double gemm_flops) const;
+  /// Bytes/s of steps of `kind`: elementwise_by_kind's entry, else elementwise_bytes.
+  double elementwise_rate(const std::string& kind) const;
   /// The link used by a group over mesh `axes` of `mesh` (row-major ranks).
   const LinkLevel& link_for(const MeshShape& mesh, const std::vector<int>& axes) const;
 };

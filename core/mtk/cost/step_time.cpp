@@ -50,7 +50,7 @@ StepTime predict_step_time(const Counters& counters, const MeshShape& mesh, cons
   if (!counters.op_bytes.empty()) {
     for (const auto& [kind, bytes] : counters.op_bytes)
       if (!is_free_step_kind(kind))
-        t.elementwise_s += static_cast<double>(bytes) / machine.elementwise_bytes;
+        t.elementwise_s += static_cast<double>(bytes) / machine.elementwise_rate(kind);
     for (const auto& [kind, calls] : counters.op_calls)
       if (!is_free_step_kind(kind))
         t.kernel_steps += calls;

@@ -9,15 +9,19 @@
 namespace mtk {
 
 cost::Machine machine_from_config(const Config& config) {
-  reject_unknown_keys(config, "",
-                      {"name", "matmul_flops", "matmul_bf16_flops", "matmul_sizes",
-                       "elementwise_bytes", "op_overhead_s", "memory_bytes", "links"});
+  reject_unknown_keys(
+      config, "",
+      {"name", "matmul_flops", "matmul_bf16_flops", "matmul_sizes", "elementwise_bytes",
+       "elementwise_by_kind", "op_overhead_s", "memory_bytes", "links"});
   cost::Machine m;
   m.name = config.get_string("name", config.origin());
   m.matmul_flops = config.get_double("matmul_flops");
   m.matmul_bf16_flops = config.get_double("matmul_bf16_flops", 0.0);
   m.elementwise_bytes = config.get_double("elementwise_bytes");
   m.memory_bytes = static_cast<std::int64_t>(config.get_double("memory_bytes", 0.0));
+  if (config.has("elementwise_by_kind"))
+    for (const auto& kind : config.keys("elementwise_by_kind"))
+      m.elementwise_by_kind[kind] = config.get_double("elementwise_by_kind." + kind);
   m.op_overhead_s = config.get_double("op_overhead_s", 0.0);
   if (config.has("matmul_sizes")) {
     for (const auto& point : config.keys("matmul_sizes")) {
@@ -90,6 +94,11 @@ std::string machine_to_yaml(const cost::Machine& m, const std::string& comment) 
   }
   s << "elementwise_bytes: " << num(m.elementwise_bytes)
     << "   # bytes/s per processor read + written by kernels\n";
+  if (!m.elementwise_by_kind.empty()) {
+    s << "elementwise_by_kind:   # bytes/s of the steps of one kind\n";
+    for (const auto& [kind, rate] : m.elementwise_by_kind)
+      s << "  " << kind << ": " << num(rate) << "\n";
+  }
   s << "op_overhead_s: " << num(m.op_overhead_s) << "   # seconds per kernel step\n";
   s << "memory_bytes: " << num(static_cast<double>(m.memory_bytes)) << "\n";
   s << "links:   # a collective group uses the first level whose span (consecutive ranks) covers "
