@@ -92,8 +92,15 @@ void wait_yielding(MPI_Request& request) {
   }
 }
 
-bool yielding() {
-  return collective_wait() == CollectiveWait::yield;
+// A collective through the MPI library's blocking call `blocking`, or, when ranks yield the core
+// (CollectiveWait::yield), through its non-blocking twin `start` completed by wait_yielding.
+template <class Blocking, class Start>
+void collective(Blocking blocking, Start start) {
+  if (collective_wait() != CollectiveWait::yield)
+    return blocking();
+  MPI_Request request;
+  start(&request);
+  wait_yielding(request);
 }
 
 int type_bytes(MPI_Datatype t) {
@@ -154,12 +161,8 @@ int Communicator::size() const {
 }
 
 void Communicator::barrier() const {
-  if (yielding()) {
-    MPI_Request request;
-    MPI_Ibarrier(impl_->comm, &request);
-    return wait_yielding(request);
-  }
-  MPI_Barrier(impl_->comm);
+  const MPI_Comm c = impl_->comm;
+  collective([&] { MPI_Barrier(c); }, [&](MPI_Request* r) { MPI_Ibarrier(c, r); });
 }
 
 void Communicator::abort(int code) const {
@@ -212,64 +215,50 @@ void Communicator::broadcast_raw(void* data, std::size_t count, detail::Datatype
   for (std::size_t off = 0; off < count; off += piece) {
     void* at = static_cast<char*>(data) + off * bytes;
     const int n = static_cast<int>(std::min(piece, count - off));
-    if (yielding()) {
-      MPI_Request request;
-      MPI_Ibcast(at, n, t, root, impl_->comm, &request);
-      wait_yielding(request);
-    } else {
-      MPI_Bcast(at, n, t, root, impl_->comm);
-    }
+    collective([&] { MPI_Bcast(at, n, t, root, impl_->comm); },
+               [&](MPI_Request* r) { MPI_Ibcast(at, n, t, root, impl_->comm, r); });
   }
 }
 
 void Communicator::allreduce_raw(void* data, std::size_t count, detail::Datatype type,
                                  ReduceOp op) const {
   const int n = mpi_count(count, "mtk::Communicator::allreduce");
-  if (yielding()) {
-    MPI_Request request;
-    MPI_Iallreduce(MPI_IN_PLACE, data, n, mpi_type(type), mpi_op(op), impl_->comm, &request);
-    return wait_yielding(request);
-  }
-  MPI_Allreduce(MPI_IN_PLACE, data, n, mpi_type(type), mpi_op(op), impl_->comm);
+  const MPI_Datatype t = mpi_type(type);
+  const MPI_Op o = mpi_op(op);
+  collective([&] { MPI_Allreduce(MPI_IN_PLACE, data, n, t, o, impl_->comm); },
+             [&](MPI_Request* r) { MPI_Iallreduce(MPI_IN_PLACE, data, n, t, o, impl_->comm, r); });
 }
 
 void Communicator::allgather_raw(const void* send, void* recv, std::size_t count,
                                  detail::Datatype type) const {
   const int n = mpi_count(count, "mtk::Communicator::allgather");
-  if (yielding()) {
-    MPI_Request request;
-    MPI_Iallgather(send, n, mpi_type(type), recv, n, mpi_type(type), impl_->comm, &request);
-    return wait_yielding(request);
-  }
-  MPI_Allgather(send, n, mpi_type(type), recv, n, mpi_type(type), impl_->comm);
+  const MPI_Datatype t = mpi_type(type);
+  collective([&] { MPI_Allgather(send, n, t, recv, n, t, impl_->comm); },
+             [&](MPI_Request* r) { MPI_Iallgather(send, n, t, recv, n, t, impl_->comm, r); });
 }
 
 void Communicator::alltoall_raw(const void* send, void* recv, std::size_t count,
                                 detail::Datatype type) const {
   const int n = mpi_count(count, "mtk::Communicator::alltoall");
-  if (yielding()) {
-    MPI_Request request;
-    MPI_Ialltoall(send, n, mpi_type(type), recv, n, mpi_type(type), impl_->comm, &request);
-    return wait_yielding(request);
-  }
-  MPI_Alltoall(send, n, mpi_type(type), recv, n, mpi_type(type), impl_->comm);
+  const MPI_Datatype t = mpi_type(type);
+  collective([&] { MPI_Alltoall(send, n, t, recv, n, t, impl_->comm); },
+             [&](MPI_Request* r) { MPI_Ialltoall(send, n, t, recv, n, t, impl_->comm, r); });
 }
 
 void Communicator::reduce_scatter_raw(const void* send, void* recv, std::size_t count,
                                       detail::Datatype type, ReduceOp op) const {
   const int n = mpi_count(count, "mtk::Communicator::reduce_scatter");
-  if (yielding()) {
-    MPI_Request request;
-    MPI_Ireduce_scatter_block(send, recv, n, mpi_type(type), mpi_op(op), impl_->comm, &request);
-    return wait_yielding(request);
-  }
-  MPI_Reduce_scatter_block(send, recv, n, mpi_type(type), mpi_op(op), impl_->comm);
+  const MPI_Datatype t = mpi_type(type);
+  const MPI_Op o = mpi_op(op);
+  collective(
+      [&] { MPI_Reduce_scatter_block(send, recv, n, t, o, impl_->comm); },
+      [&](MPI_Request* r) { MPI_Ireduce_scatter_block(send, recv, n, t, o, impl_->comm, r); });
 }
 
 void Communicator::sendrecv_raw(const void* send, int dest, void* recv, int source,
                                 std::size_t count, detail::Datatype type) const {
   const int n = mpi_count(count, "mtk::Communicator::sendrecv");
-  if (yielding()) {
+  if (collective_wait() == CollectiveWait::yield) {  // two requests: not collective()
     MPI_Request requests[2];
     MPI_Irecv(recv, n, mpi_type(type), source < 0 ? MPI_PROC_NULL : source, 0, impl_->comm,
               &requests[0]);
@@ -339,8 +328,16 @@ std::vector<std::string> Communicator::allgather_strings(const std::string& valu
   const int len = mpi_count(value.size(), where);
   const std::vector<int> lens = allgather(len), displs = displacements(lens, where);
   std::string all(static_cast<std::size_t>(displs.back() + lens.back()), '\0');
-  MPI_Allgatherv(value.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR,
-                 impl_->comm);
+  const MPI_Comm c = impl_->comm;
+  collective(
+      [&] {
+        MPI_Allgatherv(value.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
+                       MPI_CHAR, c);
+      },
+      [&](MPI_Request* r) {
+        MPI_Iallgatherv(value.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
+                        MPI_CHAR, c, r);
+      });
   return cut(all, lens);
 }
 
@@ -350,15 +347,25 @@ std::vector<std::string> Communicator::gather(const std::string& value, int root
     fail(where, cat("root ", root, " outside ", size(), " ranks"));
   const int len = mpi_count(value.size(), where);
   std::vector<int> lens(static_cast<std::size_t>(size()));
-  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, impl_->comm);
+  const MPI_Comm c = impl_->comm;
+  collective(
+      [&] { MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, c); },
+      [&](MPI_Request* r) { MPI_Igather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, c, r); });
   std::vector<int> displs(lens.size());
   std::string all;
   if (rank() == root) {
     displs = displacements(lens, where);
     all.resize(static_cast<std::size_t>(displs.back() + lens.back()));
   }
-  MPI_Gatherv(value.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, root,
-              impl_->comm);
+  collective(
+      [&] {
+        MPI_Gatherv(value.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR,
+                    root, c);
+      },
+      [&](MPI_Request* r) {
+        MPI_Igatherv(value.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR,
+                     root, c, r);
+      });
   return rank() == root ? cut(all, lens) : std::vector<std::string>();
 }
 
