@@ -8,6 +8,28 @@
 
 namespace mtk {
 
+namespace {
+
+// The points under `key` (entries {x_name: .., y_name: ..} in any order), sorted by x.
+template <class Point>
+std::vector<Point> read_points(const Config& config, const std::string& key,
+                               const std::string& x_name, const std::string& y_name) {
+  std::vector<Point> points;
+  for (const auto& name : config.keys(key)) {
+    const std::string k = key + "." + name;
+    reject_unknown_keys(config, k, {x_name, y_name});
+    points.push_back({config.get_double(k + "." + x_name), config.get_double(k + "." + y_name)});
+  }
+  std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) {
+    [[maybe_unused]] const auto& [ax, ay] = a;
+    [[maybe_unused]] const auto& [bx, by] = b;
+    return ax < bx;
+  });
+  return points;
+}
+
+}  // namespace
+
 cost::Machine machine_from_config(const Config& config) {
   reject_unknown_keys(
       config, "",
@@ -23,18 +45,8 @@ cost::Machine machine_from_config(const Config& config) {
     for (const auto& kind : config.keys("elementwise_by_kind"))
       m.elementwise_by_kind[kind] = config.get_double("elementwise_by_kind." + kind);
   m.op_overhead_s = config.get_double("op_overhead_s", 0.0);
-  if (config.has("matmul_sizes")) {
-    for (const auto& point : config.keys("matmul_sizes")) {
-      const std::string k = "matmul_sizes." + point;
-      reject_unknown_keys(config, k, {"gemm_flops", "flops"});
-      m.matmul_sizes.push_back(
-          {config.get_double(k + ".gemm_flops"), config.get_double(k + ".flops")});
-    }
-    std::sort(m.matmul_sizes.begin(), m.matmul_sizes.end(),
-              [](const cost::MatmulPoint& a, const cost::MatmulPoint& b) {
-                return a.gemm_flops < b.gemm_flops;
-              });
-  }
+  if (config.has("matmul_sizes"))
+    m.matmul_sizes = read_points<cost::MatmulPoint>(config, "matmul_sizes", "gemm_flops", "flops");
   if (!config.has("links"))
     fail("mtk::machine_from_config", config.origin() + ": key 'links' is missing");
   for (const auto& level : config.keys("links")) {
@@ -47,18 +59,9 @@ cost::Machine machine_from_config(const Config& config) {
     l.bandwidth = config.get_double(k + ".bandwidth");
     l.latency = config.get_double(k + ".latency", 0.0);
     l.sizes_group = config.get_int(k + ".group", 0);
-    if (config.has(k + ".allreduce_sizes")) {
-      for (const auto& point : config.keys(k + ".allreduce_sizes")) {
-        const std::string kp = k + ".allreduce_sizes." + point;
-        reject_unknown_keys(config, kp, {"bytes", "seconds"});
-        l.allreduce_sizes.push_back(
-            {config.get_double(kp + ".bytes"), config.get_double(kp + ".seconds")});
-      }
-      std::sort(l.allreduce_sizes.begin(), l.allreduce_sizes.end(),
-                [](const cost::CollectivePoint& a, const cost::CollectivePoint& b) {
-                  return a.bytes < b.bytes;
-                });
-    }
+    if (config.has(k + ".allreduce_sizes"))
+      l.allreduce_sizes =
+          read_points<cost::CollectivePoint>(config, k + ".allreduce_sizes", "bytes", "seconds");
     m.links.push_back(l);
   }
   try {
