@@ -7,6 +7,7 @@
 #   yaml-cpp               yaml-cpp
 #   SentencePiece          PkgConfig::SENTENCEPIECE
 #   threads                Threads::Threads
+#   zlib                   ZLIB::ZLIB (text corpora read plain or gzip-compressed)
 #   oneDNN (optional)      MTK::onednn (MTKOneDNN.cmake; bfloat16 contractions)
 #   CLI11                  CLI11::CLI11 (header-only; the tools in apps/ only, not the libraries)
 include(CMakeFindDependencyMacro)
@@ -24,6 +25,7 @@ if(NOT TARGET PkgConfig::SENTENCEPIECE)
   pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 endif()
 find_dependency(Threads)
+find_dependency(ZLIB)
 include(${CMAKE_CURRENT_LIST_DIR}/MTKOneDNN.cmake)
 # Only MTK's own build of its tools needs CLI11; a project using the installed libraries does not.
 if(MTK_ENABLE_APPS AND NOT TARGET CLI11::CLI11)

@@ -8,6 +8,7 @@
 #include <mtk/data/vocab.hpp>
 #include <mtk/files/files.hpp>
 #include <mtk/metrics/metrics.hpp>
+#include <mtk/text/line_pairs.hpp>
 #include <mtk/text/sgm.hpp>
 
 #include "cli.hpp"
@@ -15,50 +16,15 @@
 #include "wmt_commands.hpp"
 #include "wmt_data.hpp"
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
-#include <zlib.h>
 
 namespace mtk::wmt {
 namespace {
 
 namespace fs = std::filesystem;
 const char* const kTool = "mtk-wmt prepare";
-
-// Lines of a plain or gzip-compressed text file (zlib reads both).
-class TextLines {
- public:
-  explicit TextLines(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {
-    if (!file_)
-      fail(kTool, cat("cannot open '", path, "'"));
-    gzbuffer(file_, 1 << 17);
-  }
-  ~TextLines() { gzclose(file_); }
-  TextLines(const TextLines&) = delete;
-  TextLines& operator=(const TextLines&) = delete;
-  bool next(std::string& line) {
-    line.clear();
-    char buf[8192];
-    while (gzgets(file_, buf, sizeof buf)) {
-      line += buf;
-      if (!line.empty() && line.back() == '\n') {
-        line.pop_back();
-        if (!line.empty() && line.back() == '\r')
-          line.pop_back();
-        return true;
-      }
-    }
-    int err = 0;
-    const char* msg = gzerror(file_, &err);
-    if (err != Z_OK && err != Z_BUF_ERROR)
-      fail(kTool, cat("cannot read '", path_, "': ", msg));
-    return !line.empty();  // a last line without newline
-  }
-
- private:
-  std::string path_;
-  gzFile file_;
-};
 
 // PREFIX.lang, else PREFIX.lang.gz.
 std::string pair_file(const std::string& prefix, const std::string& lang) {
@@ -129,47 +95,35 @@ enum Reason { kEmptySource, kEmptyTarget, kInvalidUtf8, kTooManyBytes, kTooManyT
 const char* const kReasonNames[kReasons] = {"empty_source", "empty_target", "invalid_utf8",
                                             "too_many_bytes", "too_many_tokens"};
 
-// The reason `src`/`tgt` is skipped before encoding, or -1.
-int text_reason(const std::string& src, const std::string& tgt, std::int64_t max_bytes) {
+// The reason the pair `src`/`tgt` is skipped before encoding, or -1. A NUL byte counts as invalid
+// UTF-8, as mtk-lm1b counts it.
+int text_reason(const text::RawLine& src, const text::RawLine& tgt) {
   auto blank = [](const std::string& s) { return s.find_first_not_of(" \t") == std::string::npos; };
-  if (blank(src))
-    return kEmptySource;
-  if (blank(tgt))
-    return kEmptyTarget;
-  if (find_invalid_utf8(src.data(), src.size()) >= 0 ||
-      find_invalid_utf8(tgt.data(), tgt.size()) >= 0)
-    return kInvalidUtf8;
-  if (static_cast<std::int64_t>(src.size()) > max_bytes ||
-      static_cast<std::int64_t>(tgt.size()) > max_bytes)
+  auto invalid = [](const std::string& s) {
+    return std::memchr(s.data(), '\0', s.size()) != nullptr ||
+           find_invalid_utf8(s.data(), s.size()) >= 0;
+  };
+  if (src.overlong || tgt.overlong)
     return kTooManyBytes;
+  if (blank(src.text))
+    return kEmptySource;
+  if (blank(tgt.text))
+    return kEmptyTarget;
+  if (invalid(src.text) || invalid(tgt.text))
+    return kInvalidUtf8;
   return -1;
 }
 
-// Calls fn(source, target) for every line pair of PREFIX; files of different line counts are an
-// error naming both files and both counts.
+// Calls fn(source, target) for every line pair of PREFIX: line N of one file always with line N of
+// the other, at most max_line_bytes kept of a line (text::LinePairs). Files of different line
+// counts are an error naming both files and both counts.
 void for_each_pair(const Settings& s, const std::string& prefix,
-                   const std::function<void(const std::string&, const std::string&)>& fn) {
-  const std::string src_path = pair_file(prefix, s.source), tgt_path = pair_file(prefix, s.target);
-  TextLines src(src_path), tgt(tgt_path);
-  std::string a, b;
-  std::int64_t n = 0;
-  while (true) {
-    const bool has_a = src.next(a), has_b = tgt.next(b);
-    if (!has_a || !has_b) {
-      if (has_a || has_b) {
-        std::int64_t na = n + (has_a ? 1 : 0), nb = n + (has_b ? 1 : 0);
-        while (has_a && src.next(a))
-          ++na;
-        while (has_b && tgt.next(b))
-          ++nb;
-        fail(kTool, cat("misaligned training files: '", src_path, "' has ", na, " lines but '",
-                        tgt_path, "' has ", nb));
-      }
-      return;
-    }
-    ++n;
+                   const std::function<void(const text::RawLine&, const text::RawLine&)>& fn) {
+  text::LinePairs pairs(pair_file(prefix, s.source), pair_file(prefix, s.target),
+                        static_cast<std::size_t>(s.max_line_bytes));
+  text::RawLine a, b;
+  while (pairs.next(a, b))
     fn(a, b);
-  }
 }
 
 TokenShardInfo shard_info(const Vocab& vocab) {
@@ -204,12 +158,12 @@ void run(const Settings& s) {
   std::vector<std::string> sample;
   std::int64_t lines = 0;
   for (const auto& prefix : s.train)
-    for_each_pair(s, prefix, [&](const std::string& a, const std::string& b) {
+    for_each_pair(s, prefix, [&](const text::RawLine& a, const text::RawLine& b) {
       ++lines;
       if (static_cast<std::int64_t>(sample.size()) < 2 * s.vocab_sample_pairs &&
-          text_reason(a, b, s.max_line_bytes) < 0) {
-        sample.push_back(a);
-        sample.push_back(b);
+          text_reason(a, b) < 0) {
+        sample.push_back(a.text);
+        sample.push_back(b.text);
       }
     });
   if (sample.empty())
@@ -233,11 +187,11 @@ void run(const Settings& s) {
     TokenShardWriter tgt_writer(out.target("train"), shard_info(vocab));
     std::vector<std::int32_t> a_ids, b_ids;
     for (const auto& prefix : s.train)
-      for_each_pair(s, prefix, [&](const std::string& a, const std::string& b) {
-        int reason = text_reason(a, b, s.max_line_bytes);
+      for_each_pair(s, prefix, [&](const text::RawLine& a, const text::RawLine& b) {
+        int reason = text_reason(a, b);
         if (reason < 0) {
-          a_ids = vocab.encode(a);
-          b_ids = vocab.encode(b);
+          a_ids = vocab.encode(a.text);
+          b_ids = vocab.encode(b.text);
           // + EOS on each side
           if (static_cast<std::int64_t>(std::max(a_ids.size(), b_ids.size())) + 1 > s.max_length)
             reason = kTooManyTokens;
@@ -246,8 +200,8 @@ void run(const Settings& s) {
           ++skipped[reason];
           return;
         }
-        src_writer.add_sentence(a_ids, count_words(a.data(), a.size()));
-        tgt_writer.add_sentence(b_ids, count_words(b.data(), b.size()));
+        src_writer.add_sentence(a_ids, count_words(a.text.data(), a.text.size()));
+        tgt_writer.add_sentence(b_ids, count_words(b.text.data(), b.text.size()));
         src_tokens += static_cast<std::int64_t>(a_ids.size()) + 1;
         tgt_tokens += static_cast<std::int64_t>(b_ids.size()) + 1;
         ++kept;

@@ -36,6 +36,23 @@ set -e
 [ $status = 1 ] || fail "malformed .sgm: exit $status, want 1: $err"
 grep -q "bad/dev.en.sgm:5:" <<<"$err" || fail "malformed .sgm: $err"
 
+# A NUL byte in source line 5 and in target line 9 skips those two pairs only (counted as invalid
+# UTF-8): the lines stay whole, so no pair is formed from two different line numbers
+# (tests/text/test_line_pairs.cpp checks every pair).
+/usr/bin/python3 - corpus/copy bad/nul <<'PY'
+import sys
+src, dst = sys.argv[1], sys.argv[2]
+for lang, line in (("en", 5), ("fr", 9)):
+    rows = open(f"{src}.{lang}", "rb").read().split(b"\n")
+    rows[line - 1] = rows[line - 1][:3] + b"\0" + rows[line - 1][3:]
+    open(f"{dst}.{lang}", "wb").write(b"\n".join(rows))
+PY
+lines=$(wc -l < corpus/copy.en)
+out=$("$wmt" prepare --config tiny.yaml --set data.train=bad/nul --set data.dir=bad/nulout 2>&1) ||
+  fail "prepare with NUL bytes failed: $out"
+grep -q "training: $((lines - 2)) pairs of $lines " <<<"$out" || fail "NUL pairs: $out"
+grep -q "invalid_utf8 2," <<<"$out" || fail "NUL pairs not counted: $out"
+
 # Skipped pairs are counted by reason.
 { cat corpus/copy.en; echo; echo "alpha bravo"; } > bad/skip.en
 { cat corpus/copy.fr; echo "alpha"; echo; } > bad/skip.fr

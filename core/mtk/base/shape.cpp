@@ -1,3 +1,4 @@
+#include <mtk/base/checked.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/base/shape.hpp>
 
@@ -15,13 +16,17 @@ Shape::Shape(std::vector<Dimension> dims) : dims_(std::move(dims)) {
         fail("mtk::Shape", cat("dimension name '", dims_[i].name, "' appears twice in ",
                                to_string(), " (at positions ", j, " and ", i, ")"));
   }
-}
-
-std::int64_t Shape::num_elements() const {
-  std::int64_t n = 1;
+  // Checked in full (a 0-size dim makes the count 0, but the other dims' product must not wrap).
+  std::int64_t all = 1;
+  for (const auto& d : dims_) {
+    const std::int64_t size = d.size == 0 ? 1 : d.size;
+    if (__builtin_mul_overflow(all, size, &all) || all > kMaxElements)
+      fail("mtk::Shape", cat(to_string(),
+                             " has more than 2^56 elements: its sizes overflow the "
+                             "64-bit element, byte and FLOP counts (a dimension too large?)"));
+  }
   for (const auto& d : dims_)
-    n *= d.size;
-  return n;
+    num_elements_ *= d.size;
 }
 
 int Shape::index_of(const std::string& name) const {

@@ -23,13 +23,14 @@ struct Dimension {
 class Shape {
  public:
   Shape() = default;
-  /// Throws mtk::Error on an empty or repeated name or a negative size.
+  /// Throws mtk::Error on an empty or repeated name, a negative size, or more than kMaxElements
+  /// elements (base/checked.hpp), naming the dims.
   Shape(std::vector<Dimension> dims);  // NOLINT(google-explicit-constructor): shapes read as lists
   Shape(std::initializer_list<Dimension> dims) : Shape(std::vector<Dimension>(dims)) {}
 
   int rank() const { return static_cast<int>(dims_.size()); }
   /// Number of elements (1 for a scalar).
-  std::int64_t num_elements() const;
+  std::int64_t num_elements() const { return num_elements_; }
   const std::vector<Dimension>& dims() const { return dims_; }
   const Dimension& operator[](int i) const { return dims_.at(static_cast<size_t>(i)); }
 
@@ -51,6 +52,7 @@ class Shape {
 
  private:
   std::vector<Dimension> dims_;
+  std::int64_t num_elements_ = 1;
 };
 
 /// A row-major tensor factored as [outer][n][inner] around one dim: how kernels and collectives

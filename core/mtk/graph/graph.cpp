@@ -28,10 +28,13 @@ void Operation::fail_attrs() const {
 }
 
 std::string Graph::unique_name(const std::string& base) {
-  std::string name = base;
-  for (int i = 1; std::find(names_.begin(), names_.end(), name) != names_.end(); ++i)
-    name = base + "_" + std::to_string(i);
-  names_.push_back(name);
+  if (names_.insert(base).second)
+    return base;
+  int& i = next_suffix_[base];
+  std::string name;
+  do
+    name = base + "_" + std::to_string(++i);
+  while (!names_.insert(name).second);
   return name;
 }
 
@@ -42,10 +45,9 @@ std::vector<Tensor> Graph::add_op(const OpDef& def, const std::string& name,
   Operation op{&def, def.is_variable ? name : unique_name(name), {}, {}, std::move(attrs)};
   op.precision = contraction_precision_;
   if (def.is_variable) {
-    for (int v : variable_ops())
-      if (ops_[static_cast<size_t>(v)].name == name)
-        fail("mtk::Graph::add_op", cat("a variable named '", name, "' already exists"));
-    names_.push_back(name);
+    if (variable_by_name_.count(name))
+      fail("mtk::Graph::add_op", cat("a variable named '", name, "' already exists"));
+    names_.insert(name);
   }
   for (const auto& t : inputs) {
     if (!t.valid() || &t.graph() != this)
@@ -60,23 +62,19 @@ std::vector<Tensor> Graph::add_op(const OpDef& def, const std::string& name,
                         outputs.size() == 1 ? op.name : op.name + ":" + std::to_string(i)});
     out.emplace_back(this, op.outputs.back());
   }
+  if (def.is_variable) {
+    variable_ops_.push_back(index);
+    variable_by_name_.emplace(op.name, index);
+  }
   ops_.push_back(std::move(op));
   return out;
 }
 
-std::vector<int> Graph::variable_ops() const {
-  std::vector<int> out;
-  for (int i = 0; i < num_ops(); ++i)
-    if (ops_[static_cast<size_t>(i)].def->is_variable)
-      out.push_back(i);
-  return out;
-}
-
 Tensor Graph::variable(const std::string& name) {
-  for (int i : variable_ops())
-    if (ops_[static_cast<size_t>(i)].name == name)
-      return Tensor(this, ops_[static_cast<size_t>(i)].outputs[0]);
-  fail("mtk::Graph::variable", cat("no variable named '", name, "'"));
+  const auto it = variable_by_name_.find(name);
+  if (it == variable_by_name_.end())
+    fail("mtk::Graph::variable", cat("no variable named '", name, "'"));
+  return Tensor(this, ops_[static_cast<size_t>(it->second)].outputs[0]);
 }
 
 std::vector<Tensor> Graph::trainable_variables() {

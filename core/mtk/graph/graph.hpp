@@ -13,6 +13,8 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace mtk {
@@ -142,7 +144,7 @@ class Graph {
   Tensor tensor(int id) { return Tensor(this, id); }
 
   /// Indices of the variable operations, in creation order.
-  std::vector<int> variable_ops() const;
+  const std::vector<int>& variable_ops() const { return variable_ops_; }
   /// The output of variable `name`; throws when there is none.
   Tensor variable(const std::string& name);
   /// Outputs of the trainable float32 variables, in creation order.
@@ -158,7 +160,11 @@ class Graph {
   // Deques: references to ops and tensors stay valid while the graph grows.
   std::deque<Operation> ops_;
   std::deque<TensorInfo> tensors_;
-  std::vector<std::string> names_;
+  // Name lookups in O(1): building a graph stays linear in its ops (deep models have 10^5).
+  std::unordered_set<std::string> names_;
+  std::unordered_map<std::string, int> next_suffix_;  // base name -> first suffix to try
+  std::vector<int> variable_ops_;
+  std::unordered_map<std::string, int> variable_by_name_;
   Precision contraction_precision_ = Precision::float32;
 };
 

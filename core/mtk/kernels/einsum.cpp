@@ -8,11 +8,12 @@
 // The result is written straight into out when out's order is [batch][M][N], or [batch][N][M]
 // (computing C^T = B^T A^T); otherwise into a temporary that is transposed into out.
 //
-// bfloat16: both operands are first rounded to bf16 values (kept as floats, in buffers reused from
-// call to call on the host), so every path below (presums, transposed copies, elementwise products)
-// sees the same bf16 operands. The products then run through oneDNN's bf16 matmul (the bf16
-// conversion of bf16 values is exact) or, emulated, through the fp32 gemm: the same numbers up to
-// the order of the float32 sums.
+// bfloat16: after the presums (float32), both operands are rounded to bf16 values once (kept as
+// floats, in buffers reused from call to call on the host), so every path below (transposed copies,
+// elementwise products, gemm) sees the same bf16 operands. The products then run through oneDNN's
+// bf16 matmul (the bf16 conversion of bf16 values is exact) or, emulated, through the fp32 gemm:
+// the same numbers up to the order of the float32 sums.
+#include <mtk/base/checked.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/impl/index.hpp>
 #include <mtk/kernels/impl/launch.hpp>
@@ -458,12 +459,15 @@ FView einsum(const ExecSpace& space, const Shape& a_shape_in, const FView& a_in,
   FView a = a_in, b = b_in;
   const bool bf16 = precision == Precision::bfloat16;
   const bool use_onednn = bf16 && host_space && bf16_gemm() == Bf16Gemm::onednn;
+  // bf16 (docs/ops-and-lowering.md "bfloat16 contractions"): dims of one operand only are summed in
+  // float32 first, then each operand is rounded to bf16 once; every path below multiplies those
+  // bf16 values exactly and accumulates in float32.
+  presum(space, a_shape, a, b_shape, out_shape);
+  presum(space, b_shape, b, a_shape, out_shape);
   if (bf16 && a.extent(0) > 0 && b.extent(0) > 0) {
     a = rounded(space, a, round_buffers().a);
     b = rounded(space, b, round_buffers().b);
   }
-  presum(space, a_shape, a, b_shape, out_shape);
-  presum(space, b_shape, b, a_shape, out_shape);
 
   Names batch, m_dims, n_dims, k_in_a, k_in_b;
   for (const auto& d : out_shape.dims()) {
@@ -599,10 +603,13 @@ FView einsum(const ExecSpace& space, const Shape& a_shape, const FView& a, const
 
 std::int64_t einsum_macs(const Shape& a_shape, const Shape& b_shape, const Shape& out_shape) {
   using namespace detail::einsum_impl;
+  const char* where = "mtk::kernels::einsum_macs";
   std::int64_t macs = 1;
-  for (const auto& [name, size] :
-       sizes_of("mtk::kernels::einsum_macs", {&a_shape, &b_shape, &out_shape}))
-    macs *= size;
+  for (const auto& [name, size] : sizes_of(where, {&a_shape, &b_shape, &out_shape}))
+    macs = checked_mul(macs, size, where, [&] {
+      return cat("the multiply-adds of ", a_shape.to_string(), " x ", b_shape.to_string(), " -> ",
+                 out_shape.to_string());
+    });
   return macs;
 }
 

@@ -1,3 +1,4 @@
+#include <mtk/base/checked.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/lower/lowering_context.hpp>
@@ -88,10 +89,13 @@ void Lowering::add_step(const std::string& what, std::vector<int> reads, std::ve
   const std::string kind = what.substr(0, what.find(' '));
   p_->counters_.op_calls[kind] += 1;
   std::int64_t& bytes = p_->counters_.op_bytes[kind];
+  const char* where = "mtk::lower";
   for (int t : reads)
-    bytes += local_bytes(t);
+    bytes = checked_add(bytes, local_bytes(t), where,
+                        [&] { return cat("the bytes read by '", what, "'"); });
   for (int t : writes)
-    bytes += local_bytes(t);
+    bytes = checked_add(bytes, local_bytes(t), where,
+                        [&] { return cat("the bytes written by '", what, "'"); });
   p_->steps_.push_back({what, category, std::move(reads), std::move(writes), std::move(fn)});
   if (!flop_kind.empty())
     p_->counters_.flops[flop_kind] += flops;
@@ -111,17 +115,23 @@ void Lowering::count_flops(const std::string& kind, double flops) {
 }
 
 void Lowering::count_comm(const std::string& kind, std::int64_t bytes, std::vector<int> axes) {
-  p_->counters_.comm_bytes[kind] += bytes;
+  const char* where = "mtk::lower";
+  auto& total = p_->counters_.comm_bytes[kind];
+  total =
+      checked_add(total, bytes, where, [&] { return cat("the bytes of ", kind, " collectives"); });
   p_->counters_.comm_calls[kind] += 1;
   std::sort(axes.begin(), axes.end());
   axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
   const Counters::CommGroup key{kind, std::move(axes)};
-  p_->counters_.group_bytes[key] += bytes;
+  auto& group_total = p_->counters_.group_bytes[key];
+  group_total = checked_add(group_total, bytes, where,
+                            [&] { return cat("the bytes of ", kind, " collectives"); });
   p_->counters_.group_calls[key] += 1;
   const int size_key =
       bytes > 0 ? static_cast<int>(std::floor(std::log2(static_cast<double>(bytes)))) : -1;
   auto& [size_bytes, size_calls] = p_->counters_.group_sizes[key][size_key];
-  size_bytes += bytes;
+  size_bytes = checked_add(size_bytes, bytes, where,
+                           [&] { return cat("the bytes of ", kind, " collectives"); });
   size_calls += 1;
 }
 
@@ -201,7 +211,9 @@ void Lowering::add_variable(int t, const std::string& name, const Program::Buffe
   p_->variable_tensor_[name] = t;
   p_->variable_order_.push_back(name);
   p_->persistent_.push_back(t);
-  p_->counters_.variable_bytes += local_bytes(t);
+  p_->counters_.variable_bytes =
+      checked_add(p_->counters_.variable_bytes, local_bytes(t), "mtk::lower",
+                  [&] { return cat("the bytes of the variables (at '", name, "')"); });
 }
 
 void Lowering::add_assignment(const std::string& what, int value, int variable,
@@ -230,21 +242,39 @@ void Lowering::finish() {
     live += bytes[static_cast<size_t>(t)];
   }
   std::set<int> persistent(p_->persistent_.begin(), p_->persistent_.end());
+  // A tensor dies after the step of its last use; one never read after being written dies after
+  // that write. Buckets by last use keep this linear in steps + tensors.
+  std::vector<std::vector<int>> last_read_at(static_cast<size_t>(end));
+  for (int t = 0; t < n; ++t) {
+    const int u = p_->last_use_[static_cast<size_t>(t)];
+    if (u >= 0 && u < end)
+      last_read_at[static_cast<size_t>(u)].push_back(t);
+  }
+  auto release = [&](int t, int s) {
+    if (alive[static_cast<size_t>(t)] && p_->last_use_[static_cast<size_t>(t)] <= s) {
+      alive[static_cast<size_t>(t)] = false;
+      live -= bytes[static_cast<size_t>(t)];
+    }
+  };
   for (int s = 0; s < end; ++s) {
     const auto& st = p_->steps_[static_cast<size_t>(s)];
     for (int t : st.writes)
       if (!alive[static_cast<size_t>(t)] && !persistent.count(t)) {
         alive[static_cast<size_t>(t)] = true;
-        live += bytes[static_cast<size_t>(t)];
+        live = checked_add(live, bytes[static_cast<size_t>(t)], "mtk::lower",
+                           [&] { return cat("the bytes live at step '", st.what, "'"); });
       }
     peak = std::max(peak, live);
-    for (int t = 0; t < n; ++t)
-      if (alive[static_cast<size_t>(t)] && p_->last_use_[static_cast<size_t>(t)] <= s) {
-        alive[static_cast<size_t>(t)] = false;
-        live -= bytes[static_cast<size_t>(t)];
-      }
+    if (s == 0)
+      for (int t : p_->placeholders_)
+        release(t, s);
+    for (int t : st.writes)
+      release(t, s);
+    for (int t : last_read_at[static_cast<size_t>(s)])
+      release(t, s);
   }
-  p_->counters_.peak_bytes = p_->counters_.variable_bytes + peak;
+  p_->counters_.peak_bytes = checked_add(p_->counters_.variable_bytes, peak, "mtk::lower",
+                                         "the peak bytes (variables + live tensors)");
 }
 
 std::unique_ptr<Program> lower(Graph& graph, const Mesh& mesh, const LayoutRules& rules) {

@@ -1,4 +1,5 @@
 #include <mtk/app/memory_budget.hpp>
+#include <mtk/base/allocation.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/metrics/metrics.hpp>
 
@@ -74,6 +75,7 @@ void check_memory_fits(const Communicator& comm, std::int64_t peak_bytes, const 
   if (!host)
     return;
   const MemoryBudget b = host_memory_budget(comm);
+  set_memory_context(comm.rank(), peak_bytes, b.per_rank());
   std::string failure;
   if (b.per_rank() >= 0 && peak_bytes > b.per_rank())
     failure = cat(

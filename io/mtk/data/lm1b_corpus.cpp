@@ -1,6 +1,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/data/lm1b_corpus.hpp>
 #include <mtk/files/files.hpp>
+#include <mtk/text/line_stream.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -18,8 +19,6 @@ namespace mtk {
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr std::size_t kReadBuffer = std::size_t{1} << 20;
 
 std::string hex_byte(unsigned char c) {
   char text[8];
@@ -154,61 +153,10 @@ LineReader::LineReader(const std::string& path, const LineReaderOptions& options
     fail(where, cat("'", path, "' is empty (0 bytes)"));
   if (options_.max_line_bytes == 0)
     fail(where, "max_line_bytes must be positive");
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0)
-    fail(where, cat("cannot open '", path, "': ", std::strerror(errno)));
-#ifdef POSIX_FADV_SEQUENTIAL
-  ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
-#endif
-  buffer_.resize(kReadBuffer);
+  lines_ = std::make_unique<text::LineStream>(path, options_.max_line_bytes);
 }
 
-LineReader::~LineReader() {
-  if (fd_ >= 0)
-    ::close(fd_);
-}
-
-// Reads one raw line into `line` (without '\n'), keeping at most max_line_bytes + 1 bytes (enough
-// to see a CR after a line of exactly the limit); `overlong` is set when more was discarded.
-bool LineReader::read_raw(std::string& line, bool& overlong) {
-  const std::size_t keep = options_.max_line_bytes + 1;
-  bool any = false;
-  overlong = false;
-  for (;;) {
-    if (begin_ == end_) {
-      if (eof_)
-        return any;
-      ssize_t got;
-      do {
-        got = ::read(fd_, buffer_.data(), buffer_.size());
-      } while (got < 0 && errno == EINTR);
-      if (got < 0)
-        fail("mtk::LineReader",
-             cat(path_, ":", line_number_ + 1, ": read error: ", std::strerror(errno)));
-      begin_ = 0;
-      end_ = static_cast<std::size_t>(got);
-      if (got == 0) {
-        eof_ = true;
-        return any;
-      }
-    }
-    any = true;
-    const char* start = buffer_.data() + begin_;
-    const auto* nl = static_cast<const char*>(std::memchr(start, '\n', end_ - begin_));
-    const std::size_t n = nl ? static_cast<std::size_t>(nl - start) : end_ - begin_;
-    if (!overlong) {
-      const std::size_t room = keep - std::min(keep, line.size());
-      line.append(start, std::min(n, room));
-      if (n > room)
-        overlong = true;
-    }
-    begin_ += n;
-    if (nl) {
-      ++begin_;
-      return true;
-    }
-  }
-}
+LineReader::~LineReader() = default;
 
 void LineReader::skip(const std::string& reason, std::int64_t LineStats::*counter) {
   const std::string where = cat(path_, ":", line_number_, ": ", reason);
@@ -221,19 +169,17 @@ void LineReader::skip(const std::string& reason, std::int64_t LineStats::*counte
 
 bool LineReader::next(std::string& line) {
   for (;;) {
-    line.clear();
-    bool overlong = false;
-    if (!read_raw(line, overlong)) {
+    text::RawLine raw;
+    if (!lines_->next(raw)) {
       if (stats_.valid == 0)
         fail("mtk::LineReader", cat("'", path_, "' has no valid line (", stats_.lines, " lines, ",
                                     stats_.skipped_summary(), ")"));
       return false;
     }
-    ++line_number_;
+    line_number_ = lines_->line_number();
     ++stats_.lines;
-    if (!overlong && !line.empty() && line.back() == '\r')
-      line.pop_back();
-    if (overlong || line.size() > options_.max_line_bytes) {
+    line = std::move(raw.text);
+    if (raw.overlong) {
       skip(cat("line longer than ", options_.max_line_bytes, " bytes"), &LineStats::too_long);
       continue;
     }

@@ -10,6 +10,9 @@
 #include <vector>
 
 namespace mtk {
+namespace text {
+class LineStream;
+}
 
 /// Counts of one or more text files read by LineReader. Skipped lines are never dropped silently:
 /// each is counted by reason, and the first few are kept as "file:line: reason" examples.
@@ -39,12 +42,12 @@ struct LineReaderOptions {
   std::size_t max_examples = 10;
 };
 
-/// Reads a UTF-8 text file with one sentence per line. Lines are returned without the newline
-/// (a trailing CR is removed too); empty lines, invalid UTF-8 (or NUL bytes) and lines longer than
-/// max_line_bytes are skipped and counted in stats(). Memory stays bounded by max_line_bytes
-/// whatever the file holds. Errors (mtk::Error) name the file, and the line where there is one:
-/// a missing or unreadable file, an empty file (0 bytes), a file without any valid line, and in
-/// strict mode any line that would be skipped.
+/// Reads a UTF-8 text file (plain or gzip-compressed) with one sentence per line. Lines are
+/// returned without the newline (a trailing CR is removed too); empty lines, invalid UTF-8 (or NUL
+/// bytes) and lines longer than max_line_bytes are skipped and counted in stats(). Memory stays
+/// bounded by max_line_bytes whatever the file holds. Errors (mtk::Error) name the file, and the
+/// line where there is one: a missing or unreadable file, an empty file (0 bytes), a file without
+/// any valid line, and in strict mode any line that would be skipped.
 class LineReader {
  public:
   explicit LineReader(const std::string& path, const LineReaderOptions& options = {});
@@ -60,14 +63,10 @@ class LineReader {
   const std::string& path() const { return path_; }
 
  private:
-  bool read_raw(std::string& line, bool& overlong);
   void skip(const std::string& reason, std::int64_t LineStats::*counter);
   std::string path_;
   LineReaderOptions options_;
-  int fd_ = -1;
-  std::vector<char> buffer_;
-  std::size_t begin_ = 0, end_ = 0;
-  bool eof_ = false;
+  std::unique_ptr<text::LineStream> lines_;
   std::int64_t line_number_ = 0;
   LineStats stats_;
 };

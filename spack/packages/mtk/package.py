@@ -61,6 +61,7 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
     depends_on("mpi")
     depends_on("hdf5@1.10:1 +mpi")
     depends_on("yaml-cpp@0.6.3:0.8")
+    depends_on("zlib-api")  # text corpora read plain or gzip-compressed (mtk-wmt, mtk-lm1b)
     # Tested with 0.1.97 (Debian 12); the C++ API MTK uses is unchanged in 0.2.
     depends_on("sentencepiece@0.1.91:0.2")
 
