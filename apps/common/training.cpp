@@ -2,8 +2,11 @@
 
 #include <mtk/app/exit_status.hpp>
 #include <mtk/app/memory_budget.hpp>
+#include <mtk/app/run_dir_lock.hpp>
+#include <mtk/app/run_status.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/config/model_config.hpp>
+#include <mtk/data/token_shards.hpp>
 #include <mtk/files/files.hpp>
 #include <mtk/kernels/einsum.hpp>
 #include <mtk/metrics/metrics.hpp>
@@ -12,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 
 namespace mtk::app {
@@ -56,6 +60,20 @@ void add_check_options(CLI::App& app, RunOptions& o, const std::string& dry_run_
   app.add_flag("--print-config", o.print_config,
                "Prints the resolved config (file, --set, --mesh, --layout) as YAML and exits");
   app.add_flag("--dry-run", o.dry_run, dry_run_help);
+}
+
+void verify_token_shards(const Communicator& comm, const std::vector<std::string>& paths) {
+  agree_on_failure(comm, [&] {
+    for (std::size_t i = static_cast<std::size_t>(comm.rank()); i < paths.size();
+         i += static_cast<std::size_t>(comm.size()))
+      TokenShard::open(paths[i]).tokens();
+  });
+}
+
+void add_train_options(CLI::App& app, RunOptions& o) {
+  app.add_flag("--fresh-start", o.fresh_start,
+               "Starts again at step 1 in a run directory that has history (metrics, "
+               "checkpoints) but no usable checkpoint; the old metrics.jsonl is kept, renamed");
 }
 
 void load_config(RunOptions& o) {
@@ -160,7 +178,9 @@ nn::TransformerConfig model_for_vocabulary(const Config& config, int vocab_size,
 
 void check_cost(Graph& g, const MeshShape& mesh_shape, const LayoutRules& rules, const Mesh& mesh,
                 const std::string& model_text) {
-  auto plan = analyze(g, mesh_shape, rules, mesh.rank());
+  // Sizes that overflow (checked arithmetic) fail here on every rank alike: agreed, not aborted.
+  auto plan =
+      agree_on_failure(mesh.comm(), [&] { return analyze(g, mesh_shape, rules, mesh.rank()); });
   const auto& c = plan->counters();
   char line[256];
   std::snprintf(line, sizeof line,
@@ -221,33 +241,114 @@ long long ll(std::int64_t v) {
 
 }  // namespace
 
+namespace {
+
+// What in RUN_DIR says a run was here ("" for nothing): metrics or anything under checkpoints/.
+std::string run_history(const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string what;
+  const fs::path metrics = fs::path(run_dir) / "metrics.jsonl";
+  if (fs::exists(metrics, ec) && fs::file_size(metrics, ec) > 0)
+    what = cat("metrics.jsonl (", fs::file_size(metrics, ec), " bytes)");
+  const fs::path ckpts = fs::path(run_dir) / "checkpoints";
+  if (fs::is_directory(ckpts, ec) && !fs::is_empty(ckpts, ec))
+    what += cat(what.empty() ? "" : " and ", "checkpoints/ (none usable)");
+  return what;
+}
+
+int run_training_locked(const std::string& tool, Program& program, const nn::ModelGraph& m,
+                        const Tensor& lr, const Mesh& mesh, const RunOptions& o,
+                        const TrainingSettings& settings, const LayoutRules& rules,
+                        TrainingData& data, std::int64_t& step);
+
+}  // namespace
+
 int run_training(const std::string& tool, Program& program, const nn::ModelGraph& m,
                  const Tensor& lr, const Mesh& mesh, const RunOptions& o,
                  const TrainingSettings& settings, const LayoutRules& rules, TrainingData& data) {
   const std::int64_t steps = settings.steps;
-  const std::string app_name = tool.substr(0, tool.find(' '));
+  std::int64_t step = 0;
+  const bool writes_status = mesh.rank() == 0;
+  RunDirLock lock;  // rank 0's, for the whole job: one job per run directory
   agree_on_failure(mesh.comm(), [&] {
     if (mesh.rank() == 0) {
       make_directories(o.run_dir, "mtk::make_directories");
+      lock = RunDirLock(o.run_dir, tool);
+    }
+  });
+  if (!lock.took_over().empty())
+    say(cat("  run directory lock taken over from a job that is no longer running (",
+            lock.took_over(), ")\n"));
+  try {
+    return run_training_locked(tool, program, m, lr, mesh, o, settings, rules, data, step);
+  } catch (const std::exception& e) {
+    if (writes_status) {
+      try {
+        write_run_status(o.run_dir, RunState::failed, step, steps, kExitError, tool, e.what());
+      } catch (const std::exception&) {  // the error being reported matters more
+      }
+    }
+    throw;
+  }
+}
+
+namespace {
+
+// run_training after the lock: restore or refuse, the training loop, the status file.
+int run_training_locked(const std::string& tool, Program& program, const nn::ModelGraph& m,
+                        const Tensor& lr, const Mesh& mesh, const RunOptions& o,
+                        const TrainingSettings& settings, const LayoutRules& rules,
+                        TrainingData& data, std::int64_t& step) {
+  const std::int64_t steps = settings.steps;
+  const std::string app_name = tool.substr(0, tool.find(' '));
+  auto status = [&](RunState state, int code, const std::string& message = "") {
+    if (mesh.rank() == 0)
+      write_run_status(o.run_dir, state, step, steps, code, tool, message);
+  };
+  agree_on_failure(mesh.comm(), [&] {
+    if (mesh.rank() == 0)
       write_file_atomically(o.run_dir + "/config.resolved.yaml", o.config.dump(),
                             "mtk::write_file_atomically");
-    }
   });
   CheckpointManager ckpt(o.run_dir, settings.checkpoint_keep, mesh);
   ckpt.set_logger([](const std::string& msg) { say(msg + "\n"); });
   CheckpointMetadata meta;
-  std::int64_t step = 0;
   const std::string restored = restore_weights(program, o, mesh, &meta, false, app_name);
   if (!restored.empty()) {
     step = meta.step;
     if (!meta.data_position.empty())
       data.restore(meta.data_position);
     say(cat("  resumed from ", restored, " at step ", step, "\n"));
+  } else {
+    // History but nothing to resume from: never start again silently, never drop old metrics.
+    agree_on_failure(mesh.comm(), [&] {
+      if (mesh.rank() != 0)
+        return;
+      const std::string history = run_history(o.run_dir);
+      if (history.empty())
+        return;
+      if (!o.fresh_start)
+        fail(tool, cat("run directory '", o.run_dir, "' has a history (", history,
+                       ") but no checkpoint to resume from; pass --fresh-start to train again "
+                       "from step 1 there (the old metrics.jsonl is kept, renamed), --restore "
+                       "CHECKPOINT to start from a checkpoint, or use another --run-dir"));
+      const std::string metrics = o.run_dir + "/metrics.jsonl";
+      if (std::filesystem::exists(metrics)) {
+        std::string stamp = utc_timestamp();
+        std::replace(stamp.begin(), stamp.end(), ':', '-');
+        const std::string kept = metrics + ".before-fresh-start-" + stamp;
+        rename_path(metrics, kept, "mtk::rename_path");
+        say(cat("  --fresh-start: the old metrics are kept as ", kept, "\n"));
+      }
+    });
   }
+  status(RunState::running, 0);
   if (stop_requested(mesh.comm())) {
     say(cat(tool, ": stop requested (signal ", mesh.comm().max(stop_signal_number()),
             ") during start-up, before step ", step + 1, " ran; nothing new was saved (exit ",
             kExitStoppedBeforeStart, ")\n"));
+    status(RunState::stopped_before_start, kExitStoppedBeforeStart);
     return kExitStoppedBeforeStart;
   }
   auto save = [&]() {
@@ -320,13 +421,18 @@ int run_training(const std::string& tool, Program& program, const nn::ModelGraph
       if (last_saved != step)
         save();
       steps_line("stopped, resumable");
+      status(RunState::stopped, kExitStoppedResumable,
+             cat("stop signal ", mesh.comm().max(stop_signal_number())));
       return kExitStoppedResumable;
     }
   }
   if (last_saved != step)
     save();
   steps_line("done");
-  return 0;
+  status(RunState::completed, kExitOk);
+  return kExitOk;
 }
+
+}  // namespace
 
 }  // namespace mtk::app

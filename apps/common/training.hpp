@@ -36,6 +36,7 @@ struct RunOptions {
   std::string config_path, mesh, layout, run_dir, restore;
   std::vector<std::string> sets;
   bool print_config = false, dry_run = false;
+  bool fresh_start = false;  ///< train: start at step 1 in a run directory with history
 };
 
 /// Adds --config (`configs`: where configs live), --mesh, --layout, --set, --run-dir and
@@ -44,6 +45,11 @@ void add_run_options(CLI::App& app, RunOptions& o, const std::string& configs,
                      const std::string& restore_help);
 /// Adds --print-config and --dry-run (`dry_run_help`).
 void add_check_options(CLI::App& app, RunOptions& o, const std::string& dry_run_help);
+/// Checks every token of the shards `paths` against their checksums, the shards shared out over
+/// the ranks of `comm`; all ranks fail alike, naming the damaged file (what --dry-run runs).
+void verify_token_shards(const Communicator& comm, const std::vector<std::string>& paths);
+/// Adds train's --fresh-start.
+void add_train_options(CLI::App& app, RunOptions& o);
 
 /// Loads the config file and applies --set, --mesh and --layout; the run directory defaults to
 /// train.run_dir, else "run".

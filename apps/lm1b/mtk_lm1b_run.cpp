@@ -80,6 +80,8 @@ int parse_command_line(Options& o, const std::vector<std::string>& args,
         "Checks config, data, rank count and memory, builds the program, prints its "
         "cost per rank, and exits without " +
             std::string(command == "train" ? "training or writing anything" : "evaluating"));
+  if (command == "train")
+    app::add_train_options(app, o);
   if (command == "eval")
     app.add_option("--logit-scale", o.logit_scale,
                    "Multiplies the logits (default: eval.logit_scale, else 1)")
@@ -226,9 +228,14 @@ int train_main(const std::vector<std::string>& args) {
 
   Mesh mesh(s.mesh_shape, world);
   Graph g;
-  nn::ModelGraph m = nn::build_transformer(g, s.model, true, seed);
+  nn::ModelGraph m;
+  Tensor lr;
   auto optimizer = app::optimizer_from(settings);
-  Tensor lr = optim::minimize(m.loss, *optimizer, settings.lr);
+  // A model whose sizes overflow fails alike on every rank: one agreed error, no abort.
+  agree_on_failure(mesh.comm(), [&] {
+    m = nn::build_transformer(g, s.model, true, seed);
+    lr = optim::minimize(m.loss, *optimizer, settings.lr);
+  });
   say("mtk-lm1b train: %s\n", s.model.to_string().c_str());
   say("  parameters %.2fM (formula %.2fM); mesh %s; layout %s\n", nn::count_parameters(g) / 1e6,
       s.model.analytic_parameter_count() / 1e6, s.mesh_shape.to_string().c_str(),
@@ -249,8 +256,9 @@ int train_main(const std::vector<std::string>& args) {
       format_count(static_cast<double>(train->num_tokens())).c_str(), s.data.training_shards.size(),
       static_cast<long long>(stream.batches_per_epoch()));
   if (o.dry_run) {
-    say("mtk-lm1b train --dry-run: config, data, %d rank(s) and memory check out; nothing was "
-        "trained or written\n",
+    app::verify_token_shards(mesh.comm(), s.data.training_shards);
+    say("mtk-lm1b train --dry-run: config, data (every token checksum), %d rank(s) and memory "
+        "check out; nothing was trained or written\n",
         world.size());
     return 0;
   }
@@ -279,7 +287,8 @@ int eval_main(const std::vector<std::string>& args) {
   const std::int64_t max_batches = start_state.settings.eval_max_batches;
   Mesh mesh(s.mesh_shape, world);
   Graph g;
-  nn::ModelGraph m = nn::build_transformer(g, s.model, false, 1, logit_scale);
+  auto m = agree_on_failure(
+      mesh.comm(), [&] { return nn::build_transformer(g, s.model, false, 1, logit_scale); });
   check_cost(g, s, mesh);
   auto heldout = agree_on_failure(mesh.comm(), [&] {
     auto data = PackedSequences::open({s.data.heldout_shard}, s.model.length);
@@ -290,7 +299,9 @@ int eval_main(const std::vector<std::string>& args) {
   s.batch_options.repeat = false;
   agree_on_failure(mesh.comm(), [&] { set_batch_slice(s.batch_options, s.rules, mesh); });
   if (o.dry_run) {
-    say("mtk-lm1b eval --dry-run: config, data, %d rank(s) and memory check out; nothing was "
+    app::verify_token_shards(mesh.comm(), {s.data.heldout_shard});
+    say("mtk-lm1b eval --dry-run: config, data (every token checksum), %d rank(s) and memory check "
+        "out; nothing was "
         "evaluated\n",
         world.size());
     return 0;
@@ -360,7 +371,7 @@ int sample_main(const std::vector<std::string>& args) {
   Setup& s = start_state.s;
   Mesh mesh(s.mesh_shape, world);
   Graph g;
-  nn::ModelGraph m = nn::build_transformer(g, s.model, false);
+  auto m = agree_on_failure(mesh.comm(), [&] { return nn::build_transformer(g, s.model, false); });
   check_cost(g, s, mesh);
   auto program = lower(g, mesh, s.rules);
   app::restore_weights(*program, o, mesh, nullptr, true, "mtk-lm1b");

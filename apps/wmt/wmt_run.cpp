@@ -112,15 +112,21 @@ int train_main(const Communicator& world, const std::vector<std::string>& args) 
   app::add_check_options(app, o,
                          "Checks config, data, rank count and memory, builds the program, prints "
                          "its cost per rank, and exits without training or writing anything");
+  app::add_train_options(app, o);
   Settings settings;
   Setup s;
   if (const int status = start(app, o, settings, s, world, args); status >= 0)
     return status;
   Mesh mesh(s.mesh_shape, world);
   Graph g;
-  nn::ModelGraph m = nn::build_transformer(g, s.model, true, settings.train.seed);
+  nn::ModelGraph m;
+  Tensor lr;
   auto optimizer = app::optimizer_from(settings.train);
-  Tensor lr = optim::minimize(m.loss, *optimizer, settings.train.lr);
+  // A model whose sizes overflow fails alike on every rank: one agreed error, no abort.
+  agree_on_failure(mesh.comm(), [&] {
+    m = nn::build_transformer(g, s.model, true, settings.train.seed);
+    lr = optim::minimize(m.loss, *optimizer, settings.train.lr);
+  });
   app::say(cat("mtk-wmt train: ", s.model.to_string(), "\n"));
   char line[256];
   std::snprintf(line, sizeof line, "  parameters %.2fM (formula %.2fM); mesh %s; layout %s\n",
@@ -144,7 +150,8 @@ int train_main(const Communicator& world, const std::vector<std::string>& args) 
   app::say(cat("  data: ", stream->size(), " pairs of at most ", s.model.length, " tokens a side; ",
                stream->batches_per_epoch(), " steps per epoch\n"));
   if (o.dry_run) {
-    app::say(cat("mtk-wmt train --dry-run: config, data, ", world.size(),
+    app::verify_token_shards(mesh.comm(), {s.data.source("train"), s.data.target("train")});
+    app::say(cat("mtk-wmt train --dry-run: config, data (every token checksum), ", world.size(),
                  " rank(s) and memory check out; nothing was trained or written\n"));
     return 0;
   }
@@ -230,7 +237,9 @@ int translate_main(const Communicator& world, const std::vector<std::string>& ar
   });
   Mesh mesh(s.mesh_shape, world);
   Graph g;
-  nn::build_transformer(g, s.model, false);  // the checkpoint's variables, by name
+  agree_on_failure(world, [&] {
+    nn::build_transformer(g, s.model, false);  // the checkpoint's variables, by name
+  });
   auto program = lower(g, mesh, s.rules);
   CheckpointMetadata meta;
   const std::string path = app::restore_weights(*program, o, mesh, &meta, true, "mtk-wmt");

@@ -132,16 +132,48 @@ mtk_requeue() {
   exit 0  # Slurm ends this run of the job and queues the next
 }
 
+# The exit status the run itself recorded in RUN_DIR/status.json (written by rank 0 as training
+# ends), if that file was written after $1 (a marker made before the launch): 75 / 76 for a
+# stopped run, 1 for a failed one, 0 when it completed; empty when there is no such record.
+# The launcher's own status is not enough: MPICH 4.0's hydra may return 0 after forwarding a
+# signal while every rank exited 75.
+_mtk_recorded_status() {
+  local marker="$1" run_dir="run" prev="" a file state
+  shift
+  for a in "$@"; do
+    [ "$prev" = --run-dir ] && run_dir="$a"
+    case "$a" in --run-dir=*) run_dir="${a#--run-dir=}" ;; esac
+    prev="$a"
+  done
+  file="$run_dir/status.json"
+  [ -f "$file" ] && [ "$file" -nt "$marker" ] || return 0
+  state=$(sed -n 's/.*"state": "\([a-z_]*\)".*/\1/p' "$file")
+  case "$state" in
+    completed) echo 0 ;;
+    stopped) echo 75 ;;
+    stopped_before_start) echo 76 ;;
+    failed) echo 1 ;;
+  esac
+}
+
 mtk_train() {
-  local status
+  local status recorded marker
   if [ -n "$_mtk_stop" ]; then  # the signal came before training began: nothing to save
     [ "$_mtk_stop" = TERM ] && exit 143
     mtk_requeue 76
   fi
+  marker="$(mktemp)"
+  sleep 1  # status.json must be newer than the marker at the file system's time resolution
   _mtk_forward=1
   _mtk_run "" "$@"
   status=$?
   _mtk_forward=0
+  recorded="$(_mtk_recorded_status "$marker" "$@")"
+  rm -f "$marker"
+  if [ "$status" = 0 ] && [ -n "$recorded" ] && [ "$recorded" != 0 ]; then
+    mtk_log "the launcher exited 0 but the run recorded exit $recorded (status.json): using $recorded"
+    status="$recorded"
+  fi
   case "$status" in
     0)
       mtk_log "training finished"

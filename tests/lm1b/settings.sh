@@ -78,7 +78,7 @@ grep -q "steps: 3" print.log || { cat print.log; fail "--print-config lacks the 
 mpirun -n 2 "$lm1b" train --config "$config" --run-dir dry --dry-run > dry.log 2>&1 || { cat dry.log; fail "--dry-run"; }
 grep -Eq "per rank: variables and slots [0-9.]+ MiB, peak [0-9.]+ MiB, .* FLOPs and .* collectives" dry.log || { cat dry.log; fail "--dry-run printed no cost"; }
 grep -q "parameters" dry.log || fail "--dry-run printed no parameter count"
-grep -q "dry-run: config, data, 2 rank(s) and memory check out" dry.log || { cat dry.log; fail "--dry-run verdict"; }
+grep -q "dry-run: config, data (every token checksum), 2 rank(s) and memory check out" dry.log || { cat dry.log; fail "--dry-run verdict"; }
 grep -q "^step " dry.log && fail "--dry-run trained"
 [ ! -e dry ] || fail "--dry-run wrote the run directory"
 expect 1 "has 2 ranks" train --config "$config" --run-dir dry --dry-run --mesh batch:4

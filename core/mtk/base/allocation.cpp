@@ -40,11 +40,11 @@ void allocation_failed(const std::string& label, std::int64_t bytes, const std::
   if (c.peak >= 0)
     check = cat("the start-up memory check predicted a peak of ", bytes_text(c.peak), " per rank",
                 c.budget >= 0 ? cat(" against ", bytes_text(c.budget), " available") : "");
-  fail("mtk::allocate",
-       cat("cannot allocate ", bytes_text(bytes), " for '", label, "'",
-           c.rank >= 0 ? cat(" on rank ", c.rank.load()) : std::string(), "; ", check,
-           ". Use a smaller model.batch or model, or more ranks with a layout that splits it. (",
-           cause, ")"));
+  throw AllocationError(
+      cat("mtk::allocate: cannot allocate ", bytes_text(bytes), " for '", label, "'",
+          c.rank >= 0 ? cat(" on rank ", c.rank.load()) : std::string(), "; ", check,
+          ". Use a smaller model.batch or model, or more ranks with a layout that splits it. (",
+          cause, ")"));
 }
 
 }  // namespace mtk

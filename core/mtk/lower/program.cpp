@@ -1,3 +1,4 @@
+#include <mtk/base/allocation.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/lower/program.hpp>
@@ -200,7 +201,12 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
   });
   charge("other");
   for (size_t s = 0; s < steps_.size(); ++s) {
-    steps_[s].run(buffers, space_);
+    try {
+      steps_[s].run(buffers, space_);
+    } catch (const AllocationError& e) {
+      throw AllocationError(
+          cat(e.what(), "; in step ", s, " of ", steps_.size(), ": ", steps_[s].what));
+    }
     charge(steps_[s].category == Category::collective ? "collectives"
            : steps_[s].category == Category::other    ? "other"
                                                       : "compute",

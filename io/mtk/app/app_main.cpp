@@ -3,10 +3,29 @@
 #include <mtk/parallel/environment.hpp>
 #include <mtk/signals/stop_signals.hpp>
 
+#include <csignal>
 #include <cstdio>
 #include <exception>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 namespace mtk {
+namespace {
+
+// A rank whose launcher (mpiexec's proxy, slurmstepd) died must not run on as an orphan holding
+// its run directory: the kernel sends it SIGTERM when its parent dies, which the stop-signal
+// handlers turn into "save and exit 75" (or a plain exit before training starts).
+void stop_when_launcher_dies() {
+#ifdef __linux__
+  const pid_t parent = ::getppid();
+  if (::prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && ::getppid() != parent)
+    ::kill(::getpid(), SIGTERM);  // the parent died before the request took effect
+#endif
+}
+
+}  // namespace
 
 int app_main(int argc, char** argv, const AppOptions& options,
              const std::function<int(const Communicator& world,
@@ -17,6 +36,8 @@ int app_main(int argc, char** argv, const AppOptions& options,
   {
     Environment env(argc, argv);
     const Communicator world = Communicator::world();
+    if (world.size() > 1)
+      stop_when_launcher_dies();
     const char* name = options.name.c_str();
     const bool reports = options.every_rank_reports || world.rank() == 0;
     try {

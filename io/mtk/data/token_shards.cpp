@@ -382,6 +382,13 @@ bool TokenShard::is_current(const std::string& path, std::uint64_t vocab_fingerp
     return reason(cat("made from a source of ", info.source_bytes, " bytes, now ", source_bytes));
   if (info.max_line_bytes != max_line_bytes)
     return reason(cat("made with max line bytes ", info.max_line_bytes, ", now ", max_line_bytes));
+  // The same settings are not enough: a damaged shard (what a reader's error advises `prepare`
+  // for) must be rebuilt, so every block is checked against its checksum here too.
+  try {
+    TokenShard::open(path).tokens();
+  } catch (const Error& e) {
+    return reason(e.what());
+  }
   return true;
 }
 

@@ -96,8 +96,9 @@ class TokenShard {
   static TokenShard open(const std::string& path);
   /// Reads only the header of `path`; throws like open().
   static TokenShardInfo read_info(const std::string& path);
-  /// Whether `path` is a complete shard made with the vocabulary `vocab_fingerprint` from a source
-  /// of `source_bytes` bytes read with `max_line_bytes`. `why` gets the reason when it is not.
+  /// Whether `path` is a complete, undamaged shard (every token block matches its checksum) made
+  /// with the vocabulary `vocab_fingerprint` from a source of `source_bytes` bytes read with
+  /// `max_line_bytes`. `why` gets the reason when it is not.
   static bool is_current(const std::string& path, std::uint64_t vocab_fingerprint,
                          std::uint64_t source_bytes, std::int64_t max_line_bytes,
                          std::string* why = nullptr);
