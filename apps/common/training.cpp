@@ -193,18 +193,46 @@ void check_cost(Graph& g, const MeshShape& mesh_shape, const LayoutRules& rules,
                     cat("the model (", model_text, ") on mesh ", mesh_shape.to_string()));
 }
 
+std::string fingerprint_text(std::uint64_t fingerprint) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(fingerprint));
+  return text;
+}
+
+namespace {
+
+// A checkpoint trained on another vocabulary would read every token id as another piece.
+void check_vocabulary(const CheckpointMetadata& meta, const RunOptions& o, const std::string& path,
+                      const std::string& tool) {
+  if (o.vocab_fingerprint.empty() || meta.vocab_fingerprint.empty() ||
+      meta.vocab_fingerprint == o.vocab_fingerprint)
+    return;
+  fail(tool,
+       cat("checkpoint '", path, "' was trained with the vocabulary of fingerprint ",
+           meta.vocab_fingerprint, ", but the data (data.dir = '",
+           o.config.get_string("data.dir", "", {}), "') has vocabulary ", o.vocab_fingerprint,
+           ": token ids would mean other pieces; use the data the checkpoint was trained on"));
+}
+
+}  // namespace
+
 std::string restore_weights(Program& program, const RunOptions& o, const Mesh& mesh,
-                            CheckpointMetadata* meta, bool required, const std::string& tool) {
+                            CheckpointMetadata* meta_out, bool required, const std::string& tool) {
+  CheckpointMetadata local;
+  CheckpointMetadata* meta = meta_out ? meta_out : &local;
   if (!o.restore.empty()) {
     const std::string path = resolve_checkpoint_path(o.restore);
     restore_checkpoint(program, path, meta);
+    check_vocabulary(*meta, o, path, tool);  // every rank read the same metadata: fails alike
     return path;
   }
   CheckpointManager manager(o.run_dir, 1000000, mesh);
   manager.set_logger([](const std::string& m) { say(m + "\n"); });
   std::string restored;  // the checkpoint actually restored, which `latest` may not name
-  if (manager.restore_latest(program, meta, &restored))
+  if (manager.restore_latest(program, meta, &restored)) {
+    check_vocabulary(*meta, o, restored, tool);
     return restored;
+  }
   if (required)  // every rank sees the same run directory: fail together
     agree(mesh.comm(), cat(tool, ": no checkpoint in run directory '", o.run_dir,
                            "'; train first or pass --restore"));
@@ -318,7 +346,7 @@ int run_training_locked(const std::string& tool, Program& program, const nn::Mod
   if (!restored.empty()) {
     step = meta.step;
     if (!meta.data_position.empty())
-      data.restore(meta.data_position);
+      agree_on_failure(mesh.comm(), [&] { data.restore(meta.data_position); });
     say(cat("  resumed from ", restored, " at step ", step, "\n"));
   } else {
     // History but nothing to resume from: never start again silently, never drop old metrics.
@@ -357,6 +385,7 @@ int run_training_locked(const std::string& tool, Program& program, const nn::Mod
     md.config_yaml = o.config.dump();
     md.layout = rules.to_string();
     md.data_position = data.save();
+    md.vocab_fingerprint = o.vocab_fingerprint;
     const std::string path = ckpt.save(program, md);
     say("  saved checkpoint " + path + "\n");
   };

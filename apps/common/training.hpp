@@ -37,7 +37,12 @@ struct RunOptions {
   std::vector<std::string> sets;
   bool print_config = false, dry_run = false;
   bool fresh_start = false;  ///< train: start at step 1 in a run directory with history
+  /// The vocabulary of the prepared data (hex), recorded in checkpoints and compared with theirs.
+  std::string vocab_fingerprint;
 };
+
+/// A vocabulary fingerprint as checkpoints record it (16 hex digits).
+std::string fingerprint_text(std::uint64_t fingerprint);
 
 /// Adds --config (`configs`: where configs live), --mesh, --layout, --set, --run-dir and
 /// --restore (`restore_help`).

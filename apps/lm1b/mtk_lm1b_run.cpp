@@ -187,8 +187,10 @@ int start(Start& st, const Communicator& world, const std::vector<std::string>& 
   agree_on_failure(world, [&] {
     app::load_config(st.o);
     st.settings = read_settings(st.o.config);
-    if (!st.o.print_config)
+    if (!st.o.print_config) {
       st.s = setup(st.o, world.size());
+      st.o.vocab_fingerprint = app::fingerprint_text(st.s.vocab.fingerprint());
+    }
   });
   if (st.o.print_config) {
     if (world.rank() == 0)

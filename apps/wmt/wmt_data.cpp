@@ -85,15 +85,31 @@ PairBatch PairStream::next() {
 }
 
 std::string PairStream::save() const {
-  return cat(epoch_, " ", index_);
+  return cat(epoch_, " ", index_, " seed=", seed_, " pairs=", size());
 }
 
 void PairStream::restore(const std::string& saved) {
+  const char* where = "mtk::wmt::PairStream";
   std::istringstream is(saved);
   std::int64_t e = -1, i = -1;
   if (!(is >> e >> i) || e < 0 || i < 0 || i > size())
-    fail("mtk::wmt::PairStream",
+    fail(where,
          cat("data position '", saved, "' is not 'epoch index' with index in [0, ", size(), "]"));
+  // Written since MTK records them: the order of the pairs depends on both, so a resume under
+  // another seed or other data would not continue the same epoch.
+  for (std::string field; is >> field;) {
+    const auto eq = field.find('=');
+    const std::string key = field.substr(0, eq),
+                      value = eq == std::string::npos ? "" : field.substr(eq + 1);
+    if (key == "seed" && value != cat(seed_))
+      fail(where, cat("the checkpoint was trained with train.seed = ", value, ", now ", seed_,
+                      ": resuming would shuffle the epoch differently; set train.seed back to ",
+                      value, " or start a new run directory"));
+    if (key == "pairs" && value != cat(size()))
+      fail(where,
+           cat("the checkpoint was trained on ", value, " pairs, the prepared data has ", size(),
+               ": resume on the data it was trained on, or start a new run directory"));
+  }
   epoch_ = e;
   index_ = i;
 }

@@ -88,8 +88,10 @@ int start(CLI::App& app, app::RunOptions& o, Settings& settings, Setup& s,
   agree_on_failure(world, [&] {
     app::load_config(o);
     settings = read_settings(o.config);
-    if (!o.print_config)
+    if (!o.print_config) {
       s = setup(o, world.size());
+      o.vocab_fingerprint = app::fingerprint_text(s.vocab.fingerprint());
+    }
   });
   if (o.print_config) {
     if (world.rank() == 0)
@@ -140,6 +142,14 @@ int train_main(const Communicator& world, const std::vector<std::string>& args) 
         app::batch_slice(s.rules, mesh, s.model.batch, "model.batch", "mtk-wmt train");
     TokenShard src = TokenShard::open(s.data.source("train"));
     TokenShard tgt = TokenShard::open(s.data.target("train"));
+    const std::uint64_t fp = s.vocab.fingerprint();
+    if (src.info().vocab_fingerprint != fp || tgt.info().vocab_fingerprint != fp)
+      fail("mtk-wmt train",
+           cat("the source and target token shards and the vocabulary do not belong together "
+               "(vocabulary fingerprints: source shard ",
+               app::fingerprint_text(src.info().vocab_fingerprint), ", target shard ",
+               app::fingerprint_text(tgt.info().vocab_fingerprint), ", ", s.data.vocab(), " ",
+               app::fingerprint_text(fp), "); run `mtk-wmt prepare` again"));
     if (src.info().vocab_size != s.model.vocab_size)
       fail("mtk-wmt train", cat("the token shards were encoded with a vocabulary of ",
                                 src.info().vocab_size, " pieces, but model.vocab_size = ",

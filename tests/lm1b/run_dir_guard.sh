@@ -90,6 +90,22 @@ kept=$(ls two/metrics.jsonl.before-fresh-start-* | head -1)
 [ "$(wc -l < "$kept")" = "$lines" ] || fail "--fresh-start did not keep the old metrics"
 [ "$(state two)" = completed ] && [ "$(step_of two)" = 4 ] || fail "fresh start status: $(cat two/status.json)"
 
+# 5b. A checkpoint and data of another vocabulary (same size, other pieces): train, eval and
+#     sample refuse, naming both fingerprints.
+mkdir -p other
+cp -r corpus other/corpus
+find other/corpus -type f -exec sed -i 's/king/monarch/g; s/river/stream/g; s/garden/orchard/g' {} +
+mpirun -n 2 "$lm1b" prepare --data other/corpus --out other/prepared --vocab-size 300 > prepare3.log 2>&1 || { cat prepare3.log; fail "prepare other"; }
+for cmd in train eval sample; do
+  set +e
+  err=$(mpirun -n 2 "$lm1b" $cmd --config "$config" --run-dir two --set data.dir=other/prepared --set train.steps=8 2>&1)
+  status=$?
+  set -e
+  [ $status = 1 ] || fail "$cmd with another vocabulary: exit $status: $err"
+  grep -q "was trained with the vocabulary of fingerprint [0-9a-f]*, but the data .* has vocabulary [0-9a-f]*" <<<"$err" ||
+    fail "$cmd with another vocabulary: $err"
+done
+
 # 6. Killed launcher: no rank left after a few seconds; then a dead holder's lock is taken over.
 mpiexec -n 2 "$lm1b" train --config "$config" --run-dir four --set train.steps=100000 --set checkpoint.every=1000 > four.log 2>&1 &
 launcher=$!

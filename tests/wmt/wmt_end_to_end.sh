@@ -98,4 +98,21 @@ cat rreport.txt
 rbleu=$(sed -n 's/^BLEU.* = \([0-9.]*\) .*/\1/p' rreport.txt)
 /usr/bin/python3 -c "import sys; sys.exit(0 if float('$rbleu') > 90 else 1)" ||
   fail "reverse task BLEU $rbleu <= 90"
+# Pairing a checkpoint with other data is refused: another train.seed (the epoch order differs),
+# and translate / train with the other corpus's vocabulary (the fingerprints name both).
+set +e
+err=$(mpirun -n 2 "$wmt" train --config tiny.yaml --run-dir run --set train.steps=340 --set train.seed=7 2>&1)
+status=$?
+set -e
+[ $status = 1 ] || fail "resume with another seed: exit $status: $err"
+grep -q "trained with train.seed = 1, now 7" <<<"$err" || fail "resume with another seed: $err"
+set +e
+err=$(mpirun -n 2 "$wmt" train --config tiny.yaml --run-dir rrun --set train.steps=400 2>&1)
+status=$?
+set -e
+[ $status = 1 ] || fail "train on another vocabulary's data: exit $status: $err"
+grep -q "was trained with the vocabulary of fingerprint" <<<"$err" || fail "train with another vocabulary: $err"
+err=$(mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir rrun --input corpus/test.en.sgm --output x.fr 2>&1) &&
+  fail "translate with another vocabulary's data: exit 0"
+grep -q "was trained with the vocabulary of fingerprint" <<<"$err" || fail "translate with another vocabulary: $err"
 echo "PASS: BLEU copy $bleu, reverse $rbleu"

@@ -42,6 +42,7 @@ struct CheckpointMetadata {
   std::string layout;              ///< layout rules text ("batch:batch;d_ff:model")
   std::string data_position;       ///< opaque: where the data reader resumes
   std::string rng_state;           ///< opaque: host RNG state of the trainer
+  std::string vocab_fingerprint;   ///< the vocabulary trained with (hex); "" unknown (older files)
   std::string mtk_version;         ///< filled by save()
   std::string format_version;      ///< filled by save()
   int num_ranks = 0;               ///< filled by save()

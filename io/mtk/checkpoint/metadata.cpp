@@ -89,6 +89,7 @@ std::string emit_metadata(const CheckpointMetadata& m, const std::vector<Checkpo
   emit_string(out, "layout", m.layout, where);
   emit_string(out, "data_position", m.data_position, where);
   emit_string(out, "rng_state", m.rng_state, where);
+  emit_string(out, "vocab_fingerprint", m.vocab_fingerprint, where);
   out << YAML::Key << "variables_file" << YAML::Value << kVariablesFile;
   out << YAML::Key << "variables" << YAML::Value << YAML::BeginSeq;
   for (const auto& v : vars) {
@@ -144,6 +145,8 @@ StoredCheckpoint parse_metadata(const std::string& text, const std::string& orig
   m.layout = yaml_string(root, "layout", origin, where);
   m.data_position = yaml_string(root, "data_position", origin, where);
   m.rng_state = yaml_string(root, "rng_state", origin, where);
+  if (root["vocab_fingerprint"].IsDefined())  // absent before MTK recorded it
+    m.vocab_fingerprint = yaml_string(root, "vocab_fingerprint", origin, where);
   m.config_yaml = yaml_string(root, "config", origin, where);
   const YAML::Node vars = root["variables"];
   if (!vars.IsSequence())
