@@ -267,10 +267,6 @@ long long ll(std::int64_t v) {
   return static_cast<long long>(v);
 }
 
-}  // namespace
-
-namespace {
-
 // What in RUN_DIR says a run was here ("" for nothing): metrics or anything under checkpoints/.
 std::string run_history(const std::string& run_dir) {
   namespace fs = std::filesystem;
@@ -284,44 +280,6 @@ std::string run_history(const std::string& run_dir) {
     what += cat(what.empty() ? "" : " and ", "checkpoints/ (none usable)");
   return what;
 }
-
-int run_training_locked(const std::string& tool, Program& program, const nn::ModelGraph& m,
-                        const Tensor& lr, const Mesh& mesh, const RunOptions& o,
-                        const TrainingSettings& settings, const LayoutRules& rules,
-                        TrainingData& data, std::int64_t& step);
-
-}  // namespace
-
-int run_training(const std::string& tool, Program& program, const nn::ModelGraph& m,
-                 const Tensor& lr, const Mesh& mesh, const RunOptions& o,
-                 const TrainingSettings& settings, const LayoutRules& rules, TrainingData& data) {
-  const std::int64_t steps = settings.steps;
-  std::int64_t step = 0;
-  const bool writes_status = mesh.rank() == 0;
-  RunDirLock lock;  // rank 0's, for the whole job: one job per run directory
-  agree_on_failure(mesh.comm(), [&] {
-    if (mesh.rank() == 0) {
-      make_directories(o.run_dir, "mtk::make_directories");
-      lock = RunDirLock(o.run_dir, tool);
-    }
-  });
-  if (!lock.took_over().empty())
-    say(cat("  run directory lock taken over from a job that is no longer running (",
-            lock.took_over(), ")\n"));
-  try {
-    return run_training_locked(tool, program, m, lr, mesh, o, settings, rules, data, step);
-  } catch (const std::exception& e) {
-    if (writes_status) {
-      try {
-        write_run_status(o.run_dir, RunState::failed, step, steps, kExitError, tool, e.what());
-      } catch (const std::exception&) {  // the error being reported matters more
-      }
-    }
-    throw;
-  }
-}
-
-namespace {
 
 // run_training after the lock: restore or refuse, the training loop, the status file.
 int run_training_locked(const std::string& tool, Program& program, const nn::ModelGraph& m,
@@ -463,5 +421,34 @@ int run_training_locked(const std::string& tool, Program& program, const nn::Mod
 }
 
 }  // namespace
+
+int run_training(const std::string& tool, Program& program, const nn::ModelGraph& m,
+                 const Tensor& lr, const Mesh& mesh, const RunOptions& o,
+                 const TrainingSettings& settings, const LayoutRules& rules, TrainingData& data) {
+  const std::int64_t steps = settings.steps;
+  std::int64_t step = 0;
+  const bool writes_status = mesh.rank() == 0;
+  RunDirLock lock;  // rank 0's, for the whole job: one job per run directory
+  agree_on_failure(mesh.comm(), [&] {
+    if (mesh.rank() == 0) {
+      make_directories(o.run_dir, "mtk::make_directories");
+      lock = RunDirLock(o.run_dir, tool);
+    }
+  });
+  if (!lock.took_over().empty())
+    say(cat("  run directory lock taken over from a job that is no longer running (",
+            lock.took_over(), ")\n"));
+  try {
+    return run_training_locked(tool, program, m, lr, mesh, o, settings, rules, data, step);
+  } catch (const std::exception& e) {
+    if (writes_status) {
+      try {
+        write_run_status(o.run_dir, RunState::failed, step, steps, kExitError, tool, e.what());
+      } catch (const std::exception&) {  // the error being reported matters more
+      }
+    }
+    throw;
+  }
+}
 
 }  // namespace mtk::app

@@ -370,12 +370,13 @@ bool TokenShard::is_current(const std::string& path, std::uint64_t vocab_fingerp
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     return reason("not written yet");
-  TokenShardInfo info;
+  TokenShard shard;
   try {
-    info = read_info(path);
+    shard = TokenShard::open(path);
   } catch (const Error& e) {
     return reason(e.what());
   }
+  const TokenShardInfo& info = shard.info();
   if (info.vocab_fingerprint != vocab_fingerprint)
     return reason("made with another vocabulary");
   if (info.source_bytes != source_bytes)
@@ -385,7 +386,7 @@ bool TokenShard::is_current(const std::string& path, std::uint64_t vocab_fingerp
   // The same settings are not enough: a damaged shard (what a reader's error advises `prepare`
   // for) must be rebuilt, so every block is checked against its checksum here too.
   try {
-    TokenShard::open(path).tokens();
+    shard.tokens();
   } catch (const Error& e) {
     return reason(e.what());
   }
