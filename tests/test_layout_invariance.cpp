@@ -131,7 +131,7 @@ TEST(Lowering, PartialSumsMergeIntoOneAllreduce) {
     auto program = lower(g, mesh, LayoutRules::parse("k:" + mshape[0].name));
     auto calls = program->counters().comm_calls;
     if (mshape[0].size > 1) {
-      EXPECT_EQ(calls["allreduce"], 0) << "the sum stays pending until fetched";
+      EXPECT_EQ(calls[Collective::allreduce], 0) << "the sum stays pending until fetched";
     }
     auto got = program->run({}, {y, total});
     auto ref = lower(g, single_processor_mesh(), LayoutRules())->run({}, {y, total});
@@ -155,13 +155,13 @@ TEST(Lowering, CountersAndExplain) {
   auto program = lower(g, mesh, LayoutRules::parse("d_ff:model"));
   const auto& c = program->counters();
   // FLOPs: each rank does 1/n of both contractions.
-  EXPECT_DOUBLE_EQ(c.flops.at("einsum"), 2.0 * 16 * 8 * 32 * 2 / n);
+  EXPECT_DOUBLE_EQ(c.flops.at(FlopClass::einsum), 2.0 * 16 * 8 * 32 * 2 / n);
   EXPECT_EQ(c.variable_bytes, (8 * 32 * 2 / n) * 4);
   EXPECT_GE(c.peak_bytes, c.variable_bytes);
   if (n > 1) {
     // One allreduce: the second contraction's partial sum, needed whole by square().
-    EXPECT_EQ(c.comm_calls.at("allreduce"), 1) << program->explain();
-    EXPECT_EQ(c.comm_bytes.at("allreduce"), 16 * 8 * 4) << program->explain();
+    EXPECT_EQ(c.comm_calls.at(Collective::allreduce), 1) << program->explain();
+    EXPECT_EQ(c.comm_bytes.at(Collective::allreduce), 16 * 8 * 4) << program->explain();
   }
   std::string text = program->explain();
   EXPECT_NE(text.find("d_ff=32@model"), std::string::npos) << text;

@@ -117,9 +117,10 @@ TEST(Models, MoeLayoutMovesTokensWithAnAlltoall) {
   auto p = lower(g, mesh, LayoutRules::parse("batch:batch;experts:batch"));
   const auto& calls = p->counters().comm_calls;
   if (world_size() > 1) {
-    ASSERT_TRUE(calls.count("alltoall")) << p->explain();
-    EXPECT_EQ(calls.at("alltoall"), 2) << "batch-split -> experts-split and back\n" << p->explain();
-    EXPECT_EQ(calls.count("allconcat"), 0u) << p->explain();
+    ASSERT_TRUE(calls.count(Collective::alltoall)) << p->explain();
+    EXPECT_EQ(calls.at(Collective::alltoall), 2) << "batch-split -> experts-split and back\n"
+                                                 << p->explain();
+    EXPECT_EQ(calls.count(Collective::allconcat), 0u) << p->explain();
   }
 }
 

@@ -51,7 +51,8 @@ double solve_bandwidth(double seconds, std::int64_t bytes, std::int64_t p, doubl
   double lo = 1e3, hi = 1e15;
   for (int i = 0; i < 200; ++i) {
     const double mid = std::sqrt(lo * hi);
-    const double t = cost::collective_seconds("allreduce", bytes, 1, p, {0, mid, latency});
+    const double t =
+        cost::collective_seconds(Collective::allreduce, bytes, 1, p, {0, mid, latency});
     (t > seconds ? lo : hi) = mid;
   }
   return std::sqrt(lo * hi);

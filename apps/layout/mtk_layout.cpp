@@ -95,13 +95,13 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
               mtk::format_bytes(static_cast<double>(c.variable_bytes)).c_str(),
               mtk::format_bytes(static_cast<double>(c.peak_bytes)).c_str());
   std::printf("  compute: %.3g FLOPs (%.3g in einsums)\n", c.total_flops(),
-              c.flops.count("einsum") ? c.flops.at("einsum") : 0.0);
+              c.flops_of(mtk::FlopClass::einsum));
   {  // the memory traffic the step-time model charges, largest kinds first
     std::vector<std::pair<std::int64_t, std::string>> kinds;
     std::int64_t total = 0, steps = 0;
     for (const auto& [k, v] : c.op_bytes)
-      if (!mtk::cost::is_free_step_kind(k)) {
-        kinds.emplace_back(v, k);
+      if (!k.traits().free) {
+        kinds.emplace_back(v, k.name());
         total += v;
         steps += c.op_calls.count(k) ? c.op_calls.at(k) : 0;
       }
@@ -116,7 +116,7 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
   std::printf("  communication: %s",
               mtk::format_bytes(static_cast<double>(c.total_comm_bytes())).c_str());
   for (const auto& [k, v] : c.comm_bytes)
-    std::printf("; %s %s in %lld calls", k.c_str(),
+    std::printf("; %s %s in %lld calls", mtk::to_string(k),
                 mtk::format_bytes(static_cast<double>(v)).c_str(),
                 static_cast<long long>(c.comm_calls.at(k)));
   std::printf("\n");

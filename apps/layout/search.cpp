@@ -173,13 +173,16 @@ int run_search(const Communicator& world, const std::vector<std::string>& args) 
   std::string dims;
   for (const auto& d : r.dims)
     dims += (dims.empty() ? "" : ",") + d;
+  std::string whole;
+  for (const auto& d : r.unsplittable)
+    whole += (whole.empty() ? "; kept whole: " : ", ") + d;
   std::printf(
-      "searched: splittable dims %s; %lld meshes up to order, %lld mappings: %lld not divisible, "
-      "%lld with two dims of one tensor on one mesh dim, %lld analysed (%lld refused by the "
-      "lowering), %lld over the memory limit; %zu (mesh order, layout) candidates in %.2f s\n\n",
-      dims.c_str(), static_cast<long long>(r.meshes), static_cast<long long>(r.mappings),
-      static_cast<long long>(r.not_divisible), static_cast<long long>(r.tensor_conflicts),
-      static_cast<long long>(r.analyzed), static_cast<long long>(r.rejected),
+      "searched: splittable dims %s%s; %lld meshes up to order, %lld mappings: %lld not "
+      "divisible, %lld with two dims of one tensor on one mesh dim, %lld analysed, %lld over the "
+      "memory limit; %zu (mesh order, layout) candidates in %.2f s\n\n",
+      dims.c_str(), whole.c_str(), static_cast<long long>(r.meshes),
+      static_cast<long long>(r.mappings), static_cast<long long>(r.not_divisible),
+      static_cast<long long>(r.tensor_conflicts), static_cast<long long>(r.analyzed),
       static_cast<long long>(r.over_memory), r.ranked.size(), seconds);
   std::printf("%4s  %-28s %-44s %11s %10s %11s %10s %10s %10s %6s\n", "#", "mesh", "layout",
               "peak mem", "FLOPs", "comm", "compute s", "comm s", "step s", "MFU");

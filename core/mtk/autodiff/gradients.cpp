@@ -64,7 +64,7 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs)
     g.set_contraction_precision(op.precision);
     GradientContext ctx(g, op, it->second, accumulate, needs);
     try {
-      op.def->gradient(ctx);
+      op.def->gradient(*op.def, ctx);
     } catch (...) {
       g.set_contraction_precision(saved);
       throw;

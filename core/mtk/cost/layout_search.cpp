@@ -88,15 +88,31 @@ SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOp
   for (int t = 0; t < graph.num_tensors(); ++t)
     for (const auto& d : graph.tensor_info(t).shape.dims())
       size_of.emplace(d.name, d.size);
+  // Candidates: the dims the model's layers offer (or every dim), less those an op needs whole
+  // (its OpTraits): the lowering never has to refuse a candidate.
+  const auto whole = graph.unsplittable_dims();
   std::vector<std::string> wanted = options.dims;
   const bool defaults = wanted.empty();
   if (defaults)
-    wanted = {"batch", "experts", "vocab", "d_ff", "heads"};
+    wanted = graph.offered_splits();
+  if (wanted.empty())
+    for (int t = 0; t < graph.num_tensors(); ++t)
+      for (const auto& d : graph.tensor_info(t).shape.dims())
+        if (std::find(wanted.begin(), wanted.end(), d.name) == wanted.end())
+          wanted.push_back(d.name);
   for (const auto& d : wanted) {
-    if (size_of.count(d))
+    const auto op =
+        std::find_if(whole.begin(), whole.end(), [&](const auto& w) { return w.first == d; });
+    if (op != whole.end()) {
+      if (!defaults)
+        fail(where, cat("dimension '", d, "' cannot be split: ", op->second->kind(), " '",
+                        op->second->name, "' needs it whole"));
+      r.unsplittable.push_back(cat(d, " (", op->second->kind(), " '", op->second->name, "')"));
+    } else if (size_of.count(d)) {
       r.dims.push_back(d);
-    else if (!defaults)
+    } else if (!defaults) {
       fail(where, cat("dimension '", d, "' is in no tensor of the model"));
+    }
   }
   if (r.dims.size() > 12)
     fail(where, cat(r.dims.size(), " splittable dims; at most 12 are searched"));
@@ -118,7 +134,7 @@ SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOp
 
   {  // the model's matmul FLOPs on one processor, for MFU
     auto p = analyze(graph, MeshShape::parse("all:1"), LayoutRules());
-    r.model_flops = p->counters().flops.count("einsum") ? p->counters().flops.at("einsum") : 0;
+    r.model_flops = p->counters().flops_of(FlopClass::einsum);
   }
   const std::int64_t limit = options.memory_bytes;
   bool any_valid = false;
@@ -187,15 +203,8 @@ SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOp
                                  names[static_cast<size_t>(target[static_cast<size_t>(i)])]);
       const LayoutRules rules(rule_list);
       const MeshShape canonical(mdims);
-      Counters counters;
-      try {
-        ++r.analyzed;
-        counters = analyze(graph, canonical, rules)->counters();
-      } catch (const Error& e) {
-        if (r.rejected++ == 0)
-          r.first_rejection = e.what();
-        continue;
-      }
+      ++r.analyzed;
+      const Counters counters = analyze(graph, canonical, rules)->counters();
       any_valid = true;
       if (r.min_peak_bytes < 0 || counters.peak_bytes < r.min_peak_bytes)
         r.min_peak_bytes = counters.peak_bytes;
@@ -255,12 +264,10 @@ SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOp
                       options.max_mesh_dims, " dims, every mesh dim splitting some tensor dim) has",
                       " a valid layout for splittable dims ", sizes_text, ": ", r.not_divisible,
                       " mappings not divisible, ", r.tensor_conflicts,
-                      " with two dims of one tensor on one mesh dim, ", r.rejected,
-                      " refused by the lowering",
-                      r.first_rejection.empty() ? "" : " (first: " + r.first_rejection + ")",
+                      " with two dims of one tensor on one mesh dim",
                       "; choose a processor count that divides these sizes"));
-    fail(where, cat("every one of the ", r.analyzed - r.rejected, " valid layouts on ",
-                    options.processors, " processors needs more than the memory limit of ", limit,
+    fail(where, cat("every one of the ", r.analyzed, " valid layouts on ", options.processors,
+                    " processors needs more than the memory limit of ", limit,
                     " bytes per processor; the smallest peak is ", r.min_peak_bytes,
                     " bytes; use more processors or more memory"));
   }

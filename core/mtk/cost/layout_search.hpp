@@ -27,8 +27,9 @@ struct SearchOptions {
   int processors = 1;
   std::int64_t memory_bytes = 0;  ///< peak bytes per processor allowed (0: no limit)
   int max_mesh_dims = 3;
-  /// Tensor dims the layout may split; empty: those of batch, experts, vocab, d_ff, heads that
-  /// the graph has.
+  /// Tensor dims the layout may split; empty: those the model's layers offer
+  /// (Graph::offered_splits: batch, vocab, heads, d_ff, experts in a Transformer), else every dim;
+  /// either way less the dims an op needs whole (OpDef::unsplittable).
   std::vector<std::string> dims;
   StepTimeOptions time;
 };
@@ -49,8 +50,8 @@ struct SearchResult {
   std::int64_t mappings = 0;      ///< (mesh, mapping) classes before the validity checks
   std::int64_t not_divisible = 0;
   std::int64_t tensor_conflicts = 0;  ///< two dims of one tensor on one mesh dim
-  std::int64_t rejected = 0;          ///< analyze() refused (op needs a dim whole)
-  std::string first_rejection;
+  /// Offered dims left out because an op needs them whole: "dim (kind 'op')".
+  std::vector<std::string> unsplittable;
   std::int64_t analyzed = 0;        ///< analyze() calls
   std::int64_t over_memory = 0;     ///< classes whose peak exceeds the limit
   std::int64_t min_peak_bytes = 0;  ///< smallest peak over all analysed classes

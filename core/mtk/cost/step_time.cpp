@@ -5,31 +5,27 @@
 
 namespace mtk::cost {
 
-double collective_seconds(const std::string& kind, std::int64_t bytes, std::int64_t calls,
-                          std::int64_t p, const LinkLevel& link) {
+double collective_seconds(Collective kind, std::int64_t bytes, std::int64_t calls, std::int64_t p,
+                          const LinkLevel& link) {
   if (p <= 1 || calls <= 0)
     return 0;
   const double n = static_cast<double>(bytes) / static_cast<double>(calls);  // per call
   const double a = link.latency, B = link.bandwidth, P = static_cast<double>(p);
   double per_call;
-  if (const double measured = kind == "allreduce" ? link.measured_allreduce_seconds(n, p) : -1;
+  if (const double measured =
+          kind == Collective::allreduce ? link.measured_allreduce_seconds(n, p) : -1;
       measured >= 0) {
     per_call = measured;
-  } else if (kind == "allreduce") {
+  } else if (kind == Collective::allreduce) {
     const double ring = 2 * (P - 1) * (a + n / (P * B));
     const double tree = 2 * std::ceil(std::log2(P)) * (a + n / B);
     per_call = std::min(ring, tree);
-  } else if (kind == "allconcat") {
+  } else if (kind == Collective::allconcat) {
     per_call = (P - 1) * (a + n / B);
   } else {  // alltoall and anything that moves a share of its input to every member
     per_call = (P - 1) * (a + n / (P * B));
   }
   return per_call * static_cast<double>(calls);
-}
-
-bool is_free_step_kind(const std::string& kind) {
-  return kind == "alias" || kind == "reshape" || kind == "stop_gradient" ||
-         kind.rfind("allreduce", 0) == 0;
 }
 
 StepTime predict_step_time(const Counters& counters, const MeshShape& mesh, const Machine& machine,
@@ -44,19 +40,19 @@ StepTime predict_step_time(const Counters& counters, const MeshShape& mesh, cons
       const auto& [flops, calls] = fc;
       t.matmul_s += flops / (scale * machine.matmul_rate(flops / static_cast<double>(calls)));
     }
-  } else if (counters.flops.count("einsum")) {  // hand-made counters: one rate for all
-    t.matmul_s = counters.flops.at("einsum") / (scale * machine.matmul_flops);
+  } else {  // hand-made counters: one rate for all
+    t.matmul_s = counters.flops_of(FlopClass::einsum) / (scale * machine.matmul_flops);
   }
   if (!counters.op_bytes.empty()) {
     for (const auto& [kind, bytes] : counters.op_bytes)
-      if (!is_free_step_kind(kind))
-        t.elementwise_s += static_cast<double>(bytes) / machine.elementwise_rate(kind);
+      if (!kind.traits().free)
+        t.elementwise_s += static_cast<double>(bytes) / machine.elementwise_rate(kind.name());
     for (const auto& [kind, calls] : counters.op_calls)
-      if (!is_free_step_kind(kind))
+      if (!kind.traits().free)
         t.kernel_steps += calls;
   } else {
     for (const auto& [kind, flops] : counters.flops)
-      if (kind != "einsum")
+      if (kind != FlopClass::einsum)
         t.elementwise_s += flops * kElementwiseBytesPerFlop / machine.elementwise_bytes;
   }
   t.overhead_s = static_cast<double>(t.kernel_steps) * machine.op_overhead_s;

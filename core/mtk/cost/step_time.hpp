@@ -18,10 +18,6 @@ namespace mtk::cost {
 /// for counters without op_bytes.
 inline constexpr double kElementwiseBytesPerFlop = 12.0;
 
-/// Whether steps of `kind` (Counters::op_calls key) run no kernel (a new name for a buffer) or
-/// are costed as collectives: they add neither memory traffic nor per-step overhead.
-bool is_free_step_kind(const std::string& kind);
-
 struct StepTimeOptions {
   bool bf16 = false;  ///< matmuls at matmul_bf16_flops (when the machine has it)
 };
@@ -31,8 +27,8 @@ struct StepTime {
   double elementwise_s = 0;  ///< bytes read and written by kernel steps at elementwise_bytes
   double overhead_s = 0;     ///< kernel steps x op_overhead_s
   std::int64_t kernel_steps = 0;
-  double compute_s = 0;                  ///< matmul_s + elementwise_s + overhead_s
-  std::map<std::string, double> comm_s;  ///< per collective kind
+  double compute_s = 0;                 ///< matmul_s + elementwise_s + overhead_s
+  std::map<Collective, double> comm_s;  ///< per collective
   double comm_total_s = 0;
   /// compute + communication: MTK runs collectives between kernels, one after the other.
   double total_s = 0;
@@ -41,14 +37,14 @@ struct StepTime {
   double overlapped_s = 0;
 };
 
-/// Seconds for `calls` calls of collective `kind` ("allreduce", "allconcat", "alltoall") moving
+/// Seconds for `calls` calls of collective `kind` moving
 /// `bytes` payload in all over a group of `p` processors on `link`. Ring: allreduce
 /// 2(p-1)(a + n/(pB)), allconcat (p-1)(a + n/B) with n the input slice, alltoall (p-1)(a + n/(pB));
 /// allreduce also has the tree 2 log2(p)(a + n/B); the cheaper one is taken per call. An
 /// allreduce over a link whose allreduce_sizes were measured for groups of `p` takes those
 /// instead (LinkLevel::measured_allreduce_seconds).
-double collective_seconds(const std::string& kind, std::int64_t bytes, std::int64_t calls,
-                          std::int64_t p, const LinkLevel& link);
+double collective_seconds(Collective kind, std::int64_t bytes, std::int64_t calls, std::int64_t p,
+                          const LinkLevel& link);
 
 /// The step time of a program with `counters` lowered on `mesh` (group_bytes give each
 /// collective's mesh axes; group_sizes, when present, its calls by size).

@@ -1,5 +1,5 @@
 #pragma once
-// What an op's gradient function (OpDef::gradient) sees during the reverse sweep of gradients():
+// What an op's gradient function (OpKind::gradient) sees during the reverse sweep of gradients():
 // the op, its tensors, the gradient of its output 0, and where to add the gradients of its inputs.
 
 #include <mtk/graph/graph.hpp>
@@ -22,10 +22,6 @@ class GradientContext {
 
   Graph& graph() const { return graph_; }
   const Operation& op() const { return op_; }
-  template <class A>
-  const A& attrs() const {
-    return op_.attrs<A>();
-  }
   Tensor input(size_t i) const { return graph_.tensor(op_.inputs.at(i)); }
   Tensor output(size_t i) const { return graph_.tensor(op_.outputs.at(i)); }
   /// d loss / d output 0.
@@ -44,5 +40,12 @@ class GradientContext {
   Accumulate accumulate_;
   Needs needs_;
 };
+
+namespace op_kind_impl {
+template <class A>
+void gradient(const OpDef& d, GradientContext& c) {
+  of<A>(d).gradient(c, attrs<A>(d, c.op()));
+}
+}  // namespace op_kind_impl
 
 }  // namespace mtk

@@ -23,8 +23,32 @@ int Tensor::producer() const {
   return graph().tensor_info(id_).producer;
 }
 
-void Operation::fail_attrs() const {
-  fail("mtk::Operation::attrs", cat("op '", name, "' (", kind(), ") holds other attributes"));
+void fail_op_kind(const Operation& op, const char* expected) {
+  fail("mtk::OpKind::attrs", cat("op '", op.name, "' is a ", op.kind(), ", not a ", expected));
+}
+
+const char* to_string(FlopClass c) {
+  switch (c) {
+    case FlopClass::none:
+      return "none";
+    case FlopClass::einsum:
+      return "einsum";
+    case FlopClass::elementwise:
+      return "elementwise";
+    case FlopClass::reduce:
+      return "reduce";
+    case FlopClass::softmax:
+      return "softmax";
+    case FlopClass::gather:
+      return "gather";
+    case FlopClass::optimizer:
+      return "optimizer";
+    case FlopClass::random:
+      return "random";
+    case FlopClass::assign:
+      return "assign";
+  }
+  return "?";
 }
 
 std::string Graph::unique_name(const std::string& base) {
@@ -38,10 +62,10 @@ std::string Graph::unique_name(const std::string& base) {
   return name;
 }
 
-std::vector<Tensor> Graph::add_op(const OpDef& def, const std::string& name,
-                                  const std::vector<Tensor>& inputs,
-                                  const std::vector<std::pair<Shape, DType>>& outputs,
-                                  std::any attrs) {
+std::vector<Tensor> Graph::add_erased_op(const OpDef& def, const std::string& name,
+                                         const std::vector<Tensor>& inputs,
+                                         const std::vector<std::pair<Shape, DType>>& outputs,
+                                         std::shared_ptr<const void> attrs) {
   Operation op{&def, def.is_variable ? name : unique_name(name), {}, {}, std::move(attrs)};
   op.precision = contraction_precision_;
   if (def.is_variable) {
@@ -77,10 +101,28 @@ Tensor Graph::variable(const std::string& name) {
   return Tensor(this, ops_[static_cast<size_t>(it->second)].outputs[0]);
 }
 
+const VariableAttrs& Graph::variable_attrs(int i) const {
+  const Operation& o = op(i);
+  // Only the variable kind (ops/sources.cpp) sets is_variable, and its attributes are these.
+  if (!o.def->is_variable)
+    fail_op_kind(o, "variable");
+  return *static_cast<const VariableAttrs*>(o.attributes.get());
+}
+
+std::vector<std::pair<std::string, const Operation*>> Graph::unsplittable_dims() const {
+  std::vector<std::pair<std::string, const Operation*>> out;
+  for (const auto& o : ops_)
+    if (o.def->unsplittable)
+      for (auto& d : o.def->unsplittable(*o.def, o))
+        if (std::none_of(out.begin(), out.end(), [&](const auto& e) { return e.first == d; }))
+          out.emplace_back(std::move(d), &o);
+  return out;
+}
+
 std::vector<Tensor> Graph::trainable_variables() {
   std::vector<Tensor> out;
   for (int i : variable_ops())
-    if (ops_[static_cast<size_t>(i)].attrs<VariableAttrs>().trainable &&
+    if (variable_attrs(i).trainable &&
         tensors_[static_cast<size_t>(ops_[static_cast<size_t>(i)].outputs[0])].dtype ==
             DType::float32)
       out.emplace_back(this, ops_[static_cast<size_t>(i)].outputs[0]);

@@ -7,8 +7,9 @@
 #include <mtk/base/dtype.hpp>
 #include <mtk/base/precision.hpp>
 #include <mtk/base/shape.hpp>
+#include <mtk/graph/op_def.hpp>
 
-#include <any>
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -73,46 +74,6 @@ struct VariableAttrs {
   bool trainable = true;  ///< false for optimizer slots and counters
 };
 
-class GradientContext;  // mtk/graph/gradient_context.hpp
-class Lowering;         // mtk/lower/lowering_context.hpp
-
-/// What defines an op kind, in one place: its name, its gradient and its lowering. Each op family
-/// file in core/mtk/ops/ defines its OpDefs beside its builders; operations point to them.
-struct OpDef {
-  const char* name;  ///< the kind's name in labels and explain(): "einsum", "softmax", ...
-  /// Adds the gradients of the inputs given the gradient of output 0; null: no gradient flows.
-  void (*gradient)(GradientContext& ctx) = nullptr;
-  /// Emits the op's steps for one rank (the current op is lowering.op()).
-  void (*lower)(Lowering& lowering) = nullptr;
-  /// Variables: named exactly as asked (unique among variables) and listed by Graph.
-  bool is_variable = false;
-};
-
-/// One node of the graph: an op kind, its tensors and its typed attributes (a struct that the op
-/// family defines, e.g. SliceAttrs, read back with attrs<SliceAttrs>()).
-struct Operation {
-  const OpDef* def = nullptr;
-  std::string name;
-  std::vector<int> inputs;   ///< tensor ids
-  std::vector<int> outputs;  ///< tensor ids
-  std::any attributes;
-  /// The graph's contraction precision when the op was added: autodiff builds the op's gradient
-  /// in it, so a bf16 model's backward contractions are bf16 too.
-  Precision precision = Precision::float32;
-
-  const char* kind() const { return def->name; }
-  template <class A>
-  const A& attrs() const {
-    const A* a = std::any_cast<A>(&attributes);
-    if (!a)
-      fail_attrs();
-    return *a;
-  }
-
- private:
-  [[noreturn]] void fail_attrs() const;
-};
-
 struct TensorInfo {
   Shape shape;
   DType dtype = DType::float32;
@@ -127,14 +88,34 @@ class Graph {
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
 
-  /// Appends an operation. `name` is made unique ("einsum", "einsum_1", ...).
-  std::vector<Tensor> add_op(const OpDef& def, const std::string& name,
-                             const std::vector<Tensor>& inputs,
-                             const std::vector<std::pair<Shape, DType>>& outputs,
-                             std::any attrs = {});
-  Tensor add_op1(const OpDef& def, const std::string& name, const std::vector<Tensor>& inputs,
-                 const Shape& shape, DType dtype, std::any attrs = {}) {
-    return add_op(def, name, inputs, {{shape, dtype}}, std::move(attrs)).front();
+  /// Appends an operation of `kind` named after the kind ("einsum", "einsum_1", ...).
+  template <class A>
+  std::vector<Tensor> add_op(const OpKind<A>& kind, const std::vector<Tensor>& inputs,
+                             const std::vector<std::pair<Shape, DType>>& outputs, A attrs = {}) {
+    return add_named_op(kind, kind.def.name, inputs, outputs, std::move(attrs));
+  }
+  /// The same named `name` (made unique, except for variables).
+  template <class A>
+  std::vector<Tensor> add_named_op(const OpKind<A>& kind, const std::string& name,
+                                   const std::vector<Tensor>& inputs,
+                                   const std::vector<std::pair<Shape, DType>>& outputs,
+                                   A attrs = {}) {
+    std::shared_ptr<const void> stored;
+    if constexpr (!std::is_same_v<A, NoAttrs>)
+      stored = std::make_shared<const A>(std::move(attrs));
+    return add_erased_op(kind.def, name, inputs, outputs, std::move(stored));
+  }
+  /// One-output forms of the two above.
+  template <class A>
+  Tensor add_op1(const OpKind<A>& kind, const std::vector<Tensor>& inputs, const Shape& shape,
+                 DType dtype, A attrs = {}) {
+    return add_op(kind, inputs, {{shape, dtype}}, std::move(attrs)).front();
+  }
+  template <class A>
+  Tensor add_named_op1(const OpKind<A>& kind, const std::string& name,
+                       const std::vector<Tensor>& inputs, const Shape& shape, DType dtype,
+                       A attrs = {}) {
+    return add_named_op(kind, name, inputs, {{shape, dtype}}, std::move(attrs)).front();
   }
 
   int num_ops() const { return static_cast<int>(ops_.size()); }
@@ -143,6 +124,9 @@ class Graph {
   const TensorInfo& tensor_info(int id) const { return tensors_.at(static_cast<size_t>(id)); }
   Tensor tensor(int id) { return Tensor(this, id); }
 
+  /// The attributes of variable op i.
+  const VariableAttrs& variable_attrs(int i) const;
+
   /// Indices of the variable operations, in creation order.
   const std::vector<int>& variable_ops() const { return variable_ops_; }
   /// The output of variable `name`; throws when there is none.
@@ -150,12 +134,26 @@ class Graph {
   /// Outputs of the trainable float32 variables, in creation order.
   std::vector<Tensor> trainable_variables();
 
+  /// A layer offers tensor dim `dim` for splitting (data, model or expert parallelism): the
+  /// layout search's default candidates, in the order first offered.
+  void offer_split(const std::string& dim) {
+    if (std::find(offered_splits_.begin(), offered_splits_.end(), dim) == offered_splits_.end())
+      offered_splits_.push_back(dim);
+  }
+  const std::vector<std::string>& offered_splits() const { return offered_splits_; }
+  /// The dims some op of the graph needs whole (OpDef::unsplittable), each with such an op.
+  std::vector<std::pair<std::string, const Operation*>> unsplittable_dims() const;
+
   /// The precision new einsum ops contract in (ops/einsum.hpp); float32 unless a model sets it
   /// (TransformerConfig::activation_dtype). Gradient einsums take their forward op's precision.
   Precision contraction_precision() const { return contraction_precision_; }
   void set_contraction_precision(Precision p) { contraction_precision_ = p; }
 
  private:
+  std::vector<Tensor> add_erased_op(const OpDef& def, const std::string& name,
+                                    const std::vector<Tensor>& inputs,
+                                    const std::vector<std::pair<Shape, DType>>& outputs,
+                                    std::shared_ptr<const void> attrs);
   std::string unique_name(const std::string& base);
   // Deques: references to ops and tensors stay valid while the graph grows.
   std::deque<Operation> ops_;
@@ -165,6 +163,7 @@ class Graph {
   std::unordered_map<std::string, int> next_suffix_;  // base name -> first suffix to try
   std::vector<int> variable_ops_;
   std::unordered_map<std::string, int> variable_by_name_;
+  std::vector<std::string> offered_splits_;
   Precision contraction_precision_ = Precision::float32;
 };
 

@@ -10,7 +10,16 @@
 
 namespace mtk {
 
-// The generic machinery; each op's own lowering lives with the op (OpDef::lower, core/mtk/ops/).
+// The generic machinery; each op's own lowering lives with the op (OpKind::lower, core/mtk/ops/).
+
+namespace {
+// The lowering's own step kinds. An alias names a buffer again; the allreduce of a partial sum
+// is costed as communication (Counters::comm_bytes), not as kernel work; a relayout copies.
+constexpr auto alias_step = make_op_kind<NoAttrs>("alias", {FlopClass::none, true}, nullptr);
+constexpr auto allreduce_step =
+    make_op_kind<NoAttrs>("allreduce", {FlopClass::none, true}, nullptr);
+constexpr auto relayout_step = make_op_kind<NoAttrs>("relayout", {FlopClass::none, false}, nullptr);
+}  // namespace
 
 Lowering::Lowering(Graph& g, const Mesh& mesh, const LayoutRules& rules, const MeshShape& shape,
                    const std::vector<int>& coords, bool dry)
@@ -36,7 +45,7 @@ std::unique_ptr<Program> Lowering::run() {
     const Operation& o = op();
     if (!o.def->lower)
       fail("mtk::lower", cat(label(), ": op kind '", o.kind(), "' has no lowering"));
-    o.def->lower(*this);
+    o.def->lower(*o.def, *this);
   }
   p_->pending_ = pending_;
   finish();
@@ -84,9 +93,13 @@ bool Lowering::intersects(const std::vector<int>& a, const std::set<int>& b) {
 }
 
 void Lowering::add_step(const std::string& what, std::vector<int> reads, std::vector<int> writes,
-                        Program::StepFn fn, const std::string& flop_kind, double flops,
-                        Program::Category category) {
-  const std::string kind = what.substr(0, what.find(' '));
+                        Program::StepFn fn, double flops, Program::Category category) {
+  add_step_of(*op().def, what, std::move(reads), std::move(writes), std::move(fn), flops, category);
+}
+
+void Lowering::add_step_of(StepKind kind, const std::string& what, std::vector<int> reads,
+                           std::vector<int> writes, Program::StepFn fn, double flops,
+                           Program::Category category) {
   p_->counters_.op_calls[kind] += 1;
   std::int64_t& bytes = p_->counters_.op_bytes[kind];
   const char* where = "mtk::lower";
@@ -96,9 +109,24 @@ void Lowering::add_step(const std::string& what, std::vector<int> reads, std::ve
   for (int t : writes)
     bytes = checked_add(bytes, local_bytes(t), where,
                         [&] { return cat("the bytes written by '", what, "'"); });
-  p_->steps_.push_back({what, category, std::move(reads), std::move(writes), std::move(fn)});
-  if (!flop_kind.empty())
-    p_->counters_.flops[flop_kind] += flops;
+  p_->steps_.push_back(
+      {kind, what, category, communicates_, std::move(reads), std::move(writes), std::move(fn)});
+  communicates_ = false;
+  if (kind.traits().flops != FlopClass::none)
+    p_->counters_.flops[kind.traits().flops] += flops;
+}
+
+void Lowering::add_allreduce_step(const std::string& what, int y, Program::StepFn fn) {
+  add_step_of(allreduce_step.def, what, {y}, {y}, std::move(fn), 0, Program::Category::collective);
+}
+
+void Lowering::add_alias(int from, int y) {
+  add_step_of(
+      alias_step.def, "alias " + describe(y), {from}, {y},
+      [=](Buffers& b, const ExecSpace&) {
+        b[static_cast<size_t>(y)] = b[static_cast<size_t>(from)];
+      },
+      0, Program::Category::compute);
 }
 
 void Lowering::count_gemms(double flops_each, std::int64_t gemms) {
@@ -110,28 +138,29 @@ void Lowering::count_gemms(double flops_each, std::int64_t gemms) {
   calls += gemms;
 }
 
-void Lowering::count_flops(const std::string& kind, double flops) {
-  p_->counters_.flops[kind] += flops;
+void Lowering::count_flops(FlopClass c, double flops) {
+  p_->counters_.flops[c] += flops;
 }
 
-void Lowering::count_comm(const std::string& kind, std::int64_t bytes, std::vector<int> axes) {
+void Lowering::count_comm(Collective kind, std::int64_t bytes, std::vector<int> axes) {
   const char* where = "mtk::lower";
+  communicates_ = true;
   auto& total = p_->counters_.comm_bytes[kind];
-  total =
-      checked_add(total, bytes, where, [&] { return cat("the bytes of ", kind, " collectives"); });
+  total = checked_add(total, bytes, where,
+                      [&] { return cat("the bytes of ", to_string(kind), " collectives"); });
   p_->counters_.comm_calls[kind] += 1;
   std::sort(axes.begin(), axes.end());
   axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
   const Counters::CommGroup key{kind, std::move(axes)};
   auto& group_total = p_->counters_.group_bytes[key];
   group_total = checked_add(group_total, bytes, where,
-                            [&] { return cat("the bytes of ", kind, " collectives"); });
+                            [&] { return cat("the bytes of ", to_string(kind), " collectives"); });
   p_->counters_.group_calls[key] += 1;
   const int size_key =
       bytes > 0 ? static_cast<int>(std::floor(std::log2(static_cast<double>(bytes)))) : -1;
   auto& [size_bytes, size_calls] = p_->counters_.group_sizes[key][size_key];
   size_bytes = checked_add(size_bytes, bytes, where,
-                           [&] { return cat("the bytes of ", kind, " collectives"); });
+                           [&] { return cat("the bytes of ", to_string(kind), " collectives"); });
   size_calls += 1;
 }
 
@@ -140,17 +169,17 @@ void Lowering::materialize(int t) {
   if (ax.empty())
     return;
   pending_[static_cast<size_t>(t)].clear();
-  count_comm("allreduce", local_bytes(t), ax);
+  count_comm(Collective::allreduce, local_bytes(t), ax);
   const Mesh mesh = mesh_;
   std::string names;
   for (int a : ax)
     names += (names.empty() ? "" : ",") + shape_[a].name;
-  add_step(
-      cat("allreduce(sum) of ", describe(t), " over ", names), {t}, {t},
+  add_step_of(
+      allreduce_step.def, cat("allreduce(sum) of ", describe(t), " over ", names), {t}, {t},
       [mesh, ax, t](Buffers& b, const ExecSpace&) {
         allreduce<float>(mesh, ax, b[static_cast<size_t>(t)].view<float>());
       },
-      "", 0, Program::Category::collective);
+      0, Program::Category::collective);
 }
 
 int Lowering::relayout(int t, const std::vector<int>& to) {
@@ -165,13 +194,14 @@ int Lowering::relayout(int t, const std::vector<int>& to) {
     const std::int64_t bytes =
         m.local_before.num_elements() * static_cast<std::int64_t>(dtype_bytes(dt));
     if (m.kind == RelayoutMove::Kind::allconcat)
-      count_comm("allconcat", bytes, {m.axis});
+      count_comm(Collective::allconcat, bytes, {m.axis});
     if (m.kind == RelayoutMove::Kind::alltoall)
-      count_comm("alltoall", bytes, {m.axis});
+      count_comm(Collective::alltoall, bytes, {m.axis});
   }
   const Mesh mesh = mesh_;
-  add_step(
-      cat("relayout ", describe(t), ": ", describe_relayout(plan, shape_)), {t}, {out},
+  add_step_of(
+      relayout_step.def, cat("relayout ", describe(t), ": ", describe_relayout(plan, shape_)), {t},
+      {out},
       [mesh, plan, t, out, dt](Buffers& b, const ExecSpace& space) {
         const Program::Buffer& src = b[static_cast<size_t>(t)];
         b[static_cast<size_t>(out)] = visit_dtype(dt, [&](auto v) {
@@ -179,7 +209,7 @@ int Lowering::relayout(int t, const std::vector<int>& to) {
           return Program::Buffer(run_relayout<T>(space, mesh, plan, src.view<T>()));
         });
       },
-      "", 0, Program::Category::collective);
+      0, Program::Category::collective);
   return out;
 }
 
@@ -219,7 +249,8 @@ void Lowering::add_variable(int t, const std::string& name, const Program::Buffe
 void Lowering::add_assignment(const std::string& what, int value, int variable,
                               Program::StepFn fn) {
   keep_to_end_.push_back(value);
-  p_->assigns_.push_back({what, Program::Category::other, {value}, {variable}, std::move(fn)});
+  p_->assigns_.push_back(
+      {*op().def, what, Program::Category::other, false, {value}, {variable}, std::move(fn)});
 }
 
 void Lowering::finish() {

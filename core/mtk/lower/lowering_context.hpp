@@ -73,29 +73,39 @@ class Lowering {
   const ExecSpace& space() const { return p_->exec_space(); }
 
   // ------------------------------------------------------------------------ emitting steps
-  /// Appends a step; `flops` are added to counters().flops[flop_kind].
+  /// Appends a step of the op being lowered; `flops` are added to counters().flops under the
+  /// op kind's FLOP class (OpTraits::flops).
   void add_step(const std::string& what, std::vector<int> reads, std::vector<int> writes,
-                Program::StepFn fn, const std::string& flop_kind = "", double flops = 0,
+                Program::StepFn fn, double flops = 0,
                 Program::Category category = Program::Category::compute);
+  /// Appends a step of another kind (the lowering's own: alias, allreduce, relayout).
+  void add_step_of(StepKind kind, const std::string& what, std::vector<int> reads,
+                   std::vector<int> writes, Program::StepFn fn, double flops,
+                   Program::Category category);
+  /// Appends a collective step updating y in place (costed by count_comm, not as a kernel).
+  void add_allreduce_step(const std::string& what, int y, Program::StepFn fn);
+  /// Appends a step making y another name for buffer `from` (no copy, no cost).
+  void add_alias(int from, int y);
   /// Counts `gemms` gemm calls of `flops_each` FLOPs (counters().gemm_by_size).
   void count_gemms(double flops_each, std::int64_t gemms);
-  /// Adds to counters().flops[kind] (for work outside steps: assignments).
-  void count_flops(const std::string& kind, double flops);
+  /// Adds to counters().flops[c] (for work outside steps: assignments).
+  void count_flops(FlopClass c, double flops);
   /// Appends a step computing output y by a kernel instantiated for every element type:
   /// `kernel(T{}, buffers, space)` returns the Kokkos::View<T*> of y, T the element type `dtype`.
   template <class Kernel>
   void add_typed_step(const std::string& what, std::vector<int> reads, int y, DType dtype,
-                      Kernel kernel, const std::string& flop_kind = "", double flops = 0) {
+                      Kernel kernel, double flops = 0) {
     add_step(
         what, std::move(reads), {y},
         [=](Buffers& b, const ExecSpace& space) {
           b[static_cast<size_t>(y)] =
               visit_dtype(dtype, [&](auto e) { return Program::Buffer(kernel(e, b, space)); });
         },
-        flop_kind, flops);
+        flops);
   }
   /// Counts one collective call of `bytes` payload over the group of mesh axes `axes`.
-  void count_comm(const std::string& kind, std::int64_t bytes, std::vector<int> axes);
+  /// The next step added runs it (Program::Step::communicates).
+  void count_comm(Collective kind, std::int64_t bytes, std::vector<int> axes);
   /// Emits the allreduce of t's pending partial sum, in place (nothing when none).
   void materialize(int t);
   /// A copy of tensor t laid out with per-dim axes `to` (t itself when nothing changes).
@@ -130,6 +140,14 @@ class Lowering {
   std::vector<std::vector<int>> pending_;
   std::map<int, DType> temp_dtype_;
   std::vector<int> keep_to_end_;
+  bool communicates_ = false;  // count_comm since the last step
 };
+
+namespace op_kind_impl {
+template <class A>
+void lower(const OpDef& d, Lowering& l) {
+  of<A>(d).lower(l, attrs<A>(d, l.op()));
+}
+}  // namespace op_kind_impl
 
 }  // namespace mtk

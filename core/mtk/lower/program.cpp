@@ -18,6 +18,23 @@ double Counters::total_flops() const {
   return t;
 }
 
+double Counters::flops_of(FlopClass c) const {
+  const auto it = flops.find(c);
+  return it == flops.end() ? 0.0 : it->second;
+}
+
+const char* to_string(Collective c) {
+  switch (c) {
+    case Collective::allreduce:
+      return "allreduce";
+    case Collective::allconcat:
+      return "allconcat";
+    case Collective::alltoall:
+      return "alltoall";
+  }
+  return "?";
+}
+
 std::int64_t Counters::total_comm_bytes() const {
   std::int64_t t = 0;
   for (const auto& [k, v] : comm_bytes)
@@ -154,7 +171,7 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
   const BufferPoolScope pool_scope(reuse_buffers_ ? pool_.get() : nullptr);
   using clock = std::chrono::steady_clock;
   auto mark = clock::now();
-  auto charge = [&](const char* what, const std::string* step = nullptr) {
+  auto charge = [&](const char* what, const Step* step = nullptr) {
     if (!profiling_)
       return;
     Kokkos::fence();
@@ -162,9 +179,9 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
     const double dt = std::chrono::duration<double>(now - mark).count();
     time_split_[what] += dt;
     if (step) {
-      time_by_kind_[step->substr(0, step->find(' '))] += dt;
+      time_by_kind_[step->kind.name()] += dt;
       if (std::getenv("MTK_PROFILE_STEPS"))
-        time_by_kind_["step: " + *step] += dt;
+        time_by_kind_["step: " + step->what] += dt;
     }
     mark = now;
   };
@@ -210,7 +227,7 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
     charge(steps_[s].category == Category::collective ? "collectives"
            : steps_[s].category == Category::other    ? "other"
                                                       : "compute",
-           &steps_[s].what);
+           &steps_[s]);
     // Free each buffer after its last use.
     for (int t : steps_[s].reads)
       if (last_use_[static_cast<size_t>(t)] == static_cast<int>(s) && !keep[static_cast<size_t>(t)])
@@ -296,20 +313,19 @@ std::string Program::explain() const {
   for (const auto& [k, v] : counters_.flops) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.4g", v);
-    s += cat("    ", k, ": ", buf, "\n");
+    s += cat("    ", to_string(k), ": ", buf, "\n");
   }
   s += "  communication per run (this rank, payload bytes / calls):\n";
   if (counters_.comm_bytes.empty())
     s += "    none\n";
   for (const auto& [k, v] : counters_.comm_bytes)
-    s += cat("    ", k, ": ", human(static_cast<double>(v)), " in ", counters_.comm_calls.at(k),
-             " calls\n");
+    s += cat("    ", to_string(k), ": ", human(static_cast<double>(v)), " in ",
+             counters_.comm_calls.at(k), " calls\n");
   s += cat("  memory: variables ", human(static_cast<double>(counters_.variable_bytes)), ", peak ",
            human(static_cast<double>(counters_.peak_bytes)), "\n");
   s += "  collectives and relayouts, in order:\n";
   for (const auto& st : steps_)
-    if (st.what.rfind("allreduce", 0) == 0 || st.what.rfind("relayout", 0) == 0 ||
-        st.what.find("split over") != std::string::npos)
+    if (st.category == Category::collective || st.communicates)
       s += "    " + st.what + "\n";
   return s;
 }

@@ -83,30 +83,36 @@ class HostTensor {
   std::vector<std::byte> bytes_;
 };
 
+/// The collectives a lowered program runs (Counters::comm_bytes, the cost model).
+enum class Collective { allreduce, allconcat, alltoall };
+const char* to_string(Collective c);
+
 /// Exact per-rank costs of one run of the lowered program.
 struct Counters {
-  std::map<std::string, double> flops;             ///< per op kind
-  std::map<std::string, std::int64_t> comm_bytes;  ///< per collective kind: payload bytes
-  std::map<std::string, std::int64_t> comm_calls;  ///< per collective kind
-  /// The same per collective kind and group (the mesh axes it runs over, sorted), for cost models
+  std::map<FlopClass, double> flops;              ///< per op kind's FLOP class (OpTraits)
+  std::map<Collective, std::int64_t> comm_bytes;  ///< per collective: payload bytes
+  std::map<Collective, std::int64_t> comm_calls;  ///< per collective
+  /// The same per collective and group (the mesh axes it runs over, sorted), for cost models
   /// whose bandwidth depends on the mesh dims (mtk/cost/step_time.hpp).
-  using CommGroup = std::pair<std::string, std::vector<int>>;
+  using CommGroup = std::pair<Collective, std::vector<int>>;
   std::map<CommGroup, std::int64_t> group_bytes;
   std::map<CommGroup, std::int64_t> group_calls;
   /// The same per group by call size: key floor(log2(payload bytes of one call)) (-1 for an
   /// empty call), value {bytes, calls}; for links whose cost is measured by size.
   std::map<CommGroup, std::map<int, std::pair<std::int64_t, std::int64_t>>> group_sizes;
-  /// Per step kind (the first word of the step: "einsum", "binary", "allreduce(sum)", ...): steps
-  /// run, and bytes of the local slices they read and write. For the step-time model's per-op
-  /// overhead and elementwise memory traffic.
-  std::map<std::string, std::int64_t> op_calls;
-  std::map<std::string, std::int64_t> op_bytes;
+  /// Per step kind (the op kind a step lowers, or the lowering's alias, allreduce and relayout
+  /// steps): steps run, and bytes of the local slices they read and write. For the step-time
+  /// model's per-op overhead and elementwise memory traffic.
+  std::map<StepKind, std::int64_t> op_calls;
+  std::map<StepKind, std::int64_t> op_bytes;
   /// Matrix products run as gemm calls, by size: key floor(log2(FLOPs of one gemm call)), value
   /// {FLOPs, gemm calls}. Einsums the kernel runs as elementwise work are not here.
   std::map<int, std::pair<double, std::int64_t>> gemm_by_size;
   std::int64_t variable_bytes = 0;  ///< persistent variable slices
   std::int64_t peak_bytes = 0;      ///< variables + peak live activations
   double total_flops() const;
+  /// FLOPs of one class (0 when it has none).
+  double flops_of(FlopClass c) const;
   std::int64_t total_comm_bytes() const;
 };
 
@@ -146,8 +152,11 @@ class Program {
   /// A unit of work: runs kernels/collectives on the buffers.
   enum class Category { compute, collective, other };
   struct Step {
+    StepKind kind;
     std::string what;  ///< "einsum 'logits'", "allreduce over batch", ...
     Category category = Category::compute;
+    /// The step runs a collective inside its kernel (a split softmax's allreduce, ...).
+    bool communicates = false;
     std::vector<int> reads;
     std::vector<int> writes;
     StepFn run;

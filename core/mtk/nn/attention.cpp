@@ -36,6 +36,7 @@ Tensor multihead_attention(const LayerContext& ctx, const std::string& name, con
   using impl::replace_dims;
   using impl::weight;
   Graph& g = *ctx.graph;
+  g.offer_split(heads.name);  // heads are independent: split them over processors
   Tensor mem = memory.shape().contains(memory_length_dim)
                    ? memory
                    : rename_dimension(memory, length_dim, memory_length_dim);

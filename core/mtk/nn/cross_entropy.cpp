@@ -15,13 +15,7 @@ Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& targets, const 
 }
 
 Tensor cross_entropy_log_sum_exp(const Tensor& token_loss) {
-  Graph& g = token_loss.graph();
-  const Operation& op = g.op(token_loss.producer());
-  if (std::string(op.kind()) != "softmax_cross_entropy" || op.outputs.size() != 2 ||
-      op.outputs[0] != token_loss.id())
-    fail("mtk::nn::cross_entropy_log_sum_exp",
-         cat("'", token_loss.name(), "' is not the loss of a softmax_cross_entropy"));
-  return g.tensor(op.outputs[1]);
+  return mtk::softmax_cross_entropy_log_sum_exp(token_loss);
 }
 
 }  // namespace mtk::nn

@@ -9,6 +9,7 @@ Tensor dense_relu_dense(const LayerContext& ctx, const std::string& name, const 
   using impl::replace_dims;
   using impl::weight;
   Graph& g = *ctx.graph;
+  g.offer_split(d_ff.name);  // Megatron's split of the hidden layer
   Tensor wi = weight(g, name + "/wi", Shape{d_model, d_ff}, d_model.size);
   Tensor wo = weight(g, name + "/wo", Shape{d_ff, d_model}, d_ff.size);
   Tensor h = einsum({x, wi}, replace_dims(x.shape(), {d_model.name}, {d_ff}));

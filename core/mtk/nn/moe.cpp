@@ -108,6 +108,8 @@ MoeResult mixture_of_experts(const LayerContext& ctx, const std::string& name, c
                              const MoeOptions& options) {
   Graph& g = *ctx.graph;
   const MoeDims d = moe_dims(ctx, x, d_model, d_ff, options);
+  g.offer_split(d.experts.name);  // expert parallelism
+  g.offer_split(d.d_ff.name);
   Top2Gating gating = top2_gating(g, name, x, d, options.loss_coefficient);
   Tensor combine = combine_weights(g, gating, d);
   Tensor dispatch = stop_gradient(greater(combine, constant(g, Shape(), 0.0)));

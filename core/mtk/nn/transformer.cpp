@@ -98,7 +98,7 @@ std::int64_t count_parameters(const Graph& g) {
   std::int64_t n = 0;
   for (int i : g.variable_ops()) {
     const auto& op = g.op(i);
-    if (op.attrs<VariableAttrs>().trainable)
+    if (g.variable_attrs(i).trainable)
       n += g.tensor_info(op.outputs[0]).shape.num_elements();
   }
   return n;

@@ -20,8 +20,8 @@ struct EinsumAttrs {
 };
 
 // The gradients are contractions too and run in the forward op's precision.
-void einsum_grad(GradientContext& c) {
-  const Precision p = c.op().attrs<EinsumAttrs>().precision;
+void einsum_grad(GradientContext& c, const EinsumAttrs& attrs) {
+  const Precision p = attrs.precision;
   if (c.op().inputs.size() == 1) {
     c.add(0, einsum_to({c.dy()}, c.input(0).shape(), p));
   } else {
@@ -91,7 +91,7 @@ std::vector<int> einsum_pending(Lowering& l, int y, const std::vector<int>& in) 
   return out_pending;
 }
 
-void lower_einsum(Lowering& l) {
+void lower_einsum(Lowering& l, const EinsumAttrs& attrs) {
   const Operation& o = l.op();
   std::vector<int> in = o.inputs;
   const int y = o.outputs[0];
@@ -106,7 +106,7 @@ void lower_einsum(Lowering& l) {
         [=](Buffers& b, const ExecSpace& space) {
           b[static_cast<size_t>(y)] = kernels::einsum(space, la, view_of<float>(b, a), ly);
         },
-        "einsum", static_cast<double>(la.num_elements()));
+        static_cast<double>(la.num_elements()));
     return;
   }
   const int a = in[0], c = in[1];
@@ -129,7 +129,7 @@ void lower_einsum(Lowering& l) {
     if (!(nb > 1 && (!has_k || (!has_m && !has_n))))
       l.count_gemms(2.0 * static_cast<double>(m * n * k), nb);
   }
-  const Precision precision = o.attrs<EinsumAttrs>().precision;
+  const Precision precision = attrs.precision;
   l.add_step(
       cat(l.label(), " ", la.to_string(), " x ", lc.to_string(), " -> ", ly.to_string(),
           precision == Precision::bfloat16 ? " (bf16)" : ""),
@@ -138,10 +138,11 @@ void lower_einsum(Lowering& l) {
         b[static_cast<size_t>(y)] = kernels::einsum(space, la, view_of<float>(b, a), lc,
                                                     view_of<float>(b, c), ly, precision);
       },
-      "einsum", flops);
+      flops);
 }
 
-constexpr OpDef einsum_def{"einsum", einsum_grad, lower_einsum};
+constexpr auto einsum_op =
+    make_op_kind<EinsumAttrs>("einsum", {FlopClass::einsum}, lower_einsum, einsum_grad);
 
 }  // namespace
 
@@ -168,7 +169,7 @@ Tensor einsum(const std::vector<Tensor>& xs, const Shape& out_shape, Precision p
                       " in the inputs:", list));
   }
   if (xs.size() <= 2)
-    return g.add_op1(einsum_def, "einsum", xs, out_shape, DType::float32,
+    return g.add_op1(einsum_op, xs, out_shape, DType::float32,
                      EinsumAttrs{xs.size() == 2 ? precision : Precision::float32});
   // Contract left to right, keeping every dim still needed later or in the output.
   Tensor acc = xs[0];

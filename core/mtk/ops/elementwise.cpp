@@ -59,15 +59,15 @@ Tensor unary_gradient(const UnaryAttrs& a, const Tensor& x, const Tensor& y, con
   return Tensor();
 }
 
-void unary_grad(GradientContext& c) {
-  c.add(0, unary_gradient(c.attrs<UnaryAttrs>(), c.input(0), c.output(0), c.dy()));
+void unary_grad(GradientContext& c, const UnaryAttrs& attrs) {
+  c.add(0, unary_gradient(attrs, c.input(0), c.output(0), c.dy()));
 }
 
-void lower_unary(Lowering& l) {
+void lower_unary(Lowering& l, const UnaryAttrs& attrs) {
   const Operation& o = l.op();
   const int x = o.inputs[0], y = o.outputs[0];
-  const UnaryFn fn = o.attrs<UnaryAttrs>().fn;
-  const double p = o.attrs<UnaryAttrs>().p;
+  const UnaryFn fn = attrs.fn;
+  const double p = attrs.p;
   // Linear functions pass a pending partial sum through.
   const bool linear =
       fn == UnaryFn::negative || fn == UnaryFn::mul_scalar || fn == UnaryFn::identity;
@@ -81,63 +81,64 @@ void lower_unary(Lowering& l) {
         using T = decltype(e);
         return kernels::unary<T>(space, fn, view_of<T>(b, x), p);
       },
-      "elementwise", static_cast<double>(l.local(y).num_elements()));
+      static_cast<double>(l.local(y).num_elements()));
 }
 
-constexpr OpDef unary_def{"unary", unary_grad, lower_unary};
+constexpr auto unary_op =
+    make_op_kind<UnaryAttrs>("unary", {FlopClass::elementwise}, lower_unary, unary_grad);
 
 // -------------------------------------------------------------------------------- binary
 struct BinaryAttrs {
   BinaryFn fn = BinaryFn::add;
 };
 
-void binary_grad(GradientContext& c) {
+void binary_grad(GradientContext& c, const BinaryAttrs& attrs) {
   const Tensor a = c.input(0), b = c.input(1), y = c.output(0), dy = c.dy();
   const bool da = c.needs(0), db = c.needs(1);  // e.g. no op for a mask's or a bias's gradient
-  switch (c.attrs<BinaryAttrs>().fn) {
-    case BinaryFn::add:
-      if (da)
-        c.add(0, sum_to(dy, a.shape()));
-      if (db)
-        c.add(1, sum_to(dy, b.shape()));
-      break;
-    case BinaryFn::subtract:
-      if (da)
-        c.add(0, sum_to(dy, a.shape()));
-      if (db)
-        c.add(1, negative(sum_to(dy, b.shape())));
-      break;
-    case BinaryFn::multiply:
-      if (da)
-        c.add(0, einsum_to({dy, b}, a.shape()));
-      if (db)
-        c.add(1, einsum_to({dy, a}, b.shape()));
-      break;
-    case BinaryFn::divide:
-      if (da)
-        c.add(0, sum_to(dy / b, a.shape()));
-      if (db)
-        c.add(1, sum_to(negative(dy * y / b), b.shape()));
-      break;
-    case BinaryFn::maximum:
-      if (da)
-        c.add(0, sum_to(dy * compare(CompareFn::greater_equal, a, b), a.shape()));
-      if (db)
-        c.add(1, sum_to(dy * compare(CompareFn::less, a, b), b.shape()));
-      break;
-    case BinaryFn::minimum:
-      if (da)
-        c.add(0, sum_to(dy * compare(CompareFn::less_equal, a, b), a.shape()));
-      if (db)
-        c.add(1, sum_to(dy * compare(CompareFn::greater, a, b), b.shape()));
-      break;
-    case BinaryFn::pow:
-      if (da)
-        c.add(0, sum_to(dy * b * binary(BinaryFn::pow, a, add(b, -1.0)), a.shape()));
-      if (db)
-        c.add(1, sum_to(dy * y * log(a), b.shape()));
-      break;
-  }
+  switch (attrs.fn) {
+      case BinaryFn::add:
+        if (da)
+          c.add(0, sum_to(dy, a.shape()));
+        if (db)
+          c.add(1, sum_to(dy, b.shape()));
+        break;
+      case BinaryFn::subtract:
+        if (da)
+          c.add(0, sum_to(dy, a.shape()));
+        if (db)
+          c.add(1, negative(sum_to(dy, b.shape())));
+        break;
+      case BinaryFn::multiply:
+        if (da)
+          c.add(0, einsum_to({dy, b}, a.shape()));
+        if (db)
+          c.add(1, einsum_to({dy, a}, b.shape()));
+        break;
+      case BinaryFn::divide:
+        if (da)
+          c.add(0, sum_to(dy / b, a.shape()));
+        if (db)
+          c.add(1, sum_to(negative(dy * y / b), b.shape()));
+        break;
+      case BinaryFn::maximum:
+        if (da)
+          c.add(0, sum_to(dy * compare(CompareFn::greater_equal, a, b), a.shape()));
+        if (db)
+          c.add(1, sum_to(dy * compare(CompareFn::less, a, b), b.shape()));
+        break;
+      case BinaryFn::minimum:
+        if (da)
+          c.add(0, sum_to(dy * compare(CompareFn::less_equal, a, b), a.shape()));
+        if (db)
+          c.add(1, sum_to(dy * compare(CompareFn::greater, a, b), b.shape()));
+        break;
+      case BinaryFn::pow:
+        if (da)
+          c.add(0, sum_to(dy * b * binary(BinaryFn::pow, a, add(b, -1.0)), a.shape()));
+        if (db)
+          c.add(1, sum_to(dy * y * log(a), b.shape()));
+        break;
+    }
 }
 
 // Which pending partial sums the result inherits; the others are summed first.
@@ -157,10 +158,10 @@ std::vector<int> binary_pending(Lowering& l, BinaryFn fn, int a, int c) {
   return {};
 }
 
-void lower_binary(Lowering& l) {
+void lower_binary(Lowering& l, const BinaryAttrs& attrs) {
   const Operation& o = l.op();
   const int a = o.inputs[0], c = o.inputs[1], y = o.outputs[0];
-  const BinaryFn fn = o.attrs<BinaryAttrs>().fn;
+  const BinaryFn fn = attrs.fn;
   l.pending(y) = binary_pending(l, fn, a, c);
   const Shape la = l.local(a), lc = l.local(c), ly = l.local(y);
   l.add_typed_step(
@@ -169,22 +170,23 @@ void lower_binary(Lowering& l) {
         using T = decltype(e);
         return kernels::binary<T>(space, fn, la, view_of<T>(b, a), lc, view_of<T>(b, c), ly);
       },
-      "elementwise", static_cast<double>(ly.num_elements()));
+      static_cast<double>(ly.num_elements()));
 }
 
-constexpr OpDef binary_def{"binary", binary_grad, lower_binary};
+constexpr auto binary_op =
+    make_op_kind<BinaryAttrs>("binary", {FlopClass::elementwise}, lower_binary, binary_grad);
 
 // ------------------------------------------------------------------------------- compare
 struct CompareAttrs {
   CompareFn fn = CompareFn::equal;
 };
 
-void lower_compare(Lowering& l) {
+void lower_compare(Lowering& l, const CompareAttrs& attrs) {
   const Operation& o = l.op();
   const int a = o.inputs[0], c = o.inputs[1], y = o.outputs[0];
   l.materialize(a);
   l.materialize(c);
-  const CompareFn fn = o.attrs<CompareAttrs>().fn;
+  const CompareFn fn = attrs.fn;
   const Shape la = l.local(a), lc = l.local(c), ly = l.local(y);
   const DType dt = l.dtype(a);
   l.add_step(
@@ -196,13 +198,14 @@ void lower_compare(Lowering& l) {
           return kernels::compare<T>(space, fn, la, view_of<T>(b, a), lc, view_of<T>(b, c), ly);
         });
       },
-      "elementwise", static_cast<double>(ly.num_elements()));
+      static_cast<double>(ly.num_elements()));
 }
 
-constexpr OpDef compare_def{"compare", nullptr, lower_compare};
+constexpr auto compare_op =
+    make_op_kind<CompareAttrs>("compare", {FlopClass::elementwise}, lower_compare);
 
 // --------------------------------------------------------------------------------- where
-void where_grad(GradientContext& c) {
+void where_grad(GradientContext& c, const NoAttrs&) {
   Tensor zero = constant(c.graph(), Shape(), 0.0);
   if (c.needs(1))
     c.add(1, sum_to(where(c.input(0), c.dy(), zero), c.input(1).shape()));
@@ -210,7 +213,7 @@ void where_grad(GradientContext& c) {
     c.add(2, sum_to(where(c.input(0), zero, c.dy()), c.input(2).shape()));
 }
 
-void lower_where(Lowering& l) {
+void lower_where(Lowering& l, const NoAttrs&) {
   const Operation& o = l.op();
   const int c = o.inputs[0], a = o.inputs[1], d = o.inputs[2], y = o.outputs[0];
   for (int t : {c, a, d})
@@ -223,14 +226,15 @@ void lower_where(Lowering& l) {
             kernels::where(space, lc, view_of<float>(b, c), la, view_of<float>(b, a), ld,
                            view_of<float>(b, d), ly);
       },
-      "elementwise", static_cast<double>(ly.num_elements()));
+      static_cast<double>(ly.num_elements()));
 }
 
-constexpr OpDef where_def{"where", where_grad, lower_where};
+constexpr auto where_op =
+    make_op_kind<NoAttrs>("where", {FlopClass::elementwise}, lower_where, where_grad);
 
 // ---------------------------------------------------------------------------------- cast
 // float <-> int: no gradient.
-void lower_cast(Lowering& l) {
+void lower_cast(Lowering& l, const NoAttrs&) {
   const int x = l.op().inputs[0], y = l.op().outputs[0];
   l.materialize(x);
   const DType from = l.dtype(x);
@@ -242,16 +246,17 @@ void lower_cast(Lowering& l) {
           return kernels::cast<decltype(t), From>(space, view_of<From>(b, x));
         });
       },
-      "elementwise", static_cast<double>(l.local(y).num_elements()));
+      static_cast<double>(l.local(y).num_elements()));
 }
 
-constexpr OpDef cast_def{"cast", nullptr, lower_cast};
+constexpr auto cast_op = make_op_kind<NoAttrs>("cast", {FlopClass::elementwise}, lower_cast);
 
 }  // namespace
 
 Tensor unary(UnaryFn fn, const Tensor& x, double p) {
   graph_of({x}, "mtk::unary");
-  return x.graph().add_op1(unary_def, unary_name(fn), {x}, x.shape(), x.dtype(), UnaryAttrs{fn, p});
+  return x.graph().add_named_op1(unary_op, unary_name(fn), {x}, x.shape(), x.dtype(),
+                                 UnaryAttrs{fn, p});
 }
 
 Tensor negative(const Tensor& x) {
@@ -313,7 +318,7 @@ Tensor binary(BinaryFn fn, const Tensor& a, const Tensor& b, const Shape* out_sh
     check_within(*out_shape, {a, b}, where);
     out = *out_shape;
   }
-  return g.add_op1(binary_def, binary_name(fn), {a, b}, out, a.dtype(), BinaryAttrs{fn});
+  return g.add_named_op1(binary_op, binary_name(fn), {a, b}, out, a.dtype(), BinaryAttrs{fn});
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
@@ -354,8 +359,8 @@ Tensor compare(CompareFn fn, const Tensor& a, const Tensor& b) {
   const char* where = "mtk::compare";
   Graph& g = graph_of({a, b}, where);
   require_same_dtype(a, b, where);
-  return g.add_op1(compare_def, compare_name(fn), {a, b}, union_shape({a, b}, where),
-                   DType::float32, CompareAttrs{fn});
+  return g.add_named_op1(compare_op, compare_name(fn), {a, b}, union_shape({a, b}, where),
+                         DType::float32, CompareAttrs{fn});
 }
 Tensor less(const Tensor& a, const Tensor& b) {
   return compare(CompareFn::less, a, b);
@@ -373,15 +378,14 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   require_float(cond, where_);
   require_float(a, where_);
   require_float(b, where_);
-  return g.add_op1(where_def, "where", {cond, a, b}, union_shape({cond, a, b}, where_),
-                   DType::float32);
+  return g.add_op1(where_op, {cond, a, b}, union_shape({cond, a, b}, where_), DType::float32);
 }
 
 Tensor cast(const Tensor& x, DType dtype) {
   graph_of({x}, "mtk::cast");
   if (x.dtype() == dtype)
     return x;
-  return x.graph().add_op1(cast_def, "cast", {x}, x.shape(), dtype);
+  return x.graph().add_op1(cast_op, {x}, x.shape(), dtype);
 }
 
 }  // namespace mtk

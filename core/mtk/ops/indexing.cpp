@@ -20,9 +20,8 @@ struct OneHotAttrs {
   double on = 1.0, off = 0.0;
 };
 
-void lower_one_hot(Lowering& l) {
+void lower_one_hot(Lowering& l, const OneHotAttrs& a) {
   const Operation& o = l.op();
-  const OneHotAttrs& a = o.attrs<OneHotAttrs>();
   const int ids = o.inputs[0], y = o.outputs[0];
   const int d = l.layout(y).shape().index_of(a.dim);
   const std::int64_t origin = l.layout(y).slice_origin(l.coords())[static_cast<size_t>(d)];
@@ -34,24 +33,25 @@ void lower_one_hot(Lowering& l) {
         b[static_cast<size_t>(y)] =
             kernels::one_hot(space, li, view_of<std::int32_t>(b, ids), ly, d, origin, on, off);
       },
-      "elementwise", static_cast<double>(ly.num_elements()));
+      static_cast<double>(ly.num_elements()));
 }
 
-constexpr OpDef one_hot_def{"one_hot", nullptr, lower_one_hot};
+constexpr auto one_hot_op =
+    make_op_kind<OneHotAttrs>("one_hot", {FlopClass::elementwise}, lower_one_hot);
 
 // -------------------------------------------------------------------- gather, scatter_add
 struct GatherAttrs {
   std::string dim;  ///< the table dim the ids index
 };
 
-void gather_grad(GradientContext& c) {
+void gather_grad(GradientContext& c, const GatherAttrs& attrs) {
   const Tensor table = c.input(0), ids = c.input(1);
-  c.add(0, scatter_add(ids, c.dy(), table.shape(), c.attrs<GatherAttrs>().dim));
+  c.add(0, scatter_add(ids, c.dy(), table.shape(), attrs.dim));
 }
 
-void lower_gather(Lowering& l) {
+void lower_gather(Lowering& l, const GatherAttrs& attrs) {
   const Operation& o = l.op();
-  const std::string& dim = o.attrs<GatherAttrs>().dim;
+  const std::string& dim = attrs.dim;
   int table = o.inputs[0];
   const int ids = o.inputs[1], y = o.outputs[0];
   l.materialize(table);
@@ -71,14 +71,15 @@ void lower_gather(Lowering& l) {
         b[static_cast<size_t>(y)] = kernels::gather(space, lt, view_of<float>(b, table), d, origin,
                                                     li, view_of<std::int32_t>(b, ids), ly);
       },
-      "gather", static_cast<double>(ly.num_elements()));
+      static_cast<double>(ly.num_elements()));
 }
 
-constexpr OpDef gather_def{"gather", gather_grad, lower_gather};
+constexpr auto gather_op =
+    make_op_kind<GatherAttrs>("gather", {FlopClass::gather}, lower_gather, gather_grad);
 
-void scatter_add_grad(GradientContext& c) {
+void scatter_add_grad(GradientContext& c, const GatherAttrs& attrs) {
   const Tensor ids = c.input(0), upd = c.input(1);
-  c.add(1, sum_to(gather(c.dy(), ids, c.attrs<GatherAttrs>().dim), upd.shape()));
+  c.add(1, sum_to(gather(c.dy(), ids, attrs.dim), upd.shape()));
 }
 
 // Dims summed away (in ids/updates, not in the table): their split axes leave partial sums. Such
@@ -120,13 +121,13 @@ std::vector<int> scatter_pending(Lowering& l, int& ids, int& upd, int y) {
   return p;
 }
 
-void lower_scatter_add(Lowering& l) {
+void lower_scatter_add(Lowering& l, const GatherAttrs& attrs) {
   const Operation& o = l.op();
   int ids = o.inputs[0], upd = o.inputs[1];
   const int y = o.outputs[0];
   l.materialize(upd);
   l.pending(y) = scatter_pending(l, ids, upd, y);
-  const int d = l.layout(y).shape().index_of(o.attrs<GatherAttrs>().dim);
+  const int d = l.layout(y).shape().index_of(attrs.dim);
   const std::int64_t origin = l.layout(y).slice_origin(l.coords())[static_cast<size_t>(d)];
   const Shape li = l.local(ids), lu = l.local(upd), ly = l.local(y);
   l.add_step(
@@ -135,10 +136,11 @@ void lower_scatter_add(Lowering& l) {
         b[static_cast<size_t>(y)] = kernels::scatter_add(space, li, view_of<std::int32_t>(b, ids),
                                                          lu, view_of<float>(b, upd), ly, d, origin);
       },
-      "gather", static_cast<double>(lu.num_elements()));
+      static_cast<double>(lu.num_elements()));
 }
 
-constexpr OpDef scatter_add_def{"scatter_add", scatter_add_grad, lower_scatter_add};
+constexpr auto scatter_add_op = make_op_kind<GatherAttrs>("scatter_add", {FlopClass::gather},
+                                                          lower_scatter_add, scatter_add_grad);
 
 }  // namespace
 
@@ -150,7 +152,7 @@ Tensor one_hot(const Tensor& ids, const Dimension& dim, double on, double off) {
     fail("mtk::one_hot", cat("ids ", describe(ids), " already have dimension '", dim.name, "'"));
   auto dims = ids.shape().dims();
   dims.push_back(dim);
-  return ids.graph().add_op1(one_hot_def, "one_hot", {ids}, Shape(dims), DType::float32,
+  return ids.graph().add_op1(one_hot_op, {ids}, Shape(dims), DType::float32,
                              OneHotAttrs{dim.name, on, off});
 }
 
@@ -169,7 +171,7 @@ Tensor gather(const Tensor& table, const Tensor& ids, const std::string& dim) {
       dims.push_back(table.shape()[j]);
   Shape out(dims);
   union_shape({table, ids}, where);
-  return g.add_op1(gather_def, "gather", {table, ids}, out, DType::float32, GatherAttrs{dim});
+  return g.add_op1(gather_op, {table, ids}, out, DType::float32, GatherAttrs{dim});
 }
 
 Tensor scatter_add(const Tensor& ids, const Tensor& updates, const Shape& table_shape,
@@ -183,8 +185,7 @@ Tensor scatter_add(const Tensor& ids, const Tensor& updates, const Shape& table_
     if (!ids.shape().contains(d.name) && !table_shape.contains(d.name))
       fail(where, cat("updates dimension '", d.name, "' is in neither ids ", describe(ids),
                       " nor table ", table_shape.to_string()));
-  return g.add_op1(scatter_add_def, "scatter_add", {ids, updates}, table_shape, DType::float32,
-                   GatherAttrs{dim});
+  return g.add_op1(scatter_add_op, {ids, updates}, table_shape, DType::float32, GatherAttrs{dim});
 }
 
 }  // namespace mtk

@@ -22,9 +22,8 @@ struct CrossEntropyAttrs {
 // Fused cross-entropy: row statistics of the local vocabulary slice in one read of the logits,
 // combined over the mesh axis that splits the vocabulary (the max, then the sum of exponentials
 // rebased on it, the target logit and the logit sum in one allreduce).
-void lower_cross_entropy(Lowering& l) {
+void lower_cross_entropy(Lowering& l, const CrossEntropyAttrs& a) {
   const Operation& o = l.op();
-  const CrossEntropyAttrs& a = o.attrs<CrossEntropyAttrs>();
   const int x = o.inputs[0], t = o.inputs[1], loss = o.outputs[0], lse_out = o.outputs[1];
   l.materialize(x);
   const TensorLayout& lay = l.layout(x);
@@ -39,8 +38,8 @@ void lower_cross_entropy(Lowering& l) {
   if (axis >= 0) {  // the slices' maxima, then the three rebased sums in one call
     const std::int64_t row_bytes =
         lr.num_elements() * static_cast<std::int64_t>(dtype_bytes(DType::float32));
-    l.count_comm("allreduce", row_bytes, {axis});
-    l.count_comm("allreduce", 3 * row_bytes, {axis});
+    l.count_comm(Collective::allreduce, row_bytes, {axis});
+    l.count_comm(Collective::allreduce, 3 * row_bytes, {axis});
   }
   l.add_step(
       l.label() + (axis >= 0 ? " (vocabulary split over " + l.mesh_shape()[axis].name + ")" : ""),
@@ -62,12 +61,11 @@ void lower_cross_entropy(Lowering& l) {
         b[static_cast<size_t>(loss)] = out;
         b[static_cast<size_t>(lse_out)] = lse;
       },
-      "softmax", 4.0 * static_cast<double>(lx.num_elements()));
+      4.0 * static_cast<double>(lx.num_elements()));
 }
 
-void lower_cross_entropy_grad(Lowering& l) {
+void lower_cross_entropy_grad(Lowering& l, const CrossEntropyAttrs& a) {
   const Operation& o = l.op();
-  const CrossEntropyAttrs& a = o.attrs<CrossEntropyAttrs>();
   const int x = o.inputs[0], t = o.inputs[1], lse = o.inputs[2], dy = o.inputs[3],
             dx = o.outputs[0];
   for (int k : {x, lse, dy})
@@ -84,21 +82,21 @@ void lower_cross_entropy_grad(Lowering& l) {
             space, lx, view_of<float>(b, x), d, view_of<std::int32_t>(b, t), origin,
             view_of<float>(b, lse), view_of<float>(b, dy), ls, V, z);
       },
-      "softmax", 3.0 * static_cast<double>(lx.num_elements()));
+      3.0 * static_cast<double>(lx.num_elements()));
 }
 
-constexpr OpDef cross_entropy_grad_def{"softmax_cross_entropy_grad", nullptr,
-                                       lower_cross_entropy_grad};
+constexpr auto cross_entropy_grad_op = make_op_kind<CrossEntropyAttrs>(
+    "softmax_cross_entropy_grad", {FlopClass::softmax}, lower_cross_entropy_grad);
 
 // d loss / d logits by one fused op that reads the saved log-sum-exp (output 1).
-void cross_entropy_grad(GradientContext& c) {
+void cross_entropy_grad(GradientContext& c, const CrossEntropyAttrs& attrs) {
   const Tensor logits = c.input(0), targets = c.input(1), lse = c.output(1);
-  c.add(0, c.graph().add_op1(cross_entropy_grad_def, "softmax_cross_entropy_grad",
-                             {logits, targets, lse, c.dy()}, logits.shape(), DType::float32,
-                             c.op().attributes));
+  c.add(0, c.graph().add_op1(cross_entropy_grad_op, {logits, targets, lse, c.dy()}, logits.shape(),
+                             DType::float32, attrs));
 }
 
-constexpr OpDef cross_entropy_def{"softmax_cross_entropy", cross_entropy_grad, lower_cross_entropy};
+constexpr auto cross_entropy_op = make_op_kind<CrossEntropyAttrs>(
+    "softmax_cross_entropy", {FlopClass::softmax}, lower_cross_entropy, cross_entropy_grad);
 
 }  // namespace
 
@@ -117,10 +115,19 @@ Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& targets, const 
                     describe(logits), " without '", dim, "': ", Shape(dims).to_string()));
   if (label_smoothing < 0 || label_smoothing >= 1)
     fail(where, cat("label smoothing ", label_smoothing, " not in [0, 1)"));
-  auto out = g.add_op(cross_entropy_def, "softmax_cross_entropy", {logits, targets},
+  auto out = g.add_op(cross_entropy_op, {logits, targets},
                       {{targets.shape(), DType::float32}, {targets.shape(), DType::float32}},
                       CrossEntropyAttrs{dim, label_smoothing, z_loss});
   return out[0];
+}
+
+Tensor softmax_cross_entropy_log_sum_exp(const Tensor& loss) {
+  Graph& g = loss.graph();
+  const Operation& op = g.op(loss.producer());
+  if (!cross_entropy_op.is(op) || op.outputs[0] != loss.id())
+    fail("mtk::softmax_cross_entropy_log_sum_exp",
+         cat("'", loss.name(), "' is not the loss of a softmax_cross_entropy"));
+  return g.tensor(op.outputs[1]);
 }
 
 }  // namespace mtk

@@ -13,4 +13,8 @@ namespace mtk {
 Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& targets, const std::string& dim,
                              double label_smoothing = 0.0, double z_loss = 0.0);
 
+/// The per-row log-sum-exp that softmax_cross_entropy computed beside `loss` (its output 0), for
+/// a z-loss or a diagnostic; fails when `loss` is not such an output.
+Tensor softmax_cross_entropy_log_sum_exp(const Tensor& loss);
+
 }  // namespace mtk

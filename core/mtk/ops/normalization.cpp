@@ -38,15 +38,14 @@ struct NormDim {
   void count_allreduces(Lowering& l, int rows_tensor, int calls) const {
     if (axis >= 0)
       for (int k = 0; k < calls; ++k)
-        l.count_comm("allreduce", l.local_bytes(rows_tensor), {axis});
+        l.count_comm(Collective::allreduce, l.local_bytes(rows_tensor), {axis});
   }
 };
 
 // Sums over the slice, allreduced over the axis splitting `dim`: the mean, then the centred
 // squares (two passes keep the variance exact for rows with a large mean).
-void lower_layer_norm(Lowering& l) {
+void lower_layer_norm(Lowering& l, const LayerNormAttrs& a) {
   const Operation& o = l.op();
-  const LayerNormAttrs& a = o.attrs<LayerNormAttrs>();
   const int x = o.inputs[0], y = o.outputs[0], mean = o.outputs[1], rstd = o.outputs[2];
   l.materialize(x);
   const NormDim nd(l, x, a.dim);
@@ -74,12 +73,11 @@ void lower_layer_norm(Lowering& l) {
         b[static_cast<size_t>(mean)] = m;
         b[static_cast<size_t>(rstd)] = r;
       },
-      "elementwise", 8.0 * static_cast<double>(lx.num_elements()));
+      8.0 * static_cast<double>(lx.num_elements()));
 }
 
-void lower_layer_norm_grad(Lowering& l) {
+void lower_layer_norm_grad(Lowering& l, const LayerNormAttrs& a) {
   const Operation& o = l.op();
-  const LayerNormAttrs& a = o.attrs<LayerNormAttrs>();
   const int x = o.inputs[0], mean = o.inputs[2], rstd = o.inputs[3], dy = o.inputs[4];
   const int dx = o.outputs[0], dyh = o.outputs[1];
   for (int t : {x, mean, rstd, dy})
@@ -105,19 +103,19 @@ void lower_layer_norm_grad(Lowering& l) {
         b[static_cast<size_t>(dx)] = gx;
         b[static_cast<size_t>(dyh)] = gh;
       },
-      "elementwise", 11.0 * static_cast<double>(lx.num_elements()));
+      11.0 * static_cast<double>(lx.num_elements()));
 }
 
-constexpr OpDef layer_norm_grad_def{"layer_norm_grad", nullptr, lower_layer_norm_grad};
+constexpr auto layer_norm_grad_op = make_op_kind<LayerNormAttrs>(
+    "layer_norm_grad", {FlopClass::elementwise}, lower_layer_norm_grad);
 
 // dx by the fused op; d scale and d bias sum dy xhat and dy over the other dims (graph reduces, so
 // their partial sums over split dims are handled like any reduction's).
-void layer_norm_grad(GradientContext& c) {
-  const LayerNormAttrs& a = c.attrs<LayerNormAttrs>();
+void layer_norm_grad(GradientContext& c, const LayerNormAttrs& a) {
   const Tensor x = c.input(0), scale = c.input(1);
-  auto g = c.graph().add_op(
-      layer_norm_grad_def, "layer_norm_grad", {x, scale, c.output(1), c.output(2), c.dy()},
-      {{x.shape(), DType::float32}, {x.shape(), DType::float32}}, c.op().attributes);
+  auto g = c.graph().add_op(layer_norm_grad_op, {x, scale, c.output(1), c.output(2), c.dy()},
+                            {{x.shape(), DType::float32}, {x.shape(), DType::float32}},
+                            a);
   c.add(0, g[0]);
   std::vector<std::string> others;
   for (const auto& dim : x.shape().dims())
@@ -127,7 +125,8 @@ void layer_norm_grad(GradientContext& c) {
   c.add(2, others.empty() ? c.dy() : reduce_sum(c.dy(), others));
 }
 
-constexpr OpDef layer_norm_def{"layer_norm", layer_norm_grad, lower_layer_norm};
+constexpr auto layer_norm_op = make_op_kind<LayerNormAttrs>("layer_norm", {FlopClass::elementwise},
+                                                            lower_layer_norm, layer_norm_grad);
 
 }  // namespace
 
@@ -148,7 +147,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& scale, const Tensor& bias, cons
   auto dims = x.shape().dims();
   dims.erase(dims.begin() + d);
   const Shape rows(dims);
-  auto out = g.add_op(layer_norm_def, "layer_norm", {x, scale, bias},
+  auto out = g.add_op(layer_norm_op, {x, scale, bias},
                       {{x.shape(), DType::float32}, {rows, DType::float32}, {rows, DType::float32}},
                       LayerNormAttrs{dim, epsilon});
   return out[0];

@@ -15,13 +15,12 @@ struct AdamAttrs {
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
 };
 
-void lower_adam_update(Lowering& l) {
+void lower_adam_update(Lowering& l, const AdamAttrs& a) {
   const Operation& o = l.op();
   for (int t : o.inputs)
     l.materialize(t);
   const int p = o.inputs[0], m = o.inputs[1], v = o.inputs[2], gr = o.inputs[3], ss = o.inputs[4];
   const int np = o.outputs[0], nm = o.outputs[1], nv = o.outputs[2];
-  const AdamAttrs& a = o.attrs<AdamAttrs>();
   const float b1 = static_cast<float>(a.beta1), b2 = static_cast<float>(a.beta2),
               eps = static_cast<float>(a.epsilon);
   l.add_step(
@@ -35,22 +34,23 @@ void lower_adam_update(Lowering& l) {
         b[static_cast<size_t>(nm)] = new_m;
         b[static_cast<size_t>(nv)] = new_v;
       },
-      "optimizer", 8.0 * static_cast<double>(l.local(p).num_elements()));
+      8.0 * static_cast<double>(l.local(p).num_elements()));
 }
 
-constexpr OpDef adam_update_def{"adam_update", nullptr, lower_adam_update};
+constexpr auto adam_update_op =
+    make_op_kind<AdamAttrs>("adam_update", {FlopClass::optimizer}, lower_adam_update);
 
 struct AdafactorAttrs {
   double epsilon1 = 0.0, beta1 = 0.0;
 };
 
-void lower_adafactor_second_moment(Lowering& l) {
+void lower_adafactor_second_moment(Lowering& l, const AdafactorAttrs& attrs) {
   const Operation& o = l.op();
   for (int t : o.inputs)
     l.materialize(t);
   const int v = o.inputs[0], gr = o.inputs[1], dc = o.inputs[2];
   const int nv = o.outputs[0], up = o.outputs[1];
-  const float eps1 = static_cast<float>(o.attrs<AdafactorAttrs>().epsilon1);
+  const float eps1 = static_cast<float>(attrs.epsilon1);
   l.add_step(
       l.label(), {v, gr, dc}, {nv, up},
       [=](Buffers& b, const ExecSpace& space) {
@@ -60,15 +60,15 @@ void lower_adafactor_second_moment(Lowering& l) {
         b[static_cast<size_t>(nv)] = new_v;
         b[static_cast<size_t>(up)] = update;
       },
-      "optimizer", 7.0 * static_cast<double>(l.local(v).num_elements()));
+      7.0 * static_cast<double>(l.local(v).num_elements()));
 }
 
 // Inputs {p, update, clip, scale} or, with momentum, {p, update, clip, scale, m}.
-void lower_adafactor_apply(Lowering& l) {
+void lower_adafactor_apply(Lowering& l, const AdafactorAttrs& attrs) {
   const Operation& o = l.op();
   for (int t : o.inputs)
     l.materialize(t);
-  const double beta1 = o.attrs<AdafactorAttrs>().beta1;
+  const double beta1 = attrs.beta1;
   const int p = o.inputs[0], up = o.inputs[1], cl = o.inputs[2], sc = o.inputs[3];
   const int m = beta1 > 0.0 ? o.inputs[4] : -1;
   const int np = o.outputs[0], nm = beta1 > 0.0 ? o.outputs[1] : -1;
@@ -88,12 +88,13 @@ void lower_adafactor_apply(Lowering& l) {
         if (nm >= 0)
           b[static_cast<size_t>(nm)] = new_m;
       },
-      "optimizer", 5.0 * static_cast<double>(l.local(p).num_elements()));
+      5.0 * static_cast<double>(l.local(p).num_elements()));
 }
 
-constexpr OpDef adafactor_second_moment_def{"adafactor_second_moment", nullptr,
-                                            lower_adafactor_second_moment};
-constexpr OpDef adafactor_apply_def{"adafactor_apply", nullptr, lower_adafactor_apply};
+constexpr auto adafactor_second_moment_op = make_op_kind<AdafactorAttrs>(
+    "adafactor_second_moment", {FlopClass::optimizer}, lower_adafactor_second_moment);
+constexpr auto adafactor_apply_op =
+    make_op_kind<AdafactorAttrs>("adafactor_apply", {FlopClass::optimizer}, lower_adafactor_apply);
 
 void require_like(const Tensor& t, const Tensor& like, const char* where) {
   require_float(t, where);
@@ -122,7 +123,7 @@ std::vector<Tensor> adam_update(const Tensor& param, const Tensor& m, const Tens
   if (step_size.shape().rank() != 0)
     fail(where, cat("step size ", describe(step_size), " must be a scalar"));
   const std::pair<Shape, DType> out{param.shape(), DType::float32};
-  return g.add_op(adam_update_def, "adam_update", {param, m, v, grad, step_size}, {out, out, out},
+  return g.add_op(adam_update_op, {param, m, v, grad, step_size}, {out, out, out},
                   AdamAttrs{beta1, beta2, epsilon});
 }
 
@@ -134,8 +135,8 @@ std::vector<Tensor> adafactor_second_moment(const Tensor& v, const Tensor& grad,
   require_like(grad, v, where);
   require_scalar(decay, where);
   const std::pair<Shape, DType> out{v.shape(), DType::float32};
-  return g.add_op(adafactor_second_moment_def, "adafactor_second_moment", {v, grad, decay},
-                  {out, out}, AdafactorAttrs{epsilon1, 0.0});
+  return g.add_op(adafactor_second_moment_op, {v, grad, decay}, {out, out},
+                  AdafactorAttrs{epsilon1, 0.0});
 }
 
 std::vector<Tensor> adafactor_apply(const Tensor& param, const Tensor& m, const Tensor& update,
@@ -149,10 +150,10 @@ std::vector<Tensor> adafactor_apply(const Tensor& param, const Tensor& m, const 
   const std::pair<Shape, DType> out{param.shape(), DType::float32};
   if (beta1 > 0.0) {
     require_like(m, param, where);
-    return g.add_op(adafactor_apply_def, "adafactor_apply", {param, update, clip, scale, m},
-                    {out, out}, AdafactorAttrs{0.0, beta1});
+    return g.add_op(adafactor_apply_op, {param, update, clip, scale, m}, {out, out},
+                    AdafactorAttrs{0.0, beta1});
   }
-  return g.add_op(adafactor_apply_def, "adafactor_apply", {param, update, clip, scale}, {out},
+  return g.add_op(adafactor_apply_op, {param, update, clip, scale}, {out},
                   AdafactorAttrs{0.0, beta1});
 }
 

@@ -20,9 +20,9 @@ struct ReduceAttrs {
   ReduceFn fn = ReduceFn::sum;
 };
 
-void reduce_grad(GradientContext& c) {
+void reduce_grad(GradientContext& c, const ReduceAttrs& attrs) {
   const Tensor x = c.input(0);
-  if (c.attrs<ReduceAttrs>().fn == ReduceFn::sum)
+  if (attrs.fn == ReduceFn::sum)
     c.add(0, broadcast(c.dy(), x.shape()));
   else
     c.add(0, broadcast(c.dy(), x.shape()) * equal(x, c.output(0)));
@@ -40,13 +40,11 @@ void finish_split_sum(Lowering& l, int x, int y, const std::vector<int>& reduced
   }
   l.pending(y) = {};
   const Mesh mesh = l.mesh();
-  l.count_comm("allreduce", l.local_bytes(y), p);
-  l.add_step(
-      "allreduce(sum) of " + l.describe(y), {y}, {y},
-      [mesh, p, y](Buffers& b, const ExecSpace&) {
-        allreduce<std::int32_t>(mesh, p, view_of<std::int32_t>(b, y));
-      },
-      "", 0, Program::Category::collective);
+  l.count_comm(Collective::allreduce, l.local_bytes(y), p);
+  l.add_allreduce_step("allreduce(sum) of " + l.describe(y), y,
+                       [mesh, p, y](Buffers& b, const ExecSpace&) {
+                         allreduce<std::int32_t>(mesh, p, view_of<std::int32_t>(b, y));
+                       });
 }
 
 // Max and min over split dims: an allreduce of the local results.
@@ -54,23 +52,21 @@ void finish_split_extremum(Lowering& l, ReduceFn fn, int y, const std::vector<in
   const Mesh mesh = l.mesh();
   const ReduceOp rop = fn == ReduceFn::max ? ReduceOp::max : ReduceOp::min;
   const DType dt = l.dtype(y);
-  l.count_comm("allreduce", l.local_bytes(y), reduced_axes);
-  l.add_step(
-      cat("allreduce(", reduce_name(fn), ") of ", l.describe(y)), {y}, {y},
-      [=](Buffers& b, const ExecSpace&) {
-        visit_dtype(dt, [&](auto e) {
-          using T = decltype(e);
-          allreduce<T>(mesh, reduced_axes, view_of<T>(b, y), rop);
-          return 0;
-        });
-      },
-      "", 0, Program::Category::collective);
+  l.count_comm(Collective::allreduce, l.local_bytes(y), reduced_axes);
+  l.add_allreduce_step(cat("allreduce(", reduce_name(fn), ") of ", l.describe(y)), y,
+                       [=](Buffers& b, const ExecSpace&) {
+                         visit_dtype(dt, [&](auto e) {
+                           using T = decltype(e);
+                           allreduce<T>(mesh, reduced_axes, view_of<T>(b, y), rop);
+                           return 0;
+                         });
+                       });
 }
 
-void lower_reduce(Lowering& l) {
+void lower_reduce(Lowering& l, const ReduceAttrs& attrs) {
   const Operation& o = l.op();
   const int x = o.inputs[0], y = o.outputs[0];
-  const ReduceFn fn = o.attrs<ReduceAttrs>().fn;
+  const ReduceFn fn = attrs.fn;
   const TensorLayout& lx_layout = l.layout(x);
   std::vector<int> reduced_axes;
   for (int i = 0; i < lx_layout.shape().rank(); ++i)
@@ -85,14 +81,15 @@ void lower_reduce(Lowering& l) {
         using T = decltype(e);
         return kernels::reduce<T>(space, fn, lx, view_of<T>(b, x), ly);
       },
-      "reduce", static_cast<double>(lx.num_elements()));
+      static_cast<double>(lx.num_elements()));
   if (fn == ReduceFn::sum)
     finish_split_sum(l, x, y, reduced_axes);
   else if (!reduced_axes.empty())
     finish_split_extremum(l, fn, y, reduced_axes);
 }
 
-constexpr OpDef reduce_def{"reduce", reduce_grad, lower_reduce};
+constexpr auto reduce_op =
+    make_op_kind<ReduceAttrs>("reduce", {FlopClass::reduce}, lower_reduce, reduce_grad);
 
 // ------------------------------------------------------------------- softmax, log_softmax
 struct SoftmaxAttrs {
@@ -100,15 +97,15 @@ struct SoftmaxAttrs {
 };
 
 // dx = y * (dy - sum(dy * y))
-void softmax_grad(GradientContext& c) {
+void softmax_grad(GradientContext& c, const SoftmaxAttrs& attrs) {
   const Tensor y = c.output(0);
-  Tensor s = reduce_sum(c.dy() * y, {c.attrs<SoftmaxAttrs>().dim});
+  Tensor s = reduce_sum(c.dy() * y, {attrs.dim});
   c.add(0, y * (c.dy() - s));
 }
 
 // dx = dy - softmax(x) * sum(dy)
-void log_softmax_grad(GradientContext& c) {
-  Tensor s = reduce_sum(c.dy(), {c.attrs<SoftmaxAttrs>().dim});
+void log_softmax_grad(GradientContext& c, const SoftmaxAttrs& attrs) {
+  Tensor s = reduce_sum(c.dy(), {attrs.dim});
   c.add(0, c.dy() - exp(c.output(0)) * s);
 }
 
@@ -119,7 +116,7 @@ void lower_split_softmax(Lowering& l, int x, int y, int d, int axis, bool log) {
   dims.erase(dims.begin() + d);
   const Shape lr(dims);
   const Mesh mesh = l.mesh();
-  l.count_comm("allreduce",
+  l.count_comm(Collective::allreduce,
                lr.num_elements() * static_cast<std::int64_t>(dtype_bytes(DType::float32)) * 2,
                {axis});
   l.add_step(
@@ -141,14 +138,14 @@ void lower_split_softmax(Lowering& l, int x, int y, int d, int axis, bool log) {
               kernels::binary<float>(space, BinaryFn::divide, lx, e, lr, s, lx);
         }
       },
-      "softmax", 5.0 * static_cast<double>(lx.num_elements()));
+      5.0 * static_cast<double>(lx.num_elements()));
 }
 
-void lower_softmax_op(Lowering& l, bool log) {
+void lower_softmax_op(Lowering& l, const SoftmaxAttrs& attrs, bool log) {
   const Operation& o = l.op();
   const int x = o.inputs[0], y = o.outputs[0];
   l.materialize(x);
-  const int d = l.layout(x).shape().index_of(o.attrs<SoftmaxAttrs>().dim);
+  const int d = l.layout(x).shape().index_of(attrs.dim);
   const Shape lx = l.local(x);
   const int axis = l.layout(x).mesh_axis(d);
   if (axis >= 0)
@@ -158,18 +155,20 @@ void lower_softmax_op(Lowering& l, bool log) {
       [=](Buffers& b, const ExecSpace& space) {
         b[static_cast<size_t>(y)] = kernels::softmax(space, lx, view_of<float>(b, x), d, log);
       },
-      "softmax", 5.0 * static_cast<double>(lx.num_elements()));
+      5.0 * static_cast<double>(lx.num_elements()));
 }
 
-void lower_softmax(Lowering& l) {
-  lower_softmax_op(l, false);
+void lower_softmax(Lowering& l, const SoftmaxAttrs& attrs) {
+  lower_softmax_op(l, attrs, false);
 }
-void lower_log_softmax(Lowering& l) {
-  lower_softmax_op(l, true);
+void lower_log_softmax(Lowering& l, const SoftmaxAttrs& attrs) {
+  lower_softmax_op(l, attrs, true);
 }
 
-constexpr OpDef softmax_def{"softmax", softmax_grad, lower_softmax};
-constexpr OpDef log_softmax_def{"log_softmax", log_softmax_grad, lower_log_softmax};
+constexpr auto softmax_op =
+    make_op_kind<SoftmaxAttrs>("softmax", {FlopClass::softmax}, lower_softmax, softmax_grad);
+constexpr auto log_softmax_op = make_op_kind<SoftmaxAttrs>("log_softmax", {FlopClass::softmax},
+                                                           lower_log_softmax, log_softmax_grad);
 
 // -------------------------------------------------------------------------------- cumsum
 struct CumsumAttrs {
@@ -177,15 +176,13 @@ struct CumsumAttrs {
   bool exclusive = false;
 };
 
-void cumsum_grad(GradientContext& c) {
-  const CumsumAttrs& a = c.attrs<CumsumAttrs>();
+void cumsum_grad(GradientContext& c, const CumsumAttrs& a) {
   Tensor total = reduce_sum(c.dy(), {a.dim});
   c.add(0, total - cumsum(c.dy(), a.dim, !a.exclusive));
 }
 
-void lower_cumsum(Lowering& l) {
+void lower_cumsum(Lowering& l, const CumsumAttrs& a) {
   const Operation& o = l.op();
-  const CumsumAttrs& a = o.attrs<CumsumAttrs>();
   const int x = o.inputs[0], y = o.outputs[0];
   l.require_whole(x, a.dim);
   l.materialize(x);
@@ -197,25 +194,27 @@ void lower_cumsum(Lowering& l) {
       [=](Buffers& b, const ExecSpace& space) {
         b[static_cast<size_t>(y)] = kernels::cumsum(space, lx, view_of<float>(b, x), d, excl);
       },
-      "elementwise", static_cast<double>(lx.num_elements()));
+      static_cast<double>(lx.num_elements()));
 }
 
-constexpr OpDef cumsum_def{"cumsum", cumsum_grad, lower_cumsum};
+constexpr auto cumsum_op =
+    make_op_kind<CumsumAttrs>("cumsum", {FlopClass::elementwise}, lower_cumsum, cumsum_grad,
+                              [](const CumsumAttrs& a) { return std::vector<std::string>{a.dim}; });
 
 // --------------------------------------------------------------------------------- top_1
 struct Top1Attrs {
   std::string dim;
 };
 
-void top_1_grad(GradientContext& c) {
+void top_1_grad(GradientContext& c, const Top1Attrs& attrs) {
   const Tensor x = c.input(0);
-  Tensor hot = one_hot(c.output(1), x.shape().dim(c.attrs<Top1Attrs>().dim));
+  Tensor hot = one_hot(c.output(1), x.shape().dim(attrs.dim));
   c.add(0, einsum_to({c.dy(), hot}, x.shape()));
 }
 
-void lower_top_1(Lowering& l) {
+void lower_top_1(Lowering& l, const Top1Attrs& attrs) {
   const Operation& o = l.op();
-  const std::string& dim = o.attrs<Top1Attrs>().dim;
+  const std::string& dim = attrs.dim;
   const int x = o.inputs[0], v = o.outputs[0], ix = o.outputs[1];
   l.require_whole(x, dim);
   l.materialize(x);
@@ -230,10 +229,12 @@ void lower_top_1(Lowering& l) {
         b[static_cast<size_t>(v)] = values;
         b[static_cast<size_t>(ix)] = indices;
       },
-      "reduce", static_cast<double>(lx.num_elements()));
+      static_cast<double>(lx.num_elements()));
 }
 
-constexpr OpDef top_1_def{"top_1", top_1_grad, lower_top_1};
+constexpr auto top_1_op =
+    make_op_kind<Top1Attrs>("top_1", {FlopClass::reduce}, lower_top_1, top_1_grad,
+                            [](const Top1Attrs& a) { return std::vector<std::string>{a.dim}; });
 
 }  // namespace
 
@@ -247,8 +248,8 @@ Tensor reduce(ReduceFn fn, const Tensor& x, const std::vector<std::string>& redu
       keep.push_back(d);
   if (reduced_dims.empty())
     return x;
-  return x.graph().add_op1(reduce_def, std::string("reduce_") + reduce_name(fn), {x}, Shape(keep),
-                           x.dtype(), ReduceAttrs{fn});
+  return x.graph().add_named_op1(reduce_op, std::string("reduce_") + reduce_name(fn), {x},
+                                 Shape(keep), x.dtype(), ReduceAttrs{fn});
 }
 
 Tensor reduce_sum(const Tensor& x, const std::vector<std::string>& dims) {
@@ -280,22 +281,19 @@ Tensor reduce_logsumexp(const Tensor& x, const std::vector<std::string>& dims) {
 Tensor softmax(const Tensor& x, const std::string& dim) {
   require_float(x, "mtk::softmax");
   dim_index(x, dim, "mtk::softmax");
-  return x.graph().add_op1(softmax_def, "softmax", {x}, x.shape(), DType::float32,
-                           SoftmaxAttrs{dim});
+  return x.graph().add_op1(softmax_op, {x}, x.shape(), DType::float32, SoftmaxAttrs{dim});
 }
 
 Tensor log_softmax(const Tensor& x, const std::string& dim) {
   require_float(x, "mtk::log_softmax");
   dim_index(x, dim, "mtk::log_softmax");
-  return x.graph().add_op1(log_softmax_def, "log_softmax", {x}, x.shape(), DType::float32,
-                           SoftmaxAttrs{dim});
+  return x.graph().add_op1(log_softmax_op, {x}, x.shape(), DType::float32, SoftmaxAttrs{dim});
 }
 
 Tensor cumsum(const Tensor& x, const std::string& dim, bool exclusive) {
   require_float(x, "mtk::cumsum");
   dim_index(x, dim, "mtk::cumsum");
-  return x.graph().add_op1(cumsum_def, "cumsum", {x}, x.shape(), DType::float32,
-                           CumsumAttrs{dim, exclusive});
+  return x.graph().add_op1(cumsum_op, {x}, x.shape(), DType::float32, CumsumAttrs{dim, exclusive});
 }
 
 std::pair<Tensor, Tensor> top_1(const Tensor& x, const std::string& dim) {
@@ -303,9 +301,8 @@ std::pair<Tensor, Tensor> top_1(const Tensor& x, const std::string& dim) {
   int i = dim_index(x, dim, "mtk::top_1");
   auto dims = x.shape().dims();
   dims.erase(dims.begin() + i);
-  auto out = x.graph().add_op(top_1_def, "top_1", {x},
-                              {{Shape(dims), DType::float32}, {Shape(dims), DType::int32}},
-                              Top1Attrs{dim});
+  auto out = x.graph().add_op(
+      top_1_op, {x}, {{Shape(dims), DType::float32}, {Shape(dims), DType::int32}}, Top1Attrs{dim});
   return {out[0], out[1]};
 }
 

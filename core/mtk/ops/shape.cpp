@@ -11,15 +11,8 @@ namespace {
 
 using namespace ops_impl;
 
-// Step that makes y another name for buffer `from` (no copy).
-void add_alias(Lowering& l, int from, int y) {
-  l.add_step("alias " + l.describe(y), {from}, {y}, [=](Buffers& b, const ExecSpace&) {
-    b[static_cast<size_t>(y)] = b[static_cast<size_t>(from)];
-  });
-}
-
 // ------------------------------------------------------------------------------- reshape
-void reshape_grad(GradientContext& c) {
+void reshape_grad(GradientContext& c, const NoAttrs&) {
   c.add(0, reshape(c.dy(), c.input(0).shape()));
 }
 
@@ -30,7 +23,7 @@ std::int64_t prefix_size(const Shape& s, int i) {
   return p;
 }
 
-void lower_reshape(Lowering& l) {
+void lower_reshape(Lowering& l, const NoAttrs&) {
   const int x = l.op().inputs[0], y = l.op().outputs[0];
   l.materialize(x);
   const Shape& xs = l.layout(x).shape();
@@ -63,17 +56,18 @@ void lower_reshape(Lowering& l) {
   l.add_step(l.label(), {xin}, {mid}, [=](Buffers& b, const ExecSpace&) {
     b[static_cast<size_t>(mid)] = b[static_cast<size_t>(xin)];
   });
-  add_alias(l, l.relayout(mid, l.axes(y)), y);
+  l.add_alias(l.relayout(mid, l.axes(y)), y);
 }
 
-constexpr OpDef reshape_def{"reshape", reshape_grad, lower_reshape};
+constexpr auto reshape_op =
+    make_op_kind<NoAttrs>("reshape", {FlopClass::none, true}, lower_reshape, reshape_grad);
 
 // ----------------------------------------------------------------------------- broadcast
-void broadcast_grad(GradientContext& c) {
+void broadcast_grad(GradientContext& c, const NoAttrs&) {
   c.add(0, sum_to(c.dy(), c.input(0).shape()));
 }
 
-void lower_broadcast(Lowering& l) {
+void lower_broadcast(Lowering& l, const NoAttrs&) {
   const int x = l.op().inputs[0], y = l.op().outputs[0];
   l.materialize(x);
   const Shape lx = l.local(x), ly = l.local(y);
@@ -84,7 +78,8 @@ void lower_broadcast(Lowering& l) {
                    });
 }
 
-constexpr OpDef broadcast_def{"broadcast", broadcast_grad, lower_broadcast};
+constexpr auto broadcast_op =
+    make_op_kind<NoAttrs>("broadcast", {FlopClass::none}, lower_broadcast, broadcast_grad);
 
 // ------------------------------------------------------------- slice, pad, shift, concat
 // These work on a whole dim: a split input dim is gathered first (an allconcat, listed by
@@ -114,8 +109,8 @@ void lower_along_dim(Lowering& l, const std::string& dim, Kernel kernel) {
           xs.push_back(view_of<T>(b, t));
         return kernel(e, space, lin, xs, d);
       },
-      "elementwise", static_cast<double>(l.local(mid).num_elements()));
-  add_alias(l, l.relayout(mid, l.axes(y)), y);
+      static_cast<double>(l.local(mid).num_elements()));
+  l.add_alias(l.relayout(mid, l.axes(y)), y);
 }
 
 struct SliceAttrs {
@@ -123,16 +118,14 @@ struct SliceAttrs {
   std::int64_t begin = 0, size = 0;
 };
 
-void slice_grad(GradientContext& c) {
-  const SliceAttrs& a = c.attrs<SliceAttrs>();
+void slice_grad(GradientContext& c, const SliceAttrs& a) {
   const Shape& xs = c.input(0).shape();
   const std::int64_t full = xs.size_of(a.dim);
   const std::string out_dim = c.output(0).shape()[xs.index_of(a.dim)].name;
   c.add(0, pad(c.dy(), out_dim, a.begin, full - a.begin - a.size, a.dim));
 }
 
-void lower_slice(Lowering& l) {
-  const SliceAttrs a = l.op().attrs<SliceAttrs>();
+void lower_slice(Lowering& l, const SliceAttrs& a) {
   lower_along_dim(l, a.dim,
                   [a](auto e, const ExecSpace& space, const auto& lin, const auto& xs, int d) {
                     using T = decltype(e);
@@ -140,21 +133,20 @@ void lower_slice(Lowering& l) {
                   });
 }
 
-constexpr OpDef slice_def{"slice", slice_grad, lower_slice};
+constexpr auto slice_op =
+    make_op_kind<SliceAttrs>("slice", {FlopClass::elementwise}, lower_slice, slice_grad);
 
 struct PadAttrs {
   std::string dim;
   std::int64_t before = 0, after = 0;
 };
 
-void pad_grad(GradientContext& c) {
-  const PadAttrs& a = c.attrs<PadAttrs>();
+void pad_grad(GradientContext& c, const PadAttrs& a) {
   const int i = c.input(0).shape().index_of(a.dim);
   c.add(0, slice(c.dy(), c.output(0).shape()[i].name, a.before, c.input(0).shape()[i].size, a.dim));
 }
 
-void lower_pad(Lowering& l) {
-  const PadAttrs a = l.op().attrs<PadAttrs>();
+void lower_pad(Lowering& l, const PadAttrs& a) {
   lower_along_dim(l, a.dim,
                   [a](auto e, const ExecSpace& space, const auto& lin, const auto& xs, int d) {
                     using T = decltype(e);
@@ -162,7 +154,8 @@ void lower_pad(Lowering& l) {
                   });
 }
 
-constexpr OpDef pad_def{"pad", pad_grad, lower_pad};
+constexpr auto pad_op =
+    make_op_kind<PadAttrs>("pad", {FlopClass::elementwise}, lower_pad, pad_grad);
 
 struct ShiftAttrs {
   std::string dim;
@@ -170,13 +163,11 @@ struct ShiftAttrs {
   bool wrap = false;
 };
 
-void shift_grad(GradientContext& c) {
-  const ShiftAttrs& a = c.attrs<ShiftAttrs>();
+void shift_grad(GradientContext& c, const ShiftAttrs& a) {
   c.add(0, shift(c.dy(), a.dim, -a.offset, a.wrap));
 }
 
-void lower_shift(Lowering& l) {
-  const ShiftAttrs a = l.op().attrs<ShiftAttrs>();
+void lower_shift(Lowering& l, const ShiftAttrs& a) {
   lower_along_dim(l, a.dim,
                   [a](auto e, const ExecSpace& space, const auto& lin, const auto& xs, int d) {
                     using T = decltype(e);
@@ -184,14 +175,15 @@ void lower_shift(Lowering& l) {
                   });
 }
 
-constexpr OpDef shift_def{"shift", shift_grad, lower_shift};
+constexpr auto shift_op =
+    make_op_kind<ShiftAttrs>("shift", {FlopClass::elementwise}, lower_shift, shift_grad);
 
 struct ConcatAttrs {
   std::string dim;
 };
 
-void concat_grad(GradientContext& c) {
-  const std::string& dim = c.attrs<ConcatAttrs>().dim;
+void concat_grad(GradientContext& c, const ConcatAttrs& attrs) {
+  const std::string& dim = attrs.dim;
   const int i = c.input(0).shape().index_of(dim);
   const std::string out_dim = c.output(0).shape()[i].name;
   std::int64_t offset = 0;
@@ -202,15 +194,16 @@ void concat_grad(GradientContext& c) {
   }
 }
 
-void lower_concat(Lowering& l) {
-  lower_along_dim(l, l.op().attrs<ConcatAttrs>().dim,
+void lower_concat(Lowering& l, const ConcatAttrs& attrs) {
+  lower_along_dim(l, attrs.dim,
                   [](auto e, const ExecSpace& space, const auto& lin, const auto& xs, int d) {
                     using T = decltype(e);
                     return kernels::concat<T>(space, lin, xs, d);
                   });
 }
 
-constexpr OpDef concat_def{"concat", concat_grad, lower_concat};
+constexpr auto concat_op =
+    make_op_kind<ConcatAttrs>("concat", {FlopClass::elementwise}, lower_concat, concat_grad);
 
 }  // namespace
 
@@ -221,7 +214,7 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
                              " elements) to ", shape.to_string(), " (", shape.num_elements(), ")"));
   if (shape == x.shape())
     return x;
-  return x.graph().add_op1(reshape_def, "reshape", {x}, shape, x.dtype());
+  return x.graph().add_op1(reshape_op, {x}, shape, x.dtype());
 }
 
 Tensor rename_dimension(const Tensor& x, const std::string& old_name, const std::string& new_name) {
@@ -253,7 +246,7 @@ Tensor broadcast(const Tensor& x, const Shape& shape) {
   }
   if (shape == x.shape())
     return x;
-  return x.graph().add_op1(broadcast_def, "broadcast", {x}, shape, x.dtype());
+  return x.graph().add_op1(broadcast_op, {x}, shape, x.dtype());
 }
 
 Tensor slice(const Tensor& x, const std::string& dim, std::int64_t begin, std::int64_t size,
@@ -263,7 +256,7 @@ Tensor slice(const Tensor& x, const std::string& dim, std::int64_t begin, std::i
     fail("mtk::slice", cat("range [", begin, ", ", begin + size, ") outside dimension '", dim,
                            "' of ", describe(x)));
   Shape out = replace_dim(x.shape(), i, {new_name.empty() ? dim : new_name, size});
-  return x.graph().add_op1(slice_def, "slice", {x}, out, x.dtype(), SliceAttrs{dim, begin, size});
+  return x.graph().add_op1(slice_op, {x}, out, x.dtype(), SliceAttrs{dim, begin, size});
 }
 
 Tensor concat(const std::vector<Tensor>& xs, const std::string& dim, const std::string& new_name) {
@@ -281,7 +274,7 @@ Tensor concat(const std::vector<Tensor>& xs, const std::string& dim, const std::
     total += x.shape()[i].size;
   }
   Shape out = replace_dim(xs[0].shape(), i, {new_name.empty() ? dim : new_name, total});
-  return g.add_op1(concat_def, "concat", xs, out, xs[0].dtype(), ConcatAttrs{dim});
+  return g.add_op1(concat_op, xs, out, xs[0].dtype(), ConcatAttrs{dim});
 }
 
 Tensor pad(const Tensor& x, const std::string& dim, std::int64_t before, std::int64_t after,
@@ -291,13 +284,12 @@ Tensor pad(const Tensor& x, const std::string& dim, std::int64_t before, std::in
     fail("mtk::pad", cat("negative padding of '", dim, "' in ", describe(x)));
   Shape out = replace_dim(x.shape(), i,
                           {new_name.empty() ? dim : new_name, x.shape()[i].size + before + after});
-  return x.graph().add_op1(pad_def, "pad", {x}, out, x.dtype(), PadAttrs{dim, before, after});
+  return x.graph().add_op1(pad_op, {x}, out, x.dtype(), PadAttrs{dim, before, after});
 }
 
 Tensor shift(const Tensor& x, const std::string& dim, std::int64_t offset, bool wrap) {
   dim_index(x, dim, "mtk::shift");
-  return x.graph().add_op1(shift_def, "shift", {x}, x.shape(), x.dtype(),
-                           ShiftAttrs{dim, offset, wrap});
+  return x.graph().add_op1(shift_op, {x}, x.shape(), x.dtype(), ShiftAttrs{dim, offset, wrap});
 }
 
 }  // namespace mtk

@@ -13,11 +13,10 @@ using namespace ops_impl;
 // ------------------------------------------------------------------------------ variable
 // VariableAttrs (mtk/graph/graph.hpp): the graph lists trainable variables.
 
-Program::Buffer initial_value(Lowering& l, const Operation& o, int t) {
+Program::Buffer initial_value(Lowering& l, const Operation& o, const Initializer& init, int t) {
   const auto& lay = l.layout(t);
   const Shape ls = lay.slice_shape();
   const auto origin = lay.slice_origin(l.coords());
-  const Initializer& init = o.attrs<VariableAttrs>().init;
   const ExecSpace& space = l.space();
   const std::uint64_t seed = kernels::hash_name(o.name) ^ (init.seed * 0x9E3779B97F4A7C15ull);
   if (l.dry())
@@ -45,30 +44,32 @@ Program::Buffer initial_value(Lowering& l, const Operation& o, int t) {
   return {};
 }
 
-void lower_variable(Lowering& l) {
+void lower_variable(Lowering& l, const VariableAttrs& attrs) {
   const Operation& o = l.op();
   const int t = o.outputs[0];
-  l.add_variable(t, o.name, initial_value(l, o, t));
+  l.add_variable(t, o.name, initial_value(l, o, attrs.init, t));
 }
 
-constexpr OpDef variable_def{"variable", nullptr, lower_variable, true};
+constexpr auto variable_op = make_op_kind<VariableAttrs>("variable", {FlopClass::none},
+                                                         lower_variable, nullptr, nullptr, true);
 
 // --------------------------------------------------------------------------- placeholder
-void lower_placeholder(Lowering& l) {
+void lower_placeholder(Lowering& l, const NoAttrs&) {
   l.add_placeholder(l.op().outputs[0]);
 }
 
-constexpr OpDef placeholder_def{"placeholder", nullptr, lower_placeholder};
+constexpr auto placeholder_op =
+    make_op_kind<NoAttrs>("placeholder", {FlopClass::none}, lower_placeholder);
 
 // ------------------------------------------------------------------------------ constant
 struct ConstantAttrs {
   double value = 0.0;
 };
 
-void lower_constant(Lowering& l) {
+void lower_constant(Lowering& l, const ConstantAttrs& attrs) {
   const int t = l.op().outputs[0];
   const std::int64_t n = l.local(t).num_elements();
-  const double v = l.op().attrs<ConstantAttrs>().value;
+  const double v = attrs.value;
   l.add_typed_step(l.label(), {}, t, l.dtype(t),
                    [n, v](auto e, const Buffers&, const ExecSpace& space) {
                      using T = decltype(e);
@@ -76,10 +77,11 @@ void lower_constant(Lowering& l) {
                    });
 }
 
-constexpr OpDef constant_def{"constant", nullptr, lower_constant};
+constexpr auto constant_op =
+    make_op_kind<ConstantAttrs>("constant", {FlopClass::none}, lower_constant);
 
 // --------------------------------------------------------------------------------- range
-void lower_range(Lowering& l) {
+void lower_range(Lowering& l, const NoAttrs&) {
   const int t = l.op().outputs[0];
   const Shape ls = l.local(t);
   const std::int64_t origin = l.layout(t).slice_origin(l.coords())[0];
@@ -89,7 +91,7 @@ void lower_range(Lowering& l) {
                    });
 }
 
-constexpr OpDef range_def{"range", nullptr, lower_range};
+constexpr auto range_op = make_op_kind<NoAttrs>("range", {FlopClass::none}, lower_range);
 
 // ----------------------------------------------------------------------- random values
 struct RandomAttrs {
@@ -98,12 +100,11 @@ struct RandomAttrs {
   double b = 1.0;  ///< high or stddev
 };
 
-void lower_random(Lowering& l, bool uniform) {
+void lower_random(Lowering& l, const RandomAttrs& at, bool uniform) {
   const Operation& o = l.op();
   const int t = o.outputs[0];
   const Shape gs = l.layout(t).shape(), ls = l.local(t);
   const auto origin = l.layout(t).slice_origin(l.coords());
-  const RandomAttrs at = o.attrs<RandomAttrs>();
   const Program* p = l.program();
   l.add_step(
       l.label(), {}, {t},
@@ -117,46 +118,46 @@ void lower_random(Lowering& l, bool uniform) {
                     : kernels::random_normal(space, gs, ls, origin, s, static_cast<float>(at.a),
                                              static_cast<float>(at.b), false);
       },
-      "random", static_cast<double>(ls.num_elements()));
+      static_cast<double>(ls.num_elements()));
 }
 
-void lower_random_uniform(Lowering& l) {
-  lower_random(l, true);
+void lower_random_uniform(Lowering& l, const RandomAttrs& attrs) {
+  lower_random(l, attrs, true);
 }
-void lower_random_normal(Lowering& l) {
-  lower_random(l, false);
+void lower_random_normal(Lowering& l, const RandomAttrs& attrs) {
+  lower_random(l, attrs, false);
 }
 
-constexpr OpDef random_uniform_def{"random_uniform", nullptr, lower_random_uniform};
-constexpr OpDef random_normal_def{"random_normal", nullptr, lower_random_normal};
+constexpr auto random_uniform_op =
+    make_op_kind<RandomAttrs>("random_uniform", {FlopClass::random}, lower_random_uniform);
+constexpr auto random_normal_op =
+    make_op_kind<RandomAttrs>("random_normal", {FlopClass::random}, lower_random_normal);
 
 }  // namespace
 
 Tensor variable(Graph& g, const std::string& name, const Shape& shape, const Initializer& init,
                 bool trainable, DType dtype) {
-  return g.add_op1(variable_def, name, {}, shape, dtype, VariableAttrs{init, trainable});
+  return g.add_named_op1(variable_op, name, {}, shape, dtype, VariableAttrs{init, trainable});
 }
 
 Tensor placeholder(Graph& g, const std::string& name, const Shape& shape, DType dtype) {
-  return g.add_op1(placeholder_def, name, {}, shape, dtype);
+  return g.add_named_op1(placeholder_op, name, {}, shape, dtype);
 }
 
 Tensor constant(Graph& g, const Shape& shape, double value, DType dtype) {
-  return g.add_op1(constant_def, "constant", {}, shape, dtype, ConstantAttrs{value});
+  return g.add_op1(constant_op, {}, shape, dtype, ConstantAttrs{value});
 }
 
 Tensor range(Graph& g, const Dimension& dim, DType dtype) {
-  return g.add_op1(range_def, "range", {}, Shape{dim}, dtype);
+  return g.add_op1(range_op, {}, Shape{dim}, dtype);
 }
 
 Tensor random_uniform(Graph& g, const Shape& shape, std::uint64_t seed, double low, double high) {
-  return g.add_op1(random_uniform_def, "random_uniform", {}, shape, DType::float32,
-                   RandomAttrs{seed, low, high});
+  return g.add_op1(random_uniform_op, {}, shape, DType::float32, RandomAttrs{seed, low, high});
 }
 
 Tensor random_normal(Graph& g, const Shape& shape, std::uint64_t seed, double mean, double stddev) {
-  return g.add_op1(random_normal_def, "random_normal", {}, shape, DType::float32,
-                   RandomAttrs{seed, mean, stddev});
+  return g.add_op1(random_normal_op, {}, shape, DType::float32, RandomAttrs{seed, mean, stddev});
 }
 
 Tensor dropout(const Tensor& x, double rate, std::uint64_t seed) {

@@ -12,7 +12,7 @@ using namespace ops_impl;
 
 // ------------------------------------------------------------------------- stop_gradient
 // No gradient function: gradients stop here.
-void lower_stop_gradient(Lowering& l) {
+void lower_stop_gradient(Lowering& l, const NoAttrs&) {
   const int x = l.op().inputs[0], y = l.op().outputs[0];
   l.materialize(x);
   l.add_step(l.label(), {x}, {y}, [=](Buffers& b, const ExecSpace&) {
@@ -20,7 +20,8 @@ void lower_stop_gradient(Lowering& l) {
   });
 }
 
-constexpr OpDef stop_gradient_def{"stop_gradient", nullptr, lower_stop_gradient};
+constexpr auto stop_gradient_op =
+    make_op_kind<NoAttrs>("stop_gradient", {FlopClass::none, true}, lower_stop_gradient);
 
 // -------------------------------------------------------------------------------- assign
 enum class AssignMode { set, add, subtract };
@@ -29,11 +30,11 @@ struct AssignAttrs {
   AssignMode mode = AssignMode::set;
 };
 
-void lower_assign(Lowering& l) {
+void lower_assign(Lowering& l, const AssignAttrs& attrs) {
   const Operation& o = l.op();
   const int var = o.inputs[0], val = o.inputs[1];
   l.materialize(val);
-  const AssignMode mode = o.attrs<AssignAttrs>().mode;
+  const AssignMode mode = attrs.mode;
   Program::Buffer* storage = l.variable_storage(var);
   l.add_assignment(l.label(), val, var, [=](Buffers& b, const ExecSpace& space) {
     const Program::Buffer& v = b[static_cast<size_t>(val)];
@@ -45,10 +46,10 @@ void lower_assign(Lowering& l) {
                            storage->view<float>());
     }
   });
-  l.count_flops("assign", static_cast<double>(l.local(val).num_elements()));
+  l.count_flops(FlopClass::assign, static_cast<double>(l.local(val).num_elements()));
 }
 
-constexpr OpDef assign_def{"assign", nullptr, lower_assign};
+constexpr auto assign_kind = make_op_kind<AssignAttrs>("assign", {FlopClass::none}, lower_assign);
 
 Tensor assign_op(const Tensor& var, const Tensor& value, AssignMode mode, const char* where) {
   Graph& g = graph_of({var, value}, where);
@@ -56,15 +57,15 @@ Tensor assign_op(const Tensor& var, const Tensor& value, AssignMode mode, const 
     fail(where, cat("target ", describe(var), " is not a variable"));
   if (value.shape() != var.shape() || value.dtype() != var.dtype())
     fail(where, cat("value ", describe(value), " does not match variable ", describe(var)));
-  return g.add_op1(assign_def, std::string("assign_") + var.name(), {var, value}, Shape(),
-                   var.dtype(), AssignAttrs{mode});
+  return g.add_named_op1(assign_kind, std::string("assign_") + var.name(), {var, value}, Shape(),
+                         var.dtype(), AssignAttrs{mode});
 }
 
 }  // namespace
 
 Tensor stop_gradient(const Tensor& x) {
   graph_of({x}, "mtk::stop_gradient");
-  return x.graph().add_op1(stop_gradient_def, "stop_gradient", {x}, x.shape(), x.dtype());
+  return x.graph().add_op1(stop_gradient_op, {x}, x.shape(), x.dtype());
 }
 
 Tensor assign(const Tensor& v, const Tensor& x) {

@@ -21,7 +21,9 @@ namespace mtk::nn::impl {
 // checkpoints store.
 struct Builder {
   Builder(Graph& graph, const TransformerConfig& config, const LayerContext& context)
-      : g(graph), c(config), ctx(context) {}
+      : g(graph), c(config), ctx(context) {
+    g.offer_split(batch.name);  // data parallelism
+  }
   Graph& g;
   const TransformerConfig& c;
   LayerContext ctx;
