@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "model_fixtures.hpp"
 #include "mtk_invariance_check.hpp"
 #include <algorithm>
 #include <cmath>
@@ -21,15 +22,8 @@ using namespace mtk::test;
 namespace {
 
 nn::TransformerConfig small_config(const std::string& dtype) {
-  nn::TransformerConfig c;
-  c.vocab_size = 32;
-  c.d_model = 16;
-  c.d_ff = 32;
+  nn::TransformerConfig c = test::tiny_transformer();
   c.num_heads = 4;
-  c.d_kv = 4;
-  c.num_layers = 2;
-  c.length = 8;
-  c.batch = 8;
   c.activation_dtype = dtype;
   return c;
 }

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "model_fixtures.hpp"
 #include "mtk_invariance_check.hpp"
 #include <cstring>
 #include <string>
@@ -90,16 +91,7 @@ TEST(BufferPool, EndRunFreesWhatTheRunDidNotUse) {
 namespace {
 
 nn::TransformerConfig small_config() {
-  nn::TransformerConfig c;
-  c.vocab_size = 32;
-  c.d_model = 16;
-  c.d_ff = 32;
-  c.num_heads = 8;  // every split dim divisible by 8 ranks
-  c.d_kv = 4;
-  c.num_layers = 2;
-  c.length = 8;
-  c.batch = 8;
-  return c;
+  return test::tiny_transformer();  // every split dim divisible by 8 ranks
 }
 
 struct Trained {

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "model_fixtures.hpp"
 #include "mtk_invariance_check.hpp"
 #include <algorithm>
 #include <cmath>
@@ -19,21 +20,7 @@ using namespace mtk::test;
 namespace {
 
 nn::TransformerConfig tiny_config(bool moe, bool encoder_decoder) {
-  nn::TransformerConfig c;
-  c.vocab_size = 32;
-  c.d_model = 16;
-  c.d_ff = 32;
-  c.num_heads = 8;
-  c.d_kv = 4;
-  c.num_layers = 2;
-  c.num_encoder_layers = encoder_decoder ? 1 : 0;
-  c.length = 8;
-  c.batch = 8;
-  if (moe) {
-    c.moe_every = 2;
-    c.moe.num_experts = 8;
-  }
-  return c;
+  return test::tiny_transformer(moe, encoder_decoder);
 }
 
 // A tiny deterministic corpus, packed two segments per row (lengths 5 and 3): targets are the next

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "model_fixtures.hpp"
 #include "mtk_invariance_check.hpp"
 #include <random>
 
@@ -27,15 +28,14 @@ std::vector<std::int32_t> random_sequence(std::mt19937& rng, std::int64_t vocab)
 }  // namespace
 
 TEST(CopyTask, TrainedModelCopiesHeldOutSequencesByBeamSearch) {
-  nn::TransformerConfig c;
+  // Twice the usual width and a small vocabulary: enough to learn to copy.
+  nn::TransformerConfig c = test::tiny_transformer(false, true);
   c.vocab_size = 12;
   c.d_model = 32;
   c.d_ff = 64;
   c.num_heads = 4;
   c.d_kv = 8;
-  c.num_layers = 2;
   c.num_encoder_layers = 2;
-  c.length = 8;
   c.batch = 32;
   Graph g;
   nn::ModelGraph m = nn::build_transformer(g, c, true);

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "model_fixtures.hpp"
 #include "mtk_invariance_check.hpp"
 #include "mtk_test_util.hpp"
 #include <algorithm>
@@ -36,15 +37,10 @@ using test::single_processor_mesh;
 using test::world_size;
 
 nn::TransformerConfig config(bool encdec) {
-  nn::TransformerConfig c;
+  nn::TransformerConfig c = test::tiny_transformer();
   c.vocab_size = 16;
-  c.d_model = 16;
-  c.d_ff = 32;
   c.num_heads = 4;
-  c.d_kv = 4;
-  c.num_layers = 2;
   c.num_encoder_layers = encdec ? 2 : 0;
-  c.length = 8;
   c.batch = 4;
   return c;
 }

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "model_fixtures.hpp"
 #include <cmath>
 #include <dirent.h>
 #include <map>
@@ -26,7 +27,8 @@ using namespace mtk;
 namespace {
 
 nn::TransformerConfig tiny(bool moe) {
-  nn::TransformerConfig c;
+  // Half the usual model in every dim, so the search stays quick.
+  nn::TransformerConfig c = test::tiny_transformer(moe);
   c.vocab_size = 16;
   c.d_model = 8;
   c.d_ff = 16;

@@ -5,7 +5,7 @@
 
 #include <mtk/decode/beam_search.hpp>
 #include <mtk/lower/program.hpp>
-#include <mtk/nn/incremental.hpp>
+#include <mtk/nn/decoding_graphs.hpp>
 #include <mtk/nn/transformer.hpp>
 #include <mtk/nn/transformer_config.hpp>
 #include <mtk/parallel/layout.hpp>

@@ -1,6 +1,6 @@
 #include <mtk/base/error.hpp>
 #include <mtk/decode/weights.hpp>
-#include <mtk/nn/incremental.hpp>
+#include <mtk/nn/decoding_graphs.hpp>
 
 #include <Kokkos_Core.hpp>
 

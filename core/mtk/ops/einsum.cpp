@@ -3,8 +3,9 @@
 #include <mtk/graph/gradient_context.hpp>
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/lower/lowering_context.hpp>
+#include <mtk/ops/einsum.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/shape.hpp>
 
 #include <algorithm>
 #include <map>

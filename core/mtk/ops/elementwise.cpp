@@ -3,8 +3,10 @@
 #include <mtk/graph/gradient_context.hpp>
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/lower/lowering_context.hpp>
+#include <mtk/ops/einsum.hpp>
+#include <mtk/ops/elementwise.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/sources.hpp>
 
 namespace mtk {
 namespace {
@@ -96,49 +98,49 @@ void binary_grad(GradientContext& c, const BinaryAttrs& attrs) {
   const Tensor a = c.input(0), b = c.input(1), y = c.output(0), dy = c.dy();
   const bool da = c.needs(0), db = c.needs(1);  // e.g. no op for a mask's or a bias's gradient
   switch (attrs.fn) {
-      case BinaryFn::add:
-        if (da)
-          c.add(0, sum_to(dy, a.shape()));
-        if (db)
-          c.add(1, sum_to(dy, b.shape()));
-        break;
-      case BinaryFn::subtract:
-        if (da)
-          c.add(0, sum_to(dy, a.shape()));
-        if (db)
-          c.add(1, negative(sum_to(dy, b.shape())));
-        break;
-      case BinaryFn::multiply:
-        if (da)
-          c.add(0, einsum_to({dy, b}, a.shape()));
-        if (db)
-          c.add(1, einsum_to({dy, a}, b.shape()));
-        break;
-      case BinaryFn::divide:
-        if (da)
-          c.add(0, sum_to(dy / b, a.shape()));
-        if (db)
-          c.add(1, sum_to(negative(dy * y / b), b.shape()));
-        break;
-      case BinaryFn::maximum:
-        if (da)
-          c.add(0, sum_to(dy * compare(CompareFn::greater_equal, a, b), a.shape()));
-        if (db)
-          c.add(1, sum_to(dy * compare(CompareFn::less, a, b), b.shape()));
-        break;
-      case BinaryFn::minimum:
-        if (da)
-          c.add(0, sum_to(dy * compare(CompareFn::less_equal, a, b), a.shape()));
-        if (db)
-          c.add(1, sum_to(dy * compare(CompareFn::greater, a, b), b.shape()));
-        break;
-      case BinaryFn::pow:
-        if (da)
-          c.add(0, sum_to(dy * b * binary(BinaryFn::pow, a, add(b, -1.0)), a.shape()));
-        if (db)
-          c.add(1, sum_to(dy * y * log(a), b.shape()));
-        break;
-    }
+    case BinaryFn::add:
+      if (da)
+        c.add(0, sum_to(dy, a.shape()));
+      if (db)
+        c.add(1, sum_to(dy, b.shape()));
+      break;
+    case BinaryFn::subtract:
+      if (da)
+        c.add(0, sum_to(dy, a.shape()));
+      if (db)
+        c.add(1, negative(sum_to(dy, b.shape())));
+      break;
+    case BinaryFn::multiply:
+      if (da)
+        c.add(0, einsum_to({dy, b}, a.shape()));
+      if (db)
+        c.add(1, einsum_to({dy, a}, b.shape()));
+      break;
+    case BinaryFn::divide:
+      if (da)
+        c.add(0, sum_to(dy / b, a.shape()));
+      if (db)
+        c.add(1, sum_to(negative(dy * y / b), b.shape()));
+      break;
+    case BinaryFn::maximum:
+      if (da)
+        c.add(0, sum_to(dy * compare(CompareFn::greater_equal, a, b), a.shape()));
+      if (db)
+        c.add(1, sum_to(dy * compare(CompareFn::less, a, b), b.shape()));
+      break;
+    case BinaryFn::minimum:
+      if (da)
+        c.add(0, sum_to(dy * compare(CompareFn::less_equal, a, b), a.shape()));
+      if (db)
+        c.add(1, sum_to(dy * compare(CompareFn::greater, a, b), b.shape()));
+      break;
+    case BinaryFn::pow:
+      if (da)
+        c.add(0, sum_to(dy * b * binary(BinaryFn::pow, a, add(b, -1.0)), a.shape()));
+      if (db)
+        c.add(1, sum_to(dy * y * log(a), b.shape()));
+      break;
+  }
 }
 
 // Which pending partial sums the result inherits; the others are summed first.

@@ -4,7 +4,8 @@
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/normalization.hpp>
+#include <mtk/ops/reduce.hpp>
 #include <mtk/parallel/collectives.hpp>
 
 namespace mtk {
@@ -114,8 +115,7 @@ constexpr auto layer_norm_grad_op = make_op_kind<LayerNormAttrs>(
 void layer_norm_grad(GradientContext& c, const LayerNormAttrs& a) {
   const Tensor x = c.input(0), scale = c.input(1);
   auto g = c.graph().add_op(layer_norm_grad_op, {x, scale, c.output(1), c.output(2), c.dy()},
-                            {{x.shape(), DType::float32}, {x.shape(), DType::float32}},
-                            a);
+                            {{x.shape(), DType::float32}, {x.shape(), DType::float32}}, a);
   c.add(0, g[0]);
   std::vector<std::string> others;
   for (const auto& dim : x.shape().dims())

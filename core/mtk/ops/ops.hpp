@@ -4,6 +4,7 @@
 // the tensors and the dims. Each family's .cpp holds, per op, its typed attributes, builder,
 // gradient, lowering and FLOP count.
 
+#include <mtk/ops/cumsum.hpp>
 #include <mtk/ops/einsum.hpp>
 #include <mtk/ops/elementwise.hpp>
 #include <mtk/ops/indexing.hpp>
@@ -12,5 +13,7 @@
 #include <mtk/ops/optimizer_updates.hpp>
 #include <mtk/ops/reduce.hpp>
 #include <mtk/ops/shape.hpp>
+#include <mtk/ops/softmax.hpp>
 #include <mtk/ops/sources.hpp>
 #include <mtk/ops/state.hpp>
+#include <mtk/ops/top_1.hpp>

@@ -1,10 +1,14 @@
-// Reductions: reduce (sum, max, min), softmax, log_softmax, cumsum, top_1.
+// Reductions along named dims: sum, max, min (and mean, logsumexp built on them).
 #include <mtk/base/error.hpp>
 #include <mtk/graph/gradient_context.hpp>
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/lower/lowering_context.hpp>
+#include <mtk/ops/elementwise.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/indexing.hpp>
+#include <mtk/ops/reduce.hpp>
+#include <mtk/ops/shape.hpp>
+#include <mtk/ops/state.hpp>
 #include <mtk/parallel/collectives.hpp>
 
 #include <algorithm>
@@ -91,151 +95,6 @@ void lower_reduce(Lowering& l, const ReduceAttrs& attrs) {
 constexpr auto reduce_op =
     make_op_kind<ReduceAttrs>("reduce", {FlopClass::reduce}, lower_reduce, reduce_grad);
 
-// ------------------------------------------------------------------- softmax, log_softmax
-struct SoftmaxAttrs {
-  std::string dim;
-};
-
-// dx = y * (dy - sum(dy * y))
-void softmax_grad(GradientContext& c, const SoftmaxAttrs& attrs) {
-  const Tensor y = c.output(0);
-  Tensor s = reduce_sum(c.dy() * y, {attrs.dim});
-  c.add(0, y * (c.dy() - s));
-}
-
-// dx = dy - softmax(x) * sum(dy)
-void log_softmax_grad(GradientContext& c, const SoftmaxAttrs& attrs) {
-  Tensor s = reduce_sum(c.dy(), {attrs.dim});
-  c.add(0, c.dy() - exp(c.output(0)) * s);
-}
-
-// The dim is split: max and sum over it need an allreduce each.
-void lower_split_softmax(Lowering& l, int x, int y, int d, int axis, bool log) {
-  const Shape lx = l.local(x);
-  auto dims = lx.dims();
-  dims.erase(dims.begin() + d);
-  const Shape lr(dims);
-  const Mesh mesh = l.mesh();
-  l.count_comm(Collective::allreduce,
-               lr.num_elements() * static_cast<std::int64_t>(dtype_bytes(DType::float32)) * 2,
-               {axis});
-  l.add_step(
-      l.label() + " (split over " + l.mesh_shape()[axis].name + ")", {x}, {y},
-      [=](Buffers& b, const ExecSpace& space) {
-        const FView X = view_of<float>(b, x);
-        FView m = kernels::reduce<float>(space, ReduceFn::max, lx, X, lr);
-        allreduce<float>(mesh, {axis}, m, ReduceOp::max);
-        FView z = kernels::binary<float>(space, BinaryFn::subtract, lx, X, lr, m, lx);
-        FView e = kernels::unary<float>(space, UnaryFn::exp, z);
-        FView s = kernels::reduce<float>(space, ReduceFn::sum, lx, e, lr);
-        allreduce<float>(mesh, {axis}, s, ReduceOp::sum);
-        if (log) {
-          FView ls = kernels::unary<float>(space, UnaryFn::log, s);
-          b[static_cast<size_t>(y)] =
-              kernels::binary<float>(space, BinaryFn::subtract, lx, z, lr, ls, lx);
-        } else {
-          b[static_cast<size_t>(y)] =
-              kernels::binary<float>(space, BinaryFn::divide, lx, e, lr, s, lx);
-        }
-      },
-      5.0 * static_cast<double>(lx.num_elements()));
-}
-
-void lower_softmax_op(Lowering& l, const SoftmaxAttrs& attrs, bool log) {
-  const Operation& o = l.op();
-  const int x = o.inputs[0], y = o.outputs[0];
-  l.materialize(x);
-  const int d = l.layout(x).shape().index_of(attrs.dim);
-  const Shape lx = l.local(x);
-  const int axis = l.layout(x).mesh_axis(d);
-  if (axis >= 0)
-    return lower_split_softmax(l, x, y, d, axis, log);
-  l.add_step(
-      l.label(), {x}, {y},
-      [=](Buffers& b, const ExecSpace& space) {
-        b[static_cast<size_t>(y)] = kernels::softmax(space, lx, view_of<float>(b, x), d, log);
-      },
-      5.0 * static_cast<double>(lx.num_elements()));
-}
-
-void lower_softmax(Lowering& l, const SoftmaxAttrs& attrs) {
-  lower_softmax_op(l, attrs, false);
-}
-void lower_log_softmax(Lowering& l, const SoftmaxAttrs& attrs) {
-  lower_softmax_op(l, attrs, true);
-}
-
-constexpr auto softmax_op =
-    make_op_kind<SoftmaxAttrs>("softmax", {FlopClass::softmax}, lower_softmax, softmax_grad);
-constexpr auto log_softmax_op = make_op_kind<SoftmaxAttrs>("log_softmax", {FlopClass::softmax},
-                                                           lower_log_softmax, log_softmax_grad);
-
-// -------------------------------------------------------------------------------- cumsum
-struct CumsumAttrs {
-  std::string dim;
-  bool exclusive = false;
-};
-
-void cumsum_grad(GradientContext& c, const CumsumAttrs& a) {
-  Tensor total = reduce_sum(c.dy(), {a.dim});
-  c.add(0, total - cumsum(c.dy(), a.dim, !a.exclusive));
-}
-
-void lower_cumsum(Lowering& l, const CumsumAttrs& a) {
-  const Operation& o = l.op();
-  const int x = o.inputs[0], y = o.outputs[0];
-  l.require_whole(x, a.dim);
-  l.materialize(x);
-  const int d = l.layout(x).shape().index_of(a.dim);
-  const Shape lx = l.local(x);
-  const bool excl = a.exclusive;
-  l.add_step(
-      l.label(), {x}, {y},
-      [=](Buffers& b, const ExecSpace& space) {
-        b[static_cast<size_t>(y)] = kernels::cumsum(space, lx, view_of<float>(b, x), d, excl);
-      },
-      static_cast<double>(lx.num_elements()));
-}
-
-constexpr auto cumsum_op =
-    make_op_kind<CumsumAttrs>("cumsum", {FlopClass::elementwise}, lower_cumsum, cumsum_grad,
-                              [](const CumsumAttrs& a) { return std::vector<std::string>{a.dim}; });
-
-// --------------------------------------------------------------------------------- top_1
-struct Top1Attrs {
-  std::string dim;
-};
-
-void top_1_grad(GradientContext& c, const Top1Attrs& attrs) {
-  const Tensor x = c.input(0);
-  Tensor hot = one_hot(c.output(1), x.shape().dim(attrs.dim));
-  c.add(0, einsum_to({c.dy(), hot}, x.shape()));
-}
-
-void lower_top_1(Lowering& l, const Top1Attrs& attrs) {
-  const Operation& o = l.op();
-  const std::string& dim = attrs.dim;
-  const int x = o.inputs[0], v = o.outputs[0], ix = o.outputs[1];
-  l.require_whole(x, dim);
-  l.materialize(x);
-  const int d = l.layout(x).shape().index_of(dim);
-  const Shape lx = l.local(x);
-  l.add_step(
-      l.label(), {x}, {v, ix},
-      [=](Buffers& b, const ExecSpace& space) {
-        FView values = view_of<float>(b, v);
-        kernels::IView indices = view_of<std::int32_t>(b, ix);
-        kernels::top_1(space, lx, view_of<float>(b, x), d, values, indices);
-        b[static_cast<size_t>(v)] = values;
-        b[static_cast<size_t>(ix)] = indices;
-      },
-      static_cast<double>(lx.num_elements()));
-}
-
-constexpr auto top_1_op =
-    make_op_kind<Top1Attrs>("top_1", {FlopClass::reduce}, lower_top_1, top_1_grad,
-                            [](const Top1Attrs& a) { return std::vector<std::string>{a.dim}; });
-
 }  // namespace
 
 Tensor reduce(ReduceFn fn, const Tensor& x, const std::vector<std::string>& reduced_dims) {
@@ -276,34 +135,6 @@ Tensor reduce_min(const Tensor& x, const std::vector<std::string>& dims) {
 Tensor reduce_logsumexp(const Tensor& x, const std::vector<std::string>& dims) {
   Tensor m = stop_gradient(reduce_max(x, dims));
   return add(log(reduce_sum(exp(subtract(x, m)), dims)), m);
-}
-
-Tensor softmax(const Tensor& x, const std::string& dim) {
-  require_float(x, "mtk::softmax");
-  dim_index(x, dim, "mtk::softmax");
-  return x.graph().add_op1(softmax_op, {x}, x.shape(), DType::float32, SoftmaxAttrs{dim});
-}
-
-Tensor log_softmax(const Tensor& x, const std::string& dim) {
-  require_float(x, "mtk::log_softmax");
-  dim_index(x, dim, "mtk::log_softmax");
-  return x.graph().add_op1(log_softmax_op, {x}, x.shape(), DType::float32, SoftmaxAttrs{dim});
-}
-
-Tensor cumsum(const Tensor& x, const std::string& dim, bool exclusive) {
-  require_float(x, "mtk::cumsum");
-  dim_index(x, dim, "mtk::cumsum");
-  return x.graph().add_op1(cumsum_op, {x}, x.shape(), DType::float32, CumsumAttrs{dim, exclusive});
-}
-
-std::pair<Tensor, Tensor> top_1(const Tensor& x, const std::string& dim) {
-  require_float(x, "mtk::top_1");
-  int i = dim_index(x, dim, "mtk::top_1");
-  auto dims = x.shape().dims();
-  dims.erase(dims.begin() + i);
-  auto out = x.graph().add_op(
-      top_1_op, {x}, {{Shape(dims), DType::float32}, {Shape(dims), DType::int32}}, Top1Attrs{dim});
-  return {out[0], out[1]};
 }
 
 }  // namespace mtk

@@ -2,8 +2,9 @@
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/lower/lowering_context.hpp>
+#include <mtk/ops/elementwise.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/sources.hpp>
 
 namespace mtk {
 namespace {

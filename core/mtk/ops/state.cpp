@@ -3,7 +3,7 @@
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/state.hpp>
 
 namespace mtk {
 namespace {

@@ -1,6 +1,6 @@
 #pragma once
 // The Transformer builder shared by build_transformer (transformer.cpp) and the step-wise decoding
-// graphs (incremental.cpp): the dims, the pre-norm blocks, the encoder and the decoder. Private to
+// graphs (decoding_graphs.cpp): the dims, the pre-norm blocks, the encoder and the decoder. Private to
 // nn.
 
 #include <mtk/nn/attention.hpp>
