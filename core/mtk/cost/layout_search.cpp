@@ -74,32 +74,25 @@ std::vector<std::vector<std::int64_t>> mesh_factorizations(std::int64_t n, int m
   return out;
 }
 
-SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOptions& options) {
-  const std::string where = "mtk::cost::search_layouts";
-  machine.validate();
-  if (options.processors < 1)
-    fail(where, cat("processor count ", options.processors, " must be >= 1"));
-  if (options.max_mesh_dims < 1 || options.max_mesh_dims > 4)
-    fail(where, cat("max_mesh_dims ", options.max_mesh_dims, " must be in 1..4"));
-  SearchResult r;
+namespace {
 
-  // The splittable dims, their sizes, and the sets of them that share a tensor.
+// The dims to search (into r.dims, r.unsplittable) and their sizes: the dims the model's layers
+// offer (or every dim), less those an op needs whole (its OpTraits), so the lowering never has to
+// refuse a candidate.
+std::vector<std::int64_t> choose_dims(const Graph& graph, const SearchOptions& options,
+                                      SearchResult& r) {
+  const char* where = "mtk::cost::search_layouts";
   std::map<std::string, std::int64_t> size_of;
+  std::vector<std::string> every;
   for (int t = 0; t < graph.num_tensors(); ++t)
     for (const auto& d : graph.tensor_info(t).shape.dims())
-      size_of.emplace(d.name, d.size);
-  // Candidates: the dims the model's layers offer (or every dim), less those an op needs whole
-  // (its OpTraits): the lowering never has to refuse a candidate.
+      if (size_of.emplace(d.name, d.size).second)
+        every.push_back(d.name);
   const auto whole = graph.unsplittable_dims();
-  std::vector<std::string> wanted = options.dims;
-  const bool defaults = wanted.empty();
-  if (defaults)
-    wanted = graph.offered_splits();
+  const bool defaults = options.dims.empty();
+  std::vector<std::string> wanted = defaults ? graph.offered_splits() : options.dims;
   if (wanted.empty())
-    for (int t = 0; t < graph.num_tensors(); ++t)
-      for (const auto& d : graph.tensor_info(t).shape.dims())
-        if (std::find(wanted.begin(), wanted.end(), d.name) == wanted.end())
-          wanted.push_back(d.name);
+    wanted = every;
   for (const auto& d : wanted) {
     const auto op =
         std::find_if(whole.begin(), whole.end(), [&](const auto& w) { return w.first == d; });
@@ -116,81 +109,183 @@ SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOp
   }
   if (r.dims.size() > 12)
     fail(where, cat(r.dims.size(), " splittable dims; at most 12 are searched"));
-  const int D = static_cast<int>(r.dims.size());
   std::vector<std::int64_t> sizes;
   for (const auto& d : r.dims)
     sizes.push_back(size_of.at(d));
-  std::set<Mask> tensor_masks;
+  return sizes;
+}
+
+// The sets of searched dims that share a tensor (two of them must not share a mesh dim).
+std::set<Mask> shared_dims(const Graph& graph, const std::vector<std::string>& dims) {
+  std::set<Mask> out;
   for (int t = 0; t < graph.num_tensors(); ++t) {
     Mask m = 0;
-    for (int i = 0; i < D; ++i)
-      if (graph.tensor_info(t).shape.contains(r.dims[static_cast<size_t>(i)]))
+    for (size_t i = 0; i < dims.size(); ++i)
+      if (graph.tensor_info(t).shape.contains(dims[i]))
         m |= Mask{1} << i;
     if (popcount(m) >= 2)
-      tensor_masks.insert(m);
+      out.insert(m);
   }
+  return out;
+}
+
+// One mapping of the searched dims onto mesh dims of sizes `msizes`: per mesh dim the dims it
+// splits, per dim its mesh dim (-1: whole).
+struct Mapping {
+  std::vector<Mask> masks;
+  std::vector<int> target;
+};
+
+// Mapping number `code` (base-(k+1) digits, one per dim); false when it is not canonical: a mesh
+// dim splitting nothing, or equal-size mesh dims out of increasing order.
+bool decode_mapping(std::int64_t code, int dims, const std::vector<std::int64_t>& msizes, int k,
+                    Mapping& m) {
+  m.masks.assign(static_cast<size_t>(k), 0);
+  m.target.assign(static_cast<size_t>(dims), -1);
+  for (int i = 0; i < dims; ++i) {
+    const int digit = static_cast<int>(code % (k + 1));
+    code /= k + 1;
+    if (digit > 0) {
+      m.masks[static_cast<size_t>(digit - 1)] |= Mask{1} << i;
+      m.target[static_cast<size_t>(i)] = digit - 1;
+    }
+  }
+  for (int a = 0; a < k; ++a) {
+    if (m.masks[static_cast<size_t>(a)] == 0)
+      return false;
+    if (a > 0 && msizes[static_cast<size_t>(a)] == msizes[static_cast<size_t>(a - 1)] &&
+        !(m.masks[static_cast<size_t>(a - 1)] < m.masks[static_cast<size_t>(a)]))
+      return false;
+  }
+  return true;
+}
+
+bool divisible(const Mapping& m, const std::vector<std::int64_t>& sizes,
+               const std::vector<std::int64_t>& msizes) {
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (m.target[i] >= 0 && sizes[i] % msizes[static_cast<size_t>(m.target[i])] != 0)
+      return false;
+  return true;
+}
+
+bool conflicts(const Mapping& m, const std::set<Mask>& shared) {
+  for (Mask a : m.masks)
+    for (Mask t : shared)
+      if (popcount(a & t) >= 2)
+        return true;
+  return false;
+}
+
+// `counters` with each collective group's mesh axes renumbered by `position`.
+Counters reorder_groups(const Counters& counters, const std::vector<int>& position) {
+  Counters out = counters;
+  out.group_bytes.clear();
+  out.group_calls.clear();
+  out.group_sizes.clear();
+  for (const auto& [g, bytes] : counters.group_bytes) {
+    std::vector<int> axes;
+    for (int a : g.second)
+      axes.push_back(position[static_cast<size_t>(a)]);
+    std::sort(axes.begin(), axes.end());
+    const Counters::CommGroup key{g.first, axes};
+    out.group_bytes[key] += bytes;
+    out.group_calls[key] += counters.group_calls.at(g);
+    if (const auto it = counters.group_sizes.find(g); it != counters.group_sizes.end())
+      for (const auto& [size_key, bc] : it->second) {
+        auto& [b, c] = out.group_sizes[key][size_key];
+        b += bc.first;
+        c += bc.second;
+      }
+  }
+  return out;
+}
+
+// Times one analysed class in every order of its mesh dims (the order decides the links).
+void rank_orders(const std::vector<Dimension>& mdims, const LayoutRules& rules,
+                 const Counters& counters, const Machine& machine, const SearchOptions& options,
+                 SearchResult& r) {
+  std::vector<int> perm(mdims.size());
+  std::iota(perm.begin(), perm.end(), 0);
+  const double rate = options.time.bf16 && machine.matmul_bf16_flops > 0 ? machine.matmul_bf16_flops
+                                                                         : machine.matmul_flops;
+  do {
+    std::vector<Dimension> ordered;
+    std::vector<int> position(perm.size());  // canonical axis -> position in this order
+    for (size_t p = 0; p < perm.size(); ++p) {
+      ordered.push_back(mdims[static_cast<size_t>(perm[p])]);
+      position[static_cast<size_t>(perm[p])] = static_cast<int>(p);
+    }
+    Candidate cand;
+    cand.mesh = MeshShape(ordered);
+    cand.rules = rules;
+    cand.counters = reorder_groups(counters, position);
+    cand.time = predict_step_time(cand.counters, cand.mesh, machine, options.time);
+    cand.mfu = r.model_flops / (options.processors * cand.time.total_s * rate);
+    r.ranked.push_back(std::move(cand));
+  } while (std::next_permutation(perm.begin(), perm.end()));
+}
+
+[[noreturn]] void fail_no_candidate(const SearchResult& r, const SearchOptions& options,
+                                    const std::vector<std::int64_t>& sizes, bool any_valid) {
+  const char* where = "mtk::cost::search_layouts";
+  std::string sizes_text;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    sizes_text += cat(i ? ", " : "", r.dims[i], "=", sizes[i]);
+  if (!any_valid)
+    fail(where, cat("no mesh of ", options.processors, " processors (up to ", options.max_mesh_dims,
+                    " dims, every mesh dim splitting some tensor dim) has",
+                    " a valid layout for splittable dims ", sizes_text, ": ", r.not_divisible,
+                    " mappings not divisible, ", r.tensor_conflicts,
+                    " with two dims of one tensor on one mesh dim",
+                    "; choose a processor count that divides these sizes"));
+  fail(where, cat("every one of the ", r.analyzed, " valid layouts on ", options.processors,
+                  " processors needs more than the memory limit of ", options.memory_bytes,
+                  " bytes per processor; the smallest peak is ", r.min_peak_bytes,
+                  " bytes; use more processors or more memory"));
+}
+
+}  // namespace
+
+SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOptions& options) {
+  const std::string where = "mtk::cost::search_layouts";
+  machine.validate();
+  if (options.processors < 1)
+    fail(where, cat("processor count ", options.processors, " must be >= 1"));
+  if (options.max_mesh_dims < 1 || options.max_mesh_dims > 4)
+    fail(where, cat("max_mesh_dims ", options.max_mesh_dims, " must be in 1..4"));
+  SearchResult r;
+  const std::vector<std::int64_t> sizes = choose_dims(graph, options, r);
+  const int D = static_cast<int>(r.dims.size());
+  const std::set<Mask> shared = shared_dims(graph, r.dims);
   const auto batch_it = std::find(r.dims.begin(), r.dims.end(), "batch");
   const int batch_bit = batch_it == r.dims.end() ? -1 : static_cast<int>(batch_it - r.dims.begin());
-
-  {  // the model's matmul FLOPs on one processor, for MFU
-    auto p = analyze(graph, MeshShape::parse("all:1"), LayoutRules());
-    r.model_flops = p->counters().flops_of(FlopClass::einsum);
-  }
-  const std::int64_t limit = options.memory_bytes;
+  // The model's matmul FLOPs on one processor, for MFU.
+  r.model_flops = analyze(graph, MeshShape::parse("all:1"), LayoutRules())
+                      ->counters()
+                      .flops_of(FlopClass::einsum);
   bool any_valid = false;
   r.min_peak_bytes = -1;
-
   for (const auto& msizes : unordered_factorizations(options.processors, options.max_mesh_dims)) {
     ++r.meshes;
     const int k = options.processors == 1 ? 0 : static_cast<int>(msizes.size());
-    // Every assignment dims -> {none, mesh dim 0..k-1}, as base-(k+1) digits.
-    std::int64_t total = 1;
+    std::int64_t total = 1;  // every assignment dims -> {none, mesh dim 0..k-1}
     for (int i = 0; i < D; ++i)
       total *= k + 1;
+    Mapping m;
     for (std::int64_t code = 0; code < total; ++code) {
-      std::vector<Mask> masks(static_cast<size_t>(k), 0);
-      std::vector<int> target(static_cast<size_t>(D), -1);
-      std::int64_t c = code;
-      for (int i = 0; i < D; ++i) {
-        const int digit = static_cast<int>(c % (k + 1));
-        c /= k + 1;
-        if (digit > 0) {
-          masks[static_cast<size_t>(digit - 1)] |= Mask{1} << i;
-          target[static_cast<size_t>(i)] = digit - 1;
-        }
-      }
-      // Every mesh dim splits something; equal-size mesh dims in canonical (increasing) order.
-      bool ok = true;
-      for (int a = 0; a < k && ok; ++a) {
-        ok = masks[static_cast<size_t>(a)] != 0;
-        if (ok && a > 0 && msizes[static_cast<size_t>(a)] == msizes[static_cast<size_t>(a - 1)])
-          ok = masks[static_cast<size_t>(a - 1)] < masks[static_cast<size_t>(a)];
-      }
-      if (!ok)
+      if (!decode_mapping(code, D, msizes, k, m))
         continue;
       ++r.mappings;
-      bool divisible = true;
-      for (int i = 0; i < D; ++i)
-        if (target[static_cast<size_t>(i)] >= 0 &&
-            sizes[static_cast<size_t>(i)] %
-                    msizes[static_cast<size_t>(target[static_cast<size_t>(i)])] !=
-                0)
-          divisible = false;
-      if (!divisible) {
+      if (!divisible(m, sizes, msizes)) {
         ++r.not_divisible;
         continue;
       }
-      bool conflict = false;
-      for (Mask m : masks)
-        for (Mask t : tensor_masks)
-          if (popcount(m & t) >= 2)
-            conflict = true;
-      if (conflict) {
+      if (conflicts(m, shared)) {
         ++r.tensor_conflicts;
         continue;
       }
       // Analyse the class once, on its canonical order.
-      const std::vector<std::string> names = mesh_dim_names(masks, batch_bit);
+      const std::vector<std::string> names = mesh_dim_names(m.masks, batch_bit);
       std::vector<Dimension> mdims;
       for (int a = 0; a < k; ++a)
         mdims.push_back({names[static_cast<size_t>(a)], msizes[static_cast<size_t>(a)]});
@@ -198,79 +293,24 @@ SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOp
         mdims.push_back({"all", 1});
       std::vector<std::pair<std::string, std::string>> rule_list;
       for (int i = 0; i < D; ++i)
-        if (target[static_cast<size_t>(i)] >= 0)
+        if (m.target[static_cast<size_t>(i)] >= 0)
           rule_list.emplace_back(r.dims[static_cast<size_t>(i)],
-                                 names[static_cast<size_t>(target[static_cast<size_t>(i)])]);
+                                 names[static_cast<size_t>(m.target[static_cast<size_t>(i)])]);
       const LayoutRules rules(rule_list);
-      const MeshShape canonical(mdims);
       ++r.analyzed;
-      const Counters counters = analyze(graph, canonical, rules)->counters();
+      const Counters counters = analyze(graph, MeshShape(mdims), rules)->counters();
       any_valid = true;
       if (r.min_peak_bytes < 0 || counters.peak_bytes < r.min_peak_bytes)
         r.min_peak_bytes = counters.peak_bytes;
-      if (limit > 0 && counters.peak_bytes > limit) {
+      if (options.memory_bytes > 0 && counters.peak_bytes > options.memory_bytes) {
         ++r.over_memory;
         continue;
       }
-      // Time it in every order of its mesh dims.
-      std::vector<int> perm(mdims.size());
-      std::iota(perm.begin(), perm.end(), 0);
-      do {
-        std::vector<Dimension> ordered;
-        std::vector<int> position(perm.size());  // canonical axis -> position in this order
-        for (size_t p = 0; p < perm.size(); ++p) {
-          ordered.push_back(mdims[static_cast<size_t>(perm[p])]);
-          position[static_cast<size_t>(perm[p])] = static_cast<int>(p);
-        }
-        Candidate cand;
-        cand.mesh = MeshShape(ordered);
-        cand.rules = rules;
-        cand.counters = counters;
-        cand.counters.group_bytes.clear();
-        cand.counters.group_calls.clear();
-        cand.counters.group_sizes.clear();
-        for (const auto& [g, bytes] : counters.group_bytes) {
-          std::vector<int> axes;
-          for (int a : g.second)
-            axes.push_back(position[static_cast<size_t>(a)]);
-          std::sort(axes.begin(), axes.end());
-          const Counters::CommGroup key{g.first, axes};
-          cand.counters.group_bytes[key] += bytes;
-          cand.counters.group_calls[key] += counters.group_calls.at(g);
-          if (const auto it = counters.group_sizes.find(g); it != counters.group_sizes.end())
-            for (const auto& [size_key, bc] : it->second) {
-              auto& [b, c] = cand.counters.group_sizes[key][size_key];
-              b += bc.first;
-              c += bc.second;
-            }
-        }
-        cand.time = predict_step_time(cand.counters, cand.mesh, machine, options.time);
-        const double rate = options.time.bf16 && machine.matmul_bf16_flops > 0
-                                ? machine.matmul_bf16_flops
-                                : machine.matmul_flops;
-        cand.mfu = r.model_flops / (options.processors * cand.time.total_s * rate);
-        r.ranked.push_back(std::move(cand));
-      } while (std::next_permutation(perm.begin(), perm.end()));
+      rank_orders(mdims, rules, counters, machine, options, r);
     }
   }
-
-  if (r.ranked.empty()) {
-    std::string sizes_text;
-    for (int i = 0; i < D; ++i)
-      sizes_text +=
-          cat(i ? ", " : "", r.dims[static_cast<size_t>(i)], "=", sizes[static_cast<size_t>(i)]);
-    if (!any_valid)
-      fail(where, cat("no mesh of ", options.processors, " processors (up to ",
-                      options.max_mesh_dims, " dims, every mesh dim splitting some tensor dim) has",
-                      " a valid layout for splittable dims ", sizes_text, ": ", r.not_divisible,
-                      " mappings not divisible, ", r.tensor_conflicts,
-                      " with two dims of one tensor on one mesh dim",
-                      "; choose a processor count that divides these sizes"));
-    fail(where, cat("every one of the ", r.analyzed, " valid layouts on ", options.processors,
-                    " processors needs more than the memory limit of ", limit,
-                    " bytes per processor; the smallest peak is ", r.min_peak_bytes,
-                    " bytes; use more processors or more memory"));
-  }
+  if (r.ranked.empty())
+    fail_no_candidate(r, options, sizes, any_valid);
   std::stable_sort(r.ranked.begin(), r.ranked.end(), [](const Candidate& a, const Candidate& b) {
     return std::make_tuple(a.time.total_s, a.mesh.ndims(), a.mesh.to_string(),
                            a.rules.to_string()) <
