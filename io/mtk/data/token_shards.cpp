@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <type_traits>
 #include <unistd.h>
 
 namespace mtk {
@@ -89,38 +91,63 @@ std::int64_t file_bytes(const TokenShardInfo& info) {
   return checksums_offset(info) + 8 * (num_blocks(info.num_tokens) + 1);
 }
 
-template <class T>
-void put(unsigned char* h, std::size_t at, T value) {
-  std::memcpy(h + at, &value, sizeof(T));
-}
+// The header as it lies on disk (host byte order, as always): a struct whose layout the
+// static_asserts pin, so a field cannot move without the format version changing.
+struct ShardHeader {
+  char magic[8];
+  std::uint32_t version;
+  std::uint32_t header_bytes;
+  std::int32_t vocab_size;
+  std::int32_t eos_id;
+  std::uint64_t vocab_fingerprint;
+  std::int64_t num_sentences;
+  std::int64_t num_tokens;
+  std::int64_t num_words;
+  std::int64_t tokens_offset;
+  std::int64_t offsets_offset;
+  std::uint64_t source_bytes;
+  std::int64_t max_line_bytes;
+  std::int64_t source_lines;
+  std::int64_t skipped_empty;
+  std::int64_t skipped_invalid_utf8;
+  std::int64_t skipped_too_long;
+  std::uint64_t checksum;  ///< FNV-1a of the 120 bytes before it
+};
+static_assert(std::is_trivially_copyable_v<ShardHeader> && sizeof(ShardHeader) == kHeaderBytes);
+static_assert(offsetof(ShardHeader, version) == 8 && offsetof(ShardHeader, vocab_size) == 16 &&
+              offsetof(ShardHeader, vocab_fingerprint) == 24 &&
+              offsetof(ShardHeader, num_sentences) == 32 &&
+              offsetof(ShardHeader, tokens_offset) == 56 &&
+              offsetof(ShardHeader, source_bytes) == 72 &&
+              offsetof(ShardHeader, skipped_too_long) == 112 &&
+              offsetof(ShardHeader, checksum) == 120);
 
-template <class T>
-T get(const unsigned char* h, std::size_t at) {
-  T value;
-  std::memcpy(&value, h + at, sizeof(T));
-  return value;
+std::uint64_t header_checksum(const unsigned char* h) {
+  return fnv1a64(h, offsetof(ShardHeader, checksum));
 }
 
 void encode_header(const TokenShardInfo& info, unsigned char* h) {
-  std::memset(h, 0, kHeaderBytes);
-  std::memcpy(h, kMagic, 8);
-  put<std::uint32_t>(h, 8, kVersion);
-  put<std::uint32_t>(h, 12, static_cast<std::uint32_t>(kHeaderBytes));
-  put<std::int32_t>(h, 16, info.vocab_size);
-  put<std::int32_t>(h, 20, info.eos_id);
-  put<std::uint64_t>(h, 24, info.vocab_fingerprint);
-  put<std::int64_t>(h, 32, info.num_sentences);
-  put<std::int64_t>(h, 40, info.num_tokens);
-  put<std::int64_t>(h, 48, info.num_words);
-  put<std::int64_t>(h, 56, kHeaderBytes);
-  put<std::int64_t>(h, 64, offsets_offset(info.num_tokens));
-  put<std::uint64_t>(h, 72, info.source_bytes);
-  put<std::int64_t>(h, 80, info.max_line_bytes);
-  put<std::int64_t>(h, 88, info.source_lines);
-  put<std::int64_t>(h, 96, info.skipped_empty);
-  put<std::int64_t>(h, 104, info.skipped_invalid_utf8);
-  put<std::int64_t>(h, 112, info.skipped_too_long);
-  put<std::uint64_t>(h, 120, fnv1a64(h, 120));
+  ShardHeader s{};
+  std::memcpy(s.magic, kMagic, sizeof s.magic);
+  s.version = kVersion;
+  s.header_bytes = static_cast<std::uint32_t>(kHeaderBytes);
+  s.vocab_size = info.vocab_size;
+  s.eos_id = info.eos_id;
+  s.vocab_fingerprint = info.vocab_fingerprint;
+  s.num_sentences = info.num_sentences;
+  s.num_tokens = info.num_tokens;
+  s.num_words = info.num_words;
+  s.tokens_offset = kHeaderBytes;
+  s.offsets_offset = offsets_offset(info.num_tokens);
+  s.source_bytes = info.source_bytes;
+  s.max_line_bytes = info.max_line_bytes;
+  s.source_lines = info.source_lines;
+  s.skipped_empty = info.skipped_empty;
+  s.skipped_invalid_utf8 = info.skipped_invalid_utf8;
+  s.skipped_too_long = info.skipped_too_long;
+  std::memcpy(h, &s, sizeof s);
+  s.checksum = header_checksum(h);
+  std::memcpy(h, &s, sizeof s);
 }
 
 // Decodes and checks a header against the size of its file.
@@ -128,33 +155,33 @@ TokenShardInfo decode_header(const unsigned char* h, std::int64_t size, const st
   const char* where = "mtk::TokenShard::open";
   if (size < kHeaderBytes)
     fail(where, cat("'", path, "' is not a token shard: ", size, " bytes, shorter than a header"));
-  if (std::memcmp(h, kMagic, 8) != 0)
+  ShardHeader s;
+  std::memcpy(&s, h, sizeof s);
+  if (std::memcmp(s.magic, kMagic, sizeof s.magic) != 0)
     fail(where, cat("'", path, "' is not a token shard (no MTKTOKEN magic)"));
-  const auto version = get<std::uint32_t>(h, 8);
-  if (version != kVersion)
+  if (s.version != kVersion)
     fail(where,
-         cat("'", path, "' has format version ", version, "; this MTK reads version ", kVersion,
-             version < kVersion ? " (with token checksums): run `mtk-lm1b prepare` again, "
-                                  "it re-encodes the old shards"
-                                : " (made by a newer MTK)"));
-  if (get<std::uint32_t>(h, 12) != kHeaderBytes || get<std::uint64_t>(h, 120) != fnv1a64(h, 120))
+         cat("'", path, "' has format version ", s.version, "; this MTK reads version ", kVersion,
+             s.version < kVersion ? " (with token checksums): run `mtk-lm1b prepare` again, "
+                                    "it re-encodes the old shards"
+                                  : " (made by a newer MTK)"));
+  if (s.header_bytes != kHeaderBytes || s.checksum != header_checksum(h))
     fail(where, cat("'", path, "' has a damaged header (checksum mismatch)"));
   TokenShardInfo info;
-  info.vocab_size = get<std::int32_t>(h, 16);
-  info.eos_id = get<std::int32_t>(h, 20);
-  info.vocab_fingerprint = get<std::uint64_t>(h, 24);
-  info.num_sentences = get<std::int64_t>(h, 32);
-  info.num_tokens = get<std::int64_t>(h, 40);
-  info.num_words = get<std::int64_t>(h, 48);
-  info.source_bytes = get<std::uint64_t>(h, 72);
-  info.max_line_bytes = get<std::int64_t>(h, 80);
-  info.source_lines = get<std::int64_t>(h, 88);
-  info.skipped_empty = get<std::int64_t>(h, 96);
-  info.skipped_invalid_utf8 = get<std::int64_t>(h, 104);
-  info.skipped_too_long = get<std::int64_t>(h, 112);
+  info.vocab_size = s.vocab_size;
+  info.eos_id = s.eos_id;
+  info.vocab_fingerprint = s.vocab_fingerprint;
+  info.num_sentences = s.num_sentences;
+  info.num_tokens = s.num_tokens;
+  info.num_words = s.num_words;
+  info.source_bytes = s.source_bytes;
+  info.max_line_bytes = s.max_line_bytes;
+  info.source_lines = s.source_lines;
+  info.skipped_empty = s.skipped_empty;
+  info.skipped_invalid_utf8 = s.skipped_invalid_utf8;
+  info.skipped_too_long = s.skipped_too_long;
   if (info.num_sentences < 0 || info.num_tokens < info.num_sentences ||
-      get<std::int64_t>(h, 56) != kHeaderBytes ||
-      get<std::int64_t>(h, 64) != offsets_offset(info.num_tokens))
+      s.tokens_offset != kHeaderBytes || s.offsets_offset != offsets_offset(info.num_tokens))
     fail(where, cat("'", path, "' has an inconsistent header (", info.num_sentences, " sentences, ",
                     info.num_tokens, " tokens)"));
   if (size != file_bytes(info))
