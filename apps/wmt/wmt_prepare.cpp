@@ -14,7 +14,7 @@
 #include "cli.hpp"
 #include "training.hpp"
 #include "wmt_commands.hpp"
-#include "wmt_data.hpp"
+#include <mtk/data/wmt_pairs.hpp>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>

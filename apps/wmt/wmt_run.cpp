@@ -13,7 +13,7 @@
 #include "cli.hpp"
 #include "training.hpp"
 #include "wmt_commands.hpp"
-#include "wmt_data.hpp"
+#include <mtk/data/wmt_pairs.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <numeric>

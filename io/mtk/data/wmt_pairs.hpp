@@ -1,7 +1,7 @@
 #pragma once
-// The prepared data of mtk-wmt (docs/wmt.md): a folder with the shared SentencePiece vocabulary and
-// token shards of the training (and dev) pairs, source and target in two shards with the same
-// number of sentences in the same order; and the batches train feeds, one pair per row.
+// The prepared translation data of mtk-wmt (docs/wmt.md): a folder with the shared SentencePiece
+// vocabulary and token shards of the training (and dev) pairs, source and target in two shards with
+// the same number of sentences in the same order; and the batches train feeds, one pair per row.
 
 #include <mtk/data/token_shards.hpp>
 

@@ -1,7 +1,6 @@
-#include "wmt_data.hpp"
-
 #include <mtk/base/error.hpp>
 #include <mtk/data/lm_batches.hpp>
+#include <mtk/data/wmt_pairs.hpp>
 
 #include <algorithm>
 #include <sstream>
