@@ -7,21 +7,21 @@ namespace mtk {
 namespace config {
 namespace {
 
-// Levenshtein distance, one row at a time.
+// Edit distance counting a swap of neighbours as one edit (optimal string alignment).
 std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> row(b.size() + 1);
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i)
+    d[i][0] = i;
   for (std::size_t j = 0; j <= b.size(); ++j)
-    row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
+    d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i)
     for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
-  }
-  return row[b.size()];
+  return d[a.size()][b.size()];
 }
 
 std::string joined(const std::vector<std::string>& names) {
@@ -35,7 +35,8 @@ std::string joined(const std::vector<std::string>& names) {
 
 std::string nearest_name(const std::string& name, const std::vector<std::string>& known) {
   std::string best;
-  std::size_t best_distance = name.size() / 3 + 1;  // more differs: no suggestion
+  // At most a third of the letters (one, for short names) may differ.
+  std::size_t best_distance = std::max<std::size_t>(1, name.size() / 3) + 1;
   for (const auto& k : known) {
     const std::size_t d = edit_distance(name, k);
     if (d < best_distance) {

@@ -21,8 +21,8 @@ void reject_unknown_sections(const Config& config, const std::string& where,
 
 namespace config {
 
-/// The name of `known` nearest to `name` by edit distance, "" when none is near (more than a third
-/// of the name's letters differ).
+/// The name of `known` nearest to `name` by edit distance (a swap of neighbours is one edit), ""
+/// when none is near (more than a third of the name's letters, or one letter, differ).
 std::string nearest_name(const std::string& name, const std::vector<std::string>& known);
 
 }  // namespace config
