@@ -20,8 +20,8 @@ Schema<DataSettings> make_data_schema() {
   s.text("dir", &D::dir, "the prepared folder: what prepare writes and train and translate read")
       .default_text("dir", "(required)")
       .text("train", &D::train,
-            "comma-separated PREFIXes of the training pairs PREFIX.<source> and PREFIX.<target> "
-            "(plain or .gz); prepare requires it")
+            "comma-separated PREFIXes of the training pairs `PREFIX.<source>` and "
+            "`PREFIX.<target>` (plain or .gz); prepare requires it")
       .text("source", &D::source, "file suffix of the source language")
       .text("target", &D::target, "file suffix of the target language")
       .text("dev.source", &D::dev_source, "dev set source (.sgm or text), encoded as dev shards")

@@ -41,6 +41,13 @@ std::string bound_text(std::int64_t v) {
   return std::to_string(v);
 }
 
+// A real bound for the docs: whole numbers below 10^6 in full ("1000"), the rest short ("1e15").
+std::string bound_text(double v) {
+  if (std::fabs(v) < 1e6 && v == std::floor(v))
+    return std::to_string(static_cast<std::int64_t>(v));
+  return shortest(v);
+}
+
 std::string escaped(const std::string& text) {
   std::string out;
   for (char c : text)
@@ -75,7 +82,7 @@ std::string allowed_values(const FieldSpec& f) {
         return cat(">= ", f.int_lo);
       return cat(bound_text(f.int_lo), " .. ", bound_text(f.int_hi));
     case FieldType::real:
-      return cat("[", shortest(f.real_lo), ", ", shortest(f.real_hi), "]");
+      return cat("[", bound_text(f.real_lo), ", ", bound_text(f.real_hi), "]");
     case FieldType::boolean:
       return "true, false";
     case FieldType::choice: {
