@@ -67,8 +67,8 @@ Schema<TransformerConfig> make_model_schema() {
       .real("label_smoothing", &T::label_smoothing, 0.0, 0.999, "label smoothing of the targets")
       .real("z_loss", &T::z_loss, 0.0, 1e3, "weight of the squared log-normaliser in the loss")
       .boolean("gelu", &T::gelu, "GELU instead of ReLU in the feed-forward layers")
-      .choice("norm", &T::norm, {"layer_norm", "rms_norm"}, "the normalisation layer")
-      .choice("activation_dtype", &T::activation_dtype, {"float32", "bfloat16"},
+      .choice("norm", &T::norm, T::norm_choices(), "the normalisation layer")
+      .choice("activation_dtype", &T::activation_dtype, T::activation_dtype_choices(),
               "precision of the contractions (bfloat16: bf16 operands, fp32 sums)")
       .integer("moe_every", &T::moe_every, 0, 100000,
                "every n-th feed-forward layer is a mixture of experts; 0: none")
