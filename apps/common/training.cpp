@@ -7,6 +7,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/config/model_config.hpp>
 #include <mtk/data/token_shards.hpp>
+#include <mtk/data/vocab.hpp>
 #include <mtk/files/files.hpp>
 #include <mtk/kernels/einsum.hpp>
 #include <mtk/metrics/metrics.hpp>
@@ -85,58 +86,40 @@ void load_config(RunOptions& o) {
   if (!o.layout.empty())
     o.config.set("layout", "\"" + o.layout + "\"");
   if (o.run_dir.empty())
-    o.run_dir = o.config.get_string("train.run_dir", "run", {});
+    o.run_dir = o.config.get_string("train.run_dir", TrainingSettings().run_dir, {});
 }
 
-void reject_unknown_sections(const Config& c, const std::string& tool,
-                             const std::vector<std::string>& known) {
-  for (const auto& top : c.keys())
-    if (std::find(known.begin(), known.end(), top) == known.end()) {
-      std::string list;
-      for (const auto& k : known)
-        list += (list.empty() ? "" : ", ") + k;
-      fail(tool, cat(c.origin(), ": unknown section '", top, "' (known: ", list, ")"));
-    }
+Config effective_config(const Config& given, const std::vector<std::string>& sections,
+                        const std::function<void(Config&)>& write, int ranks) {
+  Config out = Config::from_string("{}", given.origin());
+  for (const auto& top : given.keys())
+    if (std::find(sections.begin(), sections.end(), top) == sections.end())
+      out.copy_from(given, top);
+  if (!out.has("mesh"))
+    out.set_scalar("mesh", cat("batch:", ranks));
+  write(out);
+  return out;
 }
 
-TrainingSettings read_training_settings(const Config& c) {
-  for (const char* section : {"model", "train", "train.learning_rate", "checkpoint"})
-    c.require_section(section);
-  reject_unknown_keys(
-      c, "train",
-      {"steps", "seed", "optimizer", "log_every", "run_dir", "learning_rate.schedule",
-       "learning_rate.value", "learning_rate.warmup_steps", "learning_rate.total_steps"});
-  reject_unknown_keys(c, "checkpoint", {"every", "keep"});
-  TrainingSettings s;
-  s.steps = c.get_int("train.steps", s.steps, 1, kMaxSteps);
-  s.seed = static_cast<std::uint64_t>(
-      c.get_int("train.seed", 1, 0, std::numeric_limits<std::int64_t>::max()));
-  s.log_every = c.get_int("train.log_every", s.log_every, 1, kMaxSteps);
-  s.checkpoint_every = c.get_int("checkpoint.every", s.checkpoint_every, 1, kMaxSteps);
-  s.checkpoint_keep = static_cast<int>(c.get_int("checkpoint.keep", s.checkpoint_keep, 1, 1000000));
-  s.optimizer = c.get_string("train.optimizer", s.optimizer, {"adafactor", "adam", "sgd"});
-  c.get_string("train.run_dir", "run", {});
-  const std::string kind =
-      c.get_string("train.learning_rate.schedule", "rsqrt_decay",
-                   {"constant", "rsqrt_decay", "linear_decay", "adafactor_relative"});
-  using Kind = optim::LearningRateSchedule::Kind;
-  s.lr.kind = kind == "constant"       ? Kind::constant
-              : kind == "rsqrt_decay"  ? Kind::rsqrt_decay
-              : kind == "linear_decay" ? Kind::linear_decay
-                                       : Kind::adafactor_relative;
-  s.lr.value = c.get_double("train.learning_rate.value", 0.01, 0.0, 1e6);
-  s.lr.warmup_steps = c.get_double("train.learning_rate.warmup_steps", 10000, 0.0, 1e15);
-  s.lr.total_steps =
-      c.get_double("train.learning_rate.total_steps", static_cast<double>(s.steps), 1.0, 1e15);
-  return s;
+std::string shared_config_reference() {
+  const TrainingSettings defaults;
+  return config::markdown_block("model", config::model_schema().markdown("model")) +
+         config::markdown_block("train", config::train_schema().markdown("train", defaults)) +
+         config::markdown_block("checkpoint",
+                                config::checkpoint_schema().markdown("checkpoint", defaults));
 }
 
-std::unique_ptr<optim::Optimizer> optimizer_from(const TrainingSettings& settings) {
-  if (settings.optimizer == "adam")
-    return std::make_unique<optim::Adam>();
-  if (settings.optimizer == "sgd")
-    return std::make_unique<optim::Sgd>();
-  return std::make_unique<optim::Adafactor>();
+int config_schema_main(const std::vector<std::string>& args, const std::string& tool,
+                       const std::string& reference) {
+  CLI::App app{"Prints the reference of every config key " + tool +
+                   " reads (key, type, default, allowed values, meaning) as the Markdown tables "
+                   "of docs/configuration.md.",
+               tool + " config-schema"};
+  cli::configure(app);
+  if (const int status = cli::parse(app, args, Communicator::world_rank() == 0); status >= 0)
+    return status;
+  say(reference);
+  return 0;
 }
 
 MeshShape mesh_for_ranks(const Config& config, int ranks, const std::string& tool) {
@@ -174,6 +157,29 @@ nn::TransformerConfig model_for_vocabulary(const Config& config, int vocab_size,
     fail(tool, cat(config.origin(), ": model.vocab_size = ", model.vocab_size,
                    " but the vocabulary ", vocab_path, " has ", vocab_size, " pieces"));
   return model;
+}
+
+nn::TransformerConfig model_for_printing(const Config& config, const std::string& vocab_path,
+                                         bool& vocab_known) {
+  vocab_known = config.has("model.vocab_size");
+  Config cfg = config;
+  if (!vocab_known && !vocab_path.empty()) {
+    try {
+      cfg.set("model.vocab_size", std::to_string(Vocab::load(vocab_path).size()));
+      vocab_known = true;
+    } catch (const std::exception&) {  // no data yet: the size stays unknown
+    }
+  }
+  return transformer_config_from(cfg);
+}
+
+void print_config(const Config& config, bool vocab_known) {
+  Config shown = config;
+  if (!vocab_known)
+    shown.erase("model.vocab_size");
+  say(shown.dump());
+  if (!vocab_known)
+    say("# model.vocab_size: the size of data.dir's vocabulary (not readable yet)\n");
 }
 
 void check_cost(Graph& g, const MeshShape& mesh_shape, const LayoutRules& rules, const Mesh& mesh,
@@ -263,6 +269,10 @@ struct LossWindow {
   double mean(double sum) const { return sum / std::max(1, steps); }
 };
 
+std::string resolved_yaml(const RunOptions& o) {
+  return o.resolved_yaml.empty() ? o.config.dump() : o.resolved_yaml;
+}
+
 long long ll(std::int64_t v) {
   return static_cast<long long>(v);
 }
@@ -294,7 +304,7 @@ int run_training_locked(const std::string& tool, Program& program, const nn::Mod
   };
   agree_on_failure(mesh.comm(), [&] {
     if (mesh.rank() == 0)
-      write_file_atomically(o.run_dir + "/config.resolved.yaml", o.config.dump(),
+      write_file_atomically(o.run_dir + "/config.resolved.yaml", resolved_yaml(o),
                             "mtk::write_file_atomically");
   });
   CheckpointManager ckpt(o.run_dir, settings.checkpoint_keep, mesh);
@@ -340,7 +350,7 @@ int run_training_locked(const std::string& tool, Program& program, const nn::Mod
   auto save = [&]() {
     CheckpointMetadata md;
     md.step = step;
-    md.config_yaml = o.config.dump();
+    md.config_yaml = resolved_yaml(o);
     md.layout = rules.to_string();
     md.data_position = data.save();
     md.vocab_fingerprint = o.vocab_fingerprint;

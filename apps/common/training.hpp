@@ -6,6 +6,7 @@
 
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/config/config.hpp>
+#include <mtk/config/training_config.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/nn/transformer.hpp>
 #include <mtk/optim/optim.hpp>
@@ -20,8 +21,7 @@
 
 namespace mtk::app {
 
-/// A bound no real run reaches (10^12 steps).
-constexpr std::int64_t kMaxSteps = 1000000000000;
+using config::kMaxSteps;
 
 /// Rank 0 prints `text` and flushes; every rank goes on.
 void say(const std::string& text);
@@ -39,6 +39,9 @@ struct RunOptions {
   bool fresh_start = false;  ///< train: start at step 1 in a run directory with history
   /// The vocabulary of the prepared data (hex), recorded in checkpoints and compared with theirs.
   std::string vocab_fingerprint;
+  /// The effective config as YAML (effective_config()): config.resolved.yaml and checkpoints
+  /// record it; "" records `config` as given.
+  std::string resolved_yaml;
 };
 
 /// A vocabulary fingerprint as checkpoints record it (16 hex digits).
@@ -60,22 +63,23 @@ void add_train_options(CLI::App& app, RunOptions& o);
 /// train.run_dir, else "run".
 void load_config(RunOptions& o);
 
-/// Throws naming the first top-level section of `c` not in `known` (`tool` names the app).
-void reject_unknown_sections(const Config& c, const std::string& tool,
-                             const std::vector<std::string>& known);
+/// The train.* and checkpoint.* settings (<mtk/config/training_config.hpp>).
+using TrainingSettings = config::TrainingSettings;
 
-/// The train.* and checkpoint.* settings, type- and range-checked where they are read.
-struct TrainingSettings {
-  std::int64_t steps = 1000, log_every = 10, checkpoint_every = 1000;
-  int checkpoint_keep = 3;
-  std::uint64_t seed = 1;
-  std::string optimizer = "adafactor";
-  optim::LearningRateSchedule lr;
-};
-/// Reads them; unknown keys under train and checkpoint are errors.
-TrainingSettings read_training_settings(const Config& c);
+/// What --print-config prints and config.resolved.yaml records: `given` (file, --set, --mesh,
+/// --layout) with the sections `sections` written in full by `write` (presets and defaults
+/// expanded, every key with its value), after the other sections as given; `mesh` defaults to
+/// batch:`ranks`.
+Config effective_config(const Config& given, const std::vector<std::string>& sections,
+                        const std::function<void(Config&)>& write, int ranks);
 
-std::unique_ptr<optim::Optimizer> optimizer_from(const TrainingSettings& settings);
+/// The Markdown reference blocks of the sections every training app shares: model, train,
+/// checkpoint (config::markdown_block).
+std::string shared_config_reference();
+/// `TOOL config-schema`: prints `reference` (the Markdown tables of docs/configuration.md).
+/// Returns the exit status.
+int config_schema_main(const std::vector<std::string>& args, const std::string& tool,
+                       const std::string& reference);
 
 /// The `mesh` of `config` (default batch:ranks); one of another number of processors than `ranks`
 /// fails naming both (`tool`).
@@ -94,6 +98,14 @@ BatchSlice batch_slice(const LayoutRules& rules, const Mesh& mesh, std::int64_t 
 /// vocabulary `vocab_path`; another model.vocab_size fails naming both.
 nn::TransformerConfig model_for_vocabulary(const Config& config, int vocab_size,
                                            const std::string& vocab_path, const std::string& tool);
+/// The `model` --print-config shows, before any data is opened: model.vocab_size from the
+/// vocabulary `vocab_path` when the config has none and that file reads (`vocab_known` says
+/// whether the printed size is real).
+nn::TransformerConfig model_for_printing(const Config& config, const std::string& vocab_path,
+                                         bool& vocab_known);
+/// Rank 0 prints `config` as YAML (--print-config); `vocab_known` false adds a note that
+/// model.vocab_size is left out, the size of data.dir's vocabulary.
+void print_config(const Config& config, bool vocab_known);
 
 /// Prints the program's cost per rank (a lowering that allocates nothing) and refuses, on every
 /// rank, a program whose peak memory exceeds this rank's share of its node's memory.

@@ -8,6 +8,7 @@
 #include <mtk/config/config.hpp>
 #include <mtk/config/machine_config.hpp>
 #include <mtk/config/model_config.hpp>
+#include <mtk/config/training_config.hpp>
 #include <mtk/cost/layout_search.hpp>
 #include <mtk/metrics/metrics.hpp>
 #include <mtk/nn/transformer.hpp>
@@ -98,7 +99,7 @@ int run_search(const Communicator& world, const std::vector<std::string>& args) 
   app.add_option("--max-mesh-dims", options.max_mesh_dims, "Mesh dimensions at most")
       ->check(CLI::Range(1, 4));
   app.add_option("--optimizer", optimizer, "adafactor | adam | sgd (default: the config's)")
-      ->check(CLI::IsMember({"adafactor", "adam", "sgd"}));
+      ->check(CLI::IsMember(config::optimizer_names()));
   app.add_flag("--bf16", options.time.bf16, "Time matmuls at the machine's bf16 rate");
   app.add_option("--set", sets, "Overrides one setting (repeatable), e.g. model.d_model=512")
       ->type_name("KEY=VALUE")
@@ -121,8 +122,11 @@ int run_search(const Communicator& world, const std::vector<std::string>& args) 
   }
   for (const auto& s : sets)
     config.apply_override(s);
-  if (optimizer.empty())
-    optimizer = config.get_string("train.optimizer", "adafactor");
+  if (!optimizer.empty())
+    config.apply_override("train.optimizer=" + optimizer);
+  // The config's optimizer with its hyperparameters (Adafactor's factoring sizes its slots).
+  const config::OptimizerSettings optimizer_settings =
+      config::read_training_settings(config).optimizer;
   const cost::Machine machine =
       machine_file.empty() ? default_machine() : machine_from_file(machine_file);
   if (!memory_given)
@@ -132,15 +136,7 @@ int run_search(const Communicator& world, const std::vector<std::string>& args) 
   const nn::TransformerConfig model = transformer_config_from(config);
   Graph g;
   nn::ModelGraph m = nn::build_transformer(g, model, true);
-  std::unique_ptr<optim::Optimizer> opt;
-  if (optimizer == "adam")
-    opt = std::make_unique<optim::Adam>();
-  else if (optimizer == "sgd")
-    opt = std::make_unique<optim::Sgd>();
-  else if (optimizer == "adafactor")
-    opt = std::make_unique<optim::Adafactor>();
-  else
-    fail("mtk-layout search", "unknown optimizer '" + optimizer + "' (adafactor, adam, sgd)");
+  std::unique_ptr<optim::Optimizer> opt = config::make_optimizer(optimizer_settings);
   optim::minimize(m.loss, *opt, optim::LearningRateSchedule());
   const cost::SearchResult r = cost::search_layouts(g, machine, options);
   const double seconds =
@@ -169,7 +165,7 @@ int run_search(const Communicator& world, const std::vector<std::string>& args) 
               options.memory_bytes > 0
                   ? mtk::format_bytes(static_cast<double>(options.memory_bytes)).c_str()
                   : "none",
-              optimizer.c_str(), options.time.bf16 ? "; bf16 matmuls" : "");
+              optimizer_settings.name.c_str(), options.time.bf16 ? "; bf16 matmuls" : "");
   std::string dims;
   for (const auto& d : r.dims)
     dims += (dims.empty() ? "" : ",") + d;

@@ -22,6 +22,7 @@
 #include <mtk/signals/stop_signals.hpp>
 
 #include "cli.hpp"
+#include "lm1b_config.hpp"
 #include "training.hpp"
 #include <algorithm>
 #include <cmath>
@@ -47,8 +48,6 @@ void say(const char* fmt, Args... args) {
     std::fflush(stdout);
   }
 }
-
-using app::kMaxSteps;
 
 // The command line of train, eval and sample (each accepts the options that apply to it).
 struct Options : app::RunOptions {
@@ -100,29 +99,6 @@ int parse_command_line(Options& o, const std::vector<std::string>& args,
   return cli::parse(app, args, world_rank() == 0);
 }
 
-// Every setting outside `model` (model_config.cpp checks that one), type- and range-checked
-// where it is read, so that a typo or a bad value fails before anything runs.
-struct Settings : app::TrainingSettings {
-  std::int64_t eval_max_batches = 0;
-  double eval_logit_scale = 1.0;
-};
-
-Settings read_settings(const Config& c) {
-  app::reject_unknown_sections(c, "mtk-lm1b",
-                               {"mesh", "layout", "model", "train", "data", "checkpoint", "eval"});
-  for (const char* section :
-       {"model", "train", "train.learning_rate", "data", "checkpoint", "eval"})
-    c.require_section(section);
-  reject_unknown_keys(c, "data", {"dir"});
-  reject_unknown_keys(c, "eval", {"logit_scale", "max_batches"});
-  Settings s;
-  static_cast<app::TrainingSettings&>(s) = app::read_training_settings(c);
-  s.eval_logit_scale = c.get_double("eval.logit_scale", s.eval_logit_scale, 1e-6, 1e6);
-  s.eval_max_batches = c.get_int("eval.max_batches", 0, 0, kMaxSteps);
-  c.get_string("data.dir", "data", {});
-  return s;
-}
-
 // What every command needs: data, vocabulary, model config, mesh and layout.
 struct Setup {
   Lm1bPrepared data;
@@ -133,9 +109,9 @@ struct Setup {
   LmBatchOptions batch_options;
 };
 
-Setup setup(const Options& o, int ranks) {
+Setup setup(const Options& o, const Settings& settings, int ranks) {
   Setup s;
-  const std::string dir = o.config.get_string("data.dir", "", {});
+  const std::string& dir = settings.data_dir;
   if (dir.empty())
     fail("mtk-lm1b", cat(o.config.origin(),
                          ": data.dir is missing: give the folder `mtk-lm1b "
@@ -184,17 +160,24 @@ int start(Start& st, const Communicator& world, const std::vector<std::string>& 
           const std::string& command) {
   if (const int status = parse_command_line(st.o, args, command); status >= 0)
     return status;
+  bool vocab_known = true;
   agree_on_failure(world, [&] {
     app::load_config(st.o);
     st.settings = read_settings(st.o.config);
-    if (!st.o.print_config) {
-      st.s = setup(st.o, world.size());
-      st.o.vocab_fingerprint = app::fingerprint_text(st.s.vocab.fingerprint());
+    if (st.o.print_config) {
+      const std::string vocab =
+          st.settings.data_dir.empty() ? "" : Lm1bPrepared::vocab_path(st.settings.data_dir);
+      const nn::TransformerConfig model = app::model_for_printing(st.o.config, vocab, vocab_known);
+      st.o.config = effective_config(st.o.config, st.settings, model, world.size());
+      return;
     }
+    st.s = setup(st.o, st.settings, world.size());
+    st.o.vocab_fingerprint = app::fingerprint_text(st.s.vocab.fingerprint());
+    st.o.resolved_yaml =
+        effective_config(st.o.config, st.settings, st.s.model, world.size()).dump();
   });
   if (st.o.print_config) {
-    if (world.rank() == 0)
-      std::printf("%s", st.o.config.dump().c_str());
+    app::print_config(st.o.config, vocab_known);
     return 0;
   }
   return -1;
@@ -232,7 +215,7 @@ int train_main(const std::vector<std::string>& args) {
   Graph g;
   nn::ModelGraph m;
   Tensor lr;
-  auto optimizer = app::optimizer_from(settings);
+  auto optimizer = config::make_optimizer(settings.optimizer);
   // A model whose sizes overflow fails alike on every rank: one agreed error, no abort.
   agree_on_failure(mesh.comm(), [&] {
     m = nn::build_transformer(g, s.model, true, seed);

@@ -5,6 +5,7 @@
 //   mpiexec -n 2 mtk-wmt translate --config apps/wmt/configs/demo.yaml --run-dir run/wmt
 //       --input test.en.sgm --reference test.fr.sgm --output test.mt.fr
 //   mtk-wmt bleu HYP REF [REF...]   corpus BLEU as sacreBLEU computes it (docs/bleu.md)
+//   mtk-wmt config-schema           every config key as Markdown tables (docs/configuration.md)
 //
 // HYP and REF are plain text files, one segment per line, or newstest .sgm files.
 
@@ -14,9 +15,11 @@
 #include <mtk/text/sgm.hpp>
 
 #include "wmt_commands.hpp"
+#include "wmt_config.hpp"
 #include <cli.hpp>
 #include <cstdio>
 #include <string>
+#include <training.hpp>
 #include <vector>
 
 namespace {
@@ -27,6 +30,7 @@ const char* const kCommands =
     "  train     train the encoder-decoder Transformer (on any number of MPI ranks)\n"
     "  translate translate a text or .sgm file by beam search; BLEU against a reference\n"
     "  bleu      corpus BLEU of a translation against references, equal to sacreBLEU's\n"
+    "  config-schema  every config key: type, default, allowed values, meaning (Markdown)\n"
     "`mtk-wmt COMMAND --help` lists a command's options (docs/wmt.md, docs/bleu.md).";
 
 int bleu_main(const mtk::Communicator& world, const std::vector<std::string>& args) {
@@ -61,7 +65,7 @@ int bleu_main(const mtk::Communicator& world, const std::vector<std::string>& ar
 }
 
 bool is_command(const std::string& c) {
-  return c == "bleu" || c == "prepare" || c == "train" || c == "translate";
+  return c == "bleu" || c == "prepare" || c == "train" || c == "translate" || c == "config-schema";
 }
 
 }  // namespace
@@ -73,27 +77,29 @@ int main(int argc, char** argv) {
   options.abort_on_local_error = command == "train" || command == "translate";
   // Before MPI and Kokkos start: a stop signal during train's start-up is honoured, not fatal.
   options.stop_signals = command == "train";
-  return mtk::app_main(argc, argv, options,
-                       [&](const mtk::Communicator& world, const std::vector<std::string>& args) {
-                         const std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1),
-                                                             args.end());
-                         if (command == "bleu")
-                           return bleu_main(world, rest);
-                         if (command == "prepare")
-                           return mtk::wmt::prepare_main(world, rest);
-                         if (command == "train")
-                           return mtk::wmt::train_main(world, rest);
-                         if (command == "translate")
-                           return mtk::wmt::translate_main(world, rest);
-                         // No command, or an unknown one: --help, --version, or a usage error.
-                         CLI::App app{"The WMT translation experiment (docs/wmt.md).", "mtk-wmt"};
-                         mtk::cli::configure(app);
-                         app.footer(kCommands);
-                         std::string name;
-                         app.add_option("command", name, "prepare | train | translate | bleu")
-                             ->required()
-                             ->check(CLI::IsMember({"prepare", "train", "translate", "bleu"}));
-                         const int status = mtk::cli::parse(app, args, world.rank() == 0);
-                         return status >= 0 ? status : mtk::kExitUsage;
-                       });
+  return mtk::app_main(
+      argc, argv, options,
+      [&](const mtk::Communicator& world, const std::vector<std::string>& args) {
+        const std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
+        if (command == "bleu")
+          return bleu_main(world, rest);
+        if (command == "prepare")
+          return mtk::wmt::prepare_main(world, rest);
+        if (command == "train")
+          return mtk::wmt::train_main(world, rest);
+        if (command == "translate")
+          return mtk::wmt::translate_main(world, rest);
+        if (command == "config-schema")
+          return mtk::app::config_schema_main(rest, "mtk-wmt", mtk::wmt::config_reference());
+        // No command, or an unknown one: --help, --version, or a usage error.
+        CLI::App app{"The WMT translation experiment (docs/wmt.md).", "mtk-wmt"};
+        mtk::cli::configure(app);
+        app.footer(kCommands);
+        std::string name;
+        app.add_option("command", name, "prepare | train | translate | bleu | config-schema")
+            ->required()
+            ->check(CLI::IsMember({"prepare", "train", "translate", "bleu", "config-schema"}));
+        const int status = mtk::cli::parse(app, args, world.rank() == 0);
+        return status >= 0 ? status : mtk::kExitUsage;
+      });
 }

@@ -3,7 +3,6 @@
 
 #include <mtk/base/error.hpp>
 #include <mtk/config/config.hpp>
-#include <mtk/config/model_config.hpp>
 #include <mtk/data/lm1b_corpus.hpp>
 #include <mtk/data/vocab.hpp>
 #include <mtk/files/files.hpp>
@@ -14,6 +13,7 @@
 #include "cli.hpp"
 #include "training.hpp"
 #include "wmt_commands.hpp"
+#include "wmt_config.hpp"
 #include <mtk/data/wmt_pairs.hpp>
 #include <cstdio>
 #include <cstring>
@@ -53,40 +53,20 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-struct Settings {
-  std::string dir, source, target, model_type;
-  std::vector<std::string> train;
-  std::string dev_source, dev_reference, test_source, test_reference;
-  int vocab_size = 8000;
-  std::int64_t max_length = 0, max_line_bytes = 1024, vocab_sample_pairs = 1000000;
+// The data section, and its training prefixes as a list.
+struct PrepareSettings : DataSettings {
+  std::vector<std::string> prefixes;
 };
 
-Settings read_settings(const Config& c) {
+PrepareSettings read_prepare_settings(const Config& c) {
   c.require_section("data");
-  reject_unknown_keys(c, "data",
-                      {"dir", "train", "source", "target", "dev.source", "dev.reference",
-                       "test.source", "test.reference", "vocab_size", "model_type", "max_length",
-                       "max_line_bytes", "vocab_sample_pairs"});
-  Settings s;
-  s.dir = c.get_string("data.dir", "", {});
-  s.train = split_list(c.get_string("data.train", "", {}));
-  if (s.dir.empty() || s.train.empty())
+  PrepareSettings s;
+  static_cast<DataSettings&>(s) = read_data_settings(c);
+  s.prefixes = split_list(s.train);
+  if (s.dir.empty() || s.prefixes.empty())
     fail(kTool, cat(c.origin(),
                     ": data.dir and data.train (comma-separated PREFIXes of "
                     "PREFIX.<source> / PREFIX.<target>) are required"));
-  s.source = c.get_string("data.source", "en", {});
-  s.target = c.get_string("data.target", "fr", {});
-  s.dev_source = c.get_string("data.dev.source", "", {});
-  s.dev_reference = c.get_string("data.dev.reference", "", {});
-  s.test_source = c.get_string("data.test.source", "", {});
-  s.test_reference = c.get_string("data.test.reference", "", {});
-  s.vocab_size = static_cast<int>(c.get_int("data.vocab_size", s.vocab_size, 8, 1 << 24));
-  s.model_type = c.get_string("data.model_type", "unigram", {"unigram", "bpe", "word", "char"});
-  const std::int64_t model_length = c.has("model") ? transformer_config_from(c).length : 256;
-  s.max_length = c.get_int("data.max_length", model_length, 2, 1 << 20);
-  s.max_line_bytes = c.get_int("data.max_line_bytes", s.max_line_bytes, 1, 1 << 30);
-  s.vocab_sample_pairs =
-      c.get_int("data.vocab_sample_pairs", s.vocab_sample_pairs, 1, std::int64_t{1} << 40);
   return s;
 }
 
@@ -117,7 +97,7 @@ int text_reason(const text::RawLine& src, const text::RawLine& tgt) {
 // Calls fn(source, target) for every line pair of PREFIX: line N of one file always with line N of
 // the other, at most max_line_bytes kept of a line (text::LinePairs). Files of different line
 // counts are an error naming both files and both counts.
-void for_each_pair(const Settings& s, const std::string& prefix,
+void for_each_pair(const PrepareSettings& s, const std::string& prefix,
                    const std::function<void(const text::RawLine&, const text::RawLine&)>& fn) {
   text::LinePairs pairs(pair_file(prefix, s.source), pair_file(prefix, s.target),
                         static_cast<std::size_t>(s.max_line_bytes));
@@ -134,7 +114,7 @@ TokenShardInfo shard_info(const Vocab& vocab) {
   return info;
 }
 
-void run(const Settings& s) {
+void run(const PrepareSettings& s) {
   const PreparedPaths out{s.dir};
   make_directories(s.dir, "mtk::make_directories");
   // The .sgm sets first: a malformed file fails before the long steps.
@@ -157,7 +137,7 @@ void run(const Settings& s) {
   // 1. The vocabulary, on both languages of the first usable pairs (checks alignment too).
   std::vector<std::string> sample;
   std::int64_t lines = 0;
-  for (const auto& prefix : s.train)
+  for (const auto& prefix : s.prefixes)
     for_each_pair(s, prefix, [&](const text::RawLine& a, const text::RawLine& b) {
       ++lines;
       if (static_cast<std::int64_t>(sample.size()) < 2 * s.vocab_sample_pairs &&
@@ -167,7 +147,7 @@ void run(const Settings& s) {
       }
     });
   if (sample.empty())
-    fail(kTool, cat("no usable training pair in ", lines, " lines of ", s.train.size(),
+    fail(kTool, cat("no usable training pair in ", lines, " lines of ", s.prefixes.size(),
                     " training file pairs"));
   app::say(cat("prepare: vocabulary: training a ", s.model_type, " model of ", s.vocab_size,
                " pieces on ", sample.size() / 2, " pairs (", s.source, " + ", s.target, ")\n"));
@@ -186,7 +166,7 @@ void run(const Settings& s) {
     TokenShardWriter src_writer(out.source("train"), shard_info(vocab));
     TokenShardWriter tgt_writer(out.target("train"), shard_info(vocab));
     std::vector<std::int32_t> a_ids, b_ids;
-    for (const auto& prefix : s.train)
+    for (const auto& prefix : s.prefixes)
       for_each_pair(s, prefix, [&](const text::RawLine& a, const text::RawLine& b) {
         int reason = text_reason(a, b);
         if (reason < 0) {
@@ -266,7 +246,7 @@ int prepare_main(const Communicator& world, const std::vector<std::string>& args
   try {
     agree_on_failure(world, [&] {
       app::load_config(o);
-      const Settings s = read_settings(o.config);
+      const PrepareSettings s = read_prepare_settings(o.config);
       if (world.rank() == 0)
         run(s);
     });

@@ -13,6 +13,7 @@
 #include "cli.hpp"
 #include "training.hpp"
 #include "wmt_commands.hpp"
+#include "wmt_config.hpp"
 #include <mtk/data/wmt_pairs.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -20,26 +21,6 @@
 
 namespace mtk::wmt {
 namespace {
-
-// Every setting outside `model` and `data` (prepare reads data), checked where read.
-struct Settings {
-  app::TrainingSettings train;
-  std::int64_t beam = 4, translate_batch = 0, max_length = 0;
-  double alpha = 0.6;
-};
-
-Settings read_settings(const Config& c) {
-  app::reject_unknown_sections(
-      c, "mtk-wmt", {"mesh", "layout", "model", "train", "data", "checkpoint", "translate"});
-  Settings s;
-  s.train = app::read_training_settings(c);
-  reject_unknown_keys(c, "translate", {"beam", "alpha", "batch", "max_length"});
-  s.beam = c.get_int("translate.beam", s.beam, 1, 64);
-  s.alpha = c.get_double("translate.alpha", s.alpha, 0.0, 10.0);
-  s.translate_batch = c.get_int("translate.batch", 0, 0, 1 << 20);
-  s.max_length = c.get_int("translate.max_length", 0, 0, 1 << 20);
-  return s;
-}
 
 // What both commands need: data, vocabulary, model config, mesh and layout.
 struct Setup {
@@ -50,9 +31,9 @@ struct Setup {
   LayoutRules rules;
 };
 
-Setup setup(const app::RunOptions& o, int ranks) {
+Setup setup(const app::RunOptions& o, const Settings& settings, int ranks) {
   Setup s;
-  s.data.dir = o.config.get_string("data.dir", "", {});
+  s.data.dir = settings.data.dir;
   if (s.data.dir.empty())
     fail("mtk-wmt", cat(o.config.origin(),
                         ": data.dir is missing: give the folder `mtk-wmt "
@@ -85,17 +66,23 @@ int start(CLI::App& app, app::RunOptions& o, Settings& settings, Setup& s,
           const Communicator& world, const std::vector<std::string>& args) {
   if (const int status = cli::parse(app, args, world.rank() == 0); status >= 0)
     return status;
+  bool vocab_known = true;
   agree_on_failure(world, [&] {
     app::load_config(o);
     settings = read_settings(o.config);
-    if (!o.print_config) {
-      s = setup(o, world.size());
-      o.vocab_fingerprint = app::fingerprint_text(s.vocab.fingerprint());
+    if (o.print_config) {
+      const std::string vocab =
+          settings.data.dir.empty() ? "" : PreparedPaths{settings.data.dir}.vocab();
+      const nn::TransformerConfig model = app::model_for_printing(o.config, vocab, vocab_known);
+      o.config = effective_config(o.config, settings, model, world.size());
+      return;
     }
+    s = setup(o, settings, world.size());
+    o.vocab_fingerprint = app::fingerprint_text(s.vocab.fingerprint());
+    o.resolved_yaml = effective_config(o.config, settings, s.model, world.size()).dump();
   });
   if (o.print_config) {
-    if (world.rank() == 0)
-      std::printf("%s", o.config.dump().c_str());
+    app::print_config(o.config, vocab_known);
     return 0;
   }
   return -1;
@@ -123,7 +110,7 @@ int train_main(const Communicator& world, const std::vector<std::string>& args) 
   Graph g;
   nn::ModelGraph m;
   Tensor lr;
-  auto optimizer = app::optimizer_from(settings.train);
+  auto optimizer = config::make_optimizer(settings.train.optimizer);
   // A model whose sizes overflow fails alike on every rank: one agreed error, no abort.
   agree_on_failure(mesh.comm(), [&] {
     m = nn::build_transformer(g, s.model, true, settings.train.seed);
@@ -220,17 +207,14 @@ int translate_main(const Communicator& world, const std::vector<std::string>& ar
     return status;
   const std::int64_t L = s.model.length;
   decode::BeamSearchOptions bo;
-  bo.beam_size = beam > 0 ? beam : settings.beam;
-  bo.alpha = alpha >= 0 ? alpha : settings.alpha;
-  bo.max_length = std::min(L, max_length > 0            ? max_length
-                              : settings.max_length > 0 ? settings.max_length
-                                                        : L);
+  const TranslateSettings& t = settings.translate;
+  bo.beam_size = beam > 0 ? beam : t.beam;
+  bo.alpha = alpha >= 0 ? alpha : t.alpha;
+  bo.max_length = std::min(L, max_length > 0 ? max_length : t.max_length > 0 ? t.max_length : L);
   bo.eos_id = Vocab::kEosId;
   bo.start_id = 0;
   nn::DecodingShape shape;
-  shape.batch = batch > 0                      ? batch
-                : settings.translate_batch > 0 ? settings.translate_batch
-                                               : s.model.batch;
+  shape.batch = batch > 0 ? batch : t.batch > 0 ? t.batch : s.model.batch;
   shape.beam = bo.beam_size;
   shape.source_length = L;
   shape.max_length = bo.max_length;

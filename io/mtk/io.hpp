@@ -7,7 +7,11 @@
 #include <mtk/app/exit_status.hpp>
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/config/config.hpp>
+#include <mtk/config/known_keys.hpp>
 #include <mtk/config/model_config.hpp>
+#include <mtk/config/optimizer_config.hpp>
+#include <mtk/config/schema.hpp>
+#include <mtk/config/training_config.hpp>
 #include <mtk/data/lm1b_corpus.hpp>
 #include <mtk/data/lm_batches.hpp>
 #include <mtk/data/token_shards.hpp>

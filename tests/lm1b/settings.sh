@@ -43,6 +43,9 @@ expect 1 "model.gelu = maybe is not true or false" "${train[@]}" --set model.gel
 expect 1 "model.norm = 'batch_norm' is not one of layer_norm, rms_norm" "${train[@]}" --set model.norm=batch_norm
 expect 1 "train.optimizer = 'adagrad' is not one of adafactor, adam, sgd" "${train[@]}" --set train.optimizer=adagrad
 expect 1 "train.learning_rate.value = -1 is not a number in \[0, " "${train[@]}" --set train.learning_rate.value=-1
+expect 1 "train.adafactor.beta1 = 2 is not a number in \[0, 0.999\]" "${train[@]}" --set train.adafactor.beta1=2
+expect 1 "train.adam.beta1 is set but train.optimizer is 'adafactor'" "${train[@]}" --set train.adam.beta1=0.5
+expect 1 "unknown key 'model.d_mdoel'; did you mean 'model.d_model'" "${train[@]}" --set model.d_mdoel=8
 expect 1 "eval.max_batches = -2 is not an integer" eval --config "$config" --run-dir run --set eval.max_batches=-2
 expect 1 "unknown key 'train.stepz'" "${train[@]}" --set train.stepz=3
 printf 'train: 5\ndata: {dir: prepared}\n' > section.yaml
@@ -75,6 +78,15 @@ expect 1 "cannot create the directory 'a-file/out/train'" prepare --data corpus 
 mpirun -n 2 "$lm1b" train --config "$config" --run-dir dry --print-config --set train.steps=3 > print.log 2>&1 || { cat print.log; fail "--print-config"; }
 grep -q "steps: 3" print.log || { cat print.log; fail "--print-config lacks the override"; }
 [ "$(grep -c '^train:' print.log)" -eq 1 ] || fail "--print-config printed more than once"
+# The effective config: defaults and derived values written out, model.vocab_size from the
+# prepared vocabulary; fed back as the config it prints itself again.
+for line in "  vocab_size: 300" "    total_steps: 3" "    epsilon1: 1e-30" "  num_encoder_layers: 0" \
+            "  every: 20" "  max_batches: 0"; do
+  grep -qx -- "$line" print.log || { cat print.log; fail "--print-config lacks '$line'"; }
+done
+grep -q "adam:" print.log && { cat print.log; fail "--print-config wrote another optimizer's settings"; }
+mpirun -n 2 "$lm1b" train --config print.log --run-dir dry --print-config > print2.log 2>&1 || { cat print2.log; fail "--print-config of the effective config"; }
+cmp print.log print2.log || { diff print.log print2.log; fail "the effective config does not print itself"; }
 mpirun -n 2 "$lm1b" train --config "$config" --run-dir dry --dry-run > dry.log 2>&1 || { cat dry.log; fail "--dry-run"; }
 grep -Eq "per rank: variables and slots [0-9.]+ MiB, peak [0-9.]+ MiB, .* FLOPs and .* collectives" dry.log || { cat dry.log; fail "--dry-run printed no cost"; }
 grep -q "parameters" dry.log || fail "--dry-run printed no parameter count"

@@ -1,9 +1,20 @@
 #include <mtk/base/error.hpp>
 #include <mtk/nn/transformer_config.hpp>
 
+#include <algorithm>
 #include <sstream>
 
 namespace mtk::nn {
+
+const std::vector<std::string>& TransformerConfig::norm_choices() {
+  static const std::vector<std::string> choices = {"layer_norm", "rms_norm"};
+  return choices;
+}
+
+const std::vector<std::string>& TransformerConfig::activation_dtype_choices() {
+  static const std::vector<std::string> choices = {"float32", "bfloat16"};
+  return choices;
+}
 
 void TransformerConfig::validate() const {
   const char* where = "mtk::nn::TransformerConfig";
@@ -23,9 +34,12 @@ void TransformerConfig::validate() const {
     fail(where, "model.num_encoder_layers must be >= 0");
   if (dropout < 0 || dropout >= 1)
     fail(where, cat("model.dropout = ", dropout, " not in [0, 1)"));
-  if (norm != "layer_norm" && norm != "rms_norm")
+  auto one_of = [](const std::vector<std::string>& choices, const std::string& v) {
+    return std::find(choices.begin(), choices.end(), v) != choices.end();
+  };
+  if (!one_of(norm_choices(), norm))
     fail(where, cat("model.norm = '", norm, "'; use layer_norm or rms_norm"));
-  if (activation_dtype != "float32" && activation_dtype != "bfloat16")
+  if (!one_of(activation_dtype_choices(), activation_dtype))
     fail(where, cat("model.activation_dtype = '", activation_dtype,
                     "'; use float32 or bfloat16 (bf16 contractions with fp32 sums)"));
   if (moe_every < 0)

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mtk::nn {
 
@@ -30,6 +31,11 @@ struct TransformerConfig {
   /// (bf16 operands, fp32 sums). Variables, optimizer state, loss, softmax statistics and the
   /// activations between contractions stay float32.
   std::string activation_dtype = "float32";
+
+  /// The values `norm` may take: layer_norm, rms_norm.
+  static const std::vector<std::string>& norm_choices();
+  /// The values `activation_dtype` may take: float32, bfloat16.
+  static const std::vector<std::string>& activation_dtype_choices();
 
   /// Checks the sizes; throws naming the key and value.
   void validate() const;

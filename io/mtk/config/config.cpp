@@ -94,6 +94,7 @@ Config Config::from_string(const std::string& text, const std::string& origin) {
     c.impl_->root = YAML::Node(YAML::NodeType::Map);
   if (!c.impl_->root.IsMap())
     fail("mtk::Config", cat(origin, ": the document is not a YAML map"));
+  c.impl_->root.SetStyle(YAML::EmitterStyle::Block);  // "{}" too: sections added print as blocks
   return c;
 }
 
@@ -265,27 +266,61 @@ LayoutRules Config::layout_rules(const std::string& key) const {
   }
 }
 
-void Config::set(const std::string& key, const std::string& value) {
+namespace {
+
+// Sets `key` of `root` (creating parent sections) to `value`; `origin` names the file in errors.
+void put(YAML::Node root, const std::string& key, const YAML::Node& value,
+         const std::string& origin, const char* where) {
   auto parts = split_key(key);
   if (parts.empty())
-    fail("mtk::Config::set", cat("empty key for value '", value, "'"));
+    fail(where, cat("empty key for value '", scalar_text(value), "'"));
+  YAML::Node node = root;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node child = node[parts[i]];
+    if (child.IsDefined() && !child.IsNull() && !child.IsMap())
+      fail(where, cat(origin, ": cannot set '", key, "': '", parts[i], "' is not a section"));
+    if (!child.IsDefined() || child.IsNull())
+      node[parts[i]] = YAML::Node(YAML::NodeType::Map);
+    node.reset(node[parts[i]]);
+  }
+  node[parts.back()] = value;
+}
+
+}  // namespace
+
+void Config::set(const std::string& key, const std::string& value) {
   YAML::Node parsed;
   try {
     parsed = YAML::Load(value);
   } catch (const YAML::Exception&) {
     parsed = YAML::Node(value);
   }
+  put(impl_->root, key, parsed, impl_->origin, "mtk::Config::set");
+}
+
+void Config::set_scalar(const std::string& key, const std::string& text) {
+  put(impl_->root, key, YAML::Node(text), impl_->origin, "mtk::Config::set_scalar");
+}
+
+void Config::erase(const std::string& key) {
+  auto parts = split_key(key);
+  if (parts.empty())
+    return;
   YAML::Node node = impl_->root;
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    YAML::Node child = node[parts[i]];
-    if (child.IsDefined() && !child.IsNull() && !child.IsMap())
-      fail("mtk::Config::set",
-           cat(impl_->origin, ": cannot set '", key, "': '", parts[i], "' is not a section"));
-    if (!child.IsDefined() || child.IsNull())
-      node[parts[i]] = YAML::Node(YAML::NodeType::Map);
-    node.reset(node[parts[i]]);
+    const YAML::Node child = static_cast<const YAML::Node&>(node)[parts[i]];  // never creates
+    if (!child.IsMap())
+      return;
+    node.reset(child);
   }
-  node[parts.back()] = parsed;
+  if (node.IsMap())
+    node.remove(parts.back());
+}
+
+void Config::copy_from(const Config& from, const std::string& key) {
+  const YAML::Node n = find(from.impl_->root, key);
+  if (n.IsDefined())
+    put(impl_->root, key, YAML::Clone(n), impl_->origin, "mtk::Config::copy_from");
 }
 
 void Config::apply_override(const std::string& assignment) {

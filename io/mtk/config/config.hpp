@@ -51,6 +51,13 @@ class Config {
 
   /// Sets `key` (creating parents) to `value` parsed as YAML: "--set train.steps=100".
   void set(const std::string& key, const std::string& value);
+  /// Sets `key` (creating parents) to the scalar `text` as it is, never parsed: a string such as
+  /// "a: b" stays a string (the schema writers, <mtk/config/schema.hpp>).
+  void set_scalar(const std::string& key, const std::string& text);
+  /// Removes `key` and everything under it; nothing when absent.
+  void erase(const std::string& key);
+  /// Sets `key` to a copy of what `from` holds at `key` (a value or a whole section).
+  void copy_from(const Config& from, const std::string& key);
   /// Applies "section.key=value" (the `--set` of the tools). An empty or null value, and a
   /// scalar or list replacing a whole section ("train=5"), are errors.
   void apply_override(const std::string& assignment);

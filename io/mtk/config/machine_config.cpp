@@ -1,6 +1,6 @@
 #include <mtk/base/error.hpp>
+#include <mtk/config/known_keys.hpp>
 #include <mtk/config/machine_config.hpp>
-#include <mtk/config/model_config.hpp>
 
 #include <algorithm>
 #include <cstdio>

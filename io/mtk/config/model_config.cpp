@@ -2,122 +2,104 @@
 #include <mtk/config/model_config.hpp>
 #include <mtk/nn/paper_configs.hpp>
 
-#include <algorithm>
 #include <cstdint>
 #include <limits>
 
 namespace mtk {
+namespace config {
+namespace {
 
-void reject_unknown_keys(const Config& config, const std::string& section,
-                         const std::vector<std::string>& known) {
-  std::vector<std::string> stack = {""};
-  while (!stack.empty()) {
-    const std::string prefix = stack.back();
-    stack.pop_back();
-    const std::string at = prefix.empty() ? section : section + "." + prefix;
-    for (const auto& k : config.keys(at)) {
-      const std::string key = prefix.empty() ? k : prefix + "." + k;
-      if (std::find(known.begin(), known.end(), key) != known.end())
-        continue;
-      bool is_parent = false;
-      for (const auto& kn : known)
-        is_parent = is_parent || kn.rfind(key + ".", 0) == 0;
-      if (is_parent) {
-        stack.push_back(key);
-        continue;
-      }
-      std::string list;
-      for (const auto& kn : known)
-        list += (list.empty() ? "" : ", ") + kn;
-      fail("mtk::Config",
-           cat(config.origin(), ": unknown key '", section, ".", key, "' (known: ", list, ")"));
-    }
+using nn::TransformerConfig;
+
+// "paper_lm:N" or "paper_translation:N".
+TransformerConfig paper_preset(const std::string& name) {
+  const auto colon = name.find(':');
+  const std::string kind = name.substr(0, colon);
+  int size = 0;
+  try {
+    std::size_t used = 0;
+    const std::string number = colon == std::string::npos ? "" : name.substr(colon + 1);
+    size = std::stoi(number, &used);
+    if (used != number.size())
+      throw std::invalid_argument(number);
+  } catch (const std::exception&) {
+    fail("mtk::config::paper_preset", "no size after the colon");
   }
+  if (kind == "paper_lm")
+    return nn::paper_lm(size);
+  if (kind == "paper_translation")
+    return nn::paper_translation(size);
+  fail("mtk::config::paper_preset", cat("no preset '", kind, "'"));
 }
 
-nn::TransformerConfig transformer_config_from(const Config& config, const std::string& section) {
-  const std::vector<std::string> known = {"preset",
-                                          "vocab_size",
-                                          "d_model",
-                                          "d_ff",
-                                          "num_heads",
-                                          "d_kv",
-                                          "num_layers",
-                                          "num_encoder_layers",
-                                          "length",
-                                          "batch",
-                                          "dropout",
-                                          "label_smoothing",
-                                          "z_loss",
-                                          "gelu",
-                                          "norm",
-                                          "activation_dtype",
-                                          "moe_every",
-                                          "moe.num_experts",
-                                          "moe.capacity_factor_train",
-                                          "moe.capacity_factor_eval",
-                                          "moe.loss_coefficient"};
-  config.require_section(section);
-  config.require_section(section + ".moe");
-  reject_unknown_keys(config, section, known);
-  nn::TransformerConfig c;
-  auto key = [&](const char* k) { return section + "." + k; };
-  if (config.has(key("preset"))) {
-    const std::string p = config.get_string(key("preset"), "", {});
-    const auto colon = p.find(':');
-    const std::string kind = p.substr(0, colon);
-    int size = 0;
-    try {
-      size = colon == std::string::npos ? 0 : std::stoi(p.substr(colon + 1));
-    } catch (const std::exception&) {
-      fail("mtk::transformer_config_from",
-           cat(config.origin(), ": ", key("preset"), " = '", p, "' has no size"));
-    }
-    if (kind == "paper_lm")
-      c = nn::paper_lm(size);
-    else if (kind == "paper_translation")
-      c = nn::paper_translation(size);
-    else
-      fail("mtk::transformer_config_from", cat(config.origin(), ": ", key("preset"), " = '", p,
-                                               "'; use paper_lm:-1..5 or paper_translation:-1..4"));
-  }
-  // Every key is type- and range-checked where it is read: ids are int32, dims fit an int32
-  // kernel index, fractions lie in [0, 1].
+Schema<nn::MoeOptions> moe_schema() {
+  using M = nn::MoeOptions;
+  Schema<M> s;
+  s.integer("num_experts", &M::num_experts, 1, 1 << 20, "experts in each mixture-of-experts layer")
+      .real("capacity_factor_train", &M::capacity_factor_train, 1e-3, 1e3,
+            "expert capacity over the even share of tokens, in training")
+      .real("capacity_factor_eval", &M::capacity_factor_eval, 1e-3, 1e3,
+            "expert capacity over the even share of tokens, in evaluation and decoding")
+      .real("loss_coefficient", &M::loss_coefficient, 0.0, 1e3,
+            "weight of the load-balancing loss added to the training loss");
+  return s;
+}
+
+Schema<TransformerConfig> make_model_schema() {
+  using T = TransformerConfig;
+  // Dims fit an int32 kernel index; ids are int32.
   constexpr std::int64_t kMaxDim = std::numeric_limits<std::int32_t>::max();
-  auto dim = [&](const char* k, std::int64_t& v, std::int64_t lo) {
-    v = config.get_int(key(k), v, lo, kMaxDim);
-  };
-  dim("vocab_size", c.vocab_size, 2);
-  dim("d_model", c.d_model, 1);
-  dim("d_ff", c.d_ff, 1);
-  dim("num_heads", c.num_heads, 1);
-  dim("d_kv", c.d_kv, 1);
-  c.num_layers = config.get_int(key("num_layers"), c.num_layers, 1, 100000);
-  c.num_encoder_layers = config.get_int(key("num_encoder_layers"), c.num_encoder_layers, 0, 100000);
-  dim("length", c.length, 1);
-  dim("batch", c.batch, 1);
-  c.dropout = config.get_double(key("dropout"), c.dropout, 0.0, 0.999);
-  c.label_smoothing = config.get_double(key("label_smoothing"), c.label_smoothing, 0.0, 0.999);
-  c.z_loss = config.get_double(key("z_loss"), c.z_loss, 0.0, 1e3);
-  c.gelu = config.get_bool_checked(key("gelu"), c.gelu);
-  c.norm = config.get_string(key("norm"), c.norm, {"layer_norm", "rms_norm"});
-  c.activation_dtype =
-      config.get_string(key("activation_dtype"), c.activation_dtype, {"float32", "bfloat16"});
-  c.moe_every = static_cast<int>(config.get_int(key("moe_every"), c.moe_every, 0, 100000));
-  c.moe.num_experts =
-      static_cast<int>(config.get_int(key("moe.num_experts"), c.moe.num_experts, 1, 1 << 20));
-  c.moe.capacity_factor_train =
-      config.get_double(key("moe.capacity_factor_train"), c.moe.capacity_factor_train, 1e-3, 1e3);
-  c.moe.capacity_factor_eval =
-      config.get_double(key("moe.capacity_factor_eval"), c.moe.capacity_factor_eval, 1e-3, 1e3);
-  c.moe.loss_coefficient =
-      config.get_double(key("moe.loss_coefficient"), c.moe.loss_coefficient, 0.0, 1e3);
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    fail("mtk::transformer_config_from", cat(config.origin(), ": ", e.what()));
-  }
-  return c;
+  Schema<T> s;
+  s.preset("preset", "paper_lm:-1..5 or paper_translation:-1..4", paper_preset,
+           "starts from one of the paper's models (docs/models.md); the other keys override it")
+      .integer("vocab_size", &T::vocab_size, 2, kMaxDim,
+               "vocabulary size (the apps default it to the prepared vocabulary's)")
+      .integer("d_model", &T::d_model, 1, kMaxDim, "width of the residual stream")
+      .integer("d_ff", &T::d_ff, 1, kMaxDim, "hidden width of the feed-forward layers")
+      .integer("num_heads", &T::num_heads, 1, kMaxDim, "attention heads")
+      .integer("d_kv", &T::d_kv, 1, kMaxDim, "width of each head's keys and values")
+      .integer("num_layers", &T::num_layers, 1, 100000, "decoder layers")
+      .integer("num_encoder_layers", &T::num_encoder_layers, 0, 100000,
+               "encoder layers; > 0 makes an encoder-decoder (translation)")
+      .integer("length", &T::length, 1, kMaxDim, "sequence length in tokens (packed)")
+      .integer("batch", &T::batch, 1, kMaxDim, "sequences per step over all ranks")
+      .real("dropout", &T::dropout, 0.0, 0.999, "dropout rate in training")
+      .real("label_smoothing", &T::label_smoothing, 0.0, 0.999, "label smoothing of the targets")
+      .real("z_loss", &T::z_loss, 0.0, 1e3, "weight of the squared log-normaliser in the loss")
+      .boolean("gelu", &T::gelu, "GELU instead of ReLU in the feed-forward layers")
+      .choice("norm", &T::norm, T::norm_choices(), "the normalisation layer")
+      .choice("activation_dtype", &T::activation_dtype, T::activation_dtype_choices(),
+              "precision of the contractions (bfloat16: bf16 operands, fp32 sums)")
+      .integer("moe_every", &T::moe_every, 0, 100000,
+               "every n-th feed-forward layer is a mixture of experts; 0: none")
+      .nested("moe", &T::moe, moe_schema())
+      .check([](const T& c) { c.validate(); });
+  return s;
+}
+
+}  // namespace
+
+const Schema<nn::TransformerConfig>& model_schema() {
+  static const Schema<nn::TransformerConfig> schema = make_model_schema();
+  return schema;
+}
+
+}  // namespace config
+
+nn::TransformerConfig transformer_config_from(const Config& config, const std::string& section) {
+  return config::model_schema().read(config, section);
+}
+
+void write_transformer_config(Config& config, const nn::TransformerConfig& model,
+                              const std::string& section) {
+  config::model_schema().write(config, section, model);
+}
+
+std::string transformer_config_yaml(const nn::TransformerConfig& model,
+                                    const std::string& section) {
+  Config c = Config::from_string("{}");
+  write_transformer_config(c, model, section);
+  return c.dump();
 }
 
 }  // namespace mtk

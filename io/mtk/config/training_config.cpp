@@ -1,0 +1,71 @@
+#include <mtk/base/error.hpp>
+#include <mtk/config/training_config.hpp>
+
+#include <limits>
+
+namespace mtk::config {
+namespace {
+
+using T = TrainingSettings;
+
+Schema<T> make_train_schema() {
+  Schema<T> s;
+  s.integer("steps", &T::steps, 1, kMaxSteps, "training steps (global batches)")
+      .integer("seed", &T::seed, 0, std::numeric_limits<std::int64_t>::max(),
+               "data order, weight initialisation and dropout")
+      .integer("log_every", &T::log_every, 1, kMaxSteps,
+               "steps per progress line and metrics record")
+      .text("run_dir", &T::run_dir, "the run directory when --run-dir is not given")
+      .nested("learning_rate", &T::lr, learning_rate_schema())
+      .default_from(
+          "learning_rate.total_steps",
+          [](T& t) { t.lr.total_steps = static_cast<double>(t.steps); }, "train.steps")
+      .nested("", &T::optimizer, optimizer_schema());
+  return s;
+}
+
+Schema<T> make_checkpoint_schema() {
+  Schema<T> s;
+  s.integer("every", &T::checkpoint_every, 1, kMaxSteps,
+            "steps between checkpoints (one is also saved at the end)")
+      .integer("keep", &T::checkpoint_keep, 1, 1000000, "checkpoints kept, the newest");
+  return s;
+}
+
+}  // namespace
+
+const Schema<TrainingSettings>& train_schema() {
+  static const Schema<TrainingSettings> schema = make_train_schema();
+  return schema;
+}
+
+const Schema<TrainingSettings>& checkpoint_schema() {
+  static const Schema<TrainingSettings> schema = make_checkpoint_schema();
+  return schema;
+}
+
+TrainingSettings read_training_settings(const Config& config) {
+  TrainingSettings s = train_schema().read(config, "train");
+  s = checkpoint_schema().read(config, "checkpoint", s);
+  // Hyperparameters of another optimizer would silently do nothing.
+  for (const auto& name : optimizer_names()) {
+    const auto keys = config.keys("train." + name);
+    if (name != s.optimizer.name && !keys.empty())
+      fail("mtk::config::read_training_settings",
+           cat(config.origin(), ": train.", name, ".", keys.front(),
+               " is set but train.optimizer is '", s.optimizer.name,
+               "': it would have no effect; set train.optimizer: ", name, " or remove the train.",
+               name, " settings"));
+  }
+  return s;
+}
+
+void write_training_settings(Config& config, const TrainingSettings& s) {
+  train_schema().write(config, "train", s);
+  for (const auto& name : optimizer_names())
+    if (name != s.optimizer.name)
+      config.erase("train." + name);  // only the chosen optimizer's hyperparameters
+  checkpoint_schema().write(config, "checkpoint", s);
+}
+
+}  // namespace mtk::config

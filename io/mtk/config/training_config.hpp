@@ -1,0 +1,40 @@
+#pragma once
+// The `train` and `checkpoint` sections the training applications share (mtk-lm1b, mtk-wmt), from
+// one field table each (docs/configuration.md#train, #checkpoint).
+
+#include <mtk/config/config.hpp>
+#include <mtk/config/optimizer_config.hpp>
+#include <mtk/config/schema.hpp>
+#include <mtk/optim/schedule.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace mtk::config {
+
+/// A bound no real run reaches (10^12 steps).
+constexpr std::int64_t kMaxSteps = 1000000000000;
+
+/// The train.* and checkpoint.* settings.
+struct TrainingSettings {
+  std::int64_t steps = 1000, log_every = 10;
+  std::uint64_t seed = 1;
+  std::string run_dir = "run";
+  optim::LearningRateSchedule lr;  ///< train.learning_rate; total_steps defaults to steps
+  OptimizerSettings optimizer;     ///< train.optimizer, train.adafactor, train.adam
+  std::int64_t checkpoint_every = 1000;
+  int checkpoint_keep = 3;
+};
+
+/// The `train` section.
+const Schema<TrainingSettings>& train_schema();
+/// The `checkpoint` section.
+const Schema<TrainingSettings>& checkpoint_schema();
+
+/// Reads `train` and `checkpoint`; unknown keys, values out of range, and hyperparameters of an
+/// optimizer other than train.optimizer (train.adam.* with adafactor) are errors naming the file.
+TrainingSettings read_training_settings(const Config& config);
+/// Writes every key of both sections, so that read_training_settings gives `s` back.
+void write_training_settings(Config& config, const TrainingSettings& s);
+
+}  // namespace mtk::config
