@@ -19,16 +19,47 @@ MAX_FUNCTION_LINES = 100
 ROOTS = ("core", "io", "apps")
 SUFFIXES = (".cpp", ".hpp", ".h", ".cc", ".cxx", ".inl")
 
-# Known offenders that other changes are splitting right now. Each entry names a file (relative
-# to the repository root) and, for a function, its name; remove it when the split lands.
+# Known offenders in files other changes own. Each entry names a file (relative to the repository
+# root) and a function; remove it when the split lands (the check then notes it as unused).
 ALLOWLIST = {
     # being split in issue 27
     ("core/mtk/cost/layout_search.cpp", "search_layouts"),
+    # being split in issue 27 (apps/common/training.cpp belongs to another change of the issue)
+    ("apps/common/training.cpp", "run_training_locked"),
+    # not split yet: found when this check was added (issue 27) and reported to the issue's lead,
+    # in files the change that added it does not own
+    ("core/mtk/decode/beam_search.cpp", "beam_search"),
+    ("apps/layout/search.cpp", "run_search"),
+    ("apps/lm1b/mtk_lm1b_prepare.cpp", "run"),
+    ("apps/wmt/wmt_prepare.cpp", "run"),
 }
+
+
+DIRECTIVE = re.compile(r"^\s*#\s*(\w+)")
+
+
+def first_branches(text):
+    """`text` with the #else / #elif branches of every conditional blanked (lines kept), so that
+    alternative signatures (`#if A void f() { #else void f() { #endif`) open one brace."""
+    lines = text.split("\n")
+    skipping = []  # per open conditional: whether the current branch is a later one
+    for i, line in enumerate(lines):
+        m = DIRECTIVE.match(line)
+        word = m.group(1) if m else ""
+        if word in ("if", "ifdef", "ifndef"):
+            skipping.append(False)
+        elif word in ("else", "elif") and skipping:
+            skipping[-1] = True
+        elif word == "endif" and skipping:
+            skipping.pop()
+        elif any(skipping):
+            lines[i] = ""
+    return "\n".join(lines)
 
 
 def blank(text):
     """`text` with comments, literals and preprocessor lines replaced by spaces (newlines kept)."""
+    text = first_branches(text)
     out = []
     i, n = 0, len(text)
     line_start = True
@@ -129,9 +160,11 @@ def classify(head):
 
 def function_name(head):
     h = " ".join(strip_template(" ".join(head.split())).split())
-    m = re.search(r"(~?[A-Za-z_][\w:]*(?:\s*operator\s*[^\s(]+)?)\s*\(", h)
-    name = m.group(1) if m else h[:40]
-    return name.split("::")[-1] if "operator" not in name else name
+    m = re.search(r"\boperator\s*(\(\)|[^\s(]+)", h)
+    if m:
+        return "operator" + m.group(1)
+    m = re.search(r"(~?[A-Za-z_][\w:]*)\s*\(", h)
+    return (m.group(1) if m else h[:40]).split("::")[-1]
 
 
 def functions(text):
@@ -185,6 +218,7 @@ def functions(text):
 def main(root):
     problems = []
     allowed_hits = []
+    used = set()
     for top in ROOTS:
         for dirpath, _, files in os.walk(os.path.join(root, top)):
             for name in sorted(files):
@@ -198,6 +232,7 @@ def main(root):
                 if lines > MAX_FILE_LINES:
                     msg = f"{rel}:1: file has {lines} lines (limit {MAX_FILE_LINES})"
                     (allowed_hits if (rel, None) in ALLOWLIST else problems).append(msg)
+                    used.add((rel, None))
                 found, unbalanced = functions(blank(text))
                 if unbalanced:
                     problems.append(f"{rel}: unbalanced braces ({unbalanced} left open): the scan "
@@ -208,8 +243,11 @@ def main(root):
                         msg = (f"{rel}:{first}: function {fname} has {length} lines "
                                f"(limit {MAX_FUNCTION_LINES})")
                         (allowed_hits if (rel, fname) in ALLOWLIST else problems).append(msg)
+                        used.add((rel, fname))
     for msg in allowed_hits:
         print(f"allowed for now: {msg}")
+    for rel, fname in sorted(ALLOWLIST - used, key=str):
+        print(f"note: allowlist entry {rel} {fname or '(file)'} is within the limits now: remove it")
     for msg in problems:
         print(msg)
     print(f"check_sizes: {len(problems)} offender(s), {len(allowed_hits)} allowed for now "
