@@ -134,16 +134,15 @@ TEST(RuntimeOptions, BadValuesNameTheVariableAndTheAllowedValues) {
   struct Bad {
     const char *name, *value, *expect;
   };
-  for (const Bad& b : {Bad{"MTK_COLLECTIVE_WAIT", "sometimes",
-                           "MTK_COLLECTIVE_WAIT is 'sometimes'; allowed: auto, spin, yield ("},
-                       Bad{"MTK_BF16_GEMM", "fast",
-                           "MTK_BF16_GEMM is 'fast'; allowed: auto, onednn, emulate ("},
-                       Bad{"MTK_CKPT_TIMING", "yes", "MTK_CKPT_TIMING is 'yes'; allowed: 0, 1 ("},
-                       Bad{"MTK_EINSUM_IN_PLACE", "off",
-                           "MTK_EINSUM_IN_PLACE is 'off'; allowed: 0, 1 ("},
-                       Bad{"MTK_CKPT_MPIIO_HINTS", "romio_cb_write",
-                           "MTK_CKPT_MPIIO_HINTS is 'romio_cb_write'; allowed: "
-                           "key=value[,key=value...] ("}}) {
+  for (const Bad& b :
+       {Bad{"MTK_COLLECTIVE_WAIT", "sometimes",
+            "MTK_COLLECTIVE_WAIT is 'sometimes'; allowed: auto, spin, yield ("},
+        Bad{"MTK_BF16_GEMM", "fast", "MTK_BF16_GEMM is 'fast'; allowed: auto, onednn, emulate ("},
+        Bad{"MTK_CKPT_TIMING", "yes", "MTK_CKPT_TIMING is 'yes'; allowed: 0, 1 ("},
+        Bad{"MTK_EINSUM_IN_PLACE", "off", "MTK_EINSUM_IN_PLACE is 'off'; allowed: 0, 1 ("},
+        Bad{"MTK_CKPT_MPIIO_HINTS", "romio_cb_write",
+            "MTK_CKPT_MPIIO_HINTS is 'romio_cb_write'; allowed: "
+            "key=value[,key=value...] ("}}) {
     EnvScope one;
     one.set(b.name, b.value);
     const std::string what = error_of([] { reload_runtime_options(); });
