@@ -2,12 +2,14 @@
 // Rank 0 prints the usual report; other ranks print only their failures, prefixed with the rank.
 // The exit status is the same on every rank: non-zero when any rank failed.
 
+#include <mtk/base/error.hpp>
 #include <mtk/parallel/environment.hpp>
 
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cstdio>
+#include <optional>
 
 namespace {
 
@@ -29,7 +31,13 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
 int main(int argc, char** argv) {
   int status = 0;
   {
-    mtk::Environment env(argc, argv);
+    std::optional<mtk::Environment> env;
+    try {
+      env.emplace(argc, argv);
+    } catch (const mtk::Error& e) {  // a bad MTK_* run-time option: nothing has started yet
+      std::fprintf(stderr, "%s\n", e.what());
+      return 1;
+    }
     ::testing::InitGoogleTest(&argc, argv);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -3,6 +3,7 @@
 // split, lifetime; the wait policy's choice.
 
 #include <mtk/base/error.hpp>
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/parallel/collective_wait.hpp>
 #include <mtk/parallel/communicator.hpp>
 #include <mtk/parallel/mpi_interop.hpp>
@@ -262,15 +263,23 @@ TEST(CollectiveWait, ChosenFromTheEnvironmentOrTheNodesCores) {
   const std::string saved = had ? had : "";
   // mtk::Environment (the test main's) applied the choice for this run
   EXPECT_EQ(collective_wait(), choose_collective_wait(world));
-  setenv("MTK_COLLECTIVE_WAIT", "spin", 1);
+  // The run-time options are read once; a test that changes the variable reloads them.
+  auto set = [](const char* value) {
+    if (value)
+      setenv("MTK_COLLECTIVE_WAIT", value, 1);
+    else
+      unsetenv("MTK_COLLECTIVE_WAIT");
+    reload_runtime_options();
+  };
+  set("spin");
   EXPECT_EQ(choose_collective_wait(world), CollectiveWait::spin);
-  setenv("MTK_COLLECTIVE_WAIT", "yield", 1);
+  set("yield");
   EXPECT_EQ(choose_collective_wait(world), CollectiveWait::yield);
   // auto: yielding exactly where this node runs more ranks than the cores they may use
   const bool over = node_oversubscribed(world);
-  setenv("MTK_COLLECTIVE_WAIT", "auto", 1);
+  set("auto");
   EXPECT_EQ(choose_collective_wait(world), over ? CollectiveWait::yield : CollectiveWait::spin);
-  unsetenv("MTK_COLLECTIVE_WAIT");
+  set(nullptr);
   EXPECT_EQ(choose_collective_wait(world), over ? CollectiveWait::yield : CollectiveWait::spin);
   // this process may run on some set of CPUs; more ranks than CPUs in it means oversubscribed
   const long cpus = static_cast<long>(std::thread::hardware_concurrency());
@@ -280,18 +289,19 @@ TEST(CollectiveWait, ChosenFromTheEnvironmentOrTheNodesCores) {
   if (world.split_node().size() == 1) {
     EXPECT_FALSE(over);  // one rank always has a core
   }
-  setenv("MTK_COLLECTIVE_WAIT", "sometimes", 1);
+  set("spin");
   try {
-    choose_collective_wait(world);
+    set("sometimes");
     ADD_FAILURE() << "MTK_COLLECTIVE_WAIT=sometimes accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("MTK_COLLECTIVE_WAIT is 'sometimes'"), std::string::npos)
-        << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("MTK_COLLECTIVE_WAIT is 'sometimes'; allowed: auto, spin, yield"),
+              std::string::npos)
+        << what;
   }
-  if (had)
-    setenv("MTK_COLLECTIVE_WAIT", saved.c_str(), 1);
-  else
-    unsetenv("MTK_COLLECTIVE_WAIT");
+  // the rejected value left the previous ones in force
+  EXPECT_EQ(runtime_options().collective_wait(), "spin");
+  set(had ? saved.c_str() : nullptr);
   EXPECT_STREQ(to_string(CollectiveWait::yield), "yield");
   EXPECT_STREQ(to_string(CollectiveWait::spin), "spin");
 }

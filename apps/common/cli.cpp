@@ -1,5 +1,6 @@
 #include "cli.hpp"
 
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/parallel/environment.hpp>
 #include <mtk/version.hpp>
 
@@ -25,7 +26,8 @@ std::string version_text(const std::string& tool) {
   std::string library(mpi, static_cast<size_t>(std::max(0, length)));
   library = library.substr(0, library.find('\n'));  // MPICH appends its configure options
   std::replace(library.begin(), library.end(), '\t', ' ');
-  text += "MPI: " + library;
+  text += "MPI: " + library + "\n";
+  text += describe_runtime_options();
   return text;
 }
 

@@ -16,7 +16,8 @@
 namespace mtk::cli {
 
 /// What `--version` prints: the tool and MTK's version, the git revision it was built from (when
-/// known), the Kokkos version and execution space, and the MPI library.
+/// known), the Kokkos version and execution space, the MPI library, and the run-time options in
+/// force (describe_runtime_options(): each MTK_* variable, its value and whether it was set).
 std::string version_text(const std::string& tool);
 
 /// Gives `app` MTK's conventions: --help/-h prints the options to stdout, --version prints

@@ -58,12 +58,17 @@ double solve_bandwidth(double seconds, std::int64_t bytes, std::int64_t p, doubl
   return std::sqrt(lo * hi);
 }
 
-}  // namespace
-
-int run_calibrate(const Communicator& world, const std::vector<std::string>& args) {
+// What `mtk-layout calibrate` was asked for.
+struct CalibrateOptions {
   std::string out, name;
-  std::int64_t n = 1024;
+  std::int64_t n = 1024;  // the largest square matmul
   int reps = 5;
+};
+
+// Parses the command line into `o`; returns the exit status when done already (--help, a usage
+// error), else -1.
+int parse_options(const Communicator& world, const std::vector<std::string>& args,
+                  CalibrateOptions& o) {
   CLI::App app{
       "Measures this machine for `mtk-layout search`: the matmul rate by size, elementwise\n"
       "bandwidth, per-step overhead and collective latency/bandwidth, with the project's own\n"
@@ -71,25 +76,22 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
       "as the jobs will: mpiexec -n R mtk-layout calibrate (OPENBLAS_NUM_THREADS=1 on CPUs).",
       "mtk-layout calibrate"};
   cli::configure(app);
-  app.add_option("--out", out, "The machine file to write (YAML)")->type_name("FILE");
-  app.add_option("--name", name, "The machine's name in the file")->type_name("TEXT");
-  app.add_option("--matmul-size", n, "The largest square matmul timed (>= 16)")
+  app.add_option("--out", o.out, "The machine file to write (YAML)")->type_name("FILE");
+  app.add_option("--name", o.name, "The machine's name in the file")->type_name("TEXT");
+  app.add_option("--matmul-size", o.n, "The largest square matmul timed (>= 16)")
       ->check(CLI::Range(std::int64_t{16}, std::int64_t{1} << 20));
-  app.add_option("--reps", reps, "Timed runs per measurement; the best counts (>= 1)")
+  app.add_option("--reps", o.reps, "Timed runs per measurement; the best counts (>= 1)")
       ->check(CLI::Range(1, 1000000));
-  if (const int status = cli::parse(app, args, world.rank() == 0); status >= 0)
-    return status;
-  const int R = world.size();
-  ExecSpace space;
-  cost::Machine m;
-  char host[256] = "this machine";
-  gethostname(host, sizeof host - 1);
-  m.name = name.empty() ? cat(host, ", ", R, " ranks (mtk-layout calibrate)") : name;
+  return cli::parse(app, args, world.rank() == 0);
+}
 
-  // matmul by gemm size: [b, s, s] x [b, s, s] -> [b, s, s] through the einsum kernel (one gemm
-  // per batch entry, as the attention products run), b chosen for ~1e9 FLOPs per run (long enough
-  // to see this rank's sustained share of a core when ranks share one, as steps do); the
-  // largest size, s = n, is matmul_flops.
+// matmul by gemm size: [b, s, s] x [b, s, s] -> [b, s, s] through the einsum kernel (one gemm
+// per batch entry, as the attention products run), b chosen for ~1e9 FLOPs per run (long enough
+// to see this rank's sustained share of a core when ranks share one, as steps do); the
+// largest size, s = n, is matmul_flops.
+void measure_matmul(const Communicator& world, const ExecSpace& space, const CalibrateOptions& o,
+                    cost::Machine& m) {
+  const std::int64_t n = o.n;
   for (std::int64_t sz = 16; sz <= n; sz = sz * 2 > n && sz < n ? n : sz * 2) {
     const double each = 2.0 * static_cast<double>(sz) * sz * sz;
     const std::int64_t b = std::max<std::int64_t>(1, static_cast<std::int64_t>(1e9 / each));
@@ -97,103 +99,115 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
         c{{"b", b}, {"i", sz}, {"j", sz}};
     auto xa = kernels::fill<float>(space, b * sz * sz, 1.0f);
     auto xb = kernels::fill<float>(space, b * sz * sz, 0.5f);
-    const double s = best_seconds(world, reps, [&] { kernels::einsum(space, a, xa, y, xb, c); });
+    const double s = best_seconds(world, o.reps, [&] { kernels::einsum(space, a, xa, y, xb, c); });
     m.matmul_sizes.push_back({each, each * static_cast<double>(b) / s});
   }
   m.matmul_flops = m.matmul_sizes.back().flops;
-  {  // elementwise traffic: an add, an exp and a sum over the last dim of 1M floats (activation
-     // sized), bytes read + written over the time of all three, as Counters::op_bytes counts them
-    const std::int64_t e = 1 << 20, rows = e / 256;
-    const Shape s1{{"i", e}}, s2{{"r", rows}, {"c", 256}}, s3{{"r", rows}};
-    auto x = kernels::fill<float>(space, e, 1.0f), y = kernels::fill<float>(space, e, 2.0f);
-    const int k = 20;  // ~50 ms per run
-    const double s = best_seconds(world, reps, [&] {
-      for (int i = 0; i < k; ++i) {
-        kernels::binary<float>(space, BinaryFn::add, s1, x, s1, y, s1);
-        kernels::unary<float>(space, UnaryFn::exp, x);
-        kernels::reduce<float>(space, ReduceFn::sum, s2, x, s3);
-      }
-    });
-    m.elementwise_bytes = 4.0 * static_cast<double>(3 * e + 2 * e + e + rows) * k / s;
-    // Per step kind, whose rates differ by 10x and more (an exp is compute-bound, an add is
-    // memory-bound, a row sum in between): binary steps as adds; unary steps as the functions
-    // training steps use most (scale, square, rsqrt, relu); reduce steps as row sums. Runs of
-    // tens of ms.
-    auto rate = [&](double bytes_each, int calls, const std::function<void()>& fn) {
-      return bytes_each * calls / best_seconds(world, reps, [&] {
-               for (int i = 0; i < calls; ++i)
-                 fn();
-             });
-    };
-    m.elementwise_by_kind["binary"] = rate(12.0 * static_cast<double>(e), 100, [&] {
+}
+
+// Elementwise traffic: an add, an exp and a sum over the last dim of 1M floats (activation
+// sized), bytes read + written over the time of all three, as Counters::op_bytes counts them; and
+// per step kind.
+void measure_elementwise(const Communicator& world, const ExecSpace& space, int reps,
+                         cost::Machine& m) {
+  const std::int64_t e = 1 << 20, rows = e / 256;
+  const Shape s1{{"i", e}}, s2{{"r", rows}, {"c", 256}}, s3{{"r", rows}};
+  auto x = kernels::fill<float>(space, e, 1.0f), y = kernels::fill<float>(space, e, 2.0f);
+  const int k = 20;  // ~50 ms per run
+  const double s = best_seconds(world, reps, [&] {
+    for (int i = 0; i < k; ++i) {
       kernels::binary<float>(space, BinaryFn::add, s1, x, s1, y, s1);
-    });
-    m.elementwise_by_kind["unary"] = rate(4 * 8.0 * static_cast<double>(e), 25, [&] {
-      for (UnaryFn f : {UnaryFn::mul_scalar, UnaryFn::square, UnaryFn::rsqrt, UnaryFn::relu})
-        kernels::unary<float>(space, f, y, 0.5);
-    });
-    m.elementwise_by_kind["reduce"] = rate(4.0 * static_cast<double>(e + rows), 20, [&] {
+      kernels::unary<float>(space, UnaryFn::exp, x);
       kernels::reduce<float>(space, ReduceFn::sum, s2, x, s3);
-    });
-  }
-  {  // per-step overhead: a kernel step on 1 element (launch, output allocation), 20000 in a row
-    const Shape s1{{"i", 1}};
-    auto x = kernels::fill<float>(space, 1, 1.0f);
-    const int k = 20000;
-    const double s = best_seconds(world, reps, [&] {
-      for (int i = 0; i < k; ++i)
-        kernels::binary<float>(space, BinaryFn::add, s1, x, s1, x, s1);
-    });
-    m.op_overhead_s = s / k;
-  }
-  m.memory_bytes = static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) *
-                   static_cast<std::int64_t>(sysconf(_SC_PAGESIZE)) / R;
-  // The time of allreduces over `axis` of `mesh` (groups of P ranks) by size, every group at
-  // once, and the latency and bandwidth fitted to its ends.
-  auto measure_link = [&](const Mesh& mesh, int axis, int P, cost::LinkLevel& l) {
-    // Per call, as steps meet collectives: each after ~1 ms of kernel work on every rank, the
-    // work alone subtracted; the mean of k calls, not the luckiest, because ranks sharing a core
-    // wait for each other to be scheduled and every call of a step pays that.
-    const std::int64_t work_n = 1 << 18;
-    const Shape ws{{"i", work_n}};
-    auto wx = kernels::fill<float>(space, work_n, 1.0f);
-    auto work = [&] { kernels::binary<float>(space, BinaryFn::add, ws, wx, ws, wx, ws); };
-    auto time_allreduce = [&](std::int64_t count, int k, bool after_work) {
-      Kokkos::View<float*> v("calibrate", static_cast<size_t>(count));
-      return best_seconds(world, reps,
-                          [&] {
-                            for (int i = 0; i < k; ++i) {
-                              if (after_work)
-                                work();
-                              allreduce<float>(mesh, {axis}, v);
-                            }
-                          }) /
-             k;
-    };
-    const int k_work = 100;
-    const double work_alone = best_seconds(world, reps,
-                                           [&] {
-                                             for (int i = 0; i < k_work; ++i)
-                                               work();
-                                           }) /
-                              k_work;
-    // 32 B to 8 MiB by factors of 4: MPI libraries switch protocols (eager, pipelined cells,
-    // single copy) between them, and with ranks sharing a core every hand-over of a pipeline
-    // waits for the scheduler, so the time is a step function of the size.
-    l.sizes_group = P;
-    for (std::int64_t count = 8; count <= (std::int64_t{1} << 21); count *= 4) {
-      const int k = count <= (std::int64_t{1} << 15) ? 20 : 4;
-      const double after_work = time_allreduce(count, k, true) - work_alone;
-      l.allreduce_sizes.push_back(
-          {4.0 * static_cast<double>(count),
-           std::max({0.0, after_work, k > 4 ? time_allreduce(count, k, false) : 0.0})});
     }
-    const double steps = 2 * std::min(P - 1.0, std::ceil(std::log2(static_cast<double>(P))));
-    l.latency = l.allreduce_sizes.front().seconds / steps;
-    l.bandwidth =
-        solve_bandwidth(l.allreduce_sizes.back().seconds,
-                        static_cast<std::int64_t>(l.allreduce_sizes.back().bytes), P, l.latency);
+  });
+  m.elementwise_bytes = 4.0 * static_cast<double>(3 * e + 2 * e + e + rows) * k / s;
+  // Per step kind, whose rates differ by 10x and more (an exp is compute-bound, an add is
+  // memory-bound, a row sum in between): binary steps as adds; unary steps as the functions
+  // training steps use most (scale, square, rsqrt, relu); reduce steps as row sums. Runs of
+  // tens of ms.
+  auto rate = [&](double bytes_each, int calls, const std::function<void()>& fn) {
+    return bytes_each * calls / best_seconds(world, reps, [&] {
+             for (int i = 0; i < calls; ++i)
+               fn();
+           });
   };
+  m.elementwise_by_kind["binary"] = rate(12.0 * static_cast<double>(e), 100, [&] {
+    kernels::binary<float>(space, BinaryFn::add, s1, x, s1, y, s1);
+  });
+  m.elementwise_by_kind["unary"] = rate(4 * 8.0 * static_cast<double>(e), 25, [&] {
+    for (UnaryFn f : {UnaryFn::mul_scalar, UnaryFn::square, UnaryFn::rsqrt, UnaryFn::relu})
+      kernels::unary<float>(space, f, y, 0.5);
+  });
+  m.elementwise_by_kind["reduce"] = rate(4.0 * static_cast<double>(e + rows), 20, [&] {
+    kernels::reduce<float>(space, ReduceFn::sum, s2, x, s3);
+  });
+}
+
+// Per-step overhead: a kernel step on 1 element (launch, output allocation), 20000 in a row.
+void measure_step_overhead(const Communicator& world, const ExecSpace& space, int reps,
+                           cost::Machine& m) {
+  const Shape s1{{"i", 1}};
+  auto x = kernels::fill<float>(space, 1, 1.0f);
+  const int k = 20000;
+  const double s = best_seconds(world, reps, [&] {
+    for (int i = 0; i < k; ++i)
+      kernels::binary<float>(space, BinaryFn::add, s1, x, s1, x, s1);
+  });
+  m.op_overhead_s = s / k;
+}
+
+// The time of allreduces over `axis` of `mesh` (groups of P ranks) by size, every group at
+// once, and the latency and bandwidth fitted to its ends.
+void measure_link(const Communicator& world, const ExecSpace& space, int reps, const Mesh& mesh,
+                  int axis, int P, cost::LinkLevel& l) {
+  // Per call, as steps meet collectives: each after ~1 ms of kernel work on every rank, the
+  // work alone subtracted; the mean of k calls, not the luckiest, because ranks sharing a core
+  // wait for each other to be scheduled and every call of a step pays that.
+  const std::int64_t work_n = 1 << 18;
+  const Shape ws{{"i", work_n}};
+  auto wx = kernels::fill<float>(space, work_n, 1.0f);
+  auto work = [&] { kernels::binary<float>(space, BinaryFn::add, ws, wx, ws, wx, ws); };
+  auto time_allreduce = [&](std::int64_t count, int k, bool after_work) {
+    Kokkos::View<float*> v("calibrate", static_cast<size_t>(count));
+    return best_seconds(world, reps,
+                        [&] {
+                          for (int i = 0; i < k; ++i) {
+                            if (after_work)
+                              work();
+                            allreduce<float>(mesh, {axis}, v);
+                          }
+                        }) /
+           k;
+  };
+  const int k_work = 100;
+  const double work_alone = best_seconds(world, reps,
+                                         [&] {
+                                           for (int i = 0; i < k_work; ++i)
+                                             work();
+                                         }) /
+                            k_work;
+  // 32 B to 8 MiB by factors of 4: MPI libraries switch protocols (eager, pipelined cells,
+  // single copy) between them, and with ranks sharing a core every hand-over of a pipeline
+  // waits for the scheduler, so the time is a step function of the size.
+  l.sizes_group = P;
+  for (std::int64_t count = 8; count <= (std::int64_t{1} << 21); count *= 4) {
+    const int k = count <= (std::int64_t{1} << 15) ? 20 : 4;
+    const double after_work = time_allreduce(count, k, true) - work_alone;
+    l.allreduce_sizes.push_back(
+        {4.0 * static_cast<double>(count),
+         std::max({0.0, after_work, k > 4 ? time_allreduce(count, k, false) : 0.0})});
+  }
+  const double steps = 2 * std::min(P - 1.0, std::ceil(std::log2(static_cast<double>(P))));
+  l.latency = l.allreduce_sizes.front().seconds / steps;
+  l.bandwidth =
+      solve_bandwidth(l.allreduce_sizes.back().seconds,
+                      static_cast<std::int64_t>(l.allreduce_sizes.back().bytes), P, l.latency);
+}
+
+// Every link level: groups of consecutive ranks, then groups of ranks a stride apart.
+void measure_links(const Communicator& world, const ExecSpace& space, int reps, cost::Machine& m) {
+  const int R = world.size();
   // Groups of `span` consecutive ranks, for every span dividing R.
   for (int span = 2; span <= R; ++span) {
     if (R % span != 0)
@@ -201,7 +215,7 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
     Mesh mesh(MeshShape::parse(cat("outer:", R / span, ";inner:", span)), world);
     cost::LinkLevel l;
     l.span = span == R ? 0 : span;
-    measure_link(mesh, mesh.axis("inner"), span, l);
+    measure_link(world, space, reps, mesh, mesh.axis("inner"), span, l);
     m.links.push_back(l);
   }
   // Groups of ranks `stride` apart (a mesh dim that is not the last one), for every stride
@@ -214,31 +228,54 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
     cost::LinkLevel l;
     l.stride = stride;
     l.span = (R / stride - 1) * stride + 1;
-    measure_link(mesh, mesh.axis("outer"), R / stride, l);
+    measure_link(world, space, reps, mesh, mesh.axis("outer"), R / stride, l);
     m.links.push_back(l);
   }
   if (m.links.empty())  // one rank: no collective to time; an explicit placeholder
     m.links.push_back({0, 1e10, 1e-5});
+}
+
+// The machine file's comment: how it was measured.
+std::string calibration_comment(int ranks, const CalibrateOptions& o) {
+  return cat(
+      "Measured by `mtk-layout calibrate` on ", ranks, " ranks, every rank busy at once; best of ",
+      o.reps, " runs of: batched\neinsums [b,s,s]x[b,s,s] (s = 16..", o.n,
+      ", ~1e9 FLOPs a run), 20 x (add + exp + sum of 1M floats), per\nstep kind 100 adds, 25 x "
+      "(scale, square, rsqrt, relu) and 20 row sums of 1M floats, 20000 one-element\nadds, "
+      "allreduces of 32 B to 8 MiB by factors of 4 (20 calls up to 128 KiB, 4 above; each "
+      "after 1 ms\nof adds, the adds' time subtracted, and alone up to 128 KiB; the slower) "
+      "per "
+      "group of consecutive\nranks and per group of ranks a stride apart. Collective waits: ",
+      to_string(collective_wait()), " (MTK_COLLECTIVE_WAIT; run the jobs\nwith the same policy).");
+}
+
+}  // namespace
+
+int run_calibrate(const Communicator& world, const std::vector<std::string>& args) {
+  CalibrateOptions o;
+  if (const int status = parse_options(world, args, o); status >= 0)
+    return status;
+  const int R = world.size();
+  ExecSpace space;
+  cost::Machine m;
+  char host[256] = "this machine";
+  gethostname(host, sizeof host - 1);
+  m.name = o.name.empty() ? cat(host, ", ", R, " ranks (mtk-layout calibrate)") : o.name;
+  measure_matmul(world, space, o, m);
+  measure_elementwise(world, space, o.reps, m);
+  measure_step_overhead(world, space, o.reps, m);
+  m.memory_bytes = static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) *
+                   static_cast<std::int64_t>(sysconf(_SC_PAGESIZE)) / R;
+  measure_links(world, space, o.reps, m);
   m.validate();
-  const std::string yaml = machine_to_yaml(
-      m,
-      cat("Measured by `mtk-layout calibrate` on ", R, " ranks, every rank busy at once; best of ",
-          reps, " runs of: batched\neinsums [b,s,s]x[b,s,s] (s = 16..", n,
-          ", ~1e9 FLOPs a run), 20 x (add + exp + sum of 1M floats), per\nstep kind 100 adds, 25 x "
-          "(scale, square, rsqrt, relu) and 20 row sums of 1M floats, 20000 one-element\nadds, "
-          "allreduces of 32 B to 8 MiB by factors of 4 (20 calls up to 128 KiB, 4 above; each "
-          "after 1 ms\nof adds, the adds' time subtracted, and alone up to 128 KiB; the slower) "
-          "per "
-          "group of consecutive\nranks and per group of ranks a stride apart. Collective waits: ",
-          to_string(collective_wait()),
-          " (MTK_COLLECTIVE_WAIT; run the jobs\nwith the same policy)."));
+  const std::string yaml = machine_to_yaml(m, calibration_comment(R, o));
   if (world.rank() == 0) {
     std::printf("%s", yaml.c_str());
-    if (!out.empty()) {
-      std::ofstream f(out);
+    if (!o.out.empty()) {
+      std::ofstream f(o.out);
       f << yaml;
       if (!f)
-        fail("mtk-layout calibrate", "cannot write '" + out + "'");
+        fail("mtk-layout calibrate", "cannot write '" + o.out + "'");
     }
   }
   return kExitOk;

@@ -4,6 +4,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/config/model_config.hpp>
 #include <mtk/data/vocab.hpp>
+#include <mtk/data/wmt_pairs.hpp>
 #include <mtk/decode/decode.hpp>
 #include <mtk/files/files.hpp>
 #include <mtk/signals/stop_signals.hpp>
@@ -14,7 +15,6 @@
 #include "training.hpp"
 #include "wmt_commands.hpp"
 #include "wmt_config.hpp"
-#include <mtk/data/wmt_pairs.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
@@ -86,6 +86,172 @@ int start(CLI::App& app, app::RunOptions& o, Settings& settings, Setup& s,
     return 0;
   }
   return -1;
+}
+
+// What `mtk-wmt translate` takes on its command line (0 / -1: from the config).
+struct TranslateOptions {
+  std::string input, output, reference;
+  std::int64_t beam = 0, max_length = 0, batch = 0;
+  double alpha = -1;
+  int examples = 3;
+};
+
+void add_translate_options(CLI::App& app, TranslateOptions& t) {
+  app.add_option("--input", t.input, "Sentences to translate, one a line (text or newstest .sgm)")
+      ->required()
+      ->type_name("FILE");
+  app.add_option("--output", t.output, "Where the translations go, one a line (default: stdout)")
+      ->type_name("FILE");
+  app.add_option("--reference", t.reference, "Reference translations: prints BLEU")
+      ->type_name("FILE");
+  app.add_option("--beam", t.beam, "Beam size; 1 is greedy (translate.beam, else 4)")
+      ->type_name("N")
+      ->check(cli::integer_in(1, 64));
+  app.add_option("--alpha", t.alpha, "Length penalty exponent (translate.alpha, else 0.6)")
+      ->type_name("A")
+      ->check(cli::non_negative_number());
+  app.add_option("--max-length", t.max_length,
+                 "Tokens generated at most, EOS included (translate.max_length, else model.length)")
+      ->type_name("N")
+      ->check(cli::integer_in(1, 1 << 20));
+  app.add_option("--batch", t.batch,
+                 "Sentences per beam search (translate.batch, else model.batch)")
+      ->type_name("N")
+      ->check(cli::integer_in(1, 1 << 20));
+  app.add_option("--examples", t.examples, "Example translations printed with --reference (3)")
+      ->type_name("N")
+      ->check(cli::integer_in(0, 1000));
+}
+
+// The beam search and decoding shape: the command line, else the config, else the model's.
+void decoding_settings(const TranslateOptions& t, const Settings& settings,
+                       const nn::TransformerConfig& model, decode::BeamSearchOptions& bo,
+                       nn::DecodingShape& shape) {
+  const std::int64_t L = model.length;
+  const TranslateSettings& c = settings.translate;  // the config's defaults
+  bo.beam_size = t.beam > 0 ? t.beam : c.beam;
+  bo.alpha = t.alpha >= 0 ? t.alpha : c.alpha;
+  bo.max_length = std::min(L, t.max_length > 0   ? t.max_length
+                              : c.max_length > 0 ? c.max_length
+                                                 : L);
+  bo.eos_id = Vocab::kEosId;
+  bo.start_id = 0;
+  shape.batch = t.batch > 0 ? t.batch : c.batch > 0 ? c.batch : model.batch;
+  shape.beam = bo.beam_size;
+  shape.source_length = L;
+  shape.max_length = bo.max_length;
+}
+
+// The sentences of --input and, with --reference, as many references; all ranks agree on failure.
+void read_sentences(const Communicator& world, const TranslateOptions& t,
+                    std::vector<std::string>& sources, std::vector<std::string>& references) {
+  agree_on_failure(world, [&] {
+    sources = text::read_text_lines(t.input, true);
+    if (!t.reference.empty()) {
+      references = text::read_text_lines(t.reference, false);
+      if (references.size() != sources.size())
+        fail("mtk-wmt translate", cat("--reference '", t.reference, "' has ", references.size(),
+                                      " lines but --input '", t.input, "' has ", sources.size()));
+    }
+  });
+}
+
+// The incremental decoder with the checkpoint's weights (its path and metadata in `path`, `meta`).
+std::unique_ptr<decode::IncrementalDecoder> load_decoder(const Communicator& world,
+                                                         const app::RunOptions& o, const Setup& s,
+                                                         const nn::DecodingShape& shape,
+                                                         std::string& path,
+                                                         CheckpointMetadata& meta) {
+  Mesh mesh(s.mesh_shape, world);
+  Graph g;
+  agree_on_failure(world, [&] {
+    nn::build_transformer(g, s.model, false);  // the checkpoint's variables, by name
+  });
+  auto program = lower(g, mesh, s.rules);
+  path = app::restore_weights(*program, o, mesh, &meta, true, "mtk-wmt");
+  std::unique_ptr<decode::IncrementalDecoder> decoder;
+  agree_on_failure(world, [&] {
+    app::batch_slice(s.rules, mesh, shape.batch, "the translate batch", "mtk-wmt translate");
+    decoder = std::make_unique<decode::IncrementalDecoder>(s.model, shape, mesh, s.rules);
+  });
+  decoder->load_weights(*program);
+  return decoder;  // the training-shaped program is no longer needed
+}
+
+// Every source translated, in batches of sentences sorted by length (so that a batch's beam
+// searches end together); the best hypothesis of each, in the sources' order.
+std::vector<std::string> translate_sentences(decode::IncrementalDecoder& decoder,
+                                             const Vocab& vocab,
+                                             const std::vector<std::string>& sources,
+                                             std::int64_t length, std::int64_t batch,
+                                             const decode::BeamSearchOptions& bo) {
+  std::vector<std::vector<std::int32_t>> encoded(sources.size());
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    encoded[i] = vocab.encode(sources[i]);
+    if (static_cast<std::int64_t>(encoded[i].size()) > length - 1)
+      encoded[i].resize(static_cast<std::size_t>(length - 1));  // cut, as training's limit had it
+    encoded[i].push_back(Vocab::kEosId);
+  }
+  std::vector<std::size_t> order(sources.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return encoded[a].size() < encoded[b].size();
+  });
+  std::vector<std::string> translations(sources.size());
+  for (std::size_t first = 0; first < order.size(); first += static_cast<std::size_t>(batch)) {
+    std::vector<std::vector<std::int32_t>> rows;
+    for (std::size_t k = first; k < order.size() && rows.size() < static_cast<std::size_t>(batch);
+         ++k)
+      rows.push_back(encoded[order[k]]);
+    decoder.encode(rows);
+    const auto result = decoder.beam_search(bo);
+    for (std::size_t r = 0; r < rows.size(); ++r)
+      translations[order[first + r]] =
+          result[r].empty() ? std::string() : vocab.decode(result[r][0].tokens);
+  }
+  return translations;
+}
+
+// Rank 0 writes the translations to --output (atomically) or stdout; all ranks agree on failure.
+void write_translations(const Communicator& world, const std::vector<std::string>& translations,
+                        const std::string& output) {
+  agree_on_failure(world, [&] {
+    if (world.rank() != 0)
+      return;
+    std::string text;
+    for (const auto& t : translations)
+      text += t + "\n";
+    if (output.empty())
+      std::fwrite(text.data(), 1, text.size(), stdout);
+    else
+      write_file_atomically(output, text, "mtk-wmt translate");
+  });
+}
+
+// Rank 0's report (stderr when the translations take stdout): what was translated from which
+// checkpoint, and with --reference the BLEU line and example translations.
+void report_translation(const TranslateOptions& t, const std::vector<std::string>& sources,
+                        const std::vector<std::string>& references,
+                        const std::vector<std::string>& translations, const std::string& path,
+                        const CheckpointMetadata& meta, const decode::BeamSearchOptions& bo,
+                        double seconds) {
+  std::FILE* report = t.output.empty() ? stderr : stdout;
+  std::fprintf(report,
+               "mtk-wmt translate: %zu sentences from %s (step %lld), beam %lld, alpha %.2f, "
+               "in %.1f s\n",
+               sources.size(), path.c_str(), static_cast<long long>(meta.step),
+               static_cast<long long>(bo.beam_size), bo.alpha, seconds);
+  if (!t.reference.empty()) {
+    const auto score = text::corpus_bleu(translations, {references}, {});
+    std::fprintf(report, "%s\n", score.line().c_str());
+    for (int i = 0; i < t.examples && i < static_cast<int>(sources.size()); ++i) {
+      const std::size_t k = sources.size() * static_cast<std::size_t>(i) /
+                            static_cast<std::size_t>(std::max(1, t.examples));
+      std::fprintf(report, "  SRC %s\n  REF %s\n  MT  %s\n", sources[k].c_str(),
+                   text::unescape_xml_entities(references[k]).c_str(), translations[k].c_str());
+    }
+  }
+  std::fflush(report);
 }
 
 }  // namespace
@@ -174,137 +340,28 @@ int translate_main(const Communicator& world, const std::vector<std::string>& ar
   app::RunOptions o;
   app::add_run_options(app, o, "apps/wmt/configs/*.yaml",
                        "The checkpoint to use instead of the run's newest");
-  std::string input, output, reference;
-  std::int64_t beam = 0, max_length = 0, batch = 0;
-  double alpha = -1;
-  int examples = 3;
-  app.add_option("--input", input, "Sentences to translate, one a line (text or newstest .sgm)")
-      ->required()
-      ->type_name("FILE");
-  app.add_option("--output", output, "Where the translations go, one a line (default: stdout)")
-      ->type_name("FILE");
-  app.add_option("--reference", reference, "Reference translations: prints BLEU")
-      ->type_name("FILE");
-  app.add_option("--beam", beam, "Beam size; 1 is greedy (translate.beam, else 4)")
-      ->type_name("N")
-      ->check(cli::integer_in(1, 64));
-  app.add_option("--alpha", alpha, "Length penalty exponent (translate.alpha, else 0.6)")
-      ->type_name("A")
-      ->check(cli::non_negative_number());
-  app.add_option("--max-length", max_length,
-                 "Tokens generated at most, EOS included (translate.max_length, else model.length)")
-      ->type_name("N")
-      ->check(cli::integer_in(1, 1 << 20));
-  app.add_option("--batch", batch, "Sentences per beam search (translate.batch, else model.batch)")
-      ->type_name("N")
-      ->check(cli::integer_in(1, 1 << 20));
-  app.add_option("--examples", examples, "Example translations printed with --reference (3)")
-      ->type_name("N")
-      ->check(cli::integer_in(0, 1000));
+  TranslateOptions t;
+  add_translate_options(app, t);
   Settings settings;
   Setup s;
   if (const int status = start(app, o, settings, s, world, args); status >= 0)
     return status;
-  const std::int64_t L = s.model.length;
   decode::BeamSearchOptions bo;
-  const TranslateSettings& t = settings.translate;
-  bo.beam_size = beam > 0 ? beam : t.beam;
-  bo.alpha = alpha >= 0 ? alpha : t.alpha;
-  bo.max_length = std::min(L, max_length > 0 ? max_length : t.max_length > 0 ? t.max_length : L);
-  bo.eos_id = Vocab::kEosId;
-  bo.start_id = 0;
   nn::DecodingShape shape;
-  shape.batch = batch > 0 ? batch : t.batch > 0 ? t.batch : s.model.batch;
-  shape.beam = bo.beam_size;
-  shape.source_length = L;
-  shape.max_length = bo.max_length;
-
+  decoding_settings(t, settings, s.model, bo, shape);
   std::vector<std::string> sources, references;
-  agree_on_failure(world, [&] {
-    sources = text::read_text_lines(input, true);
-    if (!reference.empty()) {
-      references = text::read_text_lines(reference, false);
-      if (references.size() != sources.size())
-        fail("mtk-wmt translate", cat("--reference '", reference, "' has ", references.size(),
-                                      " lines but --input '", input, "' has ", sources.size()));
-    }
-  });
-  Mesh mesh(s.mesh_shape, world);
-  Graph g;
-  agree_on_failure(world, [&] {
-    nn::build_transformer(g, s.model, false);  // the checkpoint's variables, by name
-  });
-  auto program = lower(g, mesh, s.rules);
+  read_sentences(world, t, sources, references);
+  std::string path;
   CheckpointMetadata meta;
-  const std::string path = app::restore_weights(*program, o, mesh, &meta, true, "mtk-wmt");
-  std::unique_ptr<decode::IncrementalDecoder> decoder;
-  agree_on_failure(world, [&] {
-    app::batch_slice(s.rules, mesh, shape.batch, "the translate batch", "mtk-wmt translate");
-    decoder = std::make_unique<decode::IncrementalDecoder>(s.model, shape, mesh, s.rules);
-  });
-  decoder->load_weights(*program);
-  program.reset();  // the training-shaped program is no longer needed
-
-  // Sentences sorted by length, so that a batch's beam searches end together.
-  std::vector<std::vector<std::int32_t>> encoded(sources.size());
-  for (std::size_t i = 0; i < sources.size(); ++i) {
-    encoded[i] = s.vocab.encode(sources[i]);
-    if (static_cast<std::int64_t>(encoded[i].size()) > L - 1)
-      encoded[i].resize(static_cast<std::size_t>(L - 1));  // cut, as training's limit had it
-    encoded[i].push_back(Vocab::kEosId);
-  }
-  std::vector<std::size_t> order(sources.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return encoded[a].size() < encoded[b].size();
-  });
-  std::vector<std::string> translations(sources.size());
+  const auto decoder = load_decoder(world, o, s, shape, path, meta);
   const auto start_time = std::chrono::steady_clock::now();
-  for (std::size_t first = 0; first < order.size();
-       first += static_cast<std::size_t>(shape.batch)) {
-    std::vector<std::vector<std::int32_t>> rows;
-    for (std::size_t k = first;
-         k < order.size() && rows.size() < static_cast<std::size_t>(shape.batch); ++k)
-      rows.push_back(encoded[order[k]]);
-    decoder->encode(rows);
-    const auto result = decoder->beam_search(bo);
-    for (std::size_t r = 0; r < rows.size(); ++r)
-      translations[order[first + r]] =
-          result[r].empty() ? std::string() : s.vocab.decode(result[r][0].tokens);
-  }
+  const std::vector<std::string> translations =
+      translate_sentences(*decoder, s.vocab, sources, s.model.length, shape.batch, bo);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
-  agree_on_failure(world, [&] {
-    if (world.rank() != 0)
-      return;
-    std::string text;
-    for (const auto& t : translations)
-      text += t + "\n";
-    if (output.empty())
-      std::fwrite(text.data(), 1, text.size(), stdout);
-    else
-      write_file_atomically(output, text, "mtk-wmt translate");
-  });
-  // The report goes to stderr when the translations take stdout.
-  std::FILE* report = output.empty() ? stderr : stdout;
-  if (world.rank() == 0) {
-    std::fprintf(report,
-                 "mtk-wmt translate: %zu sentences from %s (step %lld), beam %lld, alpha %.2f, "
-                 "in %.1f s\n",
-                 sources.size(), path.c_str(), static_cast<long long>(meta.step),
-                 static_cast<long long>(bo.beam_size), bo.alpha, seconds);
-    if (!reference.empty()) {
-      const auto score = text::corpus_bleu(translations, {references}, {});
-      std::fprintf(report, "%s\n", score.line().c_str());
-      for (int i = 0; i < examples && i < static_cast<int>(sources.size()); ++i) {
-        const std::size_t k = sources.size() * static_cast<std::size_t>(i) /
-                              static_cast<std::size_t>(std::max(1, examples));
-        std::fprintf(report, "  SRC %s\n  REF %s\n  MT  %s\n", sources[k].c_str(),
-                     text::unescape_xml_entities(references[k]).c_str(), translations[k].c_str());
-      }
-    }
-    std::fflush(report);
-  }
+  write_translations(world, translations, t.output);
+  if (world.rank() == 0)
+    report_translation(t, sources, references, translations, path, meta, bo, seconds);
   return 0;
 }
 

@@ -18,6 +18,7 @@
 #include <mtk/signals/stop_signals.hpp>
 
 #include "ckpt_test_model.hpp"
+#include "fault_injection.hpp"
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -72,6 +73,7 @@ Options parse(const std::vector<std::string>& args) {
 int run(const mtk::Communicator& world, const Options& o) {
   const int rank = world.rank(), size = world.size();
   mtk::install_stop_signal_handlers();
+  mtk::ckpt_test::install_fault_injection();  // MTK_CKPT_TEST_* (kill_during_save.sh)
   mtk::Mesh mesh(
       o.mesh.empty() ? mtk::test::checkpoint_test_mesh(size) : mtk::MeshShape::parse(o.mesh),
       world);

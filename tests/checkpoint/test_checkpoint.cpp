@@ -4,6 +4,7 @@
 // commit protocol ignores and cleans leftovers; stop signals agree across ranks.
 
 #include <mtk/base/error.hpp>
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/files/sha256.hpp>
 #include <mtk/signals/stop_signals.hpp>
@@ -647,9 +648,11 @@ TEST(Checkpoint, CorruptChunkFailsHdf5ReadersAndMtkAlike) {
   TinyModel a = make_tiny_model(mesh, rules_a());
   a.train_step();
   ::setenv("MTK_CKPT_FLETCHER32", "1", 1);
+  reload_runtime_options();  // read once per process otherwise
   const std::string path =
       CheckpointManager(dir.path(), 1, mesh).save(*a.program, sample_metadata());
   ::unsetenv("MTK_CKPT_FLETCHER32");
+  reload_runtime_options();
   const auto values = all_values(*a.program);
   const bool tools =
       std::system("command -v h5dump >/dev/null 2>&1") == 0;  // every rank: same answer

@@ -32,6 +32,7 @@ for c in "${commands[@]}"; do
   grep -q "(MTK [0-9][0-9.]*)" out.txt || { cat out.txt; fail "$c --version printed no MTK version"; }
   grep -q "^Kokkos [0-9.]* (" out.txt || { cat out.txt; fail "$c --version printed no Kokkos backend"; }
   grep -q "^MPI: ." out.txt || { cat out.txt; fail "$c --version printed no MPI library"; }
+  grep -Eq "^  MTK_BF16_GEMM=[a-z]+ \((set|default)\)$" out.txt || { cat out.txt; fail "$c --version printed no run-time options"; }
   [ ! -s err.txt ] || { cat err.txt; fail "$c --version wrote to stderr"; }
   # shellcheck disable=SC2086
   run 2 $c --no-such-option
@@ -46,7 +47,7 @@ grep -q "verify" <("$ckpt" --help) || fail "mtk-ckpt --help does not list its co
 mpirun -n 2 "$lm1b" train --help > out.txt 2> err.txt || fail "mpiexec -n 2 mtk-lm1b train --help"
 [ "$(grep -c '^Usage: ' out.txt)" -eq 1 ] || { cat out.txt; fail "help printed $(grep -c '^Usage: ' out.txt) times on 2 ranks"; }
 mpirun -n 2 "$ckpt" --version > out.txt 2> err.txt || fail "mpiexec -n 2 mtk-ckpt --version"
-[ "$(grep -c 'MTK' out.txt)" -eq 1 ] || fail "--version printed more than once on 2 ranks"
+[ "$(grep -c '(MTK ' out.txt)" -eq 1 ] || fail "--version printed more than once on 2 ranks"
 mpirun -n 2 "$lm1b" train --config "$config" --bogus > out.txt 2> err.txt
 [ $? -eq 2 ] || fail "mpiexec -n 2 ... --bogus: not exit 2"
 

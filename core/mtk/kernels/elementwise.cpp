@@ -1,19 +1,17 @@
 // mtk::kernels elementwise kernels — see elementwise.hpp.
 //
 // Every kernel is a labelled Kokkos::parallel_for over a RangePolicy<std::int64_t>. The function
-// (UnaryFn, BinaryFn, CompareFn) is a template parameter of the kernel, so the per-element work is
-// branch-free; the host switches once per call. Broadcasting by name has fast paths (operand equal
-// to the output shape: direct index; operand dims a suffix of the output dims: index k % size) and
-// a general IndexMap path.
+// (UnaryFn, BinaryFn, CompareFn) is a template parameter of the kernel's functor (UnaryOp,
+// BinaryOp, CompareOp), so the per-element work is branch-free; the host picks the instantiation
+// once per call (dispatch). Broadcasting by name is impl/broadcast.hpp.
 
 #include <mtk/base/error.hpp>
-#include <mtk/kernels/impl/index.hpp>
+#include <mtk/kernels/impl/broadcast.hpp>
 #include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/kernels.hpp>
 
 #include <Kokkos_Core.hpp>
 
-#include <cmath>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -21,54 +19,13 @@
 namespace mtk::kernels {
 namespace elementwise_detail {
 
-using impl::alloc;
-using Policy = impl::Range;
-
-template <class T>
-void check_buffer(const char* where, const char* what, const Shape& shape, const View<T>& v) {
-  if (static_cast<std::int64_t>(v.extent(0)) != shape.num_elements())
-    fail(where, cat(what, " buffer holds ", v.extent(0), " elements but its shape ",
-                    shape.to_string(), " has ", shape.num_elements()));
-}
-
-// ------------------------------------------------------------------ device math helpers
-
-KOKKOS_INLINE_FUNCTION float m_exp(float x) {
-  return ::expf(x);
-}
-KOKKOS_INLINE_FUNCTION float m_log(float x) {
-  return ::logf(x);
-}
-KOKKOS_INLINE_FUNCTION float m_sqrt(float x) {
-  return ::sqrtf(x);
-}
-KOKKOS_INLINE_FUNCTION float m_tanh(float x) {
-  return ::tanhf(x);
-}
-KOKKOS_INLINE_FUNCTION float m_pow(float x, float y) {
-  return ::powf(x, y);
-}
-KOKKOS_INLINE_FUNCTION float m_fabs(float x) {
-  return ::fabsf(x);
-}
-KOKKOS_INLINE_FUNCTION double m_exp(double x) {
-  return ::exp(x);
-}
-KOKKOS_INLINE_FUNCTION double m_log(double x) {
-  return ::log(x);
-}
-KOKKOS_INLINE_FUNCTION double m_sqrt(double x) {
-  return ::sqrt(x);
-}
-KOKKOS_INLINE_FUNCTION double m_tanh(double x) {
-  return ::tanh(x);
-}
-KOKKOS_INLINE_FUNCTION double m_pow(double x, double y) {
-  return ::pow(x, y);
-}
-KOKKOS_INLINE_FUNCTION double m_fabs(double x) {
-  return ::fabs(x);
-}
+// Kokkos' math functions, overloaded for float and double (std:: on the host: expf for a float,
+// exp for a double), callable on every device.
+#if KOKKOS_VERSION >= 40000
+namespace math = ::Kokkos;
+#else
+namespace math = ::Kokkos::Experimental;
+#endif
 
 /// double -> int32 truncating toward zero; NaN becomes 0 and out-of-range values saturate.
 KOKKOS_INLINE_FUNCTION std::int32_t to_int32(double v) {
@@ -95,6 +52,17 @@ KOKKOS_INLINE_FUNCTION To convert(From v) {
     return static_cast<To>(v);
 }
 
+/// Calls f(std::integral_constant<E, F>{}) for the F of `Fs` equal to `fn` and returns its
+/// result: one switch for every function table.
+template <auto... Fs, class E, class F>
+auto dispatch(const char* where, E fn, F&& f) {
+  decltype(f(std::integral_constant<E, E{}>{})) out{};
+  const bool found = ((fn == Fs ? (out = f(std::integral_constant<E, Fs>{}), true) : false) || ...);
+  if (!found)
+    fail(where, cat("unknown function ", static_cast<int>(fn)));
+  return out;
+}
+
 // ------------------------------------------------------------------ unary
 
 /// f(x) for a floating-point type R (float or double).
@@ -108,15 +76,15 @@ KOKKOS_INLINE_FUNCTION R unary_real(R x, R p) {
   } else if constexpr (F == UnaryFn::negative) {
     return -x;
   } else if constexpr (F == UnaryFn::abs) {
-    return m_fabs(x);
+    return math::fabs(x);
   } else if constexpr (F == UnaryFn::exp) {
-    return m_exp(x);
+    return math::exp(x);
   } else if constexpr (F == UnaryFn::log) {
-    return m_log(x);
+    return math::log(x);
   } else if constexpr (F == UnaryFn::sqrt) {
-    return m_sqrt(x);
+    return math::sqrt(x);
   } else if constexpr (F == UnaryFn::rsqrt) {
-    return one / m_sqrt(x);
+    return one / math::sqrt(x);
   } else if constexpr (F == UnaryFn::square) {
     return x * x;
   } else if constexpr (F == UnaryFn::reciprocal) {
@@ -124,21 +92,21 @@ KOKKOS_INLINE_FUNCTION R unary_real(R x, R p) {
   } else if constexpr (F == UnaryFn::relu) {
     return x > zero ? x : zero;
   } else if constexpr (F == UnaryFn::gelu) {
-    return half * x * (one + m_tanh(c * (x + k * x * x * x)));
+    return half * x * (one + math::tanh(c * (x + k * x * x * x)));
   } else if constexpr (F == UnaryFn::gelu_grad) {
-    const R t = m_tanh(c * (x + k * x * x * x));
+    const R t = math::tanh(c * (x + k * x * x * x));
     return half * (one + t) + half * x * (one - t * t) * c * (one + 3 * k * x * x);
   } else if constexpr (F == UnaryFn::tanh) {
-    return m_tanh(x);
+    return math::tanh(x);
   } else if constexpr (F == UnaryFn::sigmoid) {
     if (x >= zero)
-      return one / (one + m_exp(-x));
-    const R e = m_exp(x);
+      return one / (one + math::exp(-x));
+    const R e = math::exp(x);
     return e / (one + e);
   } else if constexpr (F == UnaryFn::sign) {
     return x > zero ? one : (x < zero ? -one : zero);
   } else if constexpr (F == UnaryFn::pow_scalar) {
-    return m_pow(x, p);
+    return math::pow(x, p);
   } else if constexpr (F == UnaryFn::add_scalar) {
     return x + p;
   } else if constexpr (F == UnaryFn::mul_scalar) {
@@ -181,10 +149,10 @@ struct UnaryOp {
 template <UnaryFn F, class T>
 View<T> unary_kernel(const ExecSpace& space, const View<T>& x, double p) {
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
-  auto y = alloc<T>("mtk::kernels::unary", n);
+  auto y = impl::alloc<T>("mtk::kernels::unary", n);
   const UnaryOp<F> op{p};
   Kokkos::parallel_for(
-      "mtk::kernels::unary", Policy(space, 0, n),
+      "mtk::kernels::unary", impl::Range(space, 0, n),
       KOKKOS_LAMBDA(std::int64_t i) { y(i) = op(x(i)); });
   return y;
 }
@@ -208,7 +176,7 @@ struct BinaryOp {
       return a < b ? a : b;
     } else {
       static_assert(F == BinaryFn::pow, "unhandled BinaryFn");
-      return m_pow(a, b);
+      return math::pow(a, b);
     }
   }
   KOKKOS_INLINE_FUNCTION std::int32_t operator()(std::int32_t a, std::int32_t b) const {
@@ -227,7 +195,7 @@ struct BinaryOp {
       return a < b ? a : b;
     } else {
       static_assert(F == BinaryFn::pow, "unhandled BinaryFn");
-      return to_int32(m_pow(static_cast<double>(a), static_cast<double>(b)));
+      return to_int32(math::pow(static_cast<double>(a), static_cast<double>(b)));
     }
   }
 };
@@ -255,223 +223,34 @@ struct CompareOp {
   }
 };
 
-// Operand indexers: the offset into an operand of output element k.
-struct Direct {
-  KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t k) const { return k; }
-};
-struct Modulo {
-  std::int64_t n;
-  KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t k) const { return k % n; }
-};
-struct Divide {  // the operand's dims lead the output's: one offset per block of `n` outputs
-  std::int64_t n;
-  KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t k) const { return k / n; }
-};
-struct Block {  // operand = leading dims + trailing dims of the output, broadcast in between
-  std::int64_t inner, period;
-  KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t k) const {
-    return (k / period) * inner + k % inner;
-  }
-};
-struct Mapped {
-  IndexMap map;
-  KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t k) const { return map.offset(k); }
-};
-
-enum class Access { direct, modulo, divide, block, mapped };
-
-/// How output elements reach one operand. Validates (by name) that the operand fits the output.
-struct Plan {
-  Access access = Access::mapped;
-  std::int64_t n = 1;
-  std::int64_t period = 1;  // block: outputs per leading-dims index
-  IndexMap map;
-};
-
-Plan plan_operand(const Shape& out, const Shape& in, const char* where) {
-  Plan p;
-  p.map = map_by_name(out, in, where);
-  p.n = in.num_elements();
-  if (in == out) {
-    p.access = Access::direct;
-    return p;
-  }
-  const int shift = out.rank() - in.rank();
-  bool suffix = shift >= 0, prefix = shift >= 0;
-  for (int i = 0; suffix && i < in.rank(); ++i)
-    suffix = in[i] == out[i + shift];
-  for (int i = 0; prefix && i < in.rank(); ++i)
-    prefix = in[i] == out[i];
-  if (suffix) {
-    p.access = Access::modulo;
-  } else if (prefix && p.n > 0) {
-    p.access = Access::divide;
-    p.n = out.num_elements() / p.n;  // outputs per operand element
-  } else {
-    p.access = Access::mapped;
-    // Leading dims of `in` lead `out`, its remaining dims end `out` (e.g. an attention bias
-    // [batch, length, memory] added to logits [batch, heads, length, memory]).
-    for (int a = 1; a < in.rank(); ++a) {
-      bool ok = true;
-      for (int i = 0; ok && i < a; ++i)
-        ok = in[i] == out[i];
-      const int tail = in.rank() - a;
-      for (int i = 0; ok && i < tail; ++i)
-        ok = in[a + i] == out[out.rank() - tail + i];
-      if (!ok)
-        continue;
-      std::int64_t inner = 1, period = 1;
-      for (int i = a; i < in.rank(); ++i)
-        inner *= in[i].size;
-      for (int i = a; i < out.rank(); ++i)
-        period *= out[i].size;
-      if (inner == 0 || period == 0)
-        break;
-      p.access = Access::block;
-      p.n = inner;
-      p.period = period;
-      break;
-    }
-  }
-  return p;
-}
-
-/// Calls f with the compile-time indexer that fits `p`.
+// Every function of each table, for dispatch.
 template <class F>
-void with_indexer(const Plan& p, F&& f) {
-  switch (p.access) {
-    case Access::direct:
-      f(Direct{});
-      break;
-    case Access::modulo:
-      f(Modulo{p.n});
-      break;
-    case Access::divide:
-      f(Divide{p.n});
-      break;
-    default:
-      f(Mapped{p.map});
-      break;
-  }
+auto with_unary(UnaryFn fn, F&& f) {
+  using U = UnaryFn;
+  return dispatch<U::identity, U::negative, U::abs, U::exp, U::log, U::sqrt, U::rsqrt, U::square,
+                  U::reciprocal, U::relu, U::gelu, U::gelu_grad, U::tanh, U::sigmoid, U::sign,
+                  U::pow_scalar, U::add_scalar, U::mul_scalar, U::relu_mask>("mtk::kernels::unary",
+                                                                             fn, f);
 }
 
-/// A runtime-dispatched indexer (used by where, whose three operands would multiply the fast
-/// paths); the branch is uniform across the kernel.
-struct AnyAccess {
-  Access access;
-  std::int64_t n, period;
-  IndexMap map;
-  explicit AnyAccess(const Plan& p) : access(p.access), n(p.n), period(p.period), map(p.map) {}
-  KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t k) const {
-    if (access == Access::direct)
-      return k;
-    if (access == Access::modulo)
-      return k % n;
-    if (access == Access::divide)
-      return k / n;
-    if (access == Access::block)
-      return (k / period) * n + k % n;
-    return map.offset(k);
-  }
-};
-
-template <class Op, class T, class R, class IA, class IB>
-void zip_kernel(const ExecSpace& space, const char* label, Op op, const View<T>& a, IA ia,
-                const View<T>& b, IB ib, const View<R>& out) {
-  Kokkos::parallel_for(
-      label, Policy(space, 0, static_cast<std::int64_t>(out.extent(0))),
-      KOKKOS_LAMBDA(std::int64_t k) { out(k) = op(a(ia(k)), b(ib(k))); });
+template <class F>
+auto with_binary(BinaryFn fn, F&& f) {
+  using B = BinaryFn;
+  return dispatch<B::add, B::subtract, B::multiply, B::divide, B::maximum, B::minimum, B::pow>(
+      "mtk::kernels::binary", fn, f);
 }
 
-/// The longest run of trailing output elements over which each operand is contiguous (step 1)
-/// or constant (step 0): e.g. the memory rows of logits [b, h, l, m] plus a bias [b, l, m].
-struct Run {
-  std::int64_t len = 1;
-  int step_a = 1, step_b = 1;
-};
-
-Run trailing_run(const Plan& pa, const Plan& pb) {
-  Run run;
-  const IndexMap& ma = pa.map;
-  int mode[2] = {-1, -1};           // -1 undecided, 0 constant, 1 contiguous
-  std::int64_t expect[2] = {1, 1};  // a contiguous operand's next stride
-  for (int i = ma.rank - 1; i >= 0; --i) {
-    const std::int64_t ext = ma.extent[i];
-    if (ext == 1)
-      continue;
-    int next_mode[2];
-    bool ok = true;
-    for (int o = 0; o < 2 && ok; ++o) {
-      const std::int64_t st = (o == 0 ? pa : pb).map.stride[i];
-      next_mode[o] = mode[o];
-      if (mode[o] == -1)
-        next_mode[o] = st == 0 ? 0 : (st == 1 ? 1 : -2);
-      ok = next_mode[o] == 0 ? st == 0 : (next_mode[o] == 1 && st == expect[o]);
-    }
-    if (!ok)
-      break;
-    for (int o = 0; o < 2; ++o) {
-      mode[o] = next_mode[o];
-      if (mode[o] == 1)
-        expect[o] *= ext;
-    }
-    run.len *= ext;
-  }
-  run.step_a = mode[0] == 0 ? 0 : 1;
-  run.step_b = mode[1] == 0 ? 0 : 1;
-  return run;
-}
-
-/// Host: one pass per run of `len` outputs, each operand's offset computed once per run and its
-/// step a compile-time 0 or 1, so the inner loop vectorises (no division per element).
-template <int SA, int SB, class Op, class T, class R>
-void zip_runs(const ExecSpace& space, const char* label, Op op, const View<T>& a,
-              const IndexMap& ma, const View<T>& b, const IndexMap& mb, const View<R>& out,
-              std::int64_t len) {
-  const std::int64_t runs = static_cast<std::int64_t>(out.extent(0)) / len;
-  Kokkos::parallel_for(
-      label, Policy(space, 0, runs), KOKKOS_LAMBDA(std::int64_t r) {
-        const T* ap = a.data() + ma.offset(r * len);
-        const T* bp = b.data() + mb.offset(r * len);
-        R* op_ = out.data() + r * len;
-        for (std::int64_t j = 0; j < len; ++j)
-          op_[j] = op(ap[j * SA], bp[j * SB]);
-      });
-}
-
-/// out[out_shape] = op(a, b) with broadcasting by name, choosing the fastest indexing.
-template <class R, class Op, class T>
-View<R> zip(const ExecSpace& space, const char* label, Op op, const Shape& a_shape,
-            const View<T>& a, const Shape& b_shape, const View<T>& b, const Shape& out_shape) {
-  check_buffer(label, "first operand", a_shape, a);
-  check_buffer(label, "second operand", b_shape, b);
-  const Plan pa = plan_operand(out_shape, a_shape, label);
-  const Plan pb = plan_operand(out_shape, b_shape, label);
-  auto out = alloc<R>(label, out_shape.num_elements());
-  if (impl::host_exec && !(pa.access == Access::direct && pb.access == Access::direct) &&
-      out_shape.num_elements() > 0) {
-    const Run run = trailing_run(pa, pb);
-    if (run.len >= 8) {
-      if (run.step_a == 1 && run.step_b == 1)
-        zip_runs<1, 1>(space, label, op, a, pa.map, b, pb.map, out, run.len);
-      else if (run.step_a == 1)
-        zip_runs<1, 0>(space, label, op, a, pa.map, b, pb.map, out, run.len);
-      else if (run.step_b == 1)
-        zip_runs<0, 1>(space, label, op, a, pa.map, b, pb.map, out, run.len);
-      else
-        zip_runs<0, 0>(space, label, op, a, pa.map, b, pb.map, out, run.len);
-      return out;
-    }
-  }
-  with_indexer(pa, [&](auto ia) {
-    with_indexer(pb, [&](auto ib) { zip_kernel(space, label, op, a, ia, b, ib, out); });
-  });
-  return out;
+template <class F>
+auto with_compare(CompareFn fn, F&& f) {
+  using C = CompareFn;
+  return dispatch<C::less, C::less_equal, C::greater, C::greater_equal, C::equal, C::not_equal>(
+      "mtk::kernels::compare", fn, f);
 }
 
 }  // namespace elementwise_detail
 
 namespace ed = elementwise_detail;
+namespace bc = broadcast_impl;
 
 // ------------------------------------------------------------------ public API
 
@@ -488,110 +267,38 @@ View<T> fill(const ExecSpace& space, std::int64_t n, T value) {
 
 template <class T>
 View<T> unary(const ExecSpace& space, UnaryFn fn, const View<T>& x, double p) {
-  using F = UnaryFn;
-  switch (fn) {
-    case F::identity:
-      return ed::unary_kernel<F::identity>(space, x, p);
-    case F::negative:
-      return ed::unary_kernel<F::negative>(space, x, p);
-    case F::abs:
-      return ed::unary_kernel<F::abs>(space, x, p);
-    case F::exp:
-      return ed::unary_kernel<F::exp>(space, x, p);
-    case F::log:
-      return ed::unary_kernel<F::log>(space, x, p);
-    case F::sqrt:
-      return ed::unary_kernel<F::sqrt>(space, x, p);
-    case F::rsqrt:
-      return ed::unary_kernel<F::rsqrt>(space, x, p);
-    case F::square:
-      return ed::unary_kernel<F::square>(space, x, p);
-    case F::reciprocal:
-      return ed::unary_kernel<F::reciprocal>(space, x, p);
-    case F::relu:
-      return ed::unary_kernel<F::relu>(space, x, p);
-    case F::gelu:
-      return ed::unary_kernel<F::gelu>(space, x, p);
-    case F::gelu_grad:
-      return ed::unary_kernel<F::gelu_grad>(space, x, p);
-    case F::tanh:
-      return ed::unary_kernel<F::tanh>(space, x, p);
-    case F::sigmoid:
-      return ed::unary_kernel<F::sigmoid>(space, x, p);
-    case F::sign:
-      return ed::unary_kernel<F::sign>(space, x, p);
-    case F::pow_scalar:
-      return ed::unary_kernel<F::pow_scalar>(space, x, p);
-    case F::add_scalar:
-      return ed::unary_kernel<F::add_scalar>(space, x, p);
-    case F::mul_scalar:
-      return ed::unary_kernel<F::mul_scalar>(space, x, p);
-    case F::relu_mask:
-      return ed::unary_kernel<F::relu_mask>(space, x, p);
-  }
-  fail("mtk::kernels::unary", cat("unknown function ", static_cast<int>(fn)));
+  return ed::with_unary(fn,
+                        [&](auto f) { return ed::unary_kernel<decltype(f)::value>(space, x, p); });
 }
 
 template <class T>
 View<T> binary(const ExecSpace& space, BinaryFn fn, const Shape& a_shape, const View<T>& a,
                const Shape& b_shape, const View<T>& b, const Shape& out_shape) {
-  using F = BinaryFn;
-  const char* w = "mtk::kernels::binary";
-  switch (fn) {
-    case F::add:
-      return ed::zip<T>(space, w, ed::BinaryOp<F::add>{}, a_shape, a, b_shape, b, out_shape);
-    case F::subtract:
-      return ed::zip<T>(space, w, ed::BinaryOp<F::subtract>{}, a_shape, a, b_shape, b, out_shape);
-    case F::multiply:
-      return ed::zip<T>(space, w, ed::BinaryOp<F::multiply>{}, a_shape, a, b_shape, b, out_shape);
-    case F::divide:
-      return ed::zip<T>(space, w, ed::BinaryOp<F::divide>{}, a_shape, a, b_shape, b, out_shape);
-    case F::maximum:
-      return ed::zip<T>(space, w, ed::BinaryOp<F::maximum>{}, a_shape, a, b_shape, b, out_shape);
-    case F::minimum:
-      return ed::zip<T>(space, w, ed::BinaryOp<F::minimum>{}, a_shape, a, b_shape, b, out_shape);
-    case F::pow:
-      return ed::zip<T>(space, w, ed::BinaryOp<F::pow>{}, a_shape, a, b_shape, b, out_shape);
-  }
-  fail(w, cat("unknown function ", static_cast<int>(fn)));
+  return ed::with_binary(fn, [&](auto f) {
+    return bc::zip<T>(space, "mtk::kernels::binary", ed::BinaryOp<decltype(f)::value>{}, a_shape, a,
+                      b_shape, b, out_shape);
+  });
 }
 
 template <class T>
 FView compare(const ExecSpace& space, CompareFn fn, const Shape& a_shape, const View<T>& a,
               const Shape& b_shape, const View<T>& b, const Shape& out_shape) {
-  using F = CompareFn;
-  const char* w = "mtk::kernels::compare";
-  switch (fn) {
-    case F::less:
-      return ed::zip<float>(space, w, ed::CompareOp<F::less>{}, a_shape, a, b_shape, b, out_shape);
-    case F::less_equal:
-      return ed::zip<float>(space, w, ed::CompareOp<F::less_equal>{}, a_shape, a, b_shape, b,
-                            out_shape);
-    case F::greater:
-      return ed::zip<float>(space, w, ed::CompareOp<F::greater>{}, a_shape, a, b_shape, b,
-                            out_shape);
-    case F::greater_equal:
-      return ed::zip<float>(space, w, ed::CompareOp<F::greater_equal>{}, a_shape, a, b_shape, b,
-                            out_shape);
-    case F::equal:
-      return ed::zip<float>(space, w, ed::CompareOp<F::equal>{}, a_shape, a, b_shape, b, out_shape);
-    case F::not_equal:
-      return ed::zip<float>(space, w, ed::CompareOp<F::not_equal>{}, a_shape, a, b_shape, b,
-                            out_shape);
-  }
-  fail(w, cat("unknown function ", static_cast<int>(fn)));
+  return ed::with_compare(fn, [&](auto f) {
+    return bc::zip<float>(space, "mtk::kernels::compare", ed::CompareOp<decltype(f)::value>{},
+                          a_shape, a, b_shape, b, out_shape);
+  });
 }
 
 FView where(const ExecSpace& space, const Shape& cond_shape, const FView& cond,
             const Shape& a_shape, const FView& a, const Shape& b_shape, const FView& b,
             const Shape& out_shape) {
   const char* w = "mtk::kernels::where";
-  ed::check_buffer(w, "condition", cond_shape, cond);
-  ed::check_buffer(w, "first operand", a_shape, a);
-  ed::check_buffer(w, "second operand", b_shape, b);
-  const ed::AnyAccess ic(ed::plan_operand(out_shape, cond_shape, w));
-  const ed::AnyAccess ia(ed::plan_operand(out_shape, a_shape, w));
-  const ed::AnyAccess ib(ed::plan_operand(out_shape, b_shape, w));
+  bc::check_buffer(w, "condition", cond_shape, cond);
+  bc::check_buffer(w, "first operand", a_shape, a);
+  bc::check_buffer(w, "second operand", b_shape, b);
+  const bc::AnyAccess ic(bc::plan_operand(out_shape, cond_shape, w));
+  const bc::AnyAccess ia(bc::plan_operand(out_shape, a_shape, w));
+  const bc::AnyAccess ib(bc::plan_operand(out_shape, b_shape, w));
   auto out = impl::alloc<float>(w, out_shape.num_elements());
   Kokkos::parallel_for(
       w, impl::Range(space, 0, out_shape.num_elements()),

@@ -117,27 +117,22 @@ FView gather(const ExecSpace& space, const Shape& table_shape, const FView& tabl
   return out;
 }
 
-// Deterministic: each table element sums its contributions sequentially from 0, in increasing
-// order of the updates' element index (what a serial loop over the updates gives), whatever the
-// backend and thread count. No float atomics: a counting sort groups the ids positions by id
-// (integer atomics give the same counts in any order), each bucket is sorted by position, and
-// each table element then reads its bucket in order.
-FView scatter_add(const ExecSpace& space, const Shape& ids_shape, const IView& ids,
-                  const Shape& updates_shape, const FView& updates, const Shape& table_shape,
-                  int table_dim, std::int64_t origin) {
-  using namespace detail::indexing_impl;
-  using I64View = Kokkos::View<std::int64_t*, ExecSpace::memory_space>;
-  const char* where = "mtk::kernels::scatter_add";
-  check_size(where, ids_shape, ids, "ids");
-  check_size(where, updates_shape, updates, "updates");
-  const TableMaps m =
-      table_maps(where, table_shape, table_dim, ids_shape, updates_shape, "updates");
-  const std::int64_t id_stride = m.id_stride, id_size = m.id_size;
-  const std::int64_t n_table = table_shape.num_elements();
-  // Position p enumerates the ids elements in the order their dims have in `updates`: pos_ids
-  // maps p to the ids offset, pos_upd to the updates offset of (p, table position 0).
-  // table_upd maps a table element to the updates offset of (ids position 0, its other dims).
+namespace detail::indexing_impl {
+
+using I64View = Kokkos::View<std::int64_t*, ExecSpace::memory_space>;
+
+// scatter_add's index maps. Position p enumerates the ids elements in the order their dims have
+// in `updates`: pos_ids maps p to the ids offset, pos_upd to the updates offset of (p, table
+// position 0). table_upd maps a table element to the updates offset of (ids position 0, its other
+// dims).
+struct ScatterMaps {
   IndexMap pos_ids, pos_upd, table_upd;
+};
+
+ScatterMaps scatter_maps(const TableMaps& m, const Shape& ids_shape, const Shape& updates_shape,
+                         const Shape& table_shape, int table_dim) {
+  ScatterMaps s;
+  IndexMap &pos_ids = s.pos_ids, &pos_upd = s.pos_upd, &table_upd = s.table_upd;
   const auto upd_strides = updates_shape.strides();
   for (int i = 0; i < updates_shape.rank(); ++i) {
     if (ids_shape.index_of(updates_shape[i].name) < 0)
@@ -152,15 +147,19 @@ FView scatter_add(const ExecSpace& space, const Shape& ids_shape, const IView& i
     const int u = j == table_dim ? -1 : updates_shape.index_of(table_shape[j].name);
     table_upd.stride[j] = u >= 0 ? upd_strides[static_cast<size_t>(u)] : 0;
   }
-  const std::int64_t n_pos = ids_shape.num_elements();
+  return s;
+}
 
-  FView table = impl::alloc<float>(where, n_table);  // every element written below
-  if (n_table == 0)
-    return table;
-  if (n_pos == 0) {
-    Kokkos::deep_copy(space, table, 0.f);
-    return table;
-  }
+// The in-range positions grouped by id, each group in increasing position order: group `id` is
+// order[start(id), start(id + 1)).
+struct Buckets {
+  I64View start, order;
+};
+
+// A counting sort: counts per id (integer atomics give the same counts in any order), an
+// exclusive scan, slots taken in any order, then each bucket heapsorted by position.
+Buckets bucket_positions(const ExecSpace& space, const IView& ids, const IndexMap& pos_ids,
+                         std::int64_t n_pos, std::int64_t id_size, std::int64_t origin) {
   // Bucket starts per id: counts, then an exclusive scan (start(id_size) = in-range positions).
   I64View start("mtk::kernels::scatter_add::start", static_cast<size_t>(id_size + 1));
   Kokkos::parallel_for(
@@ -216,6 +215,39 @@ FView scatter_add(const ExecSpace& space, const Shape& ids_shape, const IView& i
           sift(0, end);
         }
       });
+  return {start, order};
+}
+
+}  // namespace detail::indexing_impl
+
+// Deterministic: each table element sums its contributions sequentially from 0, in increasing
+// order of the updates' element index (what a serial loop over the updates gives), whatever the
+// backend and thread count. No float atomics: a counting sort groups the ids positions by id
+// (bucket_positions), and each table element then reads its bucket in order.
+FView scatter_add(const ExecSpace& space, const Shape& ids_shape, const IView& ids,
+                  const Shape& updates_shape, const FView& updates, const Shape& table_shape,
+                  int table_dim, std::int64_t origin) {
+  using namespace detail::indexing_impl;
+  const char* where = "mtk::kernels::scatter_add";
+  check_size(where, ids_shape, ids, "ids");
+  check_size(where, updates_shape, updates, "updates");
+  const TableMaps m =
+      table_maps(where, table_shape, table_dim, ids_shape, updates_shape, "updates");
+  const std::int64_t id_stride = m.id_stride, id_size = m.id_size;
+  const std::int64_t n_table = table_shape.num_elements();
+  const ScatterMaps maps = scatter_maps(m, ids_shape, updates_shape, table_shape, table_dim);
+  const IndexMap pos_upd = maps.pos_upd, table_upd = maps.table_upd;
+  const std::int64_t n_pos = ids_shape.num_elements();
+
+  FView table = impl::alloc<float>(where, n_table);  // every element written below
+  if (n_table == 0)
+    return table;
+  if (n_pos == 0) {
+    Kokkos::deep_copy(space, table, 0.f);
+    return table;
+  }
+  const Buckets buckets = bucket_positions(space, ids, maps.pos_ids, n_pos, id_size, origin);
+  const I64View start = buckets.start, order = buckets.order;
   // One table row (id_stride contiguous elements of one id) per iteration: rows of ids that no
   // position hit (most of a vocabulary) are zero-filled without index arithmetic; the others sum
   // their bucket in position order, so the result does not depend on the thread count.

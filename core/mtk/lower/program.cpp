@@ -1,5 +1,6 @@
 #include <mtk/base/allocation.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/lower/program.hpp>
 #include <mtk/parallel/collectives.hpp>
@@ -58,8 +59,7 @@ void Program::Buffer::fail_dtype(DType asked) const {
 }
 
 Program::Program(const Mesh& mesh) : mesh_(mesh) {
-  const char* env = std::getenv("MTK_BUFFER_REUSE");
-  reuse_buffers_ = !(env && std::string(env) == "0");
+  reuse_buffers_ = runtime_options().buffer_reuse();  // MTK_BUFFER_REUSE
 }
 
 void Program::set_buffer_reuse(bool on) {
@@ -180,7 +180,7 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
     time_split_[what] += dt;
     if (step) {
       time_by_kind_[step->kind.name()] += dt;
-      if (std::getenv("MTK_PROFILE_STEPS"))
+      if (runtime_options().profile_steps())  // MTK_PROFILE_STEPS
         time_by_kind_["step: " + step->what] += dt;
     }
     mark = now;

@@ -1,10 +1,10 @@
-#include <mtk/base/error.hpp>
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/parallel/collective_wait.hpp>
 
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <sched.h>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -46,15 +46,11 @@ bool node_oversubscribed(const Communicator& comm) {
 }
 
 CollectiveWait choose_collective_wait(const Communicator& comm) {
-  const char* v = std::getenv("MTK_COLLECTIVE_WAIT");
-  const std::string s = v ? v : "";
+  const std::string& s = runtime_options().collective_wait();  // checked: auto, spin or yield
   if (s == "spin")
     return CollectiveWait::spin;
   if (s == "yield")
     return CollectiveWait::yield;
-  if (!s.empty() && s != "auto")
-    fail("mtk::choose_collective_wait",
-         "MTK_COLLECTIVE_WAIT is '" + s + "'; use spin, yield or auto");
   return node_oversubscribed(comm) ? CollectiveWait::yield : CollectiveWait::spin;
 }
 

@@ -24,9 +24,9 @@ const char* to_string(CollectiveWait wait);
 /// affinity masks). Collective over `comm`.
 bool node_oversubscribed(const Communicator& comm);
 
-/// The policy MTK_COLLECTIVE_WAIT asks for: "spin", "yield", or "auto" (the default when unset or
-/// empty: yield where node_oversubscribed(comm), else spin). Collective over `comm`; throws naming
-/// the variable and its value for anything else.
+/// The policy the run-time option MTK_COLLECTIVE_WAIT asks for (<mtk/base/runtime_options.hpp>):
+/// "spin", "yield", or "auto" (the default when unset or empty: yield where
+/// node_oversubscribed(comm), else spin). Collective over `comm`.
 CollectiveWait choose_collective_wait(const Communicator& comm);
 
 }  // namespace mtk

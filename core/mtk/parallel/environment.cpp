@@ -1,3 +1,4 @@
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/parallel/collective_wait.hpp>
 #include <mtk/parallel/environment.hpp>
 #include <mtk/parallel/mpi_interop.hpp>
@@ -11,6 +12,8 @@
 namespace mtk {
 
 Environment::Environment(int& argc, char**& argv) {
+  // First, before anything starts: a bad MTK_* value fails here, naming the variable.
+  reload_runtime_options();
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {

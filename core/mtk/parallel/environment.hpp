@@ -3,10 +3,12 @@
 
 namespace mtk {
 
-/// MPI_Init (if nobody has yet), then Kokkos::initialize, then the collectives' wait policy
-/// (mtk/parallel/collective_wait.hpp: MTK_COLLECTIVE_WAIT, by default yielding the core where
-/// a node runs more ranks than it has cores); the destructor finalizes Kokkos, then MPI (only if
-/// this object initialised it). Create it first in main(); no Kokkos View may outlive it.
+/// Reads the run-time options (<mtk/base/runtime_options.hpp>: the MTK_* environment variables;
+/// a bad value throws before anything starts), then MPI_Init (if nobody has yet), then
+/// Kokkos::initialize, then the collectives' wait policy (mtk/parallel/collective_wait.hpp:
+/// MTK_COLLECTIVE_WAIT, by default yielding the core where a node runs more ranks than it has
+/// cores); the destructor finalizes Kokkos, then MPI (only if this object initialised it). Create
+/// it first in main(); no Kokkos View may outlive it.
 class Environment {
  public:
   Environment(int& argc, char**& argv);

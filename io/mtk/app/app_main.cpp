@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -34,7 +35,13 @@ int app_main(int argc, char** argv, const AppOptions& options,
   if (options.stop_signals)
     install_stop_signal_handlers();  // first: a signal during start-up must not be lost
   {
-    Environment env(argc, argv);
+    std::optional<Environment> env;
+    try {
+      env.emplace(argc, argv);
+    } catch (const Error& e) {  // a bad MTK_* run-time option: nothing has started yet
+      std::fprintf(stderr, "%s: %s\n", options.name.c_str(), e.what());
+      return 1;
+    }
     const Communicator world = Communicator::world();
     if (world.size() > 1)
       stop_when_launcher_dies();

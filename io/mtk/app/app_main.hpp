@@ -38,7 +38,8 @@ struct AppOptions {
 /// Installs the stop-signal handlers when `options.stop_signals`, starts MPI and Kokkos
 /// (mtk::Environment), runs `run` with a duplicate of MPI_COMM_WORLD and the arguments after the
 /// program name, and returns its exit status. An exception is reported
-/// as `options` say and gives status 1. Flushes stdout at the end.
+/// as `options` say and gives status 1; so does a bad MTK_* run-time option, on every rank, before
+/// anything starts ("mtk-x: mtk::runtime_options: ..."). Flushes stdout at the end.
 int app_main(
     int argc, char** argv, const AppOptions& options,
     const std::function<int(const Communicator& world, const std::vector<std::string>& args)>& run);

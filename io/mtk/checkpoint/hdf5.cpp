@@ -1,11 +1,11 @@
 #include <mtk/base/error.hpp>
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/checkpoint/impl/format.hpp>
 #include <mtk/checkpoint/impl/hdf5.hpp>
 #include <mtk/parallel/mpi_interop.hpp>
 
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <utility>
 
 namespace mtk::ckpt {
@@ -141,26 +141,18 @@ void read_block(hid_t dset, const std::vector<std::int64_t>& origin,
 H5Id write_fapl(const Communicator& comm, bool* collective, const std::string& where) {
   const bool one_node = comm.min(comm.split_node().size() == comm.size() ? 1 : 0) != 0;
   *collective = !one_node;
-  if (const char* mode = std::getenv("MTK_CKPT_MPIIO")) {
-    if (std::strcmp(mode, "collective") == 0)
-      *collective = true;
-    else if (std::strcmp(mode, "independent") == 0)
-      *collective = false;
-  }
+  const RuntimeOptions& options = runtime_options();
+  if (options.ckpt_mpiio() == "collective")
+    *collective = true;
+  else if (options.ckpt_mpiio() == "independent")
+    *collective = false;
   std::vector<std::pair<std::string, std::string>> hints;
   if (one_node) {
     hints.emplace_back("romio_cb_write", "disable");
     hints.emplace_back("romio_ds_write", "disable");
   }
-  if (const char* env = std::getenv("MTK_CKPT_MPIIO_HINTS")) {
-    std::stringstream ss(env);
-    std::string kv;
-    while (std::getline(ss, kv, ',')) {
-      const auto eq = kv.find('=');
-      if (eq != std::string::npos && eq > 0)
-        hints.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-    }
-  }
+  for (const auto& hint : options.ckpt_mpiio_hints())
+    hints.push_back(hint);
   H5Id fapl(h5(H5Pcreate(H5P_FILE_ACCESS), where, "H5Pcreate(file access)"), H5Pclose);
   const MpiInfo info(hints);
   h5ok(H5Pset_fapl_mpio(fapl, mpi_comm(comm), info.get()), where, "H5Pset_fapl_mpio");

@@ -3,8 +3,8 @@
 
 #include <mtk/base/error.hpp>
 #include <mtk/checkpoint/checkpoint.hpp>
-#include <mtk/checkpoint/impl/fault_injection.hpp>
 #include <mtk/checkpoint/impl/format.hpp>
+#include <mtk/checkpoint/impl/test_hooks.hpp>
 #include <mtk/checkpoint/impl/timing.hpp>
 #include <mtk/checkpoint/impl/writer.hpp>
 #include <mtk/files/files.hpp>

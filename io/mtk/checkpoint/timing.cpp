@@ -1,9 +1,9 @@
 #include <mtk/base/error.hpp>
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/checkpoint/impl/timing.hpp>
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <utility>
 #include <vector>
 
@@ -32,7 +32,7 @@ void add_time(const std::string& phase, double seconds) {
 }
 
 void report_times(const std::string& what, bool root) {
-  if (root && std::getenv("MTK_CKPT_TIMING") != nullptr) {
+  if (root && runtime_options().ckpt_timing()) {
     std::string line;
     for (const auto& [p, s] : phase_times())
       line += cat(" ", p, "=", s);

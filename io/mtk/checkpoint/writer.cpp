@@ -2,12 +2,13 @@
 // hashes, metadata and manifest by rank 0 (docs/checkpoint-format.md).
 
 #include <mtk/base/error.hpp>
-#include <mtk/checkpoint/impl/fault_injection.hpp>
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/checkpoint/impl/format.hpp>
 #include <mtk/checkpoint/impl/hashes.hpp>
 #include <mtk/checkpoint/impl/hdf5.hpp>
 #include <mtk/checkpoint/impl/manifest.hpp>
 #include <mtk/checkpoint/impl/metadata.hpp>
+#include <mtk/checkpoint/impl/test_hooks.hpp>
 #include <mtk/checkpoint/impl/timing.hpp>
 #include <mtk/checkpoint/impl/writer.hpp>
 #include <mtk/files/files.hpp>
@@ -77,8 +78,7 @@ std::vector<hsize_t> chunk_dims(const Shape& slice) {
 // written twice), and filtered writes must be collective: saves took 2-6x as long
 // (docs/checkpoint-format.md#performance).
 bool fletcher32_enabled() {
-  const char* e = std::getenv("MTK_CKPT_FLETCHER32");
-  return e != nullptr && std::strcmp(e, "1") == 0;
+  return runtime_options().ckpt_fletcher32();
 }
 
 // This rank's slice of one variable on the host, and whether this rank writes it (one member of

@@ -1,4 +1,5 @@
 #include <mtk/base/error.hpp>
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/files/sha256.hpp>
 
 #include <algorithm>
@@ -132,8 +133,7 @@ using Compress = void (*)(std::uint32_t*, const std::uint8_t*, std::size_t);
 Compress compress_function() {
 #ifdef MTK_SHA256_X86
   static const Compress f = [] {
-    const char* impl = std::getenv("MTK_SHA256_IMPL");
-    const bool portable = impl != nullptr && std::strcmp(impl, "portable") == 0;
+    const bool portable = runtime_options().sha256_impl() == "portable";
     return !portable && cpu_has_sha() ? &compress_x86 : &compress_portable;
   }();
   return f;

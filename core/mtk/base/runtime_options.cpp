@@ -1,0 +1,185 @@
+// The table of run-time options and their reading (runtime_options.hpp). Adding an option: a row
+// here, a member and accessor in the header, a line in from_environment(), a row in
+// docs/runtime-options.md.
+#include <mtk/base/error.hpp>
+#include <mtk/base/runtime_options.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <sstream>
+
+namespace mtk {
+
+const std::vector<RuntimeOptionSpec>& runtime_option_specs() {
+  using T = RuntimeOptionType;
+  static const std::vector<RuntimeOptionSpec> specs = {
+      {"MTK_EINSUM_IN_PLACE", T::flag, "1", "0|1",
+       "host BLAS contractions read and write operands in place through leading dimensions; 0: "
+       "transposed copies (the path every backend has)"},
+      {"MTK_BF16_GEMM", T::choice, "auto", "auto|onednn|emulate",
+       "how bfloat16 contractions run on the host: auto picks oneDNN where this CPU has a native "
+       "bf16 matmul, else emulate (bf16-rounded operands through the fp32 gemm)"},
+      {"MTK_COLLECTIVE_WAIT", T::choice, "auto", "auto|spin|yield",
+       "how a rank waits in a blocking collective: spin (MPI's busy poll), yield (test and yield "
+       "the core), auto (yield where a node runs more ranks than it has cores)"},
+      {"MTK_BUFFER_REUSE", T::flag, "1", "0|1",
+       "Program::run draws its temporaries from the program's buffer pool; 0: fresh allocations"},
+      {"MTK_PROFILE_STEPS", T::flag, "0", "0|1",
+       "a profiled Program (set_profiling) also times every step by its full label"},
+      {"MTK_SHA256_IMPL", T::choice, "auto", "auto|portable",
+       "SHA-256 of checkpoints and shards: auto uses the x86 SHA extensions where the CPU has "
+       "them; portable forces the portable code"},
+      {"MTK_CKPT_TIMING", T::flag, "0", "0|1",
+       "rank 0 prints the time of each phase of every checkpoint save and restore (stderr)"},
+      {"MTK_CKPT_FLETCHER32", T::flag, "0", "0|1",
+       "chunked checkpoint datasets also carry HDF5's Fletcher32 checksum (saves take 2-6x as "
+       "long with HDF5 1.10; writes become collective)"},
+      {"MTK_CKPT_MPIIO", T::choice, "auto", "auto|collective|independent",
+       "checkpoint write mode: auto is independent MPI-IO when every rank shares one node, "
+       "collective across nodes (always collective with Fletcher32)"},
+      {"MTK_CKPT_MPIIO_HINTS", T::text, "", "key=value[,key=value...]",
+       "MPI-IO hints for checkpoint writes (e.g. romio_cb_write=enable,cb_nodes=8), after the "
+       "one-node defaults romio_cb_write=disable,romio_ds_write=disable"},
+  };
+  return specs;
+}
+
+namespace {
+
+const char* const kWhere = "mtk::runtime_options";
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> parts;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, sep))
+    parts.push_back(part);
+  return parts;
+}
+
+// "key=value,key=value": the pairs, skipping empty items; false when an item is malformed.
+bool parse_hints(const std::string& text, std::vector<std::pair<std::string, std::string>>& out) {
+  out.clear();
+  for (const auto& kv : split(text, ',')) {
+    if (kv.empty())
+      continue;
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return false;
+    out.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  return true;
+}
+
+// Empty when `value` is allowed for `spec`, else why not, naming the variable and what it takes.
+std::string check(const RuntimeOptionSpec& spec, const std::string& value) {
+  std::string allowed;
+  bool ok = false;
+  if (spec.type == RuntimeOptionType::text) {
+    std::vector<std::pair<std::string, std::string>> hints;
+    ok = parse_hints(value, hints);
+    allowed = spec.allowed;
+  } else {
+    for (const auto& word : split(spec.allowed, '|')) {
+      ok = ok || word == value;
+      allowed += (allowed.empty() ? "" : ", ") + word;
+    }
+  }
+  if (ok)
+    return "";
+  return cat(spec.name, " is '", value, "'; allowed: ", allowed, " (", spec.doc, ")");
+}
+
+size_t index_of(const std::string& name) {
+  const auto& specs = runtime_option_specs();
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (name == specs[i].name)
+      return i;
+  return specs.size();
+}
+
+// The snapshot in force, and every snapshot ever installed (kept for the life of the process, so
+// that references handed out stay valid across reloads; never destroyed, so usable at exit).
+std::atomic<const RuntimeOptions*> g_current{nullptr};
+
+std::mutex& g_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+const RuntimeOptions* install(RuntimeOptions options) {
+  static auto* kept = new std::vector<std::unique_ptr<const RuntimeOptions>>();
+  kept->push_back(std::make_unique<const RuntimeOptions>(std::move(options)));
+  g_current.store(kept->back().get(), std::memory_order_release);
+  return kept->back().get();
+}
+
+}  // namespace
+
+RuntimeOptions RuntimeOptions::from_environment() {
+  const auto& specs = runtime_option_specs();
+  RuntimeOptions o;
+  o.raw_.resize(specs.size());
+  std::string bad;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    Raw& r = o.raw_[i];
+    const char* v = std::getenv(specs[i].name);
+    r.set = v != nullptr && *v != '\0';
+    r.value = r.set ? v : specs[i].default_value;
+    const std::string why = check(specs[i], r.value);
+    if (!why.empty())
+      bad += (bad.empty() ? "" : "; ") + why;
+  }
+  if (!bad.empty())
+    fail(kWhere, bad);
+  o.einsum_in_place_ = o.text("MTK_EINSUM_IN_PLACE") == "1";
+  o.bf16_gemm_ = o.text("MTK_BF16_GEMM");
+  o.collective_wait_ = o.text("MTK_COLLECTIVE_WAIT");
+  o.buffer_reuse_ = o.text("MTK_BUFFER_REUSE") == "1";
+  o.profile_steps_ = o.text("MTK_PROFILE_STEPS") == "1";
+  o.sha256_impl_ = o.text("MTK_SHA256_IMPL");
+  o.ckpt_timing_ = o.text("MTK_CKPT_TIMING") == "1";
+  o.ckpt_fletcher32_ = o.text("MTK_CKPT_FLETCHER32") == "1";
+  o.ckpt_mpiio_ = o.text("MTK_CKPT_MPIIO");
+  parse_hints(o.text("MTK_CKPT_MPIIO_HINTS"), o.ckpt_mpiio_hints_);
+  return o;
+}
+
+bool RuntimeOptions::is_set(const std::string& name) const {
+  const size_t i = index_of(name);
+  return i < raw_.size() && raw_[i].set;
+}
+
+std::string RuntimeOptions::text(const std::string& name) const {
+  const size_t i = index_of(name);
+  if (i >= raw_.size())
+    fail("mtk::RuntimeOptions::text", cat("'", name, "' is not a run-time option"));
+  return raw_[i].value;
+}
+
+const RuntimeOptions& runtime_options() {
+  if (const RuntimeOptions* p = g_current.load(std::memory_order_acquire))
+    return *p;
+  std::lock_guard<std::mutex> lock(g_mutex());
+  if (const RuntimeOptions* p = g_current.load(std::memory_order_acquire))
+    return *p;
+  return *install(RuntimeOptions::from_environment());
+}
+
+void reload_runtime_options() {
+  std::lock_guard<std::mutex> lock(g_mutex());
+  install(RuntimeOptions::from_environment());
+}
+
+std::string describe_runtime_options() {
+  const RuntimeOptions& o = runtime_options();
+  std::string text = "Run-time options (environment; docs/runtime-options.md):";
+  for (const auto& spec : runtime_option_specs())
+    text += cat("\n  ", spec.name, "=", o.text(spec.name),
+                o.is_set(spec.name) ? " (set)" : " (default)");
+  return text;
+}
+
+}  // namespace mtk

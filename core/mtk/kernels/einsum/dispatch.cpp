@@ -1,0 +1,114 @@
+// einsum's dispatch layer (impl/einsum_spec.hpp): which body multiplies a contraction, decided
+// here only, from the precision, the build (host BLAS, oneDNN), the execution space and the
+// switches (set_einsum_in_place / MTK_EINSUM_IN_PLACE, set_bf16_gemm / MTK_BF16_GEMM).
+#include <mtk/base/error.hpp>
+#include <mtk/base/runtime_options.hpp>
+#include <mtk/kernels/einsum.hpp>
+#include <mtk/kernels/impl/einsum_spec.hpp>
+#include <mtk/kernels/impl/onednn_matmul.hpp>
+
+#include <atomic>
+#include <string>
+
+namespace mtk::kernels {
+namespace einsum_impl {
+namespace {
+
+// Code-level overrides of the run-time options (tests, benchmarks): -1 / unset: the option.
+std::atomic<int> g_in_place{-1};
+std::atomic<bool> g_bf16_forced{false};
+std::atomic<Bf16Gemm> g_bf16_path{Bf16Gemm::automatic};
+
+bool in_place_enabled() {
+  const int forced = g_in_place.load(std::memory_order_relaxed);
+  return forced >= 0 ? forced != 0 : runtime_options().einsum_in_place();
+}
+
+Bf16Gemm requested_bf16_gemm() {
+  if (g_bf16_forced.load(std::memory_order_relaxed))
+    return g_bf16_path.load(std::memory_order_relaxed);
+  const std::string& s = runtime_options().bf16_gemm();
+  return s == "onednn"    ? Bf16Gemm::onednn
+         : s == "emulate" ? Bf16Gemm::emulate
+                          : Bf16Gemm::automatic;
+}
+
+bool onednn_is_native() {
+  if (!impl::onednn_available() || !impl::onednn_has_bf16())
+    return false;
+  const std::string impl = impl::onednn_bf16_impl();
+  return !impl.empty() && impl.rfind("ref", 0) != 0;
+}
+
+}  // namespace
+
+Backend choose_backend(Precision precision) {
+  if (precision == Precision::bfloat16 && host_space && bf16_gemm() == Bf16Gemm::onednn)
+    return Backend::packed_onednn;
+  if (have_host_blas && host_space && in_place_enabled())
+    return Backend::host_blas_in_place;
+  return Backend::packed_kokkos_gemm;
+}
+
+FView contract(const ExecSpace& space, Backend backend, const Operand& a, const Operand& b,
+               const Shape& out_shape, const Plan& plan, const Sizes& sizes) {
+  switch (backend) {
+    case Backend::host_blas_in_place:
+      return host_blas_in_place(space, a, b, out_shape, plan, sizes);
+    case Backend::packed_onednn:
+      return packed_gemm(space, a, b, out_shape, plan, sizes, true);
+    case Backend::packed_kokkos_gemm:
+      break;
+  }
+  return packed_gemm(space, a, b, out_shape, plan, sizes, false);
+}
+
+}  // namespace einsum_impl
+
+void set_einsum_in_place(bool on) {
+  einsum_impl::g_in_place.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+
+void set_bf16_gemm(Bf16Gemm path) {
+  if (path == Bf16Gemm::onednn && !impl::onednn_available())
+    fail("mtk::kernels::set_bf16_gemm",
+         "the oneDNN path was asked for but this MTK was built without oneDNN "
+         "(MTK_ENABLE_ONEDNN; Debian package libdnnl-dev)");
+  einsum_impl::g_bf16_path.store(path, std::memory_order_relaxed);
+  einsum_impl::g_bf16_forced.store(true, std::memory_order_relaxed);
+}
+
+Bf16Gemm bf16_gemm() {
+  using namespace einsum_impl;
+  const Bf16Gemm r = requested_bf16_gemm();
+  if (r == Bf16Gemm::onednn && !impl::onednn_available())
+    fail("mtk::kernels::einsum",
+         "MTK_BF16_GEMM=onednn but this MTK was built without oneDNN (MTK_ENABLE_ONEDNN)");
+  if (r != Bf16Gemm::automatic)
+    return r;
+  return onednn_is_native() ? Bf16Gemm::onednn : Bf16Gemm::emulate;
+}
+
+bool bf16_gemm_is_emulated() {
+  return !einsum_impl::host_space || bf16_gemm() == Bf16Gemm::emulate ||
+         !einsum_impl::onednn_is_native();
+}
+
+std::string bf16_gemm_description() {
+  using namespace einsum_impl;
+  const std::string chosen = impl::onednn_available() ? impl::onednn_bf16_impl() : "not built in";
+  if (!host_space)
+    return "emulated on this execution space: operands rounded to bf16, fp32 gemm";
+  if (bf16_gemm() == Bf16Gemm::onednn && !impl::onednn_has_bf16())
+    return cat("oneDNN f32 matmul on bf16-rounded operands (", chosen,
+               "), slower than fp32: forced (MTK_BF16_GEMM=onednn)");
+  if (bf16_gemm() == Bf16Gemm::onednn)
+    return cat("oneDNN bf16 matmul (", chosen, ")",
+               onednn_is_native() ? "" : ": oneDNN's reference code, slower than fp32");
+  return cat("emulated: operands rounded to bf16 and multiplied by the fp32 gemm (oneDNN: ", chosen,
+             ")",
+             onednn_is_native() ? "" : "; this CPU has no native bf16 matmul (avx512_bf16/amx)",
+             ", slower than fp32");
+}
+
+}  // namespace mtk::kernels
