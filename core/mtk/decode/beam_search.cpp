@@ -60,6 +60,83 @@ std::vector<float> call_step(const StepFunction& step, std::int64_t position,
   return lp;
 }
 
+// One step of one row: its best 2K continuations, the hypotheses that finish, the next live
+// ones, and the tokens and parents (the row's K slots) the step function is fed next. `lp`: the
+// row's K x V log-probabilities.
+void advance_row(Row& row, const float* lp, std::int64_t K, std::int64_t V, std::int64_t t,
+                 const BeamSearchOptions& options, std::vector<std::int64_t>& order,
+                 std::int32_t* tokens, std::int32_t* parents) {
+  if (row.done) {
+    for (std::int64_t k = 0; k < K; ++k) {
+      tokens[k] = options.start_id;
+      parents[k] = static_cast<std::int32_t>(k);
+    }
+    return;
+  }
+  // Candidates k * V + v with a finite cumulative log-probability.
+  order.clear();
+  std::vector<double> cum(static_cast<size_t>(K * V), kNegInf);
+  for (std::int64_t k = 0; k < K; ++k) {
+    const double base = row.live[static_cast<size_t>(k)].log_prob;
+    if (base == kNegInf)
+      continue;
+    const float* p = lp + k * V;
+    for (std::int64_t v = 0; v < V; ++v) {
+      const double c = base + static_cast<double>(p[v]);
+      if (c > kNegInf) {  // false for -inf and NaN
+        cum[static_cast<size_t>(k * V + v)] = c;
+        order.push_back(k * V + v);
+      }
+    }
+  }
+  const auto take = std::min<std::int64_t>(2 * K, static_cast<std::int64_t>(order.size()));
+  auto better = [&](std::int64_t a, std::int64_t c) {
+    const double x = cum[static_cast<size_t>(a)], y = cum[static_cast<size_t>(c)];
+    return x > y || (x == y && a < c);
+  };
+  std::partial_sort(order.begin(), order.begin() + take, order.end(), better);
+  std::vector<Live> next;
+  std::vector<std::int32_t> next_parent;
+  std::vector<std::int64_t> next_rank;  // rank among the candidates
+  for (std::int64_t i = 0; i < take; ++i) {
+    const std::int64_t c = order[static_cast<size_t>(i)];
+    const std::int64_t k = c / V;
+    const auto v = static_cast<std::int32_t>(c % V);
+    const Live& from = row.live[static_cast<size_t>(k)];
+    if (v == options.eos_id) {
+      if (i < K)  // an EOS only among the best beam_size candidates finishes
+        row.finished.push_back(
+            make_hypothesis(from.tokens, cum[static_cast<size_t>(c)], true, options.alpha));
+    } else if (static_cast<std::int64_t>(next.size()) < K) {
+      Live h{from.tokens, cum[static_cast<size_t>(c)]};
+      h.tokens.push_back(v);
+      next.push_back(std::move(h));
+      next_parent.push_back(static_cast<std::int32_t>(k));
+      next_rank.push_back(i);
+    }
+  }
+  // At max_length the live hypotheses among the best beam_size candidates end unended (as an EOS
+  // would have there; so beam 1 stays greedy).
+  if (t + 1 == options.max_length)
+    for (size_t j = 0; j < next.size(); ++j)
+      if (next_rank[j] < K)
+        row.finished.push_back(
+            make_hypothesis(next[j].tokens, next[j].log_prob, false, options.alpha));
+  std::stable_sort(row.finished.begin(), row.finished.end(),
+                   [](const Hypothesis& a, const Hypothesis& c) { return a.score > c.score; });
+  if (static_cast<std::int64_t>(row.finished.size()) > K)
+    row.finished.resize(static_cast<size_t>(K));
+  row.done = t + 1 == options.max_length || next.empty() ||
+             static_cast<std::int64_t>(row.finished.size()) >= K;
+  for (std::int64_t k = 0; k < K; ++k) {
+    const bool used = k < static_cast<std::int64_t>(next.size());
+    tokens[k] = used && !row.done ? next[static_cast<size_t>(k)].tokens.back() : options.start_id;
+    parents[k] = used ? next_parent[static_cast<size_t>(k)] : static_cast<std::int32_t>(k);
+  }
+  next.resize(static_cast<size_t>(K));  // empty slots: log_prob -inf
+  row.live = std::move(next);
+}
+
 }  // namespace
 
 double length_penalty(std::int64_t length, double alpha) {
@@ -86,81 +163,9 @@ std::vector<std::vector<Hypothesis>> beam_search(const StepFunction& step, std::
     if (std::all_of(rows.begin(), rows.end(), [](const Row& r) { return r.done; }))
       break;
     const std::vector<float> lp = call_step(step, t, tokens, parents, V, where);
-    for (std::int64_t b = 0; b < batch; ++b) {
-      Row& row = rows[static_cast<size_t>(b)];
-      auto slot = [&](std::int64_t k) { return static_cast<size_t>(b * K + k); };
-      if (row.done) {
-        for (std::int64_t k = 0; k < K; ++k) {
-          tokens[slot(k)] = options.start_id;
-          parents[slot(k)] = static_cast<std::int32_t>(k);
-        }
-        continue;
-      }
-      // Candidates k * V + v with a finite cumulative log-probability.
-      order.clear();
-      std::vector<double> cum(static_cast<size_t>(K * V), kNegInf);
-      for (std::int64_t k = 0; k < K; ++k) {
-        const double base = row.live[static_cast<size_t>(k)].log_prob;
-        if (base == kNegInf)
-          continue;
-        const float* p = lp.data() + slot(k) * static_cast<size_t>(V);
-        for (std::int64_t v = 0; v < V; ++v) {
-          const double c = base + static_cast<double>(p[v]);
-          if (c > kNegInf) {  // false for -inf and NaN
-            cum[static_cast<size_t>(k * V + v)] = c;
-            order.push_back(k * V + v);
-          }
-        }
-      }
-      const auto take = std::min<std::int64_t>(2 * K, static_cast<std::int64_t>(order.size()));
-      auto better = [&](std::int64_t a, std::int64_t c) {
-        const double x = cum[static_cast<size_t>(a)], y = cum[static_cast<size_t>(c)];
-        return x > y || (x == y && a < c);
-      };
-      std::partial_sort(order.begin(), order.begin() + take, order.end(), better);
-      std::vector<Live> next;
-      std::vector<std::int32_t> next_parent;
-      std::vector<std::int64_t> next_rank;  // rank among the candidates
-      for (std::int64_t i = 0; i < take; ++i) {
-        const std::int64_t c = order[static_cast<size_t>(i)];
-        const std::int64_t k = c / V;
-        const auto v = static_cast<std::int32_t>(c % V);
-        const Live& from = row.live[static_cast<size_t>(k)];
-        if (v == options.eos_id) {
-          if (i < K)  // an EOS only among the best beam_size candidates finishes
-            row.finished.push_back(
-                make_hypothesis(from.tokens, cum[static_cast<size_t>(c)], true, options.alpha));
-        } else if (static_cast<std::int64_t>(next.size()) < K) {
-          Live h{from.tokens, cum[static_cast<size_t>(c)]};
-          h.tokens.push_back(v);
-          next.push_back(std::move(h));
-          next_parent.push_back(static_cast<std::int32_t>(k));
-          next_rank.push_back(i);
-        }
-      }
-      // At max_length the live hypotheses among the best beam_size candidates end unended (as
-      // an EOS would have there; so beam 1 stays greedy).
-      if (t + 1 == options.max_length)
-        for (size_t j = 0; j < next.size(); ++j)
-          if (next_rank[j] < K)
-            row.finished.push_back(
-                make_hypothesis(next[j].tokens, next[j].log_prob, false, options.alpha));
-      std::stable_sort(row.finished.begin(), row.finished.end(),
-                       [](const Hypothesis& a, const Hypothesis& c) { return a.score > c.score; });
-      if (static_cast<std::int64_t>(row.finished.size()) > K)
-        row.finished.resize(static_cast<size_t>(K));
-      row.done = t + 1 == options.max_length || next.empty() ||
-                 static_cast<std::int64_t>(row.finished.size()) >= K;
-      for (std::int64_t k = 0; k < K; ++k) {
-        const bool used = k < static_cast<std::int64_t>(next.size());
-        tokens[slot(k)] =
-            used && !row.done ? next[static_cast<size_t>(k)].tokens.back() : options.start_id;
-        parents[slot(k)] =
-            used ? next_parent[static_cast<size_t>(k)] : static_cast<std::int32_t>(k);
-      }
-      next.resize(static_cast<size_t>(K));  // empty slots: log_prob -inf
-      row.live = std::move(next);
-    }
+    for (std::int64_t b = 0; b < batch; ++b)
+      advance_row(rows[static_cast<size_t>(b)], lp.data() + static_cast<size_t>(b * K * V), K, V, t,
+                  options, order, tokens.data() + b * K, parents.data() + b * K);
   }
   std::vector<std::vector<Hypothesis>> out;
   out.reserve(rows.size());

@@ -5,7 +5,7 @@
 #include <mtk/kernels/einsum.hpp>
 #include <mtk/kernels/elementwise.hpp>
 #include <mtk/kernels/indexing.hpp>
-#include <mtk/kernels/layout.hpp>
+#include <mtk/kernels/shape.hpp>
 #include <mtk/kernels/loss.hpp>
 #include <mtk/kernels/normalization.hpp>
 #include <mtk/kernels/optimizer.hpp>

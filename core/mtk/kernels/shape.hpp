@@ -1,6 +1,7 @@
 #pragma once
-// Layout kernels: transpose, broadcast, slice, concat, pad, shift.
-// (kernels/layout.cpp; conventions in kernels/view.hpp)
+// Shape kernels (the local work of ops/shape.hpp and of relayouts): transpose, broadcast, slice,
+// concat, pad, shift.
+// (kernels/shape.cpp; conventions in kernels/view.hpp)
 
 #include <mtk/base/exec_space.hpp>
 #include <mtk/base/functions.hpp>

@@ -1,4 +1,4 @@
-// Tests of the layout kernels (kernels/layout.hpp) against naive host loops.
+// Tests of the shape kernels (kernels/shape.hpp) against naive host loops.
 
 #include <mtk/base/error.hpp>
 #include <mtk/base/functions.hpp>

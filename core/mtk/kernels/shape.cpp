@@ -1,4 +1,4 @@
-// mtk::kernels layout kernels — see layout.hpp.
+// mtk::kernels shape kernels — see shape.hpp.
 //
 // Kernels that move data without arithmetic: transpose and broadcast (by dimension name, through
 // an IndexMap), and slice / concat / pad / shift along one dim, which factor the tensor as
