@@ -53,10 +53,11 @@ void feed_tokens(const nn::ModelGraph& m, const nn::TransformerConfig& c,
 }
 
 GraphCase model_case(const std::string& name, bool moe, bool encdec,
-                     std::vector<std::string> layouts) {
+                     std::vector<std::string> layouts, bool shared_embedding = false) {
   return {name,
           [=](Graph& g) {
-            const auto c = tiny_config(moe, encdec);
+            auto c = tiny_config(moe, encdec);
+            c.shared_embedding = shared_embedding;
             nn::ModelGraph m = nn::build_transformer(g, c, /*training=*/true);
             BuiltGraph r{{m.loss, m.token_loss}, m.loss, {}};
             feed_tokens(m, c, r.feeds, 5);
@@ -533,6 +534,89 @@ TEST(Models, EncoderDecoderLearnsToReverse) {
   EXPECT_GT(seq2seq_accuracy(true), 0.95);
 }
 
+TEST(Models, EncoderDecoderWithSharedEmbeddingIsLayoutInvariant) {
+  auto c = model_case("encdec_shared", false, true,
+                      {"batch:@0", "batch:@0;heads:@1;d_ff:@1;vocab:@1", "vocab:@0"}, true);
+  expect_layout_invariant(c);
+}
+
+namespace {
+
+// d loss / d the named variables of model `c` on one processor, after setting `values`.
+std::vector<HostTensor> gradients_of(const nn::TransformerConfig& c,
+                                     const std::vector<std::string>& names,
+                                     const std::map<std::string, HostTensor>& values,
+                                     std::map<std::string, HostTensor>* read = nullptr) {
+  Graph g;
+  nn::ModelGraph m = nn::build_transformer(g, c, true);
+  std::vector<Tensor> vars;
+  for (const auto& n : names)
+    vars.push_back(g.variable(n));
+  const std::vector<Tensor> d = gradients(m.loss, vars);
+  Mesh mesh(MeshShape::parse("all:1"), MPI_COMM_SELF);
+  auto p = lower(g, mesh, LayoutRules());
+  for (const auto& [name, value] : values) {
+    Kokkos::View<float*> v("value", static_cast<size_t>(value.size()));
+    auto h = Kokkos::create_mirror_view(v);
+    for (std::int64_t i = 0; i < value.size(); ++i)
+      h(static_cast<size_t>(i)) = value.data<float>()[i];
+    Kokkos::deep_copy(v, h);
+    p->set_variable_slice(name, v);
+  }
+  if (read)
+    for (const auto& n : names)
+      (*read)[n] = p->variable_value(n);
+  std::map<int, HostTensor> feeds;
+  feed_tokens(m, c, feeds, 5);
+  return p->run(feeds, d);
+}
+
+}  // namespace
+
+TEST(Models, SharedEmbeddingIsOneTableWhoseGradientSumsBothUses) {
+  auto shared = tiny_config(false, true);
+  shared.shared_embedding = true;
+  const auto separate = tiny_config(false, true);
+  {
+    Graph g;
+    nn::build_transformer(g, shared, true);
+    EXPECT_EQ(nn::count_parameters(g), shared.analytic_parameter_count());
+    EXPECT_EQ(separate.analytic_parameter_count() - shared.analytic_parameter_count(),
+              (shared.vocab_size + shared.length) * shared.d_model);
+    EXPECT_TRUE(g.has_variable("shared/embedding") && g.has_variable("shared/positions"));
+    EXPECT_FALSE(g.has_variable("encoder/embedding") || g.has_variable("decoder/embedding") ||
+                 g.has_variable("encoder/positions") || g.has_variable("decoder/positions"));
+  }
+  // Separate tables holding the shared tables' values: the shared gradient is their sum.
+  std::map<std::string, HostTensor> tables;
+  const auto d_shared = gradients_of(shared, {"shared/embedding", "shared/positions"}, {}, &tables);
+  const auto d_separate = gradients_of(
+      separate,
+      {"encoder/embedding", "decoder/embedding", "encoder/positions", "decoder/positions"},
+      {{"encoder/embedding", tables["shared/embedding"]},
+       {"decoder/embedding", tables["shared/embedding"]},
+       {"encoder/positions", tables["shared/positions"]},
+       {"decoder/positions", tables["shared/positions"]}});
+  for (int t = 0; t < 2; ++t) {
+    const HostTensor& sum_of = d_shared[static_cast<size_t>(t)];
+    double scale = 0, nonzero_both = 0;
+    for (std::int64_t i = 0; i < sum_of.size(); ++i)
+      scale = std::max(scale, std::abs(sum_of.at(i)));
+    ASSERT_GT(scale, 0) << "table " << t;
+    for (std::int64_t i = 0; i < sum_of.size(); ++i) {
+      const double enc = d_separate[static_cast<size_t>(2 * t)].at(i);
+      const double dec = d_separate[static_cast<size_t>(2 * t + 1)].at(i);
+      nonzero_both += enc != 0 && dec != 0;
+      EXPECT_NEAR(sum_of.at(i), enc + dec, 1e-5 * scale) << "table " << t << " element " << i;
+    }
+    EXPECT_GT(nonzero_both, 0) << "both uses reach table " << t;
+  }
+  // A language model has nothing to share.
+  auto lm = tiny_config(false, false);
+  lm.shared_embedding = true;
+  EXPECT_THROW(lm.validate(), Error);
+}
+
 TEST(Models, ParameterCountsMatchThePaper) {
   // Graph building allocates nothing, so the paper's largest model is cheap to count.
   for (int size : {-1, 0, 5}) {
@@ -544,8 +628,11 @@ TEST(Models, ParameterCountsMatchThePaper) {
   EXPECT_NEAR(nn::paper_lm(-1).analytic_parameter_count() / 1e9, 0.14, 0.006);
   EXPECT_NEAR(nn::paper_lm(0).analytic_parameter_count() / 1e9, 0.22, 0.006);
   EXPECT_NEAR(nn::paper_lm(5).analytic_parameter_count() / 1e9, 4.90, 0.05);
-  Graph g;
-  auto tr = nn::paper_translation(4);
-  nn::build_transformer(g, tr, false);
-  EXPECT_EQ(nn::count_parameters(g), tr.analytic_parameter_count());
+  for (int size : {-1, 4}) {  // one embedding and one position table, as T2T's paper_tr
+    Graph g;
+    auto tr = nn::paper_translation(size);
+    EXPECT_TRUE(tr.shared_embedding);
+    nn::build_transformer(g, tr, false);
+    EXPECT_EQ(nn::count_parameters(g), tr.analytic_parameter_count()) << "size " << size;
+  }
 }

@@ -129,6 +129,7 @@ class Graph {
 
   /// Indices of the variable operations, in creation order.
   const std::vector<int>& variable_ops() const { return variable_ops_; }
+  bool has_variable(const std::string& name) const { return variable_by_name_.count(name) > 0; }
   /// The output of variable `name`; throws when there is none.
   Tensor variable(const std::string& name);
   /// Outputs of the trainable float32 variables, in creation order.

@@ -1,8 +1,8 @@
 #include <mtk/base/error.hpp>
 #include <mtk/nn/attention.hpp>
+#include <mtk/nn/decoding_graphs.hpp>
 #include <mtk/nn/impl/transformer_builder.hpp>
 #include <mtk/nn/impl/weights.hpp>
-#include <mtk/nn/decoding_graphs.hpp>
 #include <mtk/ops/ops.hpp>
 
 #include <string>

@@ -4,9 +4,9 @@
 
 #include <mtk/nn/attention.hpp>
 #include <mtk/nn/cross_entropy.hpp>
+#include <mtk/nn/decoding_graphs.hpp>
 #include <mtk/nn/embedding.hpp>
 #include <mtk/nn/feed_forward.hpp>
-#include <mtk/nn/decoding_graphs.hpp>
 #include <mtk/nn/layer_context.hpp>
 #include <mtk/nn/moe.hpp>
 #include <mtk/nn/normalization.hpp>

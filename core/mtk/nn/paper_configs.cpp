@@ -48,9 +48,12 @@ TransformerConfig paper_lm(int size) {
 }
 
 TransformerConfig paper_translation(int size) {
-  return paper_config(size_row(kTranslationSizes, size, "mtk::nn::paper_translation"),
-                      /*d_kv=*/128, /*num_encoder_layers=*/6, /*batch=*/128,
-                      /*label_smoothing=*/0.1);
+  TransformerConfig c =
+      paper_config(size_row(kTranslationSizes, size, "mtk::nn::paper_translation"),
+                   /*d_kv=*/128, /*num_encoder_layers=*/6, /*batch=*/128,
+                   /*label_smoothing=*/0.1);
+  c.shared_embedding = true;  // mtf_transformer_paper_tr: shared_embedding=True
+  return c;
 }
 
 }  // namespace mtk::nn

@@ -32,6 +32,10 @@ void TransformerConfig::validate() const {
   positive("batch", batch);
   if (num_encoder_layers < 0)
     fail(where, "model.num_encoder_layers must be >= 0");
+  if (shared_embedding && num_encoder_layers == 0)
+    fail(where,
+         "model.shared_embedding shares the encoder's tables with the decoder's, but "
+         "model.num_encoder_layers = 0 (a language model has one set already)");
   if (dropout < 0 || dropout >= 1)
     fail(where, cat("model.dropout = ", dropout, " not in [0, 1)"));
   auto one_of = [](const std::vector<std::string>& choices, const std::string& v) {
@@ -70,9 +74,10 @@ std::int64_t TransformerConfig::analytic_parameter_count() const {
   for (std::int64_t l = 0; l < num_layers; ++l)
     total += attention * (num_encoder_layers > 0 ? 2 : 1) + ffn(l) +
              (num_encoder_layers > 0 ? 3 : 2) * norm_params;
-  total += norm_params * (num_encoder_layers > 0 ? 2 : 1);           // final norms
-  total += vocab_size * d_model * (num_encoder_layers > 0 ? 3 : 2);  // embeddings + softmax
-  total += length * d_model * (num_encoder_layers > 0 ? 2 : 1);      // positions
+  total += norm_params * (num_encoder_layers > 0 ? 2 : 1);  // final norms
+  const std::int64_t tables = num_encoder_layers > 0 && !shared_embedding ? 2 : 1;
+  total += vocab_size * d_model * (tables + 1);  // embeddings + softmax
+  total += length * d_model * tables;            // positions
   return total;
 }
 
@@ -81,7 +86,8 @@ std::string TransformerConfig::to_string() const {
   os << "vocab " << vocab_size << ", d_model " << d_model << ", d_ff " << d_ff << ", heads "
      << num_heads << " x d_kv " << d_kv << ", layers " << num_layers;
   if (num_encoder_layers)
-    os << " (+" << num_encoder_layers << " encoder)";
+    os << " (+" << num_encoder_layers << " encoder"
+       << (shared_embedding ? ", shared embedding" : "") << ")";
   os << ", length " << length << ", batch " << batch;
   if (activation_dtype != "float32")
     os << ", " << activation_dtype;

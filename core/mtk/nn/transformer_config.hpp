@@ -18,8 +18,11 @@ struct TransformerConfig {
   std::int64_t d_kv = 64;
   std::int64_t num_layers = 6;          ///< decoder layers
   std::int64_t num_encoder_layers = 0;  ///< > 0: encoder-decoder
-  std::int64_t length = 256;            ///< sequence length (packed)
-  std::int64_t batch = 8;               ///< sequences per step, over all ranks
+  /// Encoder and decoder share one embedding table and one position table (T2T's
+  /// shared_embedding, as the paper's translation models do); needs an encoder.
+  bool shared_embedding = false;
+  std::int64_t length = 256;  ///< sequence length (packed)
+  std::int64_t batch = 8;     ///< sequences per step, over all ranks
   double dropout = 0.0;
   double label_smoothing = 0.0;
   double z_loss = 0.0;

@@ -67,6 +67,9 @@ Schema<TransformerConfig> make_model_schema() {
       .real("label_smoothing", &T::label_smoothing, 0.0, 0.999, "label smoothing of the targets")
       .real("z_loss", &T::z_loss, 0.0, 1e3, "weight of the squared log-normaliser in the loss")
       .boolean("gelu", &T::gelu, "GELU instead of ReLU in the feed-forward layers")
+      .boolean("shared_embedding", &T::shared_embedding,
+               "encoder and decoder share one embedding and one position table (T2T's "
+               "shared_embedding; the paper_translation presets); needs an encoder")
       .choice("norm", &T::norm, T::norm_choices(), "the normalisation layer")
       .choice("activation_dtype", &T::activation_dtype, T::activation_dtype_choices(),
               "precision of the contractions (bfloat16: bf16 operands, fp32 sums)")

@@ -1,7 +1,7 @@
 #pragma once
 // The Transformer builder shared by build_transformer (transformer.cpp) and the step-wise decoding
-// graphs (decoding_graphs.cpp): the dims, the pre-norm blocks, the encoder and the decoder. Private to
-// nn.
+// graphs (decoding_graphs.cpp): the dims, the pre-norm blocks, the encoder and the decoder. Private
+// to nn.
 
 #include <mtk/nn/attention.hpp>
 #include <mtk/nn/cross_entropy.hpp>
@@ -38,10 +38,16 @@ struct Builder {
                                 : layer_norm(ctx, name, x, "d_model");
   }
 
+  // The token and position embeddings of `prefix` ("encoder", "decoder"); with
+  // shared_embedding both read the tables "shared/embedding" and "shared/positions", whose
+  // gradients then sum both uses.
   Tensor embed(const std::string& prefix, const Tensor& ids, const Tensor& positions) {
-    Tensor x = embedding(ctx, prefix + "/embedding", ids, vocab, d_model);
-    Tensor pos =
-        variable(g, prefix + "/positions", Shape{max_length, d_model}, Initializer::normal(0.1f));
+    const std::string tables = c.shared_embedding ? "shared" : prefix;
+    Tensor x = embedding(ctx, tables + "/embedding", ids, vocab, d_model);
+    const std::string pos_name = tables + "/positions";
+    Tensor pos = g.has_variable(pos_name)
+                     ? g.variable(pos_name)
+                     : variable(g, pos_name, Shape{max_length, d_model}, Initializer::normal(0.1f));
     return ctx.dropout(x + gather(pos, positions, "max_length"), prefix + "/embedding_dropout");
   }
 
