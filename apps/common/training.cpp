@@ -21,13 +21,6 @@
 
 namespace mtk::app {
 
-void say(const std::string& text) {
-  if (Communicator::world_rank() == 0) {
-    std::printf("%s", text.c_str());
-    std::fflush(stdout);
-  }
-}
-
 void say_precision(const std::string& tool, const nn::TransformerConfig& model) {
   if (model.contraction_precision() != Precision::bfloat16)
     return;

@@ -12,6 +12,7 @@
 #include <mtk/optim/optim.hpp>
 
 #include "cli.hpp"
+#include "say.hpp"
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -22,9 +23,6 @@
 namespace mtk::app {
 
 using config::kMaxSteps;
-
-/// Rank 0 prints `text` and flushes; every rank goes on.
-void say(const std::string& text);
 
 /// For a model in bfloat16 (model.activation_dtype), rank 0 says once how its contractions run,
 /// and warns when bf16 is emulated on this machine (no native bf16 matmul: slower than fp32).

@@ -9,6 +9,7 @@
 #include <mtk/parallel/communicator.hpp>
 
 #include "cli.hpp"
+#include "say.hpp"
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -124,11 +125,6 @@ std::string seconds_text(double s) {
   char text[32];
   std::snprintf(text, sizeof text, s < 10 ? "%.2f s" : "%.1f s", s);
   return text;
-}
-
-void say(const std::string& line) {
-  std::fprintf(stdout, "%s\n", line.c_str());
-  std::fflush(stdout);
 }
 
 struct Job {
@@ -256,21 +252,21 @@ VocabStep prepare_vocabulary(const Options& o, const Lm1bCorpus& corpus, const C
     if (!o.force && fs::exists(vocab_path) && fs::is_regular_file(settings_path) &&
         read_whole_file(settings_path, "mtk-lm1b prepare") == settings) {
       model_bytes = Vocab::load(vocab_path).serialized();
-      say(cat("prepare: vocabulary ", vocab_path, " is current (same settings): reused"));
+      app::say(cat("prepare: vocabulary ", vocab_path, " is current (same settings): reused\n"));
       return;
     }
     const auto t0 = Clock::now();
     LineReaderOptions ro;
     ro.max_line_bytes = static_cast<std::size_t>(o.max_line_bytes);
     ro.strict = o.strict;
-    say(cat("prepare: vocabulary: reading up to ", o.sample_lines, " lines from ",
-            corpus.training_shards.size(), " training shards"));
+    app::say(cat("prepare: vocabulary: reading up to ", o.sample_lines, " lines from ",
+                 corpus.training_shards.size(), " training shards\n"));
     const auto lines = sample_lines(corpus.training_shards, o.sample_lines, ro, sample_stats);
     v.sample_size = static_cast<std::int64_t>(lines.size());
-    say(cat("prepare: vocabulary: training a ", o.model_type, " model of ", o.vocab_size,
-            " pieces on ", lines.size(), " lines (", o.threads,
-            o.threads == 1 ? " thread" : " threads", "); ", sample_stats.skipped_summary(),
-            sample_stats.skipped() ? ", each reported with its shard below" : ""));
+    app::say(cat("prepare: vocabulary: training a ", o.model_type, " model of ", o.vocab_size,
+                 " pieces on ", lines.size(), " lines (", o.threads,
+                 o.threads == 1 ? " thread" : " threads", "); ", sample_stats.skipped_summary(),
+                 sample_stats.skipped() ? ", each reported with its shard below" : "", "\n"));
     VocabOptions vo;
     vo.vocab_size = o.vocab_size;
     vo.model_type = o.model_type;
@@ -284,8 +280,8 @@ VocabStep prepare_vocabulary(const Options& o, const Lm1bCorpus& corpus, const C
     write_file_atomically(settings_path, settings, "mtk-lm1b prepare");
     model_bytes = vocab.serialized();
     v.trained = true;
-    say(cat("prepare: vocabulary: ", vocab.size(), " pieces in ", seconds_text(seconds_since(t0)),
-            " -> ", vocab_path));
+    app::say(cat("prepare: vocabulary: ", vocab.size(), " pieces in ",
+                 seconds_text(seconds_since(t0)), " -> ", vocab_path, "\n"));
   });
   model_bytes = comm.broadcast(std::move(model_bytes));
   collective_step(comm, [&] { v.vocab = Vocab::from_serialized(model_bytes, vocab_path); });
@@ -299,20 +295,21 @@ void report(const Options& o, const VocabStep& v, const Totals& training, const 
   const bool trained = v.trained;
   const std::int64_t sample_size = v.sample_size;
   const LineStats& sample_stats = v.sample_stats;
-  say(cat("prepare: done in ", seconds_text(seconds), " -> ", o.out));
-  say(cat("  vocabulary: ", vocab.size(), " pieces (", o.model_type, "), ",
-          trained ? cat("trained on ", sample_size, " lines, ", sample_stats.skipped_summary())
-                  : std::string("reused")));
-  say(cat("  training:   ", training.shards, " shards (", training.reused, " reused), ",
-          training.sentences, " sentences, ", training.words, " words, ", training.tokens,
-          " tokens incl. end-of-sentence; ", training.lines.skipped_summary(), " of ",
-          training.lines.lines, " lines"));
+  app::say(cat("prepare: done in ", seconds_text(seconds), " -> ", o.out, "\n"));
+  app::say(cat("  vocabulary: ", vocab.size(), " pieces (", o.model_type, "), ",
+               trained ? cat("trained on ", sample_size, " lines, ", sample_stats.skipped_summary())
+                       : std::string("reused"),
+               "\n"));
+  app::say(cat("  training:   ", training.shards, " shards (", training.reused, " reused), ",
+               training.sentences, " sentences, ", training.words, " words, ", training.tokens,
+               " tokens incl. end-of-sentence; ", training.lines.skipped_summary(), " of ",
+               training.lines.lines, " lines\n"));
   char ratio[64];
   std::snprintf(ratio, sizeof ratio, "%.4f", tokens_per_word);
-  say(cat("  held-out:   ", heldout.sentences, " sentences, ", heldout.words, " words + ",
-          heldout.sentences, " end-of-sentence = ", heldout.words + heldout.sentences, ", ",
-          heldout.tokens, " tokens: ", ratio, " tokens per word (end-of-sentence counted); ",
-          heldout.lines.skipped_summary()));
+  app::say(cat("  held-out:   ", heldout.sentences, " sentences, ", heldout.words, " words + ",
+               heldout.sentences, " end-of-sentence = ", heldout.words + heldout.sentences, ", ",
+               heldout.tokens, " tokens: ", ratio, " tokens per word (end-of-sentence counted); ",
+               heldout.lines.skipped_summary(), "\n"));
 }
 
 void run(const Options& o, const Communicator& comm) {
@@ -338,8 +335,9 @@ void run(const Options& o, const Communicator& comm) {
                ": with several ranks, --out must be on a file system all ranks share"));
   });
   if (root)
-    say(cat("prepare: corpus ", o.data, ": ", corpus.training_shards.size(),
-            " training shards + held-out shard 00000; ", size, size == 1 ? " rank" : " ranks"));
+    app::say(cat("prepare: corpus ", o.data, ": ", corpus.training_shards.size(),
+                 " training shards + held-out shard 00000; ", size, size == 1 ? " rank" : " ranks",
+                 "\n"));
 
   // 2. The vocabulary: rank 0 trains (or reuses) it, every rank gets its bytes.
   const std::string vocab_path = Lm1bPrepared::vocab_path(o.out);
@@ -379,12 +377,13 @@ void run(const Options& o, const Communicator& comm) {
       std::snprintf(counter, sizeof counter, "[%*d/%d]", width, first + r + 1, num_jobs);
       const std::int64_t skipped =
           res.info.skipped_empty + res.info.skipped_invalid_utf8 + res.info.skipped_too_long;
-      say(cat("prepare: ", counter, " ", job.name, ": ", res.info.num_sentences, " sentences, ",
-              res.info.num_words, " words, ", res.info.num_tokens, " tokens, ", skipped,
-              " skipped lines", res.reused ? ", reused" : cat(", ", seconds_text(res.seconds)),
-              size > 1 ? cat(" (rank ", r, ")") : std::string()));
+      app::say(cat("prepare: ", counter, " ", job.name, ": ", res.info.num_sentences,
+                   " sentences, ", res.info.num_words, " words, ", res.info.num_tokens, " tokens, ",
+                   skipped, " skipped lines",
+                   res.reused ? ", reused" : cat(", ", seconds_text(res.seconds)),
+                   size > 1 ? cat(" (rank ", r, ")") : std::string(), "\n"));
       for (const auto& e : res.examples)
-        say(cat("  skipped ", e));
+        app::say(cat("  skipped ", e, "\n"));
     }
   }
 
