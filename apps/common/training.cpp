@@ -5,6 +5,7 @@
 #include <mtk/app/run_dir_lock.hpp>
 #include <mtk/app/run_status.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/config/model_config.hpp>
 #include <mtk/data/token_shards.hpp>
 #include <mtk/data/vocab.hpp>
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <sstream>
 
 namespace mtk::app {
 
@@ -52,7 +54,8 @@ void add_run_options(CLI::App& app, RunOptions& o, const std::string& configs,
 
 void add_check_options(CLI::App& app, RunOptions& o, const std::string& dry_run_help) {
   app.add_flag("--print-config", o.print_config,
-               "Prints the resolved config (file, --set, --mesh, --layout) as YAML and exits");
+               "Prints the resolved config (file, --set, --mesh, --layout) as YAML, the run-time "
+               "options (MTK_*) as comments, and exits");
   app.add_flag("--dry-run", o.dry_run, dry_run_help);
 }
 
@@ -166,6 +169,19 @@ nn::TransformerConfig model_for_printing(const Config& config, const std::string
   return transformer_config_from(cfg);
 }
 
+namespace {
+
+// `text` as YAML comment lines: "# " before each line, a newline after each.
+std::string yaml_comment(const std::string& text) {
+  std::istringstream lines(text);
+  std::string out, line;
+  while (std::getline(lines, line))
+    out += "# " + line + "\n";
+  return out;
+}
+
+}  // namespace
+
 void print_config(const Config& config, bool vocab_known) {
   Config shown = config;
   if (!vocab_known)
@@ -173,6 +189,7 @@ void print_config(const Config& config, bool vocab_known) {
   say(shown.dump());
   if (!vocab_known)
     say("# model.vocab_size: the size of data.dir's vocabulary (not readable yet)\n");
+  say(yaml_comment(describe_runtime_options()));
 }
 
 void check_cost(Graph& g, const MeshShape& mesh_shape, const LayoutRules& rules, const Mesh& mesh,
