@@ -24,8 +24,6 @@ SUFFIXES = (".cpp", ".hpp", ".h", ".cc", ".cxx", ".inl")
 ALLOWLIST = {
     # being split in issue 27
     ("core/mtk/cost/layout_search.cpp", "search_layouts"),
-    # being split in issue 27 (apps/common/training.cpp belongs to another change of the issue)
-    ("apps/common/training.cpp", "run_training_locked"),
     # not split yet: found when this check was added (issue 27) and reported to the issue's lead,
     # in files the change that added it does not own
     ("core/mtk/decode/beam_search.cpp", "beam_search"),
