@@ -28,7 +28,6 @@ ALLOWLIST = {
     # in files the change that added it does not own
     ("core/mtk/decode/beam_search.cpp", "beam_search"),
     ("apps/lm1b/mtk_lm1b_prepare.cpp", "run"),
-    ("apps/wmt/wmt_prepare.cpp", "run"),
 }
 
 
