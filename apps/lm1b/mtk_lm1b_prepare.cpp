@@ -312,12 +312,10 @@ void report(const Options& o, const VocabStep& v, const Totals& training, const 
                heldout.lines.skipped_summary(), "\n"));
 }
 
-void run(const Options& o, const Communicator& comm) {
-  const auto start = Clock::now();
+// The corpus and the output folders (rank 0 makes them; every rank must see them).
+Lm1bCorpus open_corpus(const Options& o, const Communicator& comm) {
   const int rank = comm.rank(), size = comm.size();
   const bool root = rank == 0;
-
-  // 1. The corpus and the output folders.
   Lm1bCorpus corpus;
   collective_step(comm, [&] {
     corpus = Lm1bCorpus::find(o.data, o.training_shards);
@@ -338,16 +336,11 @@ void run(const Options& o, const Communicator& comm) {
     app::say(cat("prepare: corpus ", o.data, ": ", corpus.training_shards.size(),
                  " training shards + held-out shard 00000; ", size, size == 1 ? " rank" : " ranks",
                  "\n"));
+  return corpus;
+}
 
-  // 2. The vocabulary: rank 0 trains (or reuses) it, every rank gets its bytes.
-  const std::string vocab_path = Lm1bPrepared::vocab_path(o.out);
-  const VocabStep v = prepare_vocabulary(o, corpus, comm);
-  const Vocab& vocab = v.vocab;
-  const LineStats& sample_stats = v.sample_stats;
-  const std::int64_t sample_size = v.sample_size;
-  const bool trained = v.trained;
-
-  // 3. The shards: held-out first, then training; job j on rank j % size, in rounds.
+// The shards to encode: held-out first, then training.
+std::vector<Job> shard_jobs(const Options& o, const Lm1bCorpus& corpus) {
   std::vector<Job> jobs;
   jobs.push_back({lm1b_heldout_shard_name(0), corpus.heldout_shard,
                   Lm1bPrepared::heldout_shard_path(o.out, 0), true});
@@ -356,9 +349,17 @@ void run(const Options& o, const Communicator& comm) {
     jobs.push_back({lm1b_training_shard_name(n), corpus.training_shards[i],
                     Lm1bPrepared::training_shard_path(o.out, n), false});
   }
+  return jobs;
+}
+
+// Encodes `jobs`, job j on rank j % size, in rounds; rank 0 reports each shard and adds it to
+// `training` or `heldout`.
+void encode_shards(const Options& o, const Communicator& comm, const std::vector<Job>& jobs,
+                   const Vocab& vocab, Totals& training, Totals& heldout) {
+  const int rank = comm.rank(), size = comm.size();
+  const bool root = rank == 0;
   const int num_jobs = static_cast<int>(jobs.size());
   const int width = static_cast<int>(std::to_string(num_jobs).size());
-  Totals training, heldout;
   for (int first = 0; first < num_jobs; first += size) {
     const int j = first + rank;
     std::string mine;
@@ -386,26 +387,28 @@ void run(const Options& o, const Communicator& comm) {
         app::say(cat("  skipped ", e, "\n"));
     }
   }
+}
 
-  // 4. Manifest and summary (rank 0), then the report.
-  const double tokens_per_word =
-      static_cast<double>(heldout.tokens) / static_cast<double>(heldout.words + heldout.sentences);
+// Rank 0 writes summary.json and the manifest, which marks the run finished.
+void write_manifest(const Options& o, const Communicator& comm, const std::vector<Job>& jobs,
+                    const VocabStep& v, const Totals& training, const Totals& heldout,
+                    double tokens_per_word, Clock::time_point start) {
   collective_step(comm, [&] {
-    if (!root)
+    if (comm.rank() != 0)
       return;
     Lm1bPrepared prepared;
     prepared.dir = o.out;
-    prepared.vocab_model = vocab_path;
+    prepared.vocab_model = Lm1bPrepared::vocab_path(o.out);
     for (const auto& job : jobs)
       if (!job.heldout)
         prepared.training_shards.push_back(job.output);
     prepared.heldout_shard = jobs.front().output;
     MetricRecord summary = {
-        {"vocab_size", std::int64_t{vocab.size()}},
+        {"vocab_size", std::int64_t{v.vocab.size()}},
         {"model_type", o.model_type},
-        {"vocab_trained", std::int64_t{trained ? 1 : 0}},
-        {"vocab_sample_lines", sample_size},
-        {"vocab_sample_skipped", sample_stats.skipped()},
+        {"vocab_trained", std::int64_t{v.trained ? 1 : 0}},
+        {"vocab_sample_lines", v.sample_size},
+        {"vocab_sample_skipped", v.sample_stats.skipped()},
         {"training_shards", training.shards},
         {"training_sentences", training.sentences},
         {"training_words", training.words},
@@ -420,13 +423,29 @@ void run(const Options& o, const Communicator& comm) {
         {"heldout_skipped", heldout.lines.skipped()},
         {"heldout_tokens_per_word", tokens_per_word},
         {"max_line_bytes", o.max_line_bytes},
-        {"ranks", std::int64_t{size}},
+        {"ranks", std::int64_t{comm.size()}},
         {"seconds", seconds_since(start)},
     };
     MetricsWriter((fs::path(o.out) / "summary.json").string(), true).write(summary);
     prepared.write_manifest();
   });
-  if (root)
+}
+
+void run(const Options& o, const Communicator& comm) {
+  const auto start = Clock::now();
+  // 1. The corpus and the output folders.
+  const Lm1bCorpus corpus = open_corpus(o, comm);
+  // 2. The vocabulary: rank 0 trains (or reuses) it, every rank gets its bytes.
+  const VocabStep v = prepare_vocabulary(o, corpus, comm);
+  // 3. The shards: held-out first, then training; job j on rank j % size, in rounds.
+  const std::vector<Job> jobs = shard_jobs(o, corpus);
+  Totals training, heldout;
+  encode_shards(o, comm, jobs, v.vocab, training, heldout);
+  // 4. Manifest and summary (rank 0), then the report.
+  const double tokens_per_word =
+      static_cast<double>(heldout.tokens) / static_cast<double>(heldout.words + heldout.sentences);
+  write_manifest(o, comm, jobs, v, training, heldout, tokens_per_word, start);
+  if (comm.rank() == 0)
     report(o, v, training, heldout, tokens_per_word, seconds_since(start));
 }
 
