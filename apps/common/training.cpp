@@ -392,7 +392,7 @@ struct MetricsLog {
   }
 
   // The progress line and (rank 0) the metrics record of the steps in `window`.
-  void log(const TrainingJob& job, const ProgressMeter& meter, const LossWindow& window,
+  void log(const TrainingJob& job, ProgressMeter& meter, const LossWindow& window,
            const std::vector<HostTensor>& out) {
     ProgressInfo info = meter.report(window.mean(window.loss), out[1].data<float>()[0]);
     say(format_progress(info) + "\n");
