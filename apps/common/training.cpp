@@ -5,6 +5,7 @@
 #include <mtk/app/run_dir_lock.hpp>
 #include <mtk/app/run_status.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/config/model_config.hpp>
 #include <mtk/data/token_shards.hpp>
 #include <mtk/data/vocab.hpp>
@@ -18,15 +19,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <sstream>
 
 namespace mtk::app {
-
-void say(const std::string& text) {
-  if (Communicator::world_rank() == 0) {
-    std::printf("%s", text.c_str());
-    std::fflush(stdout);
-  }
-}
 
 void say_precision(const std::string& tool, const nn::TransformerConfig& model) {
   if (model.contraction_precision() != Precision::bfloat16)
@@ -59,7 +54,8 @@ void add_run_options(CLI::App& app, RunOptions& o, const std::string& configs,
 
 void add_check_options(CLI::App& app, RunOptions& o, const std::string& dry_run_help) {
   app.add_flag("--print-config", o.print_config,
-               "Prints the resolved config (file, --set, --mesh, --layout) as YAML and exits");
+               "Prints the resolved config (file, --set, --mesh, --layout) as YAML, the run-time "
+               "options (MTK_*) as comments, and exits");
   app.add_flag("--dry-run", o.dry_run, dry_run_help);
 }
 
@@ -173,6 +169,19 @@ nn::TransformerConfig model_for_printing(const Config& config, const std::string
   return transformer_config_from(cfg);
 }
 
+namespace {
+
+// `text` as YAML comment lines: "# " before each line, a newline after each.
+std::string yaml_comment(const std::string& text) {
+  std::istringstream lines(text);
+  std::string out, line;
+  while (std::getline(lines, line))
+    out += "# " + line + "\n";
+  return out;
+}
+
+}  // namespace
+
 void print_config(const Config& config, bool vocab_known) {
   Config shown = config;
   if (!vocab_known)
@@ -180,6 +189,7 @@ void print_config(const Config& config, bool vocab_known) {
   say(shown.dump());
   if (!vocab_known)
     say("# model.vocab_size: the size of data.dir's vocabulary (not readable yet)\n");
+  say(yaml_comment(describe_runtime_options()));
 }
 
 void check_cost(Graph& g, const MeshShape& mesh_shape, const LayoutRules& rules, const Mesh& mesh,
@@ -291,83 +301,125 @@ std::string run_history(const std::string& run_dir) {
   return what;
 }
 
-// run_training after the lock: restore or refuse, the training loop, the status file.
-int run_training_locked(const std::string& tool, Program& program, const nn::ModelGraph& m,
-                        const Tensor& lr, const Mesh& mesh, const RunOptions& o,
-                        const TrainingSettings& settings, const LayoutRules& rules,
-                        TrainingData& data, std::int64_t& step) {
-  const std::int64_t steps = settings.steps;
-  const std::string app_name = tool.substr(0, tool.find(' '));
-  auto status = [&](RunState state, int code, const std::string& message = "") {
+// What the parts of one training job share: run_training's arguments and the step reached.
+struct TrainingJob {
+  const std::string& tool;
+  Program& program;
+  const nn::ModelGraph& m;
+  const Tensor& lr;
+  const Mesh& mesh;
+  const RunOptions& o;
+  const TrainingSettings& settings;
+  const LayoutRules& rules;
+  TrainingData& data;
+  std::int64_t& step;
+
+  // Rank 0 records the run's state in the run directory's status file.
+  void status(RunState state, int code, const std::string& message = "") const {
     if (mesh.rank() == 0)
-      write_run_status(o.run_dir, state, step, steps, code, tool, message);
-  };
-  agree_on_failure(mesh.comm(), [&] {
-    if (mesh.rank() == 0)
-      write_file_atomically(o.run_dir + "/config.resolved.yaml", resolved_yaml(o),
-                            "mtk::write_file_atomically");
+      write_run_status(o.run_dir, state, step, settings.steps, code, tool, message);
+  }
+};
+
+// History but nothing to resume from: never start again silently, never drop old metrics.
+void refuse_or_start_fresh(const TrainingJob& job) {
+  const RunOptions& o = job.o;
+  agree_on_failure(job.mesh.comm(), [&] {
+    if (job.mesh.rank() != 0)
+      return;
+    const std::string history = run_history(o.run_dir);
+    if (history.empty())
+      return;
+    if (!o.fresh_start)
+      fail(job.tool, cat("run directory '", o.run_dir, "' has a history (", history,
+                         ") but no checkpoint to resume from; pass --fresh-start to train again "
+                         "from step 1 there (the old metrics.jsonl is kept, renamed), --restore "
+                         "CHECKPOINT to start from a checkpoint, or use another --run-dir"));
+    const std::string metrics = o.run_dir + "/metrics.jsonl";
+    if (std::filesystem::exists(metrics)) {
+      std::string stamp = utc_timestamp();
+      std::replace(stamp.begin(), stamp.end(), ':', '-');
+      const std::string kept = metrics + ".before-fresh-start-" + stamp;
+      rename_path(metrics, kept, "mtk::rename_path");
+      say(cat("  --fresh-start: the old metrics are kept as ", kept, "\n"));
+    }
   });
-  CheckpointManager ckpt(o.run_dir, settings.checkpoint_keep, mesh);
-  ckpt.set_logger([](const std::string& msg) { say(msg + "\n"); });
+}
+
+// Restores --restore or the run's newest checkpoint with its data position (the step goes to the
+// checkpoint's), else refuses or starts fresh; returns the checkpoint restored ("" when none).
+std::string resume(const TrainingJob& job) {
+  const std::string app_name = job.tool.substr(0, job.tool.find(' '));
   CheckpointMetadata meta;
-  const std::string restored = restore_weights(program, o, mesh, &meta, false, app_name);
+  const std::string restored =
+      restore_weights(job.program, job.o, job.mesh, &meta, false, app_name);
   if (!restored.empty()) {
-    step = meta.step;
+    job.step = meta.step;
     if (!meta.data_position.empty())
-      agree_on_failure(mesh.comm(), [&] { data.restore(meta.data_position); });
-    say(cat("  resumed from ", restored, " at step ", step, "\n"));
+      agree_on_failure(job.mesh.comm(), [&] { job.data.restore(meta.data_position); });
+    say(cat("  resumed from ", restored, " at step ", job.step, "\n"));
   } else {
-    // History but nothing to resume from: never start again silently, never drop old metrics.
+    refuse_or_start_fresh(job);
+  }
+  return restored;
+}
+
+void save_checkpoint(const TrainingJob& job, CheckpointManager& ckpt) {
+  CheckpointMetadata md;
+  md.step = job.step;
+  md.config_yaml = resolved_yaml(job.o);
+  md.layout = job.rules.to_string();
+  md.data_position = job.data.save();
+  md.vocab_fingerprint = job.o.vocab_fingerprint;
+  const std::string path = ckpt.save(job.program, md);
+  say("  saved checkpoint " + path + "\n");
+}
+
+// Where metrics.jsonl records go: rank 0's writer, and the identity of this job in them.
+struct MetricsLog {
+  MetricsWriter writer;
+  std::int64_t run_start = 1;
+  std::string job_id = batch_job_id();
+
+  // Records after the restored step are dropped: this run logs those steps again.
+  MetricsLog(const Mesh& mesh, const std::string& run_dir, std::int64_t step) {
     agree_on_failure(mesh.comm(), [&] {
-      if (mesh.rank() != 0)
-        return;
-      const std::string history = run_history(o.run_dir);
-      if (history.empty())
-        return;
-      if (!o.fresh_start)
-        fail(tool, cat("run directory '", o.run_dir, "' has a history (", history,
-                       ") but no checkpoint to resume from; pass --fresh-start to train again "
-                       "from step 1 there (the old metrics.jsonl is kept, renamed), --restore "
-                       "CHECKPOINT to start from a checkpoint, or use another --run-dir"));
-      const std::string metrics = o.run_dir + "/metrics.jsonl";
-      if (std::filesystem::exists(metrics)) {
-        std::string stamp = utc_timestamp();
-        std::replace(stamp.begin(), stamp.end(), ':', '-');
-        const std::string kept = metrics + ".before-fresh-start-" + stamp;
-        rename_path(metrics, kept, "mtk::rename_path");
-        say(cat("  --fresh-start: the old metrics are kept as ", kept, "\n"));
+      if (mesh.rank() == 0) {
+        run_start = resume_metrics_log(run_dir + "/metrics.jsonl", step).start;
+        writer = MetricsWriter(run_dir + "/metrics.jsonl");
       }
     });
   }
-  status(RunState::running, 0);
-  if (stop_requested(mesh.comm())) {
-    say(cat(tool, ": stop requested (signal ", mesh.comm().max(stop_signal_number()),
-            ") during start-up, before step ", step + 1, " ran; nothing new was saved (exit ",
-            kExitStoppedBeforeStart, ")\n"));
-    status(RunState::stopped_before_start, kExitStoppedBeforeStart);
-    return kExitStoppedBeforeStart;
-  }
-  auto save = [&]() {
-    CheckpointMetadata md;
-    md.step = step;
-    md.config_yaml = resolved_yaml(o);
-    md.layout = rules.to_string();
-    md.data_position = data.save();
-    md.vocab_fingerprint = o.vocab_fingerprint;
-    const std::string path = ckpt.save(program, md);
-    say("  saved checkpoint " + path + "\n");
-  };
 
-  // Records after the restored step are dropped: this run logs those steps again.
-  MetricsWriter metrics;
-  std::int64_t run_start = 1;
-  const std::string job = batch_job_id();
-  agree_on_failure(mesh.comm(), [&] {
-    if (mesh.rank() == 0) {
-      run_start = resume_metrics_log(o.run_dir + "/metrics.jsonl", step).start;
-      metrics = MetricsWriter(o.run_dir + "/metrics.jsonl");
-    }
-  });
+  // The progress line and (rank 0) the metrics record of the steps in `window`.
+  void log(const TrainingJob& job, ProgressMeter& meter, const LossWindow& window,
+           const std::vector<HostTensor>& out) {
+    ProgressInfo info = meter.report(window.mean(window.loss), out[1].data<float>()[0]);
+    say(format_progress(info) + "\n");
+    if (writer.is_open())
+      writer.write({{"step", job.step},
+                    {"loss", window.mean(window.loss)},
+                    {"cross_entropy", window.mean(window.cross_entropy)},
+                    {"z_loss", window.mean(window.z_loss)},
+                    {"aux_loss", window.mean(window.aux_loss)},
+                    {"tokens_per_s", info.tokens_per_s},
+                    {"lr", static_cast<double>(out[1].data<float>()[0])},
+                    {"epoch", job.data.epoch()},
+                    {"kind", std::string("train")},
+                    {"time", utc_timestamp()},
+                    {"job", job_id},
+                    {"start", run_start}});
+  }
+};
+
+// The training loop from the step reached to settings.steps: progress lines and metrics, periodic
+// checkpoints, stop signals. `saved`: whether the step reached is a checkpoint already.
+int train_steps(const TrainingJob& job, CheckpointManager& ckpt, bool saved) {
+  const std::string& tool = job.tool;
+  const Mesh& mesh = job.mesh;
+  std::int64_t& step = job.step;
+  const std::int64_t steps = job.settings.steps;
+  MetricsLog metrics(mesh, job.o.run_dir, step);
   ProgressMeter meter(step, steps);
   const std::int64_t first_step = step;
   auto steps_line = [&](const char* what) {
@@ -379,36 +431,22 @@ int run_training_locked(const std::string& tool, Program& program, const nn::Mod
     say(line);
   };
   LossWindow window;
-  std::int64_t last_saved = restored.empty() ? -1 : step;
+  std::int64_t last_saved = saved ? step : -1;
   while (step < steps) {
-    TrainingData::Batch batch = data.next();
-    auto out = program.run({}, LossWindow::fetches(m, lr), batch.feeds);
+    TrainingData::Batch batch = job.data.next();
+    auto out = job.program.run({}, LossWindow::fetches(job.m, job.lr), batch.feeds);
     ++step;
     const double loss = out[0].data<float>()[0];
     if (!std::isfinite(loss))
       fail(tool, cat("loss is ", loss, " at step ", step));
     window.add(out);
     meter.tick(step, batch.global_tokens);
-    if (step % settings.log_every == 0 || step == steps) {
-      ProgressInfo info = meter.report(window.mean(window.loss), out[1].data<float>()[0]);
-      say(format_progress(info) + "\n");
-      if (metrics.is_open())
-        metrics.write({{"step", step},
-                       {"loss", window.mean(window.loss)},
-                       {"cross_entropy", window.mean(window.cross_entropy)},
-                       {"z_loss", window.mean(window.z_loss)},
-                       {"aux_loss", window.mean(window.aux_loss)},
-                       {"tokens_per_s", info.tokens_per_s},
-                       {"lr", static_cast<double>(out[1].data<float>()[0])},
-                       {"epoch", data.epoch()},
-                       {"kind", std::string("train")},
-                       {"time", utc_timestamp()},
-                       {"job", job},
-                       {"start", run_start}});
+    if (step % job.settings.log_every == 0 || step == steps) {
+      metrics.log(job, meter, window, out);
       window = LossWindow();
     }
-    if (settings.checkpoint_every > 0 && step % settings.checkpoint_every == 0) {
-      save();
+    if (job.settings.checkpoint_every > 0 && step % job.settings.checkpoint_every == 0) {
+      save_checkpoint(job, ckpt);
       last_saved = step;
     }
     if (stop_requested(mesh.comm())) {
@@ -416,18 +454,40 @@ int run_training_locked(const std::string& tool, Program& program, const nn::Mod
       say(cat("  stop requested (signal ", mesh.comm().max(stop_signal_number()),
               "): saving at step ", step, "\n"));
       if (last_saved != step)
-        save();
+        save_checkpoint(job, ckpt);
       steps_line("stopped, resumable");
-      status(RunState::stopped, kExitStoppedResumable,
-             cat("stop signal ", mesh.comm().max(stop_signal_number())));
+      job.status(RunState::stopped, kExitStoppedResumable,
+                 cat("stop signal ", mesh.comm().max(stop_signal_number())));
       return kExitStoppedResumable;
     }
   }
   if (last_saved != step)
-    save();
+    save_checkpoint(job, ckpt);
   steps_line("done");
-  status(RunState::completed, kExitOk);
+  job.status(RunState::completed, kExitOk);
   return kExitOk;
+}
+
+// run_training after the lock: restore or refuse, the training loop, the status file.
+int run_training_locked(const TrainingJob& job) {
+  const Mesh& mesh = job.mesh;
+  agree_on_failure(mesh.comm(), [&] {
+    if (mesh.rank() == 0)
+      write_file_atomically(job.o.run_dir + "/config.resolved.yaml", resolved_yaml(job.o),
+                            "mtk::write_file_atomically");
+  });
+  CheckpointManager ckpt(job.o.run_dir, job.settings.checkpoint_keep, mesh);
+  ckpt.set_logger([](const std::string& msg) { say(msg + "\n"); });
+  const std::string restored = resume(job);
+  job.status(RunState::running, 0);
+  if (stop_requested(mesh.comm())) {
+    say(cat(job.tool, ": stop requested (signal ", mesh.comm().max(stop_signal_number()),
+            ") during start-up, before step ", job.step + 1, " ran; nothing new was saved (exit ",
+            kExitStoppedBeforeStart, ")\n"));
+    job.status(RunState::stopped_before_start, kExitStoppedBeforeStart);
+    return kExitStoppedBeforeStart;
+  }
+  return train_steps(job, ckpt, !restored.empty());
 }
 
 }  // namespace
@@ -449,7 +509,7 @@ int run_training(const std::string& tool, Program& program, const nn::ModelGraph
     say(cat("  run directory lock taken over from a job that is no longer running (",
             lock.took_over(), ")\n"));
   try {
-    return run_training_locked(tool, program, m, lr, mesh, o, settings, rules, data, step);
+    return run_training_locked({tool, program, m, lr, mesh, o, settings, rules, data, step});
   } catch (const std::exception& e) {
     if (writes_status) {
       try {

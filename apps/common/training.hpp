@@ -12,6 +12,7 @@
 #include <mtk/optim/optim.hpp>
 
 #include "cli.hpp"
+#include "say.hpp"
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -22,9 +23,6 @@
 namespace mtk::app {
 
 using config::kMaxSteps;
-
-/// Rank 0 prints `text` and flushes; every rank goes on.
-void say(const std::string& text);
 
 /// For a model in bfloat16 (model.activation_dtype), rank 0 says once how its contractions run,
 /// and warns when bf16 is emulated on this machine (no native bf16 matmul: slower than fp32).
@@ -104,7 +102,9 @@ nn::TransformerConfig model_for_vocabulary(const Config& config, int vocab_size,
 nn::TransformerConfig model_for_printing(const Config& config, const std::string& vocab_path,
                                          bool& vocab_known);
 /// Rank 0 prints `config` as YAML (--print-config); `vocab_known` false adds a note that
-/// model.vocab_size is left out, the size of data.dir's vocabulary.
+/// model.vocab_size is left out, the size of data.dir's vocabulary. The run-time options in force
+/// (describe_runtime_options(): each MTK_* variable, its value and whether it was set) follow as
+/// YAML comments, so the text still reads back as a config.
 void print_config(const Config& config, bool vocab_known);
 
 /// Prints the program's cost per rank (a lowering that allocates nothing) and refuses, on every

@@ -65,107 +65,64 @@ cost::Machine default_machine() {
   return m;
 }
 
-}  // namespace
-
-int run_search(const Communicator& world, const std::vector<std::string>& args) {
+// The command line of `mtk-layout search`.
+struct SearchArgs {
   std::string config_path, preset, machine_file, optimizer, memory_text, dims_text;
   std::vector<std::string> sets;
   cost::SearchOptions options;
-  options.processors = 0;
   bool json = false;
   int top = 10;
-  CLI::App app{
-      "Which mesh and layout to run a model on N processors with: enumerates meshes that\n"
-      "factor N and the model's layouts, drops those over the memory limit and ranks the\n"
-      "rest by predicted step time (docs/layout-search.md).",
-      "mtk-layout search"};
-  cli::configure(app);
-  app.add_option("--config", config_path, "A YAML config (its model section)")->type_name("FILE");
-  app.add_option("--model", preset, "A preset: paper_lm:-1..5 or paper_translation:-1..4")
+};
+
+void add_search_options(CLI::App& app, SearchArgs& a) {
+  cost::SearchOptions& options = a.options;
+  app.add_option("--config", a.config_path, "A YAML config (its model section)")->type_name("FILE");
+  app.add_option("--model", a.preset, "A preset: paper_lm:-1..5 or paper_translation:-1..4")
       ->type_name("PRESET");
   app.add_option("--processors", options.processors, "Number of processors (MPI ranks)")
       ->required()
       ->check(CLI::Range(1, 1 << 30));
-  app.add_option("--memory", memory_text,
+  app.add_option("--memory", a.memory_text,
                  "Memory per processor: bytes, or with K, M, G, T (powers of 1000) or KiB, MiB, "
                  "GiB, TiB (default: the machine file's)")
       ->type_name("BYTES");
-  app.add_option("--machine", machine_file, "A machine file (layouts/machines/*.yaml)")
+  app.add_option("--machine", a.machine_file, "A machine file (layouts/machines/*.yaml)")
       ->type_name("FILE");
-  app.add_option("--top", top, "How many meshes and layouts to list")
+  app.add_option("--top", a.top, "How many meshes and layouts to list")
       ->check(CLI::Range(1, 1 << 30));
-  app.add_option("--dims", dims_text, "Only these model dims may be split, e.g. batch,heads,d_ff")
+  app.add_option("--dims", a.dims_text, "Only these model dims may be split, e.g. batch,heads,d_ff")
       ->type_name("a,b,...");
   app.add_option("--max-mesh-dims", options.max_mesh_dims, "Mesh dimensions at most")
       ->check(CLI::Range(1, 4));
-  app.add_option("--optimizer", optimizer, "adafactor | adam | sgd (default: the config's)")
+  app.add_option("--optimizer", a.optimizer, "adafactor | adam | sgd (default: the config's)")
       ->check(CLI::IsMember(config::optimizer_names()));
   app.add_flag("--bf16", options.time.bf16, "Time matmuls at the machine's bf16 rate");
-  app.add_option("--set", sets, "Overrides one setting (repeatable), e.g. model.d_model=512")
+  app.add_option("--set", a.sets, "Overrides one setting (repeatable), e.g. model.d_model=512")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false)
       ->take_all();
-  app.add_flag("--json", json, "Print the result as JSON");
-  if (const int status = cli::parse(app, args, world.rank() == 0); status >= 0)
-    return status;
-  Config config = config_path.empty() ? Config::from_string("{}") : Config::from_file(config_path);
-  if (!preset.empty())
-    sets.insert(sets.begin(), "model.preset=" + preset);
-  const bool memory_given = !memory_text.empty();
-  if (memory_given)
-    options.memory_bytes = parse_bytes(memory_text);
-  {
-    std::stringstream s(dims_text);
-    for (std::string d; std::getline(s, d, ',');)
-      if (!d.empty())
-        options.dims.push_back(d);
-  }
-  for (const auto& s : sets)
-    config.apply_override(s);
-  if (!optimizer.empty())
-    config.apply_override("train.optimizer=" + optimizer);
-  // The config's optimizer with its hyperparameters (Adafactor's factoring sizes its slots).
-  const config::OptimizerSettings optimizer_settings =
-      config::read_training_settings(config).optimizer;
-  const cost::Machine machine =
-      machine_file.empty() ? default_machine() : machine_from_file(machine_file);
-  if (!memory_given)
-    options.memory_bytes = machine.memory_bytes;
+  app.add_flag("--json", a.json, "Print the result as JSON");
+}
 
-  const auto t0 = std::chrono::steady_clock::now();
-  const nn::TransformerConfig model = transformer_config_from(config);
-  Graph g;
-  nn::ModelGraph m = nn::build_transformer(g, model, true);
-  std::unique_ptr<optim::Optimizer> opt = config::make_optimizer(optimizer_settings);
-  optim::minimize(m.loss, *opt, optim::LearningRateSchedule());
-  const cost::SearchResult r = cost::search_layouts(g, machine, options);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-  const size_t shown = std::min(r.ranked.size(), static_cast<size_t>(top));
-  if (json) {
-    for (size_t i = 0; i < shown; ++i) {
-      const cost::Candidate& c = r.ranked[i];
-      std::printf(
-          "{\"rank\":%zu,\"mesh\":\"%s\",\"layout\":\"%s\",\"peak_bytes\":%lld,"
-          "\"flops\":%.6g,\"comm_bytes\":%lld,\"compute_s\":%.6g,\"matmul_s\":%.6g,"
-          "\"elementwise_s\":%.6g,\"overhead_s\":%.6g,\"kernel_steps\":%lld,\"comm_s\":%.6g,"
-          "\"step_s\":%.6g,\"overlapped_s\":%.6g,\"mfu\":%.4f}\n",
-          i + 1, c.mesh.to_string().c_str(), c.rules.to_string().c_str(),
-          static_cast<long long>(c.counters.peak_bytes), c.counters.total_flops(),
-          static_cast<long long>(c.counters.total_comm_bytes()), c.time.compute_s, c.time.matmul_s,
-          c.time.elementwise_s, c.time.overhead_s, static_cast<long long>(c.time.kernel_steps),
-          c.time.comm_total_s, c.time.total_s, c.time.overlapped_s, c.mfu);
-    }
-    return kExitOk;
+// --json: one object per line for the `shown` best candidates.
+void print_json(const cost::SearchResult& r, size_t shown) {
+  for (size_t i = 0; i < shown; ++i) {
+    const cost::Candidate& c = r.ranked[i];
+    std::printf(
+        "{\"rank\":%zu,\"mesh\":\"%s\",\"layout\":\"%s\",\"peak_bytes\":%lld,"
+        "\"flops\":%.6g,\"comm_bytes\":%lld,\"compute_s\":%.6g,\"matmul_s\":%.6g,"
+        "\"elementwise_s\":%.6g,\"overhead_s\":%.6g,\"kernel_steps\":%lld,\"comm_s\":%.6g,"
+        "\"step_s\":%.6g,\"overlapped_s\":%.6g,\"mfu\":%.4f}\n",
+        i + 1, c.mesh.to_string().c_str(), c.rules.to_string().c_str(),
+        static_cast<long long>(c.counters.peak_bytes), c.counters.total_flops(),
+        static_cast<long long>(c.counters.total_comm_bytes()), c.time.compute_s, c.time.matmul_s,
+        c.time.elementwise_s, c.time.overhead_s, static_cast<long long>(c.time.kernel_steps),
+        c.time.comm_total_s, c.time.total_s, c.time.overlapped_s, c.mfu);
   }
-  std::printf("model: %s\n", model.to_string().c_str());
-  std::printf("machine: %s; %d processors; memory limit %s per processor; optimizer %s%s\n",
-              machine.name.c_str(), options.processors,
-              options.memory_bytes > 0
-                  ? mtk::format_bytes(static_cast<double>(options.memory_bytes)).c_str()
-                  : "none",
-              optimizer_settings.name.c_str(), options.time.bf16 ? "; bf16 matmuls" : "");
+}
+
+// What was searched and how much of it was dropped, and why.
+void print_searched(const cost::SearchResult& r, double seconds) {
   std::string dims;
   for (const auto& d : r.dims)
     dims += (dims.empty() ? "" : ",") + d;
@@ -180,6 +137,10 @@ int run_search(const Communicator& world, const std::vector<std::string>& args) 
       static_cast<long long>(r.mappings), static_cast<long long>(r.not_divisible),
       static_cast<long long>(r.tensor_conflicts), static_cast<long long>(r.analyzed),
       static_cast<long long>(r.over_memory), r.ranked.size(), seconds);
+}
+
+// The table of the `shown` best candidates and the best one's options.
+void print_ranking(const cost::SearchResult& r, size_t shown) {
   std::printf("%4s  %-28s %-44s %11s %10s %11s %10s %10s %10s %6s\n", "#", "mesh", "layout",
               "peak mem", "FLOPs", "comm", "compute s", "comm s", "step s", "MFU");
   for (size_t i = 0; i < shown; ++i) {
@@ -196,6 +157,72 @@ int run_search(const Communicator& world, const std::vector<std::string>& args) 
               best.rules.to_string().c_str());
   std::printf("      predicted %.4g s per step (%.4g s if collectives overlapped compute)\n",
               best.time.total_s, best.time.overlapped_s);
+}
+
+}  // namespace
+
+int run_search(const Communicator& world, const std::vector<std::string>& args) {
+  SearchArgs a;
+  cost::SearchOptions& options = a.options;
+  options.processors = 0;
+  CLI::App app{
+      "Which mesh and layout to run a model on N processors with: enumerates meshes that\n"
+      "factor N and the model's layouts, drops those over the memory limit and ranks the\n"
+      "rest by predicted step time (docs/layout-search.md).",
+      "mtk-layout search"};
+  cli::configure(app);
+  add_search_options(app, a);
+  if (const int status = cli::parse(app, args, world.rank() == 0); status >= 0)
+    return status;
+  Config config =
+      a.config_path.empty() ? Config::from_string("{}") : Config::from_file(a.config_path);
+  if (!a.preset.empty())
+    a.sets.insert(a.sets.begin(), "model.preset=" + a.preset);
+  const bool memory_given = !a.memory_text.empty();
+  if (memory_given)
+    options.memory_bytes = parse_bytes(a.memory_text);
+  {
+    std::stringstream s(a.dims_text);
+    for (std::string d; std::getline(s, d, ',');)
+      if (!d.empty())
+        options.dims.push_back(d);
+  }
+  for (const auto& s : a.sets)
+    config.apply_override(s);
+  if (!a.optimizer.empty())
+    config.apply_override("train.optimizer=" + a.optimizer);
+  // The config's optimizer with its hyperparameters (Adafactor's factoring sizes its slots).
+  const config::OptimizerSettings optimizer_settings =
+      config::read_training_settings(config).optimizer;
+  const cost::Machine machine =
+      a.machine_file.empty() ? default_machine() : machine_from_file(a.machine_file);
+  if (!memory_given)
+    options.memory_bytes = machine.memory_bytes;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const nn::TransformerConfig model = transformer_config_from(config);
+  Graph g;
+  nn::ModelGraph m = nn::build_transformer(g, model, true);
+  std::unique_ptr<optim::Optimizer> opt = config::make_optimizer(optimizer_settings);
+  optim::minimize(m.loss, *opt, optim::LearningRateSchedule());
+  const cost::SearchResult r = cost::search_layouts(g, machine, options);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  const size_t shown = std::min(r.ranked.size(), static_cast<size_t>(a.top));
+  if (a.json) {
+    print_json(r, shown);
+    return kExitOk;
+  }
+  std::printf("model: %s\n", model.to_string().c_str());
+  std::printf("machine: %s; %d processors; memory limit %s per processor; optimizer %s%s\n",
+              machine.name.c_str(), options.processors,
+              options.memory_bytes > 0
+                  ? mtk::format_bytes(static_cast<double>(options.memory_bytes)).c_str()
+                  : "none",
+              optimizer_settings.name.c_str(), options.time.bf16 ? "; bf16 matmuls" : "");
+  print_searched(r, seconds);
+  print_ranking(r, shown);
   return kExitOk;
 }
 

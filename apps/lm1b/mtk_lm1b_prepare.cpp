@@ -9,6 +9,7 @@
 #include <mtk/parallel/communicator.hpp>
 
 #include "cli.hpp"
+#include "say.hpp"
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -124,11 +125,6 @@ std::string seconds_text(double s) {
   char text[32];
   std::snprintf(text, sizeof text, s < 10 ? "%.2f s" : "%.1f s", s);
   return text;
-}
-
-void say(const std::string& line) {
-  std::fprintf(stdout, "%s\n", line.c_str());
-  std::fflush(stdout);
 }
 
 struct Job {
@@ -256,21 +252,21 @@ VocabStep prepare_vocabulary(const Options& o, const Lm1bCorpus& corpus, const C
     if (!o.force && fs::exists(vocab_path) && fs::is_regular_file(settings_path) &&
         read_whole_file(settings_path, "mtk-lm1b prepare") == settings) {
       model_bytes = Vocab::load(vocab_path).serialized();
-      say(cat("prepare: vocabulary ", vocab_path, " is current (same settings): reused"));
+      app::say(cat("prepare: vocabulary ", vocab_path, " is current (same settings): reused\n"));
       return;
     }
     const auto t0 = Clock::now();
     LineReaderOptions ro;
     ro.max_line_bytes = static_cast<std::size_t>(o.max_line_bytes);
     ro.strict = o.strict;
-    say(cat("prepare: vocabulary: reading up to ", o.sample_lines, " lines from ",
-            corpus.training_shards.size(), " training shards"));
+    app::say(cat("prepare: vocabulary: reading up to ", o.sample_lines, " lines from ",
+                 corpus.training_shards.size(), " training shards\n"));
     const auto lines = sample_lines(corpus.training_shards, o.sample_lines, ro, sample_stats);
     v.sample_size = static_cast<std::int64_t>(lines.size());
-    say(cat("prepare: vocabulary: training a ", o.model_type, " model of ", o.vocab_size,
-            " pieces on ", lines.size(), " lines (", o.threads,
-            o.threads == 1 ? " thread" : " threads", "); ", sample_stats.skipped_summary(),
-            sample_stats.skipped() ? ", each reported with its shard below" : ""));
+    app::say(cat("prepare: vocabulary: training a ", o.model_type, " model of ", o.vocab_size,
+                 " pieces on ", lines.size(), " lines (", o.threads,
+                 o.threads == 1 ? " thread" : " threads", "); ", sample_stats.skipped_summary(),
+                 sample_stats.skipped() ? ", each reported with its shard below" : "", "\n"));
     VocabOptions vo;
     vo.vocab_size = o.vocab_size;
     vo.model_type = o.model_type;
@@ -284,8 +280,8 @@ VocabStep prepare_vocabulary(const Options& o, const Lm1bCorpus& corpus, const C
     write_file_atomically(settings_path, settings, "mtk-lm1b prepare");
     model_bytes = vocab.serialized();
     v.trained = true;
-    say(cat("prepare: vocabulary: ", vocab.size(), " pieces in ", seconds_text(seconds_since(t0)),
-            " -> ", vocab_path));
+    app::say(cat("prepare: vocabulary: ", vocab.size(), " pieces in ",
+                 seconds_text(seconds_since(t0)), " -> ", vocab_path, "\n"));
   });
   model_bytes = comm.broadcast(std::move(model_bytes));
   collective_step(comm, [&] { v.vocab = Vocab::from_serialized(model_bytes, vocab_path); });
@@ -299,28 +295,27 @@ void report(const Options& o, const VocabStep& v, const Totals& training, const 
   const bool trained = v.trained;
   const std::int64_t sample_size = v.sample_size;
   const LineStats& sample_stats = v.sample_stats;
-  say(cat("prepare: done in ", seconds_text(seconds), " -> ", o.out));
-  say(cat("  vocabulary: ", vocab.size(), " pieces (", o.model_type, "), ",
-          trained ? cat("trained on ", sample_size, " lines, ", sample_stats.skipped_summary())
-                  : std::string("reused")));
-  say(cat("  training:   ", training.shards, " shards (", training.reused, " reused), ",
-          training.sentences, " sentences, ", training.words, " words, ", training.tokens,
-          " tokens incl. end-of-sentence; ", training.lines.skipped_summary(), " of ",
-          training.lines.lines, " lines"));
+  app::say(cat("prepare: done in ", seconds_text(seconds), " -> ", o.out, "\n"));
+  app::say(cat("  vocabulary: ", vocab.size(), " pieces (", o.model_type, "), ",
+               trained ? cat("trained on ", sample_size, " lines, ", sample_stats.skipped_summary())
+                       : std::string("reused"),
+               "\n"));
+  app::say(cat("  training:   ", training.shards, " shards (", training.reused, " reused), ",
+               training.sentences, " sentences, ", training.words, " words, ", training.tokens,
+               " tokens incl. end-of-sentence; ", training.lines.skipped_summary(), " of ",
+               training.lines.lines, " lines\n"));
   char ratio[64];
   std::snprintf(ratio, sizeof ratio, "%.4f", tokens_per_word);
-  say(cat("  held-out:   ", heldout.sentences, " sentences, ", heldout.words, " words + ",
-          heldout.sentences, " end-of-sentence = ", heldout.words + heldout.sentences, ", ",
-          heldout.tokens, " tokens: ", ratio, " tokens per word (end-of-sentence counted); ",
-          heldout.lines.skipped_summary()));
+  app::say(cat("  held-out:   ", heldout.sentences, " sentences, ", heldout.words, " words + ",
+               heldout.sentences, " end-of-sentence = ", heldout.words + heldout.sentences, ", ",
+               heldout.tokens, " tokens: ", ratio, " tokens per word (end-of-sentence counted); ",
+               heldout.lines.skipped_summary(), "\n"));
 }
 
-void run(const Options& o, const Communicator& comm) {
-  const auto start = Clock::now();
+// The corpus and the output folders (rank 0 makes them; every rank must see them).
+Lm1bCorpus open_corpus(const Options& o, const Communicator& comm) {
   const int rank = comm.rank(), size = comm.size();
   const bool root = rank == 0;
-
-  // 1. The corpus and the output folders.
   Lm1bCorpus corpus;
   collective_step(comm, [&] {
     corpus = Lm1bCorpus::find(o.data, o.training_shards);
@@ -338,18 +333,14 @@ void run(const Options& o, const Communicator& comm) {
                ": with several ranks, --out must be on a file system all ranks share"));
   });
   if (root)
-    say(cat("prepare: corpus ", o.data, ": ", corpus.training_shards.size(),
-            " training shards + held-out shard 00000; ", size, size == 1 ? " rank" : " ranks"));
+    app::say(cat("prepare: corpus ", o.data, ": ", corpus.training_shards.size(),
+                 " training shards + held-out shard 00000; ", size, size == 1 ? " rank" : " ranks",
+                 "\n"));
+  return corpus;
+}
 
-  // 2. The vocabulary: rank 0 trains (or reuses) it, every rank gets its bytes.
-  const std::string vocab_path = Lm1bPrepared::vocab_path(o.out);
-  const VocabStep v = prepare_vocabulary(o, corpus, comm);
-  const Vocab& vocab = v.vocab;
-  const LineStats& sample_stats = v.sample_stats;
-  const std::int64_t sample_size = v.sample_size;
-  const bool trained = v.trained;
-
-  // 3. The shards: held-out first, then training; job j on rank j % size, in rounds.
+// The shards to encode: held-out first, then training.
+std::vector<Job> shard_jobs(const Options& o, const Lm1bCorpus& corpus) {
   std::vector<Job> jobs;
   jobs.push_back({lm1b_heldout_shard_name(0), corpus.heldout_shard,
                   Lm1bPrepared::heldout_shard_path(o.out, 0), true});
@@ -358,9 +349,17 @@ void run(const Options& o, const Communicator& comm) {
     jobs.push_back({lm1b_training_shard_name(n), corpus.training_shards[i],
                     Lm1bPrepared::training_shard_path(o.out, n), false});
   }
+  return jobs;
+}
+
+// Encodes `jobs`, job j on rank j % size, in rounds; rank 0 reports each shard and adds it to
+// `training` or `heldout`.
+void encode_shards(const Options& o, const Communicator& comm, const std::vector<Job>& jobs,
+                   const Vocab& vocab, Totals& training, Totals& heldout) {
+  const int rank = comm.rank(), size = comm.size();
+  const bool root = rank == 0;
   const int num_jobs = static_cast<int>(jobs.size());
   const int width = static_cast<int>(std::to_string(num_jobs).size());
-  Totals training, heldout;
   for (int first = 0; first < num_jobs; first += size) {
     const int j = first + rank;
     std::string mine;
@@ -379,34 +378,37 @@ void run(const Options& o, const Communicator& comm) {
       std::snprintf(counter, sizeof counter, "[%*d/%d]", width, first + r + 1, num_jobs);
       const std::int64_t skipped =
           res.info.skipped_empty + res.info.skipped_invalid_utf8 + res.info.skipped_too_long;
-      say(cat("prepare: ", counter, " ", job.name, ": ", res.info.num_sentences, " sentences, ",
-              res.info.num_words, " words, ", res.info.num_tokens, " tokens, ", skipped,
-              " skipped lines", res.reused ? ", reused" : cat(", ", seconds_text(res.seconds)),
-              size > 1 ? cat(" (rank ", r, ")") : std::string()));
+      app::say(cat("prepare: ", counter, " ", job.name, ": ", res.info.num_sentences,
+                   " sentences, ", res.info.num_words, " words, ", res.info.num_tokens, " tokens, ",
+                   skipped, " skipped lines",
+                   res.reused ? ", reused" : cat(", ", seconds_text(res.seconds)),
+                   size > 1 ? cat(" (rank ", r, ")") : std::string(), "\n"));
       for (const auto& e : res.examples)
-        say(cat("  skipped ", e));
+        app::say(cat("  skipped ", e, "\n"));
     }
   }
+}
 
-  // 4. Manifest and summary (rank 0), then the report.
-  const double tokens_per_word =
-      static_cast<double>(heldout.tokens) / static_cast<double>(heldout.words + heldout.sentences);
+// Rank 0 writes summary.json and the manifest, which marks the run finished.
+void write_manifest(const Options& o, const Communicator& comm, const std::vector<Job>& jobs,
+                    const VocabStep& v, const Totals& training, const Totals& heldout,
+                    double tokens_per_word, Clock::time_point start) {
   collective_step(comm, [&] {
-    if (!root)
+    if (comm.rank() != 0)
       return;
     Lm1bPrepared prepared;
     prepared.dir = o.out;
-    prepared.vocab_model = vocab_path;
+    prepared.vocab_model = Lm1bPrepared::vocab_path(o.out);
     for (const auto& job : jobs)
       if (!job.heldout)
         prepared.training_shards.push_back(job.output);
     prepared.heldout_shard = jobs.front().output;
     MetricRecord summary = {
-        {"vocab_size", std::int64_t{vocab.size()}},
+        {"vocab_size", std::int64_t{v.vocab.size()}},
         {"model_type", o.model_type},
-        {"vocab_trained", std::int64_t{trained ? 1 : 0}},
-        {"vocab_sample_lines", sample_size},
-        {"vocab_sample_skipped", sample_stats.skipped()},
+        {"vocab_trained", std::int64_t{v.trained ? 1 : 0}},
+        {"vocab_sample_lines", v.sample_size},
+        {"vocab_sample_skipped", v.sample_stats.skipped()},
         {"training_shards", training.shards},
         {"training_sentences", training.sentences},
         {"training_words", training.words},
@@ -421,13 +423,29 @@ void run(const Options& o, const Communicator& comm) {
         {"heldout_skipped", heldout.lines.skipped()},
         {"heldout_tokens_per_word", tokens_per_word},
         {"max_line_bytes", o.max_line_bytes},
-        {"ranks", std::int64_t{size}},
+        {"ranks", std::int64_t{comm.size()}},
         {"seconds", seconds_since(start)},
     };
     MetricsWriter((fs::path(o.out) / "summary.json").string(), true).write(summary);
     prepared.write_manifest();
   });
-  if (root)
+}
+
+void run(const Options& o, const Communicator& comm) {
+  const auto start = Clock::now();
+  // 1. The corpus and the output folders.
+  const Lm1bCorpus corpus = open_corpus(o, comm);
+  // 2. The vocabulary: rank 0 trains (or reuses) it, every rank gets its bytes.
+  const VocabStep v = prepare_vocabulary(o, corpus, comm);
+  // 3. The shards: held-out first, then training; job j on rank j % size, in rounds.
+  const std::vector<Job> jobs = shard_jobs(o, corpus);
+  Totals training, heldout;
+  encode_shards(o, comm, jobs, v.vocab, training, heldout);
+  // 4. Manifest and summary (rank 0), then the report.
+  const double tokens_per_word =
+      static_cast<double>(heldout.tokens) / static_cast<double>(heldout.words + heldout.sentences);
+  write_manifest(o, comm, jobs, v, training, heldout, tokens_per_word, start);
+  if (comm.rank() == 0)
     report(o, v, training, heldout, tokens_per_word, seconds_since(start));
 }
 

@@ -40,15 +40,6 @@ int world_rank() {
   return Communicator::world_rank();
 }
 
-// Rank 0 prints; every rank keeps going.
-template <class... Args>
-void say(const char* fmt, Args... args) {
-  if (world_rank() == 0) {
-    std::printf(fmt, args...);
-    std::fflush(stdout);
-  }
-}
-
 // The command line of train, eval and sample (each accepts the options that apply to it).
 struct Options : app::RunOptions {
   std::string prompt;
@@ -221,10 +212,10 @@ int train_main(const std::vector<std::string>& args) {
     m = nn::build_transformer(g, s.model, true, seed);
     lr = optim::minimize(m.loss, *optimizer, settings.lr);
   });
-  say("mtk-lm1b train: %s\n", s.model.to_string().c_str());
-  say("  parameters %.2fM (formula %.2fM); mesh %s; layout %s\n", nn::count_parameters(g) / 1e6,
-      s.model.analytic_parameter_count() / 1e6, s.mesh_shape.to_string().c_str(),
-      s.rules.to_string().c_str());
+  app::say("mtk-lm1b train: %s\n", s.model.to_string().c_str());
+  app::say("  parameters %.2fM (formula %.2fM); mesh %s; layout %s\n",
+           nn::count_parameters(g) / 1e6, s.model.analytic_parameter_count() / 1e6,
+           s.mesh_shape.to_string().c_str(), s.rules.to_string().c_str());
   app::say_precision("mtk-lm1b", s.model);
   check_cost(g, s, mesh);
 
@@ -236,13 +227,15 @@ int train_main(const std::vector<std::string>& args) {
   s.batch_options.seed = seed;
   agree_on_failure(mesh.comm(), [&] { set_batch_slice(s.batch_options, s.rules, mesh); });
   LmBatchStream stream(train, s.batch_options);
-  say("  data: %lld sequences of %lld tokens (%s tokens) from %zu shards; %lld steps per epoch\n",
+  app::say(
+      "  data: %lld sequences of %lld tokens (%s tokens) from %zu shards; %lld steps per epoch\n",
       static_cast<long long>(train->size()), static_cast<long long>(s.model.length),
       format_count(static_cast<double>(train->num_tokens())).c_str(), s.data.training_shards.size(),
       static_cast<long long>(stream.batches_per_epoch()));
   if (o.dry_run) {
     app::verify_token_shards(mesh.comm(), s.data.training_shards);
-    say("mtk-lm1b train --dry-run: config, data (every token checksum), %d rank(s) and memory "
+    app::say(
+        "mtk-lm1b train --dry-run: config, data (every token checksum), %d rank(s) and memory "
         "check out; nothing was trained or written\n",
         world.size());
     return 0;
@@ -285,7 +278,8 @@ int eval_main(const std::vector<std::string>& args) {
   agree_on_failure(mesh.comm(), [&] { set_batch_slice(s.batch_options, s.rules, mesh); });
   if (o.dry_run) {
     app::verify_token_shards(mesh.comm(), {s.data.heldout_shard});
-    say("mtk-lm1b eval --dry-run: config, data (every token checksum), %d rank(s) and memory check "
+    app::say(
+        "mtk-lm1b eval --dry-run: config, data (every token checksum), %d rank(s) and memory check "
         "out; nothing was "
         "evaluated\n",
         world.size());
@@ -310,10 +304,11 @@ int eval_main(const std::vector<std::string>& args) {
   const double log_ppl = total_loss / std::max(1.0, total_tokens);
   const double ppl_word =
       complete ? std::exp(total_loss / words) : std::exp(log_ppl * info.num_tokens / words);
-  say("mtk-lm1b eval: %s (step %lld), %lld batches, %.0f tokens, logits x %.2f\n", path.c_str(),
-      static_cast<long long>(meta.step), static_cast<long long>(batches), total_tokens,
-      logit_scale);
-  say("  log-perplexity per token %.4f (perplexity %.2f); perplexity per word %.2f (%.0f words "
+  app::say("mtk-lm1b eval: %s (step %lld), %lld batches, %.0f tokens, logits x %.2f\n",
+           path.c_str(), static_cast<long long>(meta.step), static_cast<long long>(batches),
+           total_tokens, logit_scale);
+  app::say(
+      "  log-perplexity per token %.4f (perplexity %.2f); perplexity per word %.2f (%.0f words "
       "incl. "
       "end of sentence)%s\n",
       log_ppl, std::exp(log_ppl), ppl_word, words,
@@ -326,7 +321,7 @@ int eval_main(const std::vector<std::string>& args) {
                                     {"logit_scale", logit_scale},
                                     {"complete", std::string(complete ? "yes" : "no")},
                                     {"checkpoint", path}});
-  say("%s\n", line.c_str());
+  app::say("%s\n", line.c_str());
   agree_on_failure(mesh.comm(), [&] {
     if (world_rank() == 0) {
       make_directories(o.run_dir, "mtk::make_directories");
@@ -404,7 +399,7 @@ int sample_main(const std::vector<std::string>& args) {
       break;
     tokens.push_back(next);
   }
-  say("%s\n", s.vocab.decode(tokens).c_str());
+  app::say("%s\n", s.vocab.decode(tokens).c_str());
   return 0;
 }
 

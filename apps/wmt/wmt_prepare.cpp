@@ -5,6 +5,7 @@
 #include <mtk/config/config.hpp>
 #include <mtk/data/lm1b_corpus.hpp>
 #include <mtk/data/vocab.hpp>
+#include <mtk/data/wmt_pairs.hpp>
 #include <mtk/files/files.hpp>
 #include <mtk/metrics/metrics.hpp>
 #include <mtk/text/line_pairs.hpp>
@@ -14,7 +15,6 @@
 #include "training.hpp"
 #include "wmt_commands.hpp"
 #include "wmt_config.hpp"
-#include <mtk/data/wmt_pairs.hpp>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -114,17 +114,20 @@ TokenShardInfo shard_info(const Vocab& vocab) {
   return info;
 }
 
-void run(const PrepareSettings& s) {
-  const PreparedPaths out{s.dir};
-  make_directories(s.dir, "mtk::make_directories");
-  // The .sgm sets first: a malformed file fails before the long steps.
-  std::vector<std::string> dev_src, dev_ref;
+// The dev set's segments (source and reference, whole); the test set is only checked.
+struct DevSet {
+  std::vector<std::string> src, ref;
+};
+
+// The .sgm sets, read first: a malformed file fails before the long steps.
+DevSet read_eval_sets(const PrepareSettings& s) {
+  DevSet dev;
   if (!s.dev_source.empty()) {
-    dev_src = text::read_text_lines(s.dev_source, true);
-    dev_ref = text::read_text_lines(s.dev_reference, true);
-    if (dev_src.size() != dev_ref.size())
-      fail(kTool, cat("dev set: '", s.dev_source, "' has ", dev_src.size(), " segments but '",
-                      s.dev_reference, "' has ", dev_ref.size()));
+    dev.src = text::read_text_lines(s.dev_source, true);
+    dev.ref = text::read_text_lines(s.dev_reference, true);
+    if (dev.src.size() != dev.ref.size())
+      fail(kTool, cat("dev set: '", s.dev_source, "' has ", dev.src.size(), " segments but '",
+                      s.dev_reference, "' has ", dev.ref.size()));
   }
   if (!s.test_source.empty()) {
     const auto a = text::read_text_lines(s.test_source, true);
@@ -133,10 +136,14 @@ void run(const PrepareSettings& s) {
       fail(kTool, cat("test set: '", s.test_source, "' has ", a.size(), " segments but '",
                       s.test_reference, "' has ", b.size()));
   }
+  return dev;
+}
 
-  // 1. The vocabulary, on both languages of the first usable pairs (checks alignment too).
+// The vocabulary, on both languages of the first usable pairs (checks alignment too), saved under
+// data.dir; `lines` receives the number of training pairs read.
+Vocab train_vocabulary(const PrepareSettings& s, const PreparedPaths& out, std::int64_t& lines) {
   std::vector<std::string> sample;
-  std::int64_t lines = 0;
+  lines = 0;
   for (const auto& prefix : s.prefixes)
     for_each_pair(s, prefix, [&](const text::RawLine& a, const text::RawLine& b) {
       ++lines;
@@ -155,74 +162,101 @@ void run(const PrepareSettings& s) {
   vo.vocab_size = s.vocab_size;
   vo.model_type = s.model_type;
   vo.max_sentence_bytes = static_cast<int>(s.max_line_bytes);
-  const Vocab vocab = Vocab::train(sample, vo);
+  Vocab vocab = Vocab::train(sample, vo);
   sample.clear();
   vocab.save(out.vocab());
   vocab.save_pieces(s.dir + "/vocab.pieces");
+  return vocab;
+}
 
-  // 2. The token shards of the training pairs, and the skipped ones by reason.
+// What encoding the training pairs kept and skipped.
+struct TrainingCounts {
   std::int64_t skipped[kReasons] = {}, kept = 0, src_tokens = 0, tgt_tokens = 0;
-  {
-    TokenShardWriter src_writer(out.source("train"), shard_info(vocab));
-    TokenShardWriter tgt_writer(out.target("train"), shard_info(vocab));
-    std::vector<std::int32_t> a_ids, b_ids;
-    for (const auto& prefix : s.prefixes)
-      for_each_pair(s, prefix, [&](const text::RawLine& a, const text::RawLine& b) {
-        int reason = text_reason(a, b);
-        if (reason < 0) {
-          a_ids = vocab.encode(a.text);
-          b_ids = vocab.encode(b.text);
-          // + EOS on each side
-          if (static_cast<std::int64_t>(std::max(a_ids.size(), b_ids.size())) + 1 > s.max_length)
-            reason = kTooManyTokens;
-        }
-        if (reason >= 0) {
-          ++skipped[reason];
-          return;
-        }
-        src_writer.add_sentence(a_ids, count_words(a.text.data(), a.text.size()));
-        tgt_writer.add_sentence(b_ids, count_words(b.text.data(), b.text.size()));
-        src_tokens += static_cast<std::int64_t>(a_ids.size()) + 1;
-        tgt_tokens += static_cast<std::int64_t>(b_ids.size()) + 1;
-        ++kept;
-      });
-    if (kept == 0)
-      fail(kTool, cat("every one of the ", lines, " training pairs was skipped"));
-    src_writer.finish();
-    tgt_writer.finish();
+};
+
+// The token shards of the training pairs, and the skipped ones by reason (`lines`: the pairs read).
+TrainingCounts encode_training(const PrepareSettings& s, const PreparedPaths& out,
+                               const Vocab& vocab, std::int64_t lines) {
+  TrainingCounts n;
+  TokenShardWriter src_writer(out.source("train"), shard_info(vocab));
+  TokenShardWriter tgt_writer(out.target("train"), shard_info(vocab));
+  std::vector<std::int32_t> a_ids, b_ids;
+  for (const auto& prefix : s.prefixes)
+    for_each_pair(s, prefix, [&](const text::RawLine& a, const text::RawLine& b) {
+      int reason = text_reason(a, b);
+      if (reason < 0) {
+        a_ids = vocab.encode(a.text);
+        b_ids = vocab.encode(b.text);
+        // + EOS on each side
+        if (static_cast<std::int64_t>(std::max(a_ids.size(), b_ids.size())) + 1 > s.max_length)
+          reason = kTooManyTokens;
+      }
+      if (reason >= 0) {
+        ++n.skipped[reason];
+        return;
+      }
+      src_writer.add_sentence(a_ids, count_words(a.text.data(), a.text.size()));
+      tgt_writer.add_sentence(b_ids, count_words(b.text.data(), b.text.size()));
+      n.src_tokens += static_cast<std::int64_t>(a_ids.size()) + 1;
+      n.tgt_tokens += static_cast<std::int64_t>(b_ids.size()) + 1;
+      ++n.kept;
+    });
+  if (n.kept == 0)
+    fail(kTool, cat("every one of the ", lines, " training pairs was skipped"));
+  src_writer.finish();
+  tgt_writer.finish();
+  return n;
+}
+
+// The dev pairs, whole (translate reads the .sgm files themselves).
+void encode_dev(const PreparedPaths& out, const Vocab& vocab, const DevSet& dev) {
+  if (dev.src.empty())
+    return;
+  TokenShardWriter src_writer(out.source("dev"), shard_info(vocab));
+  TokenShardWriter tgt_writer(out.target("dev"), shard_info(vocab));
+  for (std::size_t i = 0; i < dev.src.size(); ++i) {
+    src_writer.add_sentence(vocab.encode(dev.src[i]), 0);
+    tgt_writer.add_sentence(vocab.encode(dev.ref[i]), 0);
   }
-  // 3. The dev pairs, whole (translate reads the .sgm files themselves).
-  if (!dev_src.empty()) {
-    TokenShardWriter src_writer(out.source("dev"), shard_info(vocab));
-    TokenShardWriter tgt_writer(out.target("dev"), shard_info(vocab));
-    for (std::size_t i = 0; i < dev_src.size(); ++i) {
-      src_writer.add_sentence(vocab.encode(dev_src[i]), 0);
-      tgt_writer.add_sentence(vocab.encode(dev_ref[i]), 0);
-    }
-    src_writer.finish();
-    tgt_writer.finish();
-  }
+  src_writer.finish();
+  tgt_writer.finish();
+}
+
+// summary.json and the report on stdout.
+void write_summary(const PrepareSettings& s, const PreparedPaths& out, const Vocab& vocab,
+                   std::int64_t lines, const TrainingCounts& n, const DevSet& dev) {
   std::int64_t total_skipped = 0;
   std::string reasons;
   MetricRecord summary = {{"vocab_size", std::int64_t{vocab.size()}},
                           {"source", s.source},
                           {"target", s.target},
                           {"training_lines", lines},
-                          {"training_pairs", kept},
-                          {"source_tokens", src_tokens},
-                          {"target_tokens", tgt_tokens},
+                          {"training_pairs", n.kept},
+                          {"source_tokens", n.src_tokens},
+                          {"target_tokens", n.tgt_tokens},
                           {"max_length", s.max_length},
-                          {"dev_pairs", static_cast<std::int64_t>(dev_src.size())}};
+                          {"dev_pairs", static_cast<std::int64_t>(dev.src.size())}};
   for (int r = 0; r < kReasons; ++r) {
-    total_skipped += skipped[r];
-    reasons += cat(r ? ", " : "", kReasonNames[r], " ", skipped[r]);
-    summary.push_back({cat("skipped_", kReasonNames[r]), skipped[r]});
+    total_skipped += n.skipped[r];
+    reasons += cat(r ? ", " : "", kReasonNames[r], " ", n.skipped[r]);
+    summary.push_back({cat("skipped_", kReasonNames[r]), n.skipped[r]});
   }
   MetricsWriter(out.summary(), true).write(summary);
   app::say(cat("prepare: done -> ", s.dir, "\n  vocabulary: ", vocab.size(), " pieces (",
-               s.model_type, ")\n  training: ", kept, " pairs of ", lines, " (", src_tokens, " ",
-               s.source, " + ", tgt_tokens, " ", s.target, " tokens incl. EOS); skipped ",
-               total_skipped, ": ", reasons, "\n  dev: ", dev_src.size(), " pairs\n"));
+               s.model_type, ")\n  training: ", n.kept, " pairs of ", lines, " (", n.src_tokens,
+               " ", s.source, " + ", n.tgt_tokens, " ", s.target, " tokens incl. EOS); skipped ",
+               total_skipped, ": ", reasons, "\n  dev: ", dev.src.size(), " pairs\n"));
+}
+
+void run(const PrepareSettings& s) {
+  const PreparedPaths out{s.dir};
+  make_directories(s.dir, "mtk::make_directories");
+  const DevSet dev = read_eval_sets(s);
+  std::int64_t lines = 0;
+  const Vocab vocab = train_vocabulary(s, out, lines);
+  const TrainingCounts counts = encode_training(s, out, vocab, lines);
+  encode_dev(out, vocab, dev);
+  write_summary(s, out, vocab, lines, counts, dev);
 }
 
 }  // namespace
