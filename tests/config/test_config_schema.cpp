@@ -257,7 +257,7 @@ TEST(ConfigSchema, MarkdownReferenceListsEveryKey) {
   EXPECT_TRUE(contains(train, "| `train.learning_rate.total_steps` | number | train.steps |"))
       << train;
   EXPECT_TRUE(contains(train, "| `train.adafactor.epsilon1` | number | 1e-30 |")) << train;
-  EXPECT_TRUE(contains(train, "| `train.steps` | integer | 1000 | 1 .. 10^12 |")) << train;
+  EXPECT_TRUE(contains(train, "| `train.steps` | integer | 1000 | 0 .. 10^12 |")) << train;
   const std::string block = config::markdown_block("x", "T\n");
   EXPECT_EQ(block, "<!-- BEGIN GENERATED: x -->\nT\n<!-- END GENERATED: x -->\n");
 }

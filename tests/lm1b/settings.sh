@@ -28,7 +28,7 @@ expect() {
 train=(train --config "$config" --run-dir run)
 
 # Settings: type and range, naming the key, the value and the allowed range.
-expect 1 "train.steps = -5 is not an integer in \[1, " "${train[@]}" --set train.steps=-5
+expect 1 "train.steps = -5 is not an integer in \[0, " "${train[@]}" --set train.steps=-5
 expect 1 "train.steps = abc is not an integer" "${train[@]}" --set train.steps=abc
 expect 1 "with --set train.steps" "${train[@]}" --set train.steps=1.5
 expect 1 "'train.steps=' gives 'train.steps' no value" "${train[@]}" --set train.steps=
@@ -97,4 +97,16 @@ expect 1 "has 2 ranks" train --config "$config" --run-dir dry --dry-run --mesh b
 expect 1 "prepare" train --config "$config" --run-dir dry --dry-run --set data.dir=nowhere
 mpirun -n 2 "$lm1b" eval --config "$config" --run-dir dry --dry-run > dry-eval.log 2>&1 || { cat dry-eval.log; fail "eval --dry-run"; }
 grep -q "eval --dry-run" dry-eval.log || { cat dry-eval.log; fail "eval --dry-run verdict"; }
+# train.steps 0: the initial weights saved as step 0, nothing trained; training on from that
+# checkpoint gives the losses of a run trained from the start.
+mpirun -n 2 "$lm1b" train --config "$config" --run-dir zero --set train.steps=0 > zero.log 2>&1 || { cat zero.log; fail "train.steps=0"; }
+[ -d zero/checkpoints/step-000000000 ] || { cat zero.log; fail "train.steps=0 saved no step 0"; }
+grep -q '"state": "completed", "step": 0' zero/status.json || { cat zero/status.json; fail "train.steps=0 status"; }
+grep -q "^step " zero.log && { cat zero.log; fail "train.steps=0 trained"; }
+mpirun -n 2 "$lm1b" train --config "$config" --run-dir zero --set train.steps=2 --set train.log_every=1 > zero2.log 2>&1 || { cat zero2.log; fail "training on from step 0"; }
+grep -q "resumed from .*step-000000000 at step 0" zero2.log || { cat zero2.log; fail "did not resume from step 0"; }
+mpirun -n 2 "$lm1b" train --config "$config" --run-dir fresh --set train.steps=2 --set train.log_every=1 > fresh.log 2>&1 || { cat fresh.log; fail "a fresh 2-step run"; }
+losses() { grep -o '"loss": [^,]*' "$1"; }
+[ -n "$(losses zero/metrics.jsonl)" ] && [ "$(losses zero/metrics.jsonl)" = "$(losses fresh/metrics.jsonl)" ] ||
+  { losses zero/metrics.jsonl; losses fresh/metrics.jsonl; fail "losses after step 0 differ from a fresh run's"; }
 echo "1 passed, 0 failed"

@@ -10,7 +10,8 @@ using T = TrainingSettings;
 
 Schema<T> make_train_schema() {
   Schema<T> s;
-  s.integer("steps", &T::steps, 1, kMaxSteps, "training steps (global batches)")
+  s.integer("steps", &T::steps, 0, kMaxSteps,
+            "training steps (global batches); 0 saves the initial weights as step 0 and stops")
       .integer("seed", &T::seed, 0, std::numeric_limits<std::int64_t>::max(),
                "data order, weight initialisation and dropout")
       .integer("log_every", &T::log_every, 1, kMaxSteps,
