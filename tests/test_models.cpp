@@ -12,6 +12,7 @@
 #include "mtk_invariance_check.hpp"
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 
 using namespace mtk;
@@ -53,11 +54,13 @@ void feed_tokens(const nn::ModelGraph& m, const nn::TransformerConfig& c,
 }
 
 GraphCase model_case(const std::string& name, bool moe, bool encdec,
-                     std::vector<std::string> layouts, bool shared_embedding = false) {
+                     std::vector<std::string> layouts,
+                     std::function<void(nn::TransformerConfig&)> tweak = nullptr) {
   return {name,
           [=](Graph& g) {
             auto c = tiny_config(moe, encdec);
-            c.shared_embedding = shared_embedding;
+            if (tweak)
+              tweak(c);
             nn::ModelGraph m = nn::build_transformer(g, c, /*training=*/true);
             BuiltGraph r{{m.loss, m.token_loss}, m.loss, {}};
             feed_tokens(m, c, r.feeds, 5);
@@ -96,6 +99,84 @@ TEST(Models, MixtureOfExpertsLanguageModelIsLayoutInvariant) {
                        "experts:@0;vocab:@1",                            // experts split only
                        "batch:@0"});
   expect_layout_invariant(c);
+}
+
+TEST(Models, MoeWithRandomSecondPolicyIsLayoutInvariant) {
+  // The policy's draws depend on the global position only: every mesh routes alike.
+  auto c = model_case("moe_lm_random_second", true, false,
+                      {"batch:@0;experts:@0", "batch:@0;experts:@0;d_ff:@1;heads:@1;vocab:@1"},
+                      [](nn::TransformerConfig& c) {
+                        c.moe.second_policy_train = nn::SecondPolicy::random;
+                        c.moe.second_threshold_train = 0.6;
+                      });
+  expect_layout_invariant(c);
+}
+
+TEST(Models, MoeSecondPolicyMatchesTheReference) {
+  // One MoE layer with room for every token: combine holds the renormalised gate_1 at the first
+  // expert and, where the policy keeps it, gate_2 at the second (Mesh-TF's _top_2_gating).
+  const Dimension batch{"batch", 4}, length{"length", 8}, d_model{"d_model", 8}, d_ff{"d_ff", 8};
+  const std::int64_t E = 4, B = batch.size, L = length.size;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> xs(static_cast<size_t>(B * L * d_model.size));
+  for (auto& v : xs)
+    v = normal(rng);
+  using P = nn::SecondPolicy;
+  for (P policy : {P::all, P::none, P::threshold, P::random})
+    for (bool training : {true, false}) {
+      Graph g;
+      nn::LayerContext ctx;
+      ctx.graph = &g;
+      ctx.training = training;
+      ctx.seed = 3;
+      nn::MoeOptions o;
+      o.num_experts = static_cast<int>(E);
+      o.capacity_factor_train = o.capacity_factor_eval = 100;
+      o.second_policy_train = o.second_policy_eval = policy;
+      // Renormalised second gates lie in (0, 0.5]: thresholds that keep some and drop some.
+      o.second_threshold_train = policy == P::threshold ? 0.42 : 0.6;
+      o.second_threshold_eval = policy == P::threshold ? 0.4 : 0.55;
+      const double t = training ? o.second_threshold_train : o.second_threshold_eval;
+      Tensor x = placeholder(g, "x", Shape{batch, length, d_model});
+      const nn::MoeResult r = nn::mixture_of_experts(ctx, "moe", x, d_model, d_ff, o);
+      Tensor u = random_uniform(g, Shape{batch, length}, nn::second_policy_seed(ctx, "moe"));
+      Mesh mesh(MeshShape::parse("all:1"), MPI_COMM_SELF);
+      auto p = lower(g, mesh, LayoutRules());
+      const auto out =
+          p->run({{x.id(), HostTensor::floats(x.shape(), xs)}}, {r.gates, r.combine, u});
+      const std::int64_t C = r.combine.shape()[3].size;
+      int kept = 0, dropped = 0;
+      for (std::int64_t bl = 0; bl < B * L; ++bl) {
+        std::vector<double> gate(static_cast<size_t>(E));
+        for (std::int64_t e = 0; e < E; ++e)
+          gate[static_cast<size_t>(e)] = out[0].at(bl * E + e);
+        const auto i1 = std::max_element(gate.begin(), gate.end()) - gate.begin();
+        std::vector<double> rest = gate;
+        rest[static_cast<size_t>(i1)] = 0;
+        const auto i2 = std::max_element(rest.begin(), rest.end()) - rest.begin();
+        const double denom = gate[static_cast<size_t>(i1)] + rest[static_cast<size_t>(i2)] + 1e-9;
+        const double g1 = gate[static_cast<size_t>(i1)] / denom;
+        const double g2 = rest[static_cast<size_t>(i2)] / denom;
+        const bool keep = policy == P::all         ? true
+                          : policy == P::none      ? false
+                          : policy == P::threshold ? g2 > t
+                                                   : out[2].at(bl) < g2 / t;
+        (keep ? kept : dropped) += 1;
+        for (std::int64_t e = 0; e < E; ++e) {
+          double routed = 0;
+          for (std::int64_t c = 0; c < C; ++c)
+            routed += out[1].at((bl * E + e) * C + c);
+          const double want = (e == i1 ? g1 : 0.0) + (e == i2 && keep ? g2 : 0.0);
+          EXPECT_NEAR(routed, want, 1e-5)
+              << nn::to_string(policy) << (training ? " train" : " eval") << " token " << bl
+              << " expert " << e;
+        }
+      }
+      if (policy == P::random || policy == P::threshold)  // the case is not trivial
+        EXPECT_TRUE(kept > 0 && dropped > 0)
+            << nn::to_string(policy) << " kept " << kept << " dropped " << dropped;
+    }
 }
 
 TEST(Models, MoeLayoutMovesTokensWithAnAlltoall) {
@@ -536,7 +617,8 @@ TEST(Models, EncoderDecoderLearnsToReverse) {
 
 TEST(Models, EncoderDecoderWithSharedEmbeddingIsLayoutInvariant) {
   auto c = model_case("encdec_shared", false, true,
-                      {"batch:@0", "batch:@0;heads:@1;d_ff:@1;vocab:@1", "vocab:@0"}, true);
+                      {"batch:@0", "batch:@0;heads:@1;d_ff:@1;vocab:@1", "vocab:@0"},
+                      [](nn::TransformerConfig& c) { c.shared_embedding = true; });
   expect_layout_invariant(c);
 }
 

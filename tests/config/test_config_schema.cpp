@@ -51,7 +51,8 @@ TEST(ConfigSchema, ReadsEveryModelField) {
            "  label_smoothing: 0.125\n  z_loss: 0.0001\n  gelu: true\n  norm: rms_norm\n"
            "  activation_dtype: bfloat16\n  moe_every: 2\n"
            "  moe: {num_experts: 4, capacity_factor_train: 1.5, capacity_factor_eval: 2.5, "
-           "loss_coefficient: 0.02}\n"));
+           "loss_coefficient: 0.02, second_policy_train: random, second_policy_eval: threshold, "
+           "second_threshold_train: 0.25, second_threshold_eval: 0.3}\n"));
   EXPECT_EQ(m.vocab_size, 1000);
   EXPECT_EQ(m.d_model, 96);
   EXPECT_EQ(m.d_ff, 384);
@@ -73,7 +74,11 @@ TEST(ConfigSchema, ReadsEveryModelField) {
   EXPECT_EQ(m.moe.capacity_factor_train, 1.5);
   EXPECT_EQ(m.moe.capacity_factor_eval, 2.5);
   EXPECT_EQ(m.moe.loss_coefficient, 0.02);
-  EXPECT_EQ(config::model_schema().keys().size(), 22u);  // preset + 17 + moe's 4
+  EXPECT_EQ(m.moe.second_policy_train, nn::SecondPolicy::random);
+  EXPECT_EQ(m.moe.second_policy_eval, nn::SecondPolicy::threshold);
+  EXPECT_EQ(m.moe.second_threshold_train, 0.25);
+  EXPECT_EQ(m.moe.second_threshold_eval, 0.3);
+  EXPECT_EQ(config::model_schema().keys().size(), 26u);  // preset + 17 + moe's 8
 }
 
 TEST(ConfigSchema, ReadsEveryTrainingField) {

@@ -1,4 +1,5 @@
 #include <mtk/base/error.hpp>
+#include <mtk/kernels/kernels.hpp>
 #include <mtk/nn/impl/weights.hpp>
 #include <mtk/nn/moe.hpp>
 #include <mtk/ops/ops.hpp>
@@ -40,11 +41,34 @@ MoeDims moe_dims(const LayerContext& ctx, const Tensor& x, const Dimension& d_mo
 // Top-2 gating: each token's two most probable experts, their renormalised gates, and the
 // load-balancing loss (fraction of tokens routed to each expert x mean gate probability).
 struct Top2Gating {
-  Tensor gate_1, mask_1, gate_2, mask_2, aux_loss;
+  Tensor gate_1, mask_1, gate_2, mask_2, aux_loss, raw;
 };
 
-Top2Gating top2_gating(Graph& g, const std::string& name, const Tensor& x, const MoeDims& d,
-                       double loss_coefficient) {
+// mask_2 after the second policy of this pass (gate_2 renormalised already).
+Tensor second_expert_mask(const LayerContext& ctx, const std::string& name, const Tensor& mask_2,
+                          const Tensor& gate_2, const MoeOptions& o) {
+  const SecondPolicy policy = ctx.training ? o.second_policy_train : o.second_policy_eval;
+  const double threshold = ctx.training ? o.second_threshold_train : o.second_threshold_eval;
+  Graph& g = *ctx.graph;
+  switch (policy) {
+    case SecondPolicy::all:
+      return mask_2;
+    case SecondPolicy::none:
+      return multiply(mask_2, 0.0);
+    case SecondPolicy::threshold:
+      return mask_2 * greater(gate_2, constant(g, Shape(), threshold));
+    case SecondPolicy::random: {
+      Tensor u = random_uniform(g, gate_2.shape(), second_policy_seed(ctx, name));
+      return mask_2 * less(u, multiply(gate_2, 1.0 / std::max(threshold, 1e-9)));
+    }
+  }
+  return mask_2;
+}
+
+Top2Gating top2_gating(const LayerContext& ctx, const std::string& name, const Tensor& x,
+                       const MoeDims& d, const MoeOptions& options) {
+  Graph& g = *ctx.graph;
+  const double loss_coefficient = options.loss_coefficient;
   const std::string& experts = d.experts_unsplit.name;
   const std::int64_t E = d.experts_unsplit.size;
   Tensor wg = weight(g, name + "/gate", Shape{d.d_model, d.experts_unsplit}, d.d_model.size);
@@ -61,7 +85,8 @@ Top2Gating top2_gating(Graph& g, const std::string& name, const Tensor& x, const
   Tensor denom = add(gate_1 + gate_2, 1e-9);
   gate_1 = gate_1 / denom;
   gate_2 = gate_2 / denom;
-  return {gate_1, mask_1, gate_2, mask_2, aux};
+  mask_2 = second_expert_mask(ctx, name, mask_2, gate_2, options);
+  return {gate_1, mask_1, gate_2, mask_2, aux, raw};
 }
 
 // Routing weights [batch, length, experts_unsplit, expert_capacity]: each token's position in its
@@ -103,6 +128,24 @@ Tensor expert_layers(const LayerContext& ctx, const std::string& name, const Ten
 
 }  // namespace
 
+const char* to_string(SecondPolicy p) {
+  switch (p) {
+    case SecondPolicy::all:
+      return "all";
+    case SecondPolicy::none:
+      return "none";
+    case SecondPolicy::threshold:
+      return "threshold";
+    case SecondPolicy::random:
+      return "random";
+  }
+  return "?";
+}
+
+std::uint64_t second_policy_seed(const LayerContext& ctx, const std::string& name) {
+  return ctx.seed ^ kernels::hash_name(name + "/second_policy");
+}
+
 MoeResult mixture_of_experts(const LayerContext& ctx, const std::string& name, const Tensor& x,
                              const Dimension& d_model, const Dimension& d_ff,
                              const MoeOptions& options) {
@@ -110,14 +153,14 @@ MoeResult mixture_of_experts(const LayerContext& ctx, const std::string& name, c
   const MoeDims d = moe_dims(ctx, x, d_model, d_ff, options);
   g.offer_split(d.experts.name);  // expert parallelism
   g.offer_split(d.d_ff.name);
-  Top2Gating gating = top2_gating(g, name, x, d, options.loss_coefficient);
+  Top2Gating gating = top2_gating(ctx, name, x, d, options);
   Tensor combine = combine_weights(g, gating, d);
   Tensor dispatch = stop_gradient(greater(combine, constant(g, Shape(), 0.0)));
   Tensor expert_in =
       einsum({dispatch, x}, Shape{d.experts_unsplit, d.batch, d.capacity, d.d_model});
   Tensor expert_out = expert_layers(ctx, name, expert_in, d);
   Tensor y = einsum({combine, expert_out}, x.shape());
-  return {y, gating.aux_loss, combine};
+  return {y, gating.aux_loss, combine, gating.raw};
 }
 
 }  // namespace mtk::nn

@@ -4,21 +4,38 @@
 
 #include <mtk/nn/layer_context.hpp>
 
+#include <cstdint>
 #include <string>
 
 namespace mtk::nn {
+
+/// Whether a token goes to its second-choice expert (Mesh-TF's moe second_policy), decided after
+/// the two gates are renormalised to sum to 1: `all` always (while the expert has room), `none`
+/// never, `threshold` when its gate exceeds the threshold, `random` with probability
+/// min(1, gate / threshold) (Mesh-TF's default, threshold 0.2).
+enum class SecondPolicy { all, none, threshold, random };
+const char* to_string(SecondPolicy p);
 
 struct MoeOptions {
   int num_experts = 16;
   double capacity_factor_train = 1.25;
   double capacity_factor_eval = 2.0;
   double loss_coefficient = 1e-2;
+  SecondPolicy second_policy_train = SecondPolicy::all;
+  SecondPolicy second_policy_eval = SecondPolicy::all;
+  double second_threshold_train = 0.2;
+  double second_threshold_eval = 0.2;
 };
+
+/// The seed of the `random` second policy's uniform draws in layer `name` (the draws also mix in
+/// the program's step, as dropout's do): [batch, length] values, the same on every mesh.
+std::uint64_t second_policy_seed(const LayerContext& ctx, const std::string& name);
 
 struct MoeResult {
   Tensor output;    ///< same shape as x
   Tensor aux_loss;  ///< scalar load-balancing loss (already scaled by the coefficient)
   Tensor combine;   ///< [batch, length, experts_unsplit, expert_capacity] routing weights
+  Tensor gates;     ///< [batch, length, experts_unsplit] the router's probabilities
 };
 
 /// Mixture of experts: each sequence of x [batch, length, d_model] is a group; top-2 gating with

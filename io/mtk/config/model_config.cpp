@@ -32,6 +32,14 @@ TransformerConfig paper_preset(const std::string& name) {
   fail("mtk::config::paper_preset", cat("no preset '", kind, "'"));
 }
 
+std::vector<std::pair<std::string, nn::SecondPolicy>> second_policies() {
+  std::vector<std::pair<std::string, nn::SecondPolicy>> out;
+  for (auto p : {nn::SecondPolicy::all, nn::SecondPolicy::none, nn::SecondPolicy::threshold,
+                 nn::SecondPolicy::random})
+    out.emplace_back(nn::to_string(p), p);
+  return out;
+}
+
 Schema<nn::MoeOptions> moe_schema() {
   using M = nn::MoeOptions;
   Schema<M> s;
@@ -41,7 +49,16 @@ Schema<nn::MoeOptions> moe_schema() {
       .real("capacity_factor_eval", &M::capacity_factor_eval, 1e-3, 1e3,
             "expert capacity over the even share of tokens, in evaluation and decoding")
       .real("loss_coefficient", &M::loss_coefficient, 0.0, 1e3,
-            "weight of the load-balancing loss added to the training loss");
+            "weight of the load-balancing loss added to the training loss")
+      .choice("second_policy_train", &M::second_policy_train, second_policies(),
+              "when a token also goes to its second expert in training: all, none, threshold "
+              "(gate > threshold), random (probability gate / threshold; Mesh-TF's default)")
+      .choice("second_policy_eval", &M::second_policy_eval, second_policies(),
+              "the same in evaluation and decoding")
+      .real("second_threshold_train", &M::second_threshold_train, 1e-9, 1.0,
+            "the threshold of second_policy_train (Mesh-TF: 0.2)")
+      .real("second_threshold_eval", &M::second_threshold_eval, 1e-9, 1.0,
+            "the threshold of second_policy_eval (Mesh-TF: 0.2)");
   return s;
 }
 
