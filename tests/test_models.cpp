@@ -179,6 +179,91 @@ TEST(Models, MoeSecondPolicyMatchesTheReference) {
     }
 }
 
+TEST(Models, MoePaddingTakesNoExpertNoCapacityAndNoPartInTheLoss) {
+  // Capacity 4 of 8 positions, so capacity binds; padding at the end of row 0 and the start of
+  // row 1. The host reference follows Mesh-TF's _top_2_gating with importance = nonpadding.
+  const Dimension batch{"batch", 2}, length{"length", 8}, d_model{"d_model", 8}, d_ff{"d_ff", 8};
+  const std::int64_t E = 4, B = batch.size, L = length.size;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> xs(static_cast<size_t>(B * L * d_model.size));
+  for (auto& v : xs)
+    v = normal(rng);
+  std::vector<float> np(static_cast<size_t>(B * L), 1.f);
+  for (std::int64_t l : {5, 6, 7})
+    np[static_cast<size_t>(l)] = 0;
+  for (std::int64_t l : {0, 1})
+    np[static_cast<size_t>(L + l)] = 0;
+  Graph g;
+  nn::LayerContext ctx;
+  ctx.graph = &g;
+  nn::MoeOptions o;
+  o.num_experts = static_cast<int>(E);
+  o.capacity_factor_train = 1.0;
+  Tensor x = placeholder(g, "x", Shape{batch, length, d_model});
+  Tensor nonpadding = placeholder(g, "nonpadding", Shape{batch, length});
+  const nn::MoeResult r = nn::mixture_of_experts(ctx, "moe", x, d_model, d_ff, o, nonpadding);
+  Mesh mesh(MeshShape::parse("all:1"), MPI_COMM_SELF);
+  auto p = lower(g, mesh, LayoutRules());
+  const auto out = p->run({{x.id(), HostTensor::floats(x.shape(), xs)},
+                           {nonpadding.id(), HostTensor::floats(nonpadding.shape(), np)}},
+                          {r.gates, r.combine, r.aux_loss});
+  const std::int64_t C = r.combine.shape()[3].size;
+  ASSERT_EQ(C, 4);
+  std::vector<double> want(static_cast<size_t>(B * L * E * C), 0.0);
+  double loss = 0;
+  for (std::int64_t b = 0; b < B; ++b) {
+    std::vector<std::int64_t> count_1(static_cast<size_t>(E), 0), seen_2(count_1);
+    std::vector<double> density(static_cast<size_t>(E), 0), proxy(density);
+    struct Choice {
+      std::int64_t e1, e2;
+      double g1, g2;
+    };
+    std::vector<Choice> choice(static_cast<size_t>(L));
+    for (std::int64_t l = 0; l < L; ++l) {
+      const std::int64_t bl = b * L + l;
+      const bool token = np[static_cast<size_t>(bl)] > 0;
+      std::vector<double> gate(static_cast<size_t>(E));
+      for (std::int64_t e = 0; e < E; ++e) {
+        gate[static_cast<size_t>(e)] = out[0].at(bl * E + e);
+        proxy[static_cast<size_t>(e)] += token ? gate[static_cast<size_t>(e)] / L : 0.0;
+      }
+      Choice& c = choice[static_cast<size_t>(l)];
+      c.e1 = std::max_element(gate.begin(), gate.end()) - gate.begin();
+      std::vector<double> rest = gate;
+      rest[static_cast<size_t>(c.e1)] = 0;
+      c.e2 = std::max_element(rest.begin(), rest.end()) - rest.begin();
+      const double g1 = token ? gate[static_cast<size_t>(c.e1)] : 0.0;
+      const double denom = g1 + rest[static_cast<size_t>(c.e2)] + 1e-9;
+      c.g1 = g1 / denom;
+      c.g2 = rest[static_cast<size_t>(c.e2)] / denom;
+      if (!token)
+        continue;
+      density[static_cast<size_t>(c.e1)] += 1.0 / L;
+      const std::int64_t pos = count_1[static_cast<size_t>(c.e1)]++;
+      if (pos < C)
+        want[static_cast<size_t>((bl * E + c.e1) * C + pos)] += c.g1;
+    }
+    for (std::int64_t e = 0; e < E; ++e)
+      count_1[static_cast<size_t>(e)] = std::min(count_1[static_cast<size_t>(e)], C);
+    for (std::int64_t l = 0; l < L; ++l) {
+      const std::int64_t bl = b * L + l;
+      if (np[static_cast<size_t>(bl)] == 0)
+        continue;
+      const Choice& c = choice[static_cast<size_t>(l)];
+      const std::int64_t pos =
+          seen_2[static_cast<size_t>(c.e2)]++ + count_1[static_cast<size_t>(c.e2)];
+      if (pos < C)
+        want[static_cast<size_t>((bl * E + c.e2) * C + pos)] += c.g2;
+    }
+    for (std::int64_t e = 0; e < E; ++e)
+      loss += density[static_cast<size_t>(e)] * proxy[static_cast<size_t>(e)] / (B * E);
+  }
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(out[1].at(static_cast<std::int64_t>(i)), want[i], 1e-5) << "combine element " << i;
+  EXPECT_NEAR(out[2].at(0), loss * E * E * o.loss_coefficient, 1e-7);
+}
+
 TEST(Models, MoeLayoutMovesTokensWithAnAlltoall) {
   Mesh mesh(MeshShape::parse("batch:" + std::to_string(world_size())), MPI_COMM_WORLD);
   Graph g;

@@ -66,7 +66,7 @@ Tensor second_expert_mask(const LayerContext& ctx, const std::string& name, cons
 }
 
 Top2Gating top2_gating(const LayerContext& ctx, const std::string& name, const Tensor& x,
-                       const MoeDims& d, const MoeOptions& options) {
+                       const MoeDims& d, const MoeOptions& options, const Tensor& nonpadding) {
   Graph& g = *ctx.graph;
   const double loss_coefficient = options.loss_coefficient;
   const std::string& experts = d.experts_unsplit.name;
@@ -75,13 +75,21 @@ Top2Gating top2_gating(const LayerContext& ctx, const std::string& name, const T
   Tensor raw = softmax(einsum({x, wg}, Shape{d.batch, d.length, d.experts_unsplit}), experts);
   auto [gate_1, index_1] = top_1(raw, experts);
   Tensor mask_1 = one_hot(index_1, d.experts_unsplit);
+  Tensor proxy = raw;
+  if (nonpadding.valid()) {  // padding: no first expert, no part in the balancing loss
+    mask_1 = mask_1 * nonpadding;
+    gate_1 = gate_1 * nonpadding;
+    proxy = proxy * nonpadding;
+  }
   Tensor density = reduce_mean(mask_1, {d.length.name});
-  Tensor density_proxy = reduce_mean(raw, {d.length.name});
+  Tensor density_proxy = reduce_mean(proxy, {d.length.name});
   Tensor aux =
       multiply(reduce_mean(density * density_proxy), static_cast<double>(E * E) * loss_coefficient);
   Tensor raw_2 = raw * add(negative(mask_1), 1.0);
   auto [gate_2, index_2] = top_1(raw_2, experts);
   Tensor mask_2 = one_hot(index_2, d.experts_unsplit);
+  if (nonpadding.valid())
+    mask_2 = mask_2 * nonpadding;
   Tensor denom = add(gate_1 + gate_2, 1e-9);
   gate_1 = gate_1 / denom;
   gate_2 = gate_2 / denom;
@@ -148,12 +156,16 @@ std::uint64_t second_policy_seed(const LayerContext& ctx, const std::string& nam
 
 MoeResult mixture_of_experts(const LayerContext& ctx, const std::string& name, const Tensor& x,
                              const Dimension& d_model, const Dimension& d_ff,
-                             const MoeOptions& options) {
+                             const MoeOptions& options, const Tensor& nonpadding) {
   Graph& g = *ctx.graph;
   const MoeDims d = moe_dims(ctx, x, d_model, d_ff, options);
   g.offer_split(d.experts.name);  // expert parallelism
   g.offer_split(d.d_ff.name);
-  Top2Gating gating = top2_gating(ctx, name, x, d, options);
+  if (nonpadding.valid() && nonpadding.shape() != Shape{d.batch, d.length})
+    fail("mtk::nn::mixture_of_experts",
+         cat("nonpadding must be [", d.batch.name, ", ", d.length.name,
+             "] like x's first dims, got ", nonpadding.shape().to_string()));
+  Top2Gating gating = top2_gating(ctx, name, x, d, options, nonpadding);
   Tensor combine = combine_weights(g, gating, d);
   Tensor dispatch = stop_gradient(greater(combine, constant(g, Shape(), 0.0)));
   Tensor expert_in =

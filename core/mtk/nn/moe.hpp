@@ -42,8 +42,11 @@ struct MoeResult {
 /// capacity; dispatch/combine via one_hot and cumsum; experts' FFN weights carry an `experts` dim;
 /// tokens move from batch-split to experts-split by a relayout (an alltoall when `experts` and
 /// `batch` share a mesh dim). Weights "<name>/gate", "<name>/wi", "<name>/wo".
+/// `nonpadding` ([batch, length] float, 1 on tokens and 0 on padding; optional): padding takes
+/// no expert and no capacity and counts in neither side of the load-balancing loss (Mesh-TF's
+/// `importance`).
 MoeResult mixture_of_experts(const LayerContext& ctx, const std::string& name, const Tensor& x,
                              const Dimension& d_model, const Dimension& d_ff,
-                             const MoeOptions& options);
+                             const MoeOptions& options, const Tensor& nonpadding = Tensor());
 
 }  // namespace mtk::nn

@@ -18,6 +18,7 @@ Tensor Builder::encode(ModelGraph& m, Tensor& memory_segments) {
   Tensor bias =
       attention_bias(g, length, memory_length, false, m.encoder_segments, memory_segments);
   Tensor x = embed("encoder", m.encoder_inputs, m.encoder_positions);
+  nonpadding = c.moe_every > 0 ? token_mask(m.encoder_segments) : Tensor();
   x = stack("encoder", c.num_encoder_layers, x, bias);
   return rename_dimension(x, "length", "memory_length");
 }
@@ -28,6 +29,7 @@ Tensor Builder::decode(const ModelGraph& m, const Tensor& encoder_out,
   Tensor self_bias =
       attention_bias(g, length, memory_length, true, m.segments, self_memory_segments);
   Tensor x = embed("decoder", m.inputs, m.positions);
+  nonpadding = c.moe_every > 0 ? token_mask(m.segments) : Tensor();
   return stack("decoder", c.num_layers, x, self_bias, encoder_out, m.segments, memory_segments);
 }
 

@@ -32,6 +32,14 @@ struct Builder {
       vocab{"vocab", c.vocab_size}, max_length{"max_length", c.length},
       memory_length{"memory_length", c.length};
   Tensor aux;  ///< the sum of the MoE layers' load-balancing losses
+  /// 1 on tokens, 0 on padding ([batch, length]) of the stack being built: the MoE layers route
+  /// tokens only. Invalid in the decoding graphs, whose positions are all tokens.
+  Tensor nonpadding;
+
+  // 1.0 where segment ids are > 0 (tokens), 0.0 on padding.
+  Tensor token_mask(const Tensor& segments) {
+    return greater(segments, constant(g, Shape(), 0.0, DType::int32));  // float32 0/1
+  }
 
   Tensor norm(const std::string& name, const Tensor& x) {
     return c.norm == "rms_norm" ? rms_norm(ctx, name, x, "d_model")
@@ -53,7 +61,7 @@ struct Builder {
 
   Tensor feed_forward(const std::string& name, std::int64_t layer, const Tensor& x) {
     if (c.is_moe_layer(layer)) {
-      auto r = mixture_of_experts(ctx, name + "/moe", x, d_model, d_ff, c.moe);
+      auto r = mixture_of_experts(ctx, name + "/moe", x, d_model, d_ff, c.moe, nonpadding);
       aux = aux.valid() ? aux + r.aux_loss : r.aux_loss;
       return r.output;
     }
