@@ -362,16 +362,25 @@ template <class Log>
 struct SoftmaxBody {
   FView x, y;
   Log log;
+  // The flag as a bool, by Log::value for the compile-time forms (their operator bool is a host
+  // function to nvcc).
+  KOKKOS_INLINE_FUNCTION static constexpr bool is_log(const Log& l) {
+    if constexpr (std::is_same_v<Log, bool>)
+      return l;
+    else
+      return Log::value;
+  }
   template <class Row>
   KOKKOS_INLINE_FUNCTION void operator()(const Row& row) const {
+    const bool take_log = is_log(log);
     const float m = row.max(x);
     const float s = row.sum([&](std::int64_t k) {
       const float e = impl::fast_exp(x(k) - m);
-      if (!log)
+      if (!take_log)
         y(k) = e;
       return e;
     });
-    if (log) {
+    if (take_log) {
       const float shift = m + ::logf(s);
       row.for_each([&](std::int64_t k) { y(k) = x(k) - shift; });
     } else {
