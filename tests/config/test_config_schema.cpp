@@ -47,7 +47,8 @@ void expect_same(const config::Schema<S>& schema, const S& a, const S& b, const 
 TEST(ConfigSchema, ReadsEveryModelField) {
   const auto m = transformer_config_from(
       yaml("model:\n  vocab_size: 1000\n  d_model: 96\n  d_ff: 384\n  num_heads: 3\n  d_kv: 32\n"
-           "  num_layers: 5\n  num_encoder_layers: 4\n  shared_embedding: true\n  length: 40\n  batch: 12\n  dropout: 0.25\n"
+           "  num_layers: 5\n  num_encoder_layers: 4\n  shared_embedding: true\n  length: 40\n  "
+           "batch: 12\n  dropout: 0.25\n"
            "  label_smoothing: 0.125\n  z_loss: 0.0001\n  gelu: true\n  norm: rms_norm\n"
            "  activation_dtype: bfloat16\n  moe_every: 2\n"
            "  moe: {num_experts: 4, capacity_factor_train: 1.5, capacity_factor_eval: 2.5, "

@@ -5,10 +5,10 @@
 #include <mtk/kernels/einsum.hpp>
 #include <mtk/kernels/elementwise.hpp>
 #include <mtk/kernels/indexing.hpp>
-#include <mtk/kernels/shape.hpp>
 #include <mtk/kernels/loss.hpp>
 #include <mtk/kernels/normalization.hpp>
 #include <mtk/kernels/optimizer.hpp>
 #include <mtk/kernels/random.hpp>
 #include <mtk/kernels/reduce.hpp>
+#include <mtk/kernels/shape.hpp>
 #include <mtk/kernels/view.hpp>
