@@ -65,7 +65,7 @@ TEST(RuntimeOptions, OneTableWithDefaultsTheTableAllows) {
     EXPECT_GT(std::string(spec.doc).size(), 20u) << spec.name;
     env.set(spec.name, nullptr);
   }
-  EXPECT_EQ(names.size(), 10u);
+  EXPECT_EQ(names.size(), 11u);
   reload_runtime_options();  // every default is accepted
   const RuntimeOptions& o = runtime_options();
   for (const auto& spec : runtime_option_specs()) {
