@@ -125,7 +125,7 @@ RankDevice local_device(int local_rank) {
     // The physical GPU: the id-th entry of the visible list, else the id itself.
     const std::vector<std::string> visible = split(list, ',');
     d.gpu = id < static_cast<int>(visible.size()) ? visible[static_cast<size_t>(id)]
-                                                   : std::to_string(id);
+                                                  : std::to_string(id);
     const std::string pci = pci_bus_id(id);
     d.text = "GPU " + d.gpu + " (Kokkos " + space + " device " + std::to_string(id) +
              (variable.empty() ? "" : " of " + variable + "=" + list) +
