@@ -6,7 +6,8 @@
 #   I. a script from `generate --gpus-per-node 4 --cpus-per-task 2` (a block-style mesh of 4):
 #      every rank sees all 4 GPUs from Slurm; mtk-rank leaves each the one of its local rank;
 #   J. train.sbatch with --gpus-per-task=1: Slurm binds one GPU per task, kept as it is;
-#   K. MTK_LAUNCH=mpiexec (MPICH's Hydra): the local rank comes from MPI_LOCALRANKID;
+#   K. train-gpu.sbatch (4 GPUs per node) with MTK_LAUNCH=mpiexec (MPICH's Hydra): the local
+#      rank comes from MPI_LOCALRANKID;
 #   L. MTK_GPU_BIND=none: every rank keeps all 4, and the report warns that ranks share them.
 # In I-K ranks 0-3 get GPUs 0-3, one each, and no warning; the job logs the GPU set-up (CUDA-aware
 # MPI off for this build: MPIR_CVAR_ENABLE_GPU=0) and completes.
@@ -61,7 +62,7 @@ grep -q "^#SBATCH --gpus-per-node=4$" gpu4/tiny4.sbatch && grep -q "^#SBATCH --n
   grep -q "^#SBATCH --cpus-per-task=2$" gpu4/tiny4.sbatch || { cat gpu4/tiny4.sbatch; fail "the generated GPU script"; }
 job_i=$(submit gpu4/tiny4.sbatch "${short[@]}")
 job_j=$(submit --nodes=1 --ntasks-per-node=4 --gpus-per-task=1 "$root/scripts/slurm/train.sbatch" tiny4.yaml run-j "${short[@]}")
-job_k=$(MTK_LAUNCH=mpiexec submit --nodes=1 --ntasks-per-node=4 --gpus-per-node=4 "$root/scripts/slurm/train.sbatch" tiny4.yaml run-k "${short[@]}")
+job_k=$(MTK_LAUNCH=mpiexec submit --cpus-per-task=2 "$root/scripts/slurm/train-gpu.sbatch" tiny4.yaml run-k "${short[@]}")
 job_l=$(MTK_GPU_BIND=none submit --nodes=1 --ntasks-per-node=4 --gpus-per-node=4 "$root/scripts/slurm/train.sbatch" tiny4.yaml run-l "${short[@]}")
 echo "submitted I=$job_i J=$job_j K=$job_k L=$job_l"
 
@@ -83,8 +84,9 @@ wait_job "$job_k" 180
 show "$job_k"
 bound "$job_k"
 expect "$job_k" "step: mpiexec -n 4 .*/mtk-rank "
+expect "$job_k" "2 core(s) per task"
 expect_state "$job_k" COMPLETED 0
-echo "K: Hydra's mpiexec: ranks 0-3 on GPUs 0-3"
+echo "K: train-gpu.sbatch, Hydra's mpiexec: ranks 0-3 on GPUs 0-3"
 
 wait_job "$job_l" 180
 expect "$job_l" "ranks bound by none (MTK_GPU_BIND)"

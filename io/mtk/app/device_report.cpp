@@ -132,6 +132,12 @@ RankDevice local_device(int local_rank) {
              (pci.empty() ? "" : ", PCI " + pci) + ")";
     if (!pci.empty())
       d.gpu = pci;
+  } else if (!Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                                         Kokkos::DefaultExecutionSpace::memory_space>::accessible) {
+    // A device backend whose device id this Kokkos cannot tell (HIP, SYCL before Kokkos 4.1).
+    d.gpu = list;
+    d.text = "a device (Kokkos " + space + "; id unknown before Kokkos 4.1)" +
+             (variable.empty() ? "" : " of " + variable + "=" + list);
   } else {
     d.gpu = list;
     d.text = "host (Kokkos " + space + ")";
