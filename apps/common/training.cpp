@@ -1,5 +1,6 @@
 #include "training.hpp"
 
+#include <mtk/app/device_report.hpp>
 #include <mtk/app/exit_status.hpp>
 #include <mtk/app/memory_budget.hpp>
 #include <mtk/app/run_dir_lock.hpp>
@@ -498,6 +499,9 @@ int run_training(const std::string& tool, Program& program, const nn::ModelGraph
   const std::int64_t steps = settings.steps;
   std::int64_t step = 0;
   const bool writes_status = mesh.rank() == 0;
+  // Which device each rank computes on: a wrong GPU binding shows here, before the first step.
+  for (const std::string& line : device_report(mesh.comm(), tool))
+    say(line + "\n");
   RunDirLock lock;  // rank 0's, for the whole job: one job per run directory
   agree_on_failure(mesh.comm(), [&] {
     if (mesh.rank() == 0) {

@@ -4,6 +4,12 @@
 #                       (this node's CPUs and memory from `slurmd -C`, free ports, state under DIR);
 #                       exports SLURM_CONF for the client commands; returns 77 (skip) with a
 #                       message when the daemons cannot start here
+#     CLUSTER_CPUS=N    declares N CPUs (1 socket x N cores) instead of the real count, so that
+#                       jobs of more tasks than this machine has cores can be placed
+#     CLUSTER_GPUS=N    declares a GRES of N GPUs (gpu:N) over stand-in character devices
+#                       DIR/dev/mtk-fake-gpu0..N-1 (mknod, major 195 like NVIDIA's; nothing
+#                       behind them and no GPU needed: Slurm only hands their indices to the
+#                       tasks, in CUDA_VISIBLE_DEVICES)
 #   stop_cluster        cancels the cluster's jobs, waits for them, stops the daemons it started (by
 #                       PID) and kills what is left of its jobs (processes with its SLURM_CONF)
 # The cluster's partition is `test`; MpiDefault=pmi2, so `srun` starts MPICH ranks. A requeued job
@@ -57,6 +63,23 @@ start_cluster() {
   node="$(slurmd -C | head -1)"
   [[ "$node" == NodeName=* ]] || { skip "slurmd -C printed '$node'"; return; }
   node="${node/NodeName=* CPUs/NodeName=$host NodeAddr=127.0.0.1 CPUs}"
+  local extra=""
+  if [ -n "${CLUSTER_CPUS:-}" ]; then
+    # slurmd keeps the declared CPUs instead of refusing the node (config_overrides)
+    node="$(sed -E "s/CPUs=[0-9]+ Boards=[0-9]+ SocketsPerBoard=[0-9]+ CoresPerSocket=[0-9]+ ThreadsPerCore=[0-9]+/CPUs=$CLUSTER_CPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$CLUSTER_CPUS ThreadsPerCore=1/" <<< "$node")"
+    extra+="SlurmdParameters=config_overrides"$'\n'
+  fi
+  if [ -n "${CLUSTER_GPUS:-}" ]; then
+    mkdir -p "$dir/dev"
+    # slurmd wants character devices: NVIDIA's major number (195), nothing behind them
+    for ((i = 0; i < CLUSTER_GPUS; i++)); do
+      mknod "$dir/dev/mtk-fake-gpu$i" c 195 "$i" ||
+        { skip "cannot make stand-in GPU device files (mknod) under $dir"; return; }
+    done
+    echo "Name=gpu File=$dir/dev/mtk-fake-gpu[0-$((CLUSTER_GPUS - 1))]" > "$dir/gres.conf"
+    node+=" Gres=gpu:$CLUSTER_GPUS"
+    extra+="GresTypes=gpu"$'\n'
+  fi
   read -r ctld_port slurmd_port <<< "$(free_ports 2)"
   cat > "$dir/slurm.conf" <<CONF
 ClusterName=mtktest
@@ -90,7 +113,7 @@ SlurmdTimeout=30
 InactiveLimit=0
 KillWait=10
 MinJobAge=600
-$node
+$extra$node
 PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP
 CONF
   export SLURM_CONF="$dir/slurm.conf"
@@ -112,7 +135,7 @@ cluster_leftovers() {
   local p pid q
   for p in /proc/[0-9]*; do
     pid="${p#/proc/}"
-    tr '\0' '\n' < "$p/environ" 2> /dev/null | grep -qxF "SLURM_CONF=$SLURM_CONF" || continue
+    tr '\0' '\n' 2> /dev/null < "$p/environ" | grep -qxF "SLURM_CONF=$SLURM_CONF" || continue
     q="$pid"
     while [ -n "$q" ] && [ "$q" -gt 1 ] && [ "$q" != "$$" ]; do q="$(ps -o ppid= -p "$q" | tr -d " " || true)"; done
     [ "$q" = "$$" ] || echo "$pid"

@@ -1,0 +1,38 @@
+# shellcheck shell=bash
+# Sourced by the Slurm tests after tests/lm1b/harness.sh (fail, $work) and cluster.sh: jobs and
+# their logs.
+#   submit SBATCH_ARGS...     sbatch --parsable, the log in $work/job-JOBID.out
+#   job_field JOB KEY         a field of `scontrol show job` (JobState, Restarts, ExitCode)
+#   wait_job JOB SECONDS      until the job has ended (fails after SECONDS)
+#   wait_log JOB PATTERN S    until the job's log has a line matching PATTERN (fails after S)
+#   expect JOB PATTERN        the job's log has PATTERN (grep), else fail with the log
+#   expect_state JOB STATE RESTARTS   the job ended in STATE after RESTARTS requeues
+
+submit() { sbatch --parsable --output="$work/job-%j.out" "$@"; }
+job_field() { scontrol show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
+show() { cat "$work/job-$1.out" 2> /dev/null; scontrol show job "$1"; }
+wait_job() {
+  local state
+  for ((i = 0; i < $2; i++)); do
+    state="$(job_field "$1" JobState)"
+    case "$state" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) return 0 ;; esac
+    sleep 1
+  done
+  show "$1"
+  fail "job $1 still $state after $2 s"
+}
+wait_log() {
+  for ((i = 0; i < $3 * 5; i++)); do
+    grep -q -- "$2" "$work/job-$1.out" 2> /dev/null && return 0
+    sleep 0.2
+  done
+  show "$1"
+  fail "job $1's log has no '$2' after $3 s"
+}
+expect() {
+  grep -q -- "$2" "$work/job-$1.out" || { show "$1"; fail "job $1's log lacks '$2'"; }
+}
+expect_state() {
+  [ "$(job_field "$1" JobState)" = "$2" ] && [ "$(job_field "$1" Restarts)" = "$3" ] ||
+    { show "$1"; fail "job $1: expected $2 after $3 requeue(s)"; }
+}
