@@ -12,6 +12,7 @@
 #include <mtk/files/files.hpp>
 #include <mtk/kernels/einsum.hpp>
 #include <mtk/metrics/metrics.hpp>
+#include <mtk/metrics/peak_memory.hpp>
 #include <mtk/signals/stop_signals.hpp>
 
 #include <algorithm>
@@ -263,9 +264,12 @@ struct LossWindow {
   double loss = 0, cross_entropy = 0, z_loss = 0, aux_loss = 0;
   int steps = 0;
 
-  // The fetches add() reads, in its order.
-  static std::vector<Tensor> fetches(const nn::ModelGraph& m, const Tensor& lr) {
-    return {m.loss, lr, m.cross_entropy_sum, m.z_loss_sum, m.aux_loss, m.token_count};
+  // The fetches add() reads, in its order; the last step's learning rate is out[1] and its
+  // gradients' global norm out[6].
+  static std::vector<Tensor> fetches(const nn::ModelGraph& m, const Tensor& lr,
+                                     const Tensor& gradient_norm) {
+    return {m.loss,        lr,           m.cross_entropy_sum, m.z_loss_sum, m.aux_loss,
+            m.token_count, gradient_norm};
   }
   void add(const std::vector<HostTensor>& out) {
     auto value = [&](size_t k) { return static_cast<double>(out[k].data<float>()[0]); };
@@ -301,12 +305,21 @@ std::string run_history(const std::string& run_dir) {
   return what;
 }
 
+// The matmul FLOPs of one step of the model in `g` on one processor: the work MFU counts (as the
+// layout search does), whatever the mesh adds.
+double model_matmul_flops(Graph& g) {
+  return analyze(g, MeshShape::parse("all:1"), LayoutRules())
+      ->counters()
+      .flops_of(FlopClass::einsum);
+}
+
 // What the parts of one training job share: run_training's arguments and the step reached.
 struct TrainingJob {
   const std::string& tool;
   Program& program;
   const nn::ModelGraph& m;
   const Tensor& lr;
+  const Tensor& gradient_norm;
   const Mesh& mesh;
   const RunOptions& o;
   const TrainingSettings& settings;
@@ -380,22 +393,30 @@ struct MetricsLog {
   MetricsWriter writer;
   std::int64_t run_start = 1;
   std::string job_id = batch_job_id();
+  double model_flops = 0;    // matmul FLOPs of one step of the model (rank 0), for MFU
+  double ceiling_flops = 0;  // one processor's matmul FLOP/s (0: unknown, no MFU)
 
   // Records after the restored step are dropped: this run logs those steps again.
-  MetricsLog(const Mesh& mesh, const std::string& run_dir, std::int64_t step) {
+  explicit MetricsLog(const TrainingJob& job) {
+    const Mesh& mesh = job.mesh;
     agree_on_failure(mesh.comm(), [&] {
       if (mesh.rank() == 0) {
-        run_start = resume_metrics_log(run_dir + "/metrics.jsonl", step).start;
-        writer = MetricsWriter(run_dir + "/metrics.jsonl");
+        const std::string path = job.o.run_dir + "/metrics.jsonl";
+        run_start = resume_metrics_log(path, job.step).start;
+        writer = MetricsWriter(path);
+        model_flops = model_matmul_flops(job.m.loss.graph());
       }
     });
   }
 
-  // The progress line and (rank 0) the metrics record of the steps in `window`.
+  // The progress line and (rank 0) the metrics record of the steps in `window`; `out`: the last
+  // step's fetches. Collective (the peak memory is the most of any rank).
   void log(const TrainingJob& job, ProgressMeter& meter, const LossWindow& window,
            const std::vector<HostTensor>& out) {
-    ProgressInfo info = meter.report(window.mean(window.loss), out[1].data<float>()[0]);
+    const double lr = metric_from_float(out[1].data<float>()[0]);
+    ProgressInfo info = meter.report(window.mean(window.loss), lr);
     say(format_progress(info) + "\n");
+    const std::int64_t peak_memory = job.mesh.comm().max(peak_resident_bytes());
     if (writer.is_open())
       writer.write({{"step", job.step},
                     {"loss", window.mean(window.loss)},
@@ -403,7 +424,12 @@ struct MetricsLog {
                     {"z_loss", window.mean(window.z_loss)},
                     {"aux_loss", window.mean(window.aux_loss)},
                     {"tokens_per_s", info.tokens_per_s},
-                    {"lr", static_cast<double>(out[1].data<float>()[0])},
+                    {"step_time_s", info.step_time_s},
+                    {"mfu", model_flops_utilization(model_flops, job.mesh.size(), info.step_time_s,
+                                                    ceiling_flops)},
+                    {"gradient_norm", metric_from_float(out[6].data<float>()[0])},
+                    {"peak_memory_bytes", peak_memory},
+                    {"lr", lr},
                     {"epoch", job.data.epoch()},
                     {"kind", std::string("train")},
                     {"time", utc_timestamp()},
@@ -419,7 +445,7 @@ int train_steps(const TrainingJob& job, CheckpointManager& ckpt, bool saved) {
   const Mesh& mesh = job.mesh;
   std::int64_t& step = job.step;
   const std::int64_t steps = job.settings.steps;
-  MetricsLog metrics(mesh, job.o.run_dir, step);
+  MetricsLog metrics(job);
   ProgressMeter meter(step, steps);
   const std::int64_t first_step = step;
   auto steps_line = [&](const char* what) {
@@ -434,7 +460,8 @@ int train_steps(const TrainingJob& job, CheckpointManager& ckpt, bool saved) {
   std::int64_t last_saved = saved ? step : -1;
   while (step < steps) {
     TrainingData::Batch batch = job.data.next();
-    auto out = job.program.run({}, LossWindow::fetches(job.m, job.lr), batch.feeds);
+    auto out =
+        job.program.run({}, LossWindow::fetches(job.m, job.lr, job.gradient_norm), batch.feeds);
     ++step;
     const double loss = out[0].data<float>()[0];
     if (!std::isfinite(loss))
@@ -493,8 +520,9 @@ int run_training_locked(const TrainingJob& job) {
 }  // namespace
 
 int run_training(const std::string& tool, Program& program, const nn::ModelGraph& m,
-                 const Tensor& lr, const Mesh& mesh, const RunOptions& o,
-                 const TrainingSettings& settings, const LayoutRules& rules, TrainingData& data) {
+                 const Tensor& lr, const Tensor& gradient_norm, const Mesh& mesh,
+                 const RunOptions& o, const TrainingSettings& settings, const LayoutRules& rules,
+                 TrainingData& data) {
   const std::int64_t steps = settings.steps;
   std::int64_t step = 0;
   const bool writes_status = mesh.rank() == 0;
@@ -509,7 +537,8 @@ int run_training(const std::string& tool, Program& program, const nn::ModelGraph
     say(cat("  run directory lock taken over from a job that is no longer running (",
             lock.took_over(), ")\n"));
   try {
-    return run_training_locked({tool, program, m, lr, mesh, o, settings, rules, data, step});
+    return run_training_locked(
+        {tool, program, m, lr, gradient_norm, mesh, o, settings, rules, data, step});
   } catch (const std::exception& e) {
     if (writes_status) {
       try {

@@ -134,10 +134,13 @@ struct TrainingData {
 /// Trains: writes the run directory's config.resolved.yaml, restores (--restore or the newest
 /// checkpoint, with the data position), runs steps until settings.steps with the progress line
 /// and metrics.jsonl every log_every steps, saves every checkpoint_every steps and at the end, and
-/// honours stop signals (saves, exit 75; before the first step 76). `tool` prefixes the messages
-/// ("mtk-lm1b train"). Returns the exit status.
+/// honours stop signals (saves, exit 75; before the first step 76). `lr` and `gradient_norm`:
+/// optim::minimize()'s learning rate and global gradient norm, logged with the losses, the step
+/// time, MFU and the peak memory (docs/lm1b.md). `tool` prefixes the messages ("mtk-lm1b
+/// train"). Returns the exit status.
 int run_training(const std::string& tool, Program& program, const nn::ModelGraph& m,
-                 const Tensor& lr, const Mesh& mesh, const RunOptions& o,
-                 const TrainingSettings& settings, const LayoutRules& rules, TrainingData& data);
+                 const Tensor& lr, const Tensor& gradient_norm, const Mesh& mesh,
+                 const RunOptions& o, const TrainingSettings& settings, const LayoutRules& rules,
+                 TrainingData& data);
 
 }  // namespace mtk::app
