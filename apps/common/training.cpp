@@ -266,10 +266,10 @@ struct LossWindow {
 
   // The fetches add() reads, in its order; the last step's learning rate is out[1] and its
   // gradients' global norm out[6].
-  static std::vector<Tensor> fetches(const nn::ModelGraph& m, const Tensor& lr,
-                                     const Tensor& gradient_norm) {
-    return {m.loss,        lr,           m.cross_entropy_sum, m.z_loss_sum, m.aux_loss,
-            m.token_count, gradient_norm};
+  static std::vector<Tensor> fetches(const TrainedModel& model) {
+    const nn::ModelGraph& m = model.graph;
+    return {m.loss,     model.lr,      m.cross_entropy_sum, m.z_loss_sum,
+            m.aux_loss, m.token_count, model.gradient_norm};
   }
   void add(const std::vector<HostTensor>& out) {
     auto value = [&](size_t k) { return static_cast<double>(out[k].data<float>()[0]); };
@@ -317,9 +317,7 @@ double model_matmul_flops(Graph& g) {
 struct TrainingJob {
   const std::string& tool;
   Program& program;
-  const nn::ModelGraph& m;
-  const Tensor& lr;
-  const Tensor& gradient_norm;
+  const TrainedModel& model;
   const Mesh& mesh;
   const RunOptions& o;
   const TrainingSettings& settings;
@@ -404,7 +402,7 @@ struct MetricsLog {
         const std::string path = job.o.run_dir + "/metrics.jsonl";
         run_start = resume_metrics_log(path, job.step).start;
         writer = MetricsWriter(path);
-        model_flops = model_matmul_flops(job.m.loss.graph());
+        model_flops = model_matmul_flops(job.model.graph.loss.graph());
       }
     });
   }
@@ -460,8 +458,7 @@ int train_steps(const TrainingJob& job, CheckpointManager& ckpt, bool saved) {
   std::int64_t last_saved = saved ? step : -1;
   while (step < steps) {
     TrainingData::Batch batch = job.data.next();
-    auto out =
-        job.program.run({}, LossWindow::fetches(job.m, job.lr, job.gradient_norm), batch.feeds);
+    auto out = job.program.run({}, LossWindow::fetches(job.model), batch.feeds);
     ++step;
     const double loss = out[0].data<float>()[0];
     if (!std::isfinite(loss))
@@ -519,10 +516,9 @@ int run_training_locked(const TrainingJob& job) {
 
 }  // namespace
 
-int run_training(const std::string& tool, Program& program, const nn::ModelGraph& m,
-                 const Tensor& lr, const Tensor& gradient_norm, const Mesh& mesh,
-                 const RunOptions& o, const TrainingSettings& settings, const LayoutRules& rules,
-                 TrainingData& data) {
+int run_training(const std::string& tool, Program& program, const TrainedModel& model,
+                 const Mesh& mesh, const RunOptions& o, const TrainingSettings& settings,
+                 const LayoutRules& rules, TrainingData& data) {
   const std::int64_t steps = settings.steps;
   std::int64_t step = 0;
   const bool writes_status = mesh.rank() == 0;
@@ -537,8 +533,7 @@ int run_training(const std::string& tool, Program& program, const nn::ModelGraph
     say(cat("  run directory lock taken over from a job that is no longer running (",
             lock.took_over(), ")\n"));
   try {
-    return run_training_locked(
-        {tool, program, m, lr, gradient_norm, mesh, o, settings, rules, data, step});
+    return run_training_locked({tool, program, model, mesh, o, settings, rules, data, step});
   } catch (const std::exception& e) {
     if (writes_status) {
       try {

@@ -250,8 +250,9 @@ int train_main(const std::vector<std::string>& args) {
   data.save = [&] { return stream.save(); };
   data.restore = [&](const std::string& position) { stream.restore(position); };
   data.epoch = [&] { return stream.position().epoch; };
-  return app::run_training("mtk-lm1b train", *program, m, lr, gradient_norm, mesh, o, settings,
-                           s.rules, data);
+  return app::run_training("mtk-lm1b train", *program,
+                           {m, lr, gradient_norm, s.model.contraction_precision()}, mesh, o,
+                           settings, s.rules, data);
 }
 
 int eval_main(const std::vector<std::string>& args) {

@@ -327,8 +327,9 @@ int train_main(const Communicator& world, const std::vector<std::string>& args) 
   data.save = [&] { return stream->save(); };
   data.restore = [&](const std::string& position) { stream->restore(position); };
   data.epoch = [&] { return stream->epoch(); };
-  return app::run_training("mtk-wmt train", *program, m, lr, gradient_norm, mesh, o, settings.train,
-                           s.rules, data);
+  return app::run_training("mtk-wmt train", *program,
+                           {m, lr, gradient_norm, s.model.contraction_precision()}, mesh, o,
+                           settings.train, s.rules, data);
 }
 
 int translate_main(const Communicator& world, const std::vector<std::string>& args) {
