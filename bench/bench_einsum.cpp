@@ -1,15 +1,20 @@
-// bench_einsum: mtk::kernels::einsum against a raw KokkosBlas::gemm on the same matrices, for the
-// contractions of the standard benchmark Transformer (d_model 512, d_ff 2048, 8 heads of 64,
-// 8 sequences of 256 = 2048 tokens) and their gradients. Prints one JSON object per case:
-//   {"bench":"einsum","case":...,"shape":...,"gflops_mtk":...,"gflops_raw_gemm":...,"ratio":...}
-// Run with OPENBLAS_NUM_THREADS=1 (the BLAS library reads it when it loads). Optional arguments:
-// the number of timed repetitions (default 7; the best one counts).
+// bench_einsum: every matrix-product backend MTK links, on the contractions of the standard
+// benchmark Transformer (d_model 512, d_ff 2048, 8 heads of 64, vocab 32000, 8 sequences of 256 =
+// 2048 tokens) and their gradients, against a raw KokkosBlas::gemm on the same matrices. First the
+// ceilings: each backend on a 2048^3 product (kernels/matmul_ceiling.hpp), one JSON object each,
+//   {"bench":"matmul_ceiling","backend":...,"dtype":...,"gflops":...}
+// then one object per case and path (fp32 through the host BLAS, fp32 through oneDNN, fp32 as
+// `auto` chooses, bf16 as `auto` chooses):
+//   {"bench":"einsum","case":...,"path":...,"gflops":...,"gflops_raw_gemm":...,"ratio":...}
+// Run with OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 (one core). Options: --reps N (default 5; the
+// best counts), --ceiling-size N (default 2048).
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/parallel/environment.hpp>
 
 #include <KokkosBlas3_gemm.hpp>
 #include <Kokkos_Core.hpp>
 
+#include "../apps/common/cli.hpp"
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -63,12 +68,26 @@ double seconds(const std::function<void()>& f) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+double best_of(int reps, const std::function<void()>& f) {
+  double best = std::numeric_limits<double>::infinity();
+  f();  // warm-up: primitives, buffers
+  for (int r = 0; r < reps; ++r)
+    best = std::min(best, seconds(f));
+  return best;
+}
+
+// One path of the einsum: a float32 path forced, or `auto`, in a precision.
+struct Path {
+  const char* name;
+  mtk::Precision precision;
+  int fp32;  // -1: auto, else a k::Fp32Gemm
+};
+
 void run_case(const Case& c, int reps, const std::string& core) {
   const k::FView a = filled(c.a.num_elements(), 1), b = filled(c.b.num_elements(), 2);
   k::FView c_raw(std::string("bench::c_raw"), static_cast<size_t>(c.nb * c.m * c.n));
   const char ta[2] = {c.ta, 0}, tb[2] = {c.tb, 0};
   const int m = static_cast<int>(c.m), n = static_cast<int>(c.n), kk = static_cast<int>(c.kk);
-
   auto raw = [&] {
     for (std::int64_t i = 0; i < c.nb; ++i) {
       const CMat ai(a.data() + i * c.m * c.kk, c.ta == 'N' ? m : kk, c.ta == 'N' ? kk : m);
@@ -77,38 +96,65 @@ void run_case(const Case& c, int reps, const std::string& core) {
       KokkosBlas::gemm(ta, tb, 1.0f, ai, bi, 0.0f, ci);
     }
   };
-  k::FView out;
-  auto mtk = [&] { out = k::einsum(mtk::ExecSpace(), c.a, a, c.b, b, c.out); };
-  // Warm-up, then alternate the two so that load from other processes hits both alike.
-  seconds(raw);
-  seconds(mtk);
-  double t_raw = std::numeric_limits<double>::infinity(), t_mtk = t_raw;
-  for (int r = 0; r < reps; ++r) {
-    t_raw = std::min(t_raw, seconds(raw));
-    t_mtk = std::min(t_mtk, seconds(mtk));
-  }
-
+  const double t_raw = best_of(reps, raw);
   const double flops = 2.0 * static_cast<double>(k::einsum_macs(c.a, c.b, c.out));
-  const double g_mtk = flops / t_mtk * 1e-9, g_raw = flops / t_raw * 1e-9;
   const std::string shape = c.a.to_string() + " x " + c.b.to_string() + " -> " + c.out.to_string();
-  std::printf(
-      "{\"bench\":\"einsum\",\"case\":\"%s\",\"shape\":\"%s\",\"gflops_mtk\":%.2f,"
-      "\"gflops_raw_gemm\":%.2f,\"ratio\":%.3f,\"ms_mtk\":%.3f,\"ms_raw_gemm\":%.3f,"
-      "\"blas_core\":\"%s\"}\n",
-      c.name.c_str(), shape.c_str(), g_mtk, g_raw, g_mtk / g_raw, t_mtk * 1e3, t_raw * 1e3,
-      core.c_str());
-  std::fflush(stdout);
+  const std::vector<Path> paths = {{"fp32_blas", mtk::Precision::float32, 2},
+                                   {"fp32_onednn", mtk::Precision::float32, 1},
+                                   {"fp32_auto", mtk::Precision::float32, -1},
+                                   {"bf16_auto", mtk::Precision::bfloat16, -1}};
+  for (const auto& p : paths) {
+    try {
+      if (p.fp32 >= 0)
+        k::set_fp32_gemm(p.fp32 == 1 ? k::Fp32Gemm::onednn : k::Fp32Gemm::blas);
+      else
+        k::reset_fp32_gemm();
+    } catch (const mtk::Error&) {
+      continue;  // no oneDNN in this build
+    }
+    k::FView out;
+    const double t = best_of(
+        reps, [&] { out = k::einsum(mtk::ExecSpace(), c.a, a, c.b, b, c.out, p.precision); });
+    const double g = flops / t * 1e-9, g_raw = flops / t_raw * 1e-9;
+    std::printf(
+        "{\"bench\":\"einsum\",\"case\":\"%s\",\"path\":\"%s\",\"shape\":\"%s\","
+        "\"gflops\":%.2f,\"gflops_raw_gemm\":%.2f,\"ratio\":%.3f,\"ms\":%.3f,"
+        "\"ms_raw_gemm\":%.3f,\"blas_core\":\"%s\"}\n",
+        c.name.c_str(), p.name, shape.c_str(), g, g_raw, g / g_raw, t * 1e3, t_raw * 1e3,
+        core.c_str());
+    std::fflush(stdout);
+  }
+  k::reset_fp32_gemm();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   mtk::Environment env(argc, argv);
-  const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 7;
+  CLI::App app{"Every matmul backend on the standard Transformer's contractions (JSON).",
+               "bench_einsum"};
+  mtk::cli::configure(app);
+  int reps = 5;
+  std::int64_t ceiling_n = 2048;
+  app.add_option("--reps", reps, "timed repetitions per measurement; the best counts")
+      ->check(mtk::cli::integer_in(1, 1000));
+  app.add_option("--ceiling-size", ceiling_n, "n of the n^3 product the ceilings are measured on")
+      ->check(mtk::cli::integer_in(64, 16384));
+  if (const int status = mtk::cli::parse(app, {argv + 1, argv + argc}, true); status >= 0)
+    return status;
   if (!std::getenv("OPENBLAS_NUM_THREADS"))
     std::fprintf(stderr, "bench_einsum: OPENBLAS_NUM_THREADS is unset; run with =1\n");
+  for (const auto& r : k::measure_matmul_rates(mtk::ExecSpace(), ceiling_n, reps))
+    std::printf(
+        "{\"bench\":\"matmul_ceiling\",\"backend\":\"%s\",\"dtype\":\"%s\","
+        "\"n\":%lld,\"gflops\":%.2f}\n",
+        r.backend.c_str(), mtk::precision_name(r.precision), static_cast<long long>(ceiling_n),
+        r.gflops);
+  std::printf("{\"bench\":\"paths\",\"fp32_auto\":\"%s\",\"bf16_auto\":\"%s\"}\n",
+              k::fp32_gemm_description().c_str(), k::bf16_gemm_description().c_str());
+  std::fflush(stdout);
 
-  const std::int64_t B = 8, L = 256, D = 512, F = 2048, H = 8, KV = 64;
+  const std::int64_t B = 8, L = 256, D = 512, F = 2048, H = 8, KV = 64, V = 32000;
   const std::int64_t T = B * L;
   const Shape x{{"batch", B}, {"length", L}, {"d_model", D}};
   const Shape hid{{"batch", B}, {"length", L}, {"d_ff", F}};
@@ -116,6 +162,7 @@ int main(int argc, char** argv) {
   const Shape q{{"batch", B}, {"heads", H}, {"length", L}, {"d_kv", KV}};
   const Shape kv{{"batch", B}, {"heads", H}, {"memory_length", L}, {"d_kv", KV}};
   const Shape s{{"batch", B}, {"heads", H}, {"length", L}, {"memory_length", L}};
+  const Shape emb{{"vocab", V}, {"d_model", D}}, logits{{"batch", B}, {"length", L}, {"vocab", V}};
 
   const std::vector<Case> cases = {
       // Feed-forward in: [2048 tokens, 512] x [512, 2048] and its gradients.
@@ -133,6 +180,10 @@ int main(int argc, char** argv) {
       {"attn_grad_v", s, q, kv, B * H, L, KV, L, 'T', 'N'},  // dV = S^T dO
       {"attn_grad_q", s, kv, q, B * H, L, KV, L, 'N', 'N'},  // dQ = dS K
       {"attn_grad_k", s, q, kv, B * H, L, KV, L, 'T', 'N'},  // dK = dS^T Q
+      // Logits against the embedding [vocab, d_model] and their gradients.
+      {"logits", x, emb, logits, 1, T, V, D, 'N', 'T'},
+      {"logits_grad_emb", logits, x, emb, 1, V, D, T, 'T', 'N'},  // dE = dL^T X
+      {"logits_grad_x", logits, emb, x, 1, T, D, V, 'N', 'N'},    // dX = dL E
   };
   const std::string core = blas_core();
   for (const auto& c : cases)

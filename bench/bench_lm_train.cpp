@@ -7,11 +7,10 @@
 #include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/einsum.hpp>
+#include <mtk/kernels/matmul_ceiling.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/nn/transformer.hpp>
 #include <mtk/optim/optim.hpp>
-
-#include <KokkosBlas3_gemm.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -63,22 +62,17 @@ long long max_over_ranks(long long v) {
   return m;
 }
 
-// Single-process sgemm GFLOP/s on 2048^3 (this rank's share of the machine's matmul ceiling).
-double sgemm_gflops() {
-  const int n = 2048;
-  Kokkos::View<float**, Kokkos::LayoutRight> a("a", n, n), b("b", n, n), c("c", n, n);
-  Kokkos::deep_copy(a, 1.0f);
-  Kokkos::deep_copy(b, 0.5f);
-  double best = 0;
-  for (int r = 0; r < 3; ++r) {
-    MPI_Barrier(MPI_COMM_WORLD);  // all ranks run together: the ceiling of the whole machine
-    auto t0 = std::chrono::steady_clock::now();
-    KokkosBlas::gemm("N", "N", 1.0f, a, b, 0.0f, c);
-    Kokkos::fence();
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, 2.0 * n * n * n / s / 1e9);
+// Every matmul backend on 2048^3, all ranks at once (each rank's share of the machine), summed
+// over the ranks: the ceiling of the whole machine per backend (kernels/matmul_ceiling.hpp).
+std::vector<mtk::kernels::MatmulRate> machine_matmul_rates() {
+  MPI_Barrier(MPI_COMM_WORLD);
+  auto rates = mtk::kernels::measure_matmul_rates(mtk::ExecSpace(), 2048, 3);
+  for (auto& r : rates) {
+    double sum = 0;
+    MPI_Allreduce(&r.gflops, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    r.gflops = sum;
   }
-  return best;
+  return rates;
 }
 
 int run(int argc, char** argv) {
@@ -134,9 +128,16 @@ int run(int argc, char** argv) {
     else
       mtk::fail("bench_lm_train", "unknown option " + k);
   }
-  const double ceiling_per_rank = sgemm_gflops();
-  double ceiling = 0;
-  MPI_Allreduce(&ceiling_per_rank, &ceiling, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  const auto rates = machine_matmul_rates();
+  const auto precision =
+      c.activation_dtype == "bfloat16" ? mtk::Precision::bfloat16 : mtk::Precision::float32;
+  const auto fastest = mtk::kernels::fastest_matmul(rates, precision);
+  const double ceiling = fastest.gflops;
+  std::string rates_json;
+  for (const auto& r : rates)
+    rates_json +=
+        mtk::cat(rates_json.empty() ? "" : ",", "{\"backend\":\"", r.backend, "\",\"dtype\":\"",
+                 mtk::precision_name(r.precision), "\",\"gflops\":", r.gflops, "}");
 
   KokkosMemory::start();
   mtk::Graph g;
@@ -196,18 +197,21 @@ int run(int argc, char** argv) {
         "s\","
         "\"tokens_per_step\":%.0f,\"step_s\":%.4f,\"tokens_per_s\":%.1f,\"model_gflops_per_s\":%."
         "2f,"
-        "\"sgemm_ceiling_gflops\":%.1f,\"mfu\":%.3f,\"loss\":%.4f,"
+        "\"ceiling_gflops\":%.1f,\"ceiling_backend\":\"%s\",\"matmul_rates\":[%s],"
+        "\"mfu\":%.3f,\"loss\":%.4f,"
         "\"time_split_s\":{\"compute\":%.4f,\"collectives\":%.4f,\"other\":%.4f},"
         "\"comm_bytes_per_step\":%lld,\"peak_bytes\":%lld,\"kokkos_peak_bytes\":%lld,"
         "\"vmhwm_bytes\":%lld,\"pool_bytes\":%lld,\"buffer_reuse\":%s,"
-        "\"activation_dtype\":\"%s\",\"bf16_gemm\":\"%s\",\"model_flops_per_step\":%.0f}\n",
+        "\"activation_dtype\":\"%s\",\"bf16_gemm\":\"%s\",\"fp32_gemm\":\"%s\","
+        "\"model_flops_per_step\":%.0f}\n",
         ranks, mesh_text.c_str(), layout_text.c_str(), opt.c_str(), tokens, step_s, tokens / step_s,
-        flops / step_s / 1e9, ceiling, flops / step_s / 1e9 / ceiling, loss,
-        split["compute"] / steps, split["collectives"] / steps, split["other"] / steps,
+        flops / step_s / 1e9, ceiling, fastest.backend.c_str(), rates_json.c_str(),
+        flops / step_s / 1e9 / ceiling, loss, split["compute"] / steps,
+        split["collectives"] / steps, split["other"] / steps,
         static_cast<long long>(program->counters().total_comm_bytes()),
         static_cast<long long>(program->counters().peak_bytes), kokkos_peak, hwm, pool,
         program->buffer_reuse() ? "true" : "false", c.activation_dtype.c_str(), bf16_path.c_str(),
-        flops);
+        mtk::kernels::fp32_gemm_description().c_str(), flops);
   }
   if (rank == 0 && std::getenv("MTK_BENCH_DETAIL")) {
     for (const auto& [k, v] : program->time_by_kind())

@@ -86,7 +86,9 @@ struct EinsumCounter {
     });
     Kokkos::Tools::Experimental::set_begin_parallel_for_callback(
         [](const char* name, std::uint32_t, std::uint64_t*) {
-          if (std::string(name) == "mtk::kernels::einsum bf16 rounding")
+          // Rounded to bf16 values (fp32 bodies) or converted to bf16 storage (oneDNN's).
+          if (std::string(name) == "mtk::kernels::einsum bf16 rounding" ||
+              std::string(name) == "mtk::kernels::einsum bf16 conversion")
             ++roundings();
         });
   }

@@ -13,6 +13,12 @@ struct InPlaceScope {
   ~InPlaceScope() { k::set_einsum_in_place(true); }
 };
 
+// Forces a float32 path for one scope and returns to the run-time option (MTK_FP32_GEMM) after.
+struct Fp32PathScope {
+  explicit Fp32PathScope(k::Fp32Gemm p) { k::set_fp32_gemm(p); }
+  ~Fp32PathScope() { k::reset_fp32_gemm(); }
+};
+
 // ---------------------------------------------------------------- einsum
 
 TEST(Einsum, MatmulAndTransposedOperands) {
@@ -121,6 +127,7 @@ TEST(Einsum, UsesTheBlasLibraryForFloat) {
   } else {
     // In place: the host BLAS called with leading dimensions; copying: Kokkos Kernels' gemm,
     // which dispatches to the same BLAS library.
+    const Fp32PathScope blas(k::Fp32Gemm::blas);
     for (const bool in_place : {true, false}) {
       SCOPED_TRACE(in_place ? "in place" : "copying");
       const InPlaceScope scope(in_place);
@@ -151,6 +158,7 @@ TEST(Einsum, InPlaceOperandsWithLeadingDimensions) {
     const Shape s{{"b", 2}, {"h", 3}, {"q", 5}, {"k", 6}};
     const std::vector<std::vector<Shape>> cases = {{q, kk, s}, {s, kk, q}, {s, q, kk},
                                                    {q, s, kk}, {kk, q, s}, {kk, s, q}};
+    const Fp32PathScope blas(k::Fp32Gemm::blas);
     for (const auto& c : cases) {
       for (const bool in_place : {true, false}) {
         const InPlaceScope scope(in_place);

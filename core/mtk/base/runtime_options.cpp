@@ -21,6 +21,10 @@ const std::vector<RuntimeOptionSpec>& runtime_option_specs() {
       {"MTK_BF16_GEMM", T::choice, "auto", "auto|onednn|emulate",
        "how bfloat16 contractions run on the host: auto picks oneDNN where this CPU has a native "
        "bf16 matmul, else emulate (bf16-rounded operands through the fp32 gemm)"},
+      {"MTK_FP32_GEMM", T::choice, "auto", "auto|onednn|blas",
+       "how float32 contractions run on the host: auto takes oneDNN's f32 matmul for the products "
+       "it has brgemm (AVX-512) kernels for, else the host BLAS; onednn: oneDNN wherever it can; "
+       "blas: the host BLAS (OpenBLAS) only"},
       {"MTK_COLLECTIVE_WAIT", T::choice, "auto", "auto|spin|yield",
        "how a rank waits in a blocking collective: spin (MPI's busy poll), yield (test and yield "
        "the core), auto (yield where a node runs more ranks than it has cores)"},
@@ -133,6 +137,7 @@ RuntimeOptions RuntimeOptions::from_environment() {
     fail(kWhere, bad);
   o.einsum_in_place_ = o.text("MTK_EINSUM_IN_PLACE") == "1";
   o.bf16_gemm_ = o.text("MTK_BF16_GEMM");
+  o.fp32_gemm_ = o.text("MTK_FP32_GEMM");
   o.collective_wait_ = o.text("MTK_COLLECTIVE_WAIT");
   o.buffer_reuse_ = o.text("MTK_BUFFER_REUSE") == "1";
   o.profile_steps_ = o.text("MTK_PROFILE_STEPS") == "1";

@@ -47,6 +47,8 @@ class RuntimeOptions {
   bool einsum_in_place() const { return einsum_in_place_; }
   /// MTK_BF16_GEMM: "auto", "onednn" or "emulate".
   const std::string& bf16_gemm() const { return bf16_gemm_; }
+  /// MTK_FP32_GEMM: auto | onednn | blas.
+  const std::string& fp32_gemm() const { return fp32_gemm_; }
   /// MTK_COLLECTIVE_WAIT: "auto", "spin" or "yield".
   const std::string& collective_wait() const { return collective_wait_; }
   /// MTK_BUFFER_REUSE: Program::run draws temporaries from its buffer pool.
@@ -77,6 +79,7 @@ class RuntimeOptions {
   std::vector<Raw> raw_;  // parallel to runtime_option_specs()
   bool einsum_in_place_ = true;
   std::string bf16_gemm_ = "auto";
+  std::string fp32_gemm_ = "auto";
   std::string collective_wait_ = "auto";
   bool buffer_reuse_ = true;
   bool profile_steps_ = false;

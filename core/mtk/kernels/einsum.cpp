@@ -30,6 +30,11 @@ namespace {
 // entry would dominate. No contraction: a broadcast multiply. Only a contraction (M and N empty):
 // a multiply, then a sum over the contracted dims. An empty output or an empty sum: zeros. Returns
 // false (and leaves `out` alone) when the contraction is matrix work.
+bool is_special_case(const Shape& out_shape, const Plan& p) {
+  return out_shape.num_elements() == 0 || p.k == 0 || (p.nb > 1 && p.k_in_a.empty()) ||
+         (p.nb > 1 && p.m_dims.empty() && p.n_dims.empty());
+}
+
 bool special_case(const ExecSpace& space, const Operand& a, const Operand& b,
                   const Shape& out_shape, const Plan& p, FView& out) {
   const std::int64_t out_n = out_shape.num_elements();
@@ -75,12 +80,15 @@ FView einsum(const ExecSpace& space, const Shape& a_shape, const FView& a_in, co
   Operand a{a_shape, a_in}, b{b_shape, b_in};
   presum(space, a, b.shape, out_shape);
   presum(space, b, a.shape, out_shape);
-  if (precision == Precision::bfloat16 && a.x.extent(0) > 0 && b.x.extent(0) > 0)
-    round_operands_to_bf16(space, a, b);
   const Plan plan = make_plan(a.shape, b.shape, out_shape, sizes);
+  const bool special = is_special_case(out_shape, plan);
+  // The oneDNN body converts bf16 operands to bf16 storage itself (the same values).
+  if (precision == Precision::bfloat16 && a.x.extent(0) > 0 && b.x.extent(0) > 0 &&
+      (special || backend != Backend::onednn_in_place))
+    round_operands_to_bf16(space, a, b);
   FView out;
   if (!special_case(space, a, b, out_shape, plan, out))
-    out = contract(space, backend, a, b, out_shape, plan, sizes);
+    out = contract(space, backend, a, b, out_shape, plan, sizes, precision);
   Kokkos::Profiling::popRegion();
   return out;
 }

@@ -1,5 +1,6 @@
 #pragma once
-// Contractions: einsum through KokkosBlas::gemm.
+// Contractions: einsum through the fastest matrix product the build has (host BLAS, oneDNN,
+// Kokkos Kernels).
 // (kernels/einsum.cpp; conventions in kernels/view.hpp)
 
 #include <mtk/base/exec_space.hpp>
@@ -16,8 +17,9 @@ namespace mtk::kernels {
 
 /// out = einsum over names: dims shared by the inputs and absent from out_shape are summed
 /// (contracted); dims of one input only and absent from out_shape are summed first; out dims
-/// present in both inputs are batch dims. Two operands go through KokkosBlas::gemm (strided batch
-/// loop over batch dims), with no transpose copy when an operand's dim order already fits.
+/// present in both inputs are batch dims. Two operands go through a gemm (fp32_gemm(): oneDNN's
+/// matmul or the host BLAS / KokkosBlas::gemm), with no transpose copy when an operand's memory
+/// order already fits.
 /// Precision::bfloat16: both operands rounded to bfloat16 (nearest even), products summed in
 /// float32, the result float32; on the host through oneDNN's bf16 matmul where the CPU has a
 /// native one, otherwise (and on GPUs, for now) emulated: rounded copies through the fp32 gemm.
@@ -43,6 +45,26 @@ Bf16Gemm bf16_gemm();
 /// One line saying how bf16 contractions run here, e.g. "oneDNN bf16 matmul (brg:avx512_core_amx)"
 /// or "emulated: operands rounded to bf16 and multiplied by the fp32 gemm (oneDNN: ref:any)".
 std::string bf16_gemm_description();
+/// Back to the run-time option (MTK_BF16_GEMM) after set_bf16_gemm.
+void reset_bf16_gemm();
+
+/// How float32 contractions run on host execution spaces. automatic: oneDNN's f32 matmul where it
+/// runs its brgemm kernels (AVX-512 CPUs: the faster library there), for each product it has
+/// brgemm kernels for; the host BLAS otherwise. onednn: oneDNN for every product it can run
+/// (not its reference code); blas: the host BLAS / Kokkos Kernels. Results agree to float32
+/// rounding. Set with MTK_FP32_GEMM = auto | onednn | blas or set_fp32_gemm (tests, benchmarks).
+enum class Fp32Gemm { automatic, onednn, blas };
+void set_fp32_gemm(Fp32Gemm path);
+/// Back to the run-time option (MTK_FP32_GEMM) after set_fp32_gemm.
+void reset_fp32_gemm();
+/// The path float32 contractions take now: onednn or blas (automatic resolved).
+Fp32Gemm fp32_gemm();
+/// One line saying how float32 contractions run here, e.g. "oneDNN f32 matmul (brg:avx512_core);
+/// products it has no brgemm kernel for: OpenBLAS (Haswell kernels)".
+std::string fp32_gemm_description();
+/// The host BLAS behind Kokkos Kernels, e.g. "OpenBLAS (Haswell kernels)".
+std::string host_blas_name();
+
 /// Whether bf16 contractions are emulated on the host, i.e. no faster than fp32 (the warning the
 /// applications print once when a model runs in bf16).
 bool bf16_gemm_is_emulated();

@@ -6,6 +6,7 @@
 #include <mtk/kernels/elementwise.hpp>
 #include <mtk/kernels/indexing.hpp>
 #include <mtk/kernels/loss.hpp>
+#include <mtk/kernels/matmul_ceiling.hpp>
 #include <mtk/kernels/normalization.hpp>
 #include <mtk/kernels/optimizer.hpp>
 #include <mtk/kernels/random.hpp>

@@ -1,12 +1,11 @@
-// oneDNN's matmul primitive for bfloat16 contractions on the host (impl/onednn_matmul.hpp).
+// oneDNN's matmul primitive on host memory (impl/onednn_matmul.hpp).
 #include <mtk/base/error.hpp>
-#include <mtk/kernels/bfloat16.hpp>
 #include <mtk/kernels/impl/onednn_matmul.hpp>
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
-#include <tuple>
 #include <vector>
 
 namespace mtk::kernels::impl {
@@ -24,37 +23,86 @@ struct Descs {
   dnnl::memory::desc a, b, c;
 };
 
-// [nb, M, K] / [nb, K, N] / [nb, M, N] with the strides of the row-major operands.
-Descs descs(bool ta, bool tb, std::int64_t nb, std::int64_t m, std::int64_t n, std::int64_t k,
-            dt operand_type) {
-  const Dims a_strides = ta ? Dims{m * k, 1, m} : Dims{m * k, k, 1};
-  const Dims b_strides = tb ? Dims{k * n, 1, k} : Dims{k * n, n, 1};
-  return {dnnl::memory::desc({nb, m, k}, operand_type, a_strides),
-          dnnl::memory::desc({nb, k, n}, operand_type, b_strides),
-          dnnl::memory::desc({nb, m, n}, dt::f32, Dims{m * n, n, 1})};
+// Extent-1 dims take the outermost stride: their stride is arbitrary, and oneDNN rejects strides
+// that would make dims overlap.
+Dims strides_of(const std::int64_t* s, const Dims& dims) {
+  std::int64_t outer = 1;
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] > 1)
+      outer = std::max<std::int64_t>(outer, s[i] * dims[i]);
+  Dims out(s, s + dims.size());
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] == 1)
+      out[i] = outer;
+  return out;
 }
 
-dnnl::matmul::primitive_desc primitive_desc(const Descs& d) {
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(d.a, d.b, d.c), cpu_engine());
+Descs descs(const StridedMatmul& p) {
+  Dims batch(p.batch, p.batch + p.batch_rank);
+  auto with = [&](std::int64_t r, std::int64_t c) {
+    Dims d = batch;
+    d.push_back(r);
+    d.push_back(c);
+    return d;
+  };
+  const dt operand = p.bf16 ? dt::bf16 : dt::f32;
+  const Dims ad = with(p.m, p.k), bd = with(p.k, p.n), cd = with(p.m, p.n);
+  return {dnnl::memory::desc(ad, operand, strides_of(p.a_strides, ad)),
+          dnnl::memory::desc(bd, operand, strides_of(p.b_strides, bd)),
+          dnnl::memory::desc(cd, dt::f32, strides_of(p.c_strides, cd))};
 }
 
-using Key = std::tuple<bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
-
-struct State {
-  std::mutex mutex;
-  std::map<Key, dnnl::matmul> primitives;
-  std::vector<std::uint16_t> a_bf16, b_bf16;  // reused conversion buffers
+// One product's primitive (null where oneDNN cannot describe or run it) and its implementation.
+struct Entry {
+  std::unique_ptr<dnnl::matmul> primitive;
+  std::unique_ptr<Descs> d;
+  std::string impl;
 };
 
-State& state() {
-  static State s;
-  return s;
+std::vector<std::int64_t> key_of(const StridedMatmul& p) {
+  std::vector<std::int64_t> key{p.bf16 ? 1 : 0, p.batch_rank, p.m, p.n, p.k};
+  const int r = p.batch_rank + 2;
+  key.insert(key.end(), p.batch, p.batch + p.batch_rank);
+  for (const std::int64_t* s : {p.a_strides, p.b_strides, p.c_strides})
+    key.insert(key.end(), s, s + r);
+  return key;
 }
 
-void to_bf16(const float* x, std::int64_t n, std::vector<std::uint16_t>& out) {
-  out.resize(static_cast<size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i)
-    out[static_cast<size_t>(i)] = to_bfloat16_bits(x[i]);
+Entry make_entry(const StridedMatmul& p) {
+  Entry e;
+  try {
+    e.d = std::make_unique<Descs>(descs(p));
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e.d->a, e.d->b, e.d->c), cpu_engine());
+    e.impl = pd.impl_info_str();
+    e.primitive = std::make_unique<dnnl::matmul>(pd);
+  } catch (const dnnl::error&) {
+    e.primitive.reset();
+    e.impl.clear();
+  }
+  return e;
+}
+
+// Primitives by dims and strides; entries are never removed, so references stay valid.
+const Entry& entry(const StridedMatmul& p) {
+  static std::mutex mutex;
+  static std::map<std::vector<std::int64_t>, Entry> cache;
+  const auto key = key_of(p);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it == cache.end())
+    it = cache.emplace(key, make_entry(p)).first;
+  return it->second;
+}
+
+StridedMatmul square(bool bf16) {
+  StridedMatmul p;
+  p.bf16 = bf16;
+  p.m = p.n = p.k = 256;
+  for (std::int64_t* s : {p.a_strides, p.b_strides, p.c_strides}) {
+    s[0] = 256;
+    s[1] = 1;
+  }
+  return p;
 }
 
 }  // namespace
@@ -65,12 +113,8 @@ bool onednn_available() {
 
 std::string onednn_bf16_impl() {
   static const std::string impl = [] {
-    try {
-      return std::string(
-          primitive_desc(descs(false, false, 1, 256, 256, 256, dt::bf16)).impl_info_str());
-    } catch (const dnnl::error& e) {
-      return std::string("none: no bf16 matmul on this CPU (") + e.what() + ")";
-    }
+    const std::string s = onednn_matmul_impl(square(true));
+    return s.empty() ? std::string("none: no bf16 matmul on this CPU") : s;
   }();
   return impl;
 }
@@ -79,36 +123,27 @@ bool onednn_has_bf16() {
   return onednn_bf16_impl().rfind("none", 0) != 0;
 }
 
-void onednn_bf16_matmul(const float* a, bool ta, const float* b, bool tb, float* c, std::int64_t nb,
-                        std::int64_t m, std::int64_t n, std::int64_t k) {
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  // Without a bf16 matmul on this CPU (oneDNN 2.x wants avx512_core for bf16) a forced oneDNN path
-  // multiplies in f32: the callers' operands are bf16 values already, so only sum order differs.
-  const bool bf16 = onednn_has_bf16();
-  const Descs d = descs(ta, tb, nb, m, n, k, bf16 ? dt::bf16 : dt::f32);
-  const Key key{ta, tb, nb, m, n, k};
-  auto it = s.primitives.find(key);
-  if (it == s.primitives.end()) {
-    try {
-      it = s.primitives.emplace(key, dnnl::matmul(primitive_desc(d))).first;
-    } catch (const dnnl::error& e) {
-      fail("mtk::kernels::einsum", cat("oneDNN has no bf16 matmul for batch ", nb, ", M ", m,
-                                       ", N ", n, ", K ", k, ": ", e.what()));
-    }
-  }
-  void* ap = const_cast<float*>(a);  // oneDNN takes void*; sources are only read
-  void* bp = const_cast<float*>(b);
-  if (bf16) {
-    to_bf16(a, nb * m * k, s.a_bf16);
-    to_bf16(b, nb * k * n, s.b_bf16);
-    ap = s.a_bf16.data();
-    bp = s.b_bf16.data();
-  }
-  dnnl::engine& e = cpu_engine();
-  dnnl::memory am(d.a, e, ap), bm(d.b, e, bp), cm(d.c, e, c);
-  dnnl::stream stream(e);
-  it->second.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+std::string onednn_f32_impl() {
+  static const std::string impl = onednn_matmul_impl(square(false));
+  return impl;
+}
+
+std::string onednn_matmul_impl(const StridedMatmul& p) {
+  return entry(p).impl;
+}
+
+void onednn_matmul(const StridedMatmul& p, const void* a, const void* b, float* c) {
+  const Entry& e = entry(p);
+  if (!e.primitive)
+    fail("mtk::kernels::einsum",
+         cat("oneDNN has no ", p.bf16 ? "bf16" : "f32", " matmul for batch rank ", p.batch_rank,
+             ", M ", p.m, ", N ", p.n, ", K ", p.k, " with these strides"));
+  dnnl::engine& eng = cpu_engine();
+  // oneDNN takes void*; the sources are only read.
+  dnnl::memory am(e.d->a, eng, const_cast<void*>(a)), bm(e.d->b, eng, const_cast<void*>(b)),
+      cm(e.d->c, eng, c);
+  thread_local dnnl::stream stream(eng);
+  e.primitive->execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
   stream.wait();
 }
 

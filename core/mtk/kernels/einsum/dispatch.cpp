@@ -1,6 +1,7 @@
 // einsum's dispatch layer (impl/einsum_spec.hpp): which body multiplies a contraction, decided
 // here only, from the precision, the build (host BLAS, oneDNN), the execution space and the
-// switches (set_einsum_in_place / MTK_EINSUM_IN_PLACE, set_bf16_gemm / MTK_BF16_GEMM).
+// switches (set_einsum_in_place / MTK_EINSUM_IN_PLACE, set_bf16_gemm / MTK_BF16_GEMM,
+// set_fp32_gemm / MTK_FP32_GEMM).
 #include <mtk/base/error.hpp>
 #include <mtk/base/runtime_options.hpp>
 #include <mtk/kernels/einsum.hpp>
@@ -10,6 +11,9 @@
 #include <atomic>
 #include <string>
 
+// OpenBLAS names the kernels it runs; weak, so that another BLAS links without it.
+extern "C" char* openblas_get_corename() __attribute__((weak));
+
 namespace mtk::kernels {
 namespace einsum_impl {
 namespace {
@@ -18,6 +22,8 @@ namespace {
 std::atomic<int> g_in_place{-1};
 std::atomic<bool> g_bf16_forced{false};
 std::atomic<Bf16Gemm> g_bf16_path{Bf16Gemm::automatic};
+std::atomic<bool> g_fp32_forced{false};
+std::atomic<Fp32Gemm> g_fp32_path{Fp32Gemm::automatic};
 
 bool in_place_enabled() {
   const int forced = g_in_place.load(std::memory_order_relaxed);
@@ -33,6 +39,23 @@ Bf16Gemm requested_bf16_gemm() {
                           : Bf16Gemm::automatic;
 }
 
+Fp32Gemm requested_fp32_gemm() {
+  if (g_fp32_forced.load(std::memory_order_relaxed))
+    return g_fp32_path.load(std::memory_order_relaxed);
+  const std::string& s = runtime_options().fp32_gemm();
+  return s == "onednn" ? Fp32Gemm::onednn : s == "blas" ? Fp32Gemm::blas : Fp32Gemm::automatic;
+}
+
+// oneDNN's f32 matmul outruns the host BLAS where it runs its brgemm kernels (AVX-512: measured
+// 1.7-2.3x OpenBLAS on the benchmark model's shapes, bench_einsum); its plain jit gemm (AVX2)
+// does not, and without a host BLAS any kernel of oneDNN's but its reference code is the faster.
+bool onednn_f32_is_faster() {
+  if (!host_space || !impl::onednn_available())
+    return false;
+  const std::string impl = impl::onednn_f32_impl();
+  return impl.rfind("brg", 0) == 0 || (!have_host_blas && !impl.empty() && impl.rfind("ref", 0));
+}
+
 bool onednn_is_native() {
   if (!impl::onednn_available() || !impl::onednn_has_bf16())
     return false;
@@ -44,26 +67,49 @@ bool onednn_is_native() {
 
 Backend choose_backend(Precision precision) {
   if (precision == Precision::bfloat16 && host_space && bf16_gemm() == Bf16Gemm::onednn)
-    return Backend::packed_onednn;
+    return Backend::onednn_in_place;
+  if (precision == Precision::float32 && host_space && fp32_gemm() == Fp32Gemm::onednn)
+    return Backend::onednn_in_place;
   if (have_host_blas && host_space && in_place_enabled())
     return Backend::host_blas_in_place;
   return Backend::packed_kokkos_gemm;
 }
 
 FView contract(const ExecSpace& space, Backend backend, const Operand& a, const Operand& b,
-               const Shape& out_shape, const Plan& plan, const Sizes& sizes) {
+               const Shape& out_shape, const Plan& plan, const Sizes& sizes, Precision precision) {
   switch (backend) {
     case Backend::host_blas_in_place:
       return host_blas_in_place(space, a, b, out_shape, plan, sizes);
-    case Backend::packed_onednn:
-      return packed_gemm(space, a, b, out_shape, plan, sizes, true);
+    case Backend::onednn_in_place: {
+      Operand x = a, y = b;
+      FView out;
+      // Under fp32 `automatic` only oneDNN's brgemm kernels are taken (see onednn_f32_is_faster).
+      const bool only_brgemm =
+          precision == Precision::float32 && requested_fp32_gemm() == Fp32Gemm::automatic;
+      if (onednn_in_place(space, x, y, out_shape, plan, sizes, precision, only_brgemm, out))
+        return out;
+      // Declined: the operands as arranged, bf16 ones rounded, through the fp32 bodies.
+      if (precision == Precision::bfloat16 && impl::onednn_has_bf16())
+        round_operands_to_bf16(space, x, y);
+      if (have_host_blas && in_place_enabled())
+        return host_blas_in_place(space, x, y, out_shape, plan, sizes);
+      return packed_gemm(space, x, y, out_shape, plan, sizes);
+    }
     case Backend::packed_kokkos_gemm:
       break;
   }
-  return packed_gemm(space, a, b, out_shape, plan, sizes, false);
+  return packed_gemm(space, a, b, out_shape, plan, sizes);
 }
 
 }  // namespace einsum_impl
+
+std::string host_blas_name() {
+  if (!einsum_impl::have_host_blas)
+    return "Kokkos Kernels' own gemm (no BLAS library)";
+  if (openblas_get_corename)
+    return cat("OpenBLAS (", openblas_get_corename(), " kernels)");
+  return "the host BLAS";
+}
 
 void set_einsum_in_place(bool on) {
   einsum_impl::g_in_place.store(on ? 1 : 0, std::memory_order_relaxed);
@@ -76,6 +122,50 @@ void set_bf16_gemm(Bf16Gemm path) {
          "(MTK_ENABLE_ONEDNN; Debian package libdnnl-dev)");
   einsum_impl::g_bf16_path.store(path, std::memory_order_relaxed);
   einsum_impl::g_bf16_forced.store(true, std::memory_order_relaxed);
+}
+
+void set_fp32_gemm(Fp32Gemm path) {
+  if (path == Fp32Gemm::onednn && !impl::onednn_available())
+    fail("mtk::kernels::set_fp32_gemm",
+         "the oneDNN path was asked for but this MTK was built without oneDNN "
+         "(MTK_ENABLE_ONEDNN; Debian package libdnnl-dev)");
+  einsum_impl::g_fp32_path.store(path, std::memory_order_relaxed);
+  einsum_impl::g_fp32_forced.store(true, std::memory_order_relaxed);
+}
+
+void reset_fp32_gemm() {
+  einsum_impl::g_fp32_forced.store(false, std::memory_order_relaxed);
+}
+
+void reset_bf16_gemm() {
+  einsum_impl::g_bf16_forced.store(false, std::memory_order_relaxed);
+}
+
+Fp32Gemm fp32_gemm() {
+  using namespace einsum_impl;
+  const Fp32Gemm r = requested_fp32_gemm();
+  if (r == Fp32Gemm::onednn && !impl::onednn_available())
+    fail("mtk::kernels::einsum",
+         "MTK_FP32_GEMM=onednn but this MTK was built without oneDNN (MTK_ENABLE_ONEDNN)");
+  if (r == Fp32Gemm::onednn && !host_space)
+    return Fp32Gemm::blas;
+  if (r != Fp32Gemm::automatic)
+    return r;
+  return onednn_f32_is_faster() ? Fp32Gemm::onednn : Fp32Gemm::blas;
+}
+
+std::string fp32_gemm_description() {
+  using namespace einsum_impl;
+  const std::string blas = host_blas_name();
+  if (!host_space)
+    return "Kokkos Kernels gemm on this execution space";
+  if (fp32_gemm() == Fp32Gemm::onednn)
+    return cat("oneDNN f32 matmul (", impl::onednn_f32_impl(), ")",
+               requested_fp32_gemm() == Fp32Gemm::automatic
+                   ? cat("; products it has no brgemm kernel for: ", blas)
+                   : std::string(": forced (MTK_FP32_GEMM=onednn)"));
+  return cat(blas, impl::onednn_available() ? cat(" (oneDNN f32: ", impl::onednn_f32_impl(), ")")
+                                            : std::string());
 }
 
 Bf16Gemm bf16_gemm() {

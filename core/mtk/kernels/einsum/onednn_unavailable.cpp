@@ -17,8 +17,15 @@ bool onednn_has_bf16() {
   return false;
 }
 
-void onednn_bf16_matmul(const float*, bool, const float*, bool, float*, std::int64_t, std::int64_t,
-                        std::int64_t, std::int64_t) {
+std::string onednn_f32_impl() {
+  return "";
+}
+
+std::string onednn_matmul_impl(const StridedMatmul&) {
+  return "";
+}
+
+void onednn_matmul(const StridedMatmul&, const void*, const void*, float*) {
   fail("mtk::kernels::einsum", "this MTK was built without oneDNN (MTK_ENABLE_ONEDNN)");
 }
 

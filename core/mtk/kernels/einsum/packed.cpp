@@ -1,12 +1,11 @@
-// einsum body: operands packed into gemm order, then KokkosBlas::gemm per batch entry or one
-// batched oneDNN matmul (impl/einsum_spec.hpp). Each operand is used in place when its memory
+// einsum body: operands packed into gemm order, then KokkosBlas::gemm per batch entry
+// (impl/einsum_spec.hpp). Each operand is used in place when its memory
 // order is [batch][M][K] / [batch][K][M] (a) or [batch][K][N] / [batch][N][K] (b), as gemm's "N" /
 // "T"; otherwise a transposed copy is made. The result is written straight into out when out's
 // order is [batch][M][N], or [batch][N][M] (computing C^T = B^T A^T); otherwise into a temporary
 // that is transposed into out.
 #include <mtk/kernels/impl/einsum_spec.hpp>
 #include <mtk/kernels/impl/launch.hpp>
-#include <mtk/kernels/impl/onednn_matmul.hpp>
 
 #include <KokkosBlas3_gemm.hpp>
 #include <Kokkos_Core.hpp>
@@ -85,26 +84,10 @@ void kokkos_gemm_batch(const ExecSpace& space, const Plan& p, const FView& a, ch
   }
 }
 
-// The same products as one batched oneDNN primitive (host memory).
-void onednn_batch(const ExecSpace& space, const Plan& p, const FView& a, char ta, const FView& b,
-                  char tb, const FView& c, bool swapped) {
-  const char* where = "mtk::kernels::einsum";
-  (void)blas_int(where, p.m, "M");  // the same limits as the gemm path
-  (void)blas_int(where, p.n, "N");
-  (void)blas_int(where, p.k, "K");
-  space.fence();
-  if (swapped)
-    impl::onednn_bf16_matmul(b.data(), tb == 'N', a.data(), ta == 'N', c.data(), p.nb, p.n, p.m,
-                             p.k);
-  else
-    impl::onednn_bf16_matmul(a.data(), ta == 'T', b.data(), tb == 'T', c.data(), p.nb, p.m, p.n,
-                             p.k);
-}
-
 }  // namespace
 
 FView packed_gemm(const ExecSpace& space, Operand a, Operand b, const Shape& out_shape,
-                  const Plan& plan, const Sizes& sizes, bool onednn) {
+                  const Plan& plan, const Sizes& sizes) {
   const Names& k_dims = k_order(a, b, plan);
   const char ta = pack(space, a, plan.batch, plan.m_dims, k_dims, sizes);
   const char tb = pack(space, b, plan.batch, k_dims, plan.n_dims, sizes);
@@ -113,10 +96,7 @@ FView packed_gemm(const ExecSpace& space, Operand a, Operand b, const Shape& out
   const bool swapped =
       !direct && stored_as(out_shape, concat({&plan.batch, &plan.n_dims, &plan.m_dims}));
   FView c = impl::alloc<float>("mtk::kernels::einsum", out_shape.num_elements());
-  if (onednn)
-    onednn_batch(space, plan, a.x, ta, b.x, tb, c, swapped);
-  else
-    kokkos_gemm_batch(space, plan, a.x, ta, b.x, tb, c, swapped);
+  kokkos_gemm_batch(space, plan, a.x, ta, b.x, tb, c, swapped);
   if (!direct && !swapped)
     c = permuted(space, shape_of(c_mn, sizes), c, out_shape);
   return c;

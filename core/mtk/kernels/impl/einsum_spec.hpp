@@ -7,10 +7,10 @@
 //                        operands and result read and written in place through leading dims
 //   packed_kokkos_gemm   einsum/packed.cpp: operands copied into [batch][M][K] / [batch][K][N]
 //                        order where they are not stored so, KokkosBlas::gemm per batch entry
-//   packed_onednn        einsum/packed.cpp: the same packing, one batched oneDNN bf16 matmul
-//                        (kernels/onednn_matmul.cpp)
-// bfloat16 operands are rounded before any of them (einsum/bf16_operands.cpp), so every body
-// multiplies the same bf16 values.
+//   onednn_in_place      einsum/onednn_in_place.cpp: one oneDNN matmul (f32 or bf16) with every
+//                        operand read in place through its strides (kernels/onednn_matmul.cpp)
+// bfloat16 operands are rounded before the fp32 bodies (einsum/bf16_operands.cpp) and converted to
+// bf16 storage by the oneDNN body: every body multiplies the same bf16 values.
 
 #include <mtk/base/exec_space.hpp>
 #include <mtk/base/precision.hpp>
@@ -28,26 +28,35 @@ constexpr bool have_host_blas = true;
 constexpr bool have_host_blas = false;
 #endif
 
-enum class Backend { host_blas_in_place, packed_kokkos_gemm, packed_onednn };
+enum class Backend { host_blas_in_place, packed_kokkos_gemm, onednn_in_place };
 
-/// The body a two-operand contraction in `precision` takes here and now: oneDNN for bf16 where
-/// bf16_gemm() says so (host memory only), else the host BLAS in place where it is built in and
-/// not switched off (set_einsum_in_place, MTK_EINSUM_IN_PLACE), else the packed KokkosBlas gemm.
+/// The body a two-operand contraction in `precision` takes here and now: oneDNN where
+/// bf16_gemm() / fp32_gemm() say so (host memory only), else the host BLAS in place where it is
+/// built in and not switched off (set_einsum_in_place, MTK_EINSUM_IN_PLACE), else the packed
+/// KokkosBlas gemm. A product oneDNN declines (its reference code; under fp32 `automatic`, any
+/// kernel but its brgemm) takes the host BLAS / packed path instead, decided in contract().
 Backend choose_backend(Precision precision);
 
 /// a x b -> out through `backend` (a plan with nb, m, n, k > 0 and no elementwise special case).
+/// bf16 operands arrive rounded except on the oneDNN body (which converts them itself).
 FView contract(const ExecSpace& space, Backend backend, const Operand& a, const Operand& b,
-               const Shape& out_shape, const Plan& plan, const Sizes& sizes);
+               const Shape& out_shape, const Plan& plan, const Sizes& sizes, Precision precision);
 
 // ---------------------------------------------------------------- bodies
 
 /// The host BLAS in place (only where Kokkos Kernels has a BLAS TPL; host memory).
 FView host_blas_in_place(const ExecSpace& space, Operand a, Operand b, const Shape& out_shape,
                          const Plan& plan, const Sizes& sizes);
-/// Packed operands, then KokkosBlas::gemm per batch entry (onednn false) or one batched oneDNN
-/// matmul (onednn true; host memory).
+/// Packed operands, then KokkosBlas::gemm per batch entry (any execution space).
 FView packed_gemm(const ExecSpace& space, Operand a, Operand b, const Shape& out_shape,
-                  const Plan& plan, const Sizes& sizes, bool onednn);
+                  const Plan& plan, const Sizes& sizes);
+/// One oneDNN matmul on the operands in place (host memory): true with the result in `out`, or
+/// false when oneDNN declines the product (no descriptor, its reference code, or not its brgemm
+/// kernels when `only_brgemm`); a and b are left arranged (impl/einsum_in_place.hpp) either way,
+/// and rounded to bf16 values where a bf16 product runs in f32 (no bf16 matmul on this CPU).
+bool onednn_in_place(const ExecSpace& space, Operand& a, Operand& b, const Shape& out_shape,
+                     const Plan& plan, const Sizes& sizes, Precision precision, bool only_brgemm,
+                     FView& out);
 /// Both operands rounded to bf16 values once, kept as floats (emulated bf16; host buffers reused
 /// from call to call).
 void round_operands_to_bf16(const ExecSpace& space, Operand& a, Operand& b);

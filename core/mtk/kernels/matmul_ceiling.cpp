@@ -1,0 +1,98 @@
+// The matmul rates this process can reach (matmul_ceiling.hpp).
+#include <mtk/base/error.hpp>
+#include <mtk/kernels/einsum.hpp>
+#include <mtk/kernels/impl/onednn_matmul.hpp>
+#include <mtk/kernels/matmul_ceiling.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <limits>
+#include <mutex>
+
+namespace mtk::kernels {
+namespace {
+
+FView filled(std::int64_t n, float scale) {
+  FView v(Kokkos::view_alloc(std::string("mtk::kernels::matmul_ceiling operand"),
+                             Kokkos::WithoutInitializing),
+          static_cast<size_t>(n));
+  Kokkos::parallel_for(
+      "mtk::kernels::matmul_ceiling fill", Kokkos::RangePolicy<ExecSpace>(0, n),
+      KOKKOS_LAMBDA(std::int64_t i) { v(i) = scale * static_cast<float>(i % 17 - 8); });
+  return v;
+}
+
+// Restores the paths in force (the run-time options) when a measurement ends, also on error.
+struct PathsRestored {
+  ~PathsRestored() {
+    reset_fp32_gemm();
+    reset_bf16_gemm();
+  }
+};
+
+}  // namespace
+
+std::vector<MatmulRate> measure_matmul_rates(const ExecSpace& space, std::int64_t n, int reps) {
+  if (n < 1 || reps < 1)
+    fail("mtk::kernels::measure_matmul_rates", cat("n ", n, " and reps ", reps, " must be >= 1"));
+  const Shape as{{"i", n}, {"j", n}}, bs{{"j", n}, {"k", n}}, cs{{"i", n}, {"k", n}};
+  const FView a = filled(n * n, 1.0f / 64), b = filled(n * n, 1.0f / 32);
+  const double flops =
+      2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+  auto rate = [&](Precision p) {
+    double best = std::numeric_limits<double>::infinity();
+    for (int r = 0; r <= reps; ++r) {  // r == 0 warms up (primitives, buffers)
+      space.fence();
+      const auto t0 = std::chrono::steady_clock::now();
+      FView c = einsum(space, as, a, bs, b, cs, p);
+      space.fence();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (r > 0)
+        best = std::min(best, s);
+    }
+    return flops / best * 1e-9;
+  };
+  const PathsRestored restore;
+  std::vector<MatmulRate> out;
+  set_fp32_gemm(Fp32Gemm::blas);
+  out.push_back({host_blas_name(), Precision::float32, rate(Precision::float32)});
+  if (impl::onednn_available() &&
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
+    set_fp32_gemm(Fp32Gemm::onednn);
+    out.push_back({cat("oneDNN f32 (", impl::onednn_f32_impl(), ")"), Precision::float32,
+                   rate(Precision::float32)});
+  }
+  reset_fp32_gemm();
+  if (impl::onednn_available() && impl::onednn_has_bf16() &&
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
+    set_bf16_gemm(Bf16Gemm::onednn);
+    out.push_back({cat("oneDNN bf16 (", impl::onednn_bf16_impl(), ")"), Precision::bfloat16,
+                   rate(Precision::bfloat16)});
+  }
+  set_bf16_gemm(Bf16Gemm::emulate);
+  out.push_back({"emulated bf16 (rounded operands, fp32 gemm)", Precision::bfloat16,
+                 rate(Precision::bfloat16)});
+  return out;
+}
+
+MatmulRate fastest_matmul(const std::vector<MatmulRate>& rates, Precision precision) {
+  MatmulRate best;
+  for (const auto& r : rates)
+    if ((r.precision == precision || r.precision == Precision::float32) && r.gflops > best.gflops)
+      best = r;
+  if (best.gflops <= 0)
+    fail("mtk::kernels::fastest_matmul", cat("no measured rate for ", precision_name(precision)));
+  return best;
+}
+
+MatmulRate matmul_ceiling(Precision precision) {
+  static std::once_flag once;
+  static std::vector<MatmulRate> rates;
+  std::call_once(once, [] { rates = measure_matmul_rates(ExecSpace()); });
+  return fastest_matmul(rates, precision);
+}
+
+}  // namespace mtk::kernels

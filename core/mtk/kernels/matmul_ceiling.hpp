@@ -1,0 +1,37 @@
+#pragma once
+// The matmul rates this process can reach (kernels/matmul_ceiling.cpp): every matrix-product
+// backend the build has, measured through einsum on one square product, and the fastest per
+// precision, the ceiling MFU is reported against (benchmarks, mtk-layout calibrate, metrics).
+
+#include <mtk/base/exec_space.hpp>
+#include <mtk/base/precision.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mtk::kernels {
+
+/// One backend's rate on an n x n x n product.
+struct MatmulRate {
+  std::string backend;  ///< e.g. "OpenBLAS (Haswell kernels)", "oneDNN f32 (brg:avx512_core)"
+  Precision precision = Precision::float32;
+  double gflops = 0;
+};
+
+/// Every backend this build and execution space has (host BLAS or Kokkos Kernels' gemm; oneDNN
+/// f32; oneDNN bf16 where the CPU has a native one, else emulated bf16), each timed through
+/// einsum on [n, n] x [n, n] with its path forced, best of `reps` after a warm-up. Measures this
+/// process alone: callers that want a rank's share of a node run it on all ranks at once.
+std::vector<MatmulRate> measure_matmul_rates(const ExecSpace& space, std::int64_t n = 2048,
+                                             int reps = 3);
+
+/// The fastest of `rates` for `precision`. A bfloat16 product can always run as a float32 one,
+/// so the bf16 ceiling is the fastest of both precisions' rates.
+MatmulRate fastest_matmul(const std::vector<MatmulRate>& rates, Precision precision);
+
+/// fastest_matmul of measure_matmul_rates(default space, 2048, 3), measured on the first call
+/// and kept for the life of the process.
+MatmulRate matmul_ceiling(Precision precision);
+
+}  // namespace mtk::kernels
