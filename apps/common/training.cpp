@@ -11,6 +11,7 @@
 #include <mtk/data/vocab.hpp>
 #include <mtk/files/files.hpp>
 #include <mtk/kernels/einsum.hpp>
+#include <mtk/kernels/matmul_ceiling.hpp>
 #include <mtk/metrics/metrics.hpp>
 #include <mtk/metrics/peak_memory.hpp>
 #include <mtk/signals/stop_signals.hpp>
@@ -313,6 +314,18 @@ double model_matmul_flops(Graph& g) {
       .flops_of(FlopClass::einsum);
 }
 
+// The matmul FLOP/s one processor reaches at `precision` (kernels::matmul_ceiling), every rank
+// measuring at once so that each gets its share of its node; the mean over the ranks. Collective.
+double matmul_ceiling_per_processor(const Mesh& mesh, Precision precision) {
+  const kernels::MatmulRate rate =
+      agree_on_failure(mesh.comm(), [&] { return kernels::matmul_ceiling(precision); });
+  const double per_processor = mesh.comm().sum(rate.gflops) / mesh.size();
+  say(cat("  MFU against a matmul ceiling of ", format_count(per_processor * 1e9),
+          "FLOP/s per processor (", precision_name(precision), ", ", rate.backend,
+          "; measured on every rank at once)\n"));
+  return per_processor * 1e9;
+}
+
 // What the parts of one training job share: run_training's arguments and the step reached.
 struct TrainingJob {
   const std::string& tool;
@@ -405,6 +418,7 @@ struct MetricsLog {
         model_flops = model_matmul_flops(job.model.graph.loss.graph());
       }
     });
+    ceiling_flops = matmul_ceiling_per_processor(mesh, job.model.precision);
   }
 
   // The progress line and (rank 0) the metrics record of the steps in `window`; `out`: the last

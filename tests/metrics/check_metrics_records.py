@@ -3,8 +3,7 @@
 
   check_metrics_records.py METRICS.jsonl [METRICS.jsonl ...]
 
-Every record of kind "train" carries step_time_s (> 0), tokens_per_s (> 0), mfu (null, or in
-(0, 1]), gradient_norm (finite, > 0), peak_memory_bytes (an integer > 0) and lr as the shortest
+Every record of kind "train" carries step_time_s (> 0), tokens_per_s (> 0), mfu (in (0, 1]), gradient_norm (finite, > 0), peak_memory_bytes (an integer > 0) and lr as the shortest
 text of a float32 (0.1, never 0.10000000149011612). With several files (the same run on other
 rank counts and layouts), the gradient norms of the steps they share agree within 1e-4 relative.
 Exit status 1 with one line per problem.
@@ -38,7 +37,7 @@ def check_file(path, problems):
             for key, ok in [
                 ("step_time_s", lambda v: isinstance(v, float) and v > 0),
                 ("tokens_per_s", lambda v: isinstance(v, float) and v > 0),
-                ("mfu", lambda v: v is None or (isinstance(v, float) and 0 < v <= 1)),
+                ("mfu", lambda v: isinstance(v, float) and 0 < v <= 1),
                 ("gradient_norm", lambda v: isinstance(v, float) and math.isfinite(v) and v > 0),
                 ("peak_memory_bytes", lambda v: isinstance(v, int) and v > 0),
                 ("lr", lambda v: isinstance(v, float) and float32_text_is_shortest(v)),
