@@ -23,6 +23,7 @@
 
 #include <mpi.h>
 
+#include "cli.hpp"
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -31,6 +32,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -100,14 +102,16 @@ double raw_read(const std::string& path) {
 
 void print(const char* what, int ranks, std::int64_t bytes, double seconds, const char* extra_key,
            double extra) {
-  std::printf(
-      "{\"bench\":\"checkpoint\",\"what\":\"%s\",\"ranks\":%d,\"bytes\":%lld,\"seconds\":%.4f,"
-      "\"gb_per_s\":%.3f",
-      what, ranks, static_cast<long long>(bytes), seconds,
-      static_cast<double>(bytes) / 1e9 / seconds);
+  nlohmann::ordered_json j;
+  j["bench"] = "checkpoint";
+  j["what"] = what;
+  j["ranks"] = ranks;
+  j["bytes"] = bytes;
+  j["seconds"] = seconds;
+  j["gb_per_s"] = static_cast<double>(bytes) / 1e9 / seconds;
   if (extra_key != nullptr)
-    std::printf(",\"%s\":%.3f", extra_key, extra);
-  std::printf("}\n");
+    j[extra_key] = extra;
+  std::printf("%s\n", j.dump().c_str());
   std::fflush(stdout);
 }
 
@@ -215,27 +219,28 @@ int run(const Options& o) {
   return 0;
 }
 
-Options parse_options(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i + 1 < argc || (i < argc && std::string(argv[i]) == "--replicated"); ++i) {
-    const std::string a = argv[i];
-    if (a == "--mib")
-      o.mib = std::atol(argv[++i]);
-    else if (a == "--reps")
-      o.reps = std::atol(argv[++i]);
-    else if (a == "--dir")
-      o.dir = argv[++i];
-    else if (a == "--replicated")
-      o.replicated = true;
-  }
-  return o;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  return mtk::app_main(argc, argv, {"bench_checkpoint", /*every_rank_reports=*/true},
-                       [&](const mtk::Communicator&, const std::vector<std::string>&) {
-                         return run(parse_options(argc, argv));
-                       });
+  return mtk::app_main(
+      argc, argv, {"bench_checkpoint", /*every_rank_reports=*/true},
+      [&](const mtk::Communicator& world, const std::vector<std::string>& args) {
+        Options o;
+        CLI::App app{
+            "Save, restore and verify throughput of MTK's checkpoints next to the raw "
+            "write and read speed of the same disk; one JSON object per measurement.",
+            "bench_checkpoint"};
+        mtk::cli::configure(app);
+        app.add_option("--mib", o.mib, "MiB of variables, in variables of 32 MiB (default 256)")
+            ->check(mtk::cli::integer_in(1, 1 << 24));
+        app.add_option("--reps", o.reps, "Repetitions; medians are printed (default 3)")
+            ->check(mtk::cli::integer_in(1, 1000));
+        app.add_option("--dir", o.dir, "Where to write (its checkpoints/ is removed at the end)")
+            ->type_name("DIR");
+        app.add_flag("--replicated", o.replicated,
+                     "Half the variables replicated on every rank (written once per group)");
+        if (const int status = mtk::cli::parse(app, args, world.rank() == 0); status >= 0)
+          return status;
+        return run(o);
+      });
 }

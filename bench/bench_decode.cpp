@@ -4,37 +4,39 @@
 // both decode max_length positions. One JSON object per decoder.
 //   mpiexec -n 1 bench_decode [--batch 4] [--beam 4] [--length 64] [--mesh x:1] [--layout ""]
 
+#include <mtk/app/app_main.hpp>
 #include <mtk/decode/decode.hpp>
-#include <mtk/parallel/environment.hpp>
 
 #include <mpi.h>
 
+#include "cli.hpp"
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 
-int main(int argc, char** argv) {
-  mtk::Environment env(argc, argv);
+namespace {
+
+int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
   std::int64_t batch = 4, beam = 4, length = 64;
   std::string mesh_text = "x:1", layout_text;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--batch")
-      batch = std::atoll(v.c_str());
-    else if (k == "--beam")
-      beam = std::atoll(v.c_str());
-    else if (k == "--length")
-      length = std::atoll(v.c_str());
-    else if (k == "--mesh")
-      mesh_text = v;
-    else if (k == "--layout")
-      layout_text = v;
-  }
-  if (!std::getenv("OPENBLAS_NUM_THREADS"))
+  CLI::App app{
+      "Beam-search decoding throughput: the incremental decoder against full "
+      "re-decoding per token; one JSON object per decoder.",
+      "bench_decode"};
+  mtk::cli::configure(app);
+  app.add_option("--batch", batch, "Sentences (default 4)")->check(mtk::cli::integer_in(1, 4096));
+  app.add_option("--beam", beam, "Beam size (default 4)")->check(mtk::cli::integer_in(1, 256));
+  app.add_option("--length", length, "Positions decoded, twice the source length (default 64)")
+      ->check(mtk::cli::integer_in(2, 65536));
+  app.add_option("--mesh", mesh_text, "The mesh (default x:1)")->type_name("M");
+  app.add_option("--layout", layout_text, "The layout rules (default none)")->type_name("L");
+  if (const int status = mtk::cli::parse(app, args, world.rank() == 0); status >= 0)
+    return status;
+  if (!std::getenv("OPENBLAS_NUM_THREADS") && world.rank() == 0)
     std::fprintf(stderr, "bench_decode: OPENBLAS_NUM_THREADS is unset; run with =1\n");
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int rank = world.rank();
 
   mtk::nn::TransformerConfig c;
   c.vocab_size = 1024;
@@ -48,7 +50,7 @@ int main(int argc, char** argv) {
   mtk::nn::DecodingShape shape;
   shape.batch = batch;
   shape.beam = beam;
-  mtk::Mesh mesh(mtk::MeshShape::parse(mesh_text), MPI_COMM_WORLD);
+  mtk::Mesh mesh(mtk::MeshShape::parse(mesh_text), world);
   const mtk::LayoutRules rules = mtk::LayoutRules::parse(layout_text);
   std::vector<std::vector<std::int32_t>> sources(static_cast<size_t>(batch));
   for (size_t b = 0; b < sources.size(); ++b)
@@ -62,25 +64,32 @@ int main(int argc, char** argv) {
 
   auto time_search = [&](auto& decoder, const char* name) {
     decoder.encode(sources);  // outside the timing for the full decoder (it only keeps them)
-    MPI_Barrier(MPI_COMM_WORLD);
+    world.barrier();
     const auto t0 = std::chrono::steady_clock::now();
     if (std::string(name) == "incremental")
       decoder.encode(sources);  // timed: part of the incremental decoder's work per batch
     auto r = mtk::decode::beam_search(decoder.step_function(), batch, c.vocab_size, o);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double hyp_tokens = static_cast<double>(batch * beam * length);
-    if (rank == 0)
-      std::printf(
-          "{\"bench\":\"decode\",\"decoder\":\"%s\",\"ranks\":%d,\"mesh\":\"%s\","
-          "\"layout\":\"%s\",\"batch\":%lld,\"beam\":%lld,\"max_length\":%lld,"
-          "\"d_model\":%lld,\"layers\":\"%lld+%lld\",\"vocab\":%lld,\"seconds\":%.3f,"
-          "\"tokens_per_s\":%.1f,\"hypothesis_tokens_per_s\":%.1f,\"best_score_row0\":%.5f}\n",
-          name, mesh.comm().size(), mesh_text.c_str(), layout_text.c_str(),
-          static_cast<long long>(batch), static_cast<long long>(beam),
-          static_cast<long long>(length), static_cast<long long>(c.d_model),
-          static_cast<long long>(c.num_encoder_layers), static_cast<long long>(c.num_layers),
-          static_cast<long long>(c.vocab_size), s, static_cast<double>(batch * length) / s,
-          hyp_tokens / s, r[0][0].score);
+    if (rank == 0) {
+      nlohmann::ordered_json j;
+      j["bench"] = "decode";
+      j["decoder"] = name;
+      j["ranks"] = mesh.comm().size();
+      j["mesh"] = mesh_text;
+      j["layout"] = layout_text;
+      j["batch"] = batch;
+      j["beam"] = beam;
+      j["max_length"] = length;
+      j["d_model"] = c.d_model;
+      j["layers"] = std::to_string(c.num_encoder_layers) + "+" + std::to_string(c.num_layers);
+      j["vocab"] = c.vocab_size;
+      j["seconds"] = s;
+      j["tokens_per_s"] = static_cast<double>(batch * length) / s;
+      j["hypothesis_tokens_per_s"] = hyp_tokens / s;
+      j["best_score_row0"] = r[0][0].score;
+      std::printf("%s\n", j.dump().c_str());
+    }
     std::fflush(stdout);
   };
   {
@@ -92,4 +101,10 @@ int main(int argc, char** argv) {
     time_search(full, "full_redecode");
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return mtk::app_main(argc, argv, {"bench_decode", /*every_rank_reports=*/true}, run);
 }

@@ -13,11 +13,13 @@
 #include <mtk/nn/transformer.hpp>
 #include <mtk/optim/optim.hpp>
 
+#include "cli.hpp"
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <deque>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -34,24 +36,23 @@ struct Case {
 
 int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
   std::string config_file, layouts_file;
-  int steps = 2, rounds = 3;
-  bool profile = false;
-  for (size_t i = 0; i + 1 < args.size(); i += 2) {
-    if (args[i] == "--config")
-      config_file = args[i + 1];
-    else if (args[i] == "--layouts")
-      layouts_file = args[i + 1];
-    else if (args[i] == "--steps")
-      steps = std::stoi(args[i + 1]);
-    else if (args[i] == "--rounds")
-      rounds = std::stoi(args[i + 1]);
-    else if (args[i] == "--profile")
-      profile = args[i + 1] == "1";
-    else
-      mtk::fail("bench_layout_steps", "unknown option " + args[i]);
-  }
-  if (config_file.empty() || layouts_file.empty())
-    mtk::fail("bench_layout_steps", "--config and --layouts are required");
+  int steps = 2, rounds = 3, profile = 0;
+  CLI::App app{
+      "Measured step time of one model under many meshes and layouts (the best of "
+      "`rounds` rounds of `steps` steps each); one JSON object per layout.",
+      "bench_layout_steps"};
+  mtk::cli::configure(app);
+  app.add_option("--config", config_file, "The model's YAML config")->required()->type_name("FILE");
+  app.add_option("--layouts", layouts_file, "Lines \"MESH|LAYOUT\", one per layout")
+      ->required()
+      ->type_name("FILE");
+  app.add_option("--steps", steps, "Steps per round (default 2)")
+      ->check(mtk::cli::integer_in(1, 1000000));
+  app.add_option("--rounds", rounds, "Rounds (default 3)")->check(mtk::cli::integer_in(1, 1000));
+  app.add_option("--profile", profile, "1: one more profiled step per layout (default 0)")
+      ->check(mtk::cli::integer_in(0, 1));
+  if (const int status = mtk::cli::parse(app, args, world.rank() == 0); status >= 0)
+    return status;
   const mtk::Config config = mtk::Config::from_file(config_file);
   const mtk::nn::TransformerConfig c = mtk::transformer_config_from(config);
   std::deque<Case> cases;
@@ -98,7 +99,7 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
       k.rounds.push_back(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps);
     }
-  std::vector<std::string> profiles(cases.size());
+  std::vector<nlohmann::ordered_json> profiles(cases.size(), nlohmann::ordered_json::object());
   if (profile)  // one more step of each, timed per step kind (fenced: slower than the rounds)
     for (size_t i = 0; i < cases.size(); ++i) {
       Case& k = cases[i];
@@ -107,20 +108,21 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
       k.program->run(feeds(k.model), {k.model.loss});
       k.program->set_profiling(false);
       for (const auto& [kind, sec] : k.program->time_by_kind())
-        profiles[i] +=
-            (profiles[i].empty() ? "" : ",") + ("\"" + kind + "\":" + std::to_string(sec));
+        profiles[i][kind] = sec;
     }
   if (world.rank() == 0)
     for (size_t i = 0; i < cases.size(); ++i) {
       const Case& k = cases[i];
-      std::string all;
-      for (double v : k.rounds)
-        all += (all.empty() ? "" : ",") + std::to_string(v);
-      std::printf(
-          "{\"bench\":\"layout_steps\",\"config\":\"%s\",\"ranks\":%d,\"mesh\":\"%s\","
-          "\"layout\":\"%s\",\"best_step_s\":%.5f,\"rounds_s\":[%s],\"profile_s\":{%s}}\n",
-          config_file.c_str(), world.size(), k.mesh.c_str(), k.layout.c_str(),
-          *std::min_element(k.rounds.begin(), k.rounds.end()), all.c_str(), profiles[i].c_str());
+      nlohmann::ordered_json j;
+      j["bench"] = "layout_steps";
+      j["config"] = config_file;
+      j["ranks"] = world.size();
+      j["mesh"] = k.mesh;
+      j["layout"] = k.layout;
+      j["best_step_s"] = *std::min_element(k.rounds.begin(), k.rounds.end());
+      j["rounds_s"] = k.rounds;
+      j["profile_s"] = profiles[i];
+      std::printf("%s\n", j.dump().c_str());
     }
   return 0;
 }

@@ -12,7 +12,9 @@
 #include <mtk/data/vocab.hpp>
 #include <mtk/files/files.hpp>
 #include <mtk/kernels/einsum.hpp>
+#include <mtk/kernels/matmul_ceiling.hpp>
 #include <mtk/metrics/metrics.hpp>
+#include <mtk/metrics/peak_memory.hpp>
 #include <mtk/signals/stop_signals.hpp>
 
 #include <algorithm>
@@ -264,9 +266,12 @@ struct LossWindow {
   double loss = 0, cross_entropy = 0, z_loss = 0, aux_loss = 0;
   int steps = 0;
 
-  // The fetches add() reads, in its order.
-  static std::vector<Tensor> fetches(const nn::ModelGraph& m, const Tensor& lr) {
-    return {m.loss, lr, m.cross_entropy_sum, m.z_loss_sum, m.aux_loss, m.token_count};
+  // The fetches add() reads, in its order; the last step's learning rate is out[1] and its
+  // gradients' global norm out[6].
+  static std::vector<Tensor> fetches(const TrainedModel& model) {
+    const nn::ModelGraph& m = model.graph;
+    return {m.loss,     model.lr,      m.cross_entropy_sum, m.z_loss_sum,
+            m.aux_loss, m.token_count, model.gradient_norm};
   }
   void add(const std::vector<HostTensor>& out) {
     auto value = [&](size_t k) { return static_cast<double>(out[k].data<float>()[0]); };
@@ -302,12 +307,31 @@ std::string run_history(const std::string& run_dir) {
   return what;
 }
 
+// The matmul FLOPs of one step of the model in `g` on one processor: the work MFU counts (as the
+// layout search does), whatever the mesh adds.
+double model_matmul_flops(Graph& g) {
+  return analyze(g, MeshShape::parse("all:1"), LayoutRules())
+      ->counters()
+      .flops_of(FlopClass::einsum);
+}
+
+// The matmul FLOP/s one processor reaches at `precision` (kernels::matmul_ceiling), every rank
+// measuring at once so that each gets its share of its node; the mean over the ranks. Collective.
+double matmul_ceiling_per_processor(const Mesh& mesh, Precision precision) {
+  const kernels::MatmulRate rate =
+      agree_on_failure(mesh.comm(), [&] { return kernels::matmul_ceiling(precision); });
+  const double per_processor = mesh.comm().sum(rate.gflops) / mesh.size();
+  say(cat("  MFU against a matmul ceiling of ", format_count(per_processor * 1e9),
+          "FLOP/s per processor (", precision_name(precision), ", ", rate.backend,
+          "; measured on every rank at once)\n"));
+  return per_processor * 1e9;
+}
+
 // What the parts of one training job share: run_training's arguments and the step reached.
 struct TrainingJob {
   const std::string& tool;
   Program& program;
-  const nn::ModelGraph& m;
-  const Tensor& lr;
+  const TrainedModel& model;
   const Mesh& mesh;
   const RunOptions& o;
   const TrainingSettings& settings;
@@ -381,22 +405,31 @@ struct MetricsLog {
   MetricsWriter writer;
   std::int64_t run_start = 1;
   std::string job_id = batch_job_id();
+  double model_flops = 0;    // matmul FLOPs of one step of the model (rank 0), for MFU
+  double ceiling_flops = 0;  // one processor's matmul FLOP/s (0: unknown, no MFU)
 
   // Records after the restored step are dropped: this run logs those steps again.
-  MetricsLog(const Mesh& mesh, const std::string& run_dir, std::int64_t step) {
+  explicit MetricsLog(const TrainingJob& job) {
+    const Mesh& mesh = job.mesh;
     agree_on_failure(mesh.comm(), [&] {
       if (mesh.rank() == 0) {
-        run_start = resume_metrics_log(run_dir + "/metrics.jsonl", step).start;
-        writer = MetricsWriter(run_dir + "/metrics.jsonl");
+        const std::string path = job.o.run_dir + "/metrics.jsonl";
+        run_start = resume_metrics_log(path, job.step).start;
+        writer = MetricsWriter(path);
+        model_flops = model_matmul_flops(job.model.graph.loss.graph());
       }
     });
+    ceiling_flops = matmul_ceiling_per_processor(mesh, job.model.precision);
   }
 
-  // The progress line and (rank 0) the metrics record of the steps in `window`.
+  // The progress line and (rank 0) the metrics record of the steps in `window`; `out`: the last
+  // step's fetches. Collective (the peak memory is the most of any rank).
   void log(const TrainingJob& job, ProgressMeter& meter, const LossWindow& window,
            const std::vector<HostTensor>& out) {
-    ProgressInfo info = meter.report(window.mean(window.loss), out[1].data<float>()[0]);
+    const double lr = metric_from_float(out[1].data<float>()[0]);
+    ProgressInfo info = meter.report(window.mean(window.loss), lr);
     say(format_progress(info) + "\n");
+    const std::int64_t peak_memory = job.mesh.comm().max(peak_resident_bytes());
     if (writer.is_open())
       writer.write({{"step", job.step},
                     {"loss", window.mean(window.loss)},
@@ -404,7 +437,12 @@ struct MetricsLog {
                     {"z_loss", window.mean(window.z_loss)},
                     {"aux_loss", window.mean(window.aux_loss)},
                     {"tokens_per_s", info.tokens_per_s},
-                    {"lr", static_cast<double>(out[1].data<float>()[0])},
+                    {"step_time_s", info.step_time_s},
+                    {"mfu", model_flops_utilization(model_flops, job.mesh.size(), info.step_time_s,
+                                                    ceiling_flops)},
+                    {"gradient_norm", metric_from_float(out[6].data<float>()[0])},
+                    {"peak_memory_bytes", peak_memory},
+                    {"lr", lr},
                     {"epoch", job.data.epoch()},
                     {"kind", std::string("train")},
                     {"time", utc_timestamp()},
@@ -420,7 +458,7 @@ int train_steps(const TrainingJob& job, CheckpointManager& ckpt, bool saved) {
   const Mesh& mesh = job.mesh;
   std::int64_t& step = job.step;
   const std::int64_t steps = job.settings.steps;
-  MetricsLog metrics(mesh, job.o.run_dir, step);
+  MetricsLog metrics(job);
   ProgressMeter meter(step, steps);
   const std::int64_t first_step = step;
   auto steps_line = [&](const char* what) {
@@ -435,7 +473,7 @@ int train_steps(const TrainingJob& job, CheckpointManager& ckpt, bool saved) {
   std::int64_t last_saved = saved ? step : -1;
   while (step < steps) {
     TrainingData::Batch batch = job.data.next();
-    auto out = job.program.run({}, LossWindow::fetches(job.m, job.lr), batch.feeds);
+    auto out = job.program.run({}, LossWindow::fetches(job.model), batch.feeds);
     ++step;
     const double loss = out[0].data<float>()[0];
     if (!std::isfinite(loss))
@@ -493,9 +531,9 @@ int run_training_locked(const TrainingJob& job) {
 
 }  // namespace
 
-int run_training(const std::string& tool, Program& program, const nn::ModelGraph& m,
-                 const Tensor& lr, const Mesh& mesh, const RunOptions& o,
-                 const TrainingSettings& settings, const LayoutRules& rules, TrainingData& data) {
+int run_training(const std::string& tool, Program& program, const TrainedModel& model,
+                 const Mesh& mesh, const RunOptions& o, const TrainingSettings& settings,
+                 const LayoutRules& rules, TrainingData& data) {
   const std::int64_t steps = settings.steps;
   std::int64_t step = 0;
   const bool writes_status = mesh.rank() == 0;
@@ -513,7 +551,7 @@ int run_training(const std::string& tool, Program& program, const nn::ModelGraph
     say(cat("  run directory lock taken over from a job that is no longer running (",
             lock.took_over(), ")\n"));
   try {
-    return run_training_locked({tool, program, m, lr, mesh, o, settings, rules, data, step});
+    return run_training_locked({tool, program, model, mesh, o, settings, rules, data, step});
   } catch (const std::exception& e) {
     if (writes_status) {
       try {

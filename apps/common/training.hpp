@@ -4,6 +4,7 @@
 // program's cost check, restoring a checkpoint, and the training loop with its metrics, progress
 // line, checkpoints and stop signals. Each app supplies its data as a TrainingData.
 
+#include <mtk/base/precision.hpp>
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/config/config.hpp>
 #include <mtk/config/training_config.hpp>
@@ -131,13 +132,23 @@ struct TrainingData {
   std::function<std::int64_t()> epoch;
 };
 
+/// The model a training app trains: its graph, optim::minimize()'s learning rate and global
+/// gradient norm (logged with the losses), and the precision of its contractions (the matmul
+/// ceiling its MFU is measured against).
+struct TrainedModel {
+  const nn::ModelGraph& graph;
+  Tensor lr, gradient_norm;
+  Precision precision = Precision::float32;
+};
+
 /// Trains: writes the run directory's config.resolved.yaml, restores (--restore or the newest
 /// checkpoint, with the data position), runs steps until settings.steps with the progress line
-/// and metrics.jsonl every log_every steps, saves every checkpoint_every steps and at the end, and
-/// honours stop signals (saves, exit 75; before the first step 76). `tool` prefixes the messages
-/// ("mtk-lm1b train"). Returns the exit status.
-int run_training(const std::string& tool, Program& program, const nn::ModelGraph& m,
-                 const Tensor& lr, const Mesh& mesh, const RunOptions& o,
-                 const TrainingSettings& settings, const LayoutRules& rules, TrainingData& data);
+/// and metrics.jsonl every log_every steps (losses, step time, MFU, gradient norm, peak memory:
+/// docs/lm1b.md), saves every checkpoint_every steps and at the end, and honours stop signals
+/// (saves, exit 75; before the first step 76). `tool` prefixes the messages ("mtk-lm1b train").
+/// Returns the exit status.
+int run_training(const std::string& tool, Program& program, const TrainedModel& model,
+                 const Mesh& mesh, const RunOptions& o, const TrainingSettings& settings,
+                 const LayoutRules& rules, TrainingData& data);
 
 }  // namespace mtk::app

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -108,16 +109,23 @@ void add_search_options(CLI::App& app, SearchArgs& a) {
 void print_json(const cost::SearchResult& r, size_t shown) {
   for (size_t i = 0; i < shown; ++i) {
     const cost::Candidate& c = r.ranked[i];
-    std::printf(
-        "{\"rank\":%zu,\"mesh\":\"%s\",\"layout\":\"%s\",\"peak_bytes\":%lld,"
-        "\"flops\":%.6g,\"comm_bytes\":%lld,\"compute_s\":%.6g,\"matmul_s\":%.6g,"
-        "\"elementwise_s\":%.6g,\"overhead_s\":%.6g,\"kernel_steps\":%lld,\"comm_s\":%.6g,"
-        "\"step_s\":%.6g,\"overlapped_s\":%.6g,\"mfu\":%.4f}\n",
-        i + 1, c.mesh.to_string().c_str(), c.rules.to_string().c_str(),
-        static_cast<long long>(c.counters.peak_bytes), c.counters.total_flops(),
-        static_cast<long long>(c.counters.total_comm_bytes()), c.time.compute_s, c.time.matmul_s,
-        c.time.elementwise_s, c.time.overhead_s, static_cast<long long>(c.time.kernel_steps),
-        c.time.comm_total_s, c.time.total_s, c.time.overlapped_s, c.mfu);
+    nlohmann::ordered_json j;
+    j["rank"] = i + 1;
+    j["mesh"] = c.mesh.to_string();
+    j["layout"] = c.rules.to_string();
+    j["peak_bytes"] = c.counters.peak_bytes;
+    j["flops"] = c.counters.total_flops();
+    j["comm_bytes"] = c.counters.total_comm_bytes();
+    j["compute_s"] = c.time.compute_s;
+    j["matmul_s"] = c.time.matmul_s;
+    j["elementwise_s"] = c.time.elementwise_s;
+    j["overhead_s"] = c.time.overhead_s;
+    j["kernel_steps"] = c.time.kernel_steps;
+    j["comm_s"] = c.time.comm_total_s;
+    j["step_s"] = c.time.total_s;
+    j["overlapped_s"] = c.time.overlapped_s;
+    j["mfu"] = c.mfu;
+    std::printf("%s\n", j.dump().c_str());
   }
 }
 

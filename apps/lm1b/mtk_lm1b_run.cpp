@@ -205,12 +205,12 @@ int train_main(const std::vector<std::string>& args) {
   Mesh mesh(s.mesh_shape, world);
   Graph g;
   nn::ModelGraph m;
-  Tensor lr;
+  Tensor lr, gradient_norm;  // what training logs besides the losses
   auto optimizer = config::make_optimizer(settings.optimizer);
   // A model whose sizes overflow fails alike on every rank: one agreed error, no abort.
   agree_on_failure(mesh.comm(), [&] {
     m = nn::build_transformer(g, s.model, true, seed);
-    lr = optim::minimize(m.loss, *optimizer, settings.lr);
+    lr = optim::minimize(m.loss, *optimizer, settings.lr, &gradient_norm);
   });
   app::say("mtk-lm1b train: %s\n", s.model.to_string().c_str());
   app::say("  parameters %.2fM (formula %.2fM); mesh %s; layout %s\n",
@@ -250,7 +250,9 @@ int train_main(const std::vector<std::string>& args) {
   data.save = [&] { return stream.save(); };
   data.restore = [&](const std::string& position) { stream.restore(position); };
   data.epoch = [&] { return stream.position().epoch; };
-  return app::run_training("mtk-lm1b train", *program, m, lr, mesh, o, settings, s.rules, data);
+  return app::run_training("mtk-lm1b train", *program,
+                           {m, lr, gradient_norm, s.model.contraction_precision()}, mesh, o,
+                           settings, s.rules, data);
 }
 
 int eval_main(const std::vector<std::string>& args) {

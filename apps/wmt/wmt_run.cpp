@@ -275,12 +275,12 @@ int train_main(const Communicator& world, const std::vector<std::string>& args) 
   Mesh mesh(s.mesh_shape, world);
   Graph g;
   nn::ModelGraph m;
-  Tensor lr;
+  Tensor lr, gradient_norm;  // what training logs besides the losses
   auto optimizer = config::make_optimizer(settings.train.optimizer);
   // A model whose sizes overflow fails alike on every rank: one agreed error, no abort.
   agree_on_failure(mesh.comm(), [&] {
     m = nn::build_transformer(g, s.model, true, settings.train.seed);
-    lr = optim::minimize(m.loss, *optimizer, settings.train.lr);
+    lr = optim::minimize(m.loss, *optimizer, settings.train.lr, &gradient_norm);
   });
   app::say(cat("mtk-wmt train: ", s.model.to_string(), "\n"));
   char line[256];
@@ -327,8 +327,9 @@ int train_main(const Communicator& world, const std::vector<std::string>& args) 
   data.save = [&] { return stream->save(); };
   data.restore = [&](const std::string& position) { stream->restore(position); };
   data.epoch = [&] { return stream->epoch(); };
-  return app::run_training("mtk-wmt train", *program, m, lr, mesh, o, settings.train, s.rules,
-                           data);
+  return app::run_training("mtk-wmt train", *program,
+                           {m, lr, gradient_norm, s.model.contraction_precision()}, mesh, o,
+                           settings.train, s.rules, data);
 }
 
 int translate_main(const Communicator& world, const std::vector<std::string>& args) {

@@ -19,4 +19,5 @@
 #include <mtk/files/files.hpp>
 #include <mtk/files/sha256.hpp>
 #include <mtk/metrics/metrics.hpp>
+#include <mtk/metrics/peak_memory.hpp>
 #include <mtk/signals/stop_signals.hpp>

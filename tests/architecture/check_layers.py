@@ -7,7 +7,8 @@
        < files < signals, metrics, config, data, text < checkpoint < app   (MTK::io)
   2. impl/ headers are private to their concept: only files of the same concept include them.
   3. Public headers of core/ never include io/ concepts, and no header of core/ or io/ includes a
-     third-party I/O library (yaml-cpp, HDF5, SentencePiece): those stay inside io's sources.
+     third-party I/O library (yaml-cpp, HDF5, SentencePiece, nlohmann-json, OpenSSL): those stay
+     inside io's sources.
 Usage: check_layers.py REPO_ROOT      (exit status 1 and one line per violation when broken)
 """
 import os
@@ -20,7 +21,7 @@ LAYERS = {
     "files": 10, "signals": 11, "metrics": 11, "config": 11, "data": 11, "text": 11, "checkpoint": 12, "app": 13,
     "version.hpp": 0, "mtk.hpp": 13, "io.hpp": 13,
 }
-THIRD_PARTY = re.compile(r'#\s*include\s*[<"](yaml-cpp/|hdf5|H5|sentencepiece)')
+THIRD_PARTY = re.compile(r'#\s*include\s*[<"](yaml-cpp/|hdf5|H5|sentencepiece|nlohmann/|openssl/)')
 INCLUDE = re.compile(r'#\s*include\s*<mtk/([^>]+)>')
 
 

@@ -1,6 +1,7 @@
 // JSON Lines metrics and the progress line.
 #include <mtk/base/error.hpp>
 #include <mtk/metrics/metrics.hpp>
+#include <mtk/metrics/peak_memory.hpp>
 
 #include <gtest/gtest.h>
 
@@ -31,7 +32,45 @@ TEST(Metrics, JsonObjects) {
             "\"nan\": null, \"inf\": null}");
   EXPECT_EQ(mtk::to_json({}), "{}");
   EXPECT_EQ(mtk::to_json({{"x", 0.1 + 0.2}}), "{\"x\": 0.30000000000000004}");
-  EXPECT_EQ(mtk::to_json({{"x", 3.0}}), "{\"x\": 3}");
+  // nlohmann-json keeps a whole double a double: a reader gets 3.0, not the integer 3.
+  EXPECT_EQ(mtk::to_json({{"x", 3.0}}), "{\"x\": 3.0}");
+  EXPECT_EQ(mtk::to_json({{"x", 1e20}, {"y", -2.5e-7}}), "{\"x\": 1e+20, \"y\": -2.5e-07}");
+  // Bytes that are not UTF-8 (a path) are replaced, never thrown or written raw.
+  EXPECT_EQ(mtk::to_json({{"path", std::string("a\xff")}}), "{\"path\": \"a\xef\xbf\xbd\"}");
+}
+
+// The learning rate is a float in the program: logged by the float's shortest text.
+TEST(Metrics, FloatsAsTheirShortestText) {
+  EXPECT_EQ(static_cast<double>(0.1f), 0.10000000149011612);
+  EXPECT_EQ(mtk::metric_from_float(0.1f), 0.1);
+  EXPECT_EQ(mtk::to_json({{"lr", mtk::metric_from_float(0.1f)}}), "{\"lr\": 0.1}");
+  EXPECT_EQ(mtk::to_json({{"lr", mtk::metric_from_float(1e-3f)}}), "{\"lr\": 0.001}");
+  EXPECT_EQ(mtk::to_json({{"lr", mtk::metric_from_float(3.0517578e-05f)}}),
+            "{\"lr\": 3.0517578e-05}");
+  for (const float f : {0.0f, -0.0f, 1.0f, 0.01f, 1.17549435e-38f, 3.4028235e38f, 7e-45f})
+    EXPECT_EQ(static_cast<float>(mtk::metric_from_float(f)), f) << f;  // the same float
+  EXPECT_TRUE(std::isnan(mtk::metric_from_float(std::nanf(""))));
+  EXPECT_EQ(mtk::metric_from_float(std::numeric_limits<float>::infinity()),
+            std::numeric_limits<double>::infinity());
+}
+
+TEST(Metrics, ModelFlopsUtilization) {
+  // 1e12 FLOPs per step on 4 processors of 1e12 FLOP/s in 0.5 s: half of the ceiling.
+  EXPECT_DOUBLE_EQ(mtk::model_flops_utilization(1e12, 4, 0.5, 1e12), 0.5);
+  EXPECT_TRUE(std::isnan(mtk::model_flops_utilization(1e12, 4, 0.5, 0)));   // no ceiling
+  EXPECT_TRUE(std::isnan(mtk::model_flops_utilization(1e12, 4, 0, 1e12)));  // no step time
+  EXPECT_TRUE(std::isnan(mtk::model_flops_utilization(0, 4, 0.5, 1e12)));
+  EXPECT_EQ(mtk::to_json({{"mfu", mtk::model_flops_utilization(1e12, 4, 0.5, 0)}}),
+            "{\"mfu\": null}");
+}
+
+TEST(Metrics, PeakResidentMemoryGrowsWithWhatWasTouched) {
+  const std::int64_t before = mtk::peak_resident_bytes();
+  EXPECT_GT(before, 0);
+  std::vector<char> block(std::size_t(64) << 20, 1);  // 64 MiB, every page touched
+  const std::int64_t after = mtk::peak_resident_bytes();
+  EXPECT_GE(after, static_cast<std::int64_t>(block.size()));
+  EXPECT_GE(after, before);
 }
 
 TEST(Metrics, WriterAppendsLines) {
@@ -49,9 +88,9 @@ TEST(Metrics, WriterAppendsLines) {
     EXPECT_FALSE(w.is_open());
     EXPECT_TRUE(moved.is_open());
   }
-  EXPECT_EQ(
-      mtk::test::read_text(path),
-      "{\"step\": 1, \"loss\": 4}\n{\"step\": 2, \"loss\": 3.5}\n{\"step\": 3, \"loss\": 3.25}\n");
+  EXPECT_EQ(mtk::test::read_text(path),
+            "{\"step\": 1, \"loss\": 4.0}\n{\"step\": 2, \"loss\": 3.5}\n{\"step\": 3, \"loss\": "
+            "3.25}\n");
   { mtk::MetricsWriter(path, true).write({{"step", std::int64_t{7}}}); }
   EXPECT_EQ(mtk::test::read_text(path), "{\"step\": 7}\n");
   EXPECT_THROW(mtk::MetricsWriter("/nonexistent-dir/m.jsonl"), mtk::Error);
@@ -96,8 +135,12 @@ TEST(Metrics, ProgressMeter) {
   EXPECT_LT(p.tokens_per_s, 2000 / 0.019);
   // 10 steps took elapsed seconds; 90 remain.
   EXPECT_NEAR(p.eta_s, m.elapsed_s() * 9, m.elapsed_s() * 9 * 0.5);
+  // Steps 11..20 (10 steps) took at least the 20 ms slept.
+  EXPECT_GE(p.step_time_s, 0.019 / 10);
+  EXPECT_LE(p.step_time_s, m.elapsed_s() / 10);
   const auto q = m.report(3.0, 0.001);
   EXPECT_EQ(q.tokens_per_s, 0);  // nothing since the last report
+  EXPECT_EQ(q.step_time_s, 0);   // no step either
 }
 
 TEST(Metrics, JsonIntField) {
@@ -112,6 +155,10 @@ TEST(Metrics, JsonIntField) {
   EXPECT_EQ(mtk::json_int_field(line, "x"), std::nullopt);                // only inside a string
   EXPECT_EQ(mtk::json_int_field("{\"step\": 12", "step"), std::nullopt);  // torn
   EXPECT_EQ(mtk::json_int_field("{}", "step"), std::nullopt);
+  EXPECT_EQ(mtk::json_int_field("[1, 2]", "step"), std::nullopt);  // not an object
+  EXPECT_EQ(mtk::json_int_field("{\"step\":7}", "step"), 7);       // any JSON spacing
+  EXPECT_EQ(mtk::json_int_field("{\"step\": 9223372036854775808}", "step"), std::nullopt);
+  EXPECT_EQ(mtk::json_int_field("{\"a\": {\"step\": 1}}", "step"), std::nullopt);  // nested
 }
 
 TEST(Metrics, TimestampAndJob) {
@@ -150,9 +197,9 @@ TEST(Metrics, ResumeDropsStepsAfterTheCheckpoint) {
   EXPECT_EQ(r.dropped, 3);
   EXPECT_EQ(r.start, 2);
   EXPECT_EQ(mtk::test::read_text(path),
-            "{\"step\": 1, \"loss\": 4, \"start\": 1}\n"
-            "{\"step\": 2, \"loss\": 3, \"start\": 1}\n"
-            "{\"step\": 3, \"loss\": 2, \"start\": 1}\n"
+            "{\"step\": 1, \"loss\": 4.0, \"start\": 1}\n"
+            "{\"step\": 2, \"loss\": 3.0, \"start\": 1}\n"
+            "{\"step\": 3, \"loss\": 2.0, \"start\": 1}\n"
             "{\"step\": 2, \"kind\": \"eval\"}\n"
             "{\"note\": \"no step\"}\n");
   {

@@ -32,9 +32,6 @@ const std::vector<RuntimeOptionSpec>& runtime_option_specs() {
        "Program::run draws its temporaries from the program's buffer pool; 0: fresh allocations"},
       {"MTK_PROFILE_STEPS", T::flag, "0", "0|1",
        "a profiled Program (set_profiling) also times every step by its full label"},
-      {"MTK_SHA256_IMPL", T::choice, "auto", "auto|portable",
-       "SHA-256 of checkpoints and shards: auto uses the x86 SHA extensions where the CPU has "
-       "them; portable forces the portable code"},
       {"MTK_CKPT_TIMING", T::flag, "0", "0|1",
        "rank 0 prints the time of each phase of every checkpoint save and restore (stderr)"},
       {"MTK_CKPT_FLETCHER32", T::flag, "0", "0|1",
@@ -144,7 +141,6 @@ RuntimeOptions RuntimeOptions::from_environment() {
   o.collective_wait_ = o.text("MTK_COLLECTIVE_WAIT");
   o.buffer_reuse_ = o.text("MTK_BUFFER_REUSE") == "1";
   o.profile_steps_ = o.text("MTK_PROFILE_STEPS") == "1";
-  o.sha256_impl_ = o.text("MTK_SHA256_IMPL");
   o.ckpt_timing_ = o.text("MTK_CKPT_TIMING") == "1";
   o.ckpt_fletcher32_ = o.text("MTK_CKPT_FLETCHER32") == "1";
   o.ckpt_mpiio_ = o.text("MTK_CKPT_MPIIO");

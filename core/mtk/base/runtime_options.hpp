@@ -55,8 +55,6 @@ class RuntimeOptions {
   bool buffer_reuse() const { return buffer_reuse_; }
   /// MTK_PROFILE_STEPS: a profiled Program also times every step by its full label.
   bool profile_steps() const { return profile_steps_; }
-  /// MTK_SHA256_IMPL: "auto" (x86 SHA extensions where the CPU has them) or "portable".
-  const std::string& sha256_impl() const { return sha256_impl_; }
   /// MTK_CKPT_TIMING: rank 0 prints the phases of each checkpoint save and restore.
   bool ckpt_timing() const { return ckpt_timing_; }
   /// MTK_CKPT_FLETCHER32: chunked checkpoint datasets carry HDF5's Fletcher32 checksum.
@@ -85,7 +83,6 @@ class RuntimeOptions {
   std::string collective_wait_ = "auto";
   bool buffer_reuse_ = true;
   bool profile_steps_ = false;
-  std::string sha256_impl_ = "auto";
   bool ckpt_timing_ = false;
   bool ckpt_fletcher32_ = false;
   std::string ckpt_mpiio_ = "auto";

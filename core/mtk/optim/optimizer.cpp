@@ -1,6 +1,11 @@
 #include <mtk/autodiff/gradients.hpp>
+#include <mtk/base/error.hpp>
 #include <mtk/ops/ops.hpp>
 #include <mtk/optim/optimizer.hpp>
+
+#include <algorithm>
+#include <map>
+#include <string>
 
 namespace mtk::optim {
 
@@ -15,10 +20,34 @@ Tensor slot_variable(const Tensor& var, const std::string& suffix, const Shape& 
   return variable(var.graph(), var.name() + "/" + suffix, shape, Initializer::zeros(), false);
 }
 
-Tensor minimize(const Tensor& loss, Optimizer& optimizer, const LearningRateSchedule& schedule) {
+Tensor global_norm(const std::vector<Tensor>& tensors) {
+  if (tensors.empty())
+    fail("mtk::optim::global_norm", "no tensors");
+  // Tensors of the same dims have the same layout, so their partial sums (pending over the same
+  // mesh dims) add up before one allreduce: one per group rather than one per tensor.
+  std::map<std::vector<std::string>, Tensor> sums;
+  for (const Tensor& t : tensors) {
+    auto dims = t.shape().names();
+    std::sort(dims.begin(), dims.end());
+    const Tensor x = t.dtype() == DType::float32 ? t : cast(t, DType::float32);
+    const Tensor s = reduce_sum(square(x));
+    auto [it, fresh] = sums.emplace(dims, s);
+    if (!fresh)
+      it->second = it->second + s;
+  }
+  Tensor total;
+  for (const auto& [dims, s] : sums)
+    total = total.valid() ? total + s : s;
+  return sqrt(total);
+}
+
+Tensor minimize(const Tensor& loss, Optimizer& optimizer, const LearningRateSchedule& schedule,
+                Tensor* gradient_norm) {
   Graph& g = loss.graph();
   auto vars = g.trainable_variables();
   auto grads = gradients(loss, vars);
+  if (gradient_norm)
+    *gradient_norm = global_norm(grads);
   Tensor step = global_step(g);
   Tensor lr = schedule.build(step);
   optimizer.apply(vars, grads, step, lr);

@@ -27,8 +27,16 @@ Tensor global_step(Graph& g);
 /// (checkpoints store it under that name).
 Tensor slot_variable(const Tensor& var, const std::string& suffix, const Shape& shape);
 
+/// The global L2 norm of `tensors` (Mesh-TF's clip_by_global_norm): the square root of the sum of
+/// the squares of all their values, a float32 scalar. Each tensor is reduced whole, so on any mesh
+/// and layout every value counts once: split slices are summed over their mesh dims, replicated
+/// slices are not added again.
+Tensor global_norm(const std::vector<Tensor>& tensors);
+
 /// Appends gradients of `loss` and the optimizer's updates for every trainable variable, the
 /// learning-rate schedule and the global-step increment. Returns the learning-rate tensor.
-Tensor minimize(const Tensor& loss, Optimizer& optimizer, const LearningRateSchedule& schedule);
+/// `gradient_norm` (optional) receives global_norm() of the gradients, which training logs.
+Tensor minimize(const Tensor& loss, Optimizer& optimizer, const LearningRateSchedule& schedule,
+                Tensor* gradient_norm = nullptr);
 
 }  // namespace mtk::optim

@@ -1,6 +1,8 @@
 #pragma once
-// SHA-256 (FIPS 180-4) for checkpoint integrity: incremental hashing of memory and whole files.
-// Uses the x86 SHA extensions when the CPU has them (checked at run time), else portable C++.
+// SHA-256 (FIPS 180-4) for checkpoint and token-shard integrity: incremental hashing of memory
+// and whole files, through OpenSSL's EVP interface (libcrypto picks the CPU's SHA instructions
+// where it has them). The digests are SHA-256's: files written with MTK's earlier hand-written
+// code verify the same.
 
 #include <array>
 #include <cstddef>
@@ -13,6 +15,12 @@ namespace mtk {
 class Sha256 {
  public:
   Sha256();
+  ~Sha256();
+  Sha256(Sha256&& other) noexcept;
+  Sha256& operator=(Sha256&& other) noexcept;
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+
   void update(const void* data, std::size_t bytes);
   /// Finishes the hash (the object must not be updated afterwards).
   std::array<std::uint8_t, 32> digest();
@@ -20,10 +28,7 @@ class Sha256 {
   std::string hex_digest();
 
  private:
-  std::uint32_t state_[8];
-  std::uint8_t buffer_[64];
-  std::size_t buffered_ = 0;
-  std::uint64_t length_ = 0;
+  void* context_ = nullptr;  // OpenSSL's EVP_MD_CTX, kept out of this header
   bool finished_ = false;
 };
 
@@ -32,7 +37,7 @@ std::string sha256_hex(const void* data, std::size_t bytes);
 /// SHA-256 of a whole file, as lowercase hex. Throws mtk::Error naming the file when it cannot
 /// be read.
 std::string sha256_file(const std::string& path);
-/// "x86-sha" or "portable": which compression function this process uses.
+/// Which implementation this process uses: OpenSSL's version text, e.g. "OpenSSL 3.0.19 ...".
 const char* sha256_implementation();
 
 }  // namespace mtk

@@ -10,80 +10,71 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace mtk {
 
 namespace {
 
-void append_escaped(std::string& out, const std::string& s) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
+// One JSON value as nlohmann writes it: strings escaped (invalid UTF-8 replaced, never thrown),
+// doubles in the shortest text that reads back to the same value, NaN and infinities as null.
+std::string dump(const nlohmann::json& value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-void append_double(std::string& out, double v) {
-  if (!std::isfinite(v)) {
-    out += "null";
-    return;
-  }
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);  // shortest round-trip form: "0.1", "3", "1e+20" (all valid JSON)
+nlohmann::json to_value(const MetricValue& value) {
+  return std::visit([](const auto& v) { return nlohmann::json(v); }, value);
+}
+
+// `line` parsed as one JSON object; a discarded value when it is not one (a torn line).
+nlohmann::json parse_object(const std::string& line) {
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() ? j : nlohmann::json(nlohmann::json::value_t::discarded);
+}
+
+std::optional<std::int64_t> int_member(const nlohmann::json& object, const std::string& key) {
+  if (!object.is_object())
+    return std::nullopt;
+  const auto it = object.find(key);
+  if (it == object.end() || !it->is_number_integer())
+    return std::nullopt;
+  if (it->is_number_unsigned() &&
+      it->get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
+    return std::nullopt;
+  return it->get<std::int64_t>();
 }
 
 }  // namespace
 
 std::string to_json(const MetricRecord& record) {
+  // Keys and values are written by nlohmann in the record's order; the separators ", " and ": "
+  // are the ones metrics.jsonl has always had (job scripts grep for '"kind": "train"').
   std::string out = "{";
-  bool first = true;
   for (const auto& [key, value] : record) {
-    if (!first)
+    if (out.size() > 1)
       out += ", ";
-    first = false;
-    append_escaped(out, key);
-    out += ": ";
-    if (const auto* i = std::get_if<std::int64_t>(&value)) {
-      out += std::to_string(*i);
-    } else if (const auto* d = std::get_if<double>(&value)) {
-      append_double(out, *d);
-    } else {
-      append_escaped(out, std::get<std::string>(value));
-    }
+    out += dump(key) + ": " + dump(to_value(value));
   }
   return out + "}";
+}
+
+double metric_from_float(float value) {
+  if (!std::isfinite(value))
+    return static_cast<double>(value);
+  char text[64];
+  const auto r = std::to_chars(text, text + sizeof text, value);  // shortest text of the float
+  double out = static_cast<double>(value);
+  std::from_chars(text, r.ptr, out);
+  return out;
+}
+
+double model_flops_utilization(double model_flops, int processors, double step_time_s,
+                               double ceiling_flops_per_s) {
+  if (!(model_flops > 0 && processors > 0 && step_time_s > 0 && ceiling_flops_per_s > 0))
+    return std::numeric_limits<double>::quiet_NaN();
+  return model_flops / (processors * step_time_s * ceiling_flops_per_s);
 }
 
 MetricsWriter::MetricsWriter(const std::string& path, bool truncate) : path_(path) {
@@ -122,52 +113,7 @@ void MetricsWriter::write(const MetricRecord& record) {
 }
 
 std::optional<std::int64_t> json_int_field(const std::string& line, const std::string& key) {
-  // Walks the top-level members of one flat object, skipping string contents, so a key or a
-  // value inside a string (a checkpoint path) never matches.
-  const size_t n = line.size();
-  if (n < 2 || line.front() != '{' || line.back() != '}')
-    return std::nullopt;
-  auto skip_string = [&](size_t i) {  // i at the opening quote; returns the index after the close
-    for (++i; i < n; ++i) {
-      if (line[i] == '\\')
-        ++i;
-      else if (line[i] == '"')
-        return i + 1;
-    }
-    return n;
-  };
-  const std::string quoted = '"' + key + '"';
-  size_t i = 1;
-  while (i < n) {
-    while (i < n && (line[i] == ' ' || line[i] == ','))
-      ++i;
-    if (i >= n || line[i] != '"')
-      return std::nullopt;
-    const size_t key_end = skip_string(i);
-    const bool match = line.compare(i, key_end - i, quoted) == 0;
-    i = key_end;
-    while (i < n && (line[i] == ' ' || line[i] == ':'))
-      ++i;
-    if (i < n && line[i] == '"') {
-      i = skip_string(i);
-      continue;
-    }
-    const size_t value_start = i;
-    while (i < n && line[i] != ',' && line[i] != '}')
-      ++i;
-    if (match) {
-      std::int64_t v = 0;
-      const char* first = line.data() + value_start;
-      const char* last = line.data() + i;
-      const auto r = std::from_chars(first, last, v);
-      if (r.ec != std::errc() || r.ptr != last)
-        return std::nullopt;
-      return v;
-    }
-    if (i < n && line[i] == '}')
-      return std::nullopt;
-  }
-  return std::nullopt;
+  return int_member(parse_object(line), key);
 }
 
 std::string utc_timestamp(std::chrono::system_clock::time_point t) {
@@ -207,13 +153,14 @@ MetricsLogResume resume_metrics_log(const std::string& path, std::int64_t step) 
     pos = end + 1;
     if (line.empty())
       continue;
-    const auto s = json_int_field(line, "step");
+    const nlohmann::json record = parse_object(line);
+    const auto s = int_member(record, "step");
     if (s && *s > step) {
       ++r.dropped;
       continue;
     }
     ++r.kept;
-    max_start = std::max(max_start, json_int_field(line, "start").value_or(1));
+    max_start = std::max(max_start, int_member(record, "start").value_or(1));
     kept += line;
     kept += '\n';
   }
@@ -305,7 +252,8 @@ ProgressMeter::ProgressMeter(std::int64_t first_step, std::int64_t total_steps)
       total_steps_(total_steps),
       step_(first_step),
       start_(Clock::now()),
-      interval_start_(start_) {}
+      interval_start_(start_),
+      interval_start_step_(first_step) {}
 
 void ProgressMeter::tick(std::int64_t step, std::int64_t tokens) {
   step_ = step;
@@ -325,11 +273,14 @@ ProgressInfo ProgressMeter::report(double loss, double lr) {
   p.lr = lr;
   const double interval = std::chrono::duration<double>(now - interval_start_).count();
   p.tokens_per_s = interval > 0 ? static_cast<double>(interval_tokens_) / interval : 0.0;
+  const std::int64_t interval_steps = step_ - interval_start_step_;
+  p.step_time_s = interval_steps > 0 ? interval / static_cast<double>(interval_steps) : 0.0;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const std::int64_t done = step_ - first_step_;
   if (total_steps_ > 0 && done > 0 && elapsed > 0)
     p.eta_s = elapsed / static_cast<double>(done) * static_cast<double>(total_steps_ - step_);
   interval_start_ = now;
+  interval_start_step_ = step_;
   interval_tokens_ = 0;
   return p;
 }

@@ -18,9 +18,15 @@ using MetricValue = std::variant<std::int64_t, double, std::string>;
 /// Fields of one record, written in this order.
 using MetricRecord = std::vector<std::pair<std::string, MetricValue>>;
 
-/// One JSON object on one line (no newline). Integers are exact, doubles use the shortest text that
-/// reads back to the same value, strings are escaped; NaN and infinities (not JSON) become null.
+/// One JSON object on one line (no newline), written by nlohmann-json in the record's order as
+/// {"key": value, "key": value}. Integers are exact, doubles use the shortest text that reads back
+/// to the same value (a whole number keeps its ".0"), strings are escaped (invalid UTF-8 replaced
+/// by U+FFFD); NaN and infinities (not JSON) become null.
 std::string to_json(const MetricRecord& record);
+
+/// A float as the double a reader expects: the double of the float's shortest round-trip text,
+/// so 0.1f is logged as 0.1, not 0.10000000149011612.
+double metric_from_float(float value);
 
 /// Appends records to a JSON Lines file, one object per line, flushed after each so that a killed
 /// run keeps every logged step. Opening appends, so a resumed run continues the same file.
@@ -44,7 +50,13 @@ class MetricsWriter {
   std::FILE* file_ = nullptr;
 };
 
-/// The integer value of the top-level key `key` of one JSON object written by to_json, or
+/// Model FLOPs utilisation: `model_flops` of one step / (`processors` x `step_time_s` x
+/// `ceiling_flops_per_s`, the matmul FLOP/s one processor reaches). NaN (logged as null) when a
+/// figure is unknown (not positive).
+double model_flops_utilization(double model_flops, int processors, double step_time_s,
+                               double ceiling_flops_per_s);
+
+/// The integer value of the top-level key `key` of one JSON object (a line of metrics.jsonl), or
 /// nullopt when the line has no such key with an integer value (or is not a complete object).
 std::optional<std::int64_t> json_int_field(const std::string& line, const std::string& key);
 
@@ -84,6 +96,7 @@ struct ProgressInfo {
   std::int64_t total_steps = 0;  ///< 0: unknown (no percentage, no ETA)
   double loss = 0.0;
   double tokens_per_s = 0.0;
+  double step_time_s = 0.0;  ///< mean wall-clock seconds per step since the previous report
   double lr = 0.0;
   double eta_s = -1.0;  ///< negative: unknown
 };
@@ -107,7 +120,7 @@ class ProgressMeter {
   using Clock = std::chrono::steady_clock;
   std::int64_t first_step_, total_steps_, step_;
   Clock::time_point start_, interval_start_;
-  std::int64_t interval_tokens_ = 0;
+  std::int64_t interval_tokens_ = 0, interval_start_step_;
 };
 
 }  // namespace mtk

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <nlohmann/json.hpp>
 
 namespace mtk::text {
 namespace {
@@ -49,14 +50,24 @@ std::string format(const char* fmt, double v) {
   return buf;
 }
 
-std::string json_escape(const std::string& s) {
+// One line with the separators of sacreBLEU's JSON (Python's ", " and ": "); nlohmann writes
+// every key and value (escaping, shortest round-trip doubles).
+std::string one_line(const nlohmann::ordered_json& j) {
+  const auto dump = [](const nlohmann::ordered_json& v) {
+    return v.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  };
   std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    out += c;
+  if (j.is_object()) {
+    for (const auto& [key, value] : j.items())
+      out += (out.empty() ? "" : ", ") + dump(key) + ": " + one_line(value);
+    return "{" + out + "}";
   }
-  return out;
+  if (j.is_array()) {
+    for (const auto& value : j)
+      out += (out.empty() ? "" : ", ") + one_line(value);
+    return "[" + out + "]";
+  }
+  return dump(j);
 }
 
 }  // namespace
@@ -173,20 +184,19 @@ std::string BleuScore::line() const {
 
 std::string BleuScore::json() const {
   const std::string full = line();
-  const std::string verbose = full.substr(full.find(" = ") + 3);
-  std::string counts, totals, precs;
-  for (int n = 0; n < kMaxOrder; ++n) {
-    counts += (n ? ", " : "") + std::to_string(stats.matches[n]);
-    totals += (n ? ", " : "") + std::to_string(stats.totals[n]);
-    precs += (n ? ", " : "") + format("%.17g", precisions[n]);
-  }
-  return "{\"name\": \"BLEU\", \"score\": " + format("%.17g", score) + ", \"signature\": \"" +
-         json_escape(signature()) + "\", \"verbose_score\": \"" + json_escape(verbose) +
-         "\", \"precisions\": [" + precs + "], \"counts\": [" + counts + "], \"totals\": [" +
-         totals + "], \"bp\": " + format("%.17g", brevity_penalty) +
-         ", \"ratio\": " + format("%.17g", ratio) +
-         ", \"hyp_len\": " + std::to_string(stats.hyp_len) +
-         ", \"ref_len\": " + std::to_string(stats.ref_len) + "}";
+  nlohmann::ordered_json j;
+  j["name"] = "BLEU";
+  j["score"] = score;
+  j["signature"] = signature();
+  j["verbose_score"] = full.substr(full.find(" = ") + 3);
+  j["precisions"] = precisions;
+  j["counts"] = stats.matches;
+  j["totals"] = stats.totals;
+  j["bp"] = brevity_penalty;
+  j["ratio"] = ratio;
+  j["hyp_len"] = stats.hyp_len;
+  j["ref_len"] = stats.ref_len;
+  return one_line(j);
 }
 
 }  // namespace mtk::text

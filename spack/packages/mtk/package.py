@@ -57,11 +57,13 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
     depends_on("cmake@3.17:", type="build")  # 3.16 for MTK; 3.17 for ctest --no-tests=error
     depends_on("pkgconfig", type="build")  # SentencePiece is found through sentencepiece.pc
     depends_on("cli11@2.1:2", type="build")  # the applications' command lines (header-only)
+    depends_on("nlohmann-json@3.2:3", type="build")  # metrics.jsonl and BLEU's JSON (header-only)
 
     depends_on("mpi")
     depends_on("hdf5@1.10:1 +mpi")
     depends_on("yaml-cpp@0.6.3:0.8")
     depends_on("zlib-api")  # text corpora read plain or gzip-compressed (mtk-wmt, mtk-lm1b)
+    depends_on("openssl")  # SHA-256 of checkpoints and token shards (libcrypto's EVP)
     # Tested with 0.1.97 (Debian 12); the C++ API MTK uses is unchanged in 0.2.
     depends_on("sentencepiece@0.1.91:0.2")
 
