@@ -1,7 +1,11 @@
 // oneDNN's matmul primitive on host memory (impl/onednn_matmul.hpp).
 #include <mtk/base/error.hpp>
+#include <mtk/base/exec_space.hpp>
 #include <mtk/kernels/impl/onednn_matmul.hpp>
 
+#include <algorithm>
+#include <cstdlib>
+#include <dlfcn.h>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -14,8 +18,25 @@ namespace {
 using dt = dnnl::memory::data_type;
 using Dims = dnnl::memory::dims;
 
+// oneDNN runs its kernels on OpenMP threads, as many as omp_get_max_threads() (every core of the
+// node unless OMP_NUM_THREADS says otherwise): with one rank per core that oversubscribes the node
+// and a small product costs milliseconds of thread wake-ups. Unless the user set OMP_NUM_THREADS,
+// oneDNN gets the threads of MTK's execution space (Serial: 1), as the host BLAS does through
+// OPENBLAS_NUM_THREADS. The OpenMP runtime is oneDNN's own; looked up, so MTK needs no -fopenmp.
+void match_threads_to_execution_space() {
+  const char* set = std::getenv("OMP_NUM_THREADS");
+  if (set && *set)
+    return;
+  using SetThreads = void (*)(int);
+  if (auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads")))
+    fn(std::max(1, static_cast<int>(ExecSpace().concurrency())));
+}
+
 dnnl::engine& cpu_engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine e = [] {
+    match_threads_to_execution_space();
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return e;
 }
 
