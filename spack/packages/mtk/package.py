@@ -42,8 +42,9 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
     variant(
         "bf16",
         default=False,
-        description="oneDNN's bf16 matmul for model.activation_dtype: bfloat16 on CPUs with "
-        "AVX512_BF16/AMX (without it bf16 contractions are emulated through the fp32 gemm)",
+        description="oneDNN's matmul: fp32 contractions where it has AVX-512 brgemm kernels "
+        "(about 2x OpenBLAS there) and bf16 ones on CPUs with AVX512_BF16/AMX (without it fp32 "
+        "runs through the BLAS and bf16 contractions are emulated through the fp32 gemm)",
     )
     variant(
         "cuda_aware_mpi",
