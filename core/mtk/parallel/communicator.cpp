@@ -229,6 +229,59 @@ void Communicator::allreduce_raw(void* data, std::size_t count, detail::Datatype
              [&](MPI_Request* r) { MPI_Iallreduce(MPI_IN_PLACE, data, n, t, o, impl_->comm, r); });
 }
 
+struct Communicator::Request::State {
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
+Communicator::Request::Request() = default;
+Communicator::Request::Request(Request&&) noexcept = default;
+Communicator::Request& Communicator::Request::operator=(Request&& other) noexcept {
+  if (this != &other) {
+    if (active())
+      wait();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+Communicator::Request::~Request() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (active() && !finalized)
+    wait();
+}
+
+bool Communicator::Request::active() const {
+  return state_ && state_->request != MPI_REQUEST_NULL;
+}
+
+bool Communicator::Request::test() {
+  if (!active())
+    return true;
+  int done = 0;
+  MPI_Test(&state_->request, &done, MPI_STATUS_IGNORE);
+  return done != 0;
+}
+
+void Communicator::Request::wait() {
+  if (!active())
+    return;
+  if (collective_wait() == CollectiveWait::yield)
+    wait_yielding(state_->request);
+  else
+    MPI_Wait(&state_->request, MPI_STATUS_IGNORE);
+}
+
+Communicator::Request Communicator::start_allreduce_raw(void* data, std::size_t count,
+                                                        detail::Datatype type, ReduceOp op) const {
+  const int n = mpi_count(count, "mtk::Communicator::start_allreduce_in_place");
+  Request r;
+  r.state_ = std::make_unique<Request::State>();
+  MPI_Iallreduce(MPI_IN_PLACE, data, n, mpi_type(type), mpi_op(op), impl_->comm,
+                 &r.state_->request);
+  return r;
+}
+
 void Communicator::allgather_raw(const void* send, void* recv, std::size_t count,
                                  detail::Datatype type) const {
   const int n = mpi_count(count, "mtk::Communicator::allgather");
