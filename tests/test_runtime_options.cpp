@@ -65,7 +65,7 @@ TEST(RuntimeOptions, OneTableWithDefaultsTheTableAllows) {
     EXPECT_GT(std::string(spec.doc).size(), 20u) << spec.name;
     env.set(spec.name, nullptr);
   }
-  EXPECT_EQ(names.size(), 10u);
+  EXPECT_EQ(names.size(), 12u);
   reload_runtime_options();  // every default is accepted
   const RuntimeOptions& o = runtime_options();
   for (const auto& spec : runtime_option_specs()) {
@@ -76,6 +76,8 @@ TEST(RuntimeOptions, OneTableWithDefaultsTheTableAllows) {
   EXPECT_EQ(o.bf16_gemm(), "auto");
   EXPECT_EQ(o.collective_wait(), "auto");
   EXPECT_TRUE(o.buffer_reuse());
+  EXPECT_TRUE(o.overlap_collectives());
+  EXPECT_EQ(o.allreduce_bucket_mib(), 4);
   EXPECT_FALSE(o.profile_steps());
   EXPECT_EQ(o.sha256_impl(), "auto");
   EXPECT_FALSE(o.ckpt_timing());
@@ -93,6 +95,8 @@ TEST(RuntimeOptions, TypedValuesFromTheEnvironment) {
   env.set("MTK_BF16_GEMM", "emulate");
   env.set("MTK_COLLECTIVE_WAIT", "yield");
   env.set("MTK_BUFFER_REUSE", "0");
+  env.set("MTK_OVERLAP_COLLECTIVES", "0");
+  env.set("MTK_ALLREDUCE_BUCKET_MIB", "16");
   env.set("MTK_PROFILE_STEPS", "1");
   env.set("MTK_SHA256_IMPL", "portable");
   env.set("MTK_CKPT_TIMING", "1");
@@ -108,6 +112,8 @@ TEST(RuntimeOptions, TypedValuesFromTheEnvironment) {
   EXPECT_EQ(o.bf16_gemm(), "emulate");
   EXPECT_EQ(o.collective_wait(), "yield");
   EXPECT_FALSE(o.buffer_reuse());
+  EXPECT_FALSE(o.overlap_collectives());
+  EXPECT_EQ(o.allreduce_bucket_mib(), 16);
   EXPECT_TRUE(o.profile_steps());
   EXPECT_EQ(o.sha256_impl(), "portable");
   EXPECT_TRUE(o.ckpt_timing());

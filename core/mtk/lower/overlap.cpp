@@ -143,6 +143,10 @@ void ReductionsInFlight::start(int k, Program::Buffers& b) {
 void ReductionsInFlight::wait(int k, Program::Buffers& b) {
   const ReductionBucket& bucket = buckets_[static_cast<size_t>(k)];
   Flight& f = flights_[static_cast<size_t>(k)];
+  if (!f.started && f.waited_early) {  // by before_step()
+    f.waited_early = false;
+    return;
+  }
   if (!f.started)
     fail("mtk::Program::run", cat("overlapped allreduce ", k, " waited for but not started"));
   f.op.finish();
@@ -188,6 +192,7 @@ bool ReductionsInFlight::before_step(const Program::Step& step, Program::Buffers
       const Flight& f = flights_[static_cast<size_t>(k)];
       if (f.in_place == p && buckets_[static_cast<size_t>(k)].tensors.front() != t) {
         wait(k, b);  // in place: nothing to unpack
+        flights_[static_cast<size_t>(k)].waited_early = true;
         waited = true;
         return;
       }
@@ -205,8 +210,11 @@ void ReductionsInFlight::drain() {
     Flight& f = flights_[static_cast<size_t>(k)];
     f.op.finish();
     f.started = false;
+    f.waited_early = false;
     f.in_place = nullptr;
   }
+  for (Flight& f : flights_)
+    f.waited_early = false;
   in_flight_.clear();
   in_place_ = 0;
 }

@@ -69,6 +69,7 @@ class ReductionsInFlight {
     const void* in_place = nullptr;  // the tensor's own storage, when reduced in place
     bool started = false;
     bool complete = false;
+    bool waited_early = false;  // by before_step(): its wait step has nothing left to do
   };
   Mesh mesh_;
   std::vector<ReductionBucket> buckets_;

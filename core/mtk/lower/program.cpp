@@ -172,7 +172,7 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
   const BufferPoolScope pool_scope(reuse_buffers_ ? pool_.get() : nullptr);
   using clock = std::chrono::steady_clock;
   auto mark = clock::now();
-  auto charge = [&](const char* what, const Step* step = nullptr) {
+  auto charge = [&](const char* what, const Step* step = nullptr, const char* kind = nullptr) {
     if (!profiling_)
       return;
     Kokkos::fence();
@@ -186,16 +186,8 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
       if (runtime_options().profile_steps())  // MTK_PROFILE_STEPS
         time_by_kind_["step: " + step->what] += dt;
     }
-    mark = now;
-  };
-  // The MPI_Test calls between steps, and the exposed waits, apart (time_by_kind()).
-  auto charge_progress = [&] {
-    if (!profiling_)
-      return;
-    const auto now = clock::now();
-    const double dt = std::chrono::duration<double>(now - mark).count();
-    time_split_["collectives"] += dt;
-    time_by_kind_["allreduce_progress"] += dt;
+    if (kind)
+      time_by_kind_[kind] += dt;
     mark = now;
   };
   std::vector<Buffer> buffers(layouts_.size());
@@ -245,9 +237,9 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
            : steps_[s].category == Category::other    ? "other"
                                                       : "compute",
            &steps_[s]);
-    if (overlap_) {
+    if (overlap_) {  // the MPI_Test calls between steps, apart in time_by_kind()
       overlap_->progress();
-      charge_progress();
+      charge("collectives", nullptr, "allreduce_progress");
     }
     // Free each buffer after its last use.
     for (int t : steps_[s].reads)
