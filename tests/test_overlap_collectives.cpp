@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -29,11 +30,11 @@ namespace {
 // Sets run-time options for one scope and reads them again; restores the old values after.
 class OptionScope {
  public:
-  OptionScope(const std::vector<std::pair<std::string, std::string>>& values) {
+  explicit OptionScope(std::initializer_list<std::pair<const char*, const char*>> values) {
     for (const auto& [name, value] : values) {
-      const char* old = std::getenv(name.c_str());
+      const char* old = std::getenv(name);
       saved_.push_back({name, old ? std::string(old) : std::string(), old != nullptr});
-      setenv(name.c_str(), value.c_str(), 1);
+      setenv(name, value, 1);
     }
     reload_runtime_options();
   }
