@@ -189,6 +189,28 @@ TEST(OverlapInFlight, BucketsAndInPlaceReductionsSumOverTheRanks) {
   }
 }
 
+TEST(OverlapInFlight, ReductionsLargerThanOnePieceBlockingOrNot) {
+  // Communicator reductions go in pieces of 8 MiB: 2.5M floats take two.
+  const int n = world_size(), r = world_rank();
+  Mesh mesh(MeshShape::parse("b:" + std::to_string(n)), MPI_COMM_WORLD);
+  const std::int64_t len = 2500000;
+  Kokkos::View<float*> a("a", len), b("b", len);
+  auto h = Kokkos::create_mirror_view(a);
+  for (std::int64_t i = 0; i < len; ++i)
+    h(i) = static_cast<float>(i % 7 + r);
+  Kokkos::deep_copy(a, h);
+  Kokkos::deep_copy(b, h);
+  auto started = start_allreduce(mesh, {0}, a);
+  allreduce(mesh, {0}, b);  // a blocking one while the other is in flight
+  started.finish();
+  for (const auto& v : {a, b}) {
+    const auto got = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+    for (std::int64_t i = 0; i < len; i += 9973)
+      ASSERT_EQ(got(i), static_cast<float>(n * (i % 7) + n * (n - 1) / 2)) << i;
+    ASSERT_EQ(got(len - 1), static_cast<float>(n * ((len - 1) % 7) + n * (n - 1) / 2));
+  }
+}
+
 namespace {
 
 struct Trained {
