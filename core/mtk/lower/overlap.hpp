@@ -59,6 +59,8 @@ class ReductionsInFlight {
   /// Before `step` runs: completes an in-place reduction whose storage the step would read or
   /// write under another tensor's name (a buffer shared without an alias step). True if it waited.
   bool before_step(const Program::Step& step, Program::Buffers& b);
+  /// Whether a reduction was started and not yet waited for.
+  bool in_flight() const { return !in_flight_.empty(); }
   /// Completes every reduction still in flight, unpacking nothing (after a failed run).
   void drain();
   const std::vector<ReductionBucket>& buckets() const { return buckets_; }

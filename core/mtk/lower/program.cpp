@@ -237,7 +237,7 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
            : steps_[s].category == Category::other    ? "other"
                                                       : "compute",
            &steps_[s]);
-    if (overlap_) {  // the MPI_Test calls between steps, apart in time_by_kind()
+    if (overlap_ && overlap_->in_flight()) {  // MPI_Test between steps (time_by_kind())
       overlap_->progress();
       charge("collectives", nullptr, "allreduce_progress");
     }
