@@ -172,9 +172,10 @@ class Communicator {
     struct State;
     std::unique_ptr<State> state_;
   };
-  /// Starts an in-place elementwise reduction on every rank (MPI_Iallreduce): `data` must be
-  /// neither read nor written until the request completes. Every rank starts the same collectives
-  /// in the same order, blocking ones included.
+  /// Starts an in-place elementwise reduction on every rank (MPI_Iallreduce; on two ranks, a send
+  /// and a receive of the values, combined when both completed): `data` must be neither read nor
+  /// written until the request completes. Every rank starts the same collectives in the same
+  /// order, blocking ones included.
   template <class T>
   Request start_allreduce_in_place(T* data, std::size_t count, ReduceOp op) const {
     return start_allreduce_raw(data, count, detail::datatype_of<T>(), op);
