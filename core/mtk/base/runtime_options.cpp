@@ -30,6 +30,12 @@ const std::vector<RuntimeOptionSpec>& runtime_option_specs() {
        "the core), auto (yield where a node runs more ranks than it has cores)"},
       {"MTK_BUFFER_REUSE", T::flag, "1", "0|1",
        "Program::run draws its temporaries from the program's buffer pool; 0: fresh allocations"},
+      {"MTK_OVERLAP_COLLECTIVES", T::flag, "1", "0|1",
+       "the allreduce of a pending sum (a weight gradient) starts as soon as its tensor is final "
+       "and is waited for where it is first read; 0: one blocking allreduce there"},
+      {"MTK_ALLREDUCE_BUCKET_MIB", T::choice, "4", "0|1|2|4|8|16|32|64",
+       "overlapped allreduces of tensors under this many MiB share buckets of at most this size "
+       "(one call each); larger ones go alone; 0: every tensor alone"},
       {"MTK_PROFILE_STEPS", T::flag, "0", "0|1",
        "a profiled Program (set_profiling) also times every step by its full label"},
       {"MTK_CKPT_TIMING", T::flag, "0", "0|1",
@@ -140,6 +146,8 @@ RuntimeOptions RuntimeOptions::from_environment() {
   o.fp32_gemm_ = o.text("MTK_FP32_GEMM");
   o.collective_wait_ = o.text("MTK_COLLECTIVE_WAIT");
   o.buffer_reuse_ = o.text("MTK_BUFFER_REUSE") == "1";
+  o.overlap_collectives_ = o.text("MTK_OVERLAP_COLLECTIVES") == "1";
+  o.allreduce_bucket_mib_ = std::stoll(o.text("MTK_ALLREDUCE_BUCKET_MIB"));
   o.profile_steps_ = o.text("MTK_PROFILE_STEPS") == "1";
   o.ckpt_timing_ = o.text("MTK_CKPT_TIMING") == "1";
   o.ckpt_fletcher32_ = o.text("MTK_CKPT_FLETCHER32") == "1";

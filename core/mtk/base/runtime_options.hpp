@@ -53,6 +53,11 @@ class RuntimeOptions {
   const std::string& collective_wait() const { return collective_wait_; }
   /// MTK_BUFFER_REUSE: Program::run draws temporaries from its buffer pool.
   bool buffer_reuse() const { return buffer_reuse_; }
+  /// MTK_OVERLAP_COLLECTIVES: lowered programs overlap the allreduces of pending sums with the
+  /// steps that follow (mtk/lower/overlap.hpp).
+  bool overlap_collectives() const { return overlap_collectives_; }
+  /// MTK_ALLREDUCE_BUCKET_MIB: the bucket size of overlapped allreduces, MiB (0: no buckets).
+  long long allreduce_bucket_mib() const { return allreduce_bucket_mib_; }
   /// MTK_PROFILE_STEPS: a profiled Program also times every step by its full label.
   bool profile_steps() const { return profile_steps_; }
   /// MTK_CKPT_TIMING: rank 0 prints the phases of each checkpoint save and restore.
@@ -82,6 +87,8 @@ class RuntimeOptions {
   std::string fp32_gemm_ = "auto";
   std::string collective_wait_ = "auto";
   bool buffer_reuse_ = true;
+  bool overlap_collectives_ = true;
+  long long allreduce_bucket_mib_ = 4;
   bool profile_steps_ = false;
   bool ckpt_timing_ = false;
   bool ckpt_fletcher32_ = false;

@@ -1,7 +1,9 @@
 #include <mtk/base/checked.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/lower/lowering_context.hpp>
+#include <mtk/lower/overlap.hpp>
 #include <mtk/parallel/collectives.hpp>
 #include <mtk/parallel/relayout.hpp>
 
@@ -48,6 +50,10 @@ std::unique_ptr<Program> Lowering::run() {
     o.def->lower(*o.def, *this);
   }
   p_->pending_ = pending_;
+  if (runtime_options().overlap_collectives())  // MTK_OVERLAP_COLLECTIVES
+    p_->overlap_ = overlap_reductions(
+        p_->steps_, mesh_, shape_, [&](int t) { return local(t).num_elements(); },
+        runtime_options().allreduce_bucket_mib() << 20, dry_);
   finish();
   return std::move(p_);
 }
@@ -109,8 +115,14 @@ void Lowering::add_step_of(StepKind kind, const std::string& what, std::vector<i
   for (int t : writes)
     bytes = checked_add(bytes, local_bytes(t), where,
                         [&] { return cat("the bytes written by '", what, "'"); });
-  p_->steps_.push_back(
-      {kind, what, category, communicates_, std::move(reads), std::move(writes), std::move(fn)});
+  p_->steps_.push_back({kind,
+                        what,
+                        category,
+                        communicates_,
+                        std::move(reads),
+                        std::move(writes),
+                        std::move(fn),
+                        {}});
   communicates_ = false;
   if (kind.traits().flops != FlopClass::none)
     p_->counters_.flops[kind.traits().flops] += flops;
@@ -180,6 +192,7 @@ void Lowering::materialize(int t) {
         allreduce<float>(mesh, ax, b[static_cast<size_t>(t)].view<float>());
       },
       0, Program::Category::collective);
+  p_->steps_.back().sum_axes = ax;  // the overlap pass may move it
 }
 
 int Lowering::relayout(int t, const std::vector<int>& to) {
@@ -250,7 +263,7 @@ void Lowering::add_assignment(const std::string& what, int value, int variable,
                               Program::StepFn fn) {
   keep_to_end_.push_back(value);
   p_->assigns_.push_back(
-      {*op().def, what, Program::Category::other, false, {value}, {variable}, std::move(fn)});
+      {*op().def, what, Program::Category::other, false, {value}, {variable}, std::move(fn), {}});
 }
 
 void Lowering::finish() {

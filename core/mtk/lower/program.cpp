@@ -2,6 +2,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/base/runtime_options.hpp>
 #include <mtk/kernels/kernels.hpp>
+#include <mtk/lower/overlap.hpp>
 #include <mtk/lower/program.hpp>
 #include <mtk/parallel/collectives.hpp>
 
@@ -171,7 +172,7 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
   const BufferPoolScope pool_scope(reuse_buffers_ ? pool_.get() : nullptr);
   using clock = std::chrono::steady_clock;
   auto mark = clock::now();
-  auto charge = [&](const char* what, const Step* step = nullptr) {
+  auto charge = [&](const char* what, const Step* step = nullptr, const char* kind = nullptr) {
     if (!profiling_)
       return;
     Kokkos::fence();
@@ -179,10 +180,14 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
     const double dt = std::chrono::duration<double>(now - mark).count();
     time_split_[what] += dt;
     if (step) {
+      if (step->kind == reduction_wait_kind())
+        time_split_["collective waits"] += dt;
       time_by_kind_[step->kind.name()] += dt;
       if (runtime_options().profile_steps())  // MTK_PROFILE_STEPS
         time_by_kind_["step: " + step->what] += dt;
     }
+    if (kind)
+      time_by_kind_[kind] += dt;
     mark = now;
   };
   std::vector<Buffer> buffers(layouts_.size());
@@ -217,7 +222,11 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
     }
   });
   charge("other");
+  if (overlap_)
+    overlap_->drain();  // left in flight by a failed run
   for (size_t s = 0; s < steps_.size(); ++s) {
+    if (overlap_ && overlap_->before_step(steps_[s], buffers))
+      charge("collectives");
     try {
       steps_[s].run(buffers, space_);
     } catch (const AllocationError& e) {
@@ -228,6 +237,10 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
            : steps_[s].category == Category::other    ? "other"
                                                       : "compute",
            &steps_[s]);
+    if (overlap_ && overlap_->in_flight()) {  // MPI_Test between steps (time_by_kind())
+      overlap_->progress();
+      charge("collectives", nullptr, "allreduce_progress");
+    }
     // Free each buffer after its last use.
     for (int t : steps_[s].reads)
       if (last_use_[static_cast<size_t>(t)] == static_cast<int>(s) && !keep[static_cast<size_t>(t)])
@@ -247,6 +260,10 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
   ++step_;
   Kokkos::Profiling::popRegion();
   return out;
+}
+
+std::int64_t Program::overlapped_reductions() const {
+  return overlap_ ? static_cast<std::int64_t>(overlap_->buckets().size()) : 0;
 }
 
 std::vector<std::string> Program::variable_names() const {

@@ -116,6 +116,8 @@ struct Counters {
   std::int64_t total_comm_bytes() const;
 };
 
+class ReductionsInFlight;
+
 class Program {
  public:
   /// The device storage of one tensor slice: its element type and a flat View of that type.
@@ -160,6 +162,9 @@ class Program {
     std::vector<int> reads;
     std::vector<int> writes;
     StepFn run;
+    /// For the in-place allreduce of a pending sum (reads = writes = {tensor}): the mesh axes it
+    /// sums over. The overlap pass moves such steps (mtk/lower/overlap.hpp).
+    std::vector<int> sum_axes;
   };
 
   /// Runs one step of the program. `feeds` maps placeholder tensors to their global values
@@ -174,7 +179,10 @@ class Program {
   /// fetches, assignments).
   void set_profiling(bool on) { profiling_ = on; }
   const std::map<std::string, double>& time_split() const { return time_split_; }
-  /// Seconds per step kind ("einsum", "softmax", "allreduce(sum)", ...) while profiling.
+  /// Seconds per step kind ("einsum", "softmax", "allreduce", ...) while profiling. Overlapped
+  /// reductions (MTK_OVERLAP_COLLECTIVES) show as "allreduce_start", "allreduce_progress" (the
+  /// MPI_Test calls between steps) and "allreduce_wait" (the exposed part); all three are also in
+  /// time_split()'s "collectives", the waits alone in its "collective waits".
   const std::map<std::string, double>& time_by_kind() const { return time_by_kind_; }
   void reset_time_split() {
     time_split_.clear();
@@ -192,7 +200,12 @@ class Program {
   const Mesh& mesh() const { return mesh_; }
   /// The execution space instance the steps run in.
   const ExecSpace& exec_space() const { return space_; }
+  /// Counters count every reduced tensor as one allreduce call, whether or not it shares a
+  /// bucket at run time (overlapped_reductions()).
   const Counters& counters() const { return counters_; }
+  /// How many non-blocking allreduce calls (buckets of pending sums) one run makes; 0 with
+  /// MTK_OVERLAP_COLLECTIVES=0.
+  std::int64_t overlapped_reductions() const;
   /// Readable summary of the lowered program for this rank: layouts, FLOPs per op kind, bytes per
   /// collective kind, peak memory.
   std::string explain() const;
@@ -227,7 +240,8 @@ class Program {
   std::vector<Step> steps_;
   std::vector<int> last_use_;  // by tensor id: index of the last step reading it (-1: none)
   std::vector<Step> assigns_;  // run after every other step
-  std::map<std::string, int> variable_tensor_;  // name -> tensor id
+  std::shared_ptr<ReductionsInFlight> overlap_;  // state of the overlapped reductions, or null
+  std::map<std::string, int> variable_tensor_;   // name -> tensor id
   std::vector<std::string> variable_order_;
   std::map<int, Buffer> variables_;  // tensor id -> storage
   std::vector<int> placeholders_;

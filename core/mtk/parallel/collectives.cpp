@@ -112,6 +112,43 @@ void allreduce(const Mesh& mesh, const std::vector<int>& axes, const Kokkos::Vie
 }
 
 template <class T>
+AllreduceInFlight<T> start_allreduce(const Mesh& mesh, const std::vector<int>& axes,
+                                     const Kokkos::View<T*>& data, ReduceOp op) {
+  AllreduceInFlight<T> f;
+  if (mesh.group_size(axes) <= 1)
+    return f;
+  Kokkos::Profiling::pushRegion("mtk::start_allreduce");
+  f.data_ = data;
+  T* buffer = data.data();
+  if constexpr (MpiStage<T>::direct) {
+    Kokkos::fence();  // the kernels writing `data` are done
+  } else {
+    f.host_ = Kokkos::create_mirror_view(data);
+    Kokkos::deep_copy(f.host_, data);
+    buffer = f.host_.data();
+    f.staged_ = true;
+  }
+  f.request_ = mesh.axes_comm(axes).start_allreduce_in_place(buffer, data.extent(0), op);
+  Kokkos::Profiling::popRegion();
+  return f;
+}
+
+template <class T>
+bool AllreduceInFlight<T>::progress() {
+  return request_.test();
+}
+
+template <class T>
+void AllreduceInFlight<T>::finish() {
+  request_.wait();
+  if (staged_)
+    Kokkos::deep_copy(data_, host_);
+  staged_ = false;
+  data_ = Kokkos::View<T*>();
+  host_ = typename Kokkos::View<T*>::HostMirror();
+}
+
+template <class T>
 Kokkos::View<T*> allconcat(const Mesh& mesh, int axis, const Shape& local_shape, int dim,
                            const Kokkos::View<T*>& local) {
   const char* where = "mtk::allconcat";
@@ -266,6 +303,9 @@ Kokkos::View<T*> permute(const Mesh& mesh, int axis, const std::vector<int>& des
 }
 
 #define MTK_INSTANTIATE_COLLECTIVES(T)                                                            \
+  template class AllreduceInFlight<T>;                                                            \
+  template AllreduceInFlight<T> start_allreduce<T>(const Mesh&, const std::vector<int>&,          \
+                                                   const Kokkos::View<T*>&, ReduceOp);            \
   template void allreduce<T>(const Mesh&, const std::vector<int>&, const Kokkos::View<T*>&,       \
                              ReduceOp);                                                           \
   template Kokkos::View<T*> allconcat<T>(const Mesh&, int, const Shape&, int,                     \

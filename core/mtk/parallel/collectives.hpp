@@ -21,6 +21,40 @@ template <class T>
 void allreduce(const Mesh& mesh, const std::vector<int>& axes, const Kokkos::View<T*>& data,
                ReduceOp op = ReduceOp::sum);
 
+template <class T>
+class AllreduceInFlight;
+
+/// Starts allreduce(mesh, axes, data, op) without waiting for it: the same result, in place, once
+/// AllreduceInFlight::finish() returns. Collective over the group, started in the same order on
+/// every member.
+template <class T>
+AllreduceInFlight<T> start_allreduce(const Mesh& mesh, const std::vector<int>& axes,
+                                     const Kokkos::View<T*>& data, ReduceOp op = ReduceOp::sum);
+
+/// An in-place allreduce started by start_allreduce() and finished by finish(); in between, this
+/// rank runs other work while MPI moves the data (progress() lets it move; MPICH has no progress
+/// thread). The View must be neither read nor written until finish() returns. Holds the View, so
+/// its memory outlives the transfer.
+template <class T>
+class AllreduceInFlight {
+ public:
+  AllreduceInFlight() = default;
+  /// Progresses every collective in flight; true once this one completed.
+  bool progress();
+  /// Waits for completion (as collective_wait() says) and copies a staged result back.
+  void finish();
+  bool active() const { return request_.active() || staged_; }
+
+ private:
+  template <class U>
+  friend AllreduceInFlight<U> start_allreduce(const Mesh&, const std::vector<int>&,
+                                              const Kokkos::View<U*>&, ReduceOp);
+  Communicator::Request request_;
+  Kokkos::View<T*> data_;
+  typename Kokkos::View<T*>::HostMirror host_;  // MPI's copy where it cannot read data_
+  bool staged_ = false;
+};
+
 /// All-gather along tensor dim `dim` over mesh axis `axis` (Mesh-TF's allconcat): the result has
 /// `local_shape[dim] * P` there, slices ordered by coordinate along `axis`.
 template <class T>

@@ -152,6 +152,35 @@ class Communicator {
     sendrecv_raw(send, dest, recv, source, count, detail::datatype_of<T>());
   }
 
+  /// A non-blocking collective in flight (an MPI_Request): MPI reads and writes its buffers until
+  /// it completes, by test() (which also progresses every other collective in flight; MPICH has
+  /// no progress thread) or wait() (which waits as collective_wait() says). Move-only; one left
+  /// in flight is waited for when destroyed.
+  class Request {
+   public:
+    Request();
+    Request(Request&&) noexcept;
+    Request& operator=(Request&&) noexcept;
+    ~Request();
+    /// Whether it completed (true for an empty request).
+    bool test();
+    void wait();
+    bool active() const;
+
+   private:
+    friend class Communicator;
+    struct State;
+    std::unique_ptr<State> state_;
+  };
+  /// Starts an in-place elementwise reduction on every rank (MPI_Iallreduce; on two ranks, a send
+  /// and a receive of the values, combined when both completed): `data` must be neither read nor
+  /// written until the request completes. Every rank starts the same collectives in the same
+  /// order, blocking ones included.
+  template <class T>
+  Request start_allreduce_in_place(T* data, std::size_t count, ReduceOp op) const {
+    return start_allreduce_raw(data, count, detail::datatype_of<T>(), op);
+  }
+
   /// Whether both span the same processes, in any order.
   bool same_ranks(const Communicator& other) const;
 
@@ -167,6 +196,8 @@ class Communicator {
 
   void broadcast_raw(void* data, std::size_t count, detail::Datatype type, int root) const;
   void allreduce_raw(void* data, std::size_t count, detail::Datatype type, ReduceOp op) const;
+  Request start_allreduce_raw(void* data, std::size_t count, detail::Datatype type,
+                              ReduceOp op) const;
   void allgather_raw(const void* send, void* recv, std::size_t count, detail::Datatype type) const;
   void alltoall_raw(const void* send, void* recv, std::size_t count, detail::Datatype type) const;
   void reduce_scatter_raw(const void* send, void* recv, std::size_t count, detail::Datatype type,

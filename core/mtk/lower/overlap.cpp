@@ -1,0 +1,286 @@
+#include <mtk/base/error.hpp>
+#include <mtk/lower/overlap.hpp>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace mtk {
+
+namespace {
+
+// The steps of an overlapped reduction: communication only, costed with the allreduce it replaces.
+constexpr auto start_step =
+    make_op_kind<NoAttrs>("allreduce_start", {FlopClass::none, true}, nullptr);
+constexpr auto wait_step =
+    make_op_kind<NoAttrs>("allreduce_wait", {FlopClass::none, true}, nullptr);
+
+// An allreduce step of a pending sum that can move: reduce tensor `t` over `axes`, last touched
+// by step `ready` before step `at`.
+struct Candidate {
+  int at = 0, ready = -1, t = 0;
+  std::vector<int> axes;
+  std::int64_t count = 0;
+};
+
+std::int64_t group_size(const MeshShape& shape, const std::vector<int>& axes) {
+  std::int64_t n = 1;
+  for (int a : axes)
+    n *= shape[a].size;
+  return n;
+}
+
+std::vector<Candidate> candidates(const std::vector<Program::Step>& steps, const MeshShape& shape,
+                                  const std::function<std::int64_t(int)>& elements_of) {
+  std::map<int, int> last_touch;  // tensor -> last step reading or writing it, so far
+  std::vector<Candidate> out;
+  for (int s = 0; s < static_cast<int>(steps.size()); ++s) {
+    const auto& st = steps[static_cast<size_t>(s)];
+    if (!st.sum_axes.empty() && st.reads.size() == 1 && group_size(shape, st.sum_axes) > 1) {
+      const int t = st.reads.front();
+      const auto it = last_touch.find(t);
+      // Worth moving when other steps run between the tensor's last touch and its reduction.
+      if (it != last_touch.end() && it->second < s - 1)
+        out.push_back({s, it->second, t, st.sum_axes, elements_of(t)});
+    }
+    for (int t : st.reads)
+      last_touch[t] = s;
+    for (int t : st.writes)
+      last_touch[t] = s;
+  }
+  std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
+    return std::tie(a.ready, a.at) < std::tie(b.ready, b.at);
+  });
+  return out;
+}
+
+ReductionBucket bucket_of(const Candidate& c) {
+  return {{c.t},   {c.count}, c.axes,
+          c.ready, c.at,      c.count * static_cast<std::int64_t>(sizeof(float))};
+}
+
+}  // namespace
+
+StepKind reduction_wait_kind() {
+  return wait_step.def;
+}
+
+std::vector<ReductionBucket> plan_reductions(const std::vector<Program::Step>& steps,
+                                             const MeshShape& shape,
+                                             const std::function<std::int64_t(int)>& elements_of,
+                                             std::int64_t bucket_bytes) {
+  std::vector<ReductionBucket> done;
+  std::map<std::vector<int>, ReductionBucket> open;  // per group of mesh axes: the bucket filling
+  for (const Candidate& c : candidates(steps, shape, elements_of)) {
+    const std::int64_t bytes = c.count * static_cast<std::int64_t>(sizeof(float));
+    if (bytes >= bucket_bytes) {  // large (or no bucketing): alone, in place
+      done.push_back(bucket_of(c));
+      continue;
+    }
+    auto it = open.find(c.axes);
+    // Candidates come by readiness: one joins while the bucket stays under the threshold and is
+    // still ready before its first reader.
+    if (it != open.end() && it->second.bytes + bytes <= bucket_bytes &&
+        c.ready < it->second.wait_before) {
+      ReductionBucket& b = it->second;
+      b.tensors.push_back(c.t);
+      b.counts.push_back(c.count);
+      b.start_after = c.ready;
+      b.wait_before = std::min(b.wait_before, c.at);
+      b.bytes += bytes;
+      continue;
+    }
+    if (it != open.end())
+      done.push_back(std::move(it->second));
+    open[c.axes] = bucket_of(c);
+  }
+  for (auto& [axes, b] : open)
+    done.push_back(std::move(b));
+  std::sort(done.begin(), done.end(), [](const ReductionBucket& a, const ReductionBucket& b) {
+    return std::tie(a.start_after, a.wait_before, a.tensors) <
+           std::tie(b.start_after, b.wait_before, b.tensors);
+  });
+  return done;
+}
+
+ReductionsInFlight::ReductionsInFlight(const Mesh& mesh, std::vector<ReductionBucket> buckets)
+    : mesh_(mesh),
+      buckets_(std::move(buckets)),
+      flights_(buckets_.size()),
+      packed_(buckets_.size()) {}
+
+void ReductionsInFlight::start(int k, Program::Buffers& b) {
+  const ReductionBucket& bucket = buckets_[static_cast<size_t>(k)];
+  Flight& f = flights_[static_cast<size_t>(k)];
+  if (f.started)
+    fail("mtk::Program::run", cat("overlapped allreduce ", k, " started twice"));
+  Kokkos::View<float*> data;
+  if (bucket.tensors.size() == 1) {
+    data = b[static_cast<size_t>(bucket.tensors.front())].view<float>();
+    f.in_place = data.data();
+    ++in_place_;
+  } else {
+    Kokkos::View<float*>& packed = packed_[static_cast<size_t>(k)];
+    if (packed.extent(0) == 0) {
+      const BufferPoolScope unpooled(nullptr);  // kept by this bucket for the program's life
+      packed = uninitialized_view<float>("mtk::allreduce_bucket", bucket.bytes / 4);
+    }
+    std::int64_t off = 0;
+    for (size_t m = 0; m < bucket.tensors.size(); ++m) {
+      const auto n = bucket.counts[m];
+      Kokkos::deep_copy(Kokkos::subview(packed, std::make_pair(off, off + n)),
+                        b[static_cast<size_t>(bucket.tensors[m])].view<float>());
+      off += n;
+    }
+    data = packed;
+  }
+  f.op = start_allreduce(mesh_, bucket.axes, data);
+  f.started = true;
+  f.complete = false;
+  in_flight_.push_back(k);
+}
+
+void ReductionsInFlight::wait(int k, Program::Buffers& b) {
+  const ReductionBucket& bucket = buckets_[static_cast<size_t>(k)];
+  Flight& f = flights_[static_cast<size_t>(k)];
+  if (!f.started && f.waited_early) {  // by before_step()
+    f.waited_early = false;
+    return;
+  }
+  if (!f.started)
+    fail("mtk::Program::run", cat("overlapped allreduce ", k, " waited for but not started"));
+  f.op.finish();
+  f.started = false;
+  in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), k));
+  if (f.in_place) {
+    f.in_place = nullptr;
+    --in_place_;
+    return;
+  }
+  const Kokkos::View<float*>& packed = packed_[static_cast<size_t>(k)];
+  std::int64_t off = 0;
+  for (size_t m = 0; m < bucket.tensors.size(); ++m) {
+    const auto n = bucket.counts[m];
+    Kokkos::deep_copy(b[static_cast<size_t>(bucket.tensors[m])].view<float>(),
+                      Kokkos::subview(packed, std::make_pair(off, off + n)));
+    off += n;
+  }
+}
+
+void ReductionsInFlight::progress() {
+  for (int k : in_flight_) {
+    Flight& f = flights_[static_cast<size_t>(k)];
+    if (f.complete)
+      continue;
+    f.complete = f.op.progress();  // one MPI_Test moves every collective in flight
+    if (!f.complete)
+      return;
+  }
+}
+
+bool ReductionsInFlight::before_step(const Program::Step& step, Program::Buffers& b) {
+  if (in_place_ == 0)
+    return false;
+  bool waited = false;
+  auto check = [&](int t) {
+    const Program::Buffer& buf = b[static_cast<size_t>(t)];
+    if (buf.empty())
+      return;
+    const void* p = buf.data();
+    for (size_t i = 0; i < in_flight_.size(); ++i) {
+      const int k = in_flight_[i];
+      const Flight& f = flights_[static_cast<size_t>(k)];
+      if (f.in_place == p && buckets_[static_cast<size_t>(k)].tensors.front() != t) {
+        wait(k, b);  // in place: nothing to unpack
+        flights_[static_cast<size_t>(k)].waited_early = true;
+        waited = true;
+        return;
+      }
+    }
+  };
+  for (int t : step.reads)
+    check(t);
+  for (int t : step.writes)
+    check(t);
+  return waited;
+}
+
+void ReductionsInFlight::drain() {
+  for (int k : in_flight_) {
+    Flight& f = flights_[static_cast<size_t>(k)];
+    f.op.finish();
+    f.started = false;
+    f.waited_early = false;
+    f.in_place = nullptr;
+  }
+  for (Flight& f : flights_)
+    f.waited_early = false;
+  in_flight_.clear();
+  in_place_ = 0;
+}
+
+std::shared_ptr<ReductionsInFlight> overlap_reductions(
+    std::vector<Program::Step>& steps, const Mesh& mesh, const MeshShape& shape,
+    const std::function<std::int64_t(int)>& elements_of, std::int64_t bucket_bytes, bool dry) {
+  auto plan = plan_reductions(steps, shape, elements_of, bucket_bytes);
+  if (plan.empty())
+    return nullptr;
+  auto state = std::make_shared<ReductionsInFlight>(mesh, plan);
+  const int n = static_cast<int>(steps.size());
+  std::vector<std::vector<int>> starts(static_cast<size_t>(n)), waits(static_cast<size_t>(n));
+  std::vector<bool> replaced(static_cast<size_t>(n), false);
+  for (int k = 0; k < static_cast<int>(plan.size()); ++k) {
+    const ReductionBucket& b = plan[static_cast<size_t>(k)];
+    starts[static_cast<size_t>(b.start_after)].push_back(k);
+    waits[static_cast<size_t>(b.wait_before)].push_back(k);
+    if (!dry)
+      mesh.axes_comm(b.axes);  // created now, in the same order on every rank
+  }
+  std::map<int, int> bucket_of_tensor;
+  for (int k = 0; k < static_cast<int>(plan.size()); ++k)
+    for (int t : plan[static_cast<size_t>(k)].tensors)
+      bucket_of_tensor[t] = k;
+  for (int s = 0; s < n; ++s) {
+    const auto& st = steps[static_cast<size_t>(s)];
+    if (!st.sum_axes.empty() && st.reads.size() == 1 && bucket_of_tensor.count(st.reads.front()))
+      replaced[static_cast<size_t>(s)] = true;
+  }
+  auto label = [&](const char* what, int k) {
+    const ReductionBucket& b = plan[static_cast<size_t>(k)];
+    std::string axes;
+    for (int a : b.axes)
+      axes += (axes.empty() ? "" : ",") + shape[a].name;
+    return cat(what, " ", k, " (", b.tensors.size(),
+               b.tensors.size() == 1 ? " tensor, " : " tensors, ", b.bytes, " bytes) over ", axes);
+  };
+  std::vector<Program::Step> out;
+  out.reserve(steps.size() + 2 * plan.size());
+  for (int s = 0; s < n; ++s) {
+    for (int k : waits[static_cast<size_t>(s)]) {
+      const auto& ts = plan[static_cast<size_t>(k)].tensors;
+      out.push_back({wait_step.def,
+                     label("allreduce(sum) wait", k),
+                     Program::Category::collective,
+                     true,
+                     ts,
+                     ts,
+                     [state, k](Program::Buffers& b, const ExecSpace&) { state->wait(k, b); },
+                     {}});
+    }
+    if (!replaced[static_cast<size_t>(s)])
+      out.push_back(std::move(steps[static_cast<size_t>(s)]));
+    for (int k : starts[static_cast<size_t>(s)])
+      out.push_back({start_step.def,
+                     label("allreduce(sum) start", k),
+                     Program::Category::collective,
+                     true,
+                     plan[static_cast<size_t>(k)].tensors,
+                     {},
+                     [state, k](Program::Buffers& b, const ExecSpace&) { state->start(k, b); },
+                     {}});
+  }
+  steps = std::move(out);
+  return state;
+}
+
+}  // namespace mtk

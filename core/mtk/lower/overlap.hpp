@@ -1,0 +1,92 @@
+#pragma once
+// Overlapped reductions of pending sums (docs/ops-and-lowering.md#overlapped-gradient-reductions).
+// The blocking allreduce a pending partial sum gets before its first reader
+// (Lowering::materialize) becomes a non-blocking start right after the last step that touches the
+// tensor and a wait where the allreduce was; the steps in between (the rest of the backward pass,
+// for a weight gradient) run while MPI moves the data, progressed by MPI_Test between steps.
+// Small tensors share a bucket (packed, one call); large ones are reduced in place, alone.
+
+#include <mtk/lower/program.hpp>
+#include <mtk/parallel/collectives.hpp>
+#include <mtk/parallel/mesh.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace mtk {
+
+/// One non-blocking allreduce: the tensors reduced together over the same mesh axes.
+struct ReductionBucket {
+  std::vector<int> tensors;          ///< in pack order
+  std::vector<std::int64_t> counts;  ///< elements of each tensor's slice
+  std::vector<int> axes;             ///< the mesh axes of the sum
+  int start_after = -1;              ///< it starts after this step (index in the planned steps)
+  int wait_before = 0;               ///< it is waited for before this step
+  std::int64_t bytes = 0;            ///< payload of the one call
+};
+
+/// The buckets for `steps`, in start order: one per in-place allreduce step of a pending sum
+/// (Step::sum_axes) over more than one processor of `shape` with other steps between it and the
+/// last step touching its tensor, except that tensors under `bucket_bytes` share buckets of at
+/// most `bucket_bytes` (0: every tensor alone). `elements_of(t)`: elements of tensor t's slice. The
+/// plan depends on the steps only, so every rank of an SPMD program starts the same collectives in
+/// the same order.
+std::vector<ReductionBucket> plan_reductions(const std::vector<Program::Step>& steps,
+                                             const MeshShape& shape,
+                                             const std::function<std::int64_t(int)>& elements_of,
+                                             std::int64_t bucket_bytes);
+
+/// The kind of the steps that wait for an overlapped reduction (time_split()'s "collective waits").
+StepKind reduction_wait_kind();
+
+/// The run-time state of a program's overlapped reductions, shared by its start and wait steps.
+class ReductionsInFlight {
+ public:
+  ReductionsInFlight(const Mesh& mesh, std::vector<ReductionBucket> buckets);
+  ReductionsInFlight(const ReductionsInFlight&) = delete;
+  ReductionsInFlight& operator=(const ReductionsInFlight&) = delete;
+
+  /// Starts bucket k (packing a shared bucket).
+  void start(int k, Program::Buffers& b);
+  /// Completes bucket k (unpacking a shared bucket into its tensors).
+  void wait(int k, Program::Buffers& b);
+  /// Lets MPI move the data of the reductions in flight (MPI_Test on the oldest incomplete).
+  void progress();
+  /// Before `step` runs: completes an in-place reduction whose storage the step would read or
+  /// write under another tensor's name (a buffer shared without an alias step). True if it waited.
+  bool before_step(const Program::Step& step, Program::Buffers& b);
+  /// Whether a reduction was started and not yet waited for.
+  bool in_flight() const { return !in_flight_.empty(); }
+  /// Completes every reduction still in flight, unpacking nothing (after a failed run).
+  void drain();
+  const std::vector<ReductionBucket>& buckets() const { return buckets_; }
+
+ private:
+  struct Flight {
+    AllreduceInFlight<float> op;
+    const void* in_place = nullptr;  // the tensor's own storage, when reduced in place
+    bool started = false;
+    bool complete = false;
+    bool waited_early = false;  // by before_step(): its wait step has nothing left to do
+  };
+  Mesh mesh_;
+  std::vector<ReductionBucket> buckets_;
+  std::vector<Flight> flights_;
+  std::vector<Kokkos::View<float*>> packed_;  // per shared bucket, kept across runs
+  std::vector<int> in_flight_;                // started, not yet waited for, in start order
+  int in_place_ = 0;                          // how many of those are reduced in place
+};
+
+/// Rewrites `steps` by plan_reductions(): start steps after, wait steps before, the replaced
+/// allreduce steps removed. Returns the state the new steps share (null when nothing changed).
+/// `shape`: the mesh lowered for (mesh.shape() unless `dry`: analysis, no communicator made).
+/// Creates the sub-communicators the buckets use (collective).
+std::shared_ptr<ReductionsInFlight> overlap_reductions(
+    std::vector<Program::Step>& steps, const Mesh& mesh, const MeshShape& shape,
+    const std::function<std::int64_t(int)>& elements_of, std::int64_t bucket_bytes, bool dry);
+
+}  // namespace mtk
