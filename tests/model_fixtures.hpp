@@ -2,7 +2,13 @@
 // Small Transformers for tests, built in one place: a test starts from tiny_transformer() and
 // changes only the fields its check is about.
 
+#include <mtk/lower/program.hpp>
+#include <mtk/nn/transformer.hpp>
 #include <mtk/nn/transformer_config.hpp>
+
+#include <cstdint>
+#include <map>
+#include <vector>
 
 namespace mtk::test {
 
@@ -25,6 +31,25 @@ inline nn::TransformerConfig tiny_transformer(bool moe = false, bool encoder_dec
     c.moe.num_experts = 8;
   }
   return c;
+}
+
+/// A language model's four feeds for one batch of c.batch x c.length: inputs input(b, l), targets
+/// target(b, l), one segment per sequence and positions 0 .. length-1.
+template <class Input, class Target>
+std::map<int, HostTensor> lm_feeds(const nn::ModelGraph& m, const nn::TransformerConfig& c,
+                                   Input input, Target target) {
+  const Shape s{{"batch", c.batch}, {"length", c.length}};
+  std::vector<std::int32_t> in, tg, seg(static_cast<size_t>(c.batch * c.length), 1), pos;
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t l = 0; l < c.length; ++l) {
+      in.push_back(static_cast<std::int32_t>(input(b, l)));
+      tg.push_back(static_cast<std::int32_t>(target(b, l)));
+      pos.push_back(static_cast<std::int32_t>(l));
+    }
+  return {{m.inputs.id(), HostTensor::ints(s, in)},
+          {m.targets.id(), HostTensor::ints(s, tg)},
+          {m.segments.id(), HostTensor::ints(s, seg)},
+          {m.positions.id(), HostTensor::ints(s, pos)}};
 }
 
 }  // namespace mtk::test

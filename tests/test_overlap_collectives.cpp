@@ -230,20 +230,9 @@ Trained train(const Mesh& mesh, const LayoutRules& rules, int steps = 3) {
   lr.kind = optim::LearningRateSchedule::Kind::constant;
   lr.value = 0.05;
   optim::minimize(m.loss, opt, lr);
-  std::map<int, HostTensor> feeds;
-  const Shape s{{"batch", c.batch}, {"length", c.length}};
-  std::vector<std::int32_t> in, tg, seg, pos;
-  for (std::int64_t b = 0; b < c.batch; ++b)
-    for (std::int64_t l = 0; l < c.length; ++l) {
-      in.push_back(static_cast<std::int32_t>((b * 5 + l * 3 + 1) % 31 + 1));
-      tg.push_back(static_cast<std::int32_t>((b * 7 + l * 3 + 4) % 31 + 1));
-      seg.push_back(1);
-      pos.push_back(static_cast<std::int32_t>(l));
-    }
-  feeds[m.inputs.id()] = HostTensor::ints(s, in);
-  feeds[m.targets.id()] = HostTensor::ints(s, tg);
-  feeds[m.segments.id()] = HostTensor::ints(s, seg);
-  feeds[m.positions.id()] = HostTensor::ints(s, pos);
+  const auto feeds = lm_feeds(
+      m, c, [](std::int64_t b, std::int64_t l) { return (b * 5 + l * 3 + 1) % 31 + 1; },
+      [](std::int64_t b, std::int64_t l) { return (b * 7 + l * 3 + 4) % 31 + 1; });
   auto p = lower(g, mesh, rules);
   Trained t;
   for (int k = 0; k < steps; ++k)

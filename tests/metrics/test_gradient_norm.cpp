@@ -70,18 +70,10 @@ std::vector<double> transformer_step(bool moe, const Mesh& mesh, const std::stri
   optim::Adafactor opt;
   Tensor norm;
   optim::minimize(m.loss, opt, optim::LearningRateSchedule(), with_norm ? &norm : nullptr);
-  const Shape s{{"batch", c.batch}, {"length", c.length}};
-  std::vector<std::int32_t> in, tg, seg(static_cast<size_t>(c.batch * c.length), 1), pos;
-  for (std::int64_t b = 0; b < c.batch; ++b)
-    for (std::int64_t l = 0; l < c.length; ++l) {
-      in.push_back(static_cast<std::int32_t>((b * 7 + l * 3) % (c.vocab_size - 1) + 1));
-      tg.push_back(static_cast<std::int32_t>((b * 5 + l * l) % (c.vocab_size - 1) + 1));
-      pos.push_back(static_cast<std::int32_t>(l));
-    }
-  const std::map<int, HostTensor> feeds = {{m.inputs.id(), HostTensor::ints(s, in)},
-                                           {m.targets.id(), HostTensor::ints(s, tg)},
-                                           {m.segments.id(), HostTensor::ints(s, seg)},
-                                           {m.positions.id(), HostTensor::ints(s, pos)}};
+  const std::int64_t v = c.vocab_size - 1;
+  const auto feeds = lm_feeds(
+      m, c, [v](std::int64_t b, std::int64_t l) { return (b * 7 + l * 3) % v + 1; },
+      [v](std::int64_t b, std::int64_t l) { return (b * 5 + l * l) % v + 1; });
   auto program = lower(g, mesh, instantiate(layout, mesh.shape()));
   std::vector<double> out;
   for (int i = 0; i < steps; ++i) {
