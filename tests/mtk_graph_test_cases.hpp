@@ -163,11 +163,14 @@ inline void add_data_movement_cases(std::vector<GraphCase>& cases) {
                      Tensor flat = reshape(x, Shape{b, {"ij", 128}});
                      Tensor renamed = reshape(x, Shape{{"b2", 8}, {"i2", 8}, j});
                      Tensor split = replace_dimensions(x, {"j"}, {{"j1", 4}, {"j2", 4}});
-                     std::vector<Tensor> outs = {flat, renamed, split};
+                     // A split dim whose size changes in place stays split (a local reshape).
+                     Tensor regroup = reshape(x, Shape{{"b", 16}, {"ih", 4}, j});
+                     Tensor merged = reshape(x, Shape{{"bi", 64}, j});
+                     std::vector<Tensor> outs = {flat, renamed, split, regroup, merged};
                      return BuiltGraph{outs, weighted_loss(g, outs), {}};
                    },
                    {"i:@0;b2:@0", "b:@0;ij:@1", "i:@0;i2:@1", "b:@0;b2:@1", "j:@0;j1:@1",
-                    "b:@0;i:@1;b2:@1;i2:@0"}});
+                    "b:@0;i:@1;b2:@1;i2:@0", "b:@0;j:@1"}});
 
   cases.push_back({"along_dim",
                    [=](Graph& g) {

@@ -112,6 +112,21 @@ TEST(Models, MoeWithRandomSecondPolicyIsLayoutInvariant) {
   expect_layout_invariant(c);
 }
 
+TEST(Models, MoeWithRoutingGroupsIsLayoutInvariant) {
+  // Groups of half a sequence: the [batch, length] -> [batch = groups, moe_group] reshape keeps
+  // the batch split, so the only collectives are the experts' alltoalls.
+  auto c = model_case("moe_lm_groups", true, false, {"batch:@0;experts:@0"},
+                      [](nn::TransformerConfig& c) { c.moe.group_size = c.length / 2; });
+  expect_layout_invariant(c);
+  Mesh mesh(MeshShape::parse("batch:" + std::to_string(world_size())), MPI_COMM_WORLD);
+  Graph g;
+  nn::TransformerConfig config = tiny_config(true, false);
+  config.moe.group_size = config.length / 2;
+  nn::build_transformer(g, config, true);
+  auto p = lower(g, mesh, LayoutRules::parse("batch:batch;experts:batch"));
+  EXPECT_EQ(p->counters().comm_calls.count(Collective::allconcat), 0u) << p->explain();
+}
+
 TEST(Models, MoeLayoutMovesTokensWithAnAlltoall) {
   Mesh mesh(MeshShape::parse("batch:" + std::to_string(world_size())), MPI_COMM_WORLD);
   Graph g;

@@ -154,17 +154,34 @@ std::uint64_t second_policy_seed(const LayerContext& ctx, const std::string& nam
   return ctx.seed ^ kernels::hash_name(name + "/second_policy");
 }
 
-MoeResult mixture_of_experts(const LayerContext& ctx, const std::string& name, const Tensor& x,
-                             const Dimension& d_model, const Dimension& d_ff,
-                             const MoeOptions& options, const Tensor& nonpadding) {
+std::int64_t moe_num_groups(std::int64_t batch, std::int64_t length, std::int64_t group_size) {
+  if (batch < 1 || length < 1 || group_size < 0)
+    fail("mtk::nn::moe_num_groups", cat("batch ", batch, ", length ", length, " and group_size ",
+                                        group_size, " must be positive (group_size 0: sequences)"));
+  if (group_size == 0 || group_size == length)
+    return batch;
+  if (group_size < length) {  // the fewest equal parts of a sequence no longer than group_size
+    std::int64_t k = (length + group_size - 1) / group_size;
+    while (length % k != 0)
+      ++k;
+    return batch * k;
+  }
+  std::int64_t s = std::min(batch, group_size / length);  // the most whole sequences that fit
+  while (batch % s != 0)
+    --s;
+  return batch / s;
+}
+
+namespace {
+
+// The layer on x [batch, length, d_model], each row of `length` tokens one group.
+MoeResult moe_on_groups(const LayerContext& ctx, const std::string& name, const Tensor& x,
+                        const Dimension& d_model, const Dimension& d_ff, const MoeOptions& options,
+                        const Tensor& nonpadding) {
   Graph& g = *ctx.graph;
   const MoeDims d = moe_dims(ctx, x, d_model, d_ff, options);
   g.offer_split(d.experts.name);  // expert parallelism
   g.offer_split(d.d_ff.name);
-  if (nonpadding.valid() && nonpadding.shape() != Shape{d.batch, d.length})
-    fail("mtk::nn::mixture_of_experts",
-         cat("nonpadding must be [", d.batch.name, ", ", d.length.name,
-             "] like x's first dims, got ", nonpadding.shape().to_string()));
   Top2Gating gating = top2_gating(ctx, name, x, d, options, nonpadding);
   Tensor combine = combine_weights(g, gating, d);
   Tensor dispatch = stop_gradient(greater(combine, constant(g, Shape(), 0.0)));
@@ -173,6 +190,34 @@ MoeResult mixture_of_experts(const LayerContext& ctx, const std::string& name, c
   Tensor expert_out = expert_layers(ctx, name, expert_in, d);
   Tensor y = einsum({combine, expert_out}, x.shape());
   return {y, gating.aux_loss, combine, gating.raw};
+}
+
+}  // namespace
+
+MoeResult mixture_of_experts(const LayerContext& ctx, const std::string& name, const Tensor& x,
+                             const Dimension& d_model, const Dimension& d_ff,
+                             const MoeOptions& options, const Tensor& nonpadding) {
+  const char* where = "mtk::nn::mixture_of_experts";
+  if (x.shape().rank() != 3 || x.shape()[2].name != d_model.name)
+    fail(where, cat("expects x [batch, length, ", d_model.name, "], got ", x.shape().to_string()));
+  const Dimension batch = x.shape()[0], length = x.shape()[1];
+  if (nonpadding.valid() && nonpadding.shape() != Shape{batch, length})
+    fail(where, cat("nonpadding must be [", batch.name, ", ", length.name,
+                    "] like x's first dims, got ", nonpadding.shape().to_string()));
+  const std::int64_t groups = moe_num_groups(batch.size, length.size, options.group_size);
+  if (groups == batch.size)
+    return moe_on_groups(ctx, name, x, d_model, d_ff, options, nonpadding);
+  // Groups of tokens in order: [batch, length] -> [batch = groups, moe_group]; the batch dim
+  // keeps its name (and so its layout rule).
+  const Dimension group_batch{batch.name, groups},
+      group{"moe_group", batch.size * length.size / groups};
+  const Tensor xg = reshape(x, Shape{group_batch, group, d_model});
+  const Tensor ng = nonpadding.valid() ? reshape(nonpadding, Shape{group_batch, group}) : Tensor();
+  MoeResult r = moe_on_groups(ctx, name, xg, d_model, d_ff, options, ng);
+  const Shape& cs = r.combine.shape();
+  return {reshape(r.output, x.shape()), r.aux_loss,
+          reshape(r.combine, Shape{batch, length, cs[2], cs[3]}),
+          reshape(r.gates, Shape{batch, length, r.gates.shape()[2]})};
 }
 
 }  // namespace mtk::nn

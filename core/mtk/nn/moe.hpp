@@ -25,7 +25,17 @@ struct MoeOptions {
   SecondPolicy second_policy_eval = SecondPolicy::all;
   double second_threshold_train = 0.2;
   double second_threshold_eval = 0.2;
+  /// Tokens per routing group, at most (Mesh-TF's moe group_size, 1024 there): the batch's
+  /// batch x length tokens are cut, in order, into the fewest equal groups of at most this many
+  /// that also split into whole sequences or into equal parts of one sequence, so the groups are
+  /// the same on every mesh. 0: each sequence is a group.
+  std::int64_t group_size = 0;
 };
+
+/// The number of routing groups of `tokens` = batch x length tokens under `group_size` (see
+/// MoeOptions::group_size): batch * k (k parts of each sequence) when group_size < length, else
+/// batch / s (s whole sequences a group).
+std::int64_t moe_num_groups(std::int64_t batch, std::int64_t length, std::int64_t group_size);
 
 /// The seed of the `random` second policy's uniform draws in layer `name` (the draws also mix in
 /// the program's step, as dropout's do): [batch, length] values, the same on every mesh.
@@ -38,7 +48,9 @@ struct MoeResult {
   Tensor gates;     ///< [batch, length, experts_unsplit] the router's probabilities
 };
 
-/// Mixture of experts: each sequence of x [batch, length, d_model] is a group; top-2 gating with
+/// Mixture of experts: each sequence of x [batch, length, d_model] (or each group of
+/// `options.group_size` tokens: x is reshaped to [batch = groups, moe_group, d_model], which keeps
+/// a split batch dim local when the groups divide over its mesh dim) is a group; top-2 gating with
 /// capacity; dispatch/combine via one_hot and cumsum; experts' FFN weights carry an `experts` dim;
 /// tokens move from batch-split to experts-split by a relayout (an alltoall when `experts` and
 /// `batch` share a mesh dim). Weights "<name>/gate", "<name>/wi", "<name>/wo".

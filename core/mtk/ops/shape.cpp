@@ -29,21 +29,26 @@ void lower_reshape(Lowering& l, const NoAttrs&) {
   l.materialize(x);
   const Shape& xs = l.layout(x).shape();
   const Shape& ys = l.layout(y).shape();
-  // A split dim survives a local reshape when it keeps its name, size and the product of the
-  // dims before it. Every other split dim is gathered first.
+  // A split dim survives a local reshape when a dim of y starts at the same row-major position
+  // (the same product of the dims before it) and its size is divisible by the mesh dim: a rank's
+  // elements are then the same block of the flat data whatever the sizes (so [batch, length] ->
+  // [batch * k, length / k] stays local). The same name is preferred. Others are gathered first.
   std::vector<int> keep_axes(static_cast<size_t>(xs.rank()), -1);
   std::vector<int> y_axes_mid(static_cast<size_t>(ys.rank()), -1);
   for (int i = 0; i < xs.rank(); ++i) {
     int a = l.layout(x).mesh_axis(i);
     if (a < 0)
       continue;
-    // The same dim, possibly renamed: same size at the same row-major position.
+    const std::int64_t m = l.layout(x).mesh()[a].size;
+    auto fits = [&](int k) {
+      return y_axes_mid[static_cast<size_t>(k)] < 0 && ys[k].size % m == 0 &&
+             prefix_size(ys, k) == prefix_size(xs, i);
+    };
     int j = ys.index_of(xs[i].name);
-    if (j < 0 || ys[j].size != xs[i].size || prefix_size(xs, i) != prefix_size(ys, j)) {
+    if (j < 0 || !fits(j)) {
       j = -1;
       for (int k = 0; k < ys.rank() && j < 0; ++k)
-        if (ys[k].size == xs[i].size && prefix_size(ys, k) == prefix_size(xs, i) &&
-            !xs.contains(ys[k].name))
+        if (fits(k) && !xs.contains(ys[k].name))
           j = k;
     }
     if (j >= 0) {

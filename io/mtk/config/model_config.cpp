@@ -58,7 +58,9 @@ Schema<nn::MoeOptions> moe_schema() {
       .real("second_threshold_train", &M::second_threshold_train, 1e-9, 1.0,
             "the threshold of second_policy_train (Mesh-TF: 0.2)")
       .real("second_threshold_eval", &M::second_threshold_eval, 1e-9, 1.0,
-            "the threshold of second_policy_eval (Mesh-TF: 0.2)");
+            "the threshold of second_policy_eval (Mesh-TF: 0.2)")
+      .integer("group_size", &M::group_size, 0, std::int64_t{1} << 40,
+               "tokens per routing group, at most (Mesh-TF: 1024); 0: each sequence is a group");
   return s;
 }
 
