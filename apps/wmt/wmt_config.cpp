@@ -38,7 +38,10 @@ Schema<DataSettings> make_data_schema() {
       .integer("max_line_bytes", &D::max_line_bytes, 1, 1 << 30,
                "longer lines are skipped (read in bounded memory)")
       .integer("vocab_sample_pairs", &D::vocab_sample_pairs, 1, std::int64_t{1} << 40,
-               "the first usable pairs the vocabulary is trained on");
+               "the first usable pairs the vocabulary is trained on")
+      .boolean("pack", &D::pack,
+               "train: as many pairs a row as fit in model.length on both sides (segment ids "
+               "keep them apart, as Tensor2Tensor's packed problems); false: one pair a row");
   return s;
 }
 

@@ -23,6 +23,7 @@ struct DataSettings {
   std::string model_type = "unigram";
   std::int64_t max_length = nn::TransformerConfig().length;  ///< read: model.length
   std::int64_t max_line_bytes = 1024, vocab_sample_pairs = 1000000;
+  bool pack = false;  ///< train: several pairs a row (PairStream)
 };
 
 /// The `translate` section: translate's defaults.

@@ -308,9 +308,10 @@ int train_main(const Communicator& world, const std::vector<std::string>& args) 
                                 src.info().vocab_size, " pieces, but model.vocab_size = ",
                                 s.model.vocab_size, "; run `mtk-wmt prepare` again"));
     return std::make_shared<PairStream>(src, tgt, s.model.batch, s.model.length, slice.slices,
-                                        slice.index, settings.train.seed);
+                                        slice.index, settings.train.seed, settings.data.pack);
   });
-  app::say(cat("  data: ", stream->size(), " pairs of at most ", s.model.length, " tokens a side; ",
+  app::say(cat("  data: ", stream->size(), " pairs of at most ", s.model.length, " tokens a side",
+               settings.data.pack ? cat(", packed in ", stream->rows_per_epoch(), " rows") : "", "; ",
                stream->batches_per_epoch(), " steps per epoch\n"));
   if (o.dry_run) {
     app::verify_token_shards(mesh.comm(), {s.data.source("train"), s.data.target("train")});
