@@ -236,6 +236,13 @@ TEST(Conv, ClearErrors) {
   expect_parts(
       error_of([&] { nn::conv(xb, f3, {sd("h", "kh", 1, "hb")}, "c", "co", Padding::valid); }),
       {"VALID", "'h'", "'hb'"});
+  Tensor big = placeholder(g, "big", {{"a", 1}, {"b", 1}, {"db", 1}, {"d", 2}, {"hb", 1}, {"h", 2},
+                                      {"w", 2}, {"c", 1}});
+  Tensor f333 = placeholder(g, "f333", {{"kd", 1}, {"kh", 1}, {"kw", 1}, {"c", 1}, {"co", 1}});
+  expect_parts(error_of([&] {
+                 nn::conv(big, f333, {sd("d", "kd"), sd("h", "kh"), sd("w", "kw")}, "c", "co");
+               }),
+               {"mtk::nn::conv", "'big'", "9 dims", "at most 8"});
   Tensor f9 = placeholder(g, "f9", {{"kh", 9}, {"c", 2}, {"co", 4}});
   expect_parts(error_of([&] { nn::conv(xb, f9, {sd("h", "kh", 1, "hb")}, "c", "co"); }),
                {"mtk::halo_exchange", "'blocked'", "wider than its blocks", "3 positions"});

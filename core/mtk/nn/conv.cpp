@@ -84,6 +84,50 @@ Shape without_taps(const Shape& s, const std::vector<SpatialDim>& dims, const st
   return Shape(out);
 }
 
+// The tap dims of `dims` as one dim (row-major: the last tap fastest), so that 3-D patches stay
+// within the einsum's rank.
+Dimension merged_taps(const Shape& filter, const std::vector<SpatialDim>& dims) {
+  Dimension m{"", 1};
+  for (const auto& d : dims) {
+    m.name += (m.name.empty() ? "" : "*") + d.tap;
+    m.size *= filter.size_of(d.tap);
+  }
+  return m;
+}
+
+// `s` with its trailing tap dims (the last dims.size()) merged into `taps`.
+Shape merge_trailing(const Shape& s, size_t count, const Dimension& taps) {
+  std::vector<Dimension> out(s.dims().begin(), s.dims().end() - static_cast<long>(count));
+  out.push_back(taps);
+  return Shape(out);
+}
+
+// The filter with its tap dims first, merged into `taps`, then its channels.
+// The einsum's rank limit (kernels' IndexMap): checked here to name the layer.
+constexpr int kMaxEinsumRank = 8;
+
+void check_rank(const Shape& patches, const std::string& what, const char* where) {
+  if (patches.rank() > kMaxEinsumRank)
+    fail(where, cat("the patches of ", what, " have ", patches.rank(), " dims ",
+                    patches.to_string(), " with the taps merged; the einsum takes at most ",
+                    kMaxEinsumRank, ": merge other dims first (reshape)"));
+}
+
+Tensor merged_filter(const Tensor& f, const std::vector<SpatialDim>& dims, const Dimension& taps) {
+  if (dims.size() == 1)
+    return f;
+  std::vector<Dimension> order, merged{taps};
+  for (const auto& d : dims)
+    order.push_back(f.shape().dim(d.tap));
+  for (const auto& d : f.shape().dims())
+    if (std::find(order.begin(), order.end(), d) == order.end()) {
+      order.push_back(d);
+      merged.push_back(d);
+    }
+  const Tensor ordered = Shape(order) == f.shape() ? f : einsum({f}, Shape(order));
+  return reshape(ordered, Shape(merged));
+}
+
 void check_channels(const Tensor& x, const Tensor& filter, const std::vector<SpatialDim>& dims,
                     const std::string& x_channels, const std::string& other, const char* where) {
   if (dims.empty() || dims.size() > 3)
@@ -125,7 +169,13 @@ Tensor conv(const Tensor& x, const Tensor& filter, const std::vector<SpatialDim>
   const Tensor cols = extract_patches(exchange_halos(x, dims, plans, 0.0), patch_dims(plans));
   const Shape out = without_taps(cols.shape(), dims, in_channels,
                                  {out_channels, filter.shape().size_of(out_channels)});
-  return einsum({cols, filter}, out);
+  const Dimension taps = merged_taps(filter.shape(), dims);
+  check_rank(merge_trailing(cols.shape(), dims.size(), taps), describe(x), where);
+  if (dims.size() == 1)
+    return einsum({cols, filter}, out);
+  return einsum({reshape(cols, merge_trailing(cols.shape(), dims.size(), taps)),
+                 merged_filter(filter, dims, taps)},
+                out);
 }
 
 Tensor conv_transpose(const Tensor& x, const Tensor& filter, const std::vector<SpatialDim>& dims,
@@ -157,7 +207,16 @@ Tensor conv_transpose(const Tensor& x, const Tensor& filter, const std::vector<S
   }
   for (const auto& p : plans)
     col_dims.push_back({p.patch.tap, p.patch.size});
-  Tensor y = fold_patches(einsum({x, filter}, Shape(col_dims)), Shape(widened), patch_dims(plans));
+  const Shape col_shape(col_dims);
+  const Dimension taps = merged_taps(filter.shape(), dims);
+  check_rank(merge_trailing(col_shape, dims.size(), taps), describe(x), where);
+  const Tensor cols =
+      dims.size() == 1
+          ? einsum({x, filter}, col_shape)
+          : reshape(einsum({x, merged_filter(filter, dims, taps)},
+                           merge_trailing(col_shape, dims.size(), taps)),
+                    col_shape);
+  Tensor y = fold_patches(cols, Shape(widened), patch_dims(plans));
   for (size_t k = 0; k < dims.size(); ++k)
     if (!dims[k].blocks.empty())
       y = halo_reduce(y, dims[k].blocks, dims[k].dim, plans[k].halo_left, plans[k].halo_right);
