@@ -99,7 +99,7 @@ std::vector<GraphCase> cases() {
                        "c", "co");
                    return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
                  },
-                 {"db:@0;hb:@1;wb:@2", "hb:@0;c:@1"}});
+                 {"db:@0;hb:@1;wb:@2", "hb:@0;wb:@1;c:@2"}});
   return out;
 }
 
