@@ -131,7 +131,8 @@ inline ConvRef pool_reference(const ConvGeom& g, const std::vector<double>& x,
 inline std::vector<double> wave(std::int64_t n, double scale, double phase = 0.1) {
   std::vector<double> v(static_cast<size_t>(n));
   for (size_t k = 0; k < v.size(); ++k)
-    v[k] = scale * std::sin(0.731 * static_cast<double>(k) + phase + 0.013 * static_cast<double>(k * k % 17));
+    v[k] = scale * std::sin(0.731 * static_cast<double>(k) + phase +
+                            0.013 * static_cast<double>(k * k % 17));
   return v;
 }
 

@@ -119,13 +119,16 @@ const std::vector<double>& loss_weights(std::int64_t n) {
 }
 
 const std::vector<Case>& conv_cases() {
-  static const std::vector<Case> cases = {
-      {1, {7}, {3}, {1}, {1}, true},          {1, {8}, {4}, {2}, {1}, true},
-      {1, {9}, {2}, {2}, {1}, false},         {1, {8}, {3}, {1}, {2}, true},
-      {1, {10}, {3}, {2}, {2}, false},        {2, {6, 5}, {3, 2}, {1, 2}, {1, 1}, true},
-      {2, {7, 6}, {3, 3}, {2, 2}, {1, 1}, false}, {2, {8, 8}, {4, 1}, {2, 1}, {1, 1}, true},
-      {3, {4, 5, 3}, {3, 2, 3}, {1, 2, 1}, {1, 1, 1}, true},
-      {3, {5, 4, 4}, {2, 3, 2}, {2, 1, 2}, {1, 1, 1}, false}};
+  static const std::vector<Case> cases = {{1, {7}, {3}, {1}, {1}, true},
+                                          {1, {8}, {4}, {2}, {1}, true},
+                                          {1, {9}, {2}, {2}, {1}, false},
+                                          {1, {8}, {3}, {1}, {2}, true},
+                                          {1, {10}, {3}, {2}, {2}, false},
+                                          {2, {6, 5}, {3, 2}, {1, 2}, {1, 1}, true},
+                                          {2, {7, 6}, {3, 3}, {2, 2}, {1, 1}, false},
+                                          {2, {8, 8}, {4, 1}, {2, 1}, {1, 1}, true},
+                                          {3, {4, 5, 3}, {3, 2, 3}, {1, 2, 1}, {1, 1, 1}, true},
+                                          {3, {5, 4, 4}, {2, 3, 2}, {2, 1, 2}, {1, 1, 1}, false}};
   return cases;
 }
 
@@ -187,10 +190,11 @@ TEST(Pool, MaxAndAverageEqualTheReference) {
       const Padding pad = c.same ? Padding::same : Padding::valid;
       auto out = run_graph(
           xs, xv, Shape{{"unused", 1}}, {0.0},
-          [&](Tensor x, Tensor) { return max ? nn::max_pool(x, dims, pad) : nn::avg_pool(x, dims, pad); },
+          [&](Tensor x, Tensor) {
+            return max ? nn::max_pool(x, dims, pad) : nn::avg_pool(x, dims, pad);
+          },
           loss_weights);
-      const ConvRef ref =
-          pool_reference(g, xv, loss_weights(g.batch * g.points(g.m) * g.cin), max);
+      const ConvRef ref = pool_reference(g, xv, loss_weights(g.batch * g.points(g.m) * g.cin), max);
       const std::string w = cat(max ? "max " : "avg ", name_of(c));
       std::vector<Dimension> ydims = spatial_shape(g, g.m, "c", g.cin).dims();
       expect_values(out[0], Shape(ydims), ref.y, w + " y");
@@ -227,8 +231,7 @@ TEST(Conv, ClearErrors) {
                 "larger than the padded input"});
   expect_parts(error_of([&] { nn::conv(x, f, {sd("h", "kw")}, "c", "co"); }),
                {"mtk::nn::conv", "'filter'", "'kw'"});
-  expect_parts(error_of([&] { nn::conv(x, f, dims, "c", "nope"); }),
-               {"mtk::nn::conv", "'nope'"});
+  expect_parts(error_of([&] { nn::conv(x, f, dims, "c", "nope"); }), {"mtk::nn::conv", "'nope'"});
   Tensor xb = placeholder(g, "blocked", {{"hb", 4}, {"h", 3}, {"c", 2}});
   Tensor f3 = placeholder(g, "f3", {{"kh", 3}, {"c", 2}, {"co", 4}});
   expect_parts(error_of([&] { nn::conv(xb, f3, {sd("h", "kh", 2, "hb")}, "c", "co"); }),
@@ -236,8 +239,8 @@ TEST(Conv, ClearErrors) {
   expect_parts(
       error_of([&] { nn::conv(xb, f3, {sd("h", "kh", 1, "hb")}, "c", "co", Padding::valid); }),
       {"VALID", "'h'", "'hb'"});
-  Tensor big = placeholder(g, "big", {{"a", 1}, {"b", 1}, {"db", 1}, {"d", 2}, {"hb", 1}, {"h", 2},
-                                      {"w", 2}, {"c", 1}});
+  Tensor big = placeholder(
+      g, "big", {{"a", 1}, {"b", 1}, {"db", 1}, {"d", 2}, {"hb", 1}, {"h", 2}, {"w", 2}, {"c", 1}});
   Tensor f333 = placeholder(g, "f333", {{"kd", 1}, {"kh", 1}, {"kw", 1}, {"c", 1}, {"co", 1}});
   expect_parts(error_of([&] {
                  nn::conv(big, f333, {sd("d", "kd"), sd("h", "kh"), sd("w", "kw")}, "c", "co");

@@ -31,31 +31,31 @@ const Shape& image() {
 }
 
 const std::vector<std::string>& layouts_2d() {
-  static const std::vector<std::string> l = {
-      "hb:@0", "hb:@0;wb:@1", "c:@0", "co:@0;hb:@1", "hb:@0;c:@1", "wb:@0;b:@1;co:@2"};
+  static const std::vector<std::string> l = {"hb:@0",       "hb:@0;wb:@1", "c:@0",
+                                             "co:@0;hb:@1", "hb:@0;c:@1",  "wb:@0;b:@1;co:@2"};
   return l;
 }
 
 std::vector<GraphCase> cases() {
   std::vector<GraphCase> out;
-  out.push_back({"conv2d_3x3_same",
-                 [](Graph& g) {
-                   Tensor x = var(g, "x", image());
-                   Tensor f = var(g, "f", {{"kh", 3}, {"kw", 3}, {"c", 8}, {"co", 8}}, 0.2f);
-                   Tensor y = nn::conv(x, f, {sd("h", "kh", 1, "hb"), sd("w", "kw", 1, "wb")},
-                                       "c", "co");
-                   return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
-                 },
-                 layouts_2d()});
-  out.push_back({"conv2d_4x2_stride2",
-                 [](Graph& g) {
-                   Tensor x = var(g, "x", image());
-                   Tensor f = var(g, "f", {{"kh", 4}, {"kw", 2}, {"c", 8}, {"co", 8}}, 0.2f);
-                   Tensor y = nn::conv(x, f, {sd("h", "kh", 2, "hb"), sd("w", "kw", 2, "wb")},
-                                       "c", "co");
-                   return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
-                 },
-                 layouts_2d()});
+  out.push_back(
+      {"conv2d_3x3_same",
+       [](Graph& g) {
+         Tensor x = var(g, "x", image());
+         Tensor f = var(g, "f", {{"kh", 3}, {"kw", 3}, {"c", 8}, {"co", 8}}, 0.2f);
+         Tensor y = nn::conv(x, f, {sd("h", "kh", 1, "hb"), sd("w", "kw", 1, "wb")}, "c", "co");
+         return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
+       },
+       layouts_2d()});
+  out.push_back(
+      {"conv2d_4x2_stride2",
+       [](Graph& g) {
+         Tensor x = var(g, "x", image());
+         Tensor f = var(g, "f", {{"kh", 4}, {"kw", 2}, {"c", 8}, {"co", 8}}, 0.2f);
+         Tensor y = nn::conv(x, f, {sd("h", "kh", 2, "hb"), sd("w", "kw", 2, "wb")}, "c", "co");
+         return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
+       },
+       layouts_2d()});
   out.push_back({"conv_transpose2d_stride2",
                  [](Graph& g) {
                    Tensor x = var(g, "x", image());
@@ -68,12 +68,12 @@ std::vector<GraphCase> cases() {
   out.push_back({"pool2d_max_avg",
                  [](Graph& g) {
                    Tensor x = var(g, "x", image());
-                   Tensor m = nn::max_pool(
-                       x, {sd("h", "ph", 2, "hb", 1, 3), sd("w", "pw", 1, "wb", 1, 3)},
-                       Padding::same);
-                   Tensor a = nn::avg_pool(
-                       x, {sd("h", "ph", 1, "hb", 1, 3), sd("w", "pw", 2, "wb", 1, 2)},
-                       Padding::same);
+                   Tensor m =
+                       nn::max_pool(x, {sd("h", "ph", 2, "hb", 1, 3), sd("w", "pw", 1, "wb", 1, 3)},
+                                    Padding::same);
+                   Tensor a =
+                       nn::avg_pool(x, {sd("h", "ph", 1, "hb", 1, 3), sd("w", "pw", 2, "wb", 1, 2)},
+                                    Padding::same);
                    return BuiltGraph{{m, a}, weighted_loss(g, {m, a}), {}};
                  },
                  {"hb:@0", "hb:@0;wb:@1", "c:@0", "wb:@0;b:@1;c:@2"}});
@@ -87,19 +87,18 @@ std::vector<GraphCase> cases() {
                  {"lb:@0", "co:@0", "lb:@0;c:@1", "b:@1;lb:@0;co:@2"}});
   // 3-D: the patches of [db, d, hb, h, wb, w, c] have 8 dims with the taps merged, the most the
   // einsum takes.
-  out.push_back({"conv3d_3x3x3",
-                 [](Graph& g) {
-                   Tensor x = var(g, "x",
-                                  {{"db", 8}, {"d", 2}, {"hb", 8}, {"h", 2}, {"wb", 8}, {"w", 2},
-                                   {"c", 2}});
-                   Tensor f = var(g, "f", {{"kd", 3}, {"kh", 3}, {"kw", 3}, {"c", 2}, {"co", 2}},
-                                  0.2f);
-                   Tensor y = nn::conv(
-                       x, f, {sd("d", "kd", 1, "db"), sd("h", "kh", 1, "hb"), sd("w", "kw", 1, "wb")},
-                       "c", "co");
-                   return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
-                 },
-                 {"db:@0;hb:@1;wb:@2", "hb:@0;wb:@1;c:@2"}});
+  out.push_back(
+      {"conv3d_3x3x3",
+       [](Graph& g) {
+         Tensor x =
+             var(g, "x", {{"db", 8}, {"d", 2}, {"hb", 8}, {"h", 2}, {"wb", 8}, {"w", 2}, {"c", 2}});
+         Tensor f = var(g, "f", {{"kd", 3}, {"kh", 3}, {"kw", 3}, {"c", 2}, {"co", 2}}, 0.2f);
+         Tensor y = nn::conv(
+             x, f, {sd("d", "kd", 1, "db"), sd("h", "kh", 1, "hb"), sd("w", "kw", 1, "wb")}, "c",
+             "co");
+         return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
+       },
+       {"db:@0;hb:@1;wb:@2", "hb:@0;wb:@1;c:@2"}});
   return out;
 }
 
@@ -119,7 +118,9 @@ TEST_P(SplitConv, EqualsOneProcessor) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layers, SplitConv, ::testing::Range(0, static_cast<int>(cases().size())),
-                         [](const auto& info) { return cases()[static_cast<size_t>(info.param)].name; });
+                         [](const auto& info) {
+                           return cases()[static_cast<size_t>(info.param)].name;
+                         });
 
 // Layers on [b, H, W, c] and on the same image as blocks [b, hb, h, wb, w, c]: the same values.
 TEST(BlockedConv, EqualsTheUnblockedImage) {

@@ -104,7 +104,8 @@ TEST(HaloExchange, EqualsTheReferenceOnOneProcessor) {
     const HaloRef ref{2, 4, 3, 2, 2, v.left, v.right, v.boundary == HaloBoundary::periodic, v.fill};
     const auto xv = pattern(s.num_elements(), 1.0), dyv = pattern(y.shape().num_elements(), 2.0);
     auto p = lower(g, single_processor_mesh(), LayoutRules());
-    auto out = p->run({{x.id(), floats_of(s, xv)}, {dy.id(), floats_of(y.shape(), dyv)}}, {y, back});
+    auto out =
+        p->run({{x.id(), floats_of(s, xv)}, {dy.id(), floats_of(y.shape(), dyv)}}, {y, back});
     const std::string w = cat("halo (", v.left, ", ", v.right, ")");
     expect_near_all(out[0], ref.forward(xv), w + " forward");
     expect_near_all(out[1], ref.adjoint(dyv), w + " adjoint");
@@ -118,7 +119,8 @@ TEST(HaloExchange, BlocksDimAfterTheBlockDim) {
   Tensor x = placeholder(g, "x", s);
   Tensor y = halo_exchange(x, "hb", "h", 1, 2, HaloBoundary::periodic);
   const auto xv = pattern(s.num_elements(), 1.0);
-  auto out = lower(g, single_processor_mesh(), LayoutRules())->run({{x.id(), floats_of(s, xv)}}, {y});
+  auto out =
+      lower(g, single_processor_mesh(), LayoutRules())->run({{x.id(), floats_of(s, xv)}}, {y});
   // Reference: transpose to [hb, h], widen, transpose back.
   for (std::int64_t b = 0; b < 4; ++b)
     for (std::int64_t j = 0; j < 6; ++j) {
@@ -144,16 +146,17 @@ TEST(HaloExchange, GradientIsTheAdjoint) {
 }
 
 GraphCase halo_case(const Variant& v) {
-  return {cat("halo_", v.left, "_", v.right, v.boundary == HaloBoundary::periodic ? "_periodic" : ""),
-          [v](Graph& g) {
-            const Shape s{{"b", 4}, {"hb", 8}, {"h", 2}, {"wb", 8}, {"w", 3}, {"c", 4}};
-            Tensor x = var(g, "x", s);
-            Tensor y = halo_exchange(x, "hb", "h", v.left, v.right, v.boundary, v.fill);
-            Tensor z = halo_exchange(y, "wb", "w", v.right, v.left, v.boundary);
-            Tensor r = halo_reduce(z * z, "hb", "h", v.left, v.right, v.boundary);
-            return BuiltGraph{{y, z, r}, weighted_loss(g, {z, r}), {}};
-          },
-          {"hb:@0", "hb:@0;wb:@1", "wb:@0;b:@1", "hb:@0;c:@1", "hb:@0;wb:@1;c:@2"}};
+  return {
+      cat("halo_", v.left, "_", v.right, v.boundary == HaloBoundary::periodic ? "_periodic" : ""),
+      [v](Graph& g) {
+        const Shape s{{"b", 4}, {"hb", 8}, {"h", 2}, {"wb", 8}, {"w", 3}, {"c", 4}};
+        Tensor x = var(g, "x", s);
+        Tensor y = halo_exchange(x, "hb", "h", v.left, v.right, v.boundary, v.fill);
+        Tensor z = halo_exchange(y, "wb", "w", v.right, v.left, v.boundary);
+        Tensor r = halo_reduce(z * z, "hb", "h", v.left, v.right, v.boundary);
+        return BuiltGraph{{y, z, r}, weighted_loss(g, {z, r}), {}};
+      },
+      {"hb:@0", "hb:@0;wb:@1", "wb:@0;b:@1", "hb:@0;c:@1", "hb:@0;wb:@1;c:@2"}};
 }
 
 TEST(HaloExchange, SplitBlocksEqualOneProcessor) {

@@ -19,7 +19,8 @@ struct Frame {
   bool blocks_first = true;
 
   Frame(const Shape& s, int blocks_dim, int block_dim) : blocks_first(blocks_dim < block_dim) {
-    const int lo = blocks_first ? blocks_dim : block_dim, hi = blocks_first ? block_dim : blocks_dim;
+    const int lo = blocks_first ? blocks_dim : block_dim,
+              hi = blocks_first ? block_dim : blocks_dim;
     for (int i = 0; i < s.rank(); ++i) {
       if (i < lo)
         outer *= s[i].size;
@@ -58,8 +59,8 @@ void check(const char* where, const Shape& s, std::int64_t elements, int blocks_
            int block_dim) {
   if (blocks_dim < 0 || block_dim < 0 || blocks_dim >= s.rank() || block_dim >= s.rank() ||
       blocks_dim == block_dim)
-    fail(where, cat("dims ", blocks_dim, " and ", block_dim, " do not name two dims of ",
-                    s.to_string()));
+    fail(where,
+         cat("dims ", blocks_dim, " and ", block_dim, " do not name two dims of ", s.to_string()));
   if (elements != s.num_elements())
     fail(where, cat("buffer holds ", elements, " elements but its shape ", s.to_string(), " has ",
                     s.num_elements()));
@@ -130,8 +131,7 @@ View<T> halo_fold(const ExecSpace& space, const Shape& shape, const View<T>& dy,
                   std::int64_t left, std::int64_t right) {
   const char* w = "mtk::kernels::halo_fold";
   check(w, shape, static_cast<std::int64_t>(dy.extent(0)), blocks_dim, block_dim);
-  const std::int64_t nb = shape[blocks_dim].size, m2 = shape[block_dim].size,
-                     n = m2 - left - right;
+  const std::int64_t nb = shape[blocks_dim].size, m2 = shape[block_dim].size, n = m2 - left - right;
   if (left < 0 || right < 0 || left > n || right > n)
     fail(w, cat("halo (", left, ", ", right, ") wider than the blocks of ", shape.to_string()));
   const Frame f(shape, blocks_dim, block_dim);
@@ -158,12 +158,12 @@ View<T> halo_fold(const ExecSpace& space, const Shape& shape, const View<T>& dy,
   return out;
 }
 
-#define MTK_HALO_INSTANTIATE(T)                                                                   \
-  template View<T> halo_strip<T>(const ExecSpace&, const Shape&, const View<T>&, int, int,        \
+#define MTK_HALO_INSTANTIATE(T)                                                                  \
+  template View<T> halo_strip<T>(const ExecSpace&, const Shape&, const View<T>&, int, int,       \
                                  std::int64_t, std::int64_t, std::int64_t);                      \
-  template View<T> halo_assemble<T>(const ExecSpace&, const Shape&, const View<T>&, int, int,     \
+  template View<T> halo_assemble<T>(const ExecSpace&, const Shape&, const View<T>&, int, int,    \
                                     const View<T>&, const View<T>&, std::int64_t, std::int64_t); \
-  template View<T> halo_fold<T>(const ExecSpace&, const Shape&, const View<T>&, int, int,         \
+  template View<T> halo_fold<T>(const ExecSpace&, const Shape&, const View<T>&, int, int,        \
                                 const View<T>&, const View<T>&, std::int64_t, std::int64_t);
 
 MTK_HALO_INSTANTIATE(float)

@@ -30,8 +30,8 @@ struct PatchMap {
 PatchMap make_map(const char* where, const Shape& s, const std::vector<PatchGeometry>& axes) {
   const int naxes = static_cast<int>(axes.size());
   if (naxes < 1 || naxes > kMaxAxes || s.rank() + naxes > kMaxRank)
-    fail(where, cat(naxes, " spatial dims of ", s.to_string(), ": 1 to ", kMaxAxes,
-                    " and at most ", kMaxRank, " dims with the taps"));
+    fail(where, cat(naxes, " spatial dims of ", s.to_string(), ": 1 to ", kMaxAxes, " and at most ",
+                    kMaxRank, " dims with the taps"));
   PatchMap m;
   m.rank = s.rank();
   m.naxes = naxes;
@@ -151,10 +151,10 @@ View<T> fold_patches(const ExecSpace& space, const Shape& in_shape, const View<T
   return out;
 }
 
-#define MTK_PATCHES_INSTANTIATE(T)                                                         \
-  template View<T> extract_patches<T>(const ExecSpace&, const Shape&, const View<T>&,      \
-                                      const std::vector<PatchGeometry>&, T);               \
-  template View<T> fold_patches<T>(const ExecSpace&, const Shape&, const View<T>&,         \
+#define MTK_PATCHES_INSTANTIATE(T)                                                    \
+  template View<T> extract_patches<T>(const ExecSpace&, const Shape&, const View<T>&, \
+                                      const std::vector<PatchGeometry>&, T);          \
+  template View<T> fold_patches<T>(const ExecSpace&, const Shape&, const View<T>&,    \
                                    const std::vector<PatchGeometry>&);
 
 MTK_PATCHES_INSTANTIATE(float)

@@ -15,12 +15,12 @@ namespace mtk::kernels {
 /// One spatial dim of a patch extraction: output position o, tap t read input position
 /// o * stride + t * dilation - pad_before of dim `dim` (outside [0, n): the pad value).
 struct PatchGeometry {
-  int dim = 0;               ///< the spatial dim's index in the input shape
-  std::int64_t taps = 1;     ///< filter size along it
+  int dim = 0;            ///< the spatial dim's index in the input shape
+  std::int64_t taps = 1;  ///< filter size along it
   std::int64_t stride = 1;
   std::int64_t dilation = 1;
   std::int64_t pad_before = 0;
-  std::int64_t out = 1;      ///< output positions
+  std::int64_t out = 1;  ///< output positions
 };
 
 /// The patches of x: the input's dims with each spatial dim resized to its `out`, followed by one

@@ -16,7 +16,9 @@ struct DimPlan {
   PatchDim patch;
 };
 
-std::string describe(const Tensor& t) { return cat("'", t.name(), "' ", t.shape().to_string()); }
+std::string describe(const Tensor& t) {
+  return cat("'", t.name(), "' ", t.shape().to_string());
+}
 
 // `s` is the shape of the convolution's input, `what` names it.
 DimPlan plan_dim(const Shape& s, const std::string& what, const SpatialDim& d, std::int64_t size,
@@ -24,15 +26,15 @@ DimPlan plan_dim(const Shape& s, const std::string& what, const SpatialDim& d, s
   if (!s.contains(d.dim))
     fail(where, cat(what, " has no spatial dimension '", d.dim, "'"));
   if (d.stride < 1 || d.dilation < 1 || size < 1)
-    fail(where, cat("dim '", d.dim, "': stride ", d.stride, ", dilation ", d.dilation,
-                    " and size ", size, " must be positive"));
+    fail(where, cat("dim '", d.dim, "': stride ", d.stride, ", dilation ", d.dilation, " and size ",
+                    size, " must be positive"));
   const std::int64_t n = s.size_of(d.dim), span = d.dilation * (size - 1) + 1;
   DimPlan p;
   p.patch = PatchDim{d.dim, d.tap, size, d.stride, d.dilation, 0, 0};
   if (padding == Padding::valid) {
     if (!d.blocks.empty())
-      fail(where, cat("VALID padding along blocked dim '", d.dim, "' (blocks '", d.blocks,
-                      "') of ", what, " is not supported; use SAME"));
+      fail(where, cat("VALID padding along blocked dim '", d.dim, "' (blocks '", d.blocks, "') of ",
+                      what, " is not supported; use SAME"));
     return p;
   }
   if (d.blocks.empty()) {
@@ -134,14 +136,14 @@ void check_channels(const Tensor& x, const Tensor& filter, const std::vector<Spa
     fail(where, cat(dims.size(), " spatial dims; 1 to 3 are supported"));
   if (!x.shape().contains(x_channels) || !filter.shape().contains(x_channels) ||
       !filter.shape().contains(other) || x.shape().contains(other) || x_channels == other)
-    fail(where, cat("channels '", x_channels, "' must be a dim of the input ", describe(x),
-                    " and of the filter ", describe(filter), ", and '", other,
-                    "' of the filter only"));
+    fail(where,
+         cat("channels '", x_channels, "' must be a dim of the input ", describe(x),
+             " and of the filter ", describe(filter), ", and '", other, "' of the filter only"));
   std::int64_t expected = 2;
   for (const auto& d : dims) {
     if (!filter.shape().contains(d.tap))
-      fail(where, cat("the filter ", describe(filter), " has no tap dim '", d.tap, "' for '",
-                      d.dim, "'"));
+      fail(where,
+           cat("the filter ", describe(filter), " has no tap dim '", d.tap, "' for '", d.dim, "'"));
     ++expected;
   }
   if (filter.shape().rank() != expected)
@@ -210,12 +212,11 @@ Tensor conv_transpose(const Tensor& x, const Tensor& filter, const std::vector<S
   const Shape col_shape(col_dims);
   const Dimension taps = merged_taps(filter.shape(), dims);
   check_rank(merge_trailing(col_shape, dims.size(), taps), describe(x), where);
-  const Tensor cols =
-      dims.size() == 1
-          ? einsum({x, filter}, col_shape)
-          : reshape(einsum({x, merged_filter(filter, dims, taps)},
-                           merge_trailing(col_shape, dims.size(), taps)),
-                    col_shape);
+  const Tensor cols = dims.size() == 1
+                          ? einsum({x, filter}, col_shape)
+                          : reshape(einsum({x, merged_filter(filter, dims, taps)},
+                                           merge_trailing(col_shape, dims.size(), taps)),
+                                    col_shape);
   Tensor y = fold_patches(cols, Shape(widened), patch_dims(plans));
   for (size_t k = 0; k < dims.size(); ++k)
     if (!dims[k].blocks.empty())
@@ -232,9 +233,8 @@ Tensor max_pool(const Tensor& x, const std::vector<SpatialDim>& dims, Padding pa
     plans.push_back(plan_dim(x.shape(), describe(x), d, d.window, padding, where));
     taps.push_back(d.tap);
   }
-  return reduce_max(extract_patches(exchange_halos(x, dims, plans, lowest), patch_dims(plans),
-                                    lowest),
-                    taps);
+  return reduce_max(
+      extract_patches(exchange_halos(x, dims, plans, lowest), patch_dims(plans), lowest), taps);
 }
 
 Tensor avg_pool(const Tensor& x, const std::vector<SpatialDim>& dims, Padding padding) {

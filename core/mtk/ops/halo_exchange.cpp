@@ -59,8 +59,8 @@ FView halo_forward(const ExecSpace& space, const HaloPlan& p, const FView& x) {
   const std::int64_t nb = p.local[p.blocks].size, n = p.local[p.block].size;
   const auto& a = p.a;
   // My last block's tail is the right neighbour's left halo; my first block's head the left one's.
-  FView to_right = kernels::halo_strip(space, p.local, x, p.blocks, p.block, nb - 1, n - a.left,
-                                       a.left);
+  FView to_right =
+      kernels::halo_strip(space, p.local, x, p.blocks, p.block, nb - 1, n - a.left, a.left);
   FView to_left = kernels::halo_strip(space, p.local, x, p.blocks, p.block, 0, 0, a.right);
   auto [from_left, from_right] =
       swap_strips(space, p, to_left, to_right, static_cast<float>(a.fill));
@@ -74,8 +74,8 @@ FView halo_adjoint(const ExecSpace& space, const HaloPlan& p, const FView& dy) {
   // My first block's left halo belongs to the left neighbour, my last block's right halo to the
   // right one.
   FView to_left = kernels::halo_strip(space, p.local, dy, p.blocks, p.block, 0, 0, a.left);
-  FView to_right = kernels::halo_strip(space, p.local, dy, p.blocks, p.block, nb - 1,
-                                       m - a.right, a.right);
+  FView to_right =
+      kernels::halo_strip(space, p.local, dy, p.blocks, p.block, nb - 1, m - a.right, a.right);
   auto [from_left, from_right] = swap_strips(space, p, to_left, to_right, 0.0f);
   return kernels::halo_fold(space, p.local, dy, p.blocks, p.block, from_left, from_right, a.left,
                             a.right);
@@ -103,8 +103,12 @@ void lower_halo(Lowering& l, const HaloAttrs& a, bool adjoint) {
   l.add_alias(l.relayout(mid, l.axes(y)), y);
 }
 
-void lower_halo_exchange(Lowering& l, const HaloAttrs& a) { lower_halo(l, a, false); }
-void lower_halo_reduce(Lowering& l, const HaloAttrs& a) { lower_halo(l, a, true); }
+void lower_halo_exchange(Lowering& l, const HaloAttrs& a) {
+  lower_halo(l, a, false);
+}
+void lower_halo_reduce(Lowering& l, const HaloAttrs& a) {
+  lower_halo(l, a, true);
+}
 
 void halo_exchange_grad(GradientContext& c, const HaloAttrs& a) {
   c.add(0, halo_reduce(c.dy(), a.blocks, a.block, a.left, a.right, a.boundary));
@@ -114,7 +118,9 @@ void halo_reduce_grad(GradientContext& c, const HaloAttrs& a) {
   c.add(0, halo_exchange(c.dy(), a.blocks, a.block, a.left, a.right, a.boundary, 0.0));
 }
 
-std::vector<std::string> halo_unsplittable(const HaloAttrs& a) { return {a.block}; }
+std::vector<std::string> halo_unsplittable(const HaloAttrs& a) {
+  return {a.block};
+}
 
 constexpr auto halo_exchange_op =
     make_op_kind<HaloAttrs>("halo_exchange", {FlopClass::elementwise}, lower_halo_exchange,
@@ -130,8 +136,8 @@ void check_halo(const Tensor& x, const HaloAttrs& a, std::int64_t block_size, co
   dim_index(x, a.blocks, where);
   dim_index(x, a.block, where);
   if (a.blocks == a.block)
-    fail(where, cat("the blocks dim and the block dim of ", describe(x), " are both '", a.block,
-                    "'"));
+    fail(where,
+         cat("the blocks dim and the block dim of ", describe(x), " are both '", a.block, "'"));
   if (a.left < 0 || a.right < 0)
     fail(where, cat("negative halo (left ", a.left, ", right ", a.right, ") for ", describe(x)));
   if (a.left > block_size || a.right > block_size)
@@ -164,8 +170,8 @@ Tensor halo_reduce(const Tensor& dy, const std::string& blocks_dim, const std::s
   const int i = dim_index(dy, block_dim, where);
   const std::int64_t n = dy.shape()[i].size - left - right;
   if (n < 1)
-    fail(where, cat("dimension '", block_dim, "' of ", describe(dy), " is not wider than the halo (",
-                    left, " + ", right, ")"));
+    fail(where, cat("dimension '", block_dim, "' of ", describe(dy),
+                    " is not wider than the halo (", left, " + ", right, ")"));
   check_halo(dy, a, n, where);
   if (left == 0 && right == 0)
     return dy;

@@ -49,7 +49,8 @@ void lower_patch_op(Lowering& l, const std::set<std::string>& whole, Kernel kern
   l.add_step(
       l.label(), {xin}, {mid},
       [=](Buffers& b, const ExecSpace& space) {
-        b[static_cast<size_t>(mid)] = Program::Buffer(kernel(space, lx, ly, view_of<float>(b, xin)));
+        b[static_cast<size_t>(mid)] =
+            Program::Buffer(kernel(space, lx, ly, view_of<float>(b, xin)));
       },
       static_cast<double>(ly.num_elements()));
   l.add_alias(l.relayout(mid, l.axes(y)), y);
@@ -98,11 +99,10 @@ std::vector<std::string> fold_unsplittable(const PatchAttrs& a) {
   return {s.begin(), s.end()};
 }
 
-constexpr auto extract_patches_op =
-    make_op_kind<PatchAttrs>("extract_patches", {FlopClass::elementwise}, lower_extract,
-                             extract_grad, extract_unsplittable);
-constexpr auto fold_patches_op = make_op_kind<PatchAttrs>(
-    "fold_patches", {FlopClass::elementwise}, lower_fold, fold_grad, fold_unsplittable);
+constexpr auto extract_patches_op = make_op_kind<PatchAttrs>(
+    "extract_patches", {FlopClass::elementwise}, lower_extract, extract_grad, extract_unsplittable);
+constexpr auto fold_patches_op = make_op_kind<PatchAttrs>("fold_patches", {FlopClass::elementwise},
+                                                          lower_fold, fold_grad, fold_unsplittable);
 
 // The patches' shape of a tensor of shape `s`, checking the dims (`what` names the tensor).
 Shape patches_shape(const Shape& s, const std::vector<PatchDim>& dims, const std::string& what,

@@ -217,8 +217,8 @@ class Communicator {
                           ReduceOp op) const;
   void sendrecv_raw(const void* send, int dest, void* recv, int source, std::size_t count,
                     detail::Datatype type) const;
-  Request start_sendrecv_raw(const void* send, int dest, void* recv, int source,
-                             std::size_t count, detail::Datatype type, int tag) const;
+  Request start_sendrecv_raw(const void* send, int dest, void* recv, int source, std::size_t count,
+                             detail::Datatype type, int tag) const;
   std::string broadcast_string(std::string value, int root) const;
   std::vector<std::string> broadcast_strings(std::vector<std::string> value, int root) const;
   std::vector<std::string> allgather_strings(const std::string& value) const;

@@ -38,13 +38,12 @@ Neighbours neighbours(const Mesh& mesh, int axis, bool periodic) {
 template <class T>
 HaloExchange<T>::HaloExchange(const Mesh& mesh, int axis, bool periodic,
                               const Kokkos::View<T*>& to_left, const Kokkos::View<T*>& to_right,
-                              const Kokkos::View<T*>& from_left,
-                              const Kokkos::View<T*>& from_right)
+                              const Kokkos::View<T*>& from_left, const Kokkos::View<T*>& from_right)
     : views_{to_left, to_right, from_left, from_right} {
   if (to_left.extent(0) != from_right.extent(0) || to_right.extent(0) != from_left.extent(0))
-    fail("mtk::HaloExchange", cat("sends of ", to_left.extent(0), " and ", to_right.extent(0),
-                                  " elements but receives of ", from_right.extent(0), " and ",
-                                  from_left.extent(0)));
+    fail("mtk::HaloExchange",
+         cat("sends of ", to_left.extent(0), " and ", to_right.extent(0),
+             " elements but receives of ", from_right.extent(0), " and ", from_left.extent(0)));
   Kokkos::Profiling::pushRegion("mtk::HaloExchange::start");
   const Neighbours nb = neighbours(mesh, axis, periodic);
   std::vector<T*> data;
@@ -61,10 +60,10 @@ HaloExchange<T>::HaloExchange(const Mesh& mesh, int axis, bool periodic,
   }
   const Communicator& comm = mesh.axes_comm({axis});
   // Rightward: my to_right into the right neighbour's from_left; leftward the other way.
-  requests_.push_back(comm.start_sendrecv(data[1], nb.right, data[2], nb.left, to_right.extent(0),
-                                          kToRightTag));
-  requests_.push_back(comm.start_sendrecv(data[0], nb.left, data[3], nb.right, to_left.extent(0),
-                                          kToLeftTag));
+  requests_.push_back(
+      comm.start_sendrecv(data[1], nb.right, data[2], nb.left, to_right.extent(0), kToRightTag));
+  requests_.push_back(
+      comm.start_sendrecv(data[0], nb.left, data[3], nb.right, to_left.extent(0), kToLeftTag));
   Kokkos::Profiling::popRegion();
 }
 
