@@ -5,6 +5,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/ops/ops.hpp>
+#include <mtk/parallel/halo.hpp>
 
 #include <gtest/gtest.h>
 
@@ -183,6 +184,38 @@ TEST(HaloExchange, SplitResultsAreBitwiseThoseOfOneProcessor) {
   for (size_t t = 0; t < got.values.size(); ++t)
     for (std::int64_t e = 0; want.labels[t] != "loss" && e < got.values[t].size(); ++e)
       ASSERT_EQ(got.values[t].at(e), want.values[t].at(e)) << want.labels[t] << " at " << e;
+}
+
+// The exchange itself: along each mesh dim, every rank receives its neighbours' coordinates
+// (MPI_Cart_shift's ranks), the ends of a non-periodic dim keep what the receive buffer held.
+TEST(HaloExchange, NeighboursOnTheCartesianMesh) {
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    Mesh mesh(mshape, MPI_COMM_WORLD);
+    for (int axis = 0; axis < mesh.ndims(); ++axis) {
+      const int n = static_cast<int>(mshape[axis].size), c = mesh.coordinate(axis);
+      for (bool periodic : {false, true}) {
+        const Neighbours nb = neighbours(mesh, axis, periodic);
+        const int want_left = c > 0 ? c - 1 : (periodic ? n - 1 : -1);
+        const int want_right = c + 1 < n ? c + 1 : (periodic ? 0 : -1);
+        EXPECT_EQ(nb.left, want_left) << mshape.to_string() << " axis " << axis;
+        EXPECT_EQ(nb.right, want_right) << mshape.to_string() << " axis " << axis;
+        if (n == 1)
+          continue;
+        Kokkos::View<double*> to_left("to_left", 2), to_right("to_right", 3),
+            from_left("from_left", 3), from_right("from_right", 2);
+        Kokkos::deep_copy(to_left, 100.0 + c);
+        Kokkos::deep_copy(to_right, 200.0 + c);
+        Kokkos::deep_copy(from_left, -1.0);
+        Kokkos::deep_copy(from_right, -1.0);
+        HaloExchange<double> h(mesh, axis, periodic, to_left, to_right, from_left, from_right);
+        h.finish();
+        auto l = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), from_left);
+        auto r = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), from_right);
+        EXPECT_EQ(l(2), want_left >= 0 ? 200.0 + want_left : -1.0);
+        EXPECT_EQ(r(1), want_right >= 0 ? 100.0 + want_right : -1.0);
+      }
+    }
+  }
 }
 
 std::string error_of(const std::function<void()>& f) {
