@@ -80,29 +80,31 @@ View<T> extract_patches(const ExecSpace& space, const Shape& in_shape, const Vie
   for (int d = 0; d < m.rank; ++d)
     total *= m.out_extent[d];
   auto out = impl::alloc<T>(w, total);
+  // One work item per output position (a row of all_taps entries): the position is decoded once.
+  const std::int64_t rows = total / m.all_taps;
   Kokkos::parallel_for(
-      w, impl::Range(space, 0, total), KOKKOS_LAMBDA(std::int64_t k) {
-        std::int64_t t[kMaxAxes] = {}, o[kMaxAxes] = {}, off = 0;
-        std::int64_t r = k;
-        for (int a = m.naxes - 1; a >= 0; --a) {
-          t[a] = r % m.taps[a];
-          r /= m.taps[a];
-        }
+      w, impl::Range(space, 0, rows), KOKKOS_LAMBDA(std::int64_t row) {
+        std::int64_t o[kMaxAxes] = {}, base = 0, r = row;
         for (int d = m.rank - 1; d >= 0; --d) {
           const std::int64_t c = r % m.out_extent[d];
           r /= m.out_extent[d];
           if (m.axis_of[d] < 0)
-            off += c * m.in_stride[d];
+            base += c * m.in_stride[d];
           else
             o[m.axis_of[d]] = c;
         }
-        bool inside = true;
-        for (int a = 0; a < m.naxes; ++a) {
-          const std::int64_t i = o[a] * m.stride[a] + t[a] * m.dilation[a] - m.pad[a];
-          inside = inside && i >= 0 && i < m.in_extent[m.dim[a]];
-          off += i * m.in_stride[m.dim[a]];
+        for (std::int64_t tt = 0; tt < m.all_taps; ++tt) {
+          std::int64_t rest = tt, off = base;
+          bool inside = true;
+          for (int a = m.naxes - 1; a >= 0; --a) {
+            const std::int64_t t = rest % m.taps[a];
+            rest /= m.taps[a];
+            const std::int64_t i = o[a] * m.stride[a] + t * m.dilation[a] - m.pad[a];
+            inside = inside && i >= 0 && i < m.in_extent[m.dim[a]];
+            off += i * m.in_stride[m.dim[a]];
+          }
+          out(row * m.all_taps + tt) = inside ? x(off) : pad_value;
         }
-        out(k) = inside ? x(off) : pad_value;
       });
   return out;
 }
