@@ -25,6 +25,18 @@ struct PatchMap {
   std::int64_t taps[kMaxAxes] = {}, stride[kMaxAxes] = {}, dilation[kMaxAxes] = {},
                pad[kMaxAxes] = {}, out[kMaxAxes] = {};
   std::int64_t all_taps = 1;
+  // Per geometry, padded to kMaxAxes with a single tap: the patches' stride of its output
+  // position and of its tap.
+  std::int64_t out_stride[kMaxAxes] = {}, tap_stride[kMaxAxes] = {};
+
+  // Whether input position i, read by tap t of geometry a, belongs to an output position (o).
+  KOKKOS_INLINE_FUNCTION bool lands(int a, std::int64_t i, std::int64_t t, std::int64_t& o) const {
+    const std::int64_t num = i + pad[a] - t * dilation[a];
+    if (num < 0)
+      return false;
+    o = stride[a] == 1 ? num : num / stride[a];
+    return o * stride[a] == num && o < out[a];
+  }
 };
 
 PatchMap make_map(const char* where, const Shape& s, const std::vector<PatchGeometry>& axes) {
@@ -62,6 +74,16 @@ PatchMap make_map(const char* where, const Shape& s, const std::vector<PatchGeom
     m.col_stride[d] = col;
     in *= m.in_extent[d];
     col *= m.out_extent[d];
+  }
+  std::int64_t tap = 1;
+  for (int a = kMaxAxes - 1; a >= 0; --a) {
+    if (a >= naxes) {  // a single tap reading position 0
+      m.taps[a] = m.stride[a] = m.dilation[a] = m.out[a] = 1;
+      continue;
+    }
+    m.out_stride[a] = m.col_stride[m.dim[a]];
+    m.tap_stride[a] = tap;
+    tap *= m.taps[a];
   }
   return m;
 }
@@ -133,20 +155,25 @@ View<T> fold_patches(const ExecSpace& space, const Shape& in_shape, const View<T
           else
             i[m.axis_of[d]] = c;
         }
+        // The taps in row-major order, skipping those that read elsewhere: output position
+        // o = (i + pad - t * dilation) / stride where that divides and lies in the output.
         T sum = T(0);
-        for (std::int64_t tt = 0; tt < m.all_taps; ++tt) {
-          std::int64_t rest = tt, off = base + tt;
-          bool hit = true;
-          for (int a = m.naxes - 1; a >= 0; --a) {
-            const std::int64_t t = rest % m.taps[a];
-            rest /= m.taps[a];
-            const std::int64_t num = i[a] + m.pad[a] - t * m.dilation[a];
-            const std::int64_t o = num / m.stride[a];
-            hit = hit && num >= 0 && o * m.stride[a] == num && o < m.out[a];
-            off += o * m.col_stride[m.dim[a]];
+        for (std::int64_t t0 = 0; t0 < m.taps[0]; ++t0) {
+          std::int64_t o0 = 0;
+          if (!m.lands(0, i[0], t0, o0))
+            continue;
+          const std::int64_t off0 = base + o0 * m.out_stride[0] + t0 * m.tap_stride[0];
+          for (std::int64_t t1 = 0; t1 < m.taps[1]; ++t1) {
+            std::int64_t o1 = 0;
+            if (!m.lands(1, i[1], t1, o1))
+              continue;
+            const std::int64_t off1 = off0 + o1 * m.out_stride[1] + t1 * m.tap_stride[1];
+            for (std::int64_t t2 = 0; t2 < m.taps[2]; ++t2) {
+              std::int64_t o2 = 0;
+              if (m.lands(2, i[2], t2, o2))
+                sum += patches(off1 + o2 * m.out_stride[2] + t2 * m.tap_stride[2]);
+            }
           }
-          if (hit)
-            sum += patches(off);
         }
         out(k) = sum;
       });
