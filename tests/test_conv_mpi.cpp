@@ -56,6 +56,18 @@ std::vector<GraphCase> cases() {
          return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
        },
        layouts_2d()});
+  // Two convolutions in a row: with the channels split, the first one's partial sum reaches the
+  // second one's halo exchange.
+  out.push_back({"conv2d_two_layers",
+                 [](Graph& g) {
+                   Tensor x = var(g, "x", image());
+                   Tensor f1 = var(g, "f1", {{"kh", 3}, {"kw", 3}, {"c", 8}, {"co", 8}}, 0.2f);
+                   Tensor f2 = var(g, "f2", {{"kh", 2}, {"kw", 3}, {"co", 8}, {"c2", 8}}, 0.2f);
+                   const std::vector<SpatialDim> d{sd("h", "kh", 1, "hb"), sd("w", "kw", 1, "wb")};
+                   Tensor y = nn::conv(nn::conv(x, f1, d, "c", "co"), f2, d, "co", "c2");
+                   return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
+                 },
+                 {"c:@0;hb:@1", "co:@0;wb:@1", "hb:@0;c:@1", "c:@0;co:@1"}});
   out.push_back({"conv_transpose2d_stride2",
                  [](Graph& g) {
                    Tensor x = var(g, "x", image());
