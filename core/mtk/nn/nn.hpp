@@ -3,6 +3,7 @@
 // experts, cross-entropy), the Transformer and the paper's model sizes.
 
 #include <mtk/nn/attention.hpp>
+#include <mtk/nn/conv.hpp>
 #include <mtk/nn/cross_entropy.hpp>
 #include <mtk/nn/decoding_graphs.hpp>
 #include <mtk/nn/embedding.hpp>

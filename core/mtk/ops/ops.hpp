@@ -7,10 +7,12 @@
 #include <mtk/ops/cumsum.hpp>
 #include <mtk/ops/einsum.hpp>
 #include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/halo_exchange.hpp>
 #include <mtk/ops/indexing.hpp>
 #include <mtk/ops/loss.hpp>
 #include <mtk/ops/normalization.hpp>
 #include <mtk/ops/optimizer_updates.hpp>
+#include <mtk/ops/patches.hpp>
 #include <mtk/ops/reduce.hpp>
 #include <mtk/ops/shape.hpp>
 #include <mtk/ops/softmax.hpp>

@@ -432,6 +432,31 @@ void Communicator::sendrecv_raw(const void* send, int dest, void* recv, int sour
                source < 0 ? MPI_PROC_NULL : source, 0, impl_->comm, MPI_STATUS_IGNORE);
 }
 
+Communicator::Request Communicator::start_sendrecv_raw(const void* send, int dest, void* recv,
+                                                       int source, std::size_t count,
+                                                       detail::Datatype type, int tag) const {
+  const int n = mpi_count(count, "mtk::Communicator::start_sendrecv");
+  Request r;
+  r.state_ = std::make_unique<Request::State>();
+  auto& q = r.state_->requests;
+  q.assign(2, MPI_REQUEST_NULL);
+  MPI_Irecv(recv, n, mpi_type(type), source < 0 ? MPI_PROC_NULL : source, tag, impl_->comm, &q[0]);
+  // MPI_Isend takes a non-const buffer in MPI-2 headers.
+  MPI_Isend(const_cast<void*>(send), n, mpi_type(type), dest < 0 ? MPI_PROC_NULL : dest, tag,
+            impl_->comm, &q[1]);
+  return r;
+}
+
+std::pair<int, int> Communicator::cart_shift(int direction, int displacement) const {
+  int status = MPI_UNDEFINED;
+  MPI_Topo_test(impl_->comm, &status);
+  if (status != MPI_CART)
+    fail("mtk::Communicator::cart_shift", "the communicator has no Cartesian topology");
+  int source = MPI_PROC_NULL, dest = MPI_PROC_NULL;
+  MPI_Cart_shift(impl_->comm, direction, displacement, &source, &dest);
+  return {source == MPI_PROC_NULL ? -1 : source, dest == MPI_PROC_NULL ? -1 : dest};
+}
+
 std::string Communicator::broadcast_string(std::string value, int root) const {
   const auto n = broadcast(static_cast<std::uint64_t>(value.size()), root);
   value.resize(static_cast<std::size_t>(n));

@@ -181,6 +181,19 @@ class Communicator {
     return start_allreduce_raw(data, count, detail::datatype_of<T>(), op);
   }
 
+  /// Starts sending `send` to rank `dest` and receiving `recv` from rank `source` (-1: no
+  /// partner, nothing moves) without waiting: a neighbour exchange (halo_exchange). Point to
+  /// point, so ranks need not start exchanges in the same order as other collectives; `tag`
+  /// tells apart the exchanges in flight between the same two ranks.
+  template <class T>
+  Request start_sendrecv(const T* send, int dest, T* recv, int source, std::size_t count,
+                         int tag) const {
+    return start_sendrecv_raw(send, dest, recv, source, count, detail::datatype_of<T>(), tag);
+  }
+  /// The ranks `displacement` steps before and after this one along `direction` of a Cartesian
+  /// communicator (MPI_Cart_shift; -1 where a non-periodic dim ends): {source, dest}.
+  std::pair<int, int> cart_shift(int direction, int displacement) const;
+
   /// Whether both span the same processes, in any order.
   bool same_ranks(const Communicator& other) const;
 
@@ -204,6 +217,8 @@ class Communicator {
                           ReduceOp op) const;
   void sendrecv_raw(const void* send, int dest, void* recv, int source, std::size_t count,
                     detail::Datatype type) const;
+  Request start_sendrecv_raw(const void* send, int dest, void* recv, int source, std::size_t count,
+                             detail::Datatype type, int tag) const;
   std::string broadcast_string(std::string value, int root) const;
   std::vector<std::string> broadcast_strings(std::vector<std::string> value, int root) const;
   std::vector<std::string> allgather_strings(const std::string& value) const;

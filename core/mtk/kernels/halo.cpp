@@ -1,0 +1,172 @@
+// mtk::kernels halo kernels — see halo.hpp.
+//
+// A tensor is seen as [outer][d1][mid][d2][inner] where d1, d2 are the blocks dim and the block
+// dim in the order they appear; Frame maps (outer, blocks, mid, block, inner) to offsets.
+
+#include <mtk/base/error.hpp>
+#include <mtk/kernels/halo.hpp>
+#include <mtk/kernels/impl/launch.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+
+namespace mtk::kernels {
+namespace {
+
+struct Frame {
+  std::int64_t outer = 1, mid = 1, inner = 1;
+  bool blocks_first = true;
+
+  Frame(const Shape& s, int blocks_dim, int block_dim) : blocks_first(blocks_dim < block_dim) {
+    const int lo = blocks_first ? blocks_dim : block_dim,
+              hi = blocks_first ? block_dim : blocks_dim;
+    for (int i = 0; i < s.rank(); ++i) {
+      if (i < lo)
+        outer *= s[i].size;
+      else if (i > lo && i < hi)
+        mid *= s[i].size;
+      else if (i > hi)
+        inner *= s[i].size;
+    }
+  }
+  // The offset of (o, b, m, j, i) in a tensor of `nb` blocks of `nj` positions.
+  KOKKOS_INLINE_FUNCTION std::int64_t at(std::int64_t o, std::int64_t b, std::int64_t m,
+                                         std::int64_t j, std::int64_t i, std::int64_t nb,
+                                         std::int64_t nj) const {
+    return blocks_first ? (((o * nb + b) * mid + m) * nj + j) * inner + i
+                        : (((o * nj + j) * mid + m) * nb + b) * inner + i;
+  }
+  // The inverse of at().
+  KOKKOS_INLINE_FUNCTION void split(std::int64_t k, std::int64_t nb, std::int64_t nj,
+                                    std::int64_t& o, std::int64_t& b, std::int64_t& m,
+                                    std::int64_t& j, std::int64_t& i) const {
+    const std::int64_t n2 = blocks_first ? nj : nb, n1 = blocks_first ? nb : nj;
+    i = k % inner;
+    k /= inner;
+    const std::int64_t second = k % n2;
+    k /= n2;
+    m = k % mid;
+    k /= mid;
+    const std::int64_t first = k % n1;
+    o = k / n1;
+    b = blocks_first ? first : second;
+    j = blocks_first ? second : first;
+  }
+};
+
+void check(const char* where, const Shape& s, std::int64_t elements, int blocks_dim,
+           int block_dim) {
+  if (blocks_dim < 0 || block_dim < 0 || blocks_dim >= s.rank() || block_dim >= s.rank() ||
+      blocks_dim == block_dim)
+    fail(where,
+         cat("dims ", blocks_dim, " and ", block_dim, " do not name two dims of ", s.to_string()));
+  if (elements != s.num_elements())
+    fail(where, cat("buffer holds ", elements, " elements but its shape ", s.to_string(), " has ",
+                    s.num_elements()));
+}
+
+}  // namespace
+
+template <class T>
+View<T> halo_strip(const ExecSpace& space, const Shape& shape, const View<T>& x, int blocks_dim,
+                   int block_dim, std::int64_t block, std::int64_t begin, std::int64_t width) {
+  const char* w = "mtk::kernels::halo_strip";
+  check(w, shape, static_cast<std::int64_t>(x.extent(0)), blocks_dim, block_dim);
+  const std::int64_t nb = shape[blocks_dim].size, nj = shape[block_dim].size;
+  if (block < 0 || block >= nb || begin < 0 || width < 0 || begin + width > nj)
+    fail(w, cat("block ", block, " positions [", begin, ", ", begin + width, ") outside ",
+                shape.to_string()));
+  const Frame f(shape, blocks_dim, block_dim);
+  const std::int64_t total = f.outer * f.mid * f.inner * width;
+  auto out = impl::alloc<T>(w, total);
+  Kokkos::parallel_for(
+      w, impl::Range(space, 0, total), KOKKOS_LAMBDA(std::int64_t k) {
+        std::int64_t o, b, m, j, i;
+        f.split(k, 1, width, o, b, m, j, i);
+        out(k) = x(f.at(o, block, m, begin + j, i, nb, nj));
+      });
+  return out;
+}
+
+template <class T>
+View<T> halo_assemble(const ExecSpace& space, const Shape& shape, const View<T>& x, int blocks_dim,
+                      int block_dim, const View<T>& from_left, const View<T>& from_right,
+                      std::int64_t left, std::int64_t right) {
+  const char* w = "mtk::kernels::halo_assemble";
+  check(w, shape, static_cast<std::int64_t>(x.extent(0)), blocks_dim, block_dim);
+  const std::int64_t nb = shape[blocks_dim].size, n = shape[block_dim].size, m2 = n + left + right;
+  if (left < 0 || right < 0 || left > n || right > n)
+    fail(w, cat("halo (", left, ", ", right, ") wider than the blocks of ", shape.to_string()));
+  const Frame f(shape, blocks_dim, block_dim);
+  const std::int64_t strip = f.outer * f.mid * f.inner;
+  if (static_cast<std::int64_t>(from_left.extent(0)) != strip * left ||
+      static_cast<std::int64_t>(from_right.extent(0)) != strip * right)
+    fail(w, cat("halo strips of ", from_left.extent(0), " and ", from_right.extent(0),
+                " elements do not fit ", shape.to_string()));
+  const std::int64_t total = strip * nb * m2;
+  auto out = impl::alloc<T>(w, total);
+  Kokkos::parallel_for(
+      w, impl::Range(space, 0, total), KOKKOS_LAMBDA(std::int64_t k) {
+        std::int64_t o, b, m, j, i;
+        f.split(k, nb, m2, o, b, m, j, i);
+        const std::int64_t g = j - left;
+        T v;
+        if (g >= 0 && g < n)
+          v = x(f.at(o, b, m, g, i, nb, n));
+        else if (g < 0)
+          v = b > 0 ? x(f.at(o, b - 1, m, n + g, i, nb, n))
+                    : from_left(f.at(o, 0, m, left + g, i, 1, left));
+        else
+          v = b + 1 < nb ? x(f.at(o, b + 1, m, g - n, i, nb, n))
+                         : from_right(f.at(o, 0, m, g - n, i, 1, right));
+        out(k) = v;
+      });
+  return out;
+}
+
+template <class T>
+View<T> halo_fold(const ExecSpace& space, const Shape& shape, const View<T>& dy, int blocks_dim,
+                  int block_dim, const View<T>& from_left, const View<T>& from_right,
+                  std::int64_t left, std::int64_t right) {
+  const char* w = "mtk::kernels::halo_fold";
+  check(w, shape, static_cast<std::int64_t>(dy.extent(0)), blocks_dim, block_dim);
+  const std::int64_t nb = shape[blocks_dim].size, m2 = shape[block_dim].size, n = m2 - left - right;
+  if (left < 0 || right < 0 || left > n || right > n)
+    fail(w, cat("halo (", left, ", ", right, ") wider than the blocks of ", shape.to_string()));
+  const Frame f(shape, blocks_dim, block_dim);
+  const std::int64_t strip = f.outer * f.mid * f.inner;
+  if (static_cast<std::int64_t>(from_left.extent(0)) != strip * right ||
+      static_cast<std::int64_t>(from_right.extent(0)) != strip * left)
+    fail(w, cat("halo strips of ", from_left.extent(0), " and ", from_right.extent(0),
+                " elements do not fit ", shape.to_string()));
+  const std::int64_t total = strip * nb * n;
+  auto out = impl::alloc<T>(w, total);
+  Kokkos::parallel_for(
+      w, impl::Range(space, 0, total), KOKKOS_LAMBDA(std::int64_t k) {
+        std::int64_t o, b, m, j, i;
+        f.split(k, nb, n, o, b, m, j, i);
+        T v = dy(f.at(o, b, m, j + left, i, nb, m2));
+        if (j < right)  // the right halo of the block before
+          v += b > 0 ? dy(f.at(o, b - 1, m, n + left + j, i, nb, m2))
+                     : from_left(f.at(o, 0, m, j, i, 1, right));
+        if (j >= n - left)  // the left halo of the block after
+          v += b + 1 < nb ? dy(f.at(o, b + 1, m, j - (n - left), i, nb, m2))
+                          : from_right(f.at(o, 0, m, j - (n - left), i, 1, left));
+        out(k) = v;
+      });
+  return out;
+}
+
+#define MTK_HALO_INSTANTIATE(T)                                                                  \
+  template View<T> halo_strip<T>(const ExecSpace&, const Shape&, const View<T>&, int, int,       \
+                                 std::int64_t, std::int64_t, std::int64_t);                      \
+  template View<T> halo_assemble<T>(const ExecSpace&, const Shape&, const View<T>&, int, int,    \
+                                    const View<T>&, const View<T>&, std::int64_t, std::int64_t); \
+  template View<T> halo_fold<T>(const ExecSpace&, const Shape&, const View<T>&, int, int,        \
+                                const View<T>&, const View<T>&, std::int64_t, std::int64_t);
+
+MTK_HALO_INSTANTIATE(float)
+MTK_HALO_INSTANTIATE(double)
+
+}  // namespace mtk::kernels

@@ -1,0 +1,261 @@
+// Convolution, transposed convolution and pooling layers: halo_exchange on blocked dims, then
+// extract_patches (im2col) and an einsum or a reduction; see conv.hpp.
+#include <mtk/base/error.hpp>
+#include <mtk/nn/conv.hpp>
+#include <mtk/ops/ops.hpp>
+
+#include <algorithm>
+#include <limits>
+
+namespace mtk::nn {
+namespace {
+
+// How one spatial dim is convolved: the halo to exchange (blocked dims) and the patch geometry.
+struct DimPlan {
+  std::int64_t halo_left = 0, halo_right = 0;
+  PatchDim patch;
+};
+
+std::string describe(const Tensor& t) {
+  return cat("'", t.name(), "' ", t.shape().to_string());
+}
+
+// `s` is the shape of the convolution's input, `what` names it.
+DimPlan plan_dim(const Shape& s, const std::string& what, const SpatialDim& d, std::int64_t size,
+                 Padding padding, const char* where) {
+  if (!s.contains(d.dim))
+    fail(where, cat(what, " has no spatial dimension '", d.dim, "'"));
+  if (d.stride < 1 || d.dilation < 1 || size < 1)
+    fail(where, cat("dim '", d.dim, "': stride ", d.stride, ", dilation ", d.dilation, " and size ",
+                    size, " must be positive"));
+  const std::int64_t n = s.size_of(d.dim), span = d.dilation * (size - 1) + 1;
+  DimPlan p;
+  p.patch = PatchDim{d.dim, d.tap, size, d.stride, d.dilation, 0, 0};
+  if (padding == Padding::valid) {
+    if (!d.blocks.empty())
+      fail(where, cat("VALID padding along blocked dim '", d.dim, "' (blocks '", d.blocks, "') of ",
+                      what, " is not supported; use SAME"));
+    return p;
+  }
+  if (d.blocks.empty()) {
+    const std::int64_t m = (n + d.stride - 1) / d.stride;
+    const std::int64_t total = std::max<std::int64_t>((m - 1) * d.stride + span - n, 0);
+    p.patch.pad_before = total / 2;
+    p.patch.pad_after = total - total / 2;
+    return p;
+  }
+  if (!s.contains(d.blocks))
+    fail(where, cat(what, " has no blocks dimension '", d.blocks, "'"));
+  if (n % d.stride != 0)
+    fail(where, cat("blocked dim '", d.dim, "' of ", what, " has ", n,
+                    " positions per block, not a multiple of the stride ", d.stride));
+  // SAME over the whole dim (blocks * n positions) is a halo of this width and no padding.
+  const std::int64_t total = std::max<std::int64_t>(span - d.stride, 0);
+  p.halo_left = total / 2;
+  p.halo_right = total - total / 2;
+  return p;
+}
+
+Tensor exchange_halos(Tensor x, const std::vector<SpatialDim>& dims,
+                      const std::vector<DimPlan>& plans, double fill) {
+  for (size_t k = 0; k < dims.size(); ++k)
+    if (!dims[k].blocks.empty())
+      x = halo_exchange(x, dims[k].blocks, dims[k].dim, plans[k].halo_left, plans[k].halo_right,
+                        HaloBoundary::zero, fill);
+  return x;
+}
+
+std::vector<PatchDim> patch_dims(const std::vector<DimPlan>& plans) {
+  std::vector<PatchDim> out;
+  for (const auto& p : plans)
+    out.push_back(p.patch);
+  return out;
+}
+
+// `s` without the tap dims, with `from` renamed and resized to `to`.
+Shape without_taps(const Shape& s, const std::vector<SpatialDim>& dims, const std::string& from,
+                   const Dimension& to) {
+  std::vector<Dimension> out;
+  for (const auto& d : s.dims()) {
+    bool tap = false;
+    for (const auto& sd : dims)
+      tap = tap || sd.tap == d.name;
+    if (!tap)
+      out.push_back(d.name == from ? to : d);
+  }
+  return Shape(out);
+}
+
+// The tap dims of `dims` as one dim (row-major: the last tap fastest), so that 3-D patches stay
+// within the einsum's rank.
+Dimension merged_taps(const Shape& filter, const std::vector<SpatialDim>& dims) {
+  Dimension m{"", 1};
+  for (const auto& d : dims) {
+    m.name += (m.name.empty() ? "" : "*") + d.tap;
+    m.size *= filter.size_of(d.tap);
+  }
+  return m;
+}
+
+// `s` with its trailing tap dims (the last dims.size()) merged into `taps`.
+Shape merge_trailing(const Shape& s, size_t count, const Dimension& taps) {
+  std::vector<Dimension> out(s.dims().begin(), s.dims().end() - static_cast<long>(count));
+  out.push_back(taps);
+  return Shape(out);
+}
+
+// The filter with its tap dims first, merged into `taps`, then its channels.
+// The einsum's rank limit (kernels' IndexMap): checked here to name the layer.
+constexpr int kMaxEinsumRank = 8;
+
+void check_rank(const Shape& patches, const std::string& what, const char* where) {
+  if (patches.rank() > kMaxEinsumRank)
+    fail(where, cat("the patches of ", what, " have ", patches.rank(), " dims ",
+                    patches.to_string(), " with the taps merged; the einsum takes at most ",
+                    kMaxEinsumRank, ": merge other dims first (reshape)"));
+}
+
+Tensor merged_filter(const Tensor& f, const std::vector<SpatialDim>& dims, const Dimension& taps) {
+  if (dims.size() == 1)
+    return f;
+  std::vector<Dimension> order, merged{taps};
+  for (const auto& d : dims)
+    order.push_back(f.shape().dim(d.tap));
+  for (const auto& d : f.shape().dims())
+    if (std::find(order.begin(), order.end(), d) == order.end()) {
+      order.push_back(d);
+      merged.push_back(d);
+    }
+  const Tensor ordered = Shape(order) == f.shape() ? f : einsum({f}, Shape(order));
+  return reshape(ordered, Shape(merged));
+}
+
+void check_channels(const Tensor& x, const Tensor& filter, const std::vector<SpatialDim>& dims,
+                    const std::string& x_channels, const std::string& other, const char* where) {
+  if (dims.empty() || dims.size() > 3)
+    fail(where, cat(dims.size(), " spatial dims; 1 to 3 are supported"));
+  if (!x.shape().contains(x_channels) || !filter.shape().contains(x_channels) ||
+      !filter.shape().contains(other) || x.shape().contains(other) || x_channels == other)
+    fail(where,
+         cat("channels '", x_channels, "' must be a dim of the input ", describe(x),
+             " and of the filter ", describe(filter), ", and '", other, "' of the filter only"));
+  std::int64_t expected = 2;
+  for (const auto& d : dims) {
+    if (!filter.shape().contains(d.tap))
+      fail(where,
+           cat("the filter ", describe(filter), " has no tap dim '", d.tap, "' for '", d.dim, "'"));
+    ++expected;
+  }
+  if (filter.shape().rank() != expected)
+    fail(where, cat("the filter ", describe(filter), " must have exactly the tap dims and the ",
+                    "channels '", x_channels, "' and '", other, "'"));
+}
+
+std::vector<DimPlan> plan_dims(const Tensor& x, const Tensor& filter,
+                               const std::vector<SpatialDim>& dims, Padding padding,
+                               const char* where) {
+  std::vector<DimPlan> plans;
+  for (const auto& d : dims)
+    plans.push_back(
+        plan_dim(x.shape(), describe(x), d, filter.shape().size_of(d.tap), padding, where));
+  return plans;
+}
+
+}  // namespace
+
+Tensor conv(const Tensor& x, const Tensor& filter, const std::vector<SpatialDim>& dims,
+            const std::string& in_channels, const std::string& out_channels, Padding padding) {
+  const char* where = "mtk::nn::conv";
+  check_channels(x, filter, dims, in_channels, out_channels, where);
+  const std::vector<DimPlan> plans = plan_dims(x, filter, dims, padding, where);
+  const Tensor cols = extract_patches(exchange_halos(x, dims, plans, 0.0), patch_dims(plans));
+  const Shape out = without_taps(cols.shape(), dims, in_channels,
+                                 {out_channels, filter.shape().size_of(out_channels)});
+  const Dimension taps = merged_taps(filter.shape(), dims);
+  check_rank(merge_trailing(cols.shape(), dims.size(), taps), describe(x), where);
+  if (dims.size() == 1)
+    return einsum({cols, filter}, out);
+  return einsum({reshape(cols, merge_trailing(cols.shape(), dims.size(), taps)),
+                 merged_filter(filter, dims, taps)},
+                out);
+}
+
+Tensor conv_transpose(const Tensor& x, const Tensor& filter, const std::vector<SpatialDim>& dims,
+                      const std::string& in_channels, const std::string& out_channels,
+                      Padding padding) {
+  const char* where = "mtk::nn::conv_transpose";
+  // x plays the convolution's output: its channels are the filter's out_channels. The result is
+  // the adjoint of the convolution of a tensor of y_shape.
+  check_channels(x, filter, dims, out_channels, in_channels, where);
+  std::vector<Dimension> y_dims;
+  for (const auto& d : x.shape().dims())
+    y_dims.push_back(d.name == out_channels ? filter.shape().dim(in_channels) : d);
+  for (const auto& d : dims) {
+    const std::int64_t k = filter.shape().size_of(d.tap), n = x.shape().size_of(d.dim);
+    const std::int64_t span = d.dilation * (k - 1) + 1;
+    const int i = x.shape().index_of(d.dim);
+    y_dims[static_cast<size_t>(i)].size =
+        padding == Padding::same ? n * d.stride : (n - 1) * d.stride + span;
+  }
+  const Shape y_shape(y_dims);
+  const std::string what = cat("the output ", y_shape.to_string());
+  std::vector<DimPlan> plans;
+  std::vector<Dimension> widened = y_dims, col_dims = y_dims;
+  for (const auto& d : dims) {
+    plans.push_back(plan_dim(y_shape, what, d, filter.shape().size_of(d.tap), padding, where));
+    const int i = y_shape.index_of(d.dim);
+    widened[static_cast<size_t>(i)].size += plans.back().halo_left + plans.back().halo_right;
+    col_dims[static_cast<size_t>(i)].size = x.shape().size_of(d.dim);
+  }
+  for (const auto& p : plans)
+    col_dims.push_back({p.patch.tap, p.patch.size});
+  const Shape col_shape(col_dims);
+  const Dimension taps = merged_taps(filter.shape(), dims);
+  check_rank(merge_trailing(col_shape, dims.size(), taps), describe(x), where);
+  const Tensor cols = dims.size() == 1
+                          ? einsum({x, filter}, col_shape)
+                          : reshape(einsum({x, merged_filter(filter, dims, taps)},
+                                           merge_trailing(col_shape, dims.size(), taps)),
+                                    col_shape);
+  Tensor y = fold_patches(cols, Shape(widened), patch_dims(plans));
+  for (size_t k = 0; k < dims.size(); ++k)
+    if (!dims[k].blocks.empty())
+      y = halo_reduce(y, dims[k].blocks, dims[k].dim, plans[k].halo_left, plans[k].halo_right);
+  return y;
+}
+
+Tensor max_pool(const Tensor& x, const std::vector<SpatialDim>& dims, Padding padding) {
+  const char* where = "mtk::nn::max_pool";
+  const double lowest = -std::numeric_limits<float>::infinity();
+  std::vector<DimPlan> plans;
+  std::vector<std::string> taps;
+  for (const auto& d : dims) {
+    plans.push_back(plan_dim(x.shape(), describe(x), d, d.window, padding, where));
+    taps.push_back(d.tap);
+  }
+  return reduce_max(
+      extract_patches(exchange_halos(x, dims, plans, lowest), patch_dims(plans), lowest), taps);
+}
+
+Tensor avg_pool(const Tensor& x, const std::vector<SpatialDim>& dims, Padding padding) {
+  const char* where = "mtk::nn::avg_pool";
+  std::vector<DimPlan> plans;
+  std::vector<std::string> taps;
+  std::vector<Dimension> spatial;  // the positions a window may cover: blocks and dims
+  for (const auto& d : dims) {
+    plans.push_back(plan_dim(x.shape(), describe(x), d, d.window, padding, where));
+    taps.push_back(d.tap);
+    if (!d.blocks.empty())
+      spatial.push_back(x.shape().dim(d.blocks));
+    spatial.push_back(x.shape().dim(d.dim));
+  }
+  const Tensor sums =
+      reduce_sum(extract_patches(exchange_halos(x, dims, plans, 0.0), patch_dims(plans)), taps);
+  // Each window's count of real positions: the same pooling of ones.
+  const Tensor ones = constant(x.graph(), Shape(spatial), 1.0);
+  const Tensor counts =
+      reduce_sum(extract_patches(exchange_halos(ones, dims, plans, 0.0), patch_dims(plans)), taps);
+  return divide(sums, stop_gradient(counts));
+}
+
+}  // namespace mtk::nn

@@ -1,0 +1,182 @@
+// halo_exchange and its adjoint halo_reduce: builders, gradients and lowering to a neighbour
+// exchange on the mesh's Cartesian communicator (parallel/halo.hpp) around local kernels
+// (kernels/halo.hpp).
+#include <mtk/base/error.hpp>
+#include <mtk/graph/gradient_context.hpp>
+#include <mtk/kernels/halo.hpp>
+#include <mtk/lower/lowering_context.hpp>
+#include <mtk/ops/halo_exchange.hpp>
+#include <mtk/ops/impl/builder_checks.hpp>
+#include <mtk/parallel/halo.hpp>
+
+namespace mtk {
+namespace {
+
+using namespace ops_impl;
+using FView = kernels::View<float>;
+
+struct HaloAttrs {
+  std::string blocks, block;
+  std::int64_t left = 0, right = 0;
+  HaloBoundary boundary = HaloBoundary::zero;
+  double fill = 0.0;
+};
+
+// Where a rank's halo step runs: its local shape, the two dims, the mesh axis splitting the
+// blocks (-1: none, or a mesh dim of size 1: a local copy).
+struct HaloPlan {
+  Mesh mesh;
+  Shape local;
+  int blocks = 0, block = 0, axis = -1;
+  HaloAttrs a;
+  bool periodic() const { return a.boundary == HaloBoundary::periodic; }
+};
+
+FView filled(const ExecSpace& space, std::int64_t n, float value) {
+  FView v = uninitialized_view<float>("mtk::halo_exchange::received", n);
+  Kokkos::deep_copy(space, v, value);
+  return v;
+}
+
+// Sends `to_left`/`to_right` to the neighbours along the plan's axis; returns what arrived from
+// the left and the right (`fill` where no neighbour). Unsplit: a periodic domain is its own
+// neighbour.
+std::pair<FView, FView> swap_strips(const ExecSpace& space, const HaloPlan& p, const FView& to_left,
+                                    const FView& to_right, float fill) {
+  FView from_left = filled(space, static_cast<std::int64_t>(to_right.extent(0)), fill);
+  FView from_right = filled(space, static_cast<std::int64_t>(to_left.extent(0)), fill);
+  if (p.axis >= 0) {
+    HaloExchange<float> h(p.mesh, p.axis, p.periodic(), to_left, to_right, from_left, from_right);
+    h.finish();
+  } else if (p.periodic()) {
+    from_left = to_right;
+    from_right = to_left;
+  }
+  return {from_left, from_right};
+}
+
+FView halo_forward(const ExecSpace& space, const HaloPlan& p, const FView& x) {
+  const std::int64_t nb = p.local[p.blocks].size, n = p.local[p.block].size;
+  const auto& a = p.a;
+  // My last block's tail is the right neighbour's left halo; my first block's head the left one's.
+  FView to_right =
+      kernels::halo_strip(space, p.local, x, p.blocks, p.block, nb - 1, n - a.left, a.left);
+  FView to_left = kernels::halo_strip(space, p.local, x, p.blocks, p.block, 0, 0, a.right);
+  auto [from_left, from_right] =
+      swap_strips(space, p, to_left, to_right, static_cast<float>(a.fill));
+  return kernels::halo_assemble(space, p.local, x, p.blocks, p.block, from_left, from_right, a.left,
+                                a.right);
+}
+
+FView halo_adjoint(const ExecSpace& space, const HaloPlan& p, const FView& dy) {
+  const std::int64_t nb = p.local[p.blocks].size, m = p.local[p.block].size;
+  const auto& a = p.a;
+  // My first block's left halo belongs to the left neighbour, my last block's right halo to the
+  // right one.
+  FView to_left = kernels::halo_strip(space, p.local, dy, p.blocks, p.block, 0, 0, a.left);
+  FView to_right =
+      kernels::halo_strip(space, p.local, dy, p.blocks, p.block, nb - 1, m - a.right, a.right);
+  auto [from_left, from_right] = swap_strips(space, p, to_left, to_right, 0.0f);
+  return kernels::halo_fold(space, p.local, dy, p.blocks, p.block, from_left, from_right, a.left,
+                            a.right);
+}
+
+void lower_halo(Lowering& l, const HaloAttrs& a, bool adjoint) {
+  const int x = l.op().inputs[0], y = l.op().outputs[0];
+  l.materialize(x);
+  const int xin = l.gather_dims(x, {a.block});
+  HaloPlan p{l.mesh(), l.local(xin), 0, 0, -1, a};
+  p.blocks = p.local.index_of(a.blocks);
+  p.block = p.local.index_of(a.block);
+  const int axis = l.axes(xin)[static_cast<size_t>(p.blocks)];
+  if (axis >= 0 && l.mesh_shape()[axis].size > 1)
+    p.axis = axis;
+  const int mid = l.new_temp(l.layout(y).shape(), l.axes(xin), DType::float32);
+  l.add_step(
+      l.label(), {xin}, {mid},
+      [=](Buffers& b, const ExecSpace& space) {
+        const FView in = view_of<float>(b, xin);
+        b[static_cast<size_t>(mid)] =
+            Program::Buffer(adjoint ? halo_adjoint(space, p, in) : halo_forward(space, p, in));
+      },
+      static_cast<double>(l.local(mid).num_elements()));
+  l.add_alias(l.relayout(mid, l.axes(y)), y);
+}
+
+void lower_halo_exchange(Lowering& l, const HaloAttrs& a) {
+  lower_halo(l, a, false);
+}
+void lower_halo_reduce(Lowering& l, const HaloAttrs& a) {
+  lower_halo(l, a, true);
+}
+
+void halo_exchange_grad(GradientContext& c, const HaloAttrs& a) {
+  c.add(0, halo_reduce(c.dy(), a.blocks, a.block, a.left, a.right, a.boundary));
+}
+
+void halo_reduce_grad(GradientContext& c, const HaloAttrs& a) {
+  c.add(0, halo_exchange(c.dy(), a.blocks, a.block, a.left, a.right, a.boundary, 0.0));
+}
+
+std::vector<std::string> halo_unsplittable(const HaloAttrs& a) {
+  return {a.block};
+}
+
+constexpr auto halo_exchange_op =
+    make_op_kind<HaloAttrs>("halo_exchange", {FlopClass::elementwise}, lower_halo_exchange,
+                            halo_exchange_grad, halo_unsplittable);
+constexpr auto halo_reduce_op =
+    make_op_kind<HaloAttrs>("halo_reduce", {FlopClass::elementwise}, lower_halo_reduce,
+                            halo_reduce_grad, halo_unsplittable);
+
+// The block dim's size in x, checked against the halo (`block_size` positions per block).
+void check_halo(const Tensor& x, const HaloAttrs& a, std::int64_t block_size, const char* where) {
+  graph_of({x}, where);
+  require_float(x, where);
+  dim_index(x, a.blocks, where);
+  dim_index(x, a.block, where);
+  if (a.blocks == a.block)
+    fail(where,
+         cat("the blocks dim and the block dim of ", describe(x), " are both '", a.block, "'"));
+  if (a.left < 0 || a.right < 0)
+    fail(where, cat("negative halo (left ", a.left, ", right ", a.right, ") for ", describe(x)));
+  if (a.left > block_size || a.right > block_size)
+    fail(where, cat("halo (left ", a.left, ", right ", a.right, ") of ", describe(x),
+                    " is wider than its blocks: dimension '", a.block, "' has ", block_size,
+                    " positions per block (", x.shape().size_of(a.blocks), " blocks along '",
+                    a.blocks, "'); use fewer, larger blocks or a narrower halo"));
+}
+
+}  // namespace
+
+Tensor halo_exchange(const Tensor& x, const std::string& blocks_dim, const std::string& block_dim,
+                     std::int64_t left, std::int64_t right, HaloBoundary boundary, double fill) {
+  const char* where = "mtk::halo_exchange";
+  const HaloAttrs a{blocks_dim, block_dim, left, right, boundary, fill};
+  graph_of({x}, where);
+  const int i = dim_index(x, block_dim, where);
+  check_halo(x, a, x.shape()[i].size, where);
+  if (left == 0 && right == 0)
+    return x;
+  const Shape out = replace_dim(x.shape(), i, {block_dim, x.shape()[i].size + left + right});
+  return x.graph().add_op1(halo_exchange_op, {x}, out, x.dtype(), a);
+}
+
+Tensor halo_reduce(const Tensor& dy, const std::string& blocks_dim, const std::string& block_dim,
+                   std::int64_t left, std::int64_t right, HaloBoundary boundary) {
+  const char* where = "mtk::halo_reduce";
+  const HaloAttrs a{blocks_dim, block_dim, left, right, boundary, 0.0};
+  graph_of({dy}, where);
+  const int i = dim_index(dy, block_dim, where);
+  const std::int64_t n = dy.shape()[i].size - left - right;
+  if (n < 1)
+    fail(where, cat("dimension '", block_dim, "' of ", describe(dy),
+                    " is not wider than the halo (", left, " + ", right, ")"));
+  check_halo(dy, a, n, where);
+  if (left == 0 && right == 0)
+    return dy;
+  const Shape out = replace_dim(dy.shape(), i, {block_dim, n});
+  return dy.graph().add_op1(halo_reduce_op, {dy}, out, dy.dtype(), a);
+}
+
+}  // namespace mtk

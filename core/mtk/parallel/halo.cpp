@@ -1,0 +1,96 @@
+#include <mtk/base/error.hpp>
+#include <mtk/parallel/halo.hpp>
+#include <mtk/version.hpp>
+
+#include <cstdint>
+
+namespace mtk {
+namespace {
+
+constexpr int kToRightTag = 811, kToLeftTag = 812;
+
+template <class T>
+constexpr bool mpi_reads_view =
+    MTK_CUDA_AWARE_MPI != 0 ||
+    Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                               typename Kokkos::View<T*>::memory_space>::accessible;
+
+}  // namespace
+
+Neighbours neighbours(const Mesh& mesh, int axis, bool periodic) {
+  if (axis < 0 || axis >= mesh.ndims())
+    fail("mtk::neighbours", cat("mesh axis ", axis, " outside mesh ", mesh.shape().to_string()));
+  Neighbours nb;
+  const int n = static_cast<int>(mesh.shape()[axis].size);
+  if (n == 1) {
+    if (periodic)
+      nb.left = nb.right = 0;
+    return nb;
+  }
+  // The mesh's communicator is periodic in every dim; a 1-D MPI_Cart_sub keeps that.
+  const auto [source, dest] = mesh.axes_comm({axis}).cart_shift(0, 1);
+  const int c = mesh.coordinate(axis);
+  nb.left = periodic || c > 0 ? source : -1;
+  nb.right = periodic || c + 1 < n ? dest : -1;
+  return nb;
+}
+
+template <class T>
+HaloExchange<T>::HaloExchange(const Mesh& mesh, int axis, bool periodic,
+                              const Kokkos::View<T*>& to_left, const Kokkos::View<T*>& to_right,
+                              const Kokkos::View<T*>& from_left, const Kokkos::View<T*>& from_right)
+    : views_{to_left, to_right, from_left, from_right} {
+  if (to_left.extent(0) != from_right.extent(0) || to_right.extent(0) != from_left.extent(0))
+    fail("mtk::HaloExchange",
+         cat("sends of ", to_left.extent(0), " and ", to_right.extent(0),
+             " elements but receives of ", from_right.extent(0), " and ", from_left.extent(0)));
+  Kokkos::Profiling::pushRegion("mtk::HaloExchange::start");
+  const Neighbours nb = neighbours(mesh, axis, periodic);
+  std::vector<T*> data;
+  if constexpr (mpi_reads_view<T>) {
+    Kokkos::fence();  // the kernels packing the sends are done
+    for (auto& v : views_)
+      data.push_back(v.data());
+  } else {
+    for (size_t k = 0; k < views_.size(); ++k) {
+      host_.push_back(Kokkos::create_mirror_view(views_[k]));
+      Kokkos::deep_copy(host_[k], views_[k]);  // sends, and the fill of receives with no neighbour
+      data.push_back(host_[k].data());
+    }
+  }
+  const Communicator& comm = mesh.axes_comm({axis});
+  // Rightward: my to_right into the right neighbour's from_left; leftward the other way.
+  requests_.push_back(
+      comm.start_sendrecv(data[1], nb.right, data[2], nb.left, to_right.extent(0), kToRightTag));
+  requests_.push_back(
+      comm.start_sendrecv(data[0], nb.left, data[3], nb.right, to_left.extent(0), kToLeftTag));
+  Kokkos::Profiling::popRegion();
+}
+
+template <class T>
+bool HaloExchange<T>::test() {
+  bool done = true;
+  for (auto& r : requests_)
+    done = r.test() && done;
+  return done;
+}
+
+template <class T>
+void HaloExchange<T>::finish() {
+  Kokkos::Profiling::pushRegion("mtk::HaloExchange::finish");
+  for (auto& r : requests_)
+    r.wait();
+  requests_.clear();
+  if (!host_.empty()) {
+    Kokkos::deep_copy(views_[2], host_[2]);
+    Kokkos::deep_copy(views_[3], host_[3]);
+  }
+  host_.clear();
+  views_.clear();
+  Kokkos::Profiling::popRegion();
+}
+
+template class HaloExchange<float>;
+template class HaloExchange<double>;
+
+}  // namespace mtk

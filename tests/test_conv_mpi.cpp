@@ -1,0 +1,184 @@
+// Convolutions and pooling with spatial blocks split over the mesh (halo exchanges between
+// neighbours), channels split like d_ff, and both: forward values and gradients on every mesh of
+// 1 to 8 ranks equal the one-processor run; on one processor, blocked layers equal the same layers
+// on the unblocked image (SAME padding over the whole image).
+#include <mtk/autodiff/gradients.hpp>
+#include <mtk/lower/lowering.hpp>
+#include <mtk/nn/conv.hpp>
+#include <mtk/ops/ops.hpp>
+
+#include <gtest/gtest.h>
+
+#include "mtk_invariance_check.hpp"
+#include <string>
+#include <vector>
+
+namespace mtk::test {
+namespace {
+
+using nn::Padding;
+using nn::SpatialDim;
+
+SpatialDim sd(const std::string& dim, const std::string& tap, std::int64_t stride,
+              const std::string& blocks, std::int64_t dilation = 1, std::int64_t window = 0) {
+  return {dim, tap, stride, dilation, blocks, window};
+}
+
+// [b=4, hb=8, h=2, wb=8, w=2, c=8]: every blocks dim divisible by every mesh dim of the tests.
+const Shape& image() {
+  static const Shape s{{"b", 4}, {"hb", 8}, {"h", 2}, {"wb", 8}, {"w", 2}, {"c", 8}};
+  return s;
+}
+
+const std::vector<std::string>& layouts_2d() {
+  static const std::vector<std::string> l = {"hb:@0",       "hb:@0;wb:@1", "c:@0",
+                                             "co:@0;hb:@1", "hb:@0;c:@1",  "wb:@0;b:@1;co:@2"};
+  return l;
+}
+
+std::vector<GraphCase> cases() {
+  std::vector<GraphCase> out;
+  out.push_back(
+      {"conv2d_3x3_same",
+       [](Graph& g) {
+         Tensor x = var(g, "x", image());
+         Tensor f = var(g, "f", {{"kh", 3}, {"kw", 3}, {"c", 8}, {"co", 8}}, 0.2f);
+         Tensor y = nn::conv(x, f, {sd("h", "kh", 1, "hb"), sd("w", "kw", 1, "wb")}, "c", "co");
+         return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
+       },
+       layouts_2d()});
+  out.push_back(
+      {"conv2d_4x2_stride2",
+       [](Graph& g) {
+         Tensor x = var(g, "x", image());
+         Tensor f = var(g, "f", {{"kh", 4}, {"kw", 2}, {"c", 8}, {"co", 8}}, 0.2f);
+         Tensor y = nn::conv(x, f, {sd("h", "kh", 2, "hb"), sd("w", "kw", 2, "wb")}, "c", "co");
+         return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
+       },
+       layouts_2d()});
+  // Two convolutions in a row: with the channels split, the first one's partial sum reaches the
+  // second one's halo exchange.
+  out.push_back({"conv2d_two_layers",
+                 [](Graph& g) {
+                   Tensor x = var(g, "x", image());
+                   Tensor f1 = var(g, "f1", {{"kh", 3}, {"kw", 3}, {"c", 8}, {"co", 8}}, 0.2f);
+                   Tensor f2 = var(g, "f2", {{"kh", 2}, {"kw", 3}, {"co", 8}, {"c2", 8}}, 0.2f);
+                   const std::vector<SpatialDim> d{sd("h", "kh", 1, "hb"), sd("w", "kw", 1, "wb")};
+                   Tensor y = nn::conv(nn::conv(x, f1, d, "c", "co"), f2, d, "co", "c2");
+                   return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
+                 },
+                 {"c:@0;hb:@1", "co:@0;wb:@1", "hb:@0;c:@1", "c:@0;co:@1"}});
+  out.push_back({"conv_transpose2d_stride2",
+                 [](Graph& g) {
+                   Tensor x = var(g, "x", image());
+                   Tensor f = var(g, "f", {{"kh", 3}, {"kw", 3}, {"ci", 8}, {"c", 8}}, 0.2f);
+                   Tensor y = nn::conv_transpose(
+                       x, f, {sd("h", "kh", 2, "hb"), sd("w", "kw", 1, "wb")}, "ci", "c");
+                   return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
+                 },
+                 {"hb:@0", "hb:@0;wb:@1", "c:@0", "ci:@0;hb:@1", "wb:@0;b:@1;c:@2"}});
+  out.push_back({"pool2d_max_avg",
+                 [](Graph& g) {
+                   Tensor x = var(g, "x", image());
+                   Tensor m =
+                       nn::max_pool(x, {sd("h", "ph", 2, "hb", 1, 3), sd("w", "pw", 1, "wb", 1, 3)},
+                                    Padding::same);
+                   Tensor a =
+                       nn::avg_pool(x, {sd("h", "ph", 1, "hb", 1, 3), sd("w", "pw", 2, "wb", 1, 2)},
+                                    Padding::same);
+                   return BuiltGraph{{m, a}, weighted_loss(g, {m, a}), {}};
+                 },
+                 {"hb:@0", "hb:@0;wb:@1", "c:@0", "wb:@0;b:@1;c:@2"}});
+  out.push_back({"conv1d_dilated",
+                 [](Graph& g) {
+                   Tensor x = var(g, "x", {{"b", 4}, {"lb", 8}, {"l", 4}, {"c", 8}});
+                   Tensor f = var(g, "f", {{"kl", 3}, {"c", 8}, {"co", 8}}, 0.2f);
+                   Tensor y = nn::conv(x, f, {sd("l", "kl", 1, "lb", 2)}, "c", "co");
+                   return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
+                 },
+                 {"lb:@0", "co:@0", "lb:@0;c:@1", "b:@1;lb:@0;co:@2"}});
+  // 3-D: the patches of [db, d, hb, h, wb, w, c] have 8 dims with the taps merged, the most the
+  // einsum takes.
+  out.push_back(
+      {"conv3d_3x3x3",
+       [](Graph& g) {
+         Tensor x =
+             var(g, "x", {{"db", 8}, {"d", 2}, {"hb", 8}, {"h", 2}, {"wb", 8}, {"w", 2}, {"c", 2}});
+         Tensor f = var(g, "f", {{"kd", 3}, {"kh", 3}, {"kw", 3}, {"c", 2}, {"co", 2}}, 0.2f);
+         Tensor y = nn::conv(
+             x, f, {sd("d", "kd", 1, "db"), sd("h", "kh", 1, "hb"), sd("w", "kw", 1, "wb")}, "c",
+             "co");
+         return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
+       },
+       {"db:@0;hb:@1;wb:@2", "hb:@0;wb:@1;c:@2"}});
+  return out;
+}
+
+class SplitConv : public ::testing::TestWithParam<int> {};
+
+TEST_P(SplitConv, EqualsOneProcessor) {
+  const GraphCase c = cases().at(static_cast<size_t>(GetParam()));
+  const Result want = run_case(c, single_processor_mesh(), LayoutRules());
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    Mesh mesh(mshape, MPI_COMM_WORLD);
+    for (const auto& layout : c.layouts) {
+      const LayoutRules rules = instantiate(layout, mshape);
+      expect_close(run_case(c, mesh, rules), want,
+                   c.name + " on " + mshape.to_string() + " under \"" + rules.to_string() + "\"");
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layers, SplitConv, ::testing::Range(0, static_cast<int>(cases().size())),
+                         [](const auto& info) {
+                           return cases()[static_cast<size_t>(info.param)].name;
+                         });
+
+// Layers on [b, H, W, c] and on the same image as blocks [b, hb, h, wb, w, c]: the same values.
+TEST(BlockedConv, EqualsTheUnblockedImage) {
+  const Shape full{{"b", 4}, {"H", 16}, {"W", 16}, {"c", 8}};
+  GraphCase c{"blocked_vs_unblocked",
+              [&](Graph& g) {
+                Tensor x = var(g, "x", full);
+                Tensor f = var(g, "f", {{"kh", 4}, {"kw", 3}, {"c", 8}, {"co", 8}}, 0.2f);
+                Tensor xb = reshape(x, image());
+                std::vector<Tensor> outs;
+                auto both = [&](const std::vector<SpatialDim>& blocked,
+                                const std::vector<SpatialDim>& whole, auto layer) {
+                  Tensor yb = layer(xb, blocked), y = layer(x, whole);
+                  outs.push_back(reshape(yb, y.shape()));
+                  outs.push_back(y);
+                };
+                for (std::int64_t s : {1, 2})
+                  both({sd("h", "kh", s, "hb"), sd("w", "kw", s, "wb")},
+                       {sd("H", "kh", s, ""), sd("W", "kw", s, "")},
+                       [&](Tensor t, const std::vector<SpatialDim>& d) {
+                         return nn::conv(t, f, d, "c", "co");
+                       });
+                both({sd("h", "ph", 2, "hb", 1, 3), sd("w", "pw", 1, "wb", 1, 2)},
+                     {sd("H", "ph", 2, "", 1, 3), sd("W", "pw", 1, "", 1, 2)},
+                     [](Tensor t, const std::vector<SpatialDim>& d) {
+                       return nn::max_pool(t, d, Padding::same);
+                     });
+                both({sd("h", "ph", 1, "hb", 1, 3), sd("w", "pw", 2, "wb", 1, 3)},
+                     {sd("H", "ph", 1, "", 1, 3), sd("W", "pw", 2, "", 1, 3)},
+                     [](Tensor t, const std::vector<SpatialDim>& d) {
+                       return nn::avg_pool(t, d, Padding::same);
+                     });
+                return BuiltGraph{outs, weighted_loss(g, outs), {}};
+              },
+              {"hb:@0;wb:@1"}};
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    Mesh mesh(mshape, MPI_COMM_WORLD);
+    const Result r = run_case(c, mesh, instantiate(c.layouts[0], mshape));
+    for (size_t k = 0; k + 1 < 8; k += 2) {
+      const HostTensor &blocked = r.values[k], &whole = r.values[k + 1];
+      ASSERT_EQ(blocked.size(), whole.size());
+      for (std::int64_t e = 0; e < whole.size(); ++e)
+        ASSERT_NEAR(blocked.at(e), whole.at(e), 1e-5) << r.labels[k] << " at " << e;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mtk::test
