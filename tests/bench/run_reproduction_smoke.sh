@@ -24,7 +24,7 @@ for s in test dev; do
   cp "synth/$s.fr.sgm" "data/wmt-corpus/lohelp$s-fren-ref.fr.sgm"
 done
 
-settings=(--smoke --vocab 271 --data "$work/data" --runs "$work/runs" --report-dir "$work/docs")
+settings=(--smoke --vocab-lm 300 --vocab-wmt 300 --data "$work/data" --runs "$work/runs" --report-dir "$work/docs")
 start=$SECONDS
 "$repro" job lm-s wmt-fr-s "${settings[@]}" > first.log 2>&1 || { cat first.log; fail "job lm-s wmt-fr-s"; }
 echo "two smoke jobs in $((SECONDS - start)) s"
