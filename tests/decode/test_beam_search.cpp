@@ -106,8 +106,35 @@ TEST(BeamSearch, FinishesOnEosAndRanksByLengthPenalty) {
       expect_hypothesis(r[0][0], {}, 0.36, true, alpha, "best, alpha 0");
       expect_hypothesis(r[0][1], {A}, 0.34, true, alpha, "second, alpha 0");
     }
-    EXPECT_EQ(m.calls, 2) << "stops once beam_size hypotheses finished";
+    EXPECT_EQ(m.calls, 2) << "beam_size hypotheses finished and none live can beat them";
   }
+}
+
+// Tensor2Tensor's stop: beam 2, [] (.30) and [b] (.225) finish by position 1 while [a, a] (.432)
+// lives on; it can still beat them (log .432 / penalty(max_length) > the worst finished score), so
+// the search goes on and [a, a] finishes at .389 (score -0.80, above [] at -1.20). Then the best
+// live one (.0216) can no longer win: the row stops after 3 steps.
+std::vector<double> late_table(std::int64_t, const Prefix& p) {
+  if (p.empty())
+    return {0, 0.30, 0.45, 0.25};
+  if (p == Prefix{A})
+    return {0, 0.02, 0.96, 0.02};
+  if (p == Prefix{B})
+    return {0, 0.90, 0.05, 0.05};
+  return {0, 0.90, 0.05, 0.05};
+}
+
+TEST(BeamSearch, GoesOnWhileALiveHypothesisCanStillWin) {
+  FakeModel m{1, 2, 4, late_table, {}, 0};
+  BeamSearchOptions o;
+  o.beam_size = 2;
+  o.alpha = 0.6;
+  o.max_length = 10;
+  auto r = mtk::decode::beam_search(m.step(), 1, 4, o);
+  ASSERT_EQ(r[0].size(), 2u);
+  expect_hypothesis(r[0][0], {A, A}, 0.45 * 0.96 * 0.90, true, 0.6, "the late winner");
+  expect_hypothesis(r[0][1], {}, 0.30, true, 0.6, "the early EOS");
+  EXPECT_EQ(m.calls, 3) << "stops when no live hypothesis can beat the finished ones";
 }
 
 // max_length 1: EOS (.36) finishes; of the live ones only a (rank 0 among the candidates) ends

@@ -126,8 +126,15 @@ void advance_row(Row& row, const float* lp, std::int64_t K, std::int64_t V, std:
                    [](const Hypothesis& a, const Hypothesis& c) { return a.score > c.score; });
   if (static_cast<std::int64_t>(row.finished.size()) > K)
     row.finished.resize(static_cast<size_t>(K));
+  // Tensor2Tensor's stop: beam_size finished and none live can beat the worst of them (the
+  // best live log-probability only falls; the length penalty grows at most to max_length's).
+  // Beam 1 stops at its first EOS, as greedy search does.
+  const bool full = static_cast<std::int64_t>(row.finished.size()) >= K;
+  const double best_live =
+      next.empty() ? kNegInf
+                   : next.front().log_prob / length_penalty(options.max_length, options.alpha);
   row.done = t + 1 == options.max_length || next.empty() ||
-             static_cast<std::int64_t>(row.finished.size()) >= K;
+             (full && (K == 1 || best_live <= row.finished.back().score));
   for (std::int64_t k = 0; k < K; ++k) {
     const bool used = k < static_cast<std::int64_t>(next.size());
     tokens[k] = used && !row.done ? next[static_cast<size_t>(k)].tokens.back() : options.start_id;

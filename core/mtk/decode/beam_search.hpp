@@ -45,7 +45,9 @@ double length_penalty(std::int64_t length, double alpha);
 /// batch x beam_size hypotheses. Each step extends every live hypothesis by every token and ranks
 /// the candidates of a row by cumulative log-probability; of the best 2 x beam, those ending in
 /// EOS among the best beam are finished (scored log_prob / length_penalty), and the best beam not
-/// ending in EOS live on. A row stops when it has beam finished hypotheses (or none live); at
+/// ending in EOS live on. A row stops when it has beam finished hypotheses and the best live
+/// log_prob / length_penalty(max_length) cannot beat the worst of them (Tensor2Tensor's stop; beam
+/// 1: at its first EOS), or when none live; at
 /// max_length the live ones among the best beam candidates end unended. Returns per row its
 /// finished hypotheses, best score first (ties: the earlier finished), at most beam_size. With
 /// beam_size 1 it is greedy_search. Throws naming the sizes when `step` returns the wrong number of
