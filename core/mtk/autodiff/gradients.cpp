@@ -60,16 +60,22 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs)
       continue;
     // The gradient's ops contract in the precision its forward op was built in (a bf16 model's
     // backward is bf16 too), whatever the graph's precision is now.
+    // The gradient ops of a recomputed segment's op form that segment's backward part.
     const Precision saved = g.contraction_precision();
+    const RecomputeTag saved_tag = g.recompute_tag();
     g.set_contraction_precision(op.precision);
+    g.set_recompute_tag(op.recompute.segment >= 0 ? RecomputeTag{op.recompute.segment, true}
+                                                  : RecomputeTag{});
     GradientContext ctx(g, op, it->second, accumulate, needs);
     try {
       op.def->gradient(*op.def, ctx);
     } catch (...) {
       g.set_contraction_precision(saved);
+      g.set_recompute_tag(saved_tag);
       throw;
     }
     g.set_contraction_precision(saved);
+    g.set_recompute_tag(saved_tag);
   }
 
   std::vector<Tensor> out;
