@@ -157,6 +157,11 @@ class Graph {
   /// A new segment id for set_recompute_tag (0, 1, 2, ... per graph).
   int new_recompute_segment() { return next_recompute_segment_++; }
 
+  /// While on, adding a variable whose name exists returns the existing one (its shape and dtype
+  /// must match): a model built again on other inputs shares its weights (microbatches).
+  void set_reuse_variables(bool on) { reuse_variables_ = on; }
+  bool reuse_variables() const { return reuse_variables_; }
+
  private:
   std::vector<Tensor> add_erased_op(const OpDef& def, const std::string& name,
                                     const std::vector<Tensor>& inputs,
@@ -175,6 +180,7 @@ class Graph {
   Precision contraction_precision_ = Precision::float32;
   RecomputeTag recompute_tag_;
   int next_recompute_segment_ = 0;
+  bool reuse_variables_ = false;
 };
 
 }  // namespace mtk

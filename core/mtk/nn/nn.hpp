@@ -12,4 +12,5 @@
 #include <mtk/nn/normalization.hpp>
 #include <mtk/nn/paper_configs.hpp>
 #include <mtk/nn/transformer.hpp>
+#include <mtk/nn/training_graph.hpp>
 #include <mtk/nn/transformer_config.hpp>
