@@ -49,7 +49,9 @@ std::unique_ptr<Job> make_job(const nn::TransformerConfig& c, int k, const Mesh&
   j->t = nn::build_training(j->g, c, k, opt, lr, /*seed=*/5);
   j->feeds = lm_feeds(
       j->t.model, c, [](std::int64_t b, std::int64_t l) { return (b * 5 + l * 3 + 1) % 31 + 1; },
-      [](std::int64_t b, std::int64_t l) { return b % 5 == 4 && l > 5 ? 0 : (b * 7 + l) % 31 + 1; });
+      [](std::int64_t b, std::int64_t l) {
+        return b % 5 == 4 && l > 5 ? 0 : (b * 7 + l) % 31 + 1;
+      });
   j->program = lower(j->g, mesh, rules);
   return j;
 }
@@ -85,8 +87,7 @@ Trained train(const nn::TransformerConfig& c, int k, const Mesh& mesh, const Lay
 }
 
 // The stated tolerance: float32 reassociation, 1e-5 of the largest weight and of each loss.
-void expect_close(const Trained& a, const Trained& b, const std::string& what,
-                  double tol = 1e-5) {
+void expect_close(const Trained& a, const Trained& b, const std::string& what, double tol = 1e-5) {
   ASSERT_EQ(a.weights.size(), b.weights.size()) << what;
   ASSERT_EQ(a.losses.size(), b.losses.size()) << what;
   float scale = 0, diff = 0;

@@ -176,8 +176,14 @@ TEST(Recompute, LowersThePeakOfLiveActivations) {
 
 TEST(Recompute, BufferDeathsFollowEachValue) {
   auto step = [](std::vector<int> reads, std::vector<int> writes) {
-    return Program::Step{reduction_wait_kind(), "s",     Program::Category::compute, false,
-                         std::move(reads),      std::move(writes), nullptr, {}};
+    return Program::Step{reduction_wait_kind(),
+                         "s",
+                         Program::Category::compute,
+                         false,
+                         std::move(reads),
+                         std::move(writes),
+                         nullptr,
+                         {}};
   };
   // 0 writes 1; 1 reads 1 writes 2; 2 writes 1 again (a recomputation); 3 reads 1 and 2.
   const std::vector<Program::Step> steps = {step({}, {1}), step({1}, {2}), step({}, {1}),

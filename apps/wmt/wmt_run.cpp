@@ -6,8 +6,8 @@
 #include <mtk/data/vocab.hpp>
 #include <mtk/data/wmt_pairs.hpp>
 #include <mtk/decode/decode.hpp>
-#include <mtk/nn/training_graph.hpp>
 #include <mtk/files/files.hpp>
+#include <mtk/nn/training_graph.hpp>
 #include <mtk/signals/stop_signals.hpp>
 #include <mtk/text/bleu.hpp>
 #include <mtk/text/sgm.hpp>

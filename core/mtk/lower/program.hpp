@@ -243,7 +243,7 @@ class Program {
   // Per step: the buffers whose value dies after it (mtk/lower/recompute.hpp, buffer_deaths).
   std::vector<std::vector<int>> deaths_;
   std::int64_t recomputed_steps_ = 0;
-  std::vector<Step> assigns_;  // run after every other step
+  std::vector<Step> assigns_;                    // run after every other step
   std::shared_ptr<ReductionsInFlight> overlap_;  // state of the overlapped reductions, or null
   std::map<std::string, int> variable_tensor_;   // name -> tensor id
   std::vector<std::string> variable_order_;

@@ -45,8 +45,8 @@ TrainingGraph build_training(Graph& g, const TransformerConfig& config, int micr
   const char* where = "mtk::nn::build_training";
   TrainingGraph t;
   if (microbatches < 1 || config.batch % microbatches != 0)
-    fail(where, cat("train.microbatches = ", microbatches, " must be >= 1 and divide model.batch = ",
-                    config.batch, " (dim 'batch')"));
+    fail(where, cat("train.microbatches = ", microbatches,
+                    " must be >= 1 and divide model.batch = ", config.batch, " (dim 'batch')"));
   if (microbatches == 1) {
     t.model = build_transformer(g, config, /*training=*/true, seed);
     t.lr = optim::minimize(t.model.loss, optimizer, schedule, &t.gradient_norm);
@@ -72,8 +72,7 @@ TrainingGraph build_training(Graph& g, const TransformerConfig& config, int micr
   for (int i = 0; i < microbatches; ++i) {
     g.set_reuse_variables(i > 0);
     const ModelGraph m =
-        build_transformer_on(g, slice_config, /*training=*/true,
-                             slice_feeds(whole, i * rows, rows),
+        build_transformer_on(g, slice_config, /*training=*/true, slice_feeds(whole, i * rows, rows),
                              i == 0 ? seed : seed ^ (0x9E3779B97F4A7C15ull * (i + 1)));
     // This slice's share of the batch's loss, differentiated now: its activations die before
     // the next slice runs.
