@@ -24,15 +24,6 @@ ModelGraph slice_feeds(const ModelGraph& whole, std::int64_t begin, std::int64_t
   return m;
 }
 
-void add_to(std::vector<Tensor>& sum, const std::vector<Tensor>& more) {
-  if (sum.empty()) {
-    sum = more;
-    return;
-  }
-  for (size_t i = 0; i < sum.size(); ++i)
-    sum[i] = sum[i] + more[i];
-}
-
 Tensor plus(const Tensor& a, const Tensor& b) {
   return a.valid() ? a + b : b;
 }
@@ -77,7 +68,8 @@ TrainingGraph build_training(Graph& g, const TransformerConfig& config, int micr
     // This slice's share of the batch's loss, differentiated now: its activations die before
     // the next slice runs.
     const Tensor loss = m.loss_sum / denominator + multiply(m.aux_loss, share);
-    add_to(grads, gradients(loss, g.trainable_variables()));
+    // Each part of this slice's gradients is added to the earlier slices' sum as it is made.
+    grads = gradients(loss, g.trainable_variables(), grads);
     loss_sum = plus(loss_sum, m.loss_sum);
     cross_entropy_sum = plus(cross_entropy_sum, m.cross_entropy_sum);
     z_loss_sum = plus(z_loss_sum, m.z_loss_sum);
