@@ -98,7 +98,7 @@ ModelGraph build_transformer(Graph& g, const TransformerConfig& config, bool tra
 }
 
 ModelGraph build_transformer_on(Graph& g, const TransformerConfig& config, bool training,
-                                ModelGraph feeds, std::uint64_t seed, double logit_scale) {
+                                const ModelGraph& feeds, std::uint64_t seed, double logit_scale) {
   config.validate();
   if (logit_scale <= 0)
     fail("mtk::nn::build_transformer", cat("logit_scale ", logit_scale, " must be positive"));
@@ -123,7 +123,7 @@ ModelGraph build_transformer_on(Graph& g, const TransformerConfig& config, bool 
   } scope{g, g.contraction_precision()};
   g.set_contraction_precision(config.contraction_precision());
   impl::Builder b(g, config, LayerContext{&g, training, config.dropout, seed});
-  ModelGraph m = std::move(feeds);
+  ModelGraph m = feeds;
   Tensor encoder_out, memory_segments;
   if (config.num_encoder_layers > 0)
     encoder_out = b.encode(m, memory_segments);

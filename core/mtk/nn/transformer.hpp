@@ -40,7 +40,8 @@ ModelGraph transformer_placeholders(Graph& g, const TransformerConfig& config);
 /// config's sizes; e.g. slices of a larger batch, as microbatches are): returns them with the
 /// model's outputs.
 ModelGraph build_transformer_on(Graph& g, const TransformerConfig& config, bool training,
-                                ModelGraph feeds, std::uint64_t seed = 1, double logit_scale = 1.0);
+                                const ModelGraph& feeds, std::uint64_t seed = 1,
+                                double logit_scale = 1.0);
 
 /// Number of trainable parameters in a graph (from variable shapes; nothing is allocated).
 std::int64_t count_parameters(const Graph& g);
