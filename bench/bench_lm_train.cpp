@@ -3,12 +3,15 @@
 // rank (predicted by analyze(), Kokkos allocations measured, the process's VmHWM). One JSON object.
 //   mpiexec -n 2 bench_lm_train --mesh batch:2 --layout batch:batch --steps 3 [--bf16]
 // --bf16: model.activation_dtype bfloat16 (every contraction in bf16 with fp32 sums).
+// --recompute none|attention|layer, --microbatches k: model.recompute, train.microbatches
+// (docs/memory.md; bench/run-memory-bench).
 
 #include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/einsum.hpp>
 #include <mtk/kernels/matmul_ceiling.hpp>
 #include <mtk/lower/lowering.hpp>
+#include <mtk/nn/training_graph.hpp>
 #include <mtk/nn/transformer.hpp>
 #include <mtk/optim/optim.hpp>
 
@@ -75,13 +78,20 @@ std::vector<mtk::kernels::MatmulRate> machine_matmul_rates() {
   return rates;
 }
 
+mtk::nn::Recompute recompute_of(const std::string& v) {
+  for (const auto& [name, value] : mtk::nn::recompute_names())
+    if (name == v)
+      return value;
+  mtk::fail("bench_lm_train", "--recompute " + v + ": not none, attention or layer");
+}
+
 int run(int argc, char** argv) {
   int ranks = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   std::string mesh_text = "batch:" + std::to_string(ranks), layout_text = "batch:batch",
               opt = "adam";
-  int steps = 3;
+  int steps = 3, microbatches = 1;
   mtk::nn::TransformerConfig c;  // defaults are the standard benchmark model
   c.vocab_size = 32000;
   c.d_model = 512;
@@ -125,6 +135,10 @@ int run(int argc, char** argv) {
       c.length = std::stoll(v);
     else if (k == "--batch")
       c.batch = std::stoll(v);
+    else if (k == "--microbatches")
+      microbatches = std::stoi(v);
+    else if (k == "--recompute")
+      c.recompute = recompute_of(v);
     else
       mtk::fail("bench_lm_train", "unknown option " + k);
   }
@@ -141,7 +155,6 @@ int run(int argc, char** argv) {
 
   KokkosMemory::start();
   mtk::Graph g;
-  mtk::nn::ModelGraph m = mtk::nn::build_transformer(g, c, true);
   std::unique_ptr<mtk::optim::Optimizer> optimizer;
   if (opt == "adafactor")
     optimizer = std::make_unique<mtk::optim::Adafactor>();
@@ -150,7 +163,7 @@ int run(int argc, char** argv) {
   mtk::optim::LearningRateSchedule lr;
   lr.kind = mtk::optim::LearningRateSchedule::Kind::constant;
   lr.value = 1e-4;
-  mtk::optim::minimize(m.loss, *optimizer, lr);
+  const mtk::nn::ModelGraph m = mtk::nn::build_training(g, c, microbatches, *optimizer, lr).model;
   mtk::Mesh mesh(mtk::MeshShape::parse(mesh_text), MPI_COMM_WORLD);
   auto program = mtk::lower(g, mesh, mtk::LayoutRules::parse(layout_text));
 
@@ -203,7 +216,8 @@ int run(int argc, char** argv) {
         "\"comm_bytes_per_step\":%lld,\"peak_bytes\":%lld,\"kokkos_peak_bytes\":%lld,"
         "\"vmhwm_bytes\":%lld,\"pool_bytes\":%lld,\"buffer_reuse\":%s,"
         "\"activation_dtype\":\"%s\",\"bf16_gemm\":\"%s\",\"fp32_gemm\":\"%s\","
-        "\"model_flops_per_step\":%.0f}\n",
+        "\"model_flops_per_step\":%.0f,\"recompute\":\"%s\",\"microbatches\":%d,"
+        "\"variable_bytes\":%lld,\"recomputed_steps\":%lld,\"program_flops_per_step\":%.0f}\n",
         ranks, mesh_text.c_str(), layout_text.c_str(), opt.c_str(), tokens, step_s, tokens / step_s,
         flops / step_s / 1e9, ceiling, fastest.backend.c_str(), rates_json.c_str(),
         flops / step_s / 1e9 / ceiling, loss, split["compute"] / steps,
@@ -211,7 +225,9 @@ int run(int argc, char** argv) {
         static_cast<long long>(program->counters().total_comm_bytes()),
         static_cast<long long>(program->counters().peak_bytes), kokkos_peak, hwm, pool,
         program->buffer_reuse() ? "true" : "false", c.activation_dtype.c_str(), bf16_path.c_str(),
-        mtk::kernels::fp32_gemm_description().c_str(), flops);
+        mtk::kernels::fp32_gemm_description().c_str(), flops, mtk::nn::to_string(c.recompute),
+        microbatches, static_cast<long long>(program->counters().variable_bytes),
+        static_cast<long long>(program->recomputed_steps()), program->counters().total_flops());
   }
   if (rank == 0 && std::getenv("MTK_BENCH_DETAIL")) {
     for (const auto& [k, v] : program->time_by_kind())

@@ -17,6 +17,7 @@
 #include <mtk/files/files.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/metrics/metrics.hpp>
+#include <mtk/nn/training_graph.hpp>
 #include <mtk/nn/transformer.hpp>
 #include <mtk/optim/optim.hpp>
 #include <mtk/signals/stop_signals.hpp>
@@ -209,8 +210,12 @@ int train_main(const std::vector<std::string>& args) {
   auto optimizer = config::make_optimizer(settings.optimizer);
   // A model whose sizes overflow fails alike on every rank: one agreed error, no abort.
   agree_on_failure(mesh.comm(), [&] {
-    m = nn::build_transformer(g, s.model, true, seed);
-    lr = optim::minimize(m.loss, *optimizer, settings.lr, &gradient_norm);
+    // train.microbatches: the batch as slices in series, one optimizer step (docs/memory.md).
+    nn::TrainingGraph t = nn::build_training(g, s.model, static_cast<int>(settings.microbatches),
+                                             *optimizer, settings.lr, seed);
+    m = t.model;
+    lr = t.lr;
+    gradient_norm = t.gradient_norm;
   });
   app::say("mtk-lm1b train: %s\n", s.model.to_string().c_str());
   app::say("  parameters %.2fM (formula %.2fM); mesh %s; layout %s\n",

@@ -7,6 +7,7 @@
 #include <mtk/data/wmt_pairs.hpp>
 #include <mtk/decode/decode.hpp>
 #include <mtk/files/files.hpp>
+#include <mtk/nn/training_graph.hpp>
 #include <mtk/signals/stop_signals.hpp>
 #include <mtk/text/bleu.hpp>
 #include <mtk/text/sgm.hpp>
@@ -279,8 +280,13 @@ int train_main(const Communicator& world, const std::vector<std::string>& args) 
   auto optimizer = config::make_optimizer(settings.train.optimizer);
   // A model whose sizes overflow fails alike on every rank: one agreed error, no abort.
   agree_on_failure(mesh.comm(), [&] {
-    m = nn::build_transformer(g, s.model, true, settings.train.seed);
-    lr = optim::minimize(m.loss, *optimizer, settings.train.lr, &gradient_norm);
+    // train.microbatches: the batch as slices in series, one optimizer step (docs/memory.md).
+    nn::TrainingGraph t =
+        nn::build_training(g, s.model, static_cast<int>(settings.train.microbatches), *optimizer,
+                           settings.train.lr, settings.train.seed);
+    m = t.model;
+    lr = t.lr;
+    gradient_norm = t.gradient_norm;
   });
   app::say(cat("mtk-wmt train: ", s.model.to_string(), "\n"));
   char line[256];

@@ -50,7 +50,7 @@ TEST(ConfigSchema, ReadsEveryModelField) {
            "  num_layers: 5\n  num_encoder_layers: 4\n  shared_embedding: true\n  length: 40\n  "
            "batch: 12\n  dropout: 0.25\n"
            "  label_smoothing: 0.125\n  z_loss: 0.0001\n  gelu: true\n  norm: rms_norm\n"
-           "  activation_dtype: bfloat16\n  moe_every: 2\n"
+           "  activation_dtype: bfloat16\n  recompute: layer\n  moe_every: 2\n"
            "  moe: {num_experts: 4, capacity_factor_train: 1.5, capacity_factor_eval: 2.5, "
            "loss_coefficient: 0.02, second_policy_train: random, second_policy_eval: threshold, "
            "second_threshold_train: 0.25, second_threshold_eval: 0.3}\n"));
@@ -79,12 +79,13 @@ TEST(ConfigSchema, ReadsEveryModelField) {
   EXPECT_EQ(m.moe.second_policy_eval, nn::SecondPolicy::threshold);
   EXPECT_EQ(m.moe.second_threshold_train, 0.25);
   EXPECT_EQ(m.moe.second_threshold_eval, 0.3);
-  EXPECT_EQ(config::model_schema().keys().size(), 26u);  // preset + 17 + moe's 8
+  EXPECT_EQ(m.recompute, nn::Recompute::layer);
+  EXPECT_EQ(config::model_schema().keys().size(), 27u);  // preset + 18 + moe's 8
 }
 
 TEST(ConfigSchema, ReadsEveryTrainingField) {
   const auto s = config::read_training_settings(yaml(
-      "train:\n  steps: 500\n  seed: 7\n  log_every: 5\n  run_dir: runs/a\n"
+      "train:\n  steps: 500\n  seed: 7\n  log_every: 5\n  run_dir: runs/a\n  microbatches: 4\n"
       "  learning_rate: {schedule: linear_decay, value: 0.5, warmup_steps: 20, total_steps: 400}\n"
       "  optimizer: adafactor\n"
       "  adafactor: {beta1: 0.5, decay_exponent: 0.7, clipping_threshold: 0.5, epsilon1: 1e-20,\n"
@@ -95,6 +96,7 @@ TEST(ConfigSchema, ReadsEveryTrainingField) {
   EXPECT_EQ(s.seed, 7u);
   EXPECT_EQ(s.log_every, 5);
   EXPECT_EQ(s.run_dir, "runs/a");
+  EXPECT_EQ(s.microbatches, 4);
   EXPECT_EQ(s.lr.kind, optim::LearningRateSchedule::Kind::linear_decay);
   EXPECT_EQ(s.lr.value, 0.5);
   EXPECT_EQ(s.lr.warmup_steps, 20);
@@ -168,6 +170,10 @@ TEST(ConfigSchema, ValuesOutOfRangeNameFileKeyValueAndRange) {
                        "train.learning_rate.schedule = 'cosine' is not one of constant, "
                        "rsqrt_decay, linear_decay, adafactor_relative"))
       << e;
+  e = train("train: {microbatches: 0}\n");
+  EXPECT_TRUE(contains(e, "train.microbatches = 0 is not an integer in [1, 1048576]")) << e;
+  e = model("model: {recompute: all}\n");
+  EXPECT_TRUE(contains(e, "model.recompute = 'all' is not one of none, attention, layer")) << e;
   e = train("checkpoint: {keep: 0}\n");
   EXPECT_TRUE(contains(e, "checkpoint.keep = 0 is not an integer in [1, 1000000]")) << e;
   e = model("model: {preset: paper_lm:9}\n");

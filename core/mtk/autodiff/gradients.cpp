@@ -11,6 +11,14 @@ namespace mtk {
 
 // The generic reverse sweep; each op's own gradient lives with the op (OpDef::gradient).
 std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs) {
+  return gradients(loss, xs, {});
+}
+
+std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs,
+                              const std::vector<Tensor>& initial) {
+  if (!initial.empty() && initial.size() != xs.size())
+    fail("mtk::gradients",
+         cat(initial.size(), " initial gradients for ", xs.size(), " tensors; give one each"));
   if (!loss.valid())
     fail("mtk::gradients", "the loss tensor handle is empty");
   if (loss.dtype() != DType::float32)
@@ -50,6 +58,14 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs)
       it->second = it->second + shaped;
   };
   grad.emplace(loss.id(), constant(g, loss.shape(), 1.0));
+  for (size_t i = 0; i < initial.size(); ++i) {
+    if (initial[i].shape() != xs[i].shape())
+      fail("mtk::gradients",
+           cat("initial gradient '", initial[i].name(), "' ", initial[i].shape().to_string(),
+               " for '", xs[i].name(), "' ", xs[i].shape().to_string()));
+    if (needs(xs[i].id()))
+      grad.emplace(xs[i].id(), initial[i]);
+  }
 
   for (int oi = last_op; oi >= 0; --oi) {
     const Operation op = g.op(oi);  // copy: the loop appends ops
@@ -60,16 +76,22 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs)
       continue;
     // The gradient's ops contract in the precision its forward op was built in (a bf16 model's
     // backward is bf16 too), whatever the graph's precision is now.
+    // The gradient ops of a recomputed segment's op form that segment's backward part.
     const Precision saved = g.contraction_precision();
+    const RecomputeTag saved_tag = g.recompute_tag();
     g.set_contraction_precision(op.precision);
+    g.set_recompute_tag(op.recompute.segment >= 0 ? RecomputeTag{op.recompute.segment, true}
+                                                  : RecomputeTag{});
     GradientContext ctx(g, op, it->second, accumulate, needs);
     try {
       op.def->gradient(*op.def, ctx);
     } catch (...) {
       g.set_contraction_precision(saved);
+      g.set_recompute_tag(saved_tag);
       throw;
     }
     g.set_contraction_precision(saved);
+    g.set_recompute_tag(saved_tag);
   }
 
   std::vector<Tensor> out;
@@ -77,7 +99,10 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs)
     if (!x.valid() || &x.graph() != &g)
       fail("mtk::gradients", "a tensor of another graph");
     auto it = grad.find(x.id());
-    out.push_back(it != grad.end() ? it->second : constant(g, x.shape(), 0.0));
+    const size_t i = out.size();
+    out.push_back(it != grad.end()  ? it->second
+                  : initial.empty() ? constant(g, x.shape(), 0.0)
+                                    : initial[i]);
   }
   return out;
 }

@@ -12,4 +12,11 @@ namespace mtk {
 /// is summed). Fan-in is summed. A tensor the loss does not depend on gets zeros.
 std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs);
 
+/// The same plus `initial[i]` for each x (a running sum, e.g. the gradients of earlier
+/// microbatches): each part of d(loss)/d(x) is added to it as the sweep makes it, so that the
+/// part dies at once instead of living to the end of the backward. `initial` is empty or has one
+/// tensor of x's shape per x.
+std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs,
+                              const std::vector<Tensor>& initial);
+
 }  // namespace mtk

@@ -66,8 +66,22 @@ std::vector<Tensor> Graph::add_erased_op(const OpDef& def, const std::string& na
                                          const std::vector<Tensor>& inputs,
                                          const std::vector<std::pair<Shape, DType>>& outputs,
                                          std::shared_ptr<const void> attrs) {
-  Operation op{&def, def.is_variable ? name : unique_name(name), {}, {}, std::move(attrs)};
-  op.precision = contraction_precision_;
+  if (def.is_variable && reuse_variables_ && variable_by_name_.count(name)) {
+    const Tensor v = variable(name);
+    if (outputs.size() != 1 || v.shape() != outputs[0].first || v.dtype() != outputs[0].second)
+      fail("mtk::Graph::add_op",
+           cat("variable '", name, "' ", v.shape().to_string(), " ", dtype_name(v.dtype()),
+               " is reused as ",
+               outputs.empty() ? std::string("nothing") : outputs[0].first.to_string()));
+    return {v};
+  }
+  Operation op{&def,
+               def.is_variable ? name : unique_name(name),
+               {},
+               {},
+               std::move(attrs),
+               contraction_precision_,
+               recompute_tag_};
   if (def.is_variable) {
     if (variable_by_name_.count(name))
       fail("mtk::Graph::add_op", cat("a variable named '", name, "' already exists"));

@@ -150,6 +150,18 @@ class Graph {
   Precision contraction_precision() const { return contraction_precision_; }
   void set_contraction_precision(Precision p) { contraction_precision_ = p; }
 
+  /// The recomputation segment new ops join (none by default): a model sets it around a layer
+  /// (TransformerConfig::recompute), gradients() around the gradient ops of a segment's ops.
+  RecomputeTag recompute_tag() const { return recompute_tag_; }
+  void set_recompute_tag(RecomputeTag t) { recompute_tag_ = t; }
+  /// A new segment id for set_recompute_tag (0, 1, 2, ... per graph).
+  int new_recompute_segment() { return next_recompute_segment_++; }
+
+  /// While on, adding a variable whose name exists returns the existing one (its shape and dtype
+  /// must match): a model built again on other inputs shares its weights (microbatches).
+  void set_reuse_variables(bool on) { reuse_variables_ = on; }
+  bool reuse_variables() const { return reuse_variables_; }
+
  private:
   std::vector<Tensor> add_erased_op(const OpDef& def, const std::string& name,
                                     const std::vector<Tensor>& inputs,
@@ -166,6 +178,9 @@ class Graph {
   std::unordered_map<std::string, int> variable_by_name_;
   std::vector<std::string> offered_splits_;
   Precision contraction_precision_ = Precision::float32;
+  RecomputeTag recompute_tag_;
+  int next_recompute_segment_ = 0;
+  bool reuse_variables_ = false;
 };
 
 }  // namespace mtk

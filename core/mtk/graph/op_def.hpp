@@ -60,6 +60,15 @@ struct OpDef {
   bool is_variable = false;
 };
 
+/// Which recomputation segment an op belongs to (TransformerConfig::recompute): the forward ops of
+/// a segment (backward = false) have their outputs dropped after the forward and computed again,
+/// by the same steps, right before the first step of the segment's gradient ops (backward = true);
+/// mtk/lower/recompute.hpp. segment < 0: none.
+struct RecomputeTag {
+  int segment = -1;
+  bool backward = false;
+};
+
 /// One node of the graph: an op kind, its tensors and its attributes (read through the kind:
 /// OpKind<A>::attrs, so the attribute type is fixed by the kind at build time).
 struct Operation {
@@ -71,6 +80,8 @@ struct Operation {
   /// The graph's contraction precision when the op was added: autodiff builds the op's gradient
   /// in it, so a bf16 model's backward contractions are bf16 too.
   Precision precision = Precision::float32;
+  /// The graph's recomputation segment when the op was added (Graph::recompute_tag()).
+  RecomputeTag recompute;
 
   const char* kind() const { return def->name; }
   bool is(const OpDef& d) const { return def == &d; }

@@ -4,6 +4,7 @@
 #include <mtk/lower/lowering.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/lower/overlap.hpp>
+#include <mtk/lower/recompute.hpp>
 #include <mtk/parallel/collectives.hpp>
 #include <mtk/parallel/relayout.hpp>
 
@@ -50,6 +51,7 @@ std::unique_ptr<Program> Lowering::run() {
     o.def->lower(*o.def, *this);
   }
   p_->pending_ = pending_;
+  recompute();
   if (runtime_options().overlap_collectives())  // MTK_OVERLAP_COLLECTIVES
     p_->overlap_ = overlap_reductions(
         p_->steps_, mesh_, shape_, [&](int t) { return local(t).num_elements(); },
@@ -106,15 +108,6 @@ void Lowering::add_step(const std::string& what, std::vector<int> reads, std::ve
 void Lowering::add_step_of(StepKind kind, const std::string& what, std::vector<int> reads,
                            std::vector<int> writes, Program::StepFn fn, double flops,
                            Program::Category category) {
-  p_->counters_.op_calls[kind] += 1;
-  std::int64_t& bytes = p_->counters_.op_bytes[kind];
-  const char* where = "mtk::lower";
-  for (int t : reads)
-    bytes = checked_add(bytes, local_bytes(t), where,
-                        [&] { return cat("the bytes read by '", what, "'"); });
-  for (int t : writes)
-    bytes = checked_add(bytes, local_bytes(t), where,
-                        [&] { return cat("the bytes written by '", what, "'"); });
   p_->steps_.push_back({kind,
                         what,
                         category,
@@ -124,8 +117,53 @@ void Lowering::add_step_of(StepKind kind, const std::string& what, std::vector<i
                         std::move(fn),
                         {}});
   communicates_ = false;
+  count_step(p_->steps_.back(), flops);
+  next_origin_.tag = op().recompute;
+  next_origin_.flops = flops;
+  origins_.push_back(std::move(next_origin_));
+  next_origin_ = StepOrigin();
+}
+
+// The step's calls, bytes and FLOPs in counters().
+void Lowering::count_step(const Program::Step& step, double flops) {
+  const StepKind kind = step.kind;
+  p_->counters_.op_calls[kind] += 1;
+  std::int64_t& bytes = p_->counters_.op_bytes[kind];
+  const char* where = "mtk::lower";
+  for (int t : step.reads)
+    bytes = checked_add(bytes, local_bytes(t), where,
+                        [&] { return cat("the bytes read by '", step.what, "'"); });
+  for (int t : step.writes)
+    bytes = checked_add(bytes, local_bytes(t), where,
+                        [&] { return cat("the bytes written by '", step.what, "'"); });
   if (kind.traits().flops != FlopClass::none)
     p_->counters_.flops[kind.traits().flops] += flops;
+}
+
+// Recomputation (mtk/lower/recompute.hpp): copies of the segments' forward steps before their
+// backward steps, counted like the steps they copy.
+void Lowering::recompute() {
+  if (std::none_of(origins_.begin(), origins_.end(),
+                   [](const StepOrigin& o) { return o.tag.segment >= 0; }))
+    return;
+  std::vector<RecomputeTag> tags;
+  tags.reserve(origins_.size());
+  for (const auto& o : origins_)
+    tags.push_back(o.tag);
+  const RecomputePlan plan =
+      plan_recomputation(p_->steps_, tags, static_cast<int>(p_->layouts_.size()));
+  p_->steps_ = apply_recomputation(p_->steps_, plan);
+  for (size_t i = 0; i < plan.source.size(); ++i) {
+    if (!plan.copy[i])
+      continue;
+    const StepOrigin& o = origins_[static_cast<size_t>(plan.source[i])];
+    count_step(p_->steps_[i], o.flops);
+    for (const auto& c : o.comm)
+      add_comm_counters(c);
+    for (const auto& [each, n] : o.gemms)
+      add_gemm_counters(each, n);
+    ++p_->recomputed_steps_;
+  }
 }
 
 void Lowering::add_allreduce_step(const std::string& what, int y, Program::StepFn fn) {
@@ -144,6 +182,11 @@ void Lowering::add_alias(int from, int y) {
 void Lowering::count_gemms(double flops_each, std::int64_t gemms) {
   if (gemms <= 0 || !(flops_each > 0))
     return;
+  next_origin_.gemms.emplace_back(flops_each, gemms);
+  add_gemm_counters(flops_each, gemms);
+}
+
+void Lowering::add_gemm_counters(double flops_each, std::int64_t gemms) {
   auto& [flops, calls] =
       p_->counters_.gemm_by_size[static_cast<int>(std::floor(std::log2(flops_each)))];
   flops += flops_each * static_cast<double>(gemms);
@@ -155,15 +198,22 @@ void Lowering::count_flops(FlopClass c, double flops) {
 }
 
 void Lowering::count_comm(Collective kind, std::int64_t bytes, std::vector<int> axes) {
-  const char* where = "mtk::lower";
   communicates_ = true;
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  next_origin_.comm.push_back({kind, bytes, axes});
+  add_comm_counters(next_origin_.comm.back());
+}
+
+void Lowering::add_comm_counters(const CommCount& c) {
+  const char* where = "mtk::lower";
+  const Collective kind = c.kind;
+  const std::int64_t bytes = c.bytes;
   auto& total = p_->counters_.comm_bytes[kind];
   total = checked_add(total, bytes, where,
                       [&] { return cat("the bytes of ", to_string(kind), " collectives"); });
   p_->counters_.comm_calls[kind] += 1;
-  std::sort(axes.begin(), axes.end());
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
-  const Counters::CommGroup key{kind, std::move(axes)};
+  const Counters::CommGroup key{kind, c.axes};
   auto& group_total = p_->counters_.group_bytes[key];
   group_total = checked_add(group_total, bytes, where,
                             [&] { return cat("the bytes of ", to_string(kind), " collectives"); });
@@ -268,13 +318,8 @@ void Lowering::add_assignment(const std::string& what, int value, int variable,
 
 void Lowering::finish() {
   const int n = static_cast<int>(p_->layouts_.size());
-  p_->last_use_.assign(static_cast<size_t>(n), -1);
-  for (int s = 0; s < static_cast<int>(p_->steps_.size()); ++s)
-    for (int t : p_->steps_[static_cast<size_t>(s)].reads)
-      p_->last_use_[static_cast<size_t>(t)] = s;
   const int end = static_cast<int>(p_->steps_.size());
-  for (int t : keep_to_end_)
-    p_->last_use_[static_cast<size_t>(t)] = end;
+  p_->deaths_ = buffer_deaths(p_->steps_, n, p_->placeholders_, keep_to_end_);
   // Peak memory: variables plus the most bytes live at once.
   std::vector<std::int64_t> bytes(static_cast<size_t>(n), 0);
   for (int t = 0; t < n; ++t)
@@ -285,37 +330,23 @@ void Lowering::finish() {
     alive[static_cast<size_t>(t)] = true;
     live += bytes[static_cast<size_t>(t)];
   }
-  std::set<int> persistent(p_->persistent_.begin(), p_->persistent_.end());
-  // A tensor dies after the step of its last use; one never read after being written dies after
-  // that write. Buckets by last use keep this linear in steps + tensors.
-  std::vector<std::vector<int>> last_read_at(static_cast<size_t>(end));
-  for (int t = 0; t < n; ++t) {
-    const int u = p_->last_use_[static_cast<size_t>(t)];
-    if (u >= 0 && u < end)
-      last_read_at[static_cast<size_t>(u)].push_back(t);
-  }
-  auto release = [&](int t, int s) {
-    if (alive[static_cast<size_t>(t)] && p_->last_use_[static_cast<size_t>(t)] <= s) {
-      alive[static_cast<size_t>(t)] = false;
-      live -= bytes[static_cast<size_t>(t)];
-    }
-  };
+  std::vector<bool> persistent(static_cast<size_t>(n), false);
+  for (int t : p_->persistent_)
+    persistent[static_cast<size_t>(t)] = true;
   for (int s = 0; s < end; ++s) {
     const auto& st = p_->steps_[static_cast<size_t>(s)];
     for (int t : st.writes)
-      if (!alive[static_cast<size_t>(t)] && !persistent.count(t)) {
+      if (!alive[static_cast<size_t>(t)] && !persistent[static_cast<size_t>(t)]) {
         alive[static_cast<size_t>(t)] = true;
         live = checked_add(live, bytes[static_cast<size_t>(t)], "mtk::lower",
                            [&] { return cat("the bytes live at step '", st.what, "'"); });
       }
     peak = std::max(peak, live);
-    if (s == 0)
-      for (int t : p_->placeholders_)
-        release(t, s);
-    for (int t : st.writes)
-      release(t, s);
-    for (int t : last_read_at[static_cast<size_t>(s)])
-      release(t, s);
+    for (int t : p_->deaths_[static_cast<size_t>(s)])
+      if (alive[static_cast<size_t>(t)]) {
+        alive[static_cast<size_t>(t)] = false;
+        live -= bytes[static_cast<size_t>(t)];
+      }
   }
   p_->counters_.peak_bytes = checked_add(p_->counters_.variable_bytes, peak, "mtk::lower",
                                          "the peak bytes (variables + live tensors)");

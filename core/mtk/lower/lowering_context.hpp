@@ -141,6 +141,25 @@ class Lowering {
   std::map<int, DType> temp_dtype_;
   std::vector<int> keep_to_end_;
   bool communicates_ = false;  // count_comm since the last step
+  // What each step costs and which op it was lowered for, so a step run again (recomputation,
+  // mtk/lower/recompute.hpp) is counted again.
+  struct CommCount {
+    Collective kind;
+    std::int64_t bytes;
+    std::vector<int> axes;
+  };
+  struct StepOrigin {
+    RecomputeTag tag;
+    double flops = 0;
+    std::vector<CommCount> comm;
+    std::vector<std::pair<double, std::int64_t>> gemms;  // count_gemms(flops_each, gemms)
+  };
+  std::vector<StepOrigin> origins_;  // by step
+  StepOrigin next_origin_;           // counted since the last step
+  void add_comm_counters(const CommCount& c);
+  void add_gemm_counters(double flops_each, std::int64_t gemms);
+  void count_step(const Program::Step& step, double flops);
+  void recompute();
 };
 
 namespace op_kind_impl {

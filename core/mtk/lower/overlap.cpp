@@ -236,15 +236,10 @@ std::shared_ptr<ReductionsInFlight> overlap_reductions(
     if (!dry)
       mesh.axes_comm(b.axes);  // created now, in the same order on every rank
   }
-  std::map<int, int> bucket_of_tensor;
-  for (int k = 0; k < static_cast<int>(plan.size()); ++k)
-    for (int t : plan[static_cast<size_t>(k)].tensors)
-      bucket_of_tensor[t] = k;
-  for (int s = 0; s < n; ++s) {
-    const auto& st = steps[static_cast<size_t>(s)];
-    if (!st.sum_axes.empty() && st.reads.size() == 1 && bucket_of_tensor.count(st.reads.front()))
-      replaced[static_cast<size_t>(s)] = true;
-  }
+  // Every candidate joins a bucket; by step, since a recomputed tensor is reduced twice
+  // (mtk/lower/recompute.hpp).
+  for (const Candidate& c : candidates(steps, shape, elements_of))
+    replaced[static_cast<size_t>(c.at)] = true;
   auto label = [&](const char* what, int k) {
     const ReductionBucket& b = plan[static_cast<size_t>(k)];
     std::string axes;

@@ -241,12 +241,9 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
       overlap_->progress();
       charge("collectives", nullptr, "allreduce_progress");
     }
-    // Free each buffer after its last use.
-    for (int t : steps_[s].reads)
-      if (last_use_[static_cast<size_t>(t)] == static_cast<int>(s) && !keep[static_cast<size_t>(t)])
-        buffers[static_cast<size_t>(t)] = Buffer();
-    for (int t : steps_[s].writes)
-      if (last_use_[static_cast<size_t>(t)] < 0 && !keep[static_cast<size_t>(t)])
+    // Free each buffer after the last use of its value.
+    for (int t : deaths_[s])
+      if (!keep[static_cast<size_t>(t)])
         buffers[static_cast<size_t>(t)] = Buffer();
   }
   std::vector<HostTensor> out;

@@ -211,6 +211,8 @@ class Program {
   std::string explain() const;
   /// The layout of a tensor of the graph.
   const TensorLayout& layout(const Tensor& t) const;
+  /// Steps that run a forward step again for recomputation (TransformerConfig::recompute).
+  std::int64_t recomputed_steps() const { return recomputed_steps_; }
   /// Number of completed runs; random ops (dropout) mix it into their seeds.
   std::int64_t step() const { return step_; }
   void set_step(std::int64_t s) { step_ = s; }
@@ -238,8 +240,10 @@ class Program {
   std::deque<TensorLayout> layouts_;       // by tensor id, then temporaries (stable references)
   std::vector<std::vector<int>> pending_;  // by tensor id: mesh axes of a pending sum at the end
   std::vector<Step> steps_;
-  std::vector<int> last_use_;  // by tensor id: index of the last step reading it (-1: none)
-  std::vector<Step> assigns_;  // run after every other step
+  // Per step: the buffers whose value dies after it (mtk/lower/recompute.hpp, buffer_deaths).
+  std::vector<std::vector<int>> deaths_;
+  std::int64_t recomputed_steps_ = 0;
+  std::vector<Step> assigns_;                    // run after every other step
   std::shared_ptr<ReductionsInFlight> overlap_;  // state of the overlapped reductions, or null
   std::map<std::string, int> variable_tensor_;   // name -> tensor id
   std::vector<std::string> variable_order_;

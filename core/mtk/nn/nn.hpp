@@ -12,5 +12,6 @@
 #include <mtk/nn/moe.hpp>
 #include <mtk/nn/normalization.hpp>
 #include <mtk/nn/paper_configs.hpp>
+#include <mtk/nn/training_graph.hpp>
 #include <mtk/nn/transformer.hpp>
 #include <mtk/nn/transformer_config.hpp>

@@ -5,15 +5,18 @@
 #include <mtk/ops/ops.hpp>
 
 #include <string>
+#include <vector>
 
 namespace mtk::nn {
 namespace impl {
 
 Tensor Builder::encode(ModelGraph& m, Tensor& memory_segments) {
-  const Shape tokens{batch, length};
-  m.encoder_inputs = placeholder(g, "encoder_inputs", tokens, DType::int32);
-  m.encoder_segments = placeholder(g, "encoder_segments", tokens, DType::int32);
-  m.encoder_positions = placeholder(g, "encoder_positions", tokens, DType::int32);
+  if (!m.encoder_inputs.valid()) {  // the decoding graphs' encoder: placeholders of its own
+    const Shape tokens{batch, length};
+    m.encoder_inputs = placeholder(g, "encoder_inputs", tokens, DType::int32);
+    m.encoder_segments = placeholder(g, "encoder_segments", tokens, DType::int32);
+    m.encoder_positions = placeholder(g, "encoder_positions", tokens, DType::int32);
+  }
   memory_segments = rename_dimension(m.encoder_segments, "length", "memory_length");
   Tensor bias =
       attention_bias(g, length, memory_length, false, m.encoder_segments, memory_segments);
@@ -69,11 +72,48 @@ void Builder::loss_terms(ModelGraph& m, const Tensor& weights, const CrossEntrop
 
 }  // namespace impl
 
+ModelGraph transformer_placeholders(Graph& g, const TransformerConfig& config) {
+  config.validate();
+  const Shape tokens{{"batch", config.batch}, {"length", config.length}};
+  ModelGraph m;
+  m.inputs = placeholder(g, "inputs", tokens, DType::int32);
+  m.targets = placeholder(g, "targets", tokens, DType::int32);
+  m.segments = placeholder(g, "segments", tokens, DType::int32);
+  m.positions = placeholder(g, "positions", tokens, DType::int32);
+  if (config.num_encoder_layers > 0) {
+    m.encoder_inputs = placeholder(g, "encoder_inputs", tokens, DType::int32);
+    m.encoder_segments = placeholder(g, "encoder_segments", tokens, DType::int32);
+    m.encoder_positions = placeholder(g, "encoder_positions", tokens, DType::int32);
+  }
+  return m;
+}
+
 ModelGraph build_transformer(Graph& g, const TransformerConfig& config, bool training,
                              std::uint64_t seed, double logit_scale) {
   config.validate();
   if (logit_scale <= 0)
     fail("mtk::nn::build_transformer", cat("logit_scale ", logit_scale, " must be positive"));
+  return build_transformer_on(g, config, training, transformer_placeholders(g, config), seed,
+                              logit_scale);
+}
+
+ModelGraph build_transformer_on(Graph& g, const TransformerConfig& config, bool training,
+                                const ModelGraph& feeds, std::uint64_t seed, double logit_scale) {
+  config.validate();
+  if (logit_scale <= 0)
+    fail("mtk::nn::build_transformer", cat("logit_scale ", logit_scale, " must be positive"));
+  const Shape tokens{{"batch", config.batch}, {"length", config.length}};
+  std::vector<const Tensor*> given{&feeds.inputs, &feeds.targets, &feeds.segments,
+                                   &feeds.positions};
+  if (config.num_encoder_layers > 0)
+    given.insert(given.end(),
+                 {&feeds.encoder_inputs, &feeds.encoder_segments, &feeds.encoder_positions});
+  for (const Tensor* t : given)
+    if (!t->valid() || t->shape() != tokens || t->dtype() != DType::int32)
+      fail("mtk::nn::build_transformer_on",
+           cat("feed '", t->valid() ? t->name() : std::string("(none)"), "' ",
+               t->valid() ? t->shape().to_string() : std::string(), " is not int32 ",
+               tokens.to_string()));
   // Every contraction of the model (and, through each einsum's precision, of its gradients) in the
   // configured precision; what is built after the model (optimizer updates) stays float32.
   struct PrecisionScope {
@@ -83,12 +123,7 @@ ModelGraph build_transformer(Graph& g, const TransformerConfig& config, bool tra
   } scope{g, g.contraction_precision()};
   g.set_contraction_precision(config.contraction_precision());
   impl::Builder b(g, config, LayerContext{&g, training, config.dropout, seed});
-  ModelGraph m;
-  const Shape tokens{b.batch, b.length};
-  m.inputs = placeholder(g, "inputs", tokens, DType::int32);
-  m.targets = placeholder(g, "targets", tokens, DType::int32);
-  m.segments = placeholder(g, "segments", tokens, DType::int32);
-  m.positions = placeholder(g, "positions", tokens, DType::int32);
+  ModelGraph m = feeds;
   Tensor encoder_out, memory_segments;
   if (config.num_encoder_layers > 0)
     encoder_out = b.encode(m, memory_segments);

@@ -32,6 +32,17 @@ struct ModelGraph {
 ModelGraph build_transformer(Graph& g, const TransformerConfig& config, bool training,
                              std::uint64_t seed = 1, double logit_scale = 1.0);
 
+/// The placeholders build_transformer makes for `config` (int32 [batch, length]: inputs, targets,
+/// segments, positions, and the encoder's when it has one); the other fields are empty.
+ModelGraph transformer_placeholders(Graph& g, const TransformerConfig& config);
+
+/// build_transformer on the tensors `feeds` gives as placeholders (int32 [batch, length] with
+/// config's sizes; e.g. slices of a larger batch, as microbatches are): returns them with the
+/// model's outputs.
+ModelGraph build_transformer_on(Graph& g, const TransformerConfig& config, bool training,
+                                const ModelGraph& feeds, std::uint64_t seed = 1,
+                                double logit_scale = 1.0);
+
 /// Number of trainable parameters in a graph (from variable shapes; nothing is allocated).
 std::int64_t count_parameters(const Graph& g);
 

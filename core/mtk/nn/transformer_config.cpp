@@ -11,6 +11,19 @@ const std::vector<std::string>& TransformerConfig::norm_choices() {
   return choices;
 }
 
+const std::vector<std::pair<std::string, Recompute>>& recompute_names() {
+  static const std::vector<std::pair<std::string, Recompute>> names{
+      {"none", Recompute::none}, {"attention", Recompute::attention}, {"layer", Recompute::layer}};
+  return names;
+}
+
+const char* to_string(Recompute r) {
+  for (const auto& [name, value] : recompute_names())
+    if (value == r)
+      return name.c_str();
+  return "?";
+}
+
 const std::vector<std::string>& TransformerConfig::activation_dtype_choices() {
   static const std::vector<std::string> choices = {"float32", "bfloat16"};
   return choices;
@@ -91,6 +104,8 @@ std::string TransformerConfig::to_string() const {
   os << ", length " << length << ", batch " << batch;
   if (activation_dtype != "float32")
     os << ", " << activation_dtype;
+  if (recompute != Recompute::none)
+    os << ", recompute " << nn::to_string(recompute);
   if (moe_every)
     os << ", MoE every " << moe_every << " (" << moe.num_experts << " experts)";
   return os.str();

@@ -6,9 +6,18 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mtk::nn {
+
+/// What the backward recomputes from a layer's input instead of keeping from the forward
+/// (docs/memory.md): nothing; the attention blocks (norm, attention, residual); or every layer.
+/// Results are bitwise those of `none` (the same steps run again).
+enum class Recompute { none, attention, layer };
+/// The names of the values (`model.recompute`): none, attention, layer.
+const std::vector<std::pair<std::string, Recompute>>& recompute_names();
+const char* to_string(Recompute r);
 
 struct TransformerConfig {
   std::int64_t vocab_size = 32000;
@@ -34,6 +43,8 @@ struct TransformerConfig {
   /// (bf16 operands, fp32 sums). Variables, optimizer state, loss, softmax statistics and the
   /// activations between contractions stay float32.
   std::string activation_dtype = "float32";
+  /// Activations recomputed in the backward instead of kept (training graphs only).
+  Recompute recompute = Recompute::none;
 
   /// The values `norm` may take: layer_norm, rms_norm.
   static const std::vector<std::string>& norm_choices();

@@ -92,6 +92,10 @@ Schema<TransformerConfig> make_model_schema() {
       .choice("norm", &T::norm, T::norm_choices(), "the normalisation layer")
       .choice("activation_dtype", &T::activation_dtype, T::activation_dtype_choices(),
               "precision of the contractions (bfloat16: bf16 operands, fp32 sums)")
+      .choice("recompute", &T::recompute, nn::recompute_names(),
+              "activations the backward recomputes instead of keeping: none; attention (each "
+              "attention block); layer (each layer); results are bitwise those of none "
+              "(docs/memory.md)")
       .integer("moe_every", &T::moe_every, 0, 100000,
                "every n-th feed-forward layer is a mixture of experts; 0: none")
       .nested("moe", &T::moe, moe_schema())

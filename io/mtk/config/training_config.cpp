@@ -17,6 +17,10 @@ Schema<T> make_train_schema() {
       .integer("log_every", &T::log_every, 1, kMaxSteps,
                "steps per progress line and metrics record")
       .text("run_dir", &T::run_dir, "the run directory when --run-dir is not given")
+      .integer("microbatches", &T::microbatches, 1, 1 << 20,
+               "slices each batch runs as, in series, their gradients summed before one "
+               "optimizer step (less activation memory); must divide model.batch "
+               "(docs/memory.md)")
       .nested("learning_rate", &T::lr, learning_rate_schema())
       .default_from(
           "learning_rate.total_steps",

@@ -20,6 +20,8 @@ struct TrainingSettings {
   std::int64_t steps = 1000, log_every = 10;
   std::uint64_t seed = 1;
   std::string run_dir = "run";
+  /// train.microbatches: the batch runs as this many slices in series (nn::build_training).
+  std::int64_t microbatches = 1;
   optim::LearningRateSchedule lr;  ///< train.learning_rate; total_steps defaults to steps
   OptimizerSettings optimizer;     ///< train.optimizer, train.adafactor, train.adam
   std::int64_t checkpoint_every = 1000;

@@ -16,6 +16,23 @@
 
 namespace mtk::nn::impl {
 
+// The ops built in its lifetime form one recomputation segment (when `on`): the backward computes
+// their outputs again instead of keeping them (TransformerConfig::recompute).
+class RecomputeSegment {
+ public:
+  RecomputeSegment(Graph& g, bool on) : g_(g), saved_(g.recompute_tag()) {
+    if (on)
+      g_.set_recompute_tag(RecomputeTag{g_.new_recompute_segment(), false});
+  }
+  ~RecomputeSegment() { g_.set_recompute_tag(saved_); }
+  RecomputeSegment(const RecomputeSegment&) = delete;
+  RecomputeSegment& operator=(const RecomputeSegment&) = delete;
+
+ private:
+  Graph& g_;
+  RecomputeTag saved_;
+};
+
 // Builds one model: the dims every layer shares, the pre-norm residual blocks, the encoder, the
 // decoder and the loss. Variable names ("decoder/layer_0/self_attention/q", ...) are what
 // checkpoints store.
@@ -105,11 +122,19 @@ struct Builder {
   Tensor stack(const std::string& prefix, std::int64_t num_layers, Tensor x, const Tensor& bias,
                const Tensor& encoder_out = Tensor(), const Tensor& segments = Tensor(),
                const Tensor& memory_segments = Tensor()) {
+    const bool layers = c.recompute == Recompute::layer;
+    const bool blocks = c.recompute == Recompute::attention;
     for (std::int64_t l = 0; l < num_layers; ++l) {
       const std::string name = prefix + "/layer_" + std::to_string(l);
-      x = self_attention_block(name, x, bias);
-      if (encoder_out.valid())
+      RecomputeSegment layer(g, layers);
+      {
+        RecomputeSegment block(g, blocks);
+        x = self_attention_block(name, x, bias);
+      }
+      if (encoder_out.valid()) {
+        RecomputeSegment block(g, blocks);
         x = encdec_attention_block(name, x, encoder_out, segments, memory_segments);
+      }
       x = feed_forward_block(name, l, x);
     }
     return norm(prefix + "/final_norm", x);

@@ -1,0 +1,240 @@
+// Microbatches (train.microbatches, nn::build_training): a batch run as k slices in series, their
+// gradients summed before one optimizer step, trains as the whole batch does — losses and weights
+// within float32 reassociation (1e-5 of the scale; the slices' sums add in another order) of
+// k = 1, on every mesh and layout, each also against one processor; data-parallel gradients are
+// allreduced once per batch, not per slice; a run checkpointed with one k resumes with another;
+// and slices lower the peak of live activations.
+
+#include <mtk/checkpoint/checkpoint.hpp>
+#include <mtk/nn/nn.hpp>
+#include <mtk/optim/optim.hpp>
+
+#include <gtest/gtest.h>
+
+#include "model_fixtures.hpp"
+#include "mtk_invariance_check.hpp"
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+using namespace mtk;
+using namespace mtk::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The tiny model with a batch every slice of which still splits over 8 ranks.
+nn::TransformerConfig config(bool moe = false) {
+  nn::TransformerConfig c = tiny_transformer(moe);
+  c.batch = 32;
+  return c;
+}
+
+struct Job {
+  Graph g;
+  nn::TrainingGraph t;
+  std::unique_ptr<Program> program;
+  std::map<int, HostTensor> feeds;
+};
+
+std::unique_ptr<Job> make_job(const nn::TransformerConfig& c, int k, const Mesh& mesh,
+                              const LayoutRules& rules) {
+  auto j = std::make_unique<Job>();
+  optim::Adafactor opt;
+  optim::LearningRateSchedule lr;
+  lr.kind = optim::LearningRateSchedule::Kind::constant;
+  lr.value = 0.05;
+  j->t = nn::build_training(j->g, c, k, opt, lr, /*seed=*/5);
+  j->feeds = lm_feeds(
+      j->t.model, c, [](std::int64_t b, std::int64_t l) { return (b * 5 + l * 3 + 1) % 31 + 1; },
+      [](std::int64_t b, std::int64_t l) {
+        return b % 5 == 4 && l > 5 ? 0 : (b * 7 + l) % 31 + 1;
+      });
+  j->program = lower(j->g, mesh, rules);
+  return j;
+}
+
+struct Trained {
+  std::vector<float> losses, norms;
+  std::vector<float> weights;  // every variable's global value after the last step
+};
+
+void run_steps(Job& j, int steps, Trained& t) {
+  for (int s = 0; s < steps; ++s) {
+    const auto out = j.program->run(j.feeds, {j.t.model.loss, j.t.gradient_norm});
+    t.losses.push_back(static_cast<float>(out[0].at(0)));
+    t.norms.push_back(static_cast<float>(out[1].at(0)));
+  }
+}
+
+void read_weights(Job& j, Trained& t) {
+  t.weights.clear();
+  for (const auto& name : j.program->variable_names()) {
+    const auto v = j.program->variable_value(name).values<float>();
+    t.weights.insert(t.weights.end(), v.begin(), v.end());
+  }
+}
+
+Trained train(const nn::TransformerConfig& c, int k, const Mesh& mesh, const LayoutRules& rules,
+              int steps = 3) {
+  auto j = make_job(c, k, mesh, rules);
+  Trained t;
+  run_steps(*j, steps, t);
+  read_weights(*j, t);
+  return t;
+}
+
+// The stated tolerance: float32 reassociation, 1e-5 of the largest weight and of each loss.
+void expect_close(const Trained& a, const Trained& b, const std::string& what, double tol = 1e-5) {
+  ASSERT_EQ(a.weights.size(), b.weights.size()) << what;
+  ASSERT_EQ(a.losses.size(), b.losses.size()) << what;
+  float scale = 0, diff = 0;
+  for (size_t i = 0; i < a.weights.size(); ++i) {
+    scale = std::max(scale, std::fabs(b.weights[i]));
+    diff = std::max(diff, std::fabs(a.weights[i] - b.weights[i]));
+  }
+  EXPECT_LE(diff, tol * scale) << what << ": weights differ by " << diff << " (scale " << scale
+                               << ")";
+  for (size_t s = 0; s < a.losses.size(); ++s) {
+    EXPECT_NEAR(a.losses[s], b.losses[s], tol * std::fabs(b.losses[s])) << what << " step " << s;
+    EXPECT_NEAR(a.norms[s], b.norms[s], 10 * tol * std::fabs(b.norms[s]))
+        << what << " gradient norm, step " << s;
+  }
+}
+
+// A fresh directory shared by all ranks, removed at the end.
+class TempDir {
+ public:
+  TempDir() {
+    if (world_rank() == 0) {
+      std::string templ = (fs::temp_directory_path() / "mtk-microbatch-test-XXXXXX").string();
+      if (::mkdtemp(templ.data()) == nullptr)
+        std::abort();
+      path_ = templ;
+    }
+    int n = static_cast<int>(path_.size());
+    MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    path_.resize(static_cast<size_t>(n));
+    MPI_Bcast(path_.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
+  }
+  ~TempDir() {
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::error_code ec;
+    if (world_rank() == 0)
+      fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+const std::vector<std::string> kLayouts = {"batch:@0", "vocab:@0;d_ff:@0;heads:@0;batch:@1"};
+
+}  // namespace
+
+TEST(Microbatches, LossesAndWeightsEqualTheWholeBatch) {
+  const auto c = config();
+  const Trained one = train(c, 1, single_processor_mesh(), LayoutRules());
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    Mesh mesh(mshape, MPI_COMM_WORLD);
+    for (const auto& layout : kLayouts) {
+      const auto rules = instantiate(layout, mshape);
+      const std::string what = mshape.to_string() + " layout " + layout;
+      const Trained whole = train(c, 1, mesh, rules);
+      expect_close(whole, one, what + ": k = 1 against one processor");
+      for (int k : {2, 4}) {
+        const Trained sliced = train(c, k, mesh, rules);
+        expect_close(sliced, whole, what + ": k = " + std::to_string(k));
+      }
+    }
+  }
+}
+
+TEST(Microbatches, WithRecomputationAndMixtureOfExperts) {
+  // Recompute on top of slices is bitwise the slices alone; MoE trains (its capacity is per
+  // slice, so it is compared with k = 1 only loosely).
+  auto c = config();
+  const Mesh mesh(MeshShape::parse("b:" + std::to_string(world_size())), MPI_COMM_WORLD);
+  const auto rules = LayoutRules::parse("batch:b");
+  const Trained plain = train(c, 2, mesh, rules);
+  c.recompute = nn::Recompute::layer;
+  const Trained recomputed = train(c, 2, mesh, rules);
+  EXPECT_EQ(plain.weights, recomputed.weights);
+  EXPECT_EQ(plain.losses, recomputed.losses);
+  const auto moe = config(/*moe=*/true);
+  const Trained moe1 = train(moe, 1, mesh, rules, 2);
+  const Trained moe2 = train(moe, 2, mesh, rules, 2);
+  EXPECT_NEAR(moe2.losses[0], moe1.losses[0], 1e-2 * std::fabs(moe1.losses[0]));
+}
+
+TEST(Microbatches, GradientsAreReducedOncePerBatch) {
+  if (world_size() < 2)
+    GTEST_SKIP() << "needs data parallelism";
+  const auto c = config();
+  const Mesh mesh(MeshShape::parse("b:" + std::to_string(world_size())), MPI_COMM_WORLD);
+  const auto rules = LayoutRules::parse("batch:b");
+  auto whole = make_job(c, 1, mesh, rules);
+  auto sliced = make_job(c, 4, mesh, rules);
+  // The weight gradients dominate the bytes reduced: reduced per slice they would be 4 times.
+  const auto a = whole->program->counters().comm_bytes.at(Collective::allreduce);
+  const auto b = sliced->program->counters().comm_bytes.at(Collective::allreduce);
+  EXPECT_LT(static_cast<double>(b), 1.1 * static_cast<double>(a))
+      << "allreduce bytes per step: k = 4 " << b << ", k = 1 " << a;
+}
+
+TEST(Microbatches, ResumeAcrossAChangeOfK) {
+  // 2 steps with k = 2, a checkpoint, 2 more steps with k = 4: the run of 4 steps with k = 1.
+  const auto c = config();
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    Mesh mesh(mshape, MPI_COMM_WORLD);
+    const auto rules = instantiate(kLayouts[1], mshape);
+    const std::string what = mshape.to_string();
+    const Trained straight = train(c, 1, mesh, rules, 4);
+    TempDir dir;
+    const std::string path = dir.path() + "/step-2";
+    Trained resumed;
+    {
+      auto first = make_job(c, 2, mesh, rules);
+      run_steps(*first, 2, resumed);
+      write_checkpoint_directory(*first->program, path, CheckpointMetadata());
+    }
+    auto second = make_job(c, 4, mesh, rules);
+    restore_checkpoint(*second->program, path);
+    EXPECT_EQ(second->program->step(), 2) << what;
+    run_steps(*second, 2, resumed);
+    read_weights(*second, resumed);
+    expect_close(resumed, straight, what + ": k = 2 then 4 against k = 1");
+  }
+}
+
+TEST(Microbatches, SlicesLowerThePeakOfLiveActivations) {
+  nn::TransformerConfig c = tiny_transformer();
+  c.num_layers = 4;
+  c.length = 32;
+  c.batch = 16;
+  std::int64_t peak[3] = {0, 0, 0};
+  for (int i = 0; i < 3; ++i) {
+    Graph g;
+    optim::Adafactor opt;
+    nn::build_training(g, c, 1 << i, opt, optim::LearningRateSchedule());
+    peak[i] = analyze(g, MeshShape::parse("b:1"), LayoutRules())->counters().peak_bytes;
+  }
+  EXPECT_LT(peak[1], peak[0]);
+  EXPECT_LT(peak[2], peak[1]);
+}
+
+TEST(Microbatches, AKThatDoesNotDivideTheBatchIsAnError) {
+  Graph g;
+  optim::Adafactor opt;
+  auto c = config();
+  try {
+    nn::build_training(g, c, 3, opt, optim::LearningRateSchedule());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train.microbatches = 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("model.batch = 32"), std::string::npos) << e.what();
+  }
+}
