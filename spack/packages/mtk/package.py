@@ -36,10 +36,11 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
 
     # A checkout: `spack develop mtk@main` (spack/debian12/spack.yaml does).
     version("main", branch="main")
-    # The newest release is project(MTK VERSION ...) of CMakeLists.txt. Its sha256 is what
+    # 0.3.0: the tree of cd504fb9 (scripts/release cd504fb9). The newest release is
+    # project(MTK VERSION ...) of CMakeLists.txt. Its sha256 is what
     # `scripts/release` prints for the release commit; `scripts/release --check <commit>`
     # compares. spack/ is export-ignore'd, so adding this line does not change the tarball.
-    version("0.3.0", sha256="0000000000000000000000000000000000000000000000000000000000000000")
+    version("0.3.0", sha256="894596803a34ab146e6e8fc80e746fa59aff8eaad6914b9d2504d546edfdf27e")
     # `git archive --format=tar.gz --prefix=mtk-0.1.0/ f79b9f0` (before scripts/release): no
     # mtk-wmt, Slurm scripts, layout search or CLI11.
     version(
