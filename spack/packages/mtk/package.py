@@ -77,8 +77,9 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
     depends_on("nlohmann-json@3.2:3", type="build")  # metrics.jsonl and BLEU's JSON (header-only)
 
     depends_on("mpi")
-    # Built with 1.10.8 (Debian 12); 1.14 and 2.x (Spack's newest, 2.1.0) keep every C call MTK
-    # makes (versioned names: H5Dopen2, H5Ewalk2, ...), not built here.
+    # Built with 1.10.8 (Debian 12) only. Open to 1.14 and 2.x (Spack's newest, 2.1.0): MTK
+    # calls long-standing C functions under their versioned names (H5Dopen2, H5Ewalk2, ...);
+    # never built against them.
     depends_on("hdf5@1.10:2 +mpi")
     depends_on("yaml-cpp@0.6.3:0.8")
     depends_on("zlib-api")  # text corpora read plain or gzip-compressed (mtk-wmt, mtk-lm1b)
