@@ -12,7 +12,7 @@ prefix="$work/prefix"
 for f in include/mtk/mtk.hpp include/mtk/io.hpp include/mtk/version.hpp \
          include/mtk/graph/graph.hpp lib/cmake/MTK/MTKConfig.cmake \
          lib/cmake/MTK/MTKConfigVersion.cmake lib/cmake/MTK/MTKTargets.cmake \
-         share/mtk/layouts/paper-2d.yaml share/mtk/configs/lm1b/demo.yaml; do
+         share/mtk/layouts/paper-2d.yaml share/mtk/apps/lm1b/configs/demo.yaml; do
   [ -e "$prefix/$f" ] || { echo "install_and_examples: $f was not installed" >&2; exit 1; }
 done
 if find "$prefix/include" -path '*/impl/*' | grep -q .; then

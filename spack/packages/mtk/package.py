@@ -1,6 +1,7 @@
 # Spack recipe for MTK (Mesh Tensors on Kokkos). From the MTK source root:
 #   spack repo add spack
-#   spack install mtk                               # Serial Kokkos, host BLAS
+#   spack install mtk                               # the newest release: Serial Kokkos, host BLAS
+#   spack install mtk+shared                        # MTK's libraries shared instead of static
 #   spack install mtk+bf16                          # with oneDNN's bf16 matmul (AVX512_BF16/AMX)
 #   spack install mtk+cuda cuda_arch=90             # Kokkos 4 with CUDA, nvcc_wrapper, cuBLAS
 #   spack install mtk+cuda+cuda_aware_mpi cuda_arch=90   # MPI gets device pointers
@@ -25,20 +26,35 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
     """Mesh Tensors on Kokkos: Mesh-TensorFlow's named-dimension model of distributed tensors
     as a C++17 library on Kokkos, MPI and parallel HDF5, with its applications."""
 
-    # Placeholder host until MTK has a public home. Release tarballs are named
-    # mtk-<version>.tar.gz with a top directory mtk-<version>/; a site without network access
-    # puts them in a Spack mirror (docs/building.md), where Spack looks before this url.
+    # Placeholder host until MTK has a public home. Release tarballs are mtk-<version>.tar.gz
+    # with a top directory mtk-<version>/, made by scripts/release. Spack looks in its mirrors
+    # before this url, at <mirror>/mtk/mtk-<version>.tar.gz (the `spack mirror` layout): a site
+    # puts the tarball there (docs/building.md, "Releases").
     homepage = "https://example.org/mtk"
-    url = "https://example.org/mtk/releases/mtk-0.1.0.tar.gz"
+    url = "https://example.org/mtk/releases/mtk-0.3.0.tar.gz"
     git = "https://example.org/mtk/mtk.git"
 
+    # A checkout: `spack develop mtk@main` (spack/debian12/spack.yaml does).
     version("main", branch="main")
-    # sha256 of `git archive --format=tar.gz --prefix=mtk-0.1.0/ f79b9f0` (MTK 0.1.0, main at
-    # the time this recipe was written). A new release: make its tarball the same way, publish
-    # it, and add `version("X.Y.Z", sha256=<sha256sum of the file>)` above this line.
-    version("0.1.0", sha256="58fa2856c99fd84a95bb1bd88be1db4a5a52477ed54cbf9ee3785e612a0397be")
+    # 0.3.0: the tree of cd504fb9 (scripts/release cd504fb9). The newest release is
+    # project(MTK VERSION ...) of CMakeLists.txt. Its sha256 is what
+    # `scripts/release` prints for the release commit; `scripts/release --check <commit>`
+    # compares. spack/ is export-ignore'd, so adding this line does not change the tarball.
+    version("0.3.0", sha256="894596803a34ab146e6e8fc80e746fa59aff8eaad6914b9d2504d546edfdf27e")
+    # `git archive --format=tar.gz --prefix=mtk-0.1.0/ f79b9f0` (before scripts/release): no
+    # mtk-wmt, Slurm scripts, layout search or CLI11.
+    version(
+        "0.1.0",
+        sha256="58fa2856c99fd84a95bb1bd88be1db4a5a52477ed54cbf9ee3785e612a0397be",
+        deprecated=True,
+    )
 
     variant("openmp", default=False, description="Use Kokkos' OpenMP host backend")
+    variant(
+        "shared",
+        default=False,
+        description="MTK's libraries (MTK::engine, MTK::models, MTK::io) as shared libraries",
+    )
     variant(
         "bf16",
         default=False,
@@ -61,15 +77,19 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
     depends_on("nlohmann-json@3.2:3", type="build")  # metrics.jsonl and BLEU's JSON (header-only)
 
     depends_on("mpi")
-    depends_on("hdf5@1.10:1 +mpi")
+    # Built with 1.10.8 (Debian 12) only. Open to 1.14 and 2.x (Spack's newest, 2.1.0): MTK
+    # calls long-standing C functions under their versioned names (H5Dopen2, H5Ewalk2, ...);
+    # never built against them.
+    depends_on("hdf5@1.10:2 +mpi")
     depends_on("yaml-cpp@0.6.3:0.8")
     depends_on("zlib-api")  # text corpora read plain or gzip-compressed (mtk-wmt, mtk-lm1b)
     depends_on("openssl")  # SHA-256 of checkpoints and token shards (libcrypto's EVP)
     # Tested with 0.1.97 (Debian 12); the C++ API MTK uses is unchanged in 0.2.
     depends_on("sentencepiece@0.1.91:0.2")
 
-    # Tested with Kokkos 3.4 (Serial, Debian 12); Kokkos 4 is the target on GPUs. Kokkos 5
-    # needs C++20 and was never tried.
+    # Built with Kokkos 3.4 (Serial, Debian 12) and 4.6 (OpenMP; CUDA compile-checked). The
+    # range takes every 4.x Spack has (4.7.04 the newest). Kokkos 5 (5.1.1 in Spack) requires
+    # C++20, MTK is C++17 and was never built against it: not accepted until it is.
     depends_on("kokkos@3.4:4")
     # KokkosBlas::gemm runs MTK's local einsums: without the BLAS third-party library it falls
     # back to its own loops on the host, far slower than the figures in docs/ assume.
@@ -108,6 +128,11 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
         "CUDA/HIP language: use kokkos~cmake_lang",
     )
 
+    # The installed scripts: share/mtk/scripts/plot-metrics (Python's standard library) and
+    # scripts/slurm/generate, which reads the configs with PyYAML.
+    depends_on("python@3:", type="run")
+    depends_on("py-pyyaml", type="run")
+
     # Built and run only under `spack install --test=root` (MTK_ENABLE_TESTS follows run_tests).
     depends_on("googletest@1.10:", type="test")
     depends_on("python@3:", type="test")  # tests/architecture/check_layers.py
@@ -124,6 +149,7 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
         spec = self.spec
         args = [
             self.define("MTK_ENABLE_APPS", True),
+            self.define_from_variant("BUILD_SHARED_LIBS", "shared"),
             self.define("MTK_ENABLE_BENCHMARKS", False),
             self.define("MTK_ENABLE_TESTS", self.run_tests),
             # the examples test installs MTK into a scratch prefix of its own
@@ -170,6 +196,42 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
         demo = join_path(self.prefix.bin, "mtk-mesh-demo")
         out = mpiexec("-n", "2", demo, "--mesh", "batch:2", output=str.split, error=str.split)
         assert "mesh demo: OK" in out, f"mtk-mesh-demo did not report OK:\n{out}"
+
+    def test_version(self):
+        """mtk-layout --version names the version Spack installed (project() of CMakeLists.txt)"""
+        layout = Executable(join_path(self.prefix.bin, "mtk-layout"))
+        out = layout("--version", output=str.split, error=str.split)
+        if not self.spec.satisfies("@main"):
+            assert f"(MTK {self.spec.version})" in out, f"mtk-layout --version: {out}"
+
+    def test_installed_tree(self):
+        """share/mtk is an MTK_ROOT: every application's configs, layouts, Slurm scripts,
+        plot-metrics; the installed generate writes scripts for another node shape"""
+        share = join_path(self.prefix.share, "mtk")
+        for rel in (
+            "apps/lm1b/configs/paper_lm_3.yaml",
+            "apps/wmt/configs/paper_tr_3.yaml",
+            "layouts/paper-2d.yaml",
+            "scripts/slurm/mtk-job.sh",
+            "scripts/slurm/train.sbatch",
+            "scripts/slurm/train-gpu.sbatch",
+            "scripts/slurm/paper_tr_3.sbatch",
+            "scripts/plot-metrics",
+        ):
+            assert os.path.isfile(join_path(share, rel)), f"share/mtk/{rel} was not installed"
+        python = Executable(self.spec["python"].command.path)
+        python(join_path(share, "scripts", "plot-metrics"), "--help", output=str.split)
+        out_dir = join_path(os.getcwd(), "generated")
+        python(
+            join_path(share, "scripts", "slurm", "generate"),
+            "--out",
+            out_dir,
+            "--tasks-per-node",
+            "64",
+            output=str.split,
+            error=str.split,
+        )
+        assert os.path.isfile(join_path(out_dir, "paper_lm_3.sbatch")), "generate wrote nothing"
 
     def test_layout_help(self):
         """mtk-layout --help exits 0 and prints its usage"""
