@@ -53,7 +53,7 @@ TEST(ConfigSchema, ReadsEveryModelField) {
            "  activation_dtype: bfloat16\n  recompute: layer\n  moe_every: 2\n"
            "  moe: {num_experts: 4, capacity_factor_train: 1.5, capacity_factor_eval: 2.5, "
            "loss_coefficient: 0.02, second_policy_train: random, second_policy_eval: threshold, "
-           "second_threshold_train: 0.25, second_threshold_eval: 0.3}\n"));
+           "second_threshold_train: 0.25, second_threshold_eval: 0.3, group_size: 512}\n"));
   EXPECT_EQ(m.vocab_size, 1000);
   EXPECT_EQ(m.d_model, 96);
   EXPECT_EQ(m.d_ff, 384);
@@ -79,8 +79,9 @@ TEST(ConfigSchema, ReadsEveryModelField) {
   EXPECT_EQ(m.moe.second_policy_eval, nn::SecondPolicy::threshold);
   EXPECT_EQ(m.moe.second_threshold_train, 0.25);
   EXPECT_EQ(m.moe.second_threshold_eval, 0.3);
+  EXPECT_EQ(m.moe.group_size, 512);
   EXPECT_EQ(m.recompute, nn::Recompute::layer);
-  EXPECT_EQ(config::model_schema().keys().size(), 27u);  // preset + 18 + moe's 8
+  EXPECT_EQ(config::model_schema().keys().size(), 28u);  // preset + 18 + moe's 9
 }
 
 TEST(ConfigSchema, ReadsEveryTrainingField) {
