@@ -317,8 +317,8 @@ int train_main(const Communicator& world, const std::vector<std::string>& args) 
                                         slice.index, settings.train.seed, settings.data.pack);
   });
   app::say(cat("  data: ", stream->size(), " pairs of at most ", s.model.length, " tokens a side",
-               settings.data.pack ? cat(", packed in ", stream->rows_per_epoch(), " rows") : "", "; ",
-               stream->batches_per_epoch(), " steps per epoch\n"));
+               settings.data.pack ? cat(", packed in ", stream->rows_per_epoch(), " rows") : "",
+               "; ", stream->batches_per_epoch(), " steps per epoch\n"));
   if (o.dry_run) {
     app::verify_token_shards(mesh.comm(), {s.data.source("train"), s.data.target("train")});
     app::say(cat("mtk-wmt train --dry-run: config, data (every token checksum), ", world.size(),
