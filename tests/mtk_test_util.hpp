@@ -1,6 +1,6 @@
 #pragma once
-// Helpers shared by MTK's tests: the meshes to try at a given rank count, and slices of global
-// reference tensors.
+// Helpers shared by MTK's tests: the meshes to try at a given rank count, slices of global
+// reference tensors, random inputs.
 
 #include <mtk/parallel/layout.hpp>
 #include <mtk/parallel/mesh.hpp>
@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,16 @@ inline std::vector<double> slice_of(const TensorLayout& layout, const std::vecto
     }
     out[static_cast<size_t>(k)] = value(flat_index(layout.shape(), idx));
   }
+  return out;
+}
+
+/// n values drawn from N(0, 1) with `seed`: the layer inputs of a test.
+inline std::vector<float> normal_values(std::int64_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> out(static_cast<size_t>(n));
+  for (auto& v : out)
+    v = normal(rng);
   return out;
 }
 

@@ -11,6 +11,7 @@
 
 #include "model_fixtures.hpp"
 #include "mtk_invariance_check.hpp"
+#include "training_fixtures.hpp"
 #include <cstring>
 #include <string>
 #include <vector>
@@ -106,11 +107,7 @@ Trained train(bool reuse, const Mesh& mesh, const LayoutRules& rules, int steps 
   Graph g;
   const auto c = small_config();
   nn::ModelGraph m = nn::build_transformer(g, c, /*training=*/true, /*seed=*/5);
-  optim::Adafactor opt;
-  optim::LearningRateSchedule lr;
-  lr.kind = optim::LearningRateSchedule::Kind::constant;
-  lr.value = 0.05;
-  optim::minimize(m.loss, opt, lr);
+  minimize_for_test(m.loss);
   std::map<int, HostTensor> feeds;
   const Shape s{{"batch", c.batch}, {"length", c.length}};
   std::vector<std::int32_t> in, tg, seg, pos;
@@ -135,18 +132,8 @@ Trained train(bool reuse, const Mesh& mesh, const LayoutRules& rules, int steps 
   }
   t.allocations_after_first = p->buffer_pool().allocations() - t.allocations_after_first;
   t.pool_bytes = p->buffer_pool().bytes();
-  for (const auto& name : p->variable_names()) {
-    const auto v = p->variable_value(name).values<float>();
-    t.weights.insert(t.weights.end(), v.begin(), v.end());
-  }
+  t.weights = global_weights(*p);
   return t;
-}
-
-void expect_bitwise(const Trained& a, const Trained& b, const std::string& what) {
-  ASSERT_EQ(a.losses.size(), b.losses.size());
-  ASSERT_EQ(a.weights.size(), b.weights.size());
-  EXPECT_EQ(std::memcmp(a.losses.data(), b.losses.data(), 4 * a.losses.size()), 0) << what;
-  EXPECT_EQ(std::memcmp(a.weights.data(), b.weights.data(), 4 * a.weights.size()), 0) << what;
 }
 
 }  // namespace

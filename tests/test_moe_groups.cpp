@@ -19,15 +19,6 @@ namespace {
 const Dimension kBatch{"batch", 8}, kLength{"length", 8}, kModel{"d_model", 8}, kFf{"d_ff", 8};
 constexpr std::int64_t kExperts = 4;
 
-std::vector<float> normal_values(std::int64_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<float> out(static_cast<size_t>(n));
-  for (auto& v : out)
-    v = normal(rng);
-  return out;
-}
-
 // Padding at the end of every third row and the start of every fourth.
 std::vector<float> nonpadding_values() {
   const std::int64_t B = kBatch.size, L = kLength.size;

@@ -14,20 +14,6 @@
 using namespace mtk;
 using namespace mtk::test;
 
-namespace {
-
-// n values drawn from N(0, 1) with `seed`: the layer inputs of a test.
-std::vector<float> normal_values(std::int64_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<float> out(static_cast<size_t>(n));
-  for (auto& v : out)
-    v = normal(rng);
-  return out;
-}
-
-}  // namespace
-
 TEST(MoeRouting, MoeSecondPolicyMatchesTheReference) {
   // One MoE layer with room for every token: combine holds the renormalised gate_1 at the first
   // expert and, where the policy keeps it, gate_2 at the second (Mesh-TF's _top_2_gating).

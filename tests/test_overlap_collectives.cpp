@@ -15,6 +15,7 @@
 
 #include "model_fixtures.hpp"
 #include "mtk_invariance_check.hpp"
+#include "training_fixtures.hpp"
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -225,11 +226,7 @@ Trained train(const Mesh& mesh, const LayoutRules& rules, int steps = 3) {
   Graph g;
   const auto c = tiny_transformer();
   nn::ModelGraph m = nn::build_transformer(g, c, /*training=*/true, /*seed=*/5);
-  optim::Adafactor opt;
-  optim::LearningRateSchedule lr;
-  lr.kind = optim::LearningRateSchedule::Kind::constant;
-  lr.value = 0.05;
-  optim::minimize(m.loss, opt, lr);
+  minimize_for_test(m.loss);
   const auto feeds = lm_feeds(
       m, c, [](std::int64_t b, std::int64_t l) { return (b * 5 + l * 3 + 1) % 31 + 1; },
       [](std::int64_t b, std::int64_t l) { return (b * 7 + l * 3 + 4) % 31 + 1; });
@@ -237,10 +234,7 @@ Trained train(const Mesh& mesh, const LayoutRules& rules, int steps = 3) {
   Trained t;
   for (int k = 0; k < steps; ++k)
     t.losses.push_back(static_cast<float>(p->run(feeds, {m.loss})[0].at(0)));
-  for (const auto& name : p->variable_names()) {
-    const auto v = p->variable_value(name).values<float>();
-    t.weights.insert(t.weights.end(), v.begin(), v.end());
-  }
+  t.weights = global_weights(*p);
   t.buckets = p->overlapped_reductions();
   const std::string text = p->explain();
   const std::string head = "collectives and relayouts, in order:\n";
@@ -259,19 +253,9 @@ Trained train(const Mesh& mesh, const LayoutRules& rules, int steps = 3) {
 void expect_same(const Trained& a, const Trained& b, const std::string& what) {
   ASSERT_EQ(a.losses.size(), b.losses.size());
   ASSERT_EQ(a.weights.size(), b.weights.size());
-  if (world_size() <= 2) {
-    EXPECT_EQ(std::memcmp(a.losses.data(), b.losses.data(), 4 * a.losses.size()), 0) << what;
-    EXPECT_EQ(std::memcmp(a.weights.data(), b.weights.data(), 4 * a.weights.size()), 0) << what;
-    return;
-  }
-  float scale = 0, diff = 0;
-  for (size_t k = 0; k < a.weights.size(); ++k) {
-    scale = std::max(scale, std::fabs(b.weights[k]));
-    diff = std::max(diff, std::fabs(a.weights[k] - b.weights[k]));
-  }
-  EXPECT_LE(diff, 1e-5f * scale) << what << ": weights differ by " << diff;
-  for (size_t k = 0; k < a.losses.size(); ++k)
-    EXPECT_NEAR(a.losses[k], b.losses[k], 1e-5 * std::fabs(b.losses[k])) << what << " step " << k;
+  if (world_size() <= 2)
+    return expect_bitwise(a, b, what);
+  expect_close(a, b, what, 1e-5);
 }
 
 // Processors the layout splits dim batch over.

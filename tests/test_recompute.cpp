@@ -13,6 +13,7 @@
 
 #include "model_fixtures.hpp"
 #include "mtk_invariance_check.hpp"
+#include "training_fixtures.hpp"
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -81,45 +82,16 @@ std::map<int, HostTensor> feeds_of(const nn::ModelGraph& m, const nn::Transforme
 Trained train(const nn::TransformerConfig& c, const Mesh& mesh, const LayoutRules& rules) {
   Graph g;
   nn::ModelGraph m = nn::build_transformer(g, c, /*training=*/true, /*seed=*/5);
-  optim::Adafactor opt;
-  optim::LearningRateSchedule lr;
-  lr.kind = optim::LearningRateSchedule::Kind::constant;
-  lr.value = 0.05;
-  optim::minimize(m.loss, opt, lr);
+  minimize_for_test(m.loss);
   const auto feeds = feeds_of(m, c);
   auto p = lower(g, mesh, rules);
   Trained t;
   for (int k = 0; k < 2; ++k)
     t.losses.push_back(static_cast<float>(p->run(feeds, {m.loss})[0].at(0)));
-  for (const auto& name : p->variable_names()) {
-    const auto v = p->variable_value(name).values<float>();
-    t.weights.insert(t.weights.end(), v.begin(), v.end());
-  }
+  t.weights = global_weights(*p);
   t.peak_bytes = p->counters().peak_bytes;
   t.recomputed_steps = p->recomputed_steps();
   return t;
-}
-
-void expect_bitwise(const Trained& a, const Trained& b, const std::string& what) {
-  ASSERT_EQ(a.losses.size(), b.losses.size()) << what;
-  ASSERT_EQ(a.weights.size(), b.weights.size()) << what;
-  EXPECT_EQ(std::memcmp(a.losses.data(), b.losses.data(), 4 * a.losses.size()), 0)
-      << what << ": losses " << a.losses.back() << " vs " << b.losses.back();
-  EXPECT_EQ(std::memcmp(a.weights.data(), b.weights.data(), 4 * a.weights.size()), 0)
-      << what << ": weights differ";
-}
-
-// Within float32 reassociation (the distributed sums add in another order): 1e-4 of the scale.
-void expect_close(const Trained& a, const Trained& b, const std::string& what) {
-  ASSERT_EQ(a.weights.size(), b.weights.size()) << what;
-  float scale = 0, diff = 0;
-  for (size_t k = 0; k < a.weights.size(); ++k) {
-    scale = std::max(scale, std::fabs(b.weights[k]));
-    diff = std::max(diff, std::fabs(a.weights[k] - b.weights[k]));
-  }
-  EXPECT_LE(diff, 1e-4f * scale) << what << ": weights differ by " << diff;
-  for (size_t k = 0; k < a.losses.size(); ++k)
-    EXPECT_NEAR(a.losses[k], b.losses[k], 1e-4 * std::fabs(b.losses[k])) << what << " step " << k;
 }
 
 std::vector<std::string> layouts_of(Kind k) {
@@ -143,7 +115,7 @@ TEST(Recompute, BitwiseEqualToNoneOnEveryMeshAndLayout) {
         const Trained none = train(config_of(kind, nn::Recompute::none), mesh, rules);
         EXPECT_EQ(none.recomputed_steps, 0) << what;
         if (kind != Kind::bf16_dropout)  // bf16 rounding makes the 1-rank check loose
-          expect_close(none, one, what + ": against one processor");
+          expect_close(none, one, what + ": against one processor", 1e-4);
         for (auto r : {nn::Recompute::attention, nn::Recompute::layer}) {
           const Trained re = train(config_of(kind, r), mesh, rules);
           const std::string w = what + " recompute " + nn::to_string(r);

@@ -15,6 +15,7 @@
 #include <mpi.h>
 
 #include "../mtk_test_util.hpp"
+#include "../temp_dir.hpp"
 #include "ckpt_test_model.hpp"
 #include <algorithm>
 #include <cmath>
@@ -37,33 +38,6 @@ using namespace mtk::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh directory shared by all ranks, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    if (world_rank() == 0) {
-      std::string templ = (fs::temp_directory_path() / "mtk-ckpt-test-XXXXXX").string();
-      if (::mkdtemp(templ.data()) == nullptr)
-        std::abort();
-      path_ = templ;
-    }
-    int n = static_cast<int>(path_.size());
-    MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    path_.resize(static_cast<size_t>(n));
-    MPI_Bcast(path_.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
-  }
-  ~TempDir() {
-    MPI_Barrier(MPI_COMM_WORLD);
-    std::error_code ec;
-    if (world_rank() == 0 && std::getenv("MTK_KEEP_TEST_DIRS") == nullptr)
-      fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 std::map<std::string, HostTensor> all_values(Program& p) {
   std::map<std::string, HostTensor> out;
@@ -181,7 +155,7 @@ TEST(Sha256, KnownVectorsAndIncrementalUpdates) {
 
 // --------------------------------------------------------------------------------- round trip
 TEST(Checkpoint, RoundTripsEveryVariableAndSlotWithMetadata) {
-  TempDir dir;
+  TempDir dir(MPI_COMM_WORLD);
   Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);
   TinyModel a = make_tiny_model(mesh, rules_a());
   for (int s = 0; s < 3; ++s)
@@ -237,7 +211,7 @@ TEST(Checkpoint, RoundTripsEveryVariableAndSlotWithMetadata) {
 }
 
 TEST(Checkpoint, ResumedRunIsBitExact) {
-  TempDir dir;
+  TempDir dir(MPI_COMM_WORLD);
   Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);
   const int total = 6, first = 3;
   TinyModel reference = make_tiny_model(mesh, rules_a());
@@ -272,7 +246,7 @@ TEST(Checkpoint, ResumedRunIsBitExact) {
 
 // ----------------------------------------------------------------------------------- reshard
 TEST(Checkpoint, RestoresOnOtherMeshesLayoutsAndRankCounts) {
-  TempDir dir;
+  TempDir dir(MPI_COMM_WORLD);
   Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);
   TinyModel a = make_tiny_model(mesh, rules_a());
   for (int s = 0; s < 2; ++s)
@@ -310,7 +284,7 @@ TEST(Checkpoint, RestoresOnOtherMeshesLayoutsAndRankCounts) {
 
 TEST(Checkpoint, RestoresWhatAnotherLayoutSaved) {
   // Saved fully split on one axis, restored replicated and split differently.
-  TempDir dir;
+  TempDir dir(MPI_COMM_WORLD);
   Mesh line(MeshShape::parse("x:" + std::to_string(world_size())), MPI_COMM_WORLD);
   TinyModel a = make_tiny_model(line, world_size() <= 4 ? rules_c() : LayoutRules());
   a.train_step();
@@ -325,7 +299,7 @@ TEST(Checkpoint, RestoresWhatAnotherLayoutSaved) {
 }
 
 TEST(Checkpoint, ShapeMismatchNamesTheVariableAndBothShapes) {
-  TempDir dir;
+  TempDir dir(MPI_COMM_WORLD);
   Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);
   TinyModel a = make_tiny_model(mesh, rules_a());
   const std::string path = CheckpointManager(dir.path(), 1, mesh).save(*a.program, {});
@@ -345,7 +319,7 @@ TEST(Checkpoint, ShapeMismatchNamesTheVariableAndBothShapes) {
 
 // --------------------------------------------------------------------------------- integrity
 TEST(Checkpoint, FlippedByteIsFoundByVerifyAndRefusedWithFallback) {
-  TempDir dir;
+  TempDir dir(MPI_COMM_WORLD);
   Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);
   TinyModel a = make_tiny_model(mesh, rules_a());
   CheckpointManager manager(dir.path(), 3, mesh);
@@ -392,7 +366,7 @@ TEST(Checkpoint, FlippedByteIsFoundByVerifyAndRefusedWithFallback) {
 }
 
 TEST(Checkpoint, CorruptedMetadataOrMissingFileIsRefused) {
-  TempDir dir;
+  TempDir dir(MPI_COMM_WORLD);
   Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);
   TinyModel a = make_tiny_model(mesh, rules_a());
   CheckpointManager manager(dir.path(), 3, mesh);
@@ -421,7 +395,7 @@ TEST(Checkpoint, CorruptedMetadataOrMissingFileIsRefused) {
 // Extra bytes appended to variables.h5 (HDF5 still opens it): slices.sha256 recorded another
 // size, so verify calls it corrupt and restore refuses it too, falling back (issue 15, item 10).
 TEST(Checkpoint, TrailingBytesAreRefusedByVerifyAndRestoreAlike) {
-  TempDir dir;
+  TempDir dir(MPI_COMM_WORLD);
   Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);
   TinyModel a = make_tiny_model(mesh, rules_a());
   CheckpointManager manager(dir.path(), 3, mesh);
@@ -459,7 +433,7 @@ TEST(Checkpoint, TrailingBytesAreRefusedByVerifyAndRestoreAlike) {
 // `mtk-ckpt list`'s text: a checkpoint with garbage files is listed as CORRUPT and the listing
 // goes on to the next one (issue 15, item 10).
 TEST(Checkpoint, ListingGoesOnPastAGarbageCheckpoint) {
-  TempDir dir;
+  TempDir dir(MPI_COMM_WORLD);
   Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);
   TinyModel a = make_tiny_model(mesh, rules_a());
   CheckpointManager manager(dir.path(), 3, mesh);
@@ -497,7 +471,7 @@ TEST(Checkpoint, ListingGoesOnPastAGarbageCheckpoint) {
 // restore_latest() restores the newest complete checkpoint by step, reports its path, and its
 // notes name it (issue 15, item 0). Each damage is undone before the next.
 TEST(Checkpoint, DamagedLatestFallsBackToTheNewestCompleteCheckpoint) {
-  TempDir dir;
+  TempDir dir(MPI_COMM_WORLD);
   Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);
   TinyModel a = make_tiny_model(mesh, rules_a());
   CheckpointManager manager(dir.path(), 3, mesh);
@@ -562,7 +536,7 @@ TEST(Checkpoint, DamagedLatestFallsBackToTheNewestCompleteCheckpoint) {
 
 // ------------------------------------------------------------------------------ commit protocol
 TEST(Checkpoint, LeftoversOfInterruptedSavesAreIgnoredAndCleaned) {
-  TempDir dir;
+  TempDir dir(MPI_COMM_WORLD);
   Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);
   TinyModel a = make_tiny_model(mesh, rules_a());
   CheckpointManager manager(dir.path(), 2, mesh);
@@ -604,7 +578,7 @@ TEST(Checkpoint, LeftoversOfInterruptedSavesAreIgnoredAndCleaned) {
 }
 
 TEST(Checkpoint, Hdf5ToolsReadEveryTensor) {
-  TempDir dir;
+  TempDir dir(MPI_COMM_WORLD);
   Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);
   TinyModel a = make_tiny_model(mesh, rules_a());
   a.train_step();
@@ -643,7 +617,7 @@ TEST(Checkpoint, Hdf5ToolsReadEveryTensor) {
 // 5): a byte flipped inside a chunk makes plain HDF5 readers (h5dump) fail as well as MTK's verify
 // and restore. A checkpoint saved without it (the default) verifies and restores as ever.
 TEST(Checkpoint, CorruptChunkFailsHdf5ReadersAndMtkAlike) {
-  TempDir dir;
+  TempDir dir(MPI_COMM_WORLD);
   Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);
   TinyModel a = make_tiny_model(mesh, rules_a());
   a.train_step();

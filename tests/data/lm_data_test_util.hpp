@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include "../temp_dir.hpp"
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -17,47 +18,6 @@
 #include <vector>
 
 namespace mtk::test {
-
-/// A fresh temporary folder, created by rank 0 of `comm` and known to every rank; removed (by rank
-/// 0) when the object dies.
-class TempDir {
- public:
-  explicit TempDir(MPI_Comm comm = MPI_COMM_SELF) : comm_(comm) {
-    int rank = 0;
-    MPI_Comm_rank(comm_, &rank);
-    std::string path;
-    if (rank == 0) {
-      std::string pattern =
-          (std::filesystem::temp_directory_path() / "mtk-data-test-XXXXXX").string();
-      if (::mkdtemp(pattern.data()) == nullptr)
-        std::abort();
-      path = pattern;
-    }
-    int length = static_cast<int>(path.size());
-    MPI_Bcast(&length, 1, MPI_INT, 0, comm_);
-    path.resize(static_cast<std::size_t>(length));
-    MPI_Bcast(path.data(), length, MPI_CHAR, 0, comm_);
-    path_ = path;
-  }
-  ~TempDir() {
-    MPI_Barrier(comm_);
-    int rank = 0;
-    MPI_Comm_rank(comm_, &rank);
-    std::error_code ec;
-    if (rank == 0)
-      std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const {
-    return (std::filesystem::path(path_) / name).string();
-  }
-
- private:
-  MPI_Comm comm_;
-  std::string path_;
-};
 
 inline void write_text(const std::string& path, const std::string& text) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
