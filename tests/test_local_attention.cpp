@@ -278,6 +278,20 @@ TEST(LocalAttentionModel, WindowChangesTheModelOnlyWhereItMasks) {
   EXPECT_NE(train(local, single_processor_mesh(), LayoutRules()).losses[0], a.losses[0]);
 }
 
+TEST(LocalAttentionModel, RecomputeOnASplitLengthIsBitwiseNone) {
+  // The backward runs the attention blocks (their halo exchanges included) again.
+  Mesh mesh(MeshShape::parse("x:" + std::to_string(world_size())), MPI_COMM_WORLD);
+  const LayoutRules rules = LayoutRules::parse("length:x");
+  nn::TransformerConfig c = windowed(false);
+  const Trained none = train(c, mesh, rules);
+  for (auto r : {nn::Recompute::attention, nn::Recompute::layer}) {
+    c.recompute = r;
+    const Trained again = train(c, mesh, rules);
+    EXPECT_EQ(again.losses, none.losses) << nn::to_string(r);
+    EXPECT_EQ(again.weights, none.weights) << nn::to_string(r);
+  }
+}
+
 TEST(LocalAttentionLowering, ASplitLengthStaysSplit) {
   // The blocked reshapes are local and the halo goes to the neighbours: no allconcat or alltoall
   // of the length, forward or backward (halo traffic is not yet counted, docs/spatial.md).
