@@ -278,6 +278,18 @@ TEST(LocalAttentionModel, WindowChangesTheModelOnlyWhereItMasks) {
   EXPECT_NE(train(local, single_processor_mesh(), LayoutRules()).losses[0], a.losses[0]);
 }
 
+TEST(LocalAttentionModel, DropoutOnASplitLengthEqualsOneProcessor) {
+  // Dropout masks follow the global position, so they are the same on every layout.
+  nn::TransformerConfig c = windowed(false);
+  c.dropout = 0.1;
+  const Trained ref = train(c, single_processor_mesh(), LayoutRules());
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    Mesh mesh(mshape, MPI_COMM_WORLD);
+    expect_close(train(c, mesh, instantiate("length:@0;heads:@1", mshape)), ref,
+                 "dropout on " + mshape.to_string());
+  }
+}
+
 TEST(LocalAttentionModel, RecomputeOnASplitLengthIsBitwiseNone) {
   // The backward runs the attention blocks (their halo exchanges included) again.
   Mesh mesh(MeshShape::parse("x:" + std::to_string(world_size())), MPI_COMM_WORLD);
