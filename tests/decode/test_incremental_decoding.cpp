@@ -157,6 +157,26 @@ TEST(IncrementalDecoding, StepLogitsEqualFullDecoding) {
   }
 }
 
+// With model.attention_window the full decoder runs local attention (blocks of the window) and the
+// step program masks cache positions window or more back: the same logits at every position.
+TEST(IncrementalDecoding, LocalAttentionWindowStepsEqualFullDecoding) {
+  for (bool encdec : {false, true}) {
+    auto c = config(encdec);
+    c.attention_window = encdec ? 4 : 2;
+    const std::string what = std::string(encdec ? "encoder-decoder" : "decoder-only") + " window " +
+                             std::to_string(c.attention_window);
+    FullDecoder full(c, shape(2), single_processor_mesh(), LayoutRules());
+    IncrementalDecoder one(c, shape(2), single_processor_mesh(), LayoutRules());
+    expect_steps_match(one, full, encdec, 2, what + " on one processor");
+    for (const auto& ms : meshes_of_size(world_size())) {
+      Mesh mesh(ms, MPI_COMM_WORLD);
+      IncrementalDecoder inc(c, shape(2), mesh, instantiate("batch:@0;heads:@1", ms));
+      FullDecoder ref(c, shape(2), single_processor_mesh(), LayoutRules());
+      expect_steps_match(inc, ref, encdec, 2, what + " on " + ms.to_string());
+    }
+  }
+}
+
 // (a, b) Greedy decoding with the cache equals greedy full re-decoding; beam search with beam 1
 // equals greedy search.
 TEST(IncrementalDecoding, GreedyEqualsFullDecodingAndBeamOne) {

@@ -124,6 +124,10 @@ DecoderStepGraph build_decoder_step(Graph& g, const TransformerConfig& config,
   Tensor here = one_hot(r.position, cache);
   // The causal mask of the training graph: later cache positions are masked.
   Tensor self_bias = multiply(greater(cache_positions, position), -1e9);
+  if (config.attention_window > 0)  // and, as there, positions window or more back
+    self_bias =
+        self_bias +
+        multiply(less(cache_positions, add(position, 1.0 - double(config.attention_window))), -1e9);
   // The cache reordered by parent, cleared from `position` on, with `fresh` written at position.
   auto update = [&](const Tensor& state, const Tensor& fresh) {
     Tensor old = einsum({reorder, rename_dimension(state, "beam", "beam_parent")}, cache_shape);

@@ -28,12 +28,18 @@ Tensor Builder::encode(ModelGraph& m, Tensor& memory_segments) {
 
 Tensor Builder::decode(const ModelGraph& m, const Tensor& encoder_out,
                        const Tensor& memory_segments) {
-  Tensor self_memory_segments = rename_dimension(m.segments, "length", "memory_length");
-  Tensor self_bias =
-      attention_bias(g, length, memory_length, true, m.segments, self_memory_segments);
+  Tensor self_bias;  // local attention builds its own mask per layer, from positions
+  if (c.local_attention()) {
+    local_segments = m.segments;
+  } else {
+    Tensor self_memory_segments = rename_dimension(m.segments, "length", "memory_length");
+    self_bias = attention_bias(g, length, memory_length, true, m.segments, self_memory_segments);
+  }
   Tensor x = embed("decoder", m.inputs, m.positions);
   nonpadding = c.moe_every > 0 ? token_mask(m.segments) : Tensor();
-  return stack("decoder", c.num_layers, x, self_bias, encoder_out, m.segments, memory_segments);
+  Tensor y = stack("decoder", c.num_layers, x, self_bias, encoder_out, m.segments, memory_segments);
+  local_segments = Tensor();
+  return y;
 }
 
 void Builder::loss(ModelGraph& m, const Tensor& x, bool training, double logit_scale) {

@@ -61,6 +61,12 @@ void TransformerConfig::validate() const {
                     "'; use float32 or bfloat16 (bf16 contractions with fp32 sums)"));
   if (moe_every < 0)
     fail(where, "model.moe_every must be >= 0");
+  if (attention_window < 0)
+    fail(where,
+         cat("model.attention_window = ", attention_window, " must be >= 0 (0: full attention)"));
+  if (local_attention() && length % attention_window != 0)
+    fail(where, cat("model.length = ", length, " is not a multiple of model.attention_window = ",
+                    attention_window, " (local attention runs in blocks of the window)"));
   if (moe_every > 0 && moe.num_experts < 1)
     fail(where, "model.moe.num_experts must be >= 1");
 }
@@ -106,6 +112,8 @@ std::string TransformerConfig::to_string() const {
     os << ", " << activation_dtype;
   if (recompute != Recompute::none)
     os << ", recompute " << nn::to_string(recompute);
+  if (attention_window)
+    os << ", attention window " << attention_window;
   if (moe_every)
     os << ", MoE every " << moe_every << " (" << moe.num_experts << " experts)";
   return os.str();

@@ -45,6 +45,10 @@ struct TransformerConfig {
   std::string activation_dtype = "float32";
   /// Activations recomputed in the backward instead of kept (training graphs only).
   Recompute recompute = Recompute::none;
+  /// > 0: the decoder's self-attention is local (docs/spatial.md): position i attends to
+  /// positions i - attention_window < j <= i only, computed in blocks of attention_window
+  /// positions so that `length` may be split over a mesh dim. 0: full causal attention.
+  std::int64_t attention_window = 0;
 
   /// The values `norm` may take: layer_norm, rms_norm.
   static const std::vector<std::string>& norm_choices();
@@ -53,6 +57,9 @@ struct TransformerConfig {
 
   /// Checks the sizes; throws naming the key and value.
   void validate() const;
+  /// Whether the decoder's self-attention is built as local attention (a window shorter than the
+  /// length; a window of the length or more is full causal attention, built as such).
+  bool local_attention() const { return attention_window > 0 && attention_window < length; }
   /// Whether feed-forward layer `layer` (0-based, in encoder or decoder) is a mixture of experts.
   bool is_moe_layer(std::int64_t layer) const;
   /// The contraction precision activation_dtype names.

@@ -96,6 +96,10 @@ Schema<TransformerConfig> make_model_schema() {
               "activations the backward recomputes instead of keeping: none; attention (each "
               "attention block); layer (each layer); results are bitwise those of none "
               "(docs/memory.md)")
+      .integer("attention_window", &T::attention_window, 0, kMaxDim,
+               "> 0: the decoder's self-attention is local, position i attends to the window "
+               "positions up to i (length a multiple of it; `length` may then be split over a "
+               "mesh dim, docs/spatial.md); 0: full causal attention")
       .integer("moe_every", &T::moe_every, 0, 100000,
                "every n-th feed-forward layer is a mixture of experts; 0: none")
       .nested("moe", &T::moe, moe_schema())

@@ -7,6 +7,7 @@
 #include <mtk/nn/cross_entropy.hpp>
 #include <mtk/nn/embedding.hpp>
 #include <mtk/nn/feed_forward.hpp>
+#include <mtk/nn/local_attention.hpp>
 #include <mtk/nn/moe.hpp>
 #include <mtk/nn/normalization.hpp>
 #include <mtk/nn/transformer.hpp>
@@ -52,6 +53,9 @@ struct Builder {
   /// 1 on tokens, 0 on padding ([batch, length]) of the stack being built: the MoE layers route
   /// tokens only. Invalid in the decoding graphs, whose positions are all tokens.
   Tensor nonpadding;
+  /// The decoder's segment ids [batch, length] while its stack is built with local
+  /// self-attention (TransformerConfig::local_attention()); invalid otherwise (full attention).
+  Tensor local_segments;
 
   // 1.0 where segment ids are > 0 (tokens), 0.0 on padding.
   Tensor token_mask(const Tensor& segments) {
@@ -98,7 +102,12 @@ struct Builder {
   // x + self_attention(norm(x)): the first block of every layer.
   Tensor self_attention_block(const std::string& name, const Tensor& x, const Tensor& bias) {
     Tensor h = norm(name + "/norm_1", x);
-    return residual(name + "/self_attention", x, attention(name + "/self_attention", h, h, bias));
+    const std::string sa = name + "/self_attention";
+    if (local_segments.valid())  // blocks of the window (any mesh: the same blocks)
+      return residual(sa, x,
+                      local_self_attention(ctx, sa, h, local_segments, d_model, heads, d_kv,
+                                           "length", c.attention_window, c.attention_window));
+    return residual(sa, x, attention(sa, h, h, bias));
   }
 
   // x + feed_forward(norm(x)): the last block of every layer.
