@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <utility>
 
 namespace mtk::cost {
 
@@ -69,13 +70,23 @@ MemoryPlanSearch search_with_memory_settings(const nn::TransformerConfig& model,
   }
   if (!out.configured.result.ranked.empty() || options.memory_bytes <= 0)
     return out;
+  std::int64_t smallest = out.configured.result.min_peak_bytes;
+  MemorySettings smallest_at = configured;
   for (const MemorySettings& s : memory_settings_to_try(model, configured)) {
     MemoryPlan plan = search_setting(model, s, make_optimizer, machine, quiet);
     if (!plan.result.ranked.empty())
       out.plans.push_back(std::move(plan));
+    else if (plan.result.min_peak_bytes > 0 && plan.result.min_peak_bytes < smallest)
+      std::tie(smallest, smallest_at) = std::make_pair(plan.result.min_peak_bytes, s);
   }
   if (out.plans.empty())
-    fail_over_memory(out.configured.result, options);
+    fail("mtk::cost::search_layouts",
+         cat("every one of the ", out.configured.result.analyzed, " valid layouts on ",
+             options.processors, " processors needs more than the memory limit of ",
+             options.memory_bytes, " bytes per processor, with every model.recompute mode and ",
+             "train.microbatches count dividing model.batch ", model.batch,
+             " too; the smallest peak is ", smallest, " bytes (", smallest_at.to_args(),
+             "); use more processors or more memory"));
   std::stable_sort(out.plans.begin(), out.plans.end(),
                    [](const MemoryPlan& a, const MemoryPlan& b) {
                      return std::make_tuple(a.result.ranked.front().time.total_s,

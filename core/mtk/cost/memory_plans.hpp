@@ -57,7 +57,8 @@ void build_training_graph(Graph& g, nn::TransformerConfig model, const MemorySet
                           const OptimizerFactory& make_optimizer);
 
 /// Searches the configured setting; when every valid layout is over options.memory_bytes, searches
-/// the other settings. Throws what search_layouts throws when no setting fits.
+/// the other settings. Throws mtk::Error when the configured setting has no valid layout (as
+/// search_layouts does) or when no setting fits (naming the smallest peak and its setting).
 MemoryPlanSearch search_with_memory_settings(const nn::TransformerConfig& model,
                                              const MemorySettings& configured,
                                              const OptimizerFactory& make_optimizer,
