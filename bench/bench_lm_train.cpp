@@ -202,6 +202,7 @@ int run(int argc, char** argv) {
   const long long kokkos_peak = max_over_ranks(KokkosMemory::peak());
   const long long hwm = max_over_ranks(vm_hwm_bytes());
   const long long pool = max_over_ranks(program->buffer_pool().bytes());
+  const long long pool_peak = max_over_ranks(program->buffer_pool().peak_bytes());
   const std::string bf16_path =
       c.activation_dtype == "bfloat16" ? mtk::kernels::bf16_gemm_description() : std::string("-");
   if (rank == 0) {
@@ -217,7 +218,8 @@ int run(int argc, char** argv) {
         "\"vmhwm_bytes\":%lld,\"pool_bytes\":%lld,\"buffer_reuse\":%s,"
         "\"activation_dtype\":\"%s\",\"bf16_gemm\":\"%s\",\"fp32_gemm\":\"%s\","
         "\"model_flops_per_step\":%.0f,\"recompute\":\"%s\",\"microbatches\":%d,"
-        "\"variable_bytes\":%lld,\"recomputed_steps\":%lld,\"program_flops_per_step\":%.0f}\n",
+        "\"variable_bytes\":%lld,\"recomputed_steps\":%lld,\"program_flops_per_step\":%.0f,"
+        "\"live_peak_bytes\":%lld,\"pool_peak_bytes\":%lld,\"predicted_over_kokkos\":%.3f}\n",
         ranks, mesh_text.c_str(), layout_text.c_str(), opt.c_str(), tokens, step_s, tokens / step_s,
         flops / step_s / 1e9, ceiling, fastest.backend.c_str(), rates_json.c_str(),
         flops / step_s / 1e9 / ceiling, loss, split["compute"] / steps,
@@ -227,7 +229,9 @@ int run(int argc, char** argv) {
         program->buffer_reuse() ? "true" : "false", c.activation_dtype.c_str(), bf16_path.c_str(),
         mtk::kernels::fp32_gemm_description().c_str(), flops, mtk::nn::to_string(c.recompute),
         microbatches, static_cast<long long>(program->counters().variable_bytes),
-        static_cast<long long>(program->recomputed_steps()), program->counters().total_flops());
+        static_cast<long long>(program->recomputed_steps()), program->counters().total_flops(),
+        static_cast<long long>(program->counters().live_peak_bytes), pool_peak,
+        static_cast<double>(program->counters().peak_bytes) / static_cast<double>(kokkos_peak));
   }
   if (rank == 0 && std::getenv("MTK_BENCH_DETAIL")) {
     for (const auto& [k, v] : program->time_by_kind())

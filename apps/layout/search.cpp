@@ -10,6 +10,7 @@
 #include <mtk/config/model_config.hpp>
 #include <mtk/config/training_config.hpp>
 #include <mtk/cost/layout_search.hpp>
+#include <mtk/cost/memory_plans.hpp>
 #include <mtk/metrics/metrics.hpp>
 #include <mtk/nn/transformer.hpp>
 #include <mtk/optim/optim.hpp>
@@ -105,14 +106,17 @@ void add_search_options(CLI::App& app, SearchArgs& a) {
   app.add_flag("--json", a.json, "Print the result as JSON");
 }
 
-// --json: one object per line for the `shown` best candidates.
-void print_json(const cost::SearchResult& r, size_t shown) {
+// --json: one object per line for the `shown` best candidates of `plan`.
+void print_json(const cost::MemoryPlan& plan, size_t shown) {
+  const cost::SearchResult& r = plan.result;
   for (size_t i = 0; i < shown; ++i) {
     const cost::Candidate& c = r.ranked[i];
     nlohmann::ordered_json j;
     j["rank"] = i + 1;
     j["mesh"] = c.mesh.to_string();
     j["layout"] = c.rules.to_string();
+    j["recompute"] = nn::to_string(plan.settings.recompute);
+    j["microbatches"] = plan.settings.microbatches;
     j["peak_bytes"] = c.counters.peak_bytes;
     j["flops"] = c.counters.total_flops();
     j["comm_bytes"] = c.counters.total_comm_bytes();
@@ -147,8 +151,9 @@ void print_searched(const cost::SearchResult& r, double seconds) {
       static_cast<long long>(r.over_memory), r.ranked.size(), seconds);
 }
 
-// The table of the `shown` best candidates and the best one's options.
-void print_ranking(const cost::SearchResult& r, size_t shown) {
+// The table of the `shown` best candidates and the best one's options (`extra`: the memory
+// settings to add, when they differ from the config's).
+void print_ranking(const cost::SearchResult& r, size_t shown, const std::string& extra) {
   std::printf("%4s  %-28s %-44s %11s %10s %11s %10s %10s %10s %6s\n", "#", "mesh", "layout",
               "peak mem", "FLOPs", "comm", "compute s", "comm s", "step s", "MFU");
   for (size_t i = 0; i < shown; ++i) {
@@ -161,10 +166,35 @@ void print_ranking(const cost::SearchResult& r, size_t shown) {
                 c.time.compute_s, c.time.comm_total_s, c.time.total_s, 100 * c.mfu);
   }
   const cost::Candidate& best = r.ranked.front();
-  std::printf("\nbest: --mesh \"%s\" --layout \"%s\"\n", best.mesh.to_string().c_str(),
-              best.rules.to_string().c_str());
+  std::printf("\nbest: --mesh \"%s\" --layout \"%s\"%s%s\n", best.mesh.to_string().c_str(),
+              best.rules.to_string().c_str(), extra.empty() ? "" : " ", extra.c_str());
   std::printf("      predicted %.4g s per step (%.4g s if collectives overlapped compute)\n",
               best.time.total_s, best.time.overlapped_s);
+}
+
+// When the configured settings fit nothing: each recompute / microbatch setting that fits, with
+// its best layout, fastest first.
+void print_plans(const cost::MemoryPlanSearch& search, std::int64_t limit) {
+  std::printf(
+      "no layout fits %s per processor with model.recompute=%s, train.microbatches=%lld "
+      "(smallest peak %s); with recomputation or microbatches:\n\n",
+      mtk::format_bytes(static_cast<double>(limit)).c_str(),
+      nn::to_string(search.configured.settings.recompute),
+      static_cast<long long>(search.configured.settings.microbatches),
+      mtk::format_bytes(static_cast<double>(search.configured.result.min_peak_bytes)).c_str());
+  std::printf("%4s  %-10s %6s  %-28s %-44s %11s %10s %10s\n", "#", "recompute", "micro", "mesh",
+              "layout", "peak mem", "FLOPs", "step s");
+  for (size_t i = 0; i < search.plans.size(); ++i) {
+    const cost::MemoryPlan& p = search.plans[i];
+    const cost::Candidate& c = p.result.ranked.front();
+    std::printf("%4zu  %-10s %6lld  %-28s %-44s %11s %10.3g %10.4g\n", i + 1,
+                nn::to_string(p.settings.recompute),
+                static_cast<long long>(p.settings.microbatches), c.mesh.to_string().c_str(),
+                c.rules.to_string().c_str(),
+                mtk::format_bytes(static_cast<double>(c.counters.peak_bytes)).c_str(),
+                c.counters.total_flops(), c.time.total_s);
+  }
+  std::printf("\nthe best plan's layouts:\n");
 }
 
 }  // namespace
@@ -209,17 +239,20 @@ int run_search(const Communicator& world, const std::vector<std::string>& args) 
 
   const auto t0 = std::chrono::steady_clock::now();
   const nn::TransformerConfig model = transformer_config_from(config);
-  Graph g;
-  nn::ModelGraph m = nn::build_transformer(g, model, true);
-  std::unique_ptr<optim::Optimizer> opt = config::make_optimizer(optimizer_settings);
-  optim::minimize(m.loss, *opt, optim::LearningRateSchedule());
-  const cost::SearchResult r = cost::search_layouts(g, machine, options);
+  const cost::MemorySettings configured{model.recompute,
+                                        config::read_training_settings(config).microbatches};
+  const cost::MemoryPlanSearch search = cost::search_with_memory_settings(
+      model, configured, [&] { return config::make_optimizer(optimizer_settings); }, machine,
+      options);
+  const bool planned = !search.plans.empty();
+  const cost::MemoryPlan& chosen = planned ? search.plans.front() : search.configured;
+  const cost::SearchResult& r = chosen.result;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   const size_t shown = std::min(r.ranked.size(), static_cast<size_t>(a.top));
   if (a.json) {
-    print_json(r, shown);
+    print_json(chosen, shown);
     return kExitOk;
   }
   std::printf("model: %s\n", model.to_string().c_str());
@@ -229,8 +262,10 @@ int run_search(const Communicator& world, const std::vector<std::string>& args) 
                   ? mtk::format_bytes(static_cast<double>(options.memory_bytes)).c_str()
                   : "none",
               optimizer_settings.name.c_str(), options.time.bf16 ? "; bf16 matmuls" : "");
-  print_searched(r, seconds);
-  print_ranking(r, shown);
+  print_searched(search.configured.result, seconds);
+  if (planned)
+    print_plans(search, options.memory_bytes);
+  print_ranking(r, shown, planned ? chosen.settings.to_args() : std::string());
   return kExitOk;
 }
 

@@ -23,6 +23,14 @@ void BufferPool::release(int runs) {
   }
 }
 
+std::map<std::int64_t, std::int64_t> BufferPool::census() const {
+  std::map<std::int64_t, std::int64_t> out;
+  for (const auto& [type, by_size] : buffers_)
+    for (const auto& [n, e] : by_size)
+      ++out[e.bytes];
+  return out;
+}
+
 void BufferPool::end_run() {
   release(2);
 }

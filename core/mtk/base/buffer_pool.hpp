@@ -11,6 +11,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <any>
 #include <cstdint>
 #include <map>
@@ -51,7 +52,7 @@ class BufferPool {
                        static_cast<size_t>(n));
     by_size.emplace(n, make_entry(v, true));
     ++allocations_;
-    bytes_ += static_cast<std::int64_t>(sizeof(T)) * n;
+    grow(static_cast<std::int64_t>(sizeof(T)) * n);
     return v;
   }
 
@@ -65,7 +66,7 @@ class BufferPool {
       if (std::any_cast<const Kokkos::View<T*>&>(it->second.view).data() == v.data())
         return;
     by_size.emplace(n, make_entry(v, false));
-    bytes_ += static_cast<std::int64_t>(sizeof(T)) * n;
+    grow(static_cast<std::int64_t>(sizeof(T)) * n);
   }
 
   /// How much larger than asked a reused buffer may be (1, the default: exact sizes only).
@@ -82,6 +83,9 @@ class BufferPool {
   std::int64_t allocations() const { return allocations_; }  ///< new buffers, ever
   std::int64_t reuses() const { return reuses_; }            ///< acquires answered from the pool
   std::int64_t bytes() const { return bytes_; }              ///< bytes the pool holds now
+  std::int64_t peak_bytes() const { return peak_bytes_; }    ///< the most it ever held
+  /// The buffers it holds now: how many of each size in bytes.
+  std::map<std::int64_t, std::int64_t> census() const;
 
   /// The pool uninitialized_view() draws from on this thread (nullptr: plain allocations).
   static BufferPool* active();
@@ -102,6 +106,10 @@ class BufferPool {
               return std::any_cast<const Kokkos::View<T*>&>(a).use_count();
             }};
   }
+  void grow(std::int64_t b) {
+    bytes_ += b;
+    peak_bytes_ = std::max(peak_bytes_, bytes_);
+  }
   // Releases the entries nothing else references: all of them, or those idle for `runs` runs.
   void release(int runs);
 
@@ -111,6 +119,7 @@ class BufferPool {
   std::int64_t allocations_ = 0;
   std::int64_t reuses_ = 0;
   std::int64_t bytes_ = 0;
+  std::int64_t peak_bytes_ = 0;
 };
 
 /// Makes `pool` the active pool of this thread for the scope's lifetime (nullptr: none).

@@ -40,6 +40,8 @@ void factor_rec(std::int64_t n, int left, std::int64_t min_factor, bool ordered,
 // Unordered factorizations (nonincreasing sizes): one per mesh up to the order of its dims.
 std::vector<std::vector<std::int64_t>> unordered_factorizations(std::int64_t n, int max_dims) {
   std::vector<std::vector<std::int64_t>> out;
+  if (n == 1)
+    return {{1}};  // one processor: the mesh `all:1`, nothing split
   std::vector<std::int64_t> cur;
   factor_rec(n, max_dims, 2, false, cur, out);
   for (auto& f : out)
@@ -84,10 +86,16 @@ std::vector<std::int64_t> choose_dims(const Graph& graph, const SearchOptions& o
   const char* where = "mtk::cost::search_layouts";
   std::map<std::string, std::int64_t> size_of;
   std::vector<std::string> every;
+  // A dim's size: the gcd over the tensors with it (a microbatch's slice of `batch` is smaller
+  // than the fed batch, and a split must divide both).
   for (int t = 0; t < graph.num_tensors(); ++t)
-    for (const auto& d : graph.tensor_info(t).shape.dims())
-      if (size_of.emplace(d.name, d.size).second)
+    for (const auto& d : graph.tensor_info(t).shape.dims()) {
+      const auto [it, added] = size_of.emplace(d.name, d.size);
+      if (added)
         every.push_back(d.name);
+      else
+        it->second = std::gcd(it->second, d.size);
+    }
   const auto whole = graph.unsplittable_dims();
   const bool defaults = options.dims.empty();
   std::vector<std::string> wanted = defaults ? graph.offered_splits() : options.dims;
@@ -238,10 +246,7 @@ void rank_orders(const std::vector<Dimension>& mdims, const LayoutRules& rules,
                     " mappings not divisible, ", r.tensor_conflicts,
                     " with two dims of one tensor on one mesh dim",
                     "; choose a processor count that divides these sizes"));
-  fail(where, cat("every one of the ", r.analyzed, " valid layouts on ", options.processors,
-                  " processors needs more than the memory limit of ", options.memory_bytes,
-                  " bytes per processor; the smallest peak is ", r.min_peak_bytes,
-                  " bytes; use more processors or more memory"));
+  fail_over_memory(r, options);
 }
 
 }  // namespace
@@ -309,7 +314,7 @@ SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOp
       rank_orders(mdims, rules, counters, machine, options, r);
     }
   }
-  if (r.ranked.empty())
+  if (r.ranked.empty() && (!any_valid || options.over_memory_fails))
     fail_no_candidate(r, options, sizes, any_valid);
   std::stable_sort(r.ranked.begin(), r.ranked.end(), [](const Candidate& a, const Candidate& b) {
     return std::make_tuple(a.time.total_s, a.mesh.ndims(), a.mesh.to_string(),
@@ -317,6 +322,14 @@ SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOp
            std::make_tuple(b.time.total_s, b.mesh.ndims(), b.mesh.to_string(), b.rules.to_string());
   });
   return r;
+}
+
+void fail_over_memory(const SearchResult& r, const SearchOptions& options) {
+  fail("mtk::cost::search_layouts",
+       cat("every one of the ", r.analyzed, " valid layouts on ", options.processors,
+           " processors needs more than the memory limit of ", options.memory_bytes,
+           " bytes per processor; the smallest peak is ", r.min_peak_bytes,
+           " bytes; use more processors or more memory"));
 }
 
 }  // namespace mtk::cost

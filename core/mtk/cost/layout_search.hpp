@@ -32,6 +32,9 @@ struct SearchOptions {
   /// either way less the dims an op needs whole (OpDef::unsplittable).
   std::vector<std::string> dims;
   StepTimeOptions time;
+  /// When every valid layout is over memory_bytes: throw (true), or return no candidates with
+  /// over_memory and min_peak_bytes set (false; fail_over_memory() throws the same error later).
+  bool over_memory_fails = true;
 };
 
 struct Candidate {
@@ -64,5 +67,8 @@ std::vector<std::vector<std::int64_t>> mesh_factorizations(std::int64_t n, int m
 /// mtk::Error naming the limit when nothing is left: no mesh dim size divides any splittable dim,
 /// or every valid layout is over the memory limit (with the smallest peak found).
 SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOptions& options);
+
+/// The error search_layouts throws when every one of r's valid layouts is over the memory limit.
+[[noreturn]] void fail_over_memory(const SearchResult& r, const SearchOptions& options);
 
 }  // namespace mtk::cost

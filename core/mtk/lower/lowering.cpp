@@ -3,6 +3,7 @@
 #include <mtk/base/runtime_options.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/lower/lowering_context.hpp>
+#include <mtk/lower/memory_model.hpp>
 #include <mtk/lower/overlap.hpp>
 #include <mtk/lower/recompute.hpp>
 #include <mtk/parallel/collectives.hpp>
@@ -115,7 +116,9 @@ void Lowering::add_step_of(StepKind kind, const std::string& what, std::vector<i
                         std::move(reads),
                         std::move(writes),
                         std::move(fn),
-                        {}});
+                        {},
+                        std::move(scratch_)});
+  scratch_.clear();
   communicates_ = false;
   count_step(p_->steps_.back(), flops);
   next_origin_.tag = op().recompute;
@@ -312,44 +315,41 @@ void Lowering::add_variable(int t, const std::string& name, const Program::Buffe
 void Lowering::add_assignment(const std::string& what, int value, int variable,
                               Program::StepFn fn) {
   keep_to_end_.push_back(value);
-  p_->assigns_.push_back(
-      {*op().def, what, Program::Category::other, false, {value}, {variable}, std::move(fn), {}});
+  p_->assigns_.push_back({*op().def,
+                          what,
+                          Program::Category::other,
+                          false,
+                          {value},
+                          {variable},
+                          std::move(fn),
+                          {},
+                          {}});
 }
 
 void Lowering::finish() {
   const int n = static_cast<int>(p_->layouts_.size());
-  const int end = static_cast<int>(p_->steps_.size());
   p_->deaths_ = buffer_deaths(p_->steps_, n, p_->placeholders_, keep_to_end_);
-  // Peak memory: variables plus the most bytes live at once.
-  std::vector<std::int64_t> bytes(static_cast<size_t>(n), 0);
+  // Peak memory (mtk/lower/memory_model.hpp): the buffers' lifetimes replayed in step order; with
+  // buffer reuse on, what the pool keeps (per type and size the most buffers alive at once).
+  ProgramLifetimes lifetimes;
+  lifetimes.steps = &p_->steps_;
+  lifetimes.deaths = &p_->deaths_;
+  lifetimes.placeholders = p_->placeholders_;
+  lifetimes.persistent = p_->persistent_;
+  lifetimes.slots.resize(static_cast<size_t>(n));
   for (int t = 0; t < n; ++t)
-    bytes[static_cast<size_t>(t)] = local_bytes(t);
-  std::int64_t live = 0, peak = 0;
-  std::vector<bool> alive(static_cast<size_t>(n), false);
-  for (int t : p_->placeholders_) {
-    alive[static_cast<size_t>(t)] = true;
-    live += bytes[static_cast<size_t>(t)];
-  }
-  std::vector<bool> persistent(static_cast<size_t>(n), false);
-  for (int t : p_->persistent_)
-    persistent[static_cast<size_t>(t)] = true;
-  for (int s = 0; s < end; ++s) {
-    const auto& st = p_->steps_[static_cast<size_t>(s)];
-    for (int t : st.writes)
-      if (!alive[static_cast<size_t>(t)] && !persistent[static_cast<size_t>(t)]) {
-        alive[static_cast<size_t>(t)] = true;
-        live = checked_add(live, bytes[static_cast<size_t>(t)], "mtk::lower",
-                           [&] { return cat("the bytes live at step '", st.what, "'"); });
-      }
-    peak = std::max(peak, live);
-    for (int t : p_->deaths_[static_cast<size_t>(s)])
-      if (alive[static_cast<size_t>(t)]) {
-        alive[static_cast<size_t>(t)] = false;
-        live -= bytes[static_cast<size_t>(t)];
-      }
-  }
-  p_->counters_.peak_bytes = checked_add(p_->counters_.variable_bytes, peak, "mtk::lower",
-                                         "the peak bytes (variables + live tensors)");
+    lifetimes.slots[static_cast<size_t>(t)] = {dtype(t), local(t).num_elements()};
+  const MemoryPrediction m = predict_memory(lifetimes);
+  // Shared buckets of overlapped reductions are packed into buffers kept for the program's life.
+  std::int64_t packed = 0;
+  if (p_->overlap_)
+    for (const auto& b : p_->overlap_->buckets())
+      if (b.tensors.size() > 1)
+        packed += b.bytes;
+  Counters& c = p_->counters_;
+  c.live_peak_bytes = checked_add(m.live_peak_bytes, packed, "mtk::lower", "the live peak bytes");
+  c.pool_bytes = checked_add(m.pool_bytes, packed, "mtk::lower", "the pool's bytes");
+  c.peak_bytes = p_->reuse_buffers_ ? c.pool_bytes : c.live_peak_bytes;
 }
 
 std::unique_ptr<Program> lower(Graph& graph, const Mesh& mesh, const LayoutRules& rules) {

@@ -103,6 +103,9 @@ class Lowering {
         },
         flops);
   }
+  /// Declares a buffer of `elements` the next step's kernels allocate after its outputs and free
+  /// before the step ends (Program::Step::scratch).
+  void add_scratch(DType dtype, std::int64_t elements) { scratch_.emplace_back(dtype, elements); }
   /// Counts one collective call of `bytes` payload over the group of mesh axes `axes`.
   /// The next step added runs it (Program::Step::communicates).
   void count_comm(Collective kind, std::int64_t bytes, std::vector<int> axes);
@@ -140,7 +143,8 @@ class Lowering {
   std::vector<std::vector<int>> pending_;
   std::map<int, DType> temp_dtype_;
   std::vector<int> keep_to_end_;
-  bool communicates_ = false;  // count_comm since the last step
+  bool communicates_ = false;                            // count_comm since the last step
+  std::vector<std::pair<DType, std::int64_t>> scratch_;  // add_scratch since the last step
   // What each step costs and which op it was lowered for, so a step run again (recomputation,
   // mtk/lower/recompute.hpp) is counted again.
   struct CommCount {

@@ -109,7 +109,14 @@ struct Counters {
   /// {FLOPs, gemm calls}. Einsums the kernel runs as elementwise work are not here.
   std::map<int, std::pair<double, std::int64_t>> gemm_by_size;
   std::int64_t variable_bytes = 0;  ///< persistent variable slices
-  std::int64_t peak_bytes = 0;      ///< variables + peak live activations
+  /// What a run holds per rank at its peak, variables included: pool_bytes with buffer reuse on
+  /// (the default), else live_peak_bytes (mtk/lower/memory_model.hpp).
+  std::int64_t peak_bytes = 0;
+  /// Variables + the most bytes of buffers alive at once (what a run without reuse holds).
+  std::int64_t live_peak_bytes = 0;
+  /// What the buffer pool holds after a run: per element type and size, the most buffers of it
+  /// alive at once (variables' storage among them), plus packed reduction buckets.
+  std::int64_t pool_bytes = 0;
   double total_flops() const;
   /// FLOPs of one class (0 when it has none).
   double flops_of(FlopClass c) const;
@@ -165,6 +172,9 @@ class Program {
     /// For the in-place allreduce of a pending sum (reads = writes = {tensor}): the mesh axes it
     /// sums over. The overlap pass moves such steps (mtk/lower/overlap.hpp).
     std::vector<int> sum_axes;
+    /// Buffers its kernels allocate after its outputs and free within the step (element type,
+    /// elements), for the memory prediction (mtk/lower/memory_model.hpp).
+    std::vector<std::pair<DType, std::int64_t>> scratch;
   };
 
   /// Runs one step of the program. `feeds` maps placeholder tensors to their global values

@@ -1,0 +1,67 @@
+#pragma once
+// When no layout fits the memory limit: the layout search again with recomputation
+// (model.recompute) and microbatches (train.microbatches), the options that trade compute or
+// throughput for activation memory (docs/memory.md). Each setting's training graph is built and
+// searched like the configured one, so its extra cost is priced by the same counters and step-time
+// model: recomputed forward steps add their FLOPs, kernel steps and collectives; microbatches run
+// the same FLOPs as more, smaller steps (smaller gemms, k times the per-step overheads).
+
+#include <mtk/cost/layout_search.hpp>
+#include <mtk/nn/transformer_config.hpp>
+#include <mtk/optim/optimizer.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mtk::cost {
+
+/// The training settings that trade compute or throughput for activation memory.
+struct MemorySettings {
+  nn::Recompute recompute = nn::Recompute::none;
+  std::int64_t microbatches = 1;
+  /// The settings as command-line overrides: "--set model.recompute=layer --set
+  /// train.microbatches=4".
+  std::string to_args() const;
+  bool operator==(const MemorySettings& o) const {
+    return recompute == o.recompute && microbatches == o.microbatches;
+  }
+};
+
+/// One setting and its search (candidates that fit, fastest first).
+struct MemoryPlan {
+  MemorySettings settings;
+  SearchResult result;
+};
+
+/// The configured setting's search, and when nothing fits, the plans of the other settings.
+struct MemoryPlanSearch {
+  MemoryPlan configured;
+  /// Empty when the configured setting fits; else every other setting with a layout that fits,
+  /// by their best candidate's predicted step time (ties: less recomputation, fewer microbatches).
+  std::vector<MemoryPlan> plans;
+};
+
+/// A fresh optimizer of the run's kind and hyperparameters (each graph gets its own).
+using OptimizerFactory = std::function<std::unique_ptr<optim::Optimizer>()>;
+
+/// Every recompute mode with every microbatch count k dividing model.batch, least change first
+/// (none before attention before layer, then k ascending), `configured` left out.
+std::vector<MemorySettings> memory_settings_to_try(const nn::TransformerConfig& model,
+                                                   const MemorySettings& configured);
+
+/// Builds `model`'s training graph with `settings` (nn::build_training) into `g`.
+void build_training_graph(Graph& g, nn::TransformerConfig model, const MemorySettings& settings,
+                          const OptimizerFactory& make_optimizer);
+
+/// Searches the configured setting; when every valid layout is over options.memory_bytes, searches
+/// the other settings. Throws mtk::Error when the configured setting has no valid layout (as
+/// search_layouts does) or when no setting fits (naming the smallest peak and its setting).
+MemoryPlanSearch search_with_memory_settings(const nn::TransformerConfig& model,
+                                             const MemorySettings& configured,
+                                             const OptimizerFactory& make_optimizer,
+                                             const Machine& machine, const SearchOptions& options);
+
+}  // namespace mtk::cost

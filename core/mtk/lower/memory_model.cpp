@@ -1,0 +1,140 @@
+#include <mtk/base/checked.hpp>
+#include <mtk/base/error.hpp>
+#include <mtk/lower/memory_model.hpp>
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+namespace mtk {
+namespace {
+
+// The replay's state: buffers with their holders, and per (type, size) the live count and the most
+// ever live (what the pool ends up holding).
+class Replay {
+ public:
+  explicit Replay(const ProgramLifetimes& p)
+      : p_(p), slot_buffer_(p.slots.size(), -1), persistent_(p.slots.size(), false) {
+    for (int t : p.persistent)
+      persistent_.at(static_cast<size_t>(t)) = true;
+  }
+
+  MemoryPrediction run() {
+    for (int t : p_.persistent)
+      allocate(t);
+    for (int t : p_.placeholders)
+      if (!persistent_.at(static_cast<size_t>(t)))
+        allocate(t);
+    const auto& steps = *p_.steps;
+    for (size_t s = 0; s < steps.size(); ++s) {
+      std::vector<int> replaced;
+      write(steps[s], replaced);
+      std::vector<int> scratch;
+      for (const auto& [dtype, elements] : steps[s].scratch)
+        scratch.push_back(
+            allocate({dtype, elements * static_cast<std::int64_t>(dtype_bytes(dtype))}));
+      peak_ = std::max(peak_, live_bytes_);
+      for (int b : scratch)
+        unhold(b);
+      for (int b : replaced)
+        unhold(b);
+      for (int t : (*p_.deaths)[s])
+        release(t);
+    }
+    MemoryPrediction m;
+    m.live_peak_bytes = peak_;
+    for (const auto& [key, counts] : by_size_) {
+      m.pool_bytes = checked_add(m.pool_bytes, counts.second * key.second, "mtk::predict_memory",
+                                 "the bytes of the buffer pool");
+      m.pool_buffers += counts.second;
+      m.pool_census[key.second] += counts.second;
+    }
+    return m;
+  }
+
+ private:
+  using Key = std::pair<DType, std::int64_t>;  // element type, bytes
+  struct Buffer {
+    Key key;
+    int holders = 0;
+  };
+
+  // The step's outputs: a new buffer each, the input's buffer for a step that only renames one,
+  // nothing for a slot it updates in place. Buffers a fresh write replaces go to `replaced`.
+  void write(const Program::Step& st, std::vector<int>& replaced) {
+    const bool renames = st.kind.traits().free;
+    for (int w : st.writes) {
+      if (persistent_.at(static_cast<size_t>(w)))
+        continue;
+      const bool reads_w = std::find(st.reads.begin(), st.reads.end(), w) != st.reads.end();
+      int& b = slot_buffer_.at(static_cast<size_t>(w));
+      if (b >= 0 && reads_w)
+        continue;  // updated in place (an allreduce, an accumulation)
+      if (b >= 0)
+        replaced.push_back(b);
+      b = -1;
+      if (renames && !st.reads.empty()) {
+        const int from = slot_buffer_.at(static_cast<size_t>(st.reads.front()));
+        if (from >= 0) {
+          b = from;
+          ++buffers_[static_cast<size_t>(from)].holders;
+          continue;
+        }
+      }
+      allocate(w);
+    }
+  }
+
+  void allocate(int t) {
+    const SlotSize& size = p_.slots.at(static_cast<size_t>(t));
+    slot_buffer_[static_cast<size_t>(t)] = allocate({size.dtype, size.bytes()});
+  }
+
+  // A new live buffer of `key`; its id.
+  int allocate(const std::pair<DType, std::int64_t>& key) {
+    buffers_.push_back({key, 1});
+    auto& [live, most] = by_size_[key];
+    most = std::max(most, ++live);
+    live_bytes_ = checked_add(live_bytes_, key.second, "mtk::predict_memory",
+                              "the bytes of the live buffers");
+    return static_cast<int>(buffers_.size()) - 1;
+  }
+
+  void release(int t) {
+    if (persistent_.at(static_cast<size_t>(t)))
+      return;
+    int& b = slot_buffer_.at(static_cast<size_t>(t));
+    if (b < 0)
+      return;
+    unhold(b);
+    b = -1;
+  }
+
+  void unhold(int b) {
+    Buffer& buf = buffers_[static_cast<size_t>(b)];
+    if (--buf.holders > 0)
+      return;
+    --by_size_[buf.key].first;
+    live_bytes_ -= buf.key.second;
+  }
+
+  const ProgramLifetimes& p_;
+  std::vector<int> slot_buffer_;  // per slot: the buffer holding its value, -1 when none
+  std::vector<bool> persistent_;
+  std::vector<Buffer> buffers_;
+  std::map<Key, std::pair<std::int64_t, std::int64_t>> by_size_;  // live now, most ever live
+  std::int64_t live_bytes_ = 0;
+  std::int64_t peak_ = 0;
+};
+
+}  // namespace
+
+MemoryPrediction predict_memory(const ProgramLifetimes& program) {
+  if (!program.steps || !program.deaths || program.deaths->size() != program.steps->size())
+    fail("mtk::predict_memory", cat("needs the steps and one list of deaths per step (",
+                                    program.steps ? program.steps->size() : 0, " steps, ",
+                                    program.deaths ? program.deaths->size() : 0, " lists)"));
+  return Replay(program).run();
+}
+
+}  // namespace mtk

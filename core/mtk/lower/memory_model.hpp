@@ -1,0 +1,56 @@
+#pragma once
+// What a run of a lowered program holds per rank, from its steps alone (no allocation): the
+// buffers' lifetimes replayed in step order, as Program::run allocates and frees them.
+//
+// With buffer reuse on (the default, mtk/base/buffer_pool.hpp) a run's temporaries come from a pool
+// that keeps every buffer it ever allocated and hands a free one out again only for a request of
+// the same element type and size. The pool then holds, per (type, size), as many buffers as were
+// ever alive at once of that type and size: the sum over sizes of the most live buffers of each
+// size, not the most live bytes at once. Both are deterministic functions of the step list.
+// Scratch buffers a step's kernels allocate and free inside the step count when the lowering
+// declares them (Program::Step::scratch); the others are not seen (tests/test_memory_prediction.cpp
+// holds the whole within 10% of Kokkos' high-water mark; measured within 1%).
+
+#include <mtk/base/dtype.hpp>
+#include <mtk/lower/program.hpp>
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+namespace mtk {
+
+/// The buffers of one tensor slot of a program (graph tensors and the lowering's temporaries).
+struct SlotSize {
+  DType dtype = DType::float32;
+  std::int64_t elements = 0;
+  std::int64_t bytes() const { return elements * static_cast<std::int64_t>(dtype_bytes(dtype)); }
+};
+
+/// The lifetimes the replay needs: per step the slots whose value dies after it, the slots fed
+/// before the first step and those holding variable storage (never allocated by a step).
+struct ProgramLifetimes {
+  const std::vector<Program::Step>* steps = nullptr;
+  const std::vector<std::vector<int>>* deaths = nullptr;
+  std::vector<int> placeholders;
+  std::vector<int> persistent;
+  std::vector<SlotSize> slots;  ///< by slot id
+};
+
+struct MemoryPrediction {
+  /// Variables plus the most bytes of distinct buffers alive at once (a step's output shares
+  /// its input's buffer when the step only renames it): what a run without reuse holds.
+  std::int64_t live_peak_bytes = 0;
+  /// Variables plus what the pool holds after a run: per (type, size), the most buffers of that
+  /// type and size alive at once, the variables' storage among them.
+  std::int64_t pool_bytes = 0;
+  std::int64_t pool_buffers = 0;  ///< buffers the pool holds, variables' storage included
+  /// The pool's buffers: how many of each size in bytes (BufferPool::census() after a run).
+  std::map<std::int64_t, std::int64_t> pool_census;
+};
+
+/// Replays the program's allocations and frees (Program::run's order: a step's outputs are
+/// allocated while its inputs are alive, then the values that die after it are released).
+MemoryPrediction predict_memory(const ProgramLifetimes& program);
+
+}  // namespace mtk

@@ -1,0 +1,137 @@
+// The layout search with recomputation and microbatches (mtk/cost/memory_plans.hpp): when no layout
+// of the configured training step fits the memory limit, the search finds a plan with
+// model.recompute and train.microbatches whose predicted peak is under the limit, and lowering that
+// plan and running a step holds under the limit (Kokkos' high-water mark and the buffer pool's).
+
+#include <mtk/base/buffer_pool.hpp>
+#include <mtk/cost/memory_plans.hpp>
+#include <mtk/lower/lowering.hpp>
+#include <mtk/nn/nn.hpp>
+#include <mtk/optim/optim.hpp>
+
+#include <gtest/gtest.h>
+
+#include "model_fixtures.hpp"
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+using namespace mtk;
+using namespace mtk::test;
+
+namespace {
+
+// Peak bytes of Kokkos allocations on this process after reset().
+struct KokkosBytes {
+  static long long& live() {
+    static long long n = 0;
+    return n;
+  }
+  static long long& peak() {
+    static long long n = 0;
+    return n;
+  }
+  static void start() {
+    Kokkos::Tools::Experimental::set_allocate_data_callback(
+        [](Kokkos::Profiling::SpaceHandle, const char*, const void*, std::uint64_t size) {
+          live() += static_cast<long long>(size);
+          peak() = std::max(peak(), live());
+        });
+    Kokkos::Tools::Experimental::set_deallocate_data_callback(
+        [](Kokkos::Profiling::SpaceHandle, const char*, const void*, std::uint64_t size) {
+          live() -= static_cast<long long>(size);
+        });
+  }
+};
+
+cost::Machine machine() {
+  cost::Machine m;
+  m.name = "test";
+  m.matmul_flops = 1e10;
+  m.elementwise_bytes = 1e10;
+  m.links = {{0, 1e9, 1e-5}};
+  return m;
+}
+
+// Activations dominate: a long sequence, a large vocabulary against small weights.
+nn::TransformerConfig model() {
+  nn::TransformerConfig c = tiny_transformer();
+  c.vocab_size = 256;
+  c.d_model = 32;
+  c.d_ff = 128;
+  c.num_heads = 4;
+  c.d_kv = 8;
+  c.num_layers = 3;
+  c.length = 64;
+  c.batch = 8;
+  return c;
+}
+
+cost::OptimizerFactory adam() {
+  return [] { return std::make_unique<optim::Adam>(); };
+}
+
+}  // namespace
+
+TEST(MemoryPlans, NothingFitsAsConfiguredButAPlanDoes) {
+  const int ranks = Communicator::world().size();
+  const nn::TransformerConfig c = model();
+  const cost::MemorySettings configured;  // no recomputation, one batch
+  cost::SearchOptions o;
+  o.processors = ranks;
+  // The limit: just under the smallest peak of any layout as configured.
+  Graph g;
+  cost::build_training_graph(g, c, configured, adam());
+  const cost::SearchResult unlimited = cost::search_layouts(g, machine(), o);
+  std::int64_t smallest = unlimited.ranked.front().counters.peak_bytes;
+  for (const auto& k : unlimited.ranked)
+    smallest = std::min(smallest, k.counters.peak_bytes);
+  o.memory_bytes = smallest * 9 / 10;
+  EXPECT_THROW(cost::search_layouts(g, machine(), o), Error) << "today's search finds nothing";
+
+  const cost::MemoryPlanSearch s =
+      cost::search_with_memory_settings(c, configured, adam(), machine(), o);
+  EXPECT_TRUE(s.configured.result.ranked.empty());
+  ASSERT_FALSE(s.plans.empty());
+  const cost::MemoryPlan& best = s.plans.front();
+  const cost::Candidate& pick = best.result.ranked.front();
+  EXPECT_FALSE(best.settings == configured);
+  EXPECT_LE(pick.counters.peak_bytes, o.memory_bytes);
+  for (size_t i = 1; i < s.plans.size(); ++i)
+    EXPECT_LE(pick.time.total_s, s.plans[i].result.ranked.front().time.total_s);
+  const std::string args = best.settings.to_args();
+  EXPECT_NE(args.find("--set model.recompute="), std::string::npos) << args;
+  EXPECT_NE(args.find("--set train.microbatches="), std::string::npos) << args;
+
+  // Measured: lower the plan on this many ranks and run a warm-up step and a step.
+  KokkosBytes::start();
+  const long long before = KokkosBytes::live();
+  KokkosBytes::peak() = before;
+  long long pool_peak = 0;
+  {
+    Graph pg;
+    nn::TransformerConfig pc = c;
+    pc.recompute = best.settings.recompute;
+    optim::Adam opt;
+    const nn::TrainingGraph t = nn::build_training(
+        pg, pc, static_cast<int>(best.settings.microbatches), opt, optim::LearningRateSchedule());
+    Mesh mesh(pick.mesh, MPI_COMM_WORLD);
+    auto program = lower(pg, mesh, pick.rules);
+    const auto feeds = lm_feeds(
+        t.model, pc, [](std::int64_t b, std::int64_t l) { return (b * 5 + l * 3) % 250 + 1; },
+        [](std::int64_t b, std::int64_t l) { return (b * 7 + l) % 250 + 1; });
+    program->run(feeds, {t.model.loss});
+    program->run(feeds, {t.model.loss});
+    pool_peak = program->buffer_pool().peak_bytes();
+  }
+  const long long kokkos_peak = KokkosBytes::peak() - before;
+  if (Communicator::world().rank() == 0)
+    std::printf(
+        "%d ranks: limit %lld B (configured smallest %lld B); plan %s on %s %s: predicted "
+        "%lld B, pool peak %lld B, Kokkos peak %lld B\n",
+        ranks, static_cast<long long>(o.memory_bytes), static_cast<long long>(smallest),
+        args.c_str(), pick.mesh.to_string().c_str(), pick.rules.to_string().c_str(),
+        static_cast<long long>(pick.counters.peak_bytes), pool_peak, kokkos_peak);
+  EXPECT_LE(pool_peak, o.memory_bytes);
+  EXPECT_LE(kokkos_peak, o.memory_bytes);
+}
