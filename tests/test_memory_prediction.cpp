@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kokkos_bytes.hpp"
 #include "model_fixtures.hpp"
 #include <algorithm>
 #include <cstdio>
@@ -21,30 +22,6 @@ using namespace mtk;
 using namespace mtk::test;
 
 namespace {
-
-// Live and peak bytes of Kokkos allocations on this process since reset().
-struct KokkosBytes {
-  static long long& live() {
-    static long long n = 0;
-    return n;
-  }
-  static long long& peak() {
-    static long long n = 0;
-    return n;
-  }
-  static void start() {
-    Kokkos::Tools::Experimental::set_allocate_data_callback(
-        [](Kokkos::Profiling::SpaceHandle, const char*, const void*, std::uint64_t size) {
-          live() += static_cast<long long>(size);
-          peak() = std::max(peak(), live());
-        });
-    Kokkos::Tools::Experimental::set_deallocate_data_callback(
-        [](Kokkos::Profiling::SpaceHandle, const char*, const void*, std::uint64_t size) {
-          live() -= static_cast<long long>(size);
-        });
-  }
-  static void reset() { peak() = live(); }
-};
 
 // A small LM whose buffers are large against the run's few small host-side allocations.
 nn::TransformerConfig small_lm() {

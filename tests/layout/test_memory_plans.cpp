@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kokkos_bytes.hpp"
 #include "model_fixtures.hpp"
 #include <algorithm>
 #include <cstdio>
@@ -20,29 +21,6 @@ using namespace mtk;
 using namespace mtk::test;
 
 namespace {
-
-// Peak bytes of Kokkos allocations on this process after reset().
-struct KokkosBytes {
-  static long long& live() {
-    static long long n = 0;
-    return n;
-  }
-  static long long& peak() {
-    static long long n = 0;
-    return n;
-  }
-  static void start() {
-    Kokkos::Tools::Experimental::set_allocate_data_callback(
-        [](Kokkos::Profiling::SpaceHandle, const char*, const void*, std::uint64_t size) {
-          live() += static_cast<long long>(size);
-          peak() = std::max(peak(), live());
-        });
-    Kokkos::Tools::Experimental::set_deallocate_data_callback(
-        [](Kokkos::Profiling::SpaceHandle, const char*, const void*, std::uint64_t size) {
-          live() -= static_cast<long long>(size);
-        });
-  }
-};
 
 cost::Machine machine() {
   cost::Machine m;
@@ -106,7 +84,7 @@ TEST(MemoryPlans, NothingFitsAsConfiguredButAPlanDoes) {
   // Measured: lower the plan on this many ranks and run a warm-up step and a step.
   KokkosBytes::start();
   const long long before = KokkosBytes::live();
-  KokkosBytes::peak() = before;
+  KokkosBytes::reset();
   long long pool_peak = 0;
   {
     Graph pg;

@@ -1,0 +1,36 @@
+#pragma once
+// Live and peak bytes of Kokkos allocations on this process (every tensor buffer MTK allocates),
+// counted by the Kokkos Tools allocation callbacks: what the memory tests hold predictions to.
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace mtk::test {
+
+struct KokkosBytes {
+  static long long& live() {
+    static long long n = 0;
+    return n;
+  }
+  static long long& peak() {
+    static long long n = 0;
+    return n;
+  }
+  static void start() {
+    Kokkos::Tools::Experimental::set_allocate_data_callback(
+        [](Kokkos::Profiling::SpaceHandle, const char*, const void*, std::uint64_t size) {
+          live() += static_cast<long long>(size);
+          peak() = std::max(peak(), live());
+        });
+    Kokkos::Tools::Experimental::set_deallocate_data_callback(
+        [](Kokkos::Profiling::SpaceHandle, const char*, const void*, std::uint64_t size) {
+          live() -= static_cast<long long>(size);
+        });
+  }
+  /// The peak from now on.
+  static void reset() { peak() = live(); }
+};
+
+}  // namespace mtk::test
