@@ -30,41 +30,7 @@ namespace mtk::layout_app {
 namespace {
 
 std::int64_t parse_bytes(const std::string& text) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    fail("mtk-layout search", "--memory '" + text + "' is not a number of bytes");
-  }
-  const std::string unit = text.substr(used);
-  const std::vector<std::pair<std::string, double>> units = {{"", 1},
-                                                             {"B", 1},
-                                                             {"K", 1e3},
-                                                             {"M", 1e6},
-                                                             {"G", 1e9},
-                                                             {"T", 1e12},
-                                                             {"KiB", 1024.0},
-                                                             {"MiB", 1048576.0},
-                                                             {"GiB", 1073741824.0},
-                                                             {"TiB", 1099511627776.0}};
-  for (const auto& [u, f] : units)
-    if (unit == u) {
-      if (!(v > 0))
-        fail("mtk-layout search", "--memory '" + text + "' must be > 0");
-      return static_cast<std::int64_t>(v * f);
-    }
-  fail("mtk-layout search", "--memory '" + text + "': unknown unit '" + unit + "'");
-}
-
-// A reference machine when no --machine is given: documented in docs/layout-search.md.
-cost::Machine default_machine() {
-  cost::Machine m;
-  m.name = "built-in default (pass --machine for real numbers)";
-  m.matmul_flops = 1e11;
-  m.elementwise_bytes = 1e10;
-  m.links = {{0, 1e10, 1e-5}};
-  return m;
+  return config::parse_byte_size(text, "mtk-layout search", "--memory");
 }
 
 // The command line of `mtk-layout search`.
@@ -233,7 +199,7 @@ int run_search(const Communicator& world, const std::vector<std::string>& args) 
   const config::OptimizerSettings optimizer_settings =
       config::read_training_settings(config).optimizer;
   const cost::Machine machine =
-      a.machine_file.empty() ? default_machine() : machine_from_file(a.machine_file);
+      a.machine_file.empty() ? cost::reference_machine() : machine_from_file(a.machine_file);
   if (!memory_given)
     options.memory_bytes = machine.memory_bytes;
 

@@ -22,6 +22,7 @@
 #include <mtk/optim/optim.hpp>
 #include <mtk/signals/stop_signals.hpp>
 
+#include "auto_plan.hpp"
 #include "cli.hpp"
 #include "lm1b_config.hpp"
 #include "training.hpp"
@@ -114,8 +115,11 @@ Setup setup(const Options& o, const Settings& settings, int ranks) {
   if (s.model.num_encoder_layers != 0)
     fail("mtk-lm1b",
          cat(o.config.origin(), ": model.num_encoder_layers must be 0 for a language model"));
-  s.mesh_shape = app::mesh_for_ranks(o.config, ranks, "mtk-lm1b");
-  s.rules = o.config.layout_rules();
+  // `mesh: auto` / `layout: auto`: set by the plan (start()).
+  if (!app::is_auto(o.config, "mesh"))
+    s.mesh_shape = app::mesh_for_ranks(o.config, ranks, "mtk-lm1b");
+  if (!app::is_auto(o.config, "layout"))
+    s.rules = o.config.layout_rules();
   s.batch_options.global_batch = s.model.batch;
   return s;
 }
@@ -165,13 +169,22 @@ int start(Start& st, const Communicator& world, const std::vector<std::string>& 
     }
     st.s = setup(st.o, st.settings, world.size());
     st.o.vocab_fingerprint = app::fingerprint_text(st.s.vocab.fingerprint());
-    st.o.resolved_yaml =
-        effective_config(st.o.config, st.settings, st.s.model, world.size()).dump();
   });
   if (st.o.print_config) {
     app::print_config(st.o.config, vocab_known);
     return 0;
   }
+  const app::AutoPlan plan =
+      app::plan_auto(st.o.config, st.s.model, st.settings, st.o.run_dir, world, "mtk-lm1b");
+  if (plan.planned()) {
+    st.s.mesh_shape = plan.mesh;
+    st.s.rules = plan.rules;
+  }
+  agree_on_failure(world, [&] {
+    st.o.resolved_yaml =
+        (plan.planned() ? plan.yaml_comment() : "") +
+        effective_config(st.o.config, st.settings, st.s.model, world.size()).dump();
+  });
   return -1;
 }
 

@@ -12,6 +12,7 @@
 #include <mtk/text/bleu.hpp>
 #include <mtk/text/sgm.hpp>
 
+#include "auto_plan.hpp"
 #include "cli.hpp"
 #include "training.hpp"
 #include "wmt_commands.hpp"
@@ -45,8 +46,11 @@ Setup setup(const app::RunOptions& o, const Settings& settings, int ranks) {
     fail("mtk-wmt",
          cat(o.config.origin(),
              ": model.num_encoder_layers must be > 0 for translation (encoder-decoder)"));
-  s.mesh_shape = app::mesh_for_ranks(o.config, ranks, "mtk-wmt");
-  s.rules = o.config.layout_rules();
+  // `mesh: auto` / `layout: auto`: set by the plan (start()).
+  if (!app::is_auto(o.config, "mesh"))
+    s.mesh_shape = app::mesh_for_ranks(o.config, ranks, "mtk-wmt");
+  if (!app::is_auto(o.config, "layout"))
+    s.rules = o.config.layout_rules();
   return s;
 }
 
@@ -80,12 +84,21 @@ int start(CLI::App& app, app::RunOptions& o, Settings& settings, Setup& s,
     }
     s = setup(o, settings, world.size());
     o.vocab_fingerprint = app::fingerprint_text(s.vocab.fingerprint());
-    o.resolved_yaml = effective_config(o.config, settings, s.model, world.size()).dump();
   });
   if (o.print_config) {
     app::print_config(o.config, vocab_known);
     return 0;
   }
+  const app::AutoPlan plan =
+      app::plan_auto(o.config, s.model, settings.train, o.run_dir, world, "mtk-wmt");
+  if (plan.planned()) {
+    s.mesh_shape = plan.mesh;
+    s.rules = plan.rules;
+  }
+  agree_on_failure(world, [&] {
+    o.resolved_yaml = (plan.planned() ? plan.yaml_comment() : "") +
+                      effective_config(o.config, settings, s.model, world.size()).dump();
+  });
   return -1;
 }
 

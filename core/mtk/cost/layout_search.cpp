@@ -239,6 +239,15 @@ void rank_orders(const std::vector<Dimension>& mdims, const LayoutRules& rules,
   std::string sizes_text;
   for (size_t i = 0; i < sizes.size(); ++i)
     sizes_text += cat(i ? ", " : "", r.dims[i], "=", sizes[i]);
+  if (!any_valid && options.rules)
+    fail(where, cat("no mesh of ", options.processors, " processors over the mesh dims of layout ",
+                    options.rules->to_string(), " divides the tensor dims it splits (",
+                    r.not_divisible, " meshes not divisible, ", r.tensor_conflicts,
+                    " refused by the lowering); choose another processor count or layout"));
+  if (!any_valid && options.mesh)
+    fail(where, cat("no layout of splittable dims ", sizes_text, " is valid on mesh ",
+                    options.mesh->to_string(), ": ", r.not_divisible, " mappings not divisible, ",
+                    r.tensor_conflicts, " with two dims of one tensor on one mesh dim"));
   if (!any_valid)
     fail(where, cat("no mesh of ", options.processors, " processors (up to ", options.max_mesh_dims,
                     " dims, every mesh dim splitting some tensor dim) has",
@@ -247,6 +256,131 @@ void rank_orders(const std::vector<Dimension>& mdims, const LayoutRules& rules,
                     " with two dims of one tensor on one mesh dim",
                     "; choose a processor count that divides these sizes"));
   fail_over_memory(r, options);
+}
+
+// One analysed (mesh, layout) of a constrained search: counted, filtered by memory, timed on its
+// mesh as given (the order is fixed). A layout the lowering refuses counts as not valid.
+bool add_fixed(Graph& graph, const MeshShape& mesh, const LayoutRules& rules,
+               const Machine& machine, const SearchOptions& options, SearchResult& r) {
+  Counters counters;
+  try {
+    counters = analyze(graph, mesh, rules)->counters();
+  } catch (const Error&) {
+    ++r.tensor_conflicts;
+    return false;
+  }
+  ++r.analyzed;
+  if (r.min_peak_bytes < 0 || counters.peak_bytes < r.min_peak_bytes)
+    r.min_peak_bytes = counters.peak_bytes;
+  if (options.memory_bytes > 0 && counters.peak_bytes > options.memory_bytes) {
+    ++r.over_memory;
+    return true;
+  }
+  const double rate = options.time.bf16 && machine.matmul_bf16_flops > 0 ? machine.matmul_bf16_flops
+                                                                         : machine.matmul_flops;
+  Candidate cand;
+  cand.mesh = mesh;
+  cand.rules = rules;
+  cand.counters = counters;
+  cand.time = predict_step_time(cand.counters, cand.mesh, machine, options.time);
+  cand.mfu = r.model_flops / (options.processors * cand.time.total_s * rate);
+  r.ranked.push_back(std::move(cand));
+  return true;
+}
+
+// `layout: auto` on a given mesh: every mapping of the splittable dims onto its dims.
+bool search_on_mesh(Graph& graph, const Machine& machine, const SearchOptions& options,
+                    const std::vector<std::int64_t>& sizes, SearchResult& r) {
+  const MeshShape& mesh = *options.mesh;
+  const int D = static_cast<int>(r.dims.size()), k = mesh.ndims();
+  std::vector<std::int64_t> msizes;
+  for (const auto& d : mesh.dims())
+    msizes.push_back(d.size);
+  const std::set<Mask> shared = shared_dims(graph, r.dims);
+  r.meshes = 1;
+  std::int64_t total = 1;
+  for (int i = 0; i < D; ++i)
+    total *= k + 1;
+  bool any_valid = false;
+  for (std::int64_t code = 0; code < total; ++code) {
+    Mapping m;
+    m.masks.assign(static_cast<size_t>(k), 0);
+    m.target.assign(static_cast<size_t>(D), -1);
+    std::vector<std::pair<std::string, std::string>> rule_list;
+    for (std::int64_t c = code, i = 0; i < D; ++i, c /= k + 1)
+      if (const int digit = static_cast<int>(c % (k + 1)); digit > 0) {
+        m.masks[static_cast<size_t>(digit - 1)] |= Mask{1} << i;
+        m.target[static_cast<size_t>(i)] = digit - 1;
+        rule_list.emplace_back(r.dims[static_cast<size_t>(i)], mesh[digit - 1].name);
+      }
+    ++r.mappings;
+    if (!divisible(m, sizes, msizes)) {
+      ++r.not_divisible;
+    } else if (conflicts(m, shared)) {
+      ++r.tensor_conflicts;
+    } else {
+      any_valid = add_fixed(graph, mesh, LayoutRules(rule_list), machine, options, r) || any_valid;
+    }
+  }
+  return any_valid;
+}
+
+void factor_into(std::int64_t n, size_t k, std::vector<std::int64_t>& cur,
+                 std::vector<std::vector<std::int64_t>>& out) {
+  if (cur.size() + 1 == k) {
+    cur.push_back(n);
+    out.push_back(cur);
+    cur.pop_back();
+    return;
+  }
+  for (std::int64_t f = 1; f <= n; ++f)
+    if (n % f == 0) {
+      cur.push_back(f);
+      factor_into(n / f, k, cur, out);
+      cur.pop_back();
+    }
+}
+
+// `mesh: auto` with a given layout: every mesh of `processors` over the mesh dims the layout names
+// on which each split tensor dim divides.
+bool search_for_layout(Graph& graph, const Machine& machine, const SearchOptions& options,
+                       SearchResult& r) {
+  const LayoutRules& rules = *options.rules;
+  std::vector<std::string> names;
+  for (const auto& [tensor_dim, mesh_dim] : rules.rules())
+    if (std::find(names.begin(), names.end(), mesh_dim) == names.end())
+      names.push_back(mesh_dim);
+  if (names.empty())
+    names.push_back("batch");
+  std::map<std::string, std::int64_t> size_of;
+  for (int t = 0; t < graph.num_tensors(); ++t)
+    for (const auto& d : graph.tensor_info(t).shape.dims()) {
+      const auto [it, added] = size_of.emplace(d.name, d.size);
+      if (!added)
+        it->second = std::gcd(it->second, d.size);
+    }
+  std::vector<std::vector<std::int64_t>> meshes;
+  std::vector<std::int64_t> cur;
+  factor_into(options.processors, names.size(), cur, meshes);
+  bool any_valid = false;
+  for (const auto& msizes : meshes) {
+    ++r.meshes;
+    ++r.mappings;
+    std::vector<Dimension> mdims;
+    for (size_t a = 0; a < names.size(); ++a)
+      mdims.push_back({names[a], msizes[a]});
+    const MeshShape mesh(mdims);
+    bool ok = true;
+    for (const auto& [tensor_dim, mesh_dim] : rules.rules())
+      if (const auto it = size_of.find(tensor_dim); it != size_of.end())
+        ok = ok && it->second % msizes[static_cast<size_t>(mesh.index_of(mesh_dim))] == 0;
+    if (!ok) {
+      ++r.not_divisible;
+      continue;
+    }
+    any_valid = add_fixed(graph, mesh, rules, machine, options, r) || any_valid;
+  }
+  return any_valid;
 }
 
 }  // namespace
@@ -270,7 +404,19 @@ SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOp
                       .flops_of(FlopClass::einsum);
   bool any_valid = false;
   r.min_peak_bytes = -1;
-  for (const auto& msizes : unordered_factorizations(options.processors, options.max_mesh_dims)) {
+  if (options.mesh && options.mesh->num_processors() != options.processors)
+    fail(where, cat("mesh ", options.mesh->to_string(), " has ", options.mesh->num_processors(),
+                    " processors, not ", options.processors));
+  if (options.mesh && options.rules)
+    fail(where, "a search needs the mesh or the layout open; both were given");
+  if (options.mesh)
+    any_valid = search_on_mesh(graph, machine, options, sizes, r);
+  else if (options.rules)
+    any_valid = search_for_layout(graph, machine, options, r);
+  const bool open = !options.mesh && !options.rules;
+  for (const auto& msizes :
+       open ? unordered_factorizations(options.processors, options.max_mesh_dims)
+            : std::vector<std::vector<std::int64_t>>{}) {
     ++r.meshes;
     const int k = options.processors == 1 ? 0 : static_cast<int>(msizes.size());
     std::int64_t total = 1;  // every assignment dims -> {none, mesh dim 0..k-1}

@@ -18,6 +18,7 @@
 #include <mtk/parallel/mesh_shape.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,13 @@ struct SearchOptions {
   /// When every valid layout is over memory_bytes: throw (true), or return no candidates with
   /// over_memory and min_peak_bytes set (false; fail_over_memory() throws the same error later).
   bool over_memory_fails = true;
+  /// Only this mesh (its dims' names, sizes and order; `processors` must be its size): the
+  /// layouts of the splittable dims on it, a mesh dim may split nothing (`layout: auto` with a
+  /// given mesh).
+  std::optional<MeshShape> mesh;
+  /// Only this layout: every mesh of `processors` over the mesh dims it names (sizes >= 1, in
+  /// the order the rules first name them) on which it is valid (`mesh: auto` with a given layout).
+  std::optional<LayoutRules> rules;
 };
 
 struct Candidate {

@@ -140,4 +140,13 @@ const LinkLevel& Machine::link_for(const MeshShape& mesh, const std::vector<int>
   return *widest;  // the widest level stands for anything larger (validate(): one exists)
 }
 
+Machine reference_machine() {
+  Machine m;
+  m.name = "built-in default (pass --machine for real numbers)";
+  m.matmul_flops = 1e11;
+  m.elementwise_bytes = 1e10;
+  m.links = {{0, 1e10, 1e-5}};
+  return m;
+}
+
 }  // namespace mtk::cost

@@ -77,6 +77,11 @@ struct Machine {
   const LinkLevel& link_for(const MeshShape& mesh, const std::vector<int>& axes) const;
 };
 
+/// A reference machine for when no machine file is given (mtk-layout search without --machine,
+/// `mesh: auto` without train.machine): 1e11 FLOP/s, 1e10 B/s, one link of 1e10 B/s and 10 us;
+/// its rankings are rough, a calibrated file (mtk-layout calibrate) is better.
+Machine reference_machine();
+
 /// Consecutive ranks spanned by a group over mesh `axes`: (last rank - first rank + 1) of the
 /// group containing processor 0.
 std::int64_t group_span(const MeshShape& mesh, const std::vector<int>& axes);

@@ -2,6 +2,8 @@
 #include <mtk/config/training_config.hpp>
 
 #include <limits>
+#include <utility>
+#include <vector>
 
 namespace mtk::config {
 namespace {
@@ -21,6 +23,14 @@ Schema<T> make_train_schema() {
                "slices each batch runs as, in series, their gradients summed before one "
                "optimizer step (less activation memory); must divide model.batch "
                "(docs/memory.md)")
+      .text("memory_per_rank", &T::memory_per_rank,
+            "memory per rank that `mesh: auto` / `layout: auto` plan for, e.g. 4GiB or 8e9 "
+            "(docs/memory.md#mesh-auto)")
+      .default_text("memory_per_rank", "the machine's")
+      .text("machine", &T::machine,
+            "machine file (layouts/machines/*.yaml, `mtk-layout calibrate`) `mesh: auto` "
+            "predicts step times with")
+      .default_text("machine", "RUN_DIR/machine.yaml, else built-in")
       .nested("learning_rate", &T::lr, learning_rate_schema())
       .default_from(
           "learning_rate.total_steps",
@@ -39,6 +49,35 @@ Schema<T> make_checkpoint_schema() {
 
 }  // namespace
 
+std::int64_t parse_byte_size(const std::string& text, const std::string& where,
+                             const std::string& what) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    fail(where, what + " '" + text + "' is not a number of bytes");
+  }
+  const std::string unit = text.substr(used);
+  const std::vector<std::pair<std::string, double>> units = {{"", 1},
+                                                             {"B", 1},
+                                                             {"K", 1e3},
+                                                             {"M", 1e6},
+                                                             {"G", 1e9},
+                                                             {"T", 1e12},
+                                                             {"KiB", 1024.0},
+                                                             {"MiB", 1048576.0},
+                                                             {"GiB", 1073741824.0},
+                                                             {"TiB", 1099511627776.0}};
+  for (const auto& [u, f] : units)
+    if (unit == u) {
+      if (!(v > 0))
+        fail(where, what + " '" + text + "' must be > 0");
+      return static_cast<std::int64_t>(v * f);
+    }
+  fail(where, what + " '" + text + "': unknown unit '" + unit + "'");
+}
+
 const Schema<TrainingSettings>& train_schema() {
   static const Schema<TrainingSettings> schema = make_train_schema();
   return schema;
@@ -51,6 +90,9 @@ const Schema<TrainingSettings>& checkpoint_schema() {
 
 TrainingSettings read_training_settings(const Config& config) {
   TrainingSettings s = train_schema().read(config, "train");
+  if (!s.memory_per_rank.empty())
+    parse_byte_size(s.memory_per_rank, "mtk::config::read_training_settings",
+                    config.origin() + ": train.memory_per_rank");
   s = checkpoint_schema().read(config, "checkpoint", s);
   // Hyperparameters of another optimizer would silently do nothing.
   for (const auto& name : optimizer_names()) {

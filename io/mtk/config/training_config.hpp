@@ -26,7 +26,17 @@ struct TrainingSettings {
   OptimizerSettings optimizer;     ///< train.optimizer, train.adafactor, train.adam
   std::int64_t checkpoint_every = 1000;
   int checkpoint_keep = 3;
+  /// train.memory_per_rank: the memory `mesh: auto` plans for ("" : from the machine).
+  std::string memory_per_rank;
+  /// train.machine: the machine file `mesh: auto` plans with ("" : RUN_DIR/machine.yaml when
+  /// present, else cost::reference_machine()).
+  std::string machine;
 };
+
+/// Bytes from "16GiB", "8e9", "512M" (K, M, G, T: powers of 1000; KiB, MiB, GiB, TiB: of 1024);
+/// other text or a value <= 0 fails as `where`, naming `what` ("--memory", a config key).
+std::int64_t parse_byte_size(const std::string& text, const std::string& where,
+                             const std::string& what);
 
 /// The `train` section.
 const Schema<TrainingSettings>& train_schema();
