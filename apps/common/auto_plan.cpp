@@ -100,17 +100,18 @@ std::string AutoPlan::describe() const {
   const char* what = mesh_auto && layout_auto ? "mesh: auto, layout: auto"
                      : mesh_auto              ? "mesh: auto"
                                               : "layout: auto";
+  const std::string layout_text =
+      rules.rules().empty() ? std::string("(none: nothing split)") : rules.to_string();
   char line[1024];
   std::snprintf(line, sizeof line,
                 "  plan (%s, %d ranks, %.2f s): mesh %s; layout %s; model.recompute %s; "
                 "train.microbatches %lld\n"
                 "  plan: predicted %.4g s per step, peak %s per rank of a limit of %s (%s); "
                 "machine %s; %lld candidates fit\n",
-                what, mesh.num_processors(), seconds, mesh.to_string().c_str(),
-                rules.to_string().c_str(), nn::to_string(recompute),
-                static_cast<long long>(microbatches), step_s, bytes_text(peak_bytes).c_str(),
-                bytes_text(memory_bytes).c_str(), memory_source.c_str(), machine.c_str(),
-                static_cast<long long>(candidates));
+                what, mesh.num_processors(), seconds, mesh.to_string().c_str(), layout_text.c_str(),
+                nn::to_string(recompute), static_cast<long long>(microbatches), step_s,
+                bytes_text(peak_bytes).c_str(), bytes_text(memory_bytes).c_str(),
+                memory_source.c_str(), machine.c_str(), static_cast<long long>(candidates));
   return line;
 }
 

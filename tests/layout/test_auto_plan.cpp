@@ -22,8 +22,7 @@ namespace {
 // A tiny LM whose activations are a large part of its peak.
 const char* kModel =
     "model: {vocab_size: 256, d_model: 32, d_ff: 128, num_heads: 4, d_kv: 8, num_layers: 2, "
-    "length: 64, batch: 8}\n"
-    "train: {optimizer: adafactor}\n";
+    "length: 64, batch: 8}\n";
 
 struct Planned {
   Config config = Config::from_string("{}");
@@ -32,9 +31,11 @@ struct Planned {
   app::AutoPlan plan;
 };
 
-Planned plan_with(const std::string& extra) {
+// The model with `extra` (mesh and layout lines) and train.memory_per_rank = `memory` ("": none).
+Planned plan_with(const std::string& extra, const std::string& memory = "") {
   Planned p;
-  p.config = Config::from_string(std::string(kModel) + extra);
+  p.config = Config::from_string(std::string(kModel) + extra + "train: {optimizer: adafactor" +
+                                 (memory.empty() ? "" : ", memory_per_rank: " + memory) + "}\n");
   p.model = transformer_config_from(p.config);
   p.train = config::read_training_settings(p.config);
   p.plan = app::plan_auto(p.config, p.model, p.train, "no-run-dir", Communicator::world(),
@@ -65,19 +66,19 @@ std::int64_t smallest_configured_peak() {
 
 TEST(AutoPlan, EveryRankRunsTheSamePlanEveryTime) {
   const Communicator world = Communicator::world();
-  const Planned a = plan_with("mesh: auto\nlayout: auto\ntrain: {memory_per_rank: 1GiB}\n");
+  const Planned a = plan_with("mesh: auto\nlayout: auto\n", "1GiB");
   ASSERT_TRUE(a.plan.planned());
   EXPECT_EQ(a.plan.mesh.num_processors(), world.size());
   const std::string text = a.plan.mesh.to_string() + " | " + a.plan.rules.to_string();
   EXPECT_EQ(world.broadcast(text, 0), text) << "rank " << world.rank();
-  const Planned b = plan_with("mesh: auto\nlayout: auto\ntrain: {memory_per_rank: 1GiB}\n");
+  const Planned b = plan_with("mesh: auto\nlayout: auto\n", "1GiB");
   EXPECT_EQ(b.plan.mesh.to_string() + " | " + b.plan.rules.to_string(), text);
   EXPECT_EQ(b.plan.step_s, a.plan.step_s);
   EXPECT_EQ(a.plan.memory_bytes, std::int64_t{1} << 30);
 }
 
 TEST(AutoPlan, FitsTheLimitAndRecordsWhatRuns) {
-  const Planned p = plan_with("mesh: auto\nlayout: auto\ntrain: {memory_per_rank: 1GiB}\n");
+  const Planned p = plan_with("mesh: auto\nlayout: auto\n", "1GiB");
   EXPECT_LE(p.plan.peak_bytes, p.plan.memory_bytes);
   EXPECT_EQ(analyzed_peak(p), p.plan.peak_bytes);
   // The config now holds the plan: what the app lowers and config.resolved.yaml records.
@@ -93,8 +94,7 @@ TEST(AutoPlan, FitsTheLimitAndRecordsWhatRuns) {
 
 TEST(AutoPlan, ATightLimitChoosesRecomputeOrMicrobatches) {
   const std::int64_t smallest = smallest_configured_peak();
-  const Planned p = plan_with(
-      "mesh: auto\nlayout: auto\ntrain: {memory_per_rank: " + std::to_string(smallest - 1) + "}\n");
+  const Planned p = plan_with("mesh: auto\nlayout: auto\n", std::to_string(smallest - 1));
   EXPECT_TRUE(p.plan.recompute != nn::Recompute::none || p.plan.microbatches > 1)
       << p.plan.describe();
   EXPECT_LT(p.plan.peak_bytes, smallest);
@@ -106,7 +106,7 @@ TEST(AutoPlan, ATightLimitChoosesRecomputeOrMicrobatches) {
 TEST(AutoPlan, AnImpossibleLimitFailsOnEveryRank) {
   const int ranks = Communicator::world().size();
   try {
-    plan_with("mesh: auto\nlayout: auto\ntrain: {memory_per_rank: 64K}\n");
+    plan_with("mesh: auto\nlayout: auto\n", "64K");
     FAIL() << "expected an error";
   } catch (const AgreedError& e) {
     const std::string what = e.what();

@@ -58,6 +58,6 @@ if mpirun -n 2 "$lm1b" train --config "$config" --run-dir none "${auto[@]}" --se
 fi
 cat none.log
 grep -q "found no plan for the model" none.log || fail "error lacks 'found no plan'"
-grep -q "on 2 ranks with a memory limit of 64.00 KiB" none.log || fail "error lacks ranks and memory"
+grep -q "on 2 ranks with a memory limit of 62.50 KiB" none.log || fail "error lacks ranks and memory"
 grep -q "smallest peak" none.log || fail "error lacks the smallest peak"
 echo "mesh auto: OK"
