@@ -78,8 +78,15 @@ void add_train_options(CLI::App& app, RunOptions& o) {
 
 void load_config(RunOptions& o) {
   o.config = Config::from_file(o.config_path);
-  for (const auto& s : o.sets)
-    o.config.apply_override(s);
+  for (const auto& s : o.sets) {
+    // `--set mesh=auto`, `--set layout=batch:batch`: the whole mesh or layout, as --mesh and
+    // --layout set it (a map's keys are names, not settings).
+    const std::string key = s.substr(0, s.find('='));
+    if ((key == "mesh" || key == "layout") && s.size() > key.size() + 1)
+      o.config.set(key, "\"" + s.substr(key.size() + 1) + "\"");
+    else
+      o.config.apply_override(s);
+  }
   if (!o.mesh.empty())
     o.config.set("mesh", "\"" + o.mesh + "\"");
   if (!o.layout.empty())

@@ -58,7 +58,8 @@ void verify_token_shards(const Communicator& comm, const std::vector<std::string
 /// Adds train's --fresh-start.
 void add_train_options(CLI::App& app, RunOptions& o);
 
-/// Loads the config file and applies --set, --mesh and --layout; the run directory defaults to
+/// Loads the config file and applies --set (`--set mesh=X` and `--set layout=X` replace them
+/// whole, as --mesh and --layout do), --mesh and --layout; the run directory defaults to
 /// train.run_dir, else "run".
 void load_config(RunOptions& o);
 
