@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "error_text.hpp"
 #include "mtk_invariance_check.hpp"
 #include "spatial_reference.hpp"
 #include <functional>
@@ -200,20 +201,6 @@ TEST(Pool, MaxAndAverageEqualTheReference) {
       expect_values(out[0], Shape(ydims), ref.y, w + " y");
       expect_values(out[1], xs, ref.dx, w + " d/dx");
     }
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-void expect_parts(const std::string& m, const std::vector<std::string>& parts) {
-  for (const auto& p : parts)
-    EXPECT_NE(m.find(p), std::string::npos) << "'" << p << "' not in: " << m;
 }
 
 SpatialDim sd(const std::string& dim, const std::string& tap, std::int64_t stride = 1,

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "error_text.hpp"
 #include "mtk_invariance_check.hpp"
 #include <cmath>
 #include <string>
@@ -216,15 +217,6 @@ TEST(HaloExchange, NeighboursOnTheCartesianMesh) {
       }
     }
   }
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(HaloExchange, ClearErrors) {

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "error_text.hpp"
 #include "model_fixtures.hpp"
 #include "mtk_invariance_check.hpp"
 #include <algorithm>
@@ -318,20 +319,6 @@ TEST(LocalAttentionLowering, ASplitLengthStaysSplit) {
 }
 
 // -------------------------------------------------------------------------------- errors
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-void expect_parts(const std::string& m, const std::vector<std::string>& parts) {
-  for (const auto& part : parts)
-    EXPECT_NE(m.find(part), std::string::npos) << part << " not in: " << m;
-}
-
 TEST(LocalAttentionErrors, NameTheTensorDimsAndSizes) {
   Graph g;
   nn::LayerContext ctx{&g, false, 0.0, 1};

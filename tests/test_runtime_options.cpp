@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "error_text.hpp"
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -15,6 +16,8 @@
 using namespace mtk;
 
 namespace {
+
+using mtk::test::error_of;
 
 // Sets (or, with nullptr, unsets) environment variables for one test and restores them after,
 // reloading the options both times.
@@ -44,15 +47,6 @@ class EnvScope {
  private:
   std::map<std::string, std::pair<bool, std::string>> saved_;
 };
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "error_text.hpp"
 #include "lm1b_config.hpp"
 #include "wmt_config.hpp"
 #include <filesystem>
@@ -13,6 +14,8 @@
 using namespace mtk;
 
 namespace {
+
+using mtk::test::error_of;
 
 std::vector<std::string> configs_in(const std::string& dir) {
   std::vector<std::string> out;
@@ -77,14 +80,6 @@ TEST(AppConfigs, WmtConfigsReadAndTheirEffectiveConfigsRoundTrip) {
 }
 
 TEST(AppConfigs, AppSectionsAreChecked) {
-  auto error_of = [](auto&& fn) -> std::string {
-    try {
-      fn();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
-  };
   std::string e = error_of(
       [] { lm1b::read_settings(Config::from_string("eval: {logit_scale: 0}\n", "a.yaml")); });
   EXPECT_NE(e.find("a.yaml: eval.logit_scale = 0 is not a number in [1e-06, 1e+06]"),

@@ -10,25 +10,15 @@
 
 #include <gtest/gtest.h>
 
+#include "error_text.hpp"
 #include "mtk_invariance_check.hpp"
 
 using namespace mtk;
 
 namespace {
 
-template <class F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using mtk::test::contains;
+using mtk::test::error_of;
 
 Config yaml(const std::string& text) {
   return Config::from_string(text, "run.yaml");

@@ -5,31 +5,20 @@
 
 #include <gtest/gtest.h>
 
+#include "error_text.hpp"
 #include "lm_data_test_util.hpp"
 #include <filesystem>
 
 namespace {
+
+using mtk::test::contains;
+using mtk::test::error_of;
 
 namespace fs = std::filesystem;
 using mtk::LineReader;
 using mtk::LineReaderOptions;
 using mtk::test::TempDir;
 using mtk::test::write_text;
-
-// The message of the mtk::Error `fn` throws ("" when it throws none).
-template <class F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const mtk::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 std::vector<std::string> read_all(LineReader& r) {
   std::vector<std::string> lines;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "error_text.hpp"
 #include "lm_data_test_util.hpp"
 #include <algorithm>
 #include <cstring>
@@ -14,6 +15,8 @@
 #include <set>
 
 namespace {
+
+using mtk::test::error_of;
 
 using mtk::LmBatch;
 using mtk::LmBatchOptions;
@@ -33,15 +36,6 @@ int world_size() {
   int n = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   return n;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const mtk::Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // Writes one shard per entry of `shards` (on rank 0) and returns their paths.

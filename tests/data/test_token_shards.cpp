@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "error_text.hpp"
 #include "lm_data_test_util.hpp"
 #include <cstring>
 #include <filesystem>
@@ -12,6 +13,8 @@
 #include <unistd.h>
 
 namespace {
+
+using mtk::test::error_of;
 
 namespace fs = std::filesystem;
 using mtk::TokenShard;
@@ -27,15 +30,6 @@ TokenShardInfo header(std::int32_t vocab = 100) {
   info.source_bytes = 1234;
   info.max_line_bytes = 4096;
   return info;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const mtk::Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(TokenShards, WriteReadRoundTrip) {

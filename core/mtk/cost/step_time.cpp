@@ -20,6 +20,9 @@ double collective_seconds(Collective kind, std::int64_t bytes, std::int64_t call
     const double ring = 2 * (P - 1) * (a + n / (P * B));
     const double tree = 2 * std::ceil(std::log2(P)) * (a + n / B);
     per_call = std::min(ring, tree);
+  } else if (kind == Collective::halo) {
+    // Two strips, one to each neighbour, sent at once whatever the group's size.
+    per_call = a + n / B;
   } else if (kind == Collective::allconcat) {
     per_call = (P - 1) * (a + n / B);
   } else {  // alltoall and anything that moves a share of its input to every member

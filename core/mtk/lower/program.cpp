@@ -33,6 +33,8 @@ const char* to_string(Collective c) {
       return "allconcat";
     case Collective::alltoall:
       return "alltoall";
+    case Collective::halo:
+      return "halo";
   }
   return "?";
 }

@@ -83,8 +83,10 @@ class HostTensor {
   std::vector<std::byte> bytes_;
 };
 
-/// The collectives a lowered program runs (Counters::comm_bytes, the cost model).
-enum class Collective { allreduce, allconcat, alltoall };
+/// The collectives a lowered program runs (Counters::comm_bytes, the cost model). `halo` is the
+/// neighbour exchange of halo_exchange/halo_reduce: its bytes are the strips one rank sends to its
+/// two neighbours along the mesh dim (both sides counted, as an interior rank sends them).
+enum class Collective { allreduce, allconcat, alltoall, halo };
 const char* to_string(Collective c);
 
 /// Exact per-rank costs of one run of the lowered program.

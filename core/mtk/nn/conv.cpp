@@ -161,12 +161,23 @@ std::vector<DimPlan> plan_dims(const Tensor& x, const Tensor& filter,
   return plans;
 }
 
+// The layout search's candidates: the blocks dims (spatial parallelism) and the output channels
+// (split like d_ff: each rank its filters, no communication; "" for pooling).
+void offer_splits(Graph& g, const std::vector<SpatialDim>& dims, const std::string& channels) {
+  for (const auto& d : dims)
+    if (!d.blocks.empty())
+      g.offer_split(d.blocks);
+  if (!channels.empty())
+    g.offer_split(channels);
+}
+
 }  // namespace
 
 Tensor conv(const Tensor& x, const Tensor& filter, const std::vector<SpatialDim>& dims,
             const std::string& in_channels, const std::string& out_channels, Padding padding) {
   const char* where = "mtk::nn::conv";
   check_channels(x, filter, dims, in_channels, out_channels, where);
+  offer_splits(x.graph(), dims, out_channels);
   const std::vector<DimPlan> plans = plan_dims(x, filter, dims, padding, where);
   const Tensor cols = extract_patches(exchange_halos(x, dims, plans, 0.0), patch_dims(plans));
   const Shape out = without_taps(cols.shape(), dims, in_channels,
@@ -184,6 +195,7 @@ Tensor conv_transpose(const Tensor& x, const Tensor& filter, const std::vector<S
                       const std::string& in_channels, const std::string& out_channels,
                       Padding padding) {
   const char* where = "mtk::nn::conv_transpose";
+  offer_splits(x.graph(), dims, in_channels);
   // x plays the convolution's output: its channels are the filter's out_channels. The result is
   // the adjoint of the convolution of a tensor of y_shape.
   check_channels(x, filter, dims, out_channels, in_channels, where);
@@ -226,6 +238,7 @@ Tensor conv_transpose(const Tensor& x, const Tensor& filter, const std::vector<S
 
 Tensor max_pool(const Tensor& x, const std::vector<SpatialDim>& dims, Padding padding) {
   const char* where = "mtk::nn::max_pool";
+  offer_splits(x.graph(), dims, "");
   const double lowest = -std::numeric_limits<float>::infinity();
   std::vector<DimPlan> plans;
   std::vector<std::string> taps;
@@ -239,6 +252,7 @@ Tensor max_pool(const Tensor& x, const std::vector<SpatialDim>& dims, Padding pa
 
 Tensor avg_pool(const Tensor& x, const std::vector<SpatialDim>& dims, Padding padding) {
   const char* where = "mtk::nn::avg_pool";
+  offer_splits(x.graph(), dims, "");
   std::vector<DimPlan> plans;
   std::vector<std::string> taps;
   std::vector<Dimension> spatial;  // the positions a window may cover: blocks and dims

@@ -89,8 +89,13 @@ void lower_halo(Lowering& l, const HaloAttrs& a, bool adjoint) {
   p.blocks = p.local.index_of(a.blocks);
   p.block = p.local.index_of(a.block);
   const int axis = l.axes(xin)[static_cast<size_t>(p.blocks)];
-  if (axis >= 0 && l.mesh_shape()[axis].size > 1)
+  if (axis >= 0 && l.mesh_shape()[axis].size > 1) {
     p.axis = axis;
+    // One strip to each side: (left + right) positions of every other dim of one block.
+    const std::int64_t strip = p.local.num_elements() / p.local[p.blocks].size /
+                               p.local[p.block].size * (a.left + a.right);
+    l.count_comm(Collective::halo, strip * static_cast<std::int64_t>(sizeof(float)), {axis});
+  }
   const int mid = l.new_temp(l.layout(y).shape(), l.axes(xin), DType::float32);
   l.add_step(
       l.label(), {xin}, {mid},
