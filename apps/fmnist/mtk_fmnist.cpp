@@ -39,8 +39,8 @@ MeshShape mesh_shape(std::string text, int ranks) {
     fail(kTool, cat("give --mesh for ", ranks, " ranks (the default mesh is rows:2;cols:2 on 4 ",
                     "ranks or rows:1;cols:1 on one)"));
   const MeshShape shape = MeshShape::parse(text);
-  if (shape.size() != ranks)
-    fail(kTool, cat("mesh ", shape.to_string(), " has ", shape.size(), " processors, but ", ranks,
+  if (shape.num_processors() != ranks)
+    fail(kTool, cat("mesh ", shape.to_string(), " has ", shape.num_processors(), " processors, but ", ranks,
                     " ranks run"));
   return shape;
 }

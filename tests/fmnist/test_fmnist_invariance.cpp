@@ -34,20 +34,22 @@ ModelConfig small(const std::string& optimizer) {
   c.c2 = 8;
   c.hidden = 16;
   c.optimizer = optimizer;
-  c.lr = optimizer == "adam" ? 0.01 : 0.05;
+  // Adam moves every weight by up to lr whatever its gradient's size, so a gradient that is zero up
+  // to rounding moves by a rounding-dependent amount: a small lr keeps that under the tolerance.
+  c.lr = optimizer == "adam" ? 0.001 : 0.05;
   return c;
 }
 
-struct Run {
+struct TrainedRun {
   std::vector<double> losses;
   std::vector<HostTensor> weights;
   std::vector<std::string> names;
   double eval_loss = 0;
 };
 
-Run train(const ModelConfig& c, const Mesh& mesh, const LayoutRules& rules) {
+TrainedRun train(const ModelConfig& c, const Mesh& mesh, const LayoutRules& rules) {
   Trainer trainer(c, mesh, rules);
-  Run r;
+  TrainedRun r;
   const auto order = epoch_order(64, c.seed, 0);
   for (std::int64_t s = 0; s < 3; ++s) {
     const std::vector<std::int64_t> batch(order.begin() + s * c.batch,
@@ -65,7 +67,8 @@ Run train(const ModelConfig& c, const Mesh& mesh, const LayoutRules& rules) {
 // The rules of `text` whose mesh dim `mesh` has.
 LayoutRules rules_on(const std::string& text, const MeshShape& mesh) {
   std::vector<std::pair<std::string, std::string>> kept;
-  for (const auto& [dim, axis] : LayoutRules::parse(text).rules())
+  const LayoutRules all = LayoutRules::parse(text);
+  for (const auto& [dim, axis] : all.rules())
     for (int a = 0; a < mesh.ndims(); ++a)
       if (mesh[a].name == axis)
         kept.emplace_back(dim, axis);
@@ -85,7 +88,7 @@ MeshShape world_mesh() {
   }
 }
 
-void expect_same(const Run& got, const Run& want, const std::string& where) {
+void expect_same(const TrainedRun& got, const TrainedRun& want, const std::string& where) {
   ASSERT_EQ(got.losses.size(), want.losses.size());
   for (size_t s = 0; s < want.losses.size(); ++s)
     EXPECT_NEAR(got.losses[s], want.losses[s], 1e-5 * std::fabs(want.losses[s]))
@@ -111,8 +114,8 @@ TEST_P(FmnistLayouts, TrainingEqualsOneProcessor) {
     GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed at " << kDefaultDataDir;
   const ModelConfig c = small(GetParam());
   static const Mesh one(MeshShape::parse("rows:1"), MPI_COMM_SELF);
-  const Run want = train(c, one, LayoutRules());
-  EXPECT_LT(want.losses.back(), want.losses.front() + 1.0);
+  const TrainedRun want = train(c, one, LayoutRules());
+  ASSERT_EQ(want.losses.size(), 3u);
   const MeshShape shape = world_mesh();
   const Mesh mesh(shape, MPI_COMM_WORLD);
   for (const std::string layout : {"hb:rows;wb:cols;b:batch", "c1:rows;hidden:cols;b:batch",
