@@ -83,8 +83,11 @@ void write_json(const std::string& path, const Settings& s, const MeshShape& mes
     fail(kTool, cat("cannot write '", path, "'"));
   const auto list = [](const std::vector<double>& v) {
     std::string t = "[";
-    for (size_t i = 0; i < v.size(); ++i)
-      t += (i ? ", " : "") + cat(v[i]);
+    char number[32];
+    for (size_t i = 0; i < v.size(); ++i) {
+      std::snprintf(number, sizeof number, "%.9g", v[i]);
+      t += (i ? ", " : "") + std::string(number);
+    }
     return t + "]";
   };
   out.precision(9);
