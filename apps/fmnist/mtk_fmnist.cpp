@@ -40,12 +40,37 @@ MeshShape mesh_shape(std::string text, int ranks) {
                     "ranks or rows:1;cols:1 on one)"));
   const MeshShape shape = MeshShape::parse(text);
   if (shape.num_processors() != ranks)
-    fail(kTool, cat("mesh ", shape.to_string(), " has ", shape.num_processors(), " processors, but ", ranks,
-                    " ranks run"));
+    fail(kTool, cat("mesh ", shape.to_string(), " has ", shape.num_processors(),
+                    " processors, but ", ranks, " ranks run"));
   return shape;
 }
 
+// Fails naming a key of `c` that mtk-fmnist does not read (a typo would be ignored otherwise).
+void check_keys(const Config& c) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> known = {
+      {"", {"mesh", "layout", "data", "model", "train"}},
+      {"data", {"dir", "train_limit", "test_limit"}},
+      {"model", {"hb", "wb", "c1", "c2", "hidden"}},
+      {"train",
+       {"batch", "eval_batch", "epochs", "steps", "optimizer", "lr", "seed", "log_every"}}};
+  for (const auto& [section, keys] : known) {
+    if (!section.empty() && !c.has(section))
+      continue;
+    if (!section.empty())
+      c.require_section(section);
+    for (const auto& key : c.keys(section))
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        std::string allowed;
+        for (const auto& k : keys)
+          allowed += (allowed.empty() ? "" : ", ") + k;
+        fail(kTool, cat(c.origin(), ": unknown key '", section.empty() ? "" : section + ".", key,
+                        "'; ", section.empty() ? "the sections" : section, " allow: ", allowed));
+      }
+  }
+}
+
 Settings read_settings(const Config& c) {
+  check_keys(c);
   Settings s;
   s.mesh = c.get_string("mesh", "");
   s.layout = c.get_string("layout", "hb:rows;wb:cols");

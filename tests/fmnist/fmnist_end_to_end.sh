@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mtk-fmnist end to end on Debian's Fashion-MNIST: --help; 20 training steps on a 2x2 mesh with the
 # images split in height and width (4 ranks) and on one rank: the same losses (1e-5), a loss that
-# falls, a test accuracy above chance; a missing data directory and a wrong mesh fail, naming them.
+# falls, a test accuracy above chance; a missing data directory, a wrong mesh and an unknown
+# config key fail, naming them.
 # Usage: fmnist_end_to_end.sh MTK_FMNIST FMNIST_YAML
 set -euo pipefail
 fmnist="$1"; config="$2"
@@ -43,4 +44,10 @@ status=$?
 set -e
 [ $status = 1 ] || fail "wrong mesh: exit $status, want 1: $err"
 grep -q "mesh rows:2;cols:2 has 4 processors, but 1 ranks run" <<<"$err" || fail "wrong mesh: $err"
+set +e
+err=$(mpirun -n 1 "$fmnist" --config "$config" --mesh rows:1,cols:1 --set train.lrr=3 2>&1)
+status=$?
+set -e
+[ $status = 1 ] || fail "unknown key: exit $status, want 1: $err"
+grep -q "unknown key 'train.lrr'; train allow: batch," <<<"$err" || fail "unknown key: $err"
 echo "fmnist end to end: OK"
