@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "error_text.hpp"
 #include "idx_reader.hpp"
 #include <algorithm>
 #include <filesystem>
@@ -53,16 +54,7 @@ std::vector<std::uint8_t> idx3(std::uint32_t n, std::uint32_t magic = 0x803) {
   return b;
 }
 
-// The message of the mtk::Error `f` throws ("" if none).
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(IdxReader, ReadsFashionMnist) {
   if (!have_data())
