@@ -27,7 +27,7 @@ install(FILES ${PROJECT_BINARY_DIR}/MTKConfig.cmake ${PROJECT_BINARY_DIR}/MTKCon
 # tests/architecture/install_tree.sh checks the installed tree against this list.
 set(MTK_INSTALL_DATADIR ${CMAKE_INSTALL_DATADIR}/mtk)
 install(DIRECTORY layouts/ DESTINATION ${MTK_INSTALL_DATADIR}/layouts)
-foreach(app lm1b wmt)
+foreach(app lm1b wmt fmnist)
   install(DIRECTORY apps/${app}/configs/ DESTINATION ${MTK_INSTALL_DATADIR}/apps/${app}/configs)
 endforeach()
 install(DIRECTORY scripts/slurm/ DESTINATION ${MTK_INSTALL_DATADIR}/scripts/slurm

@@ -13,7 +13,7 @@ prefix="$work/prefix"
 share="$prefix/share/mtk"
 
 # Every file of these source directories is installed under share/mtk at the same path.
-for dir in apps/lm1b/configs apps/wmt/configs layouts scripts/slurm scripts/lib; do
+for dir in apps/lm1b/configs apps/wmt/configs apps/fmnist/configs layouts scripts/slurm scripts/lib; do
   [ -d "$share/$dir" ] || fail "share/mtk/$dir was not installed (cmake/MTKInstall.cmake)"
   while IFS= read -r f; do
     rel="${f#"$src"/}"
@@ -39,7 +39,7 @@ grep -q "MTK_VERSION_STRING \"$version\"" "$prefix/include/mtk/version.hpp" ||
   fail "include/mtk/version.hpp does not say version $version"
 
 if [ "$apps" = ON ]; then
-  for exe in mtk-lm1b mtk-wmt mtk-ckpt mtk-layout mtk-mesh-demo; do
+  for exe in mtk-lm1b mtk-wmt mtk-fmnist mtk-ckpt mtk-layout mtk-mesh-demo; do
     [ -x "$prefix/bin/$exe" ] || fail "bin/$exe was not installed"
   done
   out="$("$prefix/bin/mtk-layout" --version 2>&1)" || fail "installed mtk-layout --version failed: $out"

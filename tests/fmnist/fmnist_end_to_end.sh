@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# mtk-fmnist end to end on Debian's Fashion-MNIST: --help; 20 training steps on a 2x2 mesh with the
+# images split in height and width (4 ranks) and on one rank: the same losses (1e-5), a loss that
+# falls, a test accuracy above chance; a missing data directory, a wrong mesh and an unknown
+# config key fail, naming them.
+# Usage: fmnist_end_to_end.sh MTK_FMNIST FMNIST_YAML
+set -euo pipefail
+fmnist="$1"; config="$2"
+mpi_timeout=240
+source "$(dirname "$0")/../lm1b/harness.sh"
+
+out=$("$fmnist" --help) || fail "mtk-fmnist --help exited $?"
+grep -q "Usage" <<<"$out" || fail "mtk-fmnist --help printed no usage: $out"
+if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+  echo "dataset-fashion-mnist is not installed: skipping the training runs"; exit 0
+fi
+
+short=(--config "$config" --set train.steps=20 --set train.log_every=10
+       --set data.test_limit=1000 --set train.epochs=1)
+mpirun -n 4 "$fmnist" "${short[@]}" --mesh rows:2,cols:2 --layout "hb:rows;wb:cols" \
+  --json four.json | tee four.log
+mpirun -n 1 "$fmnist" "${short[@]}" --mesh rows:1,cols:1 --json one.json > one.log
+grep -q "mesh rows:2;cols:2, layout hb:rows;wb:cols, 4 ranks" four.log || fail "no mesh line: $(cat four.log)"
+python3 - <<'PY' || fail "the results differ or are wrong: $(cat four.json) $(cat one.json)"
+import json
+four, one = json.load(open("four.json")), json.load(open("one.json"))
+assert four["ranks"] == 4 and one["ranks"] == 1 and len(four["losses"]) == 20, four
+for a, b in zip(four["losses"], one["losses"]):
+    assert abs(a - b) <= 1e-5 * abs(b), (a, b)
+assert abs(four["test_accuracy"] - one["test_accuracy"]) <= 0.002, (four, one)
+assert sum(four["losses"][-5:]) < sum(four["losses"][:5]), four["losses"]
+assert four["test_accuracy"] > 0.3, four["test_accuracy"]
+PY
+
+set +e
+err=$(mpirun -n 1 "$fmnist" --config "$config" --mesh rows:1 --data-dir nowhere 2>&1)
+status=$?
+set -e
+[ $status = 1 ] || fail "missing data: exit $status, want 1: $err"
+grep -q "file 'nowhere/train-images-idx3-ubyte.gz' does not exist" <<<"$err" || fail "missing data: $err"
+set +e
+err=$(mpirun -n 1 "$fmnist" --config "$config" --mesh rows:2,cols:2 2>&1)
+status=$?
+set -e
+[ $status = 1 ] || fail "wrong mesh: exit $status, want 1: $err"
+grep -q "mesh rows:2;cols:2 has 4 processors, but 1 ranks run" <<<"$err" || fail "wrong mesh: $err"
+set +e
+err=$(mpirun -n 1 "$fmnist" --config "$config" --mesh rows:1,cols:1 --set train.lrr=3 2>&1)
+status=$?
+set -e
+[ $status = 1 ] || fail "unknown key: exit $status, want 1: $err"
+grep -q "unknown key 'train.lrr'; train allow: batch," <<<"$err" || fail "unknown key: $err"
+echo "fmnist end to end: OK"
