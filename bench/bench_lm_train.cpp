@@ -4,7 +4,8 @@
 //   mpiexec -n 2 bench_lm_train --mesh batch:2 --layout batch:batch --steps 3 [--bf16]
 // --bf16: model.activation_dtype bfloat16 (every contraction in bf16 with fp32 sums).
 // --recompute none|attention|layer, --microbatches k: model.recompute, train.microbatches
-// (docs/memory.md; bench/run-memory-bench).
+// (docs/memory.md; bench/run-memory-bench). --loss-chunks c: model.loss_chunks.
+// --steps 0: no step runs; prints analyze()'s prediction only (peak, variables, FLOPs).
 
 #include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
@@ -85,6 +86,23 @@ mtk::nn::Recompute recompute_of(const std::string& v) {
   mtk::fail("bench_lm_train", "--recompute " + v + ": not none, attention or layer");
 }
 
+// --steps 0: analyze()'s figures of the lowered program, nothing run.
+void print_prediction(const mtk::Program& p, const mtk::nn::TransformerConfig& c, int microbatches,
+                      const std::string& mesh, const std::string& layout) {
+  const auto& n = p.counters();
+  std::printf(
+      "{\"bench\":\"lm_train\",\"dry_run\":true,\"mesh\":\"%s\",\"layout\":\"%s\","
+      "\"recompute\":\"%s\",\"microbatches\":%d,\"loss_chunks\":%lld,"
+      "\"peak_bytes\":%lld,\"live_peak_bytes\":%lld,\"pool_bytes\":%lld,"
+      "\"variable_bytes\":%lld,\"program_flops_per_step\":%.0f,"
+      "\"recomputed_steps\":%lld}\n",
+      mesh.c_str(), layout.c_str(), mtk::nn::to_string(c.recompute), microbatches,
+      static_cast<long long>(c.loss_chunks), static_cast<long long>(n.peak_bytes),
+      static_cast<long long>(n.live_peak_bytes), static_cast<long long>(n.pool_bytes),
+      static_cast<long long>(n.variable_bytes), n.total_flops(),
+      static_cast<long long>(p.recomputed_steps()));
+}
+
 int run(int argc, char** argv) {
   int ranks = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
@@ -139,6 +157,8 @@ int run(int argc, char** argv) {
       microbatches = std::stoi(v);
     else if (k == "--recompute")
       c.recompute = recompute_of(v);
+    else if (k == "--loss-chunks")
+      c.loss_chunks = std::stoll(v);
     else
       mtk::fail("bench_lm_train", "unknown option " + k);
   }
@@ -166,6 +186,11 @@ int run(int argc, char** argv) {
   const mtk::nn::ModelGraph m = mtk::nn::build_training(g, c, microbatches, *optimizer, lr).model;
   mtk::Mesh mesh(mtk::MeshShape::parse(mesh_text), MPI_COMM_WORLD);
   auto program = mtk::lower(g, mesh, mtk::LayoutRules::parse(layout_text));
+  if (steps == 0) {
+    if (rank == 0)
+      print_prediction(*program, c, microbatches, mesh_text, layout_text);
+    return 0;
+  }
 
   const mtk::Shape s{{"batch", c.batch}, {"length", c.length}};
   std::mt19937 rng(0);
@@ -219,7 +244,8 @@ int run(int argc, char** argv) {
         "\"activation_dtype\":\"%s\",\"bf16_gemm\":\"%s\",\"fp32_gemm\":\"%s\","
         "\"model_flops_per_step\":%.0f,\"recompute\":\"%s\",\"microbatches\":%d,"
         "\"variable_bytes\":%lld,\"recomputed_steps\":%lld,\"program_flops_per_step\":%.0f,"
-        "\"live_peak_bytes\":%lld,\"pool_peak_bytes\":%lld,\"predicted_over_kokkos\":%.3f}\n",
+        "\"live_peak_bytes\":%lld,\"pool_peak_bytes\":%lld,\"predicted_over_kokkos\":%.3f,"
+        "\"loss_chunks\":%lld}\n",
         ranks, mesh_text.c_str(), layout_text.c_str(), opt.c_str(), tokens, step_s, tokens / step_s,
         flops / step_s / 1e9, ceiling, fastest.backend.c_str(), rates_json.c_str(),
         flops / step_s / 1e9 / ceiling, loss, split["compute"] / steps,
@@ -231,7 +257,8 @@ int run(int argc, char** argv) {
         microbatches, static_cast<long long>(program->counters().variable_bytes),
         static_cast<long long>(program->recomputed_steps()), program->counters().total_flops(),
         static_cast<long long>(program->counters().live_peak_bytes), pool_peak,
-        static_cast<double>(program->counters().peak_bytes) / static_cast<double>(kokkos_peak));
+        static_cast<double>(program->counters().peak_bytes) / static_cast<double>(kokkos_peak),
+        static_cast<long long>(c.loss_chunks));
   }
   if (rank == 0 && std::getenv("MTK_BENCH_DETAIL")) {
     for (const auto& [k, v] : program->time_by_kind())

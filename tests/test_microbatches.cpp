@@ -4,6 +4,8 @@
 // k = 1, on every mesh and layout, each also against one processor; data-parallel gradients are
 // allreduced once per batch, not per slice; a run checkpointed with one k resumes with another;
 // and slices lower the peak of live activations.
+// The chunked loss head (model.loss_chunks) is here too: it trains as one chunk does within the
+// same tolerance, with and without recomputation and microbatches, and lowers the peak.
 
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/nn/nn.hpp>
@@ -197,5 +199,76 @@ TEST(Microbatches, AKThatDoesNotDivideTheBatchIsAnError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("train.microbatches = 3"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("model.batch = 32"), std::string::npos) << e.what();
+  }
+}
+
+// model.loss_chunks: the logits and the cross-entropy in slices of `length`, each recomputed in
+// the backward. The same loss summed in another order: losses and weights within 1e-5 (the
+// microbatches' tolerance) of one chunk, on every mesh and layout (data and model parallel, the
+// vocabulary split), with recompute none and layer, and with microbatches.
+TEST(LossChunks, LossesAndWeightsEqualOneChunk) {
+  auto c = config();
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    Mesh mesh(mshape, MPI_COMM_WORLD);
+    for (const auto& layout : kLayouts) {
+      const auto rules = instantiate(layout, mshape);
+      for (auto r : {nn::Recompute::none, nn::Recompute::layer}) {
+        c.recompute = r;
+        c.loss_chunks = 1;
+        const Trained one = train(c, 1, mesh, rules);
+        for (int chunks : {2, 4}) {
+          c.loss_chunks = chunks;
+          const std::string what = mshape.to_string() + " layout " + layout + " recompute " +
+                                   nn::to_string(r) + " loss_chunks " + std::to_string(chunks);
+          expect_close_with_norms(train(c, 1, mesh, rules), one, what);
+        }
+      }
+      c.recompute = nn::Recompute::none;
+      c.loss_chunks = 4;
+      const Trained both = train(c, 2, mesh, rules);
+      c.loss_chunks = 1;
+      expect_close_with_norms(both, train(c, 1, mesh, rules),
+                              mshape.to_string() + " layout " + layout + ": k = 2, loss_chunks 4");
+    }
+  }
+}
+
+TEST(LossChunks, LowerThePeakWhenTheLogitsDominate) {
+  // A vocabulary of 2048 and 64 positions: the logits and their gradient are most of the peak.
+  // The pool's peak (peak_bytes) keeps a buffer per size, so it need not fall with every more
+  // chunk; the most live bytes do not rise.
+  nn::TransformerConfig c = tiny_transformer();
+  c.vocab_size = 2048;
+  c.length = 64;
+  for (auto r : {nn::Recompute::none, nn::Recompute::layer}) {
+    c.recompute = r;
+    Counters n[3];
+    for (int i = 0; i < 3; ++i) {
+      c.loss_chunks = 1 << (2 * i);  // 1, 4, 16
+      Graph g;
+      optim::Adafactor opt;
+      nn::build_training(g, c, 1, opt, optim::LearningRateSchedule());
+      n[i] = analyze(g, MeshShape::parse("b:1"), LayoutRules())->counters();
+    }
+    EXPECT_LT(n[1].peak_bytes, 0.6 * n[0].peak_bytes) << nn::to_string(r);
+    EXPECT_LT(n[2].peak_bytes, 0.6 * n[0].peak_bytes) << nn::to_string(r);
+    EXPECT_LE(n[2].live_peak_bytes, n[1].live_peak_bytes) << nn::to_string(r);
+  }
+}
+
+TEST(LossChunks, ChunksThatDoNotDivideTheLengthAreAnError) {
+  for (std::int64_t chunks : {3, 0}) {
+    auto c = config();
+    c.loss_chunks = chunks;
+    Graph g;
+    optim::Adafactor opt;
+    try {
+      nn::build_training(g, c, 1, opt, optim::LearningRateSchedule());
+      FAIL() << "no error for " << chunks;
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("model.loss_chunks = " + std::to_string(chunks)), std::string::npos) << m;
+      EXPECT_NE(m.find("model.length = 8"), std::string::npos) << m;
+    }
   }
 }

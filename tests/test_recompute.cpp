@@ -127,6 +127,51 @@ TEST(Recompute, BitwiseEqualToNoneOnEveryMeshAndLayout) {
   }
 }
 
+// model.loss_chunks on the encoder-decoder (the decoder's head is the language model's), with
+// label smoothing and z-loss: within 1e-5 of one chunk on every mesh and layout, recompute none
+// and layer (tests/test_microbatches.cpp has the language model).
+TEST(LossChunks, EncoderDecoderEqualsOneChunk) {
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    Mesh mesh(mshape, MPI_COMM_WORLD);
+    for (const auto& layout : layouts_of(Kind::encoder_decoder)) {
+      const auto rules = instantiate(layout, mshape);
+      for (auto r : {nn::Recompute::none, nn::Recompute::layer}) {
+        nn::TransformerConfig c = config_of(Kind::encoder_decoder, r);
+        c.label_smoothing = 0.1;
+        c.z_loss = 1e-3;
+        const Trained one = train(c, mesh, rules);
+        c.loss_chunks = 4;
+        const Trained chunked = train(c, mesh, rules);
+        EXPECT_GT(chunked.recomputed_steps, one.recomputed_steps);
+        expect_close(chunked, one,
+                     mshape.to_string() + " layout " + layout + " recompute " + nn::to_string(r),
+                     1e-5);
+      }
+    }
+  }
+}
+
+// The metrics' sums (plain cross-entropy, z-loss, token count) of a chunked head are those of one
+// chunk.
+TEST(LossChunks, MetricSumsEqualOneChunk) {
+  std::vector<float> sums[2];
+  for (int i = 0; i < 2; ++i) {
+    nn::TransformerConfig c = config_of(Kind::dense, nn::Recompute::none);
+    c.label_smoothing = 0.1;
+    c.z_loss = 1e-3;
+    c.loss_chunks = i == 0 ? 1 : 2;
+    Graph g;
+    nn::ModelGraph m = nn::build_transformer(g, c, /*training=*/true, /*seed=*/5);
+    auto p = lower(g, single_processor_mesh(), LayoutRules());
+    for (const auto& t : p->run(feeds_of(m, c), {m.loss, m.loss_sum, m.cross_entropy_sum,
+                                                 m.z_loss_sum, m.token_count}))
+      sums[i].push_back(static_cast<float>(t.at(0)));
+  }
+  for (size_t k = 0; k < sums[0].size(); ++k)
+    EXPECT_NEAR(sums[1][k], sums[0][k], 1e-5 * std::fabs(sums[0][k]) + 1e-7) << "output " << k;
+  EXPECT_GT(sums[0][3], 0.0f) << "z-loss";
+}
+
 TEST(Recompute, LowersThePeakOfLiveActivations) {
   // Longer sequences and more layers than the tiny model: activations dominate the peak.
   nn::TransformerConfig c = tiny_transformer();

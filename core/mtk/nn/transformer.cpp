@@ -44,11 +44,15 @@ Tensor Builder::decode(const ModelGraph& m, const Tensor& encoder_out,
 
 void Builder::loss(ModelGraph& m, const Tensor& x, bool training, double logit_scale) {
   Tensor softmax_w = impl::weight(g, "decoder/softmax", Shape{vocab, d_model}, c.d_model);
-  m.logits = einsum({x, softmax_w}, Shape{batch, length, vocab});
   CrossEntropyOptions ce;
   ce.label_smoothing = training ? c.label_smoothing : 0.0;
   ce.z_loss = training ? c.z_loss : 0.0;
   ce.logit_scale = logit_scale;
+  if (training && c.loss_chunks > 1) {
+    chunked_loss(m, x, softmax_w, ce);
+    return;
+  }
+  m.logits = einsum({x, softmax_w}, Shape{batch, length, vocab});
   m.token_loss = softmax_cross_entropy(m.logits, m.targets, vocab, ce);
   Tensor weights =
       compare(CompareFn::not_equal, m.targets, constant(g, Shape(), 0.0, DType::int32));
@@ -57,6 +61,54 @@ void Builder::loss(ModelGraph& m, const Tensor& x, bool training, double logit_s
   m.aux_loss = training && aux.valid() ? aux : constant(g, Shape(), 0.0);
   m.loss = m.loss_sum / maximum(m.token_count, constant(g, Shape(), 1.0)) + m.aux_loss;
   loss_terms(m, weights, ce);
+}
+
+// model.loss_chunks > 1 (training): the logits and the cross-entropy of each slice of `length`,
+// each slice but the last a recomputation segment: its logits die after its forward and are
+// computed again right before its backward, so one slice's logits and their gradient are alive at
+// a time. The
+// sums add the slices' sums (float32 reassociation of loss_chunks = 1's); m.logits and
+// m.token_loss stay empty.
+void Builder::chunked_loss(ModelGraph& m, const Tensor& x, const Tensor& softmax_w,
+                           const CrossEntropyOptions& ce) {
+  const Tensor zero = constant(g, Shape(), 0.0, DType::int32);
+  m.token_count = reduce_sum(compare(CompareFn::not_equal, m.targets, zero));
+  const bool terms = ce.label_smoothing != 0.0 || ce.z_loss != 0.0;
+  CrossEntropyOptions plain_ce;
+  plain_ce.logit_scale = ce.logit_scale;
+  const std::int64_t rows = c.length / c.loss_chunks;
+  Tensor loss_sum, cross_entropy_sum, z_sum;
+  auto plus = [](const Tensor& a, const Tensor& b) { return a.valid() ? a + b : b; };
+  for (std::int64_t i = 0; i < c.loss_chunks; ++i) {
+    Tensor part, plain_part, z_part;
+    {  // the chunk's segment; the sums over chunks are built outside it. The last chunk's
+       // backward runs first, right after its forward: it keeps its logits, recomputes nothing.
+      RecomputeSegment chunk(g, i + 1 < c.loss_chunks);
+      const Tensor xi = slice(x, "length", i * rows, rows);
+      const Tensor targets = slice(m.targets, "length", i * rows, rows);
+      const Tensor weights = compare(CompareFn::not_equal, targets, zero);
+      const Tensor logits = einsum({xi, softmax_w}, Shape{batch, Dimension{"length", rows}, vocab});
+      const Tensor token_loss = softmax_cross_entropy(logits, targets, vocab, ce);
+      part = reduce_sum(token_loss * weights);
+      Tensor plain = token_loss;
+      plain_part = part;
+      if (terms) {
+        plain = softmax_cross_entropy(logits, targets, vocab, plain_ce);
+        plain_part = reduce_sum(plain * weights);
+      }
+      if (ce.z_loss != 0.0)
+        z_part = reduce_sum(square(cross_entropy_log_sum_exp(plain)) * weights);
+    }
+    loss_sum = plus(loss_sum, part);
+    cross_entropy_sum = plus(cross_entropy_sum, plain_part);
+    if (z_part.valid())
+      z_sum = plus(z_sum, z_part);
+  }
+  m.loss_sum = loss_sum;
+  m.cross_entropy_sum = cross_entropy_sum;
+  m.z_loss_sum = z_sum.valid() ? multiply(z_sum, ce.z_loss) : constant(g, Shape(), 0.0);
+  m.aux_loss = aux.valid() ? aux : constant(g, Shape(), 0.0);
+  m.loss = m.loss_sum / maximum(m.token_count, constant(g, Shape(), 1.0)) + m.aux_loss;
 }
 
 // Built after the loss, so the graph up to it is what it was. A second fused cross-entropy

@@ -67,6 +67,9 @@ void TransformerConfig::validate() const {
   if (local_attention() && length % attention_window != 0)
     fail(where, cat("model.length = ", length, " is not a multiple of model.attention_window = ",
                     attention_window, " (local attention runs in blocks of the window)"));
+  if (loss_chunks < 1 || length % loss_chunks != 0)
+    fail(where, cat("model.loss_chunks = ", loss_chunks, " must be >= 1 and divide model.length = ",
+                    length, " (the loss head is chunked along dim 'length')"));
   if (moe_every > 0 && moe.num_experts < 1)
     fail(where, "model.moe.num_experts must be >= 1");
 }
@@ -112,6 +115,8 @@ std::string TransformerConfig::to_string() const {
     os << ", " << activation_dtype;
   if (recompute != Recompute::none)
     os << ", recompute " << nn::to_string(recompute);
+  if (loss_chunks != 1)
+    os << ", loss chunks " << loss_chunks;
   if (attention_window)
     os << ", attention window " << attention_window;
   if (moe_every)

@@ -96,6 +96,11 @@ Schema<TransformerConfig> make_model_schema() {
               "activations the backward recomputes instead of keeping: none; attention (each "
               "attention block); layer (each layer); results are bitwise those of none "
               "(docs/memory.md)")
+      .integer("loss_chunks", &T::loss_chunks, 1, kMaxDim,
+               "> 1: training computes the logits and the cross-entropy in this many slices of "
+               "`length` (it must divide it), each recomputed in the backward, so one slice's "
+               "logits and their gradient are alive at a time; the loss equals 1's within float32 "
+               "reassociation (docs/memory.md)")
       .integer("attention_window", &T::attention_window, 0, kMaxDim,
                "> 0: the decoder's self-attention is local, position i attends to the window "
                "positions up to i (length a multiple of it; `length` may then be split over a "

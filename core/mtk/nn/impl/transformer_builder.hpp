@@ -156,6 +156,9 @@ struct Builder {
   Tensor decode(const ModelGraph& m, const Tensor& encoder_out, const Tensor& memory_segments);
   // Logits and losses of the final decoder states `x`.
   void loss(ModelGraph& m, const Tensor& x, bool training, double logit_scale);
+  // loss() for training with model.loss_chunks > 1: the head in slices of `length`.
+  void chunked_loss(ModelGraph& m, const Tensor& x, const Tensor& softmax_w,
+                    const CrossEntropyOptions& ce);
   // The plain cross-entropy and z-loss sums of m's loss built with `ce`, for metrics.
   void loss_terms(ModelGraph& m, const Tensor& weights, const CrossEntropyOptions& ce);
 };
