@@ -98,9 +98,9 @@ Schema<TransformerConfig> make_model_schema() {
               "(docs/memory.md)")
       .integer("loss_chunks", &T::loss_chunks, 1, kMaxDim,
                "> 1: training computes the logits and the cross-entropy in this many slices of "
-               "`length` (it must divide it), each recomputed in the backward, so one slice's "
-               "logits and their gradient are alive at a time; the loss equals 1's within float32 "
-               "reassociation (docs/memory.md)")
+               "`length` (it must divide it), all but the last recomputed in the backward, so one "
+               "slice's logits and their gradient are alive at a time; the loss equals 1's within "
+               "float32 reassociation (docs/memory.md)")
       .integer("attention_window", &T::attention_window, 0, kMaxDim,
                "> 0: the decoder's self-attention is local, position i attends to the window "
                "positions up to i (length a multiple of it; `length` may then be split over a "
