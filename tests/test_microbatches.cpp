@@ -216,7 +216,7 @@ TEST(LossChunks, LossesAndWeightsEqualOneChunk) {
         c.recompute = r;
         c.loss_chunks = 1;
         const Trained one = train(c, 1, mesh, rules);
-        for (int chunks : {2, 4}) {
+        for (int chunks : r == nn::Recompute::none ? std::vector<int>{2, 4} : std::vector<int>{4}) {
           c.loss_chunks = chunks;
           const std::string what = mshape.to_string() + " layout " + layout + " recompute " +
                                    nn::to_string(r) + " loss_chunks " + std::to_string(chunks);

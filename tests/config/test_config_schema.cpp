@@ -35,15 +35,16 @@ void expect_same(const config::Schema<S>& schema, const S& a, const S& b, const 
 }  // namespace
 
 TEST(ConfigSchema, ReadsEveryModelField) {
-  const auto m = transformer_config_from(yaml(
-      "model:\n  vocab_size: 1000\n  d_model: 96\n  d_ff: 384\n  num_heads: 3\n  d_kv: 32\n"
-      "  num_layers: 5\n  num_encoder_layers: 4\n  shared_embedding: true\n  length: 40\n  "
-      "batch: 12\n  dropout: 0.25\n"
-      "  label_smoothing: 0.125\n  z_loss: 0.0001\n  gelu: true\n  norm: rms_norm\n"
-      "  activation_dtype: bfloat16\n  recompute: layer\n  attention_window: 4\n  moe_every: 2\n"
-      "  moe: {num_experts: 4, capacity_factor_train: 1.5, capacity_factor_eval: 2.5, "
-      "loss_coefficient: 0.02, second_policy_train: random, second_policy_eval: threshold, "
-      "second_threshold_train: 0.25, second_threshold_eval: 0.3, group_size: 512}\n"));
+  const auto m = transformer_config_from(
+      yaml("model:\n  vocab_size: 1000\n  d_model: 96\n  d_ff: 384\n  num_heads: 3\n  d_kv: 32\n"
+           "  num_layers: 5\n  num_encoder_layers: 4\n  shared_embedding: true\n  length: 40\n  "
+           "batch: 12\n  dropout: 0.25\n"
+           "  label_smoothing: 0.125\n  z_loss: 0.0001\n  gelu: true\n  norm: rms_norm\n"
+           "  activation_dtype: bfloat16\n  recompute: layer\n  loss_chunks: 5\n"
+           "  attention_window: 4\n  moe_every: 2\n"
+           "  moe: {num_experts: 4, capacity_factor_train: 1.5, capacity_factor_eval: 2.5, "
+           "loss_coefficient: 0.02, second_policy_train: random, second_policy_eval: threshold, "
+           "second_threshold_train: 0.25, second_threshold_eval: 0.3, group_size: 512}\n"));
   EXPECT_EQ(m.vocab_size, 1000);
   EXPECT_EQ(m.d_model, 96);
   EXPECT_EQ(m.d_ff, 384);
@@ -71,8 +72,9 @@ TEST(ConfigSchema, ReadsEveryModelField) {
   EXPECT_EQ(m.moe.second_threshold_eval, 0.3);
   EXPECT_EQ(m.moe.group_size, 512);
   EXPECT_EQ(m.recompute, nn::Recompute::layer);
+  EXPECT_EQ(m.loss_chunks, 5);
   EXPECT_EQ(m.attention_window, 4);
-  EXPECT_EQ(config::model_schema().keys().size(), 29u);  // preset + 19 + moe's 9
+  EXPECT_EQ(config::model_schema().keys().size(), 30u);  // preset + 20 + moe's 9
 }
 
 TEST(ConfigSchema, ReadsEveryTrainingField) {
