@@ -46,8 +46,9 @@ struct TransformerConfig {
   /// Activations recomputed in the backward instead of kept (training graphs only).
   Recompute recompute = Recompute::none;
   /// > 1: training graphs compute the logits and the cross-entropy in this many slices of
-  /// `length` (docs/memory.md#chunked-loss-head), each a recomputation segment, so that one
-  /// chunk's logits and their gradient are alive at a time. 1: the whole [batch, length, vocab].
+  /// `length` (docs/memory.md, "Chunked loss head"), all but the last a recomputation segment, so
+  /// that one slice's logits and their gradient are alive at a time; the loss equals 1's within
+  /// float32 reassociation. 1: the whole [batch, length, vocab], as before. Must divide length.
   std::int64_t loss_chunks = 1;
   /// > 0: the decoder's self-attention is local (docs/spatial.md): position i attends to
   /// positions i - attention_window < j <= i only, computed in blocks of attention_window
