@@ -233,6 +233,23 @@ TEST(LossChunks, LossesAndWeightsEqualOneChunk) {
   }
 }
 
+TEST(LossChunks, OnASplitLength) {
+  // Local attention lets a layout split `length` (docs/spatial.md); each slice of the head is
+  // split over that mesh dim too (32 / 4 = 8 positions, divisible by 8 ranks).
+  auto c = config();
+  c.batch = 8;
+  c.length = 32;
+  c.attention_window = 4;
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    Mesh mesh(mshape, MPI_COMM_WORLD);
+    const auto rules = instantiate("length:@0", mshape);
+    c.loss_chunks = 1;
+    const Trained one = train(c, 1, mesh, rules, 2);
+    c.loss_chunks = 4;
+    expect_close_with_norms(train(c, 1, mesh, rules, 2), one, mshape.to_string() + " length:@0");
+  }
+}
+
 TEST(LossChunks, LowerThePeakWhenTheLogitsDominate) {
   // A vocabulary of 2048 and 64 positions: the logits and their gradient are most of the peak.
   // The pool's peak (peak_bytes) keeps a buffer per size, so it need not fall with every more
