@@ -31,15 +31,18 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
     # before this url, at <mirror>/mtk/mtk-<version>.tar.gz (the `spack mirror` layout): a site
     # puts the tarball there (docs/building.md, "Releases").
     homepage = "https://example.org/mtk"
-    url = "https://example.org/mtk/releases/mtk-0.3.0.tar.gz"
+    url = "https://example.org/mtk/releases/mtk-0.4.0.tar.gz"
     git = "https://example.org/mtk/mtk.git"
 
     # A checkout: `spack develop mtk@main` (spack/debian12/spack.yaml does).
     version("main", branch="main")
-    # 0.3.0: the tree of cd504fb9 (scripts/release cd504fb9). The newest release is
-    # project(MTK VERSION ...) of CMakeLists.txt. Its sha256 is what
+    # The newest release is project(MTK VERSION ...) of CMakeLists.txt. Its sha256 is what
     # `scripts/release` prints for the release commit; `scripts/release --check <commit>`
-    # compares. spack/ is export-ignore'd, so adding this line does not change the tarball.
+    # compares. spack/ is export-ignore'd, so adding a line does not change the tarball.
+    # 0.4.0: the tree of 6cbebfbb (scripts/release 6cbebfbb): mtk-fmnist, mesh: auto,
+    # model.loss_chunks, halo traffic in the cost model.
+    version("0.4.0", sha256="ad91151451e61ebb46f34c8498c1432854156ad5fd74b684e03a3d2a93fcfaef")
+    # 0.3.0: the tree of cd504fb9 (scripts/release cd504fb9).
     version("0.3.0", sha256="894596803a34ab146e6e8fc80e746fa59aff8eaad6914b9d2504d546edfdf27e")
     # `git archive --format=tar.gz --prefix=mtk-0.1.0/ f79b9f0` (before scripts/release): no
     # mtk-wmt, Slurm scripts, layout search or CLI11.
