@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "model_fixtures.hpp"
+#include "test_machine.hpp"
 #include <cmath>
 #include <dirent.h>
 #include <map>
@@ -48,15 +49,6 @@ void build(Graph& g, const nn::TransformerConfig& c) {
   nn::ModelGraph m = nn::build_transformer(g, c, true);
   optim::Adafactor opt;
   optim::minimize(m.loss, opt, optim::LearningRateSchedule());
-}
-
-cost::Machine machine() {
-  cost::Machine m;
-  m.name = "test";
-  m.matmul_flops = 1e10;
-  m.elementwise_bytes = 1e10;
-  m.links = {{2, 1e10, 1e-6}, {0, 1e9, 1e-5}};
-  return m;
 }
 
 // A layout up to mesh dim names: ordered mesh sizes and, per splittable dim, its mesh axis.
@@ -153,7 +145,7 @@ void expect_complete(bool moe, std::int64_t n, int max_dims) {
   cost::SearchOptions o;
   o.processors = static_cast<int>(n);
   o.max_mesh_dims = max_dims;
-  const auto r = cost::search_layouts(g, machine(), o);
+  const auto r = cost::search_layouts(g, test::test_machine(), o);
   const auto expected = brute_force(g, n, max_dims, r.dims);
   ASSERT_FALSE(expected.empty());
   const auto found = from_search(r);
@@ -218,7 +210,7 @@ TEST(LayoutSearch, RespectsOneTensorOneDimPerMeshDim) {
   build(g, tiny(true));
   cost::SearchOptions o;
   o.processors = 4;
-  const auto r = cost::search_layouts(g, machine(), o);
+  const auto r = cost::search_layouts(g, test::test_machine(), o);
   EXPECT_GT(r.tensor_conflicts, 0);
   for (const auto& c : r.ranked) {
     const std::string e = c.rules.mesh_dim_for("experts"), f = c.rules.mesh_dim_for("d_ff");
@@ -231,13 +223,13 @@ TEST(LayoutSearch, MemoryFilterDropsExactlyTheLayoutsOverTheLimit) {
   build(g, tiny(false));
   cost::SearchOptions o;
   o.processors = 4;
-  const auto all = cost::search_layouts(g, machine(), o);
+  const auto all = cost::search_layouts(g, test::test_machine(), o);
   std::vector<std::int64_t> peaks;
   for (const auto& c : all.ranked)
     peaks.push_back(c.counters.peak_bytes);
   std::sort(peaks.begin(), peaks.end());
   o.memory_bytes = peaks[peaks.size() / 2];
-  const auto some = cost::search_layouts(g, machine(), o);
+  const auto some = cost::search_layouts(g, test::test_machine(), o);
   EXPECT_GT(some.over_memory, 0);
   std::size_t expected = 0;
   for (auto p : peaks)
@@ -253,8 +245,8 @@ TEST(LayoutSearch, IsDeterministicAndRankedByPredictedTime) {
   build(g2, tiny(true));
   cost::SearchOptions o;
   o.processors = 8;
-  const auto a = cost::search_layouts(g1, machine(), o);
-  const auto b = cost::search_layouts(g2, machine(), o);
+  const auto a = cost::search_layouts(g1, test::test_machine(), o);
+  const auto b = cost::search_layouts(g2, test::test_machine(), o);
   ASSERT_EQ(a.ranked.size(), b.ranked.size());
   for (size_t i = 0; i < a.ranked.size(); ++i) {
     EXPECT_EQ(a.ranked[i].mesh, b.ranked[i].mesh);
@@ -272,7 +264,7 @@ TEST(LayoutSearch, MeshOrderDecidesTheLinkButNotTheCounters) {
   cost::SearchOptions o;
   o.processors = 4;
   o.max_mesh_dims = 2;
-  const auto r = cost::search_layouts(g, machine(), o);
+  const auto r = cost::search_layouts(g, test::test_machine(), o);
   // batch:2;model:2 and model:2;batch:2 with the same rules: same counters, different times
   // (the last mesh dim is on the fast span-2 link).
   std::map<std::string, std::vector<const cost::Candidate*>> by_rules;
@@ -315,7 +307,7 @@ TEST(LayoutSearch, NoMeshFitsNamesTheSizes) {
   cost::SearchOptions o;
   o.processors = 7;  // every splittable dim is a power of two
   try {
-    cost::search_layouts(g, machine(), o);
+    cost::search_layouts(g, test::test_machine(), o);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     const std::string m = e.what();
@@ -332,7 +324,7 @@ TEST(LayoutSearch, NothingFitsTheMemoryNamesTheSmallestPeak) {
   o.processors = 2;
   o.memory_bytes = 1000;
   try {
-    cost::search_layouts(g, machine(), o);
+    cost::search_layouts(g, test::test_machine(), o);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     const std::string m = e.what();
@@ -347,9 +339,9 @@ TEST(LayoutSearch, UnknownDimIsAnError) {
   cost::SearchOptions o;
   o.processors = 2;
   o.dims = {"batch", "experts"};
-  EXPECT_THROW(cost::search_layouts(g, machine(), o), Error);
+  EXPECT_THROW(cost::search_layouts(g, test::test_machine(), o), Error);
   o.dims = {"batch"};
-  const auto r = cost::search_layouts(g, machine(), o);
+  const auto r = cost::search_layouts(g, test::test_machine(), o);
   ASSERT_EQ(r.ranked.size(), 1u);
   EXPECT_EQ(r.ranked[0].rules.to_string(), "batch:batch");
 }
@@ -374,7 +366,7 @@ TEST(StepTime, GroupsOfTheLastMeshDimAreNeighbours) {
   EXPECT_EQ(cost::group_span(m, {1}), 2);
   EXPECT_EQ(cost::group_span(m, {0}), 7);
   EXPECT_EQ(cost::group_span(m, {0, 1}), 8);
-  const cost::Machine mc = machine();
+  const cost::Machine mc = test::test_machine();
   EXPECT_EQ(mc.link_for(m, {1}).bandwidth, 1e10);
   EXPECT_EQ(mc.link_for(m, {0}).bandwidth, 1e9);
 }
@@ -383,7 +375,7 @@ TEST(StepTime, StridedLinksTakeTheirGroups) {
   // 4 ranks round-robin over 2 cores: {0, 2} and {1, 3} share a core. A strided level describes
   // the first dim of a 2 x 2 mesh (ranks 2 apart); the last dim and groups over both dims keep the
   // span levels; a stride the file lacks falls back to them.
-  cost::Machine mc = machine();
+  cost::Machine mc = test::test_machine();
   mc.links = {{2, 1e10, 1e-6}, {0, 1e9, 1e-5}, {3, 5e8, 2e-3, 2}};
   const MeshShape m = MeshShape::parse("batch:2;model:2");
   EXPECT_EQ(cost::group_stride(m, {0}), 2);
@@ -431,7 +423,7 @@ TEST(StepTime, AllreducesMeasuredBySizeTakeTheirPoints) {
   EXPECT_NEAR(cost::collective_seconds(Collective::allconcat, 256, 1, 2, l), 1e-6 + 256 / 1e9,
               1e-15);
   // Calls by size are costed each at their size, not at the mean size.
-  cost::Machine mc = machine();
+  cost::Machine mc = test::test_machine();
   mc.links = {l};
   Counters c;
   c.flops[FlopClass::einsum] = 1;
@@ -471,7 +463,7 @@ TEST(StepTime, AllreducesMeasuredBySizeTakeTheirPoints) {
 
 TEST(StepTime, ElementwiseRatesByStepKind) {
   // Steps of a kind with its own rate use it; other kinds the general elementwise rate.
-  cost::Machine mc = machine();  // elementwise_bytes 1e10
+  cost::Machine mc = test::test_machine();  // elementwise_bytes 1e10
   mc.elementwise_by_kind = {{"binary", 4e10}, {"reduce", 2e9}};
   EXPECT_EQ(mc.elementwise_rate("binary"), 4e10);
   EXPECT_EQ(mc.elementwise_rate("unary"), 1e10);
@@ -506,7 +498,7 @@ TEST(StepTime, SumsComputeAndCommunication) {
   c.flops[FlopClass::elementwise] = 1e9;
   c.group_bytes[{Collective::allreduce, {0}}] = 4000000;
   c.group_calls[{Collective::allreduce, {0}}] = 1;
-  const auto t = cost::predict_step_time(c, MeshShape::parse("batch:2"), machine());
+  const auto t = cost::predict_step_time(c, MeshShape::parse("batch:2"), test::test_machine());
   EXPECT_DOUBLE_EQ(t.matmul_s, 2.0);
   EXPECT_DOUBLE_EQ(t.elementwise_s, 1e9 * cost::kElementwiseBytesPerFlop / 1e10);
   EXPECT_NEAR(t.comm_s.at(Collective::allreduce), 2 * (1e-6 + 2e6 / 1e10), 1e-12);
@@ -515,7 +507,7 @@ TEST(StepTime, SumsComputeAndCommunication) {
 }
 
 TEST(StepTime, MatmulRateDependsOnGemmSize) {
-  cost::Machine m = machine();
+  cost::Machine m = test::test_machine();
   EXPECT_EQ(m.matmul_rate(1e3), 1e10);  // no sizes: one rate
   m.matmul_sizes = {{1e4, 1e9}, {1e6, 1e11}};
   EXPECT_DOUBLE_EQ(m.matmul_rate(1e2), 1e9);    // held below the smallest size
@@ -531,7 +523,7 @@ TEST(StepTime, MatmulRateDependsOnGemmSize) {
 }
 
 TEST(StepTime, GemmsByTheirSizeTrafficAndOverheadPerKernelStep) {
-  cost::Machine m = machine();
+  cost::Machine m = test::test_machine();
   m.matmul_sizes = {{1e4, 1e9}, {1e8, 1e10}};
   m.op_overhead_s = 1e-5;
   Counters c;
@@ -590,7 +582,7 @@ TEST(StepTime, CountersGiveGemmSizesBytesAndSteps) {
 }
 
 TEST(MachineFile, RoundTripsAndRejectsBadValues) {
-  cost::Machine m = machine();
+  cost::Machine m = test::test_machine();
   m.memory_bytes = 4000000000;
   m.matmul_bf16_flops = 2e10;
   const cost::Machine back =

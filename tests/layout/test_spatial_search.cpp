@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "test_machine.hpp"
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -33,15 +34,6 @@ void build_cnn(Graph& g, std::int64_t batch) {
   Tensor y = nn::conv(relu(nn::conv(x, f1, kDims, "c", "co")), f2, kDims, "co", "c2");
   optim::Adafactor opt;
   optim::minimize(reduce_mean(square(y)), opt, optim::LearningRateSchedule());
-}
-
-cost::Machine machine() {
-  cost::Machine m;
-  m.name = "test";
-  m.matmul_flops = 1e10;
-  m.elementwise_bytes = 1e10;
-  m.links = {{2, 1e10, 1e-6}, {0, 1e9, 1e-5}};
-  return m;
 }
 
 std::int64_t halo_bytes(const Counters& c) {
@@ -84,8 +76,8 @@ TEST(SpatialCost, TheStepTimeModelPricesHaloExchanges) {
   // Forward: both layers exchange along h and w; backward: the second layer's input gradient
   // sends its halo back (the first layer's input is a placeholder: no gradient).
   EXPECT_EQ(c.comm_calls.at(Collective::halo), 2 * 2 + 2) << p->explain();
-  const cost::StepTime t = cost::predict_step_time(c, MeshShape::parse("rows:2;cols:2"), machine(),
-                                                   cost::StepTimeOptions());
+  const cost::StepTime t = cost::predict_step_time(c, MeshShape::parse("rows:2;cols:2"),
+                                                   test::test_machine(), cost::StepTimeOptions());
   ASSERT_TRUE(t.comm_s.count(Collective::halo));
   EXPECT_GT(t.comm_s.at(Collective::halo), 0);
 }
@@ -104,7 +96,7 @@ TEST(SpatialSearch, ProposesSpatialSplitsWhenTheBatchCannotUseTheProcessors) {
   cost::SearchOptions o;
   o.processors = 4;
   o.dims = {"b", "hb", "wb", "co", "c2"};
-  const cost::SearchResult r = cost::search_layouts(g, machine(), o);
+  const cost::SearchResult r = cost::search_layouts(g, test::test_machine(), o);
   ASSERT_FALSE(r.ranked.empty());
   bool spatial = false;
   for (const auto& c : r.ranked) {
