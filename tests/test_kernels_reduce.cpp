@@ -103,6 +103,30 @@ TEST(Reduce, LargeFullSum) {
             1e-6);
 }
 
+TEST(Reduce, LeadingDimsSummedOverManyColumns) {
+  // [reduced][kept] with kept sizes around the host kernel's 256-column blocks: every function, the
+  // sum equal to a float64 column sum in row order rounded once.
+  for (std::int64_t cols : {1, 255, 256, 257, 700}) {
+    const Shape in{{"r", 37}, {"k", cols}};
+    const auto x = random_values(in.num_elements(), 16);
+    for (ReduceFn fn : {ReduceFn::sum, ReduceFn::max, ReduceFn::min}) {
+      SCOPED_TRACE(std::string(mtk::reduce_name(fn)) + " " + in.to_string());
+      std::vector<double> ref(static_cast<size_t>(cols));
+      for (std::int64_t k = 0; k < cols; ++k) {
+        double a = fn == ReduceFn::sum ? 0.0 : static_cast<float>(x[static_cast<size_t>(k)]);
+        for (std::int64_t r = fn == ReduceFn::sum ? 0 : 1; r < 37; ++r) {
+          const double v = static_cast<float>(x[static_cast<size_t>(r * cols + k)]);
+          a = fn == ReduceFn::sum ? a + v : fn == ReduceFn::max ? std::max(a, v) : std::min(a, v);
+        }
+        ref[static_cast<size_t>(k)] = static_cast<float>(a);
+      }
+      EXPECT_EQ(to_vector(k::reduce<float>(mtk::ExecSpace(), fn, in, to_view<float>(x),
+                                           Shape{{"k", cols}})),
+                ref);
+    }
+  }
+}
+
 TEST(Reduce, Errors) {
   const Shape in{{"a", 3}, {"b", 4}};
   const auto x = to_view<float>(random_values(12, 1));

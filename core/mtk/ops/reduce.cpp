@@ -80,7 +80,7 @@ void lower_reduce(Lowering& l, const ReduceAttrs& attrs) {
     l.materialize(x);
   const Shape lx = l.local(x), ly = l.local(y);
   l.add_typed_step(
-      l.label(), {x}, y, l.dtype(x),
+      cat(l.label(), " ", lx.to_string(), " -> ", ly.to_string()), {x}, y, l.dtype(x),
       [=](auto e, const Buffers& b, const ExecSpace& space) {
         using T = decltype(e);
         return kernels::reduce<T>(space, fn, lx, view_of<T>(b, x), ly);
