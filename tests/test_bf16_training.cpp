@@ -4,6 +4,8 @@
 
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/einsum.hpp>
+#include <mtk/lower/bf16_reuse.hpp>
+#include <mtk/lower/overlap.hpp>
 #include <mtk/nn/nn.hpp>
 #include <mtk/optim/optim.hpp>
 
@@ -11,8 +13,10 @@
 
 #include "model_fixtures.hpp"
 #include "mtk_invariance_check.hpp"
+#include "option_scope.hpp"
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -48,9 +52,10 @@ void feed(const nn::ModelGraph& m, const nn::TransformerConfig& c,
   feeds[m.positions.id()] = HostTensor::ints(s, pos);
 }
 
-// Losses of `steps` SGD steps of the small model on `mesh` under `rules`.
+// Losses of `steps` SGD steps of the small model on `mesh` under `rules`; `inspect` sees the
+// program after them.
 std::vector<double> train(const std::string& dtype, const Mesh& mesh, const LayoutRules& rules,
-                          int steps = 8) {
+                          int steps = 8, const std::function<void(Program&)>& inspect = nullptr) {
   Graph g;
   const auto c = small_config(dtype);
   nn::ModelGraph m = nn::build_transformer(g, c, /*training=*/true, /*seed=*/3);
@@ -65,6 +70,8 @@ std::vector<double> train(const std::string& dtype, const Mesh& mesh, const Layo
   std::vector<double> losses;
   for (int s = 0; s < steps; ++s)
     losses.push_back(p->run(feeds, {m.loss})[0].at(0));
+  if (inspect)
+    inspect(*p);
   return losses;
 }
 
@@ -103,12 +110,96 @@ struct EinsumCounter {
 TEST(Bf16Training, EveryContractionOfTheStepIsBf16) {
   for (const std::string dtype : {"float32", "bfloat16"}) {
     EinsumCounter count;
-    train(dtype, single_processor_mesh(), LayoutRules(), 1);
+    std::int64_t kept_copies_used = 0;
+    train(dtype, single_processor_mesh(), LayoutRules(), 1,
+          [&](Program& p) { kept_copies_used = p.bf16_copies().hits(); });
     ASSERT_GT(EinsumCounter::einsums(), 20) << dtype;
     // Forward, backward (einsum and multiply gradients) and no contraction in the SGD update:
-    // each two-operand einsum rounds both operands in bf16 and none in float32.
-    EXPECT_EQ(EinsumCounter::roundings(), dtype == "bfloat16" ? 2 * EinsumCounter::einsums() : 0)
-        << dtype << ": " << EinsumCounter::einsums() << " einsums";
+    // each two-operand einsum rounds both operands in bf16 (or takes the bf16 copy an earlier
+    // contraction of the step kept, MTK_BF16_COPIES) and none in float32.
+    EXPECT_EQ(EinsumCounter::roundings() + kept_copies_used,
+              dtype == "bfloat16" ? 2 * EinsumCounter::einsums() : 0)
+        << dtype << ": " << EinsumCounter::einsums() << " einsums, " << kept_copies_used
+        << " kept copies used";
+  }
+}
+
+// Kept bf16 copies (MTK_BF16_COPIES, mtk/lower/bf16_reuse.hpp) hold the values a conversion would
+// give: training with and without them is bitwise the same, on the mesh at hand too.
+TEST(Bf16Training, KeptCopiesChangeNothing) {
+  try {
+    kernels::set_bf16_gemm(kernels::Bf16Gemm::onednn);
+  } catch (const Error& e) {
+    kernels::set_bf16_gemm(kernels::Bf16Gemm::automatic);
+    GTEST_SKIP() << e.what();
+  }
+  if (!kernels::bf16_copies_used()) {
+    kernels::reset_bf16_gemm();
+    GTEST_SKIP() << "no bf16 copies to keep on this CPU: " << kernels::bf16_gemm_description();
+  }
+  const Mesh mesh(MeshShape::parse("b:" + std::to_string(world_size())), MPI_COMM_WORLD);
+  const LayoutRules rules = LayoutRules::parse("batch:b");
+  auto run = [&](const char* copies, std::int64_t& hits, std::int64_t& peak) {
+    const OptionScope o({{"MTK_BF16_COPIES", copies}});
+    return train("bfloat16", mesh, rules, 4, [&](Program& p) {
+      hits = p.bf16_copies().hits();
+      peak = p.counters().peak_bytes;
+      EXPECT_EQ(p.bf16_copies().bytes(), 0) << "copies outlived the run";
+      if (std::string(copies) == "1") {
+        EXPECT_GT(p.bf16_kept_tensors(), 0);
+        EXPECT_GT(p.bf16_copies().peak_bytes(), 0);
+      } else {
+        EXPECT_EQ(p.bf16_kept_tensors(), 0);
+      }
+    });
+  };
+  std::int64_t hits_off = 0, hits_on = 0, peak_off = 0, peak_on = 0;
+  const auto off = run("0", hits_off, peak_off);
+  const auto on = run("1", hits_on, peak_on);
+  kernels::reset_bf16_gemm();
+  EXPECT_EQ(on, off);
+  EXPECT_EQ(hits_off, 0);
+  EXPECT_GT(hits_on, 0);
+  EXPECT_GT(peak_on, peak_off) << "the prediction does not count the kept copies";
+}
+
+// The plan: which tensors keep their copy and for how long (synthetic steps).
+TEST(Bf16Reuse, KeepsVariablesAndCloseReadersOnly) {
+  auto step = [](std::vector<int> bf16_reads, std::vector<int> writes = {}) {
+    Program::Step s{
+        reduction_wait_kind(), "step", Program::Category::compute, false, {}, {}, {}, {}, {}, {}};
+    s.reads = bf16_reads;
+    s.writes = std::move(writes);
+    s.bf16_reads = std::move(bf16_reads);
+    return s;
+  };
+  // Tensors: 0 a variable read at 0 and 30; 1 read at 2 and 4; 2 read at 3 and 20; 3 read once;
+  // 4 read at 5 and 7 but rewritten at 6.
+  std::vector<Program::Step> steps;
+  for (int s = 0; s < 32; ++s)
+    steps.push_back(step({}));
+  steps[0] = step({0, 3});
+  steps[30] = step({0});
+  steps[2] = step({1});
+  steps[4] = step({1});
+  steps[3] = step({2});
+  steps[20] = step({2});
+  steps[5] = step({4});
+  steps[6] = step({}, {4});
+  steps[7] = step({4});
+  const std::vector<std::int64_t> elements{1000, 300, 50, 10, 10};
+  const Bf16ReusePlan plan = plan_bf16_reuse(steps, 5, {0}, elements);
+  EXPECT_EQ(plan.keep, (std::vector<bool>{true, true, false, false, false}));
+  EXPECT_EQ(plan.kept_tensors, 2);
+  EXPECT_EQ(plan.variable_copy_bytes, 2000);
+  for (size_t s = 0; s < steps.size(); ++s) {
+    EXPECT_EQ(plan.drop_after[s], s == 4 ? std::vector<int>{1} : std::vector<int>{}) << s;
+    // Tensor 1's copy, 300 bf16 values as 150 float32 words, is scratch of the steps it spans.
+    const bool held = s >= 2 && s <= 4;
+    EXPECT_EQ(steps[s].scratch.size(), held ? 1u : 0u) << s;
+    if (held) {
+      EXPECT_EQ(steps[s].scratch[0], std::make_pair(DType::float32, std::int64_t(150)));
+    }
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include "model_fixtures.hpp"
 #include "mtk_invariance_check.hpp"
+#include "option_scope.hpp"
 #include "training_fixtures.hpp"
 #include <cmath>
 #include <cstdlib>
@@ -27,31 +28,6 @@ using namespace mtk;
 using namespace mtk::test;
 
 namespace {
-
-// Sets run-time options for one scope and reads them again; restores the old values after.
-class OptionScope {
- public:
-  explicit OptionScope(std::initializer_list<std::pair<const char*, const char*>> values) {
-    for (const auto& [name, value] : values) {
-      const char* old = std::getenv(name);
-      saved_.push_back({name, old ? std::string(old) : std::string(), old != nullptr});
-      setenv(name, value, 1);
-    }
-    reload_runtime_options();
-  }
-  ~OptionScope() {
-    for (const auto& s : saved_)
-      s.was_set ? setenv(s.name.c_str(), s.value.c_str(), 1) : unsetenv(s.name.c_str());
-    reload_runtime_options();
-  }
-
- private:
-  struct Saved {
-    std::string name, value;
-    bool was_set;
-  };
-  std::vector<Saved> saved_;
-};
 
 // A step of a synthetic program: reads and writes, and for an allreduce the axes it sums over.
 Program::Step step(std::vector<int> reads, std::vector<int> writes, std::vector<int> sum = {}) {

@@ -56,6 +56,8 @@ class RuntimeOptions {
   /// MTK_OVERLAP_COLLECTIVES: lowered programs overlap the allreduces of pending sums with the
   /// steps that follow (mtk/lower/overlap.hpp).
   bool overlap_collectives() const { return overlap_collectives_; }
+  /// MTK_BF16_COPIES (mtk/lower/bf16_reuse.hpp).
+  bool bf16_copies() const { return bf16_copies_; }
   /// MTK_ALLREDUCE_BUCKET_MIB: the bucket size of overlapped allreduces, MiB (0: no buckets).
   long long allreduce_bucket_mib() const { return allreduce_bucket_mib_; }
   /// MTK_PROFILE_STEPS: a profiled Program also times every step by its full label.
@@ -88,6 +90,7 @@ class RuntimeOptions {
   std::string collective_wait_ = "auto";
   bool buffer_reuse_ = true;
   bool overlap_collectives_ = true;
+  bool bf16_copies_ = true;
   long long allreduce_bucket_mib_ = 4;
   bool profile_steps_ = false;
   bool ckpt_timing_ = false;

@@ -63,7 +63,8 @@ bool special_case(const ExecSpace& space, const Operand& a, const Operand& b,
 }  // namespace einsum_impl
 
 FView einsum(const ExecSpace& space, const Shape& a_shape, const FView& a_in, const Shape& b_shape,
-             const FView& b_in, const Shape& out_shape, Precision precision) {
+             const FView& b_in, const Shape& out_shape, Precision precision,
+             const Bf16Reuse* reuse) {
   using namespace einsum_impl;
   const char* where = "mtk::kernels::einsum";
   check_size(where, a_shape, a_in, "operand a");
@@ -88,7 +89,8 @@ FView einsum(const ExecSpace& space, const Shape& a_shape, const FView& a_in, co
     round_operands_to_bf16(space, a, b);
   FView out;
   if (!special_case(space, a, b, out_shape, plan, out))
-    out = contract(space, backend, a, b, out_shape, plan, sizes, precision);
+    out = contract(space, backend, a, b, out_shape, plan, sizes, precision,
+                   reuse ? Sources{reuse, a_in.data(), b_in.data()} : Sources{});
   Kokkos::Profiling::popRegion();
   return out;
 }

@@ -7,6 +7,7 @@
 #include <mtk/base/functions.hpp>
 #include <mtk/base/precision.hpp>
 #include <mtk/base/shape.hpp>
+#include <mtk/kernels/bf16_copies.hpp>
 #include <mtk/kernels/bfloat16.hpp>
 #include <mtk/kernels/view.hpp>
 
@@ -23,8 +24,11 @@ namespace mtk::kernels {
 /// Precision::bfloat16: both operands rounded to bfloat16 (nearest even), products summed in
 /// float32, the result float32; on the host through oneDNN's bf16 matmul where the CPU has a
 /// native one, otherwise (and on GPUs, for now) emulated: rounded copies through the fp32 gemm.
+/// `reuse` (oneDNN bf16 path): the bf16 copy of an operand is taken from reuse->copies when there
+/// and, where keep_a / keep_b, the copy made is left there (kernels/bf16_copies.hpp).
 FView einsum(const ExecSpace& space, const Shape& a_shape, const FView& a, const Shape& b_shape,
-             const FView& b, const Shape& out_shape, Precision precision = Precision::float32);
+             const FView& b, const Shape& out_shape, Precision precision = Precision::float32,
+             const Bf16Reuse* reuse = nullptr);
 /// Host spaces with a BLAS library: operands and result are read and written in place whenever each
 /// batch entry is a matrix with one row stride and contiguous rows (attention's
 /// [batch, length, heads, d_kv] per (batch, heads)), via the BLAS leading dimensions, instead of
@@ -68,6 +72,9 @@ std::string host_blas_name();
 /// Whether bf16 contractions are emulated on the host, i.e. no faster than fp32 (the warning the
 /// applications print once when a model runs in bf16).
 bool bf16_gemm_is_emulated();
+/// Whether bf16 contractions convert their operands to bf16 storage here (oneDNN's native bf16
+/// matmul), i.e. whether kept copies (Bf16Reuse) save anything.
+bool bf16_copies_used();
 
 std::int64_t einsum_macs(const Shape& a_shape, const Shape& b_shape, const Shape& out_shape);
 

@@ -1,6 +1,8 @@
 #include <mtk/base/checked.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/base/runtime_options.hpp>
+#include <mtk/kernels/einsum.hpp>
+#include <mtk/lower/bf16_reuse.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/lower/memory_model.hpp>
@@ -57,6 +59,7 @@ std::unique_ptr<Program> Lowering::run() {
     p_->overlap_ = overlap_reductions(
         p_->steps_, mesh_, shape_, [&](int t) { return local(t).num_elements(); },
         runtime_options().allreduce_bucket_mib() << 20, dry_);
+  plan_bf16_copies();
   finish();
   return std::move(p_);
 }
@@ -117,7 +120,8 @@ void Lowering::add_step_of(StepKind kind, const std::string& what, std::vector<i
                         std::move(writes),
                         std::move(fn),
                         {},
-                        std::move(scratch_)});
+                        std::move(scratch_),
+                        {}});
   scratch_.clear();
   communicates_ = false;
   count_step(p_->steps_.back(), flops);
@@ -323,7 +327,29 @@ void Lowering::add_assignment(const std::string& what, int value, int variable,
                           {variable},
                           std::move(fn),
                           {},
+                          {},
                           {}});
+}
+
+// bf16 operand copies (mtk/lower/bf16_reuse.hpp), where bf16 contractions run on oneDNN's bf16
+// matmul (the path that converts operands to bf16 storage).
+void Lowering::plan_bf16_copies() {
+  bool any = false;
+  for (const auto& st : p_->steps_)
+    any = any || !st.bf16_reads.empty();
+  if (!any || !runtime_options().bf16_copies() || !kernels::bf16_copies_used())
+    return;
+  std::set<int> variables;
+  for (const auto& [t, storage] : p_->variables_)
+    variables.insert(t);
+  std::vector<std::int64_t> elements(p_->layouts_.size());
+  for (size_t t = 0; t < elements.size(); ++t)
+    elements[t] = local(static_cast<int>(t)).num_elements();
+  Bf16ReusePlan plan = plan_bf16_reuse(p_->steps_, elements.size(), variables, elements);
+  p_->bf16_keep_ = std::move(plan.keep);
+  p_->bf16_drop_after_ = std::move(plan.drop_after);
+  p_->bf16_kept_tensors_ = plan.kept_tensors;
+  bf16_variable_copy_bytes_ = plan.variable_copy_bytes;
 }
 
 void Lowering::finish() {
@@ -346,6 +372,7 @@ void Lowering::finish() {
     for (const auto& b : p_->overlap_->buckets())
       if (b.tensors.size() > 1)
         packed += b.bytes;
+  packed += bf16_variable_copy_bytes_;  // and the variables' bf16 copies, through each run
   Counters& c = p_->counters_;
   c.live_peak_bytes = checked_add(m.live_peak_bytes, packed, "mtk::lower", "the live peak bytes");
   c.pool_bytes = checked_add(m.pool_bytes, packed, "mtk::lower", "the pool's bytes");

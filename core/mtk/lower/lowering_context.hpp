@@ -86,6 +86,10 @@ class Lowering {
   void add_allreduce_step(const std::string& what, int y, Program::StepFn fn);
   /// Appends a step making y another name for buffer `from` (no copy, no cost).
   void add_alias(int from, int y);
+  /// Marks the last step as a bf16 contraction reading `tensors` (mtk/lower/bf16_reuse.hpp).
+  void mark_bf16_reads(std::vector<int> tensors) {
+    p_->steps_.back().bf16_reads = std::move(tensors);
+  }
   /// Counts `gemms` gemm calls of `flops_each` FLOPs (counters().gemm_by_size).
   void count_gemms(double flops_each, std::int64_t gemms);
   /// Adds to counters().flops[c] (for work outside steps: assignments).
@@ -130,6 +134,7 @@ class Lowering {
   const Program* program() const { return p_.get(); }
 
  private:
+  void plan_bf16_copies();
   void finish();
 
   Graph& g_;
@@ -143,6 +148,7 @@ class Lowering {
   std::vector<std::vector<int>> pending_;
   std::map<int, DType> temp_dtype_;
   std::vector<int> keep_to_end_;
+  std::int64_t bf16_variable_copy_bytes_ = 0;            // plan_bf16_copies()
   bool communicates_ = false;                            // count_comm since the last step
   std::vector<std::pair<DType, std::int64_t>> scratch_;  // add_scratch since the last step
   // What each step costs and which op it was lowered for, so a step run again (recomputation,

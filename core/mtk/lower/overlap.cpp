@@ -261,6 +261,7 @@ std::shared_ptr<ReductionsInFlight> overlap_reductions(
                      ts,
                      [state, k](Program::Buffers& b, const ExecSpace&) { state->wait(k, b); },
                      {},
+                     {},
                      {}});
     }
     if (!replaced[static_cast<size_t>(s)])
@@ -273,6 +274,7 @@ std::shared_ptr<ReductionsInFlight> overlap_reductions(
                      plan[static_cast<size_t>(k)].tensors,
                      {},
                      [state, k](Program::Buffers& b, const ExecSpace&) { state->start(k, b); },
+                     {},
                      {},
                      {}});
   }

@@ -225,10 +225,14 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
   });
   charge("other");
   if (overlap_)
-    overlap_->drain();  // left in flight by a failed run
+    overlap_->drain();    // left in flight by a failed run
+  bf16_copies_->clear();  // left by a failed run
   for (size_t s = 0; s < steps_.size(); ++s) {
     if (overlap_ && overlap_->before_step(steps_[s], buffers))
       charge("collectives");
+    if (bf16_kept_tensors_ > 0)  // storage the step rewrites in place loses its bf16 copy
+      for (int w : steps_[s].writes)
+        bf16_copies_->forget(buffers[static_cast<size_t>(w)].data());
     try {
       steps_[s].run(buffers, space_);
     } catch (const AllocationError& e) {
@@ -243,11 +247,15 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
       overlap_->progress();
       charge("collectives", nullptr, "allreduce_progress");
     }
+    if (bf16_kept_tensors_ > 0)
+      for (int t : bf16_drop_after_[s])
+        bf16_copies_->forget(buffers[static_cast<size_t>(t)].data());
     // Free each buffer after the last use of its value.
     for (int t : deaths_[s])
       if (!keep[static_cast<size_t>(t)])
         buffers[static_cast<size_t>(t)] = Buffer();
   }
+  bf16_copies_->clear();
   std::vector<HostTensor> out;
   for (const auto& t : fetches)
     out.push_back(gather_global(t.id(), buffers[static_cast<size_t>(t.id())]));
@@ -259,6 +267,13 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
   ++step_;
   Kokkos::Profiling::popRegion();
   return out;
+}
+
+kernels::Bf16Reuse Program::bf16_reuse(int a, int b) const {
+  if (bf16_kept_tensors_ == 0)
+    return {};
+  return {bf16_copies_.get(), bf16_keep_[static_cast<size_t>(a)],
+          bf16_keep_[static_cast<size_t>(b)]};
 }
 
 std::int64_t Program::overlapped_reductions() const {

@@ -5,6 +5,7 @@
 #include <mtk/base/buffer_pool.hpp>
 #include <mtk/base/exec_space.hpp>
 #include <mtk/graph/graph.hpp>
+#include <mtk/kernels/bf16_copies.hpp>
 #include <mtk/parallel/layout.hpp>
 #include <mtk/parallel/mesh.hpp>
 
@@ -177,6 +178,8 @@ class Program {
     /// Buffers its kernels allocate after its outputs and free within the step (element type,
     /// elements), for the memory prediction (mtk/lower/memory_model.hpp).
     std::vector<std::pair<DType, std::int64_t>> scratch;
+    /// Tensors it reads as operands of a bf16 contraction (mtk/lower/bf16_reuse.hpp).
+    std::vector<int> bf16_reads;
   };
 
   /// Runs one step of the program. `feeds` maps placeholder tensors to their global values
@@ -225,6 +228,13 @@ class Program {
   const TensorLayout& layout(const Tensor& t) const;
   /// Steps that run a forward step again for recomputation (TransformerConfig::recompute).
   std::int64_t recomputed_steps() const { return recomputed_steps_; }
+  /// For a bf16 contraction step reading tensors a and b: where to find and keep their bf16
+  /// copies (MTK_BF16_COPIES, mtk/lower/bf16_reuse.hpp); copies == nullptr when off.
+  kernels::Bf16Reuse bf16_reuse(int a, int b) const;
+  /// The bf16 copies kept now and their high-water mark (tests, benchmarks).
+  const kernels::Bf16Copies& bf16_copies() const { return *bf16_copies_; }
+  /// Tensors whose bf16 copy is kept between contractions.
+  int bf16_kept_tensors() const { return bf16_kept_tensors_; }
   /// Number of completed runs; random ops (dropout) mix it into their seeds.
   std::int64_t step() const { return step_; }
   void set_step(std::int64_t s) { step_ = s; }
@@ -257,7 +267,12 @@ class Program {
   std::int64_t recomputed_steps_ = 0;
   std::vector<Step> assigns_;                    // run after every other step
   std::shared_ptr<ReductionsInFlight> overlap_;  // state of the overlapped reductions, or null
-  std::map<std::string, int> variable_tensor_;   // name -> tensor id
+  // bf16 operand copies (mtk/lower/bf16_reuse.hpp): by tensor, kept; by step, dropped after it.
+  std::vector<bool> bf16_keep_;
+  std::vector<std::vector<int>> bf16_drop_after_;
+  int bf16_kept_tensors_ = 0;
+  std::unique_ptr<kernels::Bf16Copies> bf16_copies_ = std::make_unique<kernels::Bf16Copies>();
+  std::map<std::string, int> variable_tensor_;  // name -> tensor id
   std::vector<std::string> variable_order_;
   std::map<int, Buffer> variables_;  // tensor id -> storage
   std::vector<int> placeholders_;

@@ -131,15 +131,21 @@ void lower_einsum(Lowering& l, const EinsumAttrs& attrs) {
       l.count_gemms(2.0 * static_cast<double>(m * n * k), nb);
   }
   const Precision precision = attrs.precision;
+  const Program* program = l.program();
   l.add_step(
       cat(l.label(), " ", la.to_string(), " x ", lc.to_string(), " -> ", ly.to_string(),
           precision == Precision::bfloat16 ? " (bf16)" : ""),
       {a, c}, {y},
       [=](Buffers& b, const ExecSpace& space) {
-        b[static_cast<size_t>(y)] = kernels::einsum(space, la, view_of<float>(b, a), lc,
-                                                    view_of<float>(b, c), ly, precision);
+        const kernels::Bf16Reuse reuse =
+            precision == Precision::bfloat16 ? program->bf16_reuse(a, c) : kernels::Bf16Reuse{};
+        b[static_cast<size_t>(y)] =
+            kernels::einsum(space, la, view_of<float>(b, a), lc, view_of<float>(b, c), ly,
+                            precision, reuse.copies ? &reuse : nullptr);
       },
       flops);
+  if (precision == Precision::bfloat16)
+    l.mark_bf16_reads({a, c});
 }
 
 constexpr auto einsum_op =

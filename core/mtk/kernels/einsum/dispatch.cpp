@@ -76,7 +76,8 @@ Backend choose_backend(Precision precision) {
 }
 
 FView contract(const ExecSpace& space, Backend backend, const Operand& a, const Operand& b,
-               const Shape& out_shape, const Plan& plan, const Sizes& sizes, Precision precision) {
+               const Shape& out_shape, const Plan& plan, const Sizes& sizes, Precision precision,
+               const Sources& sources) {
   switch (backend) {
     case Backend::host_blas_in_place:
       return host_blas_in_place(space, a, b, out_shape, plan, sizes);
@@ -86,7 +87,8 @@ FView contract(const ExecSpace& space, Backend backend, const Operand& a, const 
       // Under fp32 `automatic` only oneDNN's brgemm kernels are taken (see onednn_f32_is_faster).
       const bool only_brgemm =
           precision == Precision::float32 && requested_fp32_gemm() == Fp32Gemm::automatic;
-      if (onednn_in_place(space, x, y, out_shape, plan, sizes, precision, only_brgemm, out))
+      if (onednn_in_place(space, x, y, out_shape, plan, sizes, precision, only_brgemm, out,
+                          sources))
         return out;
       // Declined: the operands as arranged, bf16 ones rounded, through the fp32 bodies.
       if (precision == Precision::bfloat16 && impl::onednn_has_bf16())
@@ -182,6 +184,10 @@ Bf16Gemm bf16_gemm() {
 bool bf16_gemm_is_emulated() {
   return !einsum_impl::host_space || bf16_gemm() == Bf16Gemm::emulate ||
          !einsum_impl::onednn_is_native();
+}
+
+bool bf16_copies_used() {
+  return !bf16_gemm_is_emulated();
 }
 
 std::string bf16_gemm_description() {

@@ -14,6 +14,7 @@
 
 #include <mtk/base/exec_space.hpp>
 #include <mtk/base/precision.hpp>
+#include <mtk/kernels/bf16_copies.hpp>
 #include <mtk/kernels/impl/einsum_plan.hpp>
 
 #include <KokkosKernels_config.h>
@@ -37,10 +38,18 @@ enum class Backend { host_blas_in_place, packed_kokkos_gemm, onednn_in_place };
 /// kernel but its brgemm) takes the host BLAS / packed path instead, decided in contract().
 Backend choose_backend(Precision precision);
 
+/// Where the oneDNN bf16 body finds and keeps operand copies (kernels/bf16_copies.hpp): only for
+/// an operand still at its source address (no presum or transposed copy in between).
+struct Sources {
+  const Bf16Reuse* reuse = nullptr;
+  const float *a = nullptr, *b = nullptr;  // the caller's operands
+};
+
 /// a x b -> out through `backend` (a plan with nb, m, n, k > 0 and no elementwise special case).
 /// bf16 operands arrive rounded except on the oneDNN body (which converts them itself).
 FView contract(const ExecSpace& space, Backend backend, const Operand& a, const Operand& b,
-               const Shape& out_shape, const Plan& plan, const Sizes& sizes, Precision precision);
+               const Shape& out_shape, const Plan& plan, const Sizes& sizes, Precision precision,
+               const Sources& sources = {});
 
 // ---------------------------------------------------------------- bodies
 
@@ -56,7 +65,7 @@ FView packed_gemm(const ExecSpace& space, Operand a, Operand b, const Shape& out
 /// and rounded to bf16 values where a bf16 product runs in f32 (no bf16 matmul on this CPU).
 bool onednn_in_place(const ExecSpace& space, Operand& a, Operand& b, const Shape& out_shape,
                      const Plan& plan, const Sizes& sizes, Precision precision, bool only_brgemm,
-                     FView& out);
+                     FView& out, const Sources& sources = {});
 /// Both operands rounded to bf16 values once, kept as floats (emulated bf16; host buffers reused
 /// from call to call).
 void round_operands_to_bf16(const ExecSpace& space, Operand& a, Operand& b);

@@ -1,0 +1,53 @@
+// mtk/lower/bf16_reuse.hpp
+#include <mtk/lower/bf16_reuse.hpp>
+
+#include <algorithm>
+
+namespace mtk {
+
+Bf16ReusePlan plan_bf16_reuse(std::vector<Program::Step>& steps, std::size_t tensors,
+                              const std::set<int>& variables,
+                              const std::vector<std::int64_t>& elements) {
+  Bf16ReusePlan plan;
+  plan.keep.assign(tensors, false);
+  plan.drop_after.assign(steps.size(), {});
+  std::vector<int> first(tensors, -1), last(tensors, -1), reads(tensors, 0);
+  for (size_t s = 0; s < steps.size(); ++s)
+    for (int t : steps[s].bf16_reads) {
+      const auto k = static_cast<size_t>(t);
+      if (first[k] < 0)
+        first[k] = static_cast<int>(s);
+      last[k] = static_cast<int>(s);
+      ++reads[k];
+    }
+  for (size_t k = 0; k < tensors; ++k) {
+    const int t = static_cast<int>(k);
+    if (reads[k] < 2)
+      continue;
+    const bool variable = variables.count(t) > 0;
+    // A tensor rewritten in place between its readers (an allreduce of a pending sum) is not kept.
+    bool rewritten = false;
+    for (int s = first[k] + 1; s < last[k] && !rewritten; ++s)
+      rewritten = std::find(steps[static_cast<size_t>(s)].writes.begin(),
+                            steps[static_cast<size_t>(s)].writes.end(),
+                            t) != steps[static_cast<size_t>(s)].writes.end();
+    if (rewritten || (!variable && last[k] - first[k] > bf16_copy_window))
+      continue;
+    plan.keep[k] = true;
+    ++plan.kept_tensors;
+    // A variable's copy is held through the run's end (its readers in the backward follow long
+    // after; the copy goes with the run): counted as held throughout. Another's from its first
+    // reader through its last: scratch of those steps.
+    if (variable) {
+      plan.variable_copy_bytes += 2 * elements[k];
+      continue;
+    }
+    plan.drop_after[static_cast<size_t>(last[k])].push_back(t);
+    const std::int64_t words = (elements[k] + 1) / 2;  // bf16 pairs as float32 words
+    for (int s = first[k]; s <= last[k]; ++s)
+      steps[static_cast<size_t>(s)].scratch.emplace_back(DType::float32, words);
+  }
+  return plan;
+}
+
+}  // namespace mtk

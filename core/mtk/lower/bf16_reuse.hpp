@@ -1,0 +1,37 @@
+#pragma once
+// bf16 operand copies kept between contractions (MTK_BF16_COPIES, kernels/bf16_copies.hpp): which
+// tensors of a lowered program keep the bf16 copy their first bf16 contraction makes, and when the
+// copy goes. A tensor keeps it when several bf16 contractions read it and either it is a variable
+// (constant within a run: one conversion per weight and step instead of one per use) or its
+// readers lie within a few steps (an output gradient read by both of its gradient products, the
+// logits' gradient), so the copy costs memory only briefly. Activations read in the forward and
+// again far later in the backward are converted at each use: keeping them would add half of their
+// bytes to the peak.
+
+#include <mtk/lower/program.hpp>
+
+#include <cstdint>
+#include <set>
+#include <vector>
+
+namespace mtk {
+
+struct Bf16ReusePlan {
+  std::vector<bool> keep;                    ///< by tensor: its first bf16 reader keeps a copy
+  std::vector<std::vector<int>> drop_after;  ///< by step: tensors whose copies go after it
+  int kept_tensors = 0;
+  std::int64_t variable_copy_bytes = 0;  ///< the variables' copies, held through a run
+};
+
+/// The steps' bf16 readers (Step::bf16_reads) apart at most this many steps share one copy.
+constexpr int bf16_copy_window = 8;
+
+/// The plan for `steps` over `tensors` tensors; `variables`: the variable tensors; `elements[t]`:
+/// elements of t's slice. Adds each kept copy of a non-variable (2 bytes per element) to the
+/// scratch of every step it is held across, so the memory prediction counts it; the variables'
+/// copies are in variable_copy_bytes.
+Bf16ReusePlan plan_bf16_reuse(std::vector<Program::Step>& steps, std::size_t tensors,
+                              const std::set<int>& variables,
+                              const std::vector<std::int64_t>& elements);
+
+}  // namespace mtk
