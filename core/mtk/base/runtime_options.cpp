@@ -33,6 +33,9 @@ const std::vector<RuntimeOptionSpec>& runtime_option_specs() {
       {"MTK_OVERLAP_COLLECTIVES", T::flag, "1", "0|1",
        "the allreduce of a pending sum (a weight gradient) starts as soon as its tensor is final "
        "and is waited for where it is first read; 0: one blocking allreduce there"},
+      {"MTK_OVERLAP_HALO", T::flag, "1", "0|1",
+       "a split halo exchange is posted as soon as its input is final and waited for where its "
+       "output is first read; convolutions compute their interior meanwhile; 0: blocking"},
       {"MTK_ALLREDUCE_BUCKET_MIB", T::choice, "4", "0|1|2|4|8|16|32|64",
        "overlapped allreduces of tensors under this many MiB share buckets of at most this size "
        "(one call each); larger ones go alone; 0: every tensor alone"},
@@ -147,6 +150,7 @@ RuntimeOptions RuntimeOptions::from_environment() {
   o.collective_wait_ = o.text("MTK_COLLECTIVE_WAIT");
   o.buffer_reuse_ = o.text("MTK_BUFFER_REUSE") == "1";
   o.overlap_collectives_ = o.text("MTK_OVERLAP_COLLECTIVES") == "1";
+  o.overlap_halo_ = o.text("MTK_OVERLAP_HALO") == "1";
   o.allreduce_bucket_mib_ = std::stoll(o.text("MTK_ALLREDUCE_BUCKET_MIB"));
   o.profile_steps_ = o.text("MTK_PROFILE_STEPS") == "1";
   o.ckpt_timing_ = o.text("MTK_CKPT_TIMING") == "1";
