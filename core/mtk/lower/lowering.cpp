@@ -58,7 +58,7 @@ std::unique_ptr<Program> Lowering::run() {
         p_->steps_, mesh_, shape_, [&](int t) { return local(t).num_elements(); },
         runtime_options().allreduce_bucket_mib() << 20, dry_);
   if (runtime_options().overlap_halo())  // MTK_OVERLAP_HALO
-    overlap_halos(p_->steps_);
+    p_->overlapped_halos_ = overlap_halos(p_->steps_);
   finish();
   return std::move(p_);
 }

@@ -79,10 +79,10 @@ bool meets(const std::vector<int>& a, const std::vector<int>& b) {
                      [&](int t) { return std::find(b.begin(), b.end(), t) != b.end(); });
 }
 
-// Whether `m` may trade places with its neighbour `t`: no data flows between them, and `t`
-// neither updates a buffer in place nor aliases one (storage shared under another name).
+// Whether `m` may trade places with its neighbour `t`: no data flows between them, and `t` does
+// not update a buffer in place (its storage may be another name's: an alias step shares it).
 bool independent(const Program::Step& m, const Program::Step& t) {
-  if (meets(t.reads, t.writes) || t.kind.name() == std::string("alias"))
+  if (meets(t.reads, t.writes))
     return false;
   return !meets(m.writes, t.reads) && !meets(m.writes, t.writes) && !meets(m.reads, t.writes);
 }

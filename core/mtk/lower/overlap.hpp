@@ -101,7 +101,7 @@ StepKind halo_start_kind();
 /// Moves every halo start step (kind halo_start_kind(), writing a token buffer and its output)
 /// up past the steps before it and its finish step (the next step reading the token) down past
 /// the steps after it, as far as no step in between reads or writes what the moved step writes,
-/// writes what it reads, updates a buffer in place or names one again (alias). Only the order of
+/// writes what it reads or updates a buffer in place. Only the order of
 /// independent steps changes, the same on every rank; each exchange's messages keep their order.
 /// Returns how many exchanges have steps between their start and their finish.
 int overlap_halos(std::vector<Program::Step>& steps);

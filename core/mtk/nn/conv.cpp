@@ -1,6 +1,7 @@
 // Convolution, transposed convolution and pooling layers: halo_exchange on blocked dims, then
 // extract_patches (im2col) and an einsum or a reduction; see conv.hpp.
 #include <mtk/base/error.hpp>
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/nn/conv.hpp>
 #include <mtk/ops/ops.hpp>
 
@@ -171,6 +172,112 @@ void offer_splits(Graph& g, const std::vector<SpatialDim>& dims, const std::stri
     g.offer_split(channels);
 }
 
+// The patches of a (halo'd or padded) input and their einsum with the filter: a convolution's
+// local work.
+struct ConvCore {
+  Tensor filter;
+  std::vector<SpatialDim> dims;
+  std::string in_channels, out_channels, what;
+  const char* where;
+
+  Tensor operator()(const Tensor& xin, const std::vector<PatchDim>& patches) const {
+    return contract(extract_patches(xin, patches));
+  }
+  Tensor contract(const Tensor& cols) const {
+    const Shape out = without_taps(cols.shape(), dims, in_channels,
+                                   {out_channels, filter.shape().size_of(out_channels)});
+    const Dimension taps = merged_taps(filter.shape(), dims);
+    check_rank(merge_trailing(cols.shape(), dims.size(), taps), what, where);
+    if (dims.size() == 1)
+      return einsum({cols, filter}, out);
+    return einsum({reshape(cols, merge_trailing(cols.shape(), dims.size(), taps)),
+                   merged_filter(filter, dims, taps)},
+                  out);
+  }
+};
+
+// Along one blocked dim with a halo: of the m outputs of a block, [0, top) read the left halo and
+// [first, m) the right one; the others (the interior) read the block only.
+struct Border {
+  bool active = false;
+  std::int64_t top = 0, first = 0, m = 0, stride = 1, span = 1;
+  // Input rows (in the widened block) of outputs [o0, o1).
+  std::int64_t begin(std::int64_t o0) const { return o0 * stride; }
+  std::int64_t rows(std::int64_t o0, std::int64_t o1) const {
+    return (o1 - o0 - 1) * stride + span;
+  }
+};
+
+// Per dim its border, or none when a blocked dim has no interior (nothing to overlap).
+std::vector<Border> plan_borders(const Shape& s, const std::vector<SpatialDim>& dims,
+                                 const std::vector<DimPlan>& plans) {
+  std::vector<Border> out(dims.size());
+  bool any = false;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    const DimPlan& p = plans[k];
+    if (dims[k].blocks.empty() || p.halo_left + p.halo_right == 0)
+      continue;
+    Border& b = out[k];
+    const std::int64_t n = s.size_of(dims[k].dim), l = p.halo_left;
+    b.stride = p.patch.stride;
+    b.span = p.patch.dilation * (p.patch.size - 1) + 1;
+    b.m = n / b.stride;
+    b.top = (l + b.stride - 1) / b.stride;
+    const std::int64_t past = l + n - b.span + 1;  // first output reading the right halo: ceil
+    b.first = std::min(b.m, std::max<std::int64_t>(0, (past + b.stride - 1) / b.stride));
+    if (b.first <= b.top)
+      return {};
+    b.active = any = true;
+  }
+  return any ? out : std::vector<Border>{};
+}
+
+// The convolution over the output region whose rows along the blocked dims before k are their
+// interiors: `xh` (halos exchanged) and `yz` (the zero-halo convolution) restricted to it. Along
+// dim k the border rows are convolved from xh and the interior rows taken from yz.
+Tensor assemble_region(const ConvCore& core, const std::vector<PatchDim>& patches,
+                       const std::vector<Border>& borders, const Tensor& xh, const Tensor& yz,
+                       size_t k) {
+  while (k < borders.size() && !borders[k].active)
+    ++k;
+  if (k == borders.size())
+    return yz;
+  const Border& b = borders[k];
+  const std::string& d = core.dims[k].dim;
+  const Tensor top = core(slice(xh, d, 0, b.rows(0, b.top)), patches);
+  const Tensor bottom = core(slice(xh, d, b.begin(b.first), b.rows(b.first, b.m)), patches);
+  const Tensor middle =
+      assemble_region(core, patches, borders, slice(xh, d, b.begin(b.top), b.rows(b.top, b.first)),
+                      slice(yz, d, b.top, b.first - b.top), k + 1);
+  return concat({top, middle, bottom}, d);
+}
+
+// conv(x with halos) by linearity: the convolution of each block with zero halos (no
+// communication, the interior) and the border rows from the exchanged halos. The ops are built in
+// the order the lowering keeps (docs/spatial.md#overlap): the exchanges, last dim first, with the
+// interior's patches after the first and its einsum after the last, so that overlap_halos finds
+// interior work between each posted exchange and its wait; the border after.
+Tensor conv_overlapped(const ConvCore& core, const Tensor& x, const std::vector<DimPlan>& plans,
+                       const std::vector<Border>& borders) {
+  std::vector<PatchDim> zero_halo = patch_dims(plans);
+  for (size_t k = 0; k < plans.size(); ++k)
+    if (!core.dims[k].blocks.empty()) {
+      zero_halo[k].pad_before = plans[k].halo_left;
+      zero_halo[k].pad_after = plans[k].halo_right;
+    }
+  Tensor xh = x, cols;
+  for (size_t k = core.dims.size(); k-- > 0;) {
+    const SpatialDim& d = core.dims[k];
+    if (d.blocks.empty())
+      continue;
+    xh = halo_exchange(xh, d.blocks, d.dim, plans[k].halo_left, plans[k].halo_right);
+    if (!cols.valid())
+      cols = extract_patches(x, zero_halo);
+  }
+  const Tensor yz = core.contract(cols);
+  return assemble_region(core, patch_dims(plans), borders, xh, yz, 0);
+}
+
 }  // namespace
 
 Tensor conv(const Tensor& x, const Tensor& filter, const std::vector<SpatialDim>& dims,
@@ -178,17 +285,14 @@ Tensor conv(const Tensor& x, const Tensor& filter, const std::vector<SpatialDim>
   const char* where = "mtk::nn::conv";
   check_channels(x, filter, dims, in_channels, out_channels, where);
   offer_splits(x.graph(), dims, out_channels);
+  const ConvCore core{filter, dims, in_channels, out_channels, describe(x), where};
   const std::vector<DimPlan> plans = plan_dims(x, filter, dims, padding, where);
-  const Tensor cols = extract_patches(exchange_halos(x, dims, plans, 0.0), patch_dims(plans));
-  const Shape out = without_taps(cols.shape(), dims, in_channels,
-                                 {out_channels, filter.shape().size_of(out_channels)});
-  const Dimension taps = merged_taps(filter.shape(), dims);
-  check_rank(merge_trailing(cols.shape(), dims.size(), taps), describe(x), where);
-  if (dims.size() == 1)
-    return einsum({cols, filter}, out);
-  return einsum({reshape(cols, merge_trailing(cols.shape(), dims.size(), taps)),
-                 merged_filter(filter, dims, taps)},
-                out);
+  if (runtime_options().overlap_halo()) {  // MTK_OVERLAP_HALO: interior first, then the border
+    const auto borders = plan_borders(x.shape(), dims, plans);
+    if (!borders.empty())
+      return conv_overlapped(core, x, plans, borders);
+  }
+  return core(exchange_halos(x, dims, plans, 0.0), patch_dims(plans));
 }
 
 Tensor conv_transpose(const Tensor& x, const Tensor& filter, const std::vector<SpatialDim>& dims,

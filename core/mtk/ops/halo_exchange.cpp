@@ -164,7 +164,10 @@ void lower_halo(Lowering& l, const HaloAttrs& a, bool adjoint) {
   p.blocks = p.local.index_of(a.blocks);
   p.block = p.local.index_of(a.block);
   const int axis = l.axes(xin)[static_cast<size_t>(p.blocks)];
-  const int mid = l.new_temp(l.layout(y).shape(), l.axes(xin), DType::float32);
+  // Written in y's own buffer where the layouts agree: no alias step, which overlap_halos could
+  // not move the finish past.
+  const bool direct = l.axes(y) == l.axes(xin);
+  const int mid = direct ? y : l.new_temp(l.layout(y).shape(), l.axes(xin), DType::float32);
   if (axis >= 0 && l.mesh_shape()[axis].size > 1) {
     p.axis = axis;
     // One strip to each side: (left + right) positions of every other dim of one block.
@@ -183,7 +186,8 @@ void lower_halo(Lowering& l, const HaloAttrs& a, bool adjoint) {
         },
         static_cast<double>(l.local(mid).num_elements()));
   }
-  l.add_alias(l.relayout(mid, l.axes(y)), y);
+  if (!direct)
+    l.add_alias(l.relayout(mid, l.axes(y)), y);
 }
 
 void lower_halo_exchange(Lowering& l, const HaloAttrs& a) {
