@@ -215,7 +215,8 @@ std::vector<Border> plan_borders(const Shape& s, const std::vector<SpatialDim>& 
   bool any = false;
   for (size_t k = 0; k < dims.size(); ++k) {
     const DimPlan& p = plans[k];
-    if (dims[k].blocks.empty() || p.halo_left + p.halo_right == 0)
+    // One block: its halos are the zero boundary, so the zero-halo interior is exact along it.
+    if (dims[k].blocks.empty() || s.size_of(dims[k].blocks) == 1 || p.halo_left + p.halo_right == 0)
       continue;
     Border& b = out[k];
     const std::int64_t n = s.size_of(dims[k].dim), l = p.halo_left;
@@ -244,12 +245,15 @@ Tensor assemble_region(const ConvCore& core, const std::vector<PatchDim>& patche
     return yz;
   const Border& b = borders[k];
   const std::string& d = core.dims[k].dim;
-  const Tensor top = core(slice(xh, d, 0, b.rows(0, b.top)), patches);
-  const Tensor bottom = core(slice(xh, d, b.begin(b.first), b.rows(b.first, b.m)), patches);
-  const Tensor middle =
-      assemble_region(core, patches, borders, slice(xh, d, b.begin(b.top), b.rows(b.top, b.first)),
-                      slice(yz, d, b.top, b.first - b.top), k + 1);
-  return concat({top, middle, bottom}, d);
+  std::vector<Tensor> parts;  // a one-sided halo has a border on one side only
+  if (b.top > 0)
+    parts.push_back(core(slice(xh, d, 0, b.rows(0, b.top)), patches));
+  parts.push_back(assemble_region(core, patches, borders,
+                                  slice(xh, d, b.begin(b.top), b.rows(b.top, b.first)),
+                                  slice(yz, d, b.top, b.first - b.top), k + 1));
+  if (b.first < b.m)
+    parts.push_back(core(slice(xh, d, b.begin(b.first), b.rows(b.first, b.m)), patches));
+  return concat(parts, d);
 }
 
 // conv(x with halos) by linearity: the convolution of each block with zero halos (no
@@ -259,23 +263,27 @@ Tensor assemble_region(const ConvCore& core, const std::vector<PatchDim>& patche
 // interior work between each posted exchange and its wait; the border after.
 Tensor conv_overlapped(const ConvCore& core, const Tensor& x, const std::vector<DimPlan>& plans,
                        const std::vector<Border>& borders) {
-  std::vector<PatchDim> zero_halo = patch_dims(plans);
+  // Blocked dims as padding: all of them for the interior, those of one block (no border) also
+  // for the border, so only the dims with a border are exchanged.
+  std::vector<PatchDim> zero_halo = patch_dims(plans), border = zero_halo;
   for (size_t k = 0; k < plans.size(); ++k)
     if (!core.dims[k].blocks.empty()) {
       zero_halo[k].pad_before = plans[k].halo_left;
       zero_halo[k].pad_after = plans[k].halo_right;
+      if (!borders[k].active)
+        border[k] = zero_halo[k];
     }
   Tensor xh = x, cols;
   for (size_t k = core.dims.size(); k-- > 0;) {
-    const SpatialDim& d = core.dims[k];
-    if (d.blocks.empty())
+    if (!borders[k].active)
       continue;
+    const SpatialDim& d = core.dims[k];
     xh = halo_exchange(xh, d.blocks, d.dim, plans[k].halo_left, plans[k].halo_right);
     if (!cols.valid())
       cols = extract_patches(x, zero_halo);
   }
   const Tensor yz = core.contract(cols);
-  return assemble_region(core, patch_dims(plans), borders, xh, yz, 0);
+  return assemble_region(core, border, borders, xh, yz, 0);
 }
 
 }  // namespace
