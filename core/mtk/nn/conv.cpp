@@ -199,7 +199,8 @@ struct ConvCore {
 // Along one blocked dim with a halo: of the m outputs of a block, [0, top) read the left halo and
 // [first, m) the right one; the others (the interior) read the block only.
 struct Border {
-  bool active = false;
+  bool exchange = false;  // more than one block and a halo: exchanged, not padded
+  bool active = false;    // the dim split into border and interior
   std::int64_t top = 0, first = 0, m = 0, stride = 1, span = 1;
   // Input rows (in the widened block) of outputs [o0, o1).
   std::int64_t begin(std::int64_t o0) const { return o0 * stride; }
@@ -208,17 +209,22 @@ struct Border {
   }
 };
 
-// Per dim its border, or none when a blocked dim has no interior (nothing to overlap).
+// Per dim its border: the first exchanged dim is split (the others' exchanges come first, so
+// that one split keeps the extra work to two border slabs; splitting every dim, nested, cost
+// more than it hid on 2-D and 3-D meshes, bench_spatial). None when that dim has no interior.
 std::vector<Border> plan_borders(const Shape& s, const std::vector<SpatialDim>& dims,
                                  const std::vector<DimPlan>& plans) {
   std::vector<Border> out(dims.size());
   bool any = false;
   for (size_t k = 0; k < dims.size(); ++k) {
     const DimPlan& p = plans[k];
-    // One block: its halos are the zero boundary, so the zero-halo interior is exact along it.
+    // One block: its halos are the zero boundary, so padding is exact along it.
     if (dims[k].blocks.empty() || s.size_of(dims[k].blocks) == 1 || p.halo_left + p.halo_right == 0)
       continue;
     Border& b = out[k];
+    b.exchange = true;
+    if (any)
+      continue;
     const std::int64_t n = s.size_of(dims[k].dim), l = p.halo_left;
     b.stride = p.patch.stride;
     b.span = p.patch.dilation * (p.patch.size - 1) + 1;
@@ -233,57 +239,58 @@ std::vector<Border> plan_borders(const Shape& s, const std::vector<SpatialDim>& 
   return any ? out : std::vector<Border>{};
 }
 
-// The convolution over the output region whose rows along the blocked dims before k are their
-// interiors: `xh` (halos exchanged) and `yz` (the zero-halo convolution) restricted to it. Along
-// dim k the border rows are convolved from xh and the interior rows taken from yz.
-Tensor assemble_region(const ConvCore& core, const std::vector<PatchDim>& patches,
-                       const std::vector<Border>& borders, const Tensor& xh, const Tensor& yz,
-                       size_t k) {
-  while (k < borders.size() && !borders[k].active)
-    ++k;
-  if (k == borders.size())
-    return yz;
-  const Border& b = borders[k];
-  const std::string& d = core.dims[k].dim;
-  std::vector<Tensor> parts;  // a one-sided halo has a border on one side only
-  if (b.top > 0)
-    parts.push_back(core(slice(xh, d, 0, b.rows(0, b.top)), patches));
-  parts.push_back(assemble_region(core, patches, borders,
-                                  slice(xh, d, b.begin(b.top), b.rows(b.top, b.first)),
-                                  slice(yz, d, b.top, b.first - b.top), k + 1));
-  if (b.first < b.m)
-    parts.push_back(core(slice(xh, d, b.begin(b.first), b.rows(b.first, b.m)), patches));
-  return concat(parts, d);
+// The m outputs of a block along the split dim `d` from its three parts: the top and bottom
+// border rows (from `xh`, halos exchanged) around the interior rows. Each part is zero-padded to
+// the m rows and summed (x + 0 is x): one pass per part, where the concat kernel measured 10-30x
+// slower (bench_spatial).
+Tensor join_rows(const std::string& d, std::int64_t m, const std::vector<Tensor>& parts) {
+  Tensor y;
+  std::int64_t at = 0;
+  for (const Tensor& part : parts) {
+    const std::int64_t rows = part.shape().size_of(d);
+    const Tensor placed = rows == m ? part : pad(part, d, at, m - at - rows);
+    y = y.valid() ? y + placed : placed;
+    at += rows;
+  }
+  return y;
 }
 
-// conv(x with halos) by linearity: the convolution of each block with zero halos (no
-// communication, the interior) and the border rows from the exchanged halos. The ops are built in
-// the order the lowering keeps (docs/spatial.md#overlap): the exchanges, last dim first, with the
-// interior's patches after the first and its einsum after the last, so that overlap_halos finds
-// interior work between each posted exchange and its wait; the border after.
+// conv(x with halos) along the split dim as its interior rows, which read the block only (no
+// communication along it), and its border rows, from the exchanged halo. Built in the order the
+// lowering keeps (docs/spatial.md#overlap): the other dims' exchanges, the split dim's, the
+// interior (overlap_halos moves that exchange's wait after it), the border.
 Tensor conv_overlapped(const ConvCore& core, const Tensor& x, const std::vector<DimPlan>& plans,
                        const std::vector<Border>& borders) {
-  // Blocked dims as padding: all of them for the interior, those of one block (no border) also
-  // for the border, so only the dims with a border are exchanged.
-  std::vector<PatchDim> zero_halo = patch_dims(plans), border = zero_halo;
-  for (size_t k = 0; k < plans.size(); ++k)
-    if (!core.dims[k].blocks.empty()) {
-      zero_halo[k].pad_before = plans[k].halo_left;
-      zero_halo[k].pad_after = plans[k].halo_right;
-      if (!borders[k].active)
-        border[k] = zero_halo[k];
-    }
-  Tensor xh = x, cols;
-  for (size_t k = core.dims.size(); k-- > 0;) {
-    if (!borders[k].active)
+  std::vector<PatchDim> patches = patch_dims(plans);  // blocked dims of one block as padding
+  Tensor xo = x;  // x exchanged along every dim but the split one
+  size_t split = 0;
+  for (size_t k = 0; k < plans.size(); ++k) {
+    if (core.dims[k].blocks.empty())
       continue;
-    const SpatialDim& d = core.dims[k];
-    xh = halo_exchange(xh, d.blocks, d.dim, plans[k].halo_left, plans[k].halo_right);
-    if (!cols.valid())
-      cols = extract_patches(x, zero_halo);
+    if (borders[k].active) {
+      split = k;
+    } else if (!borders[k].exchange) {
+      patches[k].pad_before = plans[k].halo_left;
+      patches[k].pad_after = plans[k].halo_right;
+    } else {
+      xo = halo_exchange(xo, core.dims[k].blocks, core.dims[k].dim, plans[k].halo_left,
+                         plans[k].halo_right);
+    }
   }
-  const Tensor yz = core.contract(cols);
-  return assemble_region(core, border, borders, xh, yz, 0);
+  const SpatialDim& d = core.dims[split];
+  const Border& b = borders[split];
+  const std::int64_t l = plans[split].halo_left;
+  const Tensor xh = halo_exchange(xo, d.blocks, d.dim, l, plans[split].halo_right);
+  // The interior rows [top, first) read block rows only (widened row r is block row r - l).
+  const Tensor interior =
+      core(slice(xo, d.dim, b.begin(b.top) - l, b.rows(b.top, b.first)), patches);
+  std::vector<Tensor> parts;  // a one-sided halo has a border on one side only
+  if (b.top > 0)
+    parts.push_back(core(slice(xh, d.dim, 0, b.rows(0, b.top)), patches));
+  parts.push_back(interior);
+  if (b.first < b.m)
+    parts.push_back(core(slice(xh, d.dim, b.begin(b.first), b.rows(b.first, b.m)), patches));
+  return join_rows(d.dim, b.m, parts);
 }
 
 }  // namespace
