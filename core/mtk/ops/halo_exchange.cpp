@@ -85,8 +85,8 @@ FView halo_adjoint(const ExecSpace& space, const HaloPlan& p, const FView& dy) {
                             a.right);
 }
 
-// The exchange in flight of one lowered halo op, from its start step to its finish step. A queue:
-// a recomputed segment runs the steps again, and each finish completes the oldest start.
+// The exchange in flight of one lowered halo op, from its start step to its finish step (a
+// recomputed segment's copies run later: the token orders each start after the last finish).
 struct HaloFlights {
   std::deque<std::unique_ptr<HaloExchange<float>>> in_flight;
 };
@@ -115,6 +115,11 @@ void add_split_steps(Lowering& l, const HaloPlan& p, bool adjoint, int xin, int 
       halo_start_kind(), cat(l.label(), " start"), {xin},
       adjoint ? std::vector<int>{token} : std::vector<int>{token, mid},
       [=](Buffers& b, const ExecSpace& space) {
+        // A finish always runs before the next start (the token orders them): one left over is
+        // a run that failed between them.
+        if (!flights->in_flight.empty())
+          fail("mtk::Program::run", cat(a.blocks, "/", a.block, ": a halo exchange of a failed ",
+                                        "run is still in flight; lower the program again"));
         const FView x = view_of<float>(b, xin);
         const FView recv = filled(space, first + second, fill);
         const auto [from_left, from_right] = halves(recv);
