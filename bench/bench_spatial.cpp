@@ -2,12 +2,18 @@
 // mesh (docs/spatial.md): every rank holds a block of `block`^3 positions whatever the mesh, the
 // blocks dims `db`, `hb`, `wb` are split over mesh dims named `d`, `h`, `w` where the mesh has
 // them. One training step (forward and the filters' gradients) is timed, the best of `rounds`
-// rounds of `steps` steps; one more profiled step gives the time per step kind and the share of
-// the halo exchanges. One JSON object per run.
+// rounds of `steps` steps; one more profiled step gives the time per step kind and the halo
+// steps' time. With `--overlap both` (the default) the same is run with the halo exchanges
+// blocking (MTK_OVERLAP_HALO=0) and overlapped (=1): the exchange time, the time hidden and the
+// hidden fraction, next to the cost model's predicted halo share. One JSON object per run.
 //   mpiexec -n 8 bench_spatial --mesh "d:2;h:2;w:2" [--block 16] [--channels 8] [--layers 2]
+//                             [--overlap both|on|off] [--machine FILE]
 
 #include <mtk/app/app_main.hpp>
 #include <mtk/autodiff/gradients.hpp>
+#include <mtk/base/runtime_options.hpp>
+#include <mtk/config/machine_config.hpp>
+#include <mtk/cost/step_time.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/nn/conv.hpp>
 #include <mtk/ops/ops.hpp>
@@ -16,7 +22,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,8 +68,88 @@ std::vector<mtk::Tensor> build(mtk::Graph& g, const mtk::MeshShape& mesh, const 
   return fetch;
 }
 
+// One mode's figures; the times are the slowest rank's (per step kind in profile_s).
+struct Measured {
+  double best_step_s = 0;
+  std::vector<double> rounds_s;
+  nlohmann::ordered_json profile_s;
+  double halo_s = 0, profiled_s = 0;  // halo steps (start, finish, local copies); the whole step
+  int overlapped_halos = 0;
+  mtk::cost::StepTime predicted;
+};
+
+std::string layout_rules(const mtk::MeshShape& mshape) {
+  std::string rules;
+  for (const char* d : {"d", "h", "w"})
+    if (mshape.index_of(d) >= 0)
+      rules += std::string(rules.empty() ? "" : ";") + d + "b:" + d;
+  return rules;
+}
+
+Measured measure(const mtk::Communicator& world, const mtk::Mesh& mesh, const Settings& s,
+                 const mtk::cost::Machine& machine, bool overlap) {
+  setenv("MTK_OVERLAP_HALO", overlap ? "1" : "0", 1);  // read by nn::conv and by lower()
+  mtk::reload_runtime_options();
+  mtk::Graph g;
+  mtk::Tensor x;
+  const std::vector<mtk::Tensor> fetch = build(g, mesh.shape(), s, x);
+  auto program = mtk::lower(g, mesh, mtk::LayoutRules::parse(layout_rules(mesh.shape())));
+  std::vector<float> values(static_cast<size_t>(x.shape().num_elements()));
+  for (size_t k = 0; k < values.size(); ++k)
+    values[k] = static_cast<float>((k * 7919) % 1000) / 1000.0f - 0.5f;
+  const std::map<int, mtk::HostTensor> feeds{{x.id(), mtk::HostTensor::floats(x.shape(), values)}};
+  program->run(feeds, fetch);  // warm-up
+  Measured m;
+  for (int r = 0; r < s.rounds; ++r) {
+    world.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < s.steps; ++i)
+      program->run(feeds, fetch);
+    world.barrier();
+    m.rounds_s.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / s.steps);
+  }
+  m.best_step_s = *std::min_element(m.rounds_s.begin(), m.rounds_s.end());
+  program->set_profiling(true);
+  program->reset_time_split();
+  program->run(feeds, fetch);
+  m.profile_s = nlohmann::ordered_json::object();
+  double total = 0, halo = 0;
+  for (const auto& [kind, sec] : program->time_by_kind()) {  // every rank has the same kinds
+    m.profile_s[kind] = world.max(sec);
+    total += sec;
+    if (kind.rfind("halo_", 0) == 0)
+      halo += sec;
+  }
+  m.halo_s = world.max(halo);
+  m.profiled_s = world.max(total);
+  m.overlapped_halos = program->overlapped_halos();
+  mtk::cost::StepTimeOptions o;
+  o.overlap_halo = overlap;
+  m.predicted = mtk::cost::predict_step_time(program->counters(), mesh.shape(), machine, o);
+  return m;
+}
+
+nlohmann::ordered_json to_json(const Measured& m) {
+  nlohmann::ordered_json j;
+  j["best_step_s"] = m.best_step_s;
+  j["rounds_s"] = m.rounds_s;
+  j["halo_s"] = m.halo_s;
+  j["halo_share"] = m.profiled_s > 0 ? m.halo_s / m.profiled_s : 0.0;
+  j["overlapped_halos"] = m.overlapped_halos;
+  const auto& p = m.predicted;
+  const auto halo = p.comm_s.find(mtk::Collective::halo);
+  j["predicted"] = {{"step_s", p.total_s},
+                    {"halo_s", halo == p.comm_s.end() ? 0.0 : halo->second},
+                    {"halo_exposed_s", p.halo_exposed_s},
+                    {"halo_share", p.total_s > 0 ? p.halo_exposed_s / p.total_s : 0.0}};
+  j["profile_s"] = m.profile_s;
+  return j;
+}
+
 int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
   Settings s;
+  std::string overlap = "both", machine_file;
   CLI::App app{"Weak scaling of a 3x3x3 convolution stack on a volume split over the mesh",
                "bench_spatial"};
   mtk::cli::configure(app);
@@ -74,61 +163,45 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
   app.add_option("--steps", s.steps, "Steps per round (default 2)")
       ->check(mtk::cli::integer_in(1, 1000));
   app.add_option("--rounds", s.rounds, "Rounds (default 3)")->check(mtk::cli::integer_in(1, 100));
+  app.add_option("--overlap", overlap, "Halo exchanges: both (default), on, off")
+      ->check(CLI::IsMember({"both", "on", "off"}));
+  app.add_option("--machine", machine_file,
+                 "Machine file for the predicted times (default: the reference machine)");
   if (const int status = mtk::cli::parse(app, args, world.rank() == 0); status >= 0)
     return status;
   const mtk::MeshShape mshape = mtk::MeshShape::parse(s.mesh);
-  mtk::Graph g;
-  mtk::Tensor x;
-  const std::vector<mtk::Tensor> fetch = build(g, mshape, s, x);
-  std::string rules;
-  for (const char* d : {"d", "h", "w"})
-    if (mshape.index_of(d) >= 0)
-      rules += std::string(rules.empty() ? "" : ";") + d + "b:" + d;
+  const mtk::cost::Machine machine =
+      machine_file.empty() ? mtk::cost::reference_machine() : mtk::machine_from_file(machine_file);
   mtk::Mesh mesh(mshape, world);
-  auto program = mtk::lower(g, mesh, mtk::LayoutRules::parse(rules));
-  std::vector<float> values(static_cast<size_t>(x.shape().num_elements()));
-  for (size_t k = 0; k < values.size(); ++k)
-    values[k] = static_cast<float>((k * 7919) % 1000) / 1000.0f - 0.5f;
-  const std::map<int, mtk::HostTensor> feeds{{x.id(), mtk::HostTensor::floats(x.shape(), values)}};
-  program->run(feeds, fetch);  // warm-up
-  std::vector<double> rounds;
-  for (int r = 0; r < s.rounds; ++r) {
-    world.barrier();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < s.steps; ++i)
-      program->run(feeds, fetch);
-    world.barrier();
-    rounds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
-                     s.steps);
+  nlohmann::ordered_json j;
+  j["bench"] = "spatial_conv3d";
+  j["ranks"] = world.size();
+  j["mesh"] = s.mesh;
+  j["layout"] = layout_rules(mshape);
+  j["block"] = s.block;
+  j["channels"] = s.channels;
+  j["layers"] = s.layers;
+  j["machine"] = machine_file.empty() ? "reference" : machine_file;
+  std::optional<Measured> off, on;
+  if (overlap != "on")
+    off = measure(world, mesh, s, machine, false);
+  if (overlap != "off")
+    on = measure(world, mesh, s, machine, true);
+  if (off)
+    j["blocking"] = to_json(*off);
+  if (on)
+    j["overlapped"] = to_json(*on);
+  if (off && on) {
+    // The exchange's time blocking, what of it the overlapped run still waits for, the rest hidden.
+    const double hidden = off->halo_s - on->halo_s;
+    j["exchange_s"] = off->halo_s;
+    j["exposed_s"] = on->halo_s;
+    j["hidden_s"] = hidden;
+    j["hidden_fraction"] = off->halo_s > 0 ? hidden / off->halo_s : 0.0;
+    j["step_saved_s"] = off->best_step_s - on->best_step_s;
   }
-  program->set_profiling(true);
-  program->reset_time_split();
-  program->run(feeds, fetch);
-  nlohmann::ordered_json profile = nlohmann::ordered_json::object();
-  double total = 0, halo = 0;
-  for (const auto& [kind, sec] : program->time_by_kind()) {
-    profile[kind] = sec;
-    total += sec;
-    if (kind.rfind("halo_", 0) == 0)
-      halo += sec;
-  }
-  const double halo_share = world.max(total > 0 ? halo / total : 0.0);
-  if (world.rank() == 0) {
-    nlohmann::ordered_json j;
-    j["bench"] = "spatial_conv3d";
-    j["ranks"] = world.size();
-    j["mesh"] = s.mesh;
-    j["layout"] = rules;
-    j["block"] = s.block;
-    j["global_shape"] = x.shape().to_string();
-    j["channels"] = s.channels;
-    j["layers"] = s.layers;
-    j["best_step_s"] = *std::min_element(rounds.begin(), rounds.end());
-    j["rounds_s"] = rounds;
-    j["profile_s"] = profile;
-    j["halo_share_max_over_ranks"] = halo_share;
+  if (world.rank() == 0)
     std::printf("%s\n", j.dump().c_str());
-  }
   return 0;
 }
 

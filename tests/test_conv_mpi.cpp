@@ -3,6 +3,7 @@
 // 1 to 8 ranks equal the one-processor run; on one processor, blocked layers equal the same layers
 // on the unblocked image (SAME padding over the whole image).
 #include <mtk/autodiff/gradients.hpp>
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/nn/conv.hpp>
 #include <mtk/ops/ops.hpp>
@@ -10,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include "mtk_invariance_check.hpp"
+#include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -178,6 +181,238 @@ TEST(BlockedConv, EqualsTheUnblockedImage) {
         ASSERT_NEAR(blocked.at(e), whole.at(e), 1e-5) << r.labels[k] << " at " << e;
     }
   }
+}
+
+// ------------------------------------------------------------ overlapped halo exchanges
+// MTK_OVERLAP_HALO=1 builds each blocked convolution as its zero-halo interior plus its border
+// rows and lowers every split exchange as a start and a finish moved apart; =0 is the plain
+// convolution and the blocking exchange. Both must agree to float32 reassociation (the border
+// rows come from smaller matrix products): 1e-5 of the largest value, as expect_close checks.
+
+// Sets environment variables and reloads the runtime options for its lifetime.
+class OptionScope {
+ public:
+  OptionScope(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    old_ = old ? old : "";
+    setenv(name, value, 1);
+    reload_runtime_options();
+  }
+  ~OptionScope() {
+    had_ ? setenv(name_.c_str(), old_.c_str(), 1) : unsetenv(name_.c_str());
+    reload_runtime_options();
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+// Blocks large enough to have an interior (3 to 8 positions), so the overlapped build applies.
+std::vector<GraphCase> overlap_cases() {
+  std::vector<GraphCase> out;
+  const Shape img{{"b", 2}, {"hb", 8}, {"h", 6}, {"wb", 8}, {"w", 4}, {"c", 8}};
+  out.push_back(
+      {"conv2d_3x3_same",
+       [img](Graph& g) {
+         Tensor x = var(g, "x", img);
+         Tensor f = var(g, "f", {{"kh", 3}, {"kw", 3}, {"c", 8}, {"co", 8}}, 0.2f);
+         Tensor y = nn::conv(x, f, {sd("h", "kh", 1, "hb"), sd("w", "kw", 1, "wb")}, "c", "co");
+         return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
+       },
+       {"hb:@0", "hb:@0;wb:@1", "co:@0", "hb:@0;c:@1", "co:@0;wb:@1;b:@2"}});
+  // Stride 2, an even filter (halo 1 before, 1 after) and a 2-D conv whose w is not blocked.
+  out.push_back({"conv2d_4x3_stride2_w_unblocked",
+                 [img](Graph& g) {
+                   Tensor x = var(g, "x", img);
+                   Tensor f = var(g, "f", {{"kh", 4}, {"kw", 3}, {"c", 8}, {"co", 8}}, 0.2f);
+                   Tensor y = nn::conv(x, f, {sd("h", "kh", 2, "hb"), sd("w", "kw", 2, "")}, "c",
+                                       "co", Padding::same);
+                   return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
+                 },
+                 {"hb:@0", "hb:@0;co:@1", "c:@0;wb:@1"}});
+  // Dilation 2: a halo of 2 on each side.
+  out.push_back({"conv1d_dilated_two_layers",
+                 [](Graph& g) {
+                   Tensor x = var(g, "x", {{"b", 2}, {"lb", 8}, {"l", 8}, {"c", 8}});
+                   Tensor f1 = var(g, "f1", {{"kl", 3}, {"c", 8}, {"co", 8}}, 0.2f);
+                   Tensor f2 = var(g, "f2", {{"kl", 3}, {"co", 8}, {"c2", 8}}, 0.2f);
+                   const std::vector<SpatialDim> d{sd("l", "kl", 1, "lb", 2)};
+                   Tensor y = nn::conv(relu(nn::conv(x, f1, d, "c", "co")), f2, d, "co", "c2");
+                   return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
+                 },
+                 {"lb:@0", "co:@0", "lb:@0;c:@1", "lb:@0;co:@1;b:@2"}});
+  out.push_back(
+      {"conv3d_3x3x3",
+       [](Graph& g) {
+         Tensor x =
+             var(g, "x", {{"db", 8}, {"d", 3}, {"hb", 8}, {"h", 3}, {"wb", 2}, {"w", 3}, {"c", 2}});
+         Tensor f = var(g, "f", {{"kd", 3}, {"kh", 3}, {"kw", 3}, {"c", 2}, {"co", 2}}, 0.2f);
+         Tensor y = nn::conv(
+             x, f, {sd("d", "kd", 1, "db"), sd("h", "kh", 1, "hb"), sd("w", "kw", 1, "wb")}, "c",
+             "co");
+         return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
+       },
+       {"db:@0;hb:@1;wb:@2", "db:@0;hb:@1"}});
+  // A blocks dim of one block (w): padded, not exchanged, no border along it.
+  out.push_back(
+      {"conv3d_one_block_along_w",
+       [](Graph& g) {
+         Tensor x =
+             var(g, "x", {{"db", 8}, {"d", 3}, {"hb", 2}, {"h", 4}, {"wb", 1}, {"w", 4}, {"c", 2}});
+         Tensor f = var(g, "f", {{"kd", 3}, {"kh", 2}, {"kw", 3}, {"c", 2}, {"co", 8}}, 0.2f);
+         Tensor y = nn::conv(
+             x, f, {sd("d", "kd", 1, "db"), sd("h", "kh", 1, "hb"), sd("w", "kw", 1, "wb")}, "c",
+             "co");
+         return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
+       },
+       {"db:@0", "db:@0;co:@1"}});
+  // VALID is refused along blocked dims, so a VALID layer runs the plain path either way.
+  out.push_back({"conv2d_valid_unblocked",
+                 [](Graph& g) {
+                   Tensor x = var(g, "x", {{"b", 8}, {"h", 6}, {"w", 5}, {"c", 8}});
+                   Tensor f = var(g, "f", {{"kh", 3}, {"kw", 2}, {"c", 8}, {"co", 8}}, 0.2f);
+                   Tensor y = nn::conv(x, f, {sd("h", "kh", 2, ""), sd("w", "kw", 1, "")}, "c",
+                                       "co", Padding::valid);
+                   return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
+                 },
+                 {"b:@0", "co:@0;b:@1"}});
+  return out;
+}
+
+class OverlappedConv : public ::testing::TestWithParam<int> {};
+
+// Forward values, loss and every gradient: overlapped against blocking on every mesh and layout,
+// and the blocking run against one processor.
+TEST_P(OverlappedConv, EqualsBlocking) {
+  const GraphCase c = overlap_cases().at(static_cast<size_t>(GetParam()));
+  const Result want = run_case(c, single_processor_mesh(), LayoutRules());
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    Mesh mesh(mshape, MPI_COMM_WORLD);
+    for (const auto& layout : c.layouts) {
+      const LayoutRules rules = instantiate(layout, mshape);
+      const std::string where =
+          c.name + " on " + mshape.to_string() + " under \"" + rules.to_string() + "\"";
+      Result on, off;
+      {
+        const OptionScope o("MTK_OVERLAP_HALO", "1");
+        on = run_case(c, mesh, rules);
+      }
+      {
+        const OptionScope o("MTK_OVERLAP_HALO", "0");
+        off = run_case(c, mesh, rules);
+      }
+      expect_close(on, off, "overlapped vs blocking, " + where);
+      expect_close(off, want, "blocking vs one processor, " + where);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layers, OverlappedConv,
+                         ::testing::Range(0, static_cast<int>(overlap_cases().size())),
+                         [](const auto& info) {
+                           return overlap_cases()[static_cast<size_t>(info.param)].name;
+                         });
+
+// The exchanges are moved apart where the blocks are split, and a few SGD steps of the two-layer
+// 1-D model train alike (losses and final weights).
+TEST(OverlappedConv, TrainsAsBlocking) {
+  const GraphCase c = overlap_cases().at(2);
+  auto train = [&](const Mesh& mesh, const LayoutRules& rules, int* overlapped) {
+    Graph g;
+    const BuiltGraph built = c.build(g);
+    const auto vars = g.trainable_variables();
+    const auto grads = gradients(built.loss, vars);
+    for (size_t k = 0; k < vars.size(); ++k)
+      assign_sub(vars[k], multiply(grads[k], 0.05));
+    auto program = lower(g, mesh, rules);
+    *overlapped = program->overlapped_halos();
+    std::vector<double> out;
+    for (int step = 0; step < 3; ++step)
+      out.push_back(program->run(built.feeds, {built.loss})[0].at(0));
+    for (const auto& name : program->variable_names()) {
+      const HostTensor v = program->variable_value(name);
+      for (std::int64_t e = 0; e < v.size(); ++e)
+        out.push_back(v.at(e));
+    }
+    return out;
+  };
+  const MeshShape mshape = MeshShape::parse("x:" + std::to_string(world_size()));
+  const Mesh mesh(mshape, MPI_COMM_WORLD);
+  const LayoutRules rules = instantiate("lb:@0", mshape);
+  int on_count = 0, off_count = 0;
+  std::vector<double> on, off;
+  {
+    const OptionScope o("MTK_OVERLAP_HALO", "1");
+    on = train(mesh, rules, &on_count);
+  }
+  {
+    const OptionScope o("MTK_OVERLAP_HALO", "0");
+    off = train(mesh, rules, &off_count);
+  }
+  EXPECT_EQ(off_count, 0);
+  // Two layers: two exchanges forward, two halo_reduce backward, each with work in between.
+  if (world_size() > 1)
+    EXPECT_GE(on_count, 4);
+  ASSERT_EQ(on.size(), off.size());
+  double scale = 0;
+  for (double v : off)
+    scale = std::max(scale, std::fabs(v));
+  for (size_t k = 0; k < on.size(); ++k)
+    EXPECT_NEAR(on[k], off[k], 1e-5 * scale) << "value " << k << (k < 3 ? " (a loss)" : "");
+}
+
+// Two microbatches through the same two 1-D layers, each a recompute segment (its forward steps,
+// halo starts and finishes included, run again before its backward): with the exchanges
+// overlapped, recompute changes nothing, bitwise, and both equal the blocking run without
+// recompute (1e-5). The steps are recomputed and the exchanges overlapped.
+TEST(OverlappedConv, RecomputedMicrobatches) {
+  auto build = [](bool recompute) {
+    return GraphCase{
+        "microbatches",
+        [recompute](Graph& g) {
+          Tensor f1 = var(g, "f1", {{"kl", 3}, {"c", 8}, {"co", 8}}, 0.2f);
+          Tensor f2 = var(g, "f2", {{"kl", 3}, {"co", 8}, {"c2", 8}}, 0.2f);
+          const std::vector<SpatialDim> d{sd("l", "kl", 1, "lb", 2)};
+          std::vector<Tensor> ys;
+          for (int mb = 0; mb < 2; ++mb) {
+            Tensor x = var(g, cat("x", mb), {{"b", 2}, {"lb", 8}, {"l", 8}, {"c", 8}});
+            if (recompute)
+              g.set_recompute_tag(RecomputeTag{g.new_recompute_segment(), false});
+            ys.push_back(nn::conv(relu(nn::conv(x, f1, d, "c", "co")), f2, d, "co", "c2"));
+            g.set_recompute_tag(RecomputeTag{});
+          }
+          return BuiltGraph{ys, weighted_loss(g, ys), {}};
+        },
+        {}};
+  };
+  const MeshShape mshape = MeshShape::parse("x:" + std::to_string(world_size()));
+  const Mesh mesh(mshape, MPI_COMM_WORLD);
+  const LayoutRules rules = instantiate("lb:@0;co:@1", mshape);
+  Result recomputed, plain, blocking;
+  {
+    const OptionScope o("MTK_OVERLAP_HALO", "1");
+    recomputed = run_case(build(true), mesh, rules);
+    plain = run_case(build(false), mesh, rules);
+  }
+  {
+    const OptionScope o("MTK_OVERLAP_HALO", "0");
+    blocking = run_case(build(false), mesh, rules);
+  }
+  for (size_t t = 0; t < plain.values.size(); ++t)
+    for (std::int64_t e = 0; e < plain.values[t].size(); ++e)
+      ASSERT_EQ(recomputed.values[t].at(e), plain.values[t].at(e))
+          << plain.labels[t] << " at " << e;
+  expect_close(recomputed, blocking, "recomputed microbatches, overlapped vs blocking");
+  Graph g;
+  const BuiltGraph built = build(true).build(g);
+  gradients(built.loss, g.trainable_variables());
+  const OptionScope o("MTK_OVERLAP_HALO", "1");
+  auto program = lower(g, mesh, rules);
+  EXPECT_GT(program->recomputed_steps(), 0);
+  if (world_size() > 1)
+    EXPECT_GE(program->overlapped_halos(), 8);  // 4 exchanges forward, 4 reductions backward
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // block dim), the same values and gradients with the blocks split over every mesh of 1 to 8
 // ranks, the gradient against the reference adjoint, and the errors.
 #include <mtk/base/error.hpp>
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/ops/ops.hpp>
 #include <mtk/parallel/halo.hpp>
@@ -12,6 +13,7 @@
 #include "error_text.hpp"
 #include "mtk_invariance_check.hpp"
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -185,6 +187,39 @@ TEST(HaloExchange, SplitResultsAreBitwiseThoseOfOneProcessor) {
   for (size_t t = 0; t < got.values.size(); ++t)
     for (std::int64_t e = 0; want.labels[t] != "loss" && e < got.values[t].size(); ++e)
       ASSERT_EQ(got.values[t].at(e), want.values[t].at(e)) << want.labels[t] << " at " << e;
+}
+
+// MTK_OVERLAP_HALO: each split exchange is a start step and a finish step moved apart; the same
+// kernels run on the same values, so every value (the loss too: the same layout sums in the same
+// order) is bitwise that of the blocking exchange: a periodic halo wider than half a block and a
+// one-sided one with a fill, on three layouts (blocks split, both blocks dims, with the batch).
+TEST(HaloExchange, OverlappedIsBitwiseBlocking) {
+  auto with = [](const char* value, const GraphCase& c, const Mesh& mesh, const LayoutRules& r) {
+    const char* old = std::getenv("MTK_OVERLAP_HALO");
+    const std::string saved = old ? old : "";
+    setenv("MTK_OVERLAP_HALO", value, 1);
+    reload_runtime_options();
+    const Result out = run_case(c, mesh, r);
+    old ? setenv("MTK_OVERLAP_HALO", saved.c_str(), 1) : unsetenv("MTK_OVERLAP_HALO");
+    reload_runtime_options();
+    return out;
+  };
+  for (const size_t k : {1, 2}) {
+    const GraphCase c = halo_case(variants()[k]);
+    for (const auto& mshape : meshes_of_size(world_size())) {
+      const Mesh mesh(mshape, MPI_COMM_WORLD);
+      for (const auto& layout :
+           std::vector<std::string>(c.layouts.begin(), c.layouts.begin() + 3)) {
+        const LayoutRules rules = instantiate(layout, mshape);
+        const Result on = with("1", c, mesh, rules), off = with("0", c, mesh, rules);
+        for (size_t t = 0; t < on.values.size(); ++t)
+          for (std::int64_t e = 0; e < on.values[t].size(); ++e)
+            ASSERT_EQ(on.values[t].at(e), off.values[t].at(e))
+                << c.name << " on " << mshape.to_string() << " under " << rules.to_string() << ": "
+                << on.labels[t] << " at " << e;
+      }
+    }
+  }
 }
 
 // The exchange itself: along each mesh dim, every rank receives its neighbours' coordinates

@@ -37,6 +37,10 @@ const std::vector<RuntimeOptionSpec>& runtime_option_specs() {
        "a tensor that several bf16 contractions read close together (a weight; an output "
        "gradient) is converted to bf16 once per run and the copy kept until its last reader; 0: "
        "every contraction converts its operands"},
+      {"MTK_OVERLAP_HALO", T::flag, "0", "0|1",
+       "1: a split halo exchange is posted as soon as its input is final and waited for where its "
+       "output is first read, convolutions computing their interior meanwhile (more, smaller "
+       "steps: a gain only where ranks have cores of their own); 0: blocking"},
       {"MTK_ALLREDUCE_BUCKET_MIB", T::choice, "4", "0|1|2|4|8|16|32|64",
        "overlapped allreduces of tensors under this many MiB share buckets of at most this size "
        "(one call each); larger ones go alone; 0: every tensor alone"},
@@ -152,6 +156,7 @@ RuntimeOptions RuntimeOptions::from_environment() {
   o.buffer_reuse_ = o.text("MTK_BUFFER_REUSE") == "1";
   o.overlap_collectives_ = o.text("MTK_OVERLAP_COLLECTIVES") == "1";
   o.bf16_copies_ = o.text("MTK_BF16_COPIES") == "1";
+  o.overlap_halo_ = o.text("MTK_OVERLAP_HALO") == "1";
   o.allreduce_bucket_mib_ = std::stoll(o.text("MTK_ALLREDUCE_BUCKET_MIB"));
   o.profile_steps_ = o.text("MTK_PROFILE_STEPS") == "1";
   o.ckpt_timing_ = o.text("MTK_CKPT_TIMING") == "1";

@@ -76,7 +76,11 @@ StepTime predict_step_time(const Counters& counters, const MeshShape& mesh, cons
     t.comm_s[kind] += s;
     t.comm_total_s += s;
   }
-  t.total_s = t.compute_s + t.comm_total_s;
+  const auto halo = t.comm_s.find(Collective::halo);
+  const double halo_s = halo == t.comm_s.end() ? 0.0 : halo->second;
+  t.halo_exposed_s = options.overlap_halo ? std::max(0.0, halo_s - t.matmul_s) : halo_s;
+  t.halo_hidden_s = halo_s - t.halo_exposed_s;
+  t.total_s = t.compute_s + t.comm_total_s - t.halo_hidden_s;
   t.overlapped_s = std::max(t.compute_s, t.comm_total_s);
   return t;
 }

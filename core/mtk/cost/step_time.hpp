@@ -20,6 +20,9 @@ inline constexpr double kElementwiseBytesPerFlop = 12.0;
 
 struct StepTimeOptions {
   bool bf16 = false;  ///< matmuls at matmul_bf16_flops (when the machine has it)
+  /// Halo exchanges overlap the interior computation (MTK_OVERLAP_HALO=1; off by default): only
+  /// the part of their time that the compute between start and finish cannot cover is counted.
+  bool overlap_halo = false;
 };
 
 struct StepTime {
@@ -30,7 +33,16 @@ struct StepTime {
   double compute_s = 0;                 ///< matmul_s + elementwise_s + overhead_s
   std::map<Collective, double> comm_s;  ///< per collective
   double comm_total_s = 0;
-  /// compute + communication: MTK runs collectives between kernels, one after the other.
+  /// Of comm_s[halo]: the part hidden behind the interior compute and the part left exposed
+  /// (overlap_halo), exposed = max(0, halo - matmul_s): an exchange is posted before the matrix
+  /// products of its convolution's interior (and, backward, of the filter gradient) and waited for
+  /// after them, so those products are the work that can cover it. A bound: matmul_s counts
+  /// every product of the step, not only those between a start and its finish. Without
+  /// overlap_halo, exposed = halo and hidden = 0.
+  double halo_hidden_s = 0;
+  double halo_exposed_s = 0;
+  /// compute + communication - halo_hidden_s: MTK runs collectives between kernels, one after the
+  /// other, except the hidden part of the halo exchanges.
   double total_s = 0;
   /// max(compute, communication): the bound once collectives (gradient allreduces first) run
   /// concurrently with compute.

@@ -158,13 +158,48 @@ View<T> halo_fold(const ExecSpace& space, const Shape& shape, const View<T>& dy,
   return out;
 }
 
+namespace {
+
+// Writes `strip` of `width` positions to positions [at, at + width) of block `block`.
+template <class T>
+void put_strip(const char* w, const ExecSpace& space, const Frame& f, const View<T>& x,
+               std::int64_t nb, std::int64_t nj, std::int64_t block, std::int64_t at,
+               const View<T>& strip, std::int64_t width) {
+  const std::int64_t total = f.outer * f.mid * f.inner * width;
+  if (static_cast<std::int64_t>(strip.extent(0)) != total || at < 0 || at + width > nj)
+    fail(w, cat("a strip of ", strip.extent(0), " elements for positions [", at, ", ", at + width,
+                ") of blocks of ", nj, " (", total, " elements expected)"));
+  Kokkos::parallel_for(
+      w, impl::Range(space, 0, total), KOKKOS_LAMBDA(std::int64_t k) {
+        std::int64_t o, b, m, j, i;
+        f.split(k, 1, width, o, b, m, j, i);
+        x(f.at(o, block, m, at + j, i, nb, nj)) = strip(k);
+      });
+}
+
+}  // namespace
+
+template <class T>
+void halo_place(const ExecSpace& space, const Shape& shape, const View<T>& y, int blocks_dim,
+                int block_dim, const View<T>& from_left, const View<T>& from_right,
+                std::int64_t left, std::int64_t right) {
+  const char* w = "mtk::kernels::halo_place";
+  check(w, shape, static_cast<std::int64_t>(y.extent(0)), blocks_dim, block_dim);
+  const std::int64_t nb = shape[blocks_dim].size, m2 = shape[block_dim].size;
+  const Frame f(shape, blocks_dim, block_dim);
+  put_strip(w, space, f, y, nb, m2, 0, 0, from_left, left);
+  put_strip(w, space, f, y, nb, m2, nb - 1, m2 - right, from_right, right);
+}
+
 #define MTK_HALO_INSTANTIATE(T)                                                                  \
   template View<T> halo_strip<T>(const ExecSpace&, const Shape&, const View<T>&, int, int,       \
                                  std::int64_t, std::int64_t, std::int64_t);                      \
   template View<T> halo_assemble<T>(const ExecSpace&, const Shape&, const View<T>&, int, int,    \
                                     const View<T>&, const View<T>&, std::int64_t, std::int64_t); \
   template View<T> halo_fold<T>(const ExecSpace&, const Shape&, const View<T>&, int, int,        \
-                                const View<T>&, const View<T>&, std::int64_t, std::int64_t);
+                                const View<T>&, const View<T>&, std::int64_t, std::int64_t);     \
+  template void halo_place<T>(const ExecSpace&, const Shape&, const View<T>&, int, int,          \
+                              const View<T>&, const View<T>&, std::int64_t, std::int64_t);
 
 MTK_HALO_INSTANTIATE(float)
 MTK_HALO_INSTANTIATE(double)

@@ -36,4 +36,12 @@ View<T> halo_fold(const ExecSpace& space, const Shape& shape, const View<T>& dy,
                   int block_dim, const View<T>& from_left, const View<T>& from_right,
                   std::int64_t left, std::int64_t right);
 
+/// Overwrites, in place, the first block's left halo of `y` (shape `shape`: blocks widened by
+/// left + right) with `from_left` and the last block's right halo with `from_right`: what an
+/// overlapped exchange does when the strips arrive after halo_assemble ran with placeholders.
+template <class T>
+void halo_place(const ExecSpace& space, const Shape& shape, const View<T>& y, int blocks_dim,
+                int block_dim, const View<T>& from_left, const View<T>& from_right,
+                std::int64_t left, std::int64_t right);
+
 }  // namespace mtk::kernels

@@ -59,6 +59,8 @@ std::unique_ptr<Program> Lowering::run() {
     p_->overlap_ = overlap_reductions(
         p_->steps_, mesh_, shape_, [&](int t) { return local(t).num_elements(); },
         runtime_options().allreduce_bucket_mib() << 20, dry_);
+  if (runtime_options().overlap_halo())  // MTK_OVERLAP_HALO
+    p_->overlapped_halos_ = overlap_halos(p_->steps_);
   plan_bf16_copies();
   finish();
   return std::move(p_);

@@ -14,6 +14,9 @@ constexpr auto start_step =
     make_op_kind<NoAttrs>("allreduce_start", {FlopClass::none, true}, nullptr);
 constexpr auto wait_step =
     make_op_kind<NoAttrs>("allreduce_wait", {FlopClass::none, true}, nullptr);
+// Packs and posts (its bytes are the exchange's, counted by count_comm).
+constexpr auto halo_start_step =
+    make_op_kind<NoAttrs>("halo_start", {FlopClass::none, true}, nullptr);
 
 // An allreduce step of a pending sum that can move: reduce tensor `t` over `axes`, last touched
 // by step `ready` before step `at`.
@@ -63,6 +66,58 @@ ReductionBucket bucket_of(const Candidate& c) {
 
 StepKind reduction_wait_kind() {
   return wait_step.def;
+}
+
+StepKind halo_start_kind() {
+  return halo_start_step.def;
+}
+
+namespace {
+
+bool meets(const std::vector<int>& a, const std::vector<int>& b) {
+  return std::any_of(a.begin(), a.end(),
+                     [&](int t) { return std::find(b.begin(), b.end(), t) != b.end(); });
+}
+
+// Whether `m` may trade places with its neighbour `t`: no data flows between them, and `t` does
+// not update a buffer in place (its storage may be another name's: an alias step shares it).
+bool independent(const Program::Step& m, const Program::Step& t) {
+  if (meets(t.reads, t.writes))
+    return false;
+  return !meets(m.writes, t.reads) && !meets(m.writes, t.writes) && !meets(m.reads, t.writes);
+}
+
+}  // namespace
+
+int overlap_halos(std::vector<Program::Step>& steps) {
+  int overlapped = 0;
+  const int n = static_cast<int>(steps.size());
+  for (int s = 0; s < n; ++s) {
+    if (steps[static_cast<size_t>(s)].kind != halo_start_step.def)
+      continue;
+    const int token = steps[static_cast<size_t>(s)].writes.front();
+    int f = s + 1;
+    while (f < n && !meets(steps[static_cast<size_t>(f)].reads, {token}))
+      ++f;
+    if (f == n)
+      fail("mtk::overlap_halos",
+           cat("halo start '", steps[static_cast<size_t>(s)].what, "' has no finish step"));
+    int start = s;  // up, as far as its input allows
+    while (start > 0 && steps[static_cast<size_t>(start - 1)].kind != halo_start_step.def &&
+           independent(steps[static_cast<size_t>(start)], steps[static_cast<size_t>(start - 1)])) {
+      std::swap(steps[static_cast<size_t>(start)], steps[static_cast<size_t>(start - 1)]);
+      --start;
+    }
+    // Down, until the output's first reader.
+    while (f + 1 < n &&
+           independent(steps[static_cast<size_t>(f)], steps[static_cast<size_t>(f + 1)])) {
+      std::swap(steps[static_cast<size_t>(f)], steps[static_cast<size_t>(f + 1)]);
+      ++f;
+    }
+    if (f > start + 1)
+      ++overlapped;
+  }
+  return overlapped;
 }
 
 std::vector<ReductionBucket> plan_reductions(const std::vector<Program::Step>& steps,

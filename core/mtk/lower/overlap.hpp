@@ -1,4 +1,10 @@
 #pragma once
+// Overlapped halo exchanges (docs/spatial.md#overlap): a split halo_exchange or halo_reduce lowers
+// to a start step (pack, post the transfers) and a finish step (wait, place the strips); the
+// pass below moves each start up to just after its input is final and each finish down to just
+// before its output is first used, so the steps between (a convolution's interior) run while the
+// strips travel.
+//
 // Overlapped reductions of pending sums (docs/ops-and-lowering.md#overlapped-gradient-reductions).
 // The blocking allreduce a pending partial sum gets before its first reader
 // (Lowering::materialize) becomes a non-blocking start right after the last step that touches the
@@ -88,5 +94,16 @@ class ReductionsInFlight {
 std::shared_ptr<ReductionsInFlight> overlap_reductions(
     std::vector<Program::Step>& steps, const Mesh& mesh, const MeshShape& shape,
     const std::function<std::int64_t(int)>& elements_of, std::int64_t bucket_bytes, bool dry);
+
+/// The kind of the step that starts an overlapped halo exchange (pack, post the transfers).
+StepKind halo_start_kind();
+
+/// Moves every halo start step (kind halo_start_kind(), writing a token buffer and its output)
+/// up past the steps before it and its finish step (the next step reading the token) down past
+/// the steps after it, as far as no step in between reads or writes what the moved step writes,
+/// writes what it reads or updates a buffer in place. Only the order of
+/// independent steps changes, the same on every rank; each exchange's messages keep their order.
+/// Returns how many exchanges have steps between their start and their finish.
+int overlap_halos(std::vector<Program::Step>& steps);
 
 }  // namespace mtk

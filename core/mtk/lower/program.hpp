@@ -221,6 +221,9 @@ class Program {
   /// How many non-blocking allreduce calls (buckets of pending sums) one run makes; 0 with
   /// MTK_OVERLAP_COLLECTIVES=0.
   std::int64_t overlapped_reductions() const;
+  /// How many split halo exchanges run with other steps between their start and their finish
+  /// (MTK_OVERLAP_HALO, mtk/lower/overlap.hpp); 0 when off.
+  int overlapped_halos() const { return overlapped_halos_; }
   /// Readable summary of the lowered program for this rank: layouts, FLOPs per op kind, bytes per
   /// collective kind, peak memory.
   std::string explain() const;
@@ -265,6 +268,7 @@ class Program {
   // Per step: the buffers whose value dies after it (mtk/lower/recompute.hpp, buffer_deaths).
   std::vector<std::vector<int>> deaths_;
   std::int64_t recomputed_steps_ = 0;
+  int overlapped_halos_ = 0;
   std::vector<Step> assigns_;                    // run after every other step
   std::shared_ptr<ReductionsInFlight> overlap_;  // state of the overlapped reductions, or null
   // bf16 operand copies (mtk/lower/bf16_reuse.hpp): by tensor, kept; by step, dropped after it.

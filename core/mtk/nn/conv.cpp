@@ -1,6 +1,7 @@
 // Convolution, transposed convolution and pooling layers: halo_exchange on blocked dims, then
 // extract_patches (im2col) and an einsum or a reduction; see conv.hpp.
 #include <mtk/base/error.hpp>
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/nn/conv.hpp>
 #include <mtk/ops/ops.hpp>
 
@@ -171,6 +172,127 @@ void offer_splits(Graph& g, const std::vector<SpatialDim>& dims, const std::stri
     g.offer_split(channels);
 }
 
+// The patches of a (halo'd or padded) input and their einsum with the filter: a convolution's
+// local work.
+struct ConvCore {
+  Tensor filter;
+  std::vector<SpatialDim> dims;
+  std::string in_channels, out_channels, what;
+  const char* where;
+
+  Tensor operator()(const Tensor& xin, const std::vector<PatchDim>& patches) const {
+    return contract(extract_patches(xin, patches));
+  }
+  Tensor contract(const Tensor& cols) const {
+    const Shape out = without_taps(cols.shape(), dims, in_channels,
+                                   {out_channels, filter.shape().size_of(out_channels)});
+    const Dimension taps = merged_taps(filter.shape(), dims);
+    check_rank(merge_trailing(cols.shape(), dims.size(), taps), what, where);
+    if (dims.size() == 1)
+      return einsum({cols, filter}, out);
+    return einsum({reshape(cols, merge_trailing(cols.shape(), dims.size(), taps)),
+                   merged_filter(filter, dims, taps)},
+                  out);
+  }
+};
+
+// Along one blocked dim with a halo: of the m outputs of a block, [0, top) read the left halo and
+// [first, m) the right one; the others (the interior) read the block only.
+struct Border {
+  bool exchange = false;  // more than one block and a halo: exchanged, not padded
+  bool active = false;    // the dim split into border and interior
+  std::int64_t top = 0, first = 0, m = 0, stride = 1, span = 1;
+  // Input rows (in the widened block) of outputs [o0, o1).
+  std::int64_t begin(std::int64_t o0) const { return o0 * stride; }
+  std::int64_t rows(std::int64_t o0, std::int64_t o1) const {
+    return (o1 - o0 - 1) * stride + span;
+  }
+};
+
+// Per dim its border: the first exchanged dim is split (the others' exchanges come first, so
+// that one split keeps the extra work to two border slabs; splitting every dim, nested, cost
+// more than it hid on 2-D and 3-D meshes, bench_spatial). None when that dim has no interior.
+std::vector<Border> plan_borders(const Shape& s, const std::vector<SpatialDim>& dims,
+                                 const std::vector<DimPlan>& plans) {
+  std::vector<Border> out(dims.size());
+  bool any = false;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    const DimPlan& p = plans[k];
+    // One block: its halos are the zero boundary, so padding is exact along it.
+    if (dims[k].blocks.empty() || s.size_of(dims[k].blocks) == 1 || p.halo_left + p.halo_right == 0)
+      continue;
+    Border& b = out[k];
+    b.exchange = true;
+    if (any)
+      continue;
+    const std::int64_t n = s.size_of(dims[k].dim), l = p.halo_left;
+    b.stride = p.patch.stride;
+    b.span = p.patch.dilation * (p.patch.size - 1) + 1;
+    b.m = n / b.stride;
+    b.top = (l + b.stride - 1) / b.stride;
+    const std::int64_t past = l + n - b.span + 1;  // first output reading the right halo: ceil
+    b.first = std::min(b.m, std::max<std::int64_t>(0, (past + b.stride - 1) / b.stride));
+    if (b.first <= b.top)
+      return {};
+    b.active = any = true;
+  }
+  return any ? out : std::vector<Border>{};
+}
+
+// The m outputs of a block along the split dim `d` from its three parts: the top and bottom
+// border rows (from `xh`, halos exchanged) around the interior rows. Each part is zero-padded to
+// the m rows and summed (x + 0 is x): one pass per part, where the concat kernel measured 10-30x
+// slower (bench_spatial).
+Tensor join_rows(const std::string& d, std::int64_t m, const std::vector<Tensor>& parts) {
+  Tensor y;
+  std::int64_t at = 0;
+  for (const Tensor& part : parts) {
+    const std::int64_t rows = part.shape().size_of(d);
+    const Tensor placed = rows == m ? part : pad(part, d, at, m - at - rows);
+    y = y.valid() ? y + placed : placed;
+    at += rows;
+  }
+  return y;
+}
+
+// conv(x with halos) along the split dim as its interior rows, which read the block only (no
+// communication along it), and its border rows, from the exchanged halo. Built in the order the
+// lowering keeps (docs/spatial.md#overlap): the other dims' exchanges, the split dim's, the
+// interior (overlap_halos moves that exchange's wait after it), the border.
+Tensor conv_overlapped(const ConvCore& core, const Tensor& x, const std::vector<DimPlan>& plans,
+                       const std::vector<Border>& borders) {
+  std::vector<PatchDim> patches = patch_dims(plans);  // blocked dims of one block as padding
+  Tensor xo = x;  // x exchanged along every dim but the split one
+  size_t split = 0;
+  for (size_t k = 0; k < plans.size(); ++k) {
+    if (core.dims[k].blocks.empty())
+      continue;
+    if (borders[k].active) {
+      split = k;
+    } else if (!borders[k].exchange) {
+      patches[k].pad_before = plans[k].halo_left;
+      patches[k].pad_after = plans[k].halo_right;
+    } else {
+      xo = halo_exchange(xo, core.dims[k].blocks, core.dims[k].dim, plans[k].halo_left,
+                         plans[k].halo_right);
+    }
+  }
+  const SpatialDim& d = core.dims[split];
+  const Border& b = borders[split];
+  const std::int64_t l = plans[split].halo_left;
+  const Tensor xh = halo_exchange(xo, d.blocks, d.dim, l, plans[split].halo_right);
+  // The interior rows [top, first) read block rows only (widened row r is block row r - l).
+  const Tensor interior =
+      core(slice(xo, d.dim, b.begin(b.top) - l, b.rows(b.top, b.first)), patches);
+  std::vector<Tensor> parts;  // a one-sided halo has a border on one side only
+  if (b.top > 0)
+    parts.push_back(core(slice(xh, d.dim, 0, b.rows(0, b.top)), patches));
+  parts.push_back(interior);
+  if (b.first < b.m)
+    parts.push_back(core(slice(xh, d.dim, b.begin(b.first), b.rows(b.first, b.m)), patches));
+  return join_rows(d.dim, b.m, parts);
+}
+
 }  // namespace
 
 Tensor conv(const Tensor& x, const Tensor& filter, const std::vector<SpatialDim>& dims,
@@ -178,17 +300,14 @@ Tensor conv(const Tensor& x, const Tensor& filter, const std::vector<SpatialDim>
   const char* where = "mtk::nn::conv";
   check_channels(x, filter, dims, in_channels, out_channels, where);
   offer_splits(x.graph(), dims, out_channels);
+  const ConvCore core{filter, dims, in_channels, out_channels, describe(x), where};
   const std::vector<DimPlan> plans = plan_dims(x, filter, dims, padding, where);
-  const Tensor cols = extract_patches(exchange_halos(x, dims, plans, 0.0), patch_dims(plans));
-  const Shape out = without_taps(cols.shape(), dims, in_channels,
-                                 {out_channels, filter.shape().size_of(out_channels)});
-  const Dimension taps = merged_taps(filter.shape(), dims);
-  check_rank(merge_trailing(cols.shape(), dims.size(), taps), describe(x), where);
-  if (dims.size() == 1)
-    return einsum({cols, filter}, out);
-  return einsum({reshape(cols, merge_trailing(cols.shape(), dims.size(), taps)),
-                 merged_filter(filter, dims, taps)},
-                out);
+  if (runtime_options().overlap_halo()) {  // MTK_OVERLAP_HALO: interior first, then the border
+    const auto borders = plan_borders(x.shape(), dims, plans);
+    if (!borders.empty())
+      return conv_overlapped(core, x, plans, borders);
+  }
+  return core(exchange_halos(x, dims, plans, 0.0), patch_dims(plans));
 }
 
 Tensor conv_transpose(const Tensor& x, const Tensor& filter, const std::vector<SpatialDim>& dims,

@@ -5,9 +5,13 @@
 #include <mtk/graph/gradient_context.hpp>
 #include <mtk/kernels/halo.hpp>
 #include <mtk/lower/lowering_context.hpp>
+#include <mtk/lower/overlap.hpp>
 #include <mtk/ops/halo_exchange.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
 #include <mtk/parallel/halo.hpp>
+
+#include <deque>
+#include <memory>
 
 namespace mtk {
 namespace {
@@ -81,6 +85,82 @@ FView halo_adjoint(const ExecSpace& space, const HaloPlan& p, const FView& dy) {
                             a.right);
 }
 
+// The exchange in flight of one lowered halo op, from its start step to its finish step (a
+// recomputed segment's copies run later: the token orders each start after the last finish).
+struct HaloFlights {
+  std::deque<std::unique_ptr<HaloExchange<float>>> in_flight;
+};
+
+// Split over a mesh dim: a start step (pack the strips, post the transfers) and a finish step
+// (wait, then assemble or fold with the strips). Forward, the start already assembles y with
+// placeholder strips and the finish only places the remote strips; adjoint, the finish folds
+// (each position's terms in halo_fold's order). Adjacent they compute what halo_forward and
+// halo_adjoint do, bitwise; MTK_OVERLAP_HALO moves them apart (overlap_halos). `token`: the
+// receive buffer, which ties the finish to its start.
+void add_split_steps(Lowering& l, const HaloPlan& p, bool adjoint, int xin, int token, int mid) {
+  auto flights = std::make_shared<HaloFlights>();
+  const std::int64_t nb = p.local[p.blocks].size, n = p.local[p.block].size;
+  const std::int64_t strip = p.local.num_elements() / nb / n;
+  const HaloAttrs a = p.a;
+  // Forward: the left neighbour's tail arrives first in the token, then the right one's head.
+  // Adjoint: the left neighbour's right halo (width right), then the right one's left halo.
+  const std::int64_t first = strip * (adjoint ? a.right : a.left);
+  const std::int64_t second = strip * (adjoint ? a.left : a.right);
+  const float fill = adjoint ? 0.0f : static_cast<float>(a.fill);
+  auto halves = [=](const FView& recv) {
+    return std::make_pair(FView(Kokkos::subview(recv, std::make_pair(std::int64_t(0), first))),
+                          FView(Kokkos::subview(recv, std::make_pair(first, first + second))));
+  };
+  l.add_step_of(
+      halo_start_kind(), cat(l.label(), " start"), {xin},
+      adjoint ? std::vector<int>{token} : std::vector<int>{token, mid},
+      [=](Buffers& b, const ExecSpace& space) {
+        // A finish always runs before the next start (the token orders them): one left over is
+        // a run that failed between them.
+        if (!flights->in_flight.empty())
+          fail("mtk::Program::run", cat(a.blocks, "/", a.block, ": a halo exchange of a failed ",
+                                        "run is still in flight; lower the program again"));
+        const FView x = view_of<float>(b, xin);
+        const FView recv = filled(space, first + second, fill);
+        const auto [from_left, from_right] = halves(recv);
+        // Forward: my last block's tail to the right, my first block's head to the left; adjoint:
+        // my first block's left halo to the left, my last block's right halo to the right.
+        const FView to_left = kernels::halo_strip(space, p.local, x, p.blocks, p.block, 0, 0,
+                                                  adjoint ? a.left : a.right);
+        const std::int64_t w = adjoint ? a.right : a.left;
+        const FView to_right =
+            kernels::halo_strip(space, p.local, x, p.blocks, p.block, nb - 1, n - w, w);
+        flights->in_flight.push_back(std::make_unique<HaloExchange<float>>(
+            p.mesh, p.axis, p.periodic(), to_left, to_right, from_left, from_right));
+        b[static_cast<size_t>(token)] = Program::Buffer(recv);
+        if (!adjoint)  // the local blocks' halos now; the remote strips' places hold the fill
+          b[static_cast<size_t>(mid)] = Program::Buffer(kernels::halo_assemble(
+              space, p.local, x, p.blocks, p.block, filled(space, first, fill),
+              filled(space, second, fill), a.left, a.right));
+      },
+      0, Program::Category::collective);
+  const Shape out = l.local(mid);
+  l.add_step(
+      cat(l.label(), " finish"),
+      adjoint ? std::vector<int>{token, xin} : std::vector<int>{token, mid}, {mid},
+      [=](Buffers& b, const ExecSpace& space) {
+        if (flights->in_flight.empty())
+          fail("mtk::halo_exchange",
+               cat(a.blocks, "/", a.block, ": finish with nothing in flight"));
+        flights->in_flight.front()->finish();
+        flights->in_flight.pop_front();
+        const auto [from_left, from_right] = halves(view_of<float>(b, token));
+        if (adjoint)
+          b[static_cast<size_t>(mid)] =
+              Program::Buffer(kernels::halo_fold(space, p.local, view_of<float>(b, xin), p.blocks,
+                                                 p.block, from_left, from_right, a.left, a.right));
+        else
+          kernels::halo_place(space, out, view_of<float>(b, mid), p.blocks, p.block, from_left,
+                              from_right, a.left, a.right);
+      },
+      static_cast<double>(out.num_elements()));
+}
+
 void lower_halo(Lowering& l, const HaloAttrs& a, bool adjoint) {
   const int x = l.op().inputs[0], y = l.op().outputs[0];
   l.materialize(x);
@@ -89,23 +169,30 @@ void lower_halo(Lowering& l, const HaloAttrs& a, bool adjoint) {
   p.blocks = p.local.index_of(a.blocks);
   p.block = p.local.index_of(a.block);
   const int axis = l.axes(xin)[static_cast<size_t>(p.blocks)];
+  // Written in y's own buffer where the layouts agree: no alias step, which overlap_halos could
+  // not move the finish past.
+  const bool direct = l.axes(y) == l.axes(xin);
+  const int mid = direct ? y : l.new_temp(l.layout(y).shape(), l.axes(xin), DType::float32);
   if (axis >= 0 && l.mesh_shape()[axis].size > 1) {
     p.axis = axis;
     // One strip to each side: (left + right) positions of every other dim of one block.
     const std::int64_t strip = p.local.num_elements() / p.local[p.blocks].size /
                                p.local[p.block].size * (a.left + a.right);
+    const int token = l.new_temp(Shape({{"halo_strips", strip}}), {-1}, DType::float32);
     l.count_comm(Collective::halo, strip * static_cast<std::int64_t>(sizeof(float)), {axis});
+    add_split_steps(l, p, adjoint, xin, token, mid);
+  } else {  // a local copy
+    l.add_step(
+        l.label(), {xin}, {mid},
+        [=](Buffers& b, const ExecSpace& space) {
+          const FView in = view_of<float>(b, xin);
+          b[static_cast<size_t>(mid)] =
+              Program::Buffer(adjoint ? halo_adjoint(space, p, in) : halo_forward(space, p, in));
+        },
+        static_cast<double>(l.local(mid).num_elements()));
   }
-  const int mid = l.new_temp(l.layout(y).shape(), l.axes(xin), DType::float32);
-  l.add_step(
-      l.label(), {xin}, {mid},
-      [=](Buffers& b, const ExecSpace& space) {
-        const FView in = view_of<float>(b, xin);
-        b[static_cast<size_t>(mid)] =
-            Program::Buffer(adjoint ? halo_adjoint(space, p, in) : halo_forward(space, p, in));
-      },
-      static_cast<double>(l.local(mid).num_elements()));
-  l.add_alias(l.relayout(mid, l.axes(y)), y);
+  if (!direct)
+    l.add_alias(l.relayout(mid, l.axes(y)), y);
 }
 
 void lower_halo_exchange(Lowering& l, const HaloAttrs& a) {
