@@ -1,5 +1,6 @@
 // Training state: stop_gradient, assign (set, add, subtract).
 #include <mtk/base/error.hpp>
+#include <mtk/kernels/bfloat16_storage.hpp>
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
@@ -38,7 +39,10 @@ void lower_assign(Lowering& l, const AssignAttrs& attrs) {
   Program::Buffer* storage = l.variable_storage(var);
   l.add_assignment(l.label(), val, var, [=](Buffers& b, const ExecSpace& space) {
     const Program::Buffer& v = b[static_cast<size_t>(val)];
-    if (mode == AssignMode::set) {
+    if (storage->dtype() == DType::bfloat16) {  // computed in float32, kept rounded to bf16
+      const float sign = mode == AssignMode::set ? 0.f : mode == AssignMode::add ? 1.f : -1.f;
+      kernels::store_bfloat16(space, v.view<float>(), sign, storage->view<std::uint16_t>());
+    } else if (mode == AssignMode::set) {
       if (v.data() != storage->data())
         *storage = v;
     } else {
