@@ -165,6 +165,10 @@ TEST(Bf16Variables, MemoryPredictionCountsHalfTheBytes) {
       if (g.op(i).name != "global_step")
         *state_elements += g.tensor_info(g.op(i).outputs[0]).shape.num_elements();
     const auto p = analyze(g, MeshShape::parse("a:2"), LayoutRules::parse("d_ff:a"));
+    for (const auto& name : p->variable_names())
+      EXPECT_EQ(p->variable_storage_dtype(name),
+                name == "global_step" ? DType::float32 : s.variables)
+          << name;
     return p->counters();
   };
   std::int64_t n32 = 0, n16 = 0;

@@ -38,6 +38,8 @@ class Lowering {
 
   // ------------------------------------------------------------------ the op being lowered
   const Operation& op() const { return g_.op(op_index_); }
+  /// The graph being lowered.
+  const Graph& graph() const { return g_; }
   /// "<kind> '<op name>'": the label of the op's steps.
   std::string label() const;
 

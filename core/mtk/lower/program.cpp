@@ -311,9 +311,13 @@ DType Program::variable_storage_dtype(const std::string& name) const {
   auto it = variable_tensor_.find(name);
   if (it == variable_tensor_.end())
     fail("mtk::Program::variable_storage_dtype", cat("no variable '", name, "'"));
-  const auto s = variables_.find(it->second);
-  return s == variables_.end() || s->second.empty() ? graph_->tensor_info(it->second).dtype
-                                                    : s->second.dtype();
+  const Buffer& b = variables_.at(it->second);
+  if (!b.empty())
+    return b.dtype();
+  // Built by analyze(): no storage, the variable op says.
+  const TensorInfo& info = graph_->tensor_info(it->second);
+  const DType stored = graph_->variable_attrs(info.producer).storage;
+  return stored == DType::bfloat16 ? stored : info.dtype;
 }
 
 Kokkos::View<float*> Program::variable_slice_float32(const std::string& name) const {
