@@ -6,6 +6,8 @@
 // --recompute none|attention|layer, --microbatches k: model.recompute, train.microbatches
 // (docs/memory.md; bench/run-memory-bench). --loss-chunks c: model.loss_chunks.
 // --steps 0: no step runs; prints analyze()'s prediction only (peak, variables, FLOPs).
+// --variable-dtype, --slot-dtype float32|bfloat16: train.variable_dtype,
+// train.optimizer_slot_dtype.
 
 #include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
@@ -110,6 +112,7 @@ int run(int argc, char** argv) {
   std::string mesh_text = "batch:" + std::to_string(ranks), layout_text = "batch:batch",
               opt = "adam";
   int steps = 3, microbatches = 1;
+  mtk::DType variable_dtype = mtk::DType::float32, slot_dtype = mtk::DType::float32;
   mtk::nn::TransformerConfig c;  // defaults are the standard benchmark model
   c.vocab_size = 32000;
   c.d_model = 512;
@@ -159,6 +162,10 @@ int run(int argc, char** argv) {
       c.recompute = recompute_of(v);
     else if (k == "--loss-chunks")
       c.loss_chunks = std::stoll(v);
+    else if (k == "--variable-dtype" && mtk::dtype_from_name(v, variable_dtype))
+      continue;
+    else if (k == "--slot-dtype" && mtk::dtype_from_name(v, slot_dtype))
+      continue;
     else
       mtk::fail("bench_lm_train", "unknown option " + k);
   }
@@ -180,6 +187,7 @@ int run(int argc, char** argv) {
     optimizer = std::make_unique<mtk::optim::Adafactor>();
   else
     optimizer = std::make_unique<mtk::optim::Adam>();
+  optimizer->set_state_dtypes(variable_dtype, slot_dtype);
   mtk::optim::LearningRateSchedule lr;
   lr.kind = mtk::optim::LearningRateSchedule::Kind::constant;
   lr.value = 1e-4;
@@ -245,7 +253,7 @@ int run(int argc, char** argv) {
         "\"model_flops_per_step\":%.0f,\"recompute\":\"%s\",\"microbatches\":%d,"
         "\"variable_bytes\":%lld,\"recomputed_steps\":%lld,\"program_flops_per_step\":%.0f,"
         "\"live_peak_bytes\":%lld,\"pool_peak_bytes\":%lld,\"predicted_over_kokkos\":%.3f,"
-        "\"loss_chunks\":%lld}\n",
+        "\"loss_chunks\":%lld,\"variable_dtype\":\"%s\",\"slot_dtype\":\"%s\"}\n",
         ranks, mesh_text.c_str(), layout_text.c_str(), opt.c_str(), tokens, step_s, tokens / step_s,
         flops / step_s / 1e9, ceiling, fastest.backend.c_str(), rates_json.c_str(),
         flops / step_s / 1e9 / ceiling, loss, split["compute"] / steps,
@@ -258,7 +266,8 @@ int run(int argc, char** argv) {
         static_cast<long long>(program->recomputed_steps()), program->counters().total_flops(),
         static_cast<long long>(program->counters().live_peak_bytes), pool_peak,
         static_cast<double>(program->counters().peak_bytes) / static_cast<double>(kokkos_peak),
-        static_cast<long long>(c.loss_chunks));
+        static_cast<long long>(c.loss_chunks), mtk::dtype_name(variable_dtype),
+        mtk::dtype_name(slot_dtype));
   }
   if (rank == 0 && std::getenv("MTK_BENCH_DETAIL")) {
     for (const auto& [k, v] : program->time_by_kind())

@@ -3,6 +3,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/config/config.hpp>
 #include <mtk/config/model_config.hpp>
+#include <mtk/config/training_config.hpp>
 
 #include <gtest/gtest.h>
 
@@ -154,4 +155,32 @@ TEST(Config, ActivationDtypeIsFloat32OrBfloat16) {
                        "m.yaml: model.activation_dtype = 'float16' is not one of float32, "
                        "bfloat16"))
       << bad;
+}
+
+TEST(Config, VariableAndSlotDtypesAreFloat32OrBfloat16) {
+  const auto defaults =
+      config::read_training_settings(Config::from_string("train: {}\n", "t.yaml"));
+  EXPECT_EQ(defaults.optimizer.variable_dtype, DType::float32);
+  EXPECT_EQ(defaults.optimizer.slot_dtype, DType::float32);
+  const auto s = config::read_training_settings(Config::from_string(
+      "train: {optimizer: adam, variable_dtype: bfloat16, optimizer_slot_dtype: bfloat16}\n",
+      "t.yaml"));
+  EXPECT_EQ(s.optimizer.variable_dtype, DType::bfloat16);
+  EXPECT_EQ(s.optimizer.slot_dtype, DType::bfloat16);
+  const auto optimizer = config::make_optimizer(s.optimizer);
+  EXPECT_EQ(optimizer->variable_dtype(), DType::bfloat16);
+  EXPECT_EQ(optimizer->slot_dtype(), DType::bfloat16);
+  // Written back, read again: the same.
+  Config out = Config::from_string("{}\n", "out.yaml");
+  config::write_training_settings(out, s);
+  EXPECT_EQ(config::read_training_settings(out).optimizer.slot_dtype, DType::bfloat16);
+  for (const char* key : {"variable_dtype", "optimizer_slot_dtype"}) {
+    const auto bad = error_of([&] {
+      config::read_training_settings(
+          Config::from_string(std::string("train: {") + key + ": float16}\n", "t.yaml"));
+    });
+    EXPECT_TRUE(contains(
+        bad, std::string("t.yaml: train.") + key + " = 'float16' is not one of float32, bfloat16"))
+        << bad;
+  }
 }

@@ -156,7 +156,7 @@ StepResult Trainer::evaluate(const IdxImages& images, const std::vector<std::uin
                              std::int64_t limit) {
   // The evaluation program gets copies of the trained weights (same names, same layouts).
   for (const auto& name : eval_program_->variable_names()) {
-    const auto from = train_program_->variable_slice(name);
+    const auto from = train_program_->variable_slice_float32(name);
     Kokkos::View<float*> copy(Kokkos::view_alloc(Kokkos::WithoutInitializing, name),
                               from.extent(0));
     Kokkos::deep_copy(copy, from);

@@ -33,7 +33,7 @@ std::vector<std::string> copy_weights(Program& source, Program& target) {
     const TensorLayout& from = source.variable_layout(name);
     Kokkos::View<float*> dst = target.variable_slice(name);
     if (from.to_string() == to.to_string() && from.mesh().to_string() == to.mesh().to_string()) {
-      Kokkos::deep_copy(dst, source.variable_slice(name));
+      Kokkos::deep_copy(dst, source.variable_slice_float32(name));  // bf16 master: widened
       continue;
     }
     // Another layout: this rank's block of the gathered value.

@@ -123,6 +123,21 @@ const VariableAttrs& Graph::variable_attrs(int i) const {
   return *static_cast<const VariableAttrs*>(o.attributes.get());
 }
 
+void Graph::set_variable_storage(const std::string& name, DType storage) {
+  const char* where = "mtk::Graph::set_variable_storage";
+  const auto it = variable_by_name_.find(name);
+  if (it == variable_by_name_.end())
+    fail(where, cat("no variable named '", name, "'"));
+  Operation& o = ops_[static_cast<size_t>(it->second)];
+  const DType dtype = tensor_info(o.outputs[0]).dtype;
+  if (storage != DType::float32 && (storage != DType::bfloat16 || dtype != DType::float32))
+    fail(where, cat("variable '", name, "' of ", dtype_name(dtype), " cannot be stored as ",
+                    dtype_name(storage), " (float32 variables: float32 or bfloat16)"));
+  VariableAttrs a = variable_attrs(it->second);
+  a.storage = storage;
+  o.attributes = std::make_shared<const VariableAttrs>(a);
+}
+
 std::vector<std::pair<std::string, const Operation*>> Graph::unsplittable_dims() const {
   std::vector<std::pair<std::string, const Operation*>> out;
   for (const auto& o : ops_)

@@ -72,6 +72,9 @@ struct Initializer {
 struct VariableAttrs {
   Initializer init;
   bool trainable = true;  ///< false for optimizer slots and counters
+  /// How the values are stored between runs: float32, or bfloat16 for a float32 variable (read as
+  /// a float32 tensor, assignments rounded to nearest even; Graph::set_variable_storage).
+  DType storage = DType::float32;
 };
 
 struct TensorInfo {
@@ -126,6 +129,9 @@ class Graph {
 
   /// The attributes of variable op i.
   const VariableAttrs& variable_attrs(int i) const;
+  /// Stores float32 variable `name` as `storage` (float32 or bfloat16) from now on: its tensor
+  /// stays float32, lowering keeps the slice in that type (Mesh-TF's master dtype).
+  void set_variable_storage(const std::string& name, DType storage);
 
   /// Indices of the variable operations, in creation order.
   const std::vector<int>& variable_ops() const { return variable_ops_; }

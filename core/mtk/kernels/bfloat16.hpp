@@ -32,4 +32,12 @@ KOKKOS_INLINE_FUNCTION std::uint16_t to_bfloat16_bits(float x) {
   return static_cast<std::uint16_t>(u >> 16);
 }
 
+/// The float32 value of bfloat16 bit pattern `bits` (exact).
+KOKKOS_INLINE_FUNCTION float from_bfloat16_bits(std::uint16_t bits) {
+  const std::uint32_t u = static_cast<std::uint32_t>(bits) << 16;
+  float y = 0;
+  memcpy(&y, &u, sizeof y);
+  return y;
+}
+
 }  // namespace mtk::kernels

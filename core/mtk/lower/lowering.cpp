@@ -307,14 +307,20 @@ void Lowering::add_placeholder(int t) {
   p_->placeholders_.push_back(t);
 }
 
-void Lowering::add_variable(int t, const std::string& name, const Program::Buffer& storage) {
+void Lowering::add_variable(int t, const std::string& name, const Program::Buffer& storage,
+                            DType stored) {
   p_->variables_[t] = storage;
   p_->adopt_variable_storage(storage);
   p_->variable_tensor_[name] = t;
   p_->variable_order_.push_back(name);
-  p_->persistent_.push_back(t);
+  const bool own_type = stored == dtype(t);
+  if (own_type)
+    p_->persistent_.push_back(t);
+  else  // bfloat16 storage: t's slot is the float32 copy read from it (memory_model.hpp)
+    stored_.emplace_back(stored, local(t).num_elements());
+  const SlotSize bytes{stored, local(t).num_elements()};
   p_->counters_.variable_bytes =
-      checked_add(p_->counters_.variable_bytes, local_bytes(t), "mtk::lower",
+      checked_add(p_->counters_.variable_bytes, bytes.bytes(), "mtk::lower",
                   [&] { return cat("the bytes of the variables (at '", name, "')"); });
 }
 
@@ -364,6 +370,8 @@ void Lowering::finish() {
   lifetimes.deaths = &p_->deaths_;
   lifetimes.placeholders = p_->placeholders_;
   lifetimes.persistent = p_->persistent_;
+  for (const auto& [stored, elements] : stored_)
+    lifetimes.stored.push_back({stored, elements});
   lifetimes.slots.resize(static_cast<size_t>(n));
   for (int t = 0; t < n; ++t)
     lifetimes.slots[static_cast<size_t>(t)] = {dtype(t), local(t).num_elements()};

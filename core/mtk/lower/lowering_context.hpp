@@ -38,6 +38,8 @@ class Lowering {
 
   // ------------------------------------------------------------------ the op being lowered
   const Operation& op() const { return g_.op(op_index_); }
+  /// The graph being lowered.
+  const Graph& graph() const { return g_; }
   /// "<kind> '<op name>'": the label of the op's steps.
   std::string label() const;
 
@@ -124,8 +126,10 @@ class Lowering {
 
   // -------------------------------------------------------------- program-level state
   void add_placeholder(int t);
-  /// Registers variable tensor t (op name `name`) with its initial storage.
-  void add_variable(int t, const std::string& name, const Program::Buffer& storage);
+  /// Registers variable tensor t (op name `name`) with its initial storage, of type `stored`
+  /// (bfloat16: not t's buffer, read by a step of the variable op's lowering).
+  void add_variable(int t, const std::string& name, const Program::Buffer& storage,
+                    DType stored = DType::float32);
   /// The live storage of variable tensor t, for assignments run at the end of each run.
   Program::Buffer* variable_storage(int t) { return &p_->variables_[t]; }
   /// Appends an assignment (run after every other step); `value` stays alive until then.
@@ -149,6 +153,7 @@ class Lowering {
   std::map<int, DType> temp_dtype_;
   std::vector<int> keep_to_end_;
   std::int64_t bf16_variable_copy_bytes_ = 0;            // plan_bf16_copies()
+  std::vector<std::pair<DType, std::int64_t>> stored_;   // bfloat16 variables' storage (elements)
   bool communicates_ = false;                            // count_comm since the last step
   std::vector<std::pair<DType, std::int64_t>> scratch_;  // add_scratch since the last step
   // What each step costs and which op it was lowered for, so a step run again (recomputation,

@@ -22,6 +22,8 @@ class Replay {
   MemoryPrediction run() {
     for (int t : p_.persistent)
       allocate(t);
+    for (const SlotSize& s : p_.stored)
+      allocate({s.dtype, s.bytes()});
     for (int t : p_.placeholders)
       if (!persistent_.at(static_cast<size_t>(t)))
         allocate(t);

@@ -35,6 +35,9 @@ struct ProgramLifetimes {
   std::vector<int> placeholders;
   std::vector<int> persistent;
   std::vector<SlotSize> slots;  ///< by slot id
+  /// Variable storage outside the slots, held for the whole run: bfloat16 variables, whose slot
+  /// is the float32 copy a step of the program reads from it.
+  std::vector<SlotSize> stored;
 };
 
 struct MemoryPrediction {

@@ -1,6 +1,7 @@
 #include <mtk/base/allocation.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/base/runtime_options.hpp>
+#include <mtk/kernels/bfloat16_storage.hpp>
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/lower/overlap.hpp>
 #include <mtk/lower/program.hpp>
@@ -74,7 +75,7 @@ void Program::set_buffer_reuse(bool on) {
 void Program::adopt_variable_storage(const Buffer& b) {
   if (!reuse_buffers_ || b.empty())
     return;
-  visit_dtype(b.dtype(), [&](auto t) { pool_->adopt(b.view<decltype(t)>()); });
+  visit_storage_dtype(b.dtype(), [&](auto t) { pool_->adopt(b.view<decltype(t)>()); });
 }
 
 const TensorLayout& Program::layout(const Tensor& t) const {
@@ -197,6 +198,8 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
   for (const auto& t : fetches)
     keep.at(static_cast<size_t>(t.id())) = true;
   for (const auto& [t, v] : variables_) {
+    if (v.dtype() != graph_->tensor_info(t).dtype)
+      continue;  // bfloat16 storage: a step of the program reads it as a float32 copy
     buffers[static_cast<size_t>(t)] = v;
     keep[static_cast<size_t>(t)] = true;
   }
@@ -250,10 +253,14 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
     if (bf16_kept_tensors_ > 0)
       for (int t : bf16_drop_after_[s])
         bf16_copies_->forget(buffers[static_cast<size_t>(t)].data());
-    // Free each buffer after the last use of its value.
+    // Free each buffer after the last use of its value (with any bf16 copy of it: the pool may
+    // hand its storage to another tensor).
     for (int t : deaths_[s])
-      if (!keep[static_cast<size_t>(t)])
+      if (!keep[static_cast<size_t>(t)]) {
+        if (bf16_kept_tensors_ > 0)
+          bf16_copies_->forget(buffers[static_cast<size_t>(t)].data());
         buffers[static_cast<size_t>(t)] = Buffer();
+      }
   }
   bf16_copies_->clear();
   std::vector<HostTensor> out;
@@ -309,15 +316,44 @@ void Program::set_variable_slice(const std::string& name, const Kokkos::View<flo
     fail("mtk::Program::set_variable_slice",
          cat("variable '", name, "' slice ", ls.to_string(), " needs ", ls.num_elements(),
              " values, got ", slice.extent(0)));
-  variables_[it->second] = Buffer(slice);
-  adopt_variable_storage(variables_[it->second]);
+  Buffer& storage = variables_[it->second];
+  if (storage.dtype() == DType::bfloat16) {  // rounded into the live storage (assign reads it)
+    kernels::store_bfloat16(space_, slice, 0.f, storage.view<std::uint16_t>());
+    space_.fence();
+    return;
+  }
+  storage = Buffer(slice);
+  adopt_variable_storage(storage);
+}
+
+DType Program::variable_storage_dtype(const std::string& name) const {
+  auto it = variable_tensor_.find(name);
+  if (it == variable_tensor_.end())
+    fail("mtk::Program::variable_storage_dtype", cat("no variable '", name, "'"));
+  const Buffer& b = variables_.at(it->second);
+  if (!b.empty())
+    return b.dtype();
+  // Built by analyze(): no storage, the variable op says.
+  const TensorInfo& info = graph_->tensor_info(it->second);
+  const DType stored = graph_->variable_attrs(info.producer).storage;
+  return stored == DType::bfloat16 ? stored : info.dtype;
+}
+
+Kokkos::View<float*> Program::variable_slice_float32(const std::string& name) const {
+  if (variable_storage_dtype(name) != DType::bfloat16)
+    return variable_slice(name);
+  const Buffer& b = variables_.at(variable_tensor_.at(name));
+  return kernels::widen_bfloat16(space_, b.view<std::uint16_t>());
 }
 
 HostTensor Program::variable_value(const std::string& name) {
   auto it = variable_tensor_.find(name);
   if (it == variable_tensor_.end())
     fail("mtk::Program::variable_value", cat("no variable '", name, "'"));
-  return gather_global(it->second, variables_.at(it->second));
+  const Buffer& b = variables_.at(it->second);
+  if (b.dtype() == DType::bfloat16)
+    return gather_global(it->second, Buffer(variable_slice_float32(name)));
+  return gather_global(it->second, b);
 }
 
 std::string Program::explain() const {

@@ -150,7 +150,8 @@ class Program {
     }
     /// Address of the first element (nullptr when empty).
     const void* data() const {
-      return visit_dtype(dtype_, [&](auto t) -> const void* { return view<decltype(t)>().data(); });
+      return visit_storage_dtype(dtype_,
+                                 [&](auto t) -> const void* { return view<decltype(t)>().data(); });
     }
 
    private:
@@ -245,10 +246,17 @@ class Program {
   /// Names of the variables, in creation order.
   std::vector<std::string> variable_names() const;
   const TensorLayout& variable_layout(const std::string& name) const;
-  /// This rank's slice of a variable (the live storage: writes change the variable).
+  /// This rank's slice of a variable (the live storage: writes change the variable); empty for a
+  /// variable stored in another type (variable_storage_dtype, variable_slice_float32).
   Kokkos::View<float*> variable_slice(const std::string& name) const;
+  /// Sets the slice from float32 values; a bfloat16 variable keeps them rounded to nearest even.
   void set_variable_slice(const std::string& name, const Kokkos::View<float*>& slice);
-  /// The whole variable, gathered on every rank (collective).
+  /// How a variable is stored: float32, int32, or bfloat16 (VariableAttrs::storage).
+  DType variable_storage_dtype(const std::string& name) const;
+  /// This rank's slice of a float32 variable as float32 values: the live storage, or for a
+  /// bfloat16 variable a widened copy (exact).
+  Kokkos::View<float*> variable_slice_float32(const std::string& name) const;
+  /// The whole variable, gathered on every rank (collective); bfloat16 storage widened.
   HostTensor variable_value(const std::string& name);
 
  private:

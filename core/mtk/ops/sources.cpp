@@ -1,5 +1,6 @@
 // Source ops: variable, placeholder, constant, range, random_uniform, random_normal (+ dropout).
 #include <mtk/base/error.hpp>
+#include <mtk/kernels/bfloat16_storage.hpp>
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/elementwise.hpp>
@@ -48,7 +49,22 @@ Program::Buffer initial_value(Lowering& l, const Operation& o, const Initializer
 void lower_variable(Lowering& l, const VariableAttrs& attrs) {
   const Operation& o = l.op();
   const int t = o.outputs[0];
-  l.add_variable(t, o.name, initial_value(l, o, attrs.init, t));
+  if (attrs.storage != DType::bfloat16) {
+    l.add_variable(t, o.name, initial_value(l, o, attrs.init, t));
+    return;
+  }
+  // Stored as bf16 (Mesh-TF's master dtype), read as a float32 tensor (its slice dtype): the
+  // initial values rounded once, and a step that widens the storage where the variable is read.
+  Program::Buffer init = initial_value(l, o, attrs.init, t);
+  if (!init.empty())
+    init = kernels::narrow_bfloat16(l.space(), init.view<float>());
+  l.add_variable(t, o.name, init, DType::bfloat16);
+  const Program::Buffer* storage = l.variable_storage(t);
+  l.add_step(cat("read bfloat16 variable '", o.name, "'"), {}, {t},
+             [storage, t](Buffers& b, const ExecSpace& space) {
+               b[static_cast<size_t>(t)] =
+                   kernels::widen_bfloat16(space, storage->view<std::uint16_t>());
+             });
 }
 
 constexpr auto variable_op = make_op_kind<VariableAttrs>("variable", {FlopClass::none},
@@ -134,14 +150,23 @@ constexpr auto random_uniform_op =
 constexpr auto random_normal_op =
     make_op_kind<RandomAttrs>("random_normal", {FlopClass::random}, lower_random_normal);
 
+// bfloat16 is a storage type (VariableAttrs::storage), never the type of a graph tensor.
+void require_compute_dtype(DType dtype, const char* where, const std::string& name) {
+  if (dtype == DType::bfloat16)
+    fail(where, cat("'", name, "': bfloat16 is a storage type of variables, not a tensor type; ",
+                    "make a float32 variable and Graph::set_variable_storage(name, bfloat16)"));
+}
+
 }  // namespace
 
 Tensor variable(Graph& g, const std::string& name, const Shape& shape, const Initializer& init,
                 bool trainable, DType dtype) {
+  require_compute_dtype(dtype, "mtk::variable", name);
   return g.add_named_op1(variable_op, name, {}, shape, dtype, VariableAttrs{init, trainable});
 }
 
 Tensor placeholder(Graph& g, const std::string& name, const Shape& shape, DType dtype) {
+  require_compute_dtype(dtype, "mtk::placeholder", name);
   return g.add_named_op1(placeholder_op, name, {}, shape, dtype);
 }
 

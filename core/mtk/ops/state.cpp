@@ -1,5 +1,6 @@
 // Training state: stop_gradient, assign (set, add, subtract).
 #include <mtk/base/error.hpp>
+#include <mtk/kernels/bfloat16_storage.hpp>
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
@@ -30,12 +31,34 @@ struct AssignAttrs {
   AssignMode mode = AssignMode::set;
 };
 
+// A bfloat16 variable: the value, computed in float32, is rounded into the storage by a step
+// right where it is computed, so the float32 value dies there instead of living to the end of the
+// run. The run still sees the old value: its steps read the float32 copy the variable's read step
+// made before (ops/sources.cpp), and nothing reads the storage again in the run (recomputed reads
+// run before the backward, and updates come after it).
+void lower_bfloat16_assign(Lowering& l, AssignMode mode, int val, Program::Buffer* storage) {
+  const float sign = mode == AssignMode::set ? 0.f : mode == AssignMode::add ? 1.f : -1.f;
+  l.add_step(
+      l.label() + " (bfloat16 storage)", {val}, {},
+      [=](Buffers& b, const ExecSpace& space) {
+        kernels::store_bfloat16(space, b[static_cast<size_t>(val)].view<float>(), sign,
+                                storage->view<std::uint16_t>());
+      },
+      0, Program::Category::other);
+}
+
 void lower_assign(Lowering& l, const AssignAttrs& attrs) {
   const Operation& o = l.op();
   const int var = o.inputs[0], val = o.inputs[1];
   l.materialize(val);
   const AssignMode mode = attrs.mode;
   Program::Buffer* storage = l.variable_storage(var);
+  l.count_flops(FlopClass::assign, static_cast<double>(l.local(val).num_elements()));
+  const Graph& g = l.graph();
+  if (g.variable_attrs(g.tensor_info(var).producer).storage == DType::bfloat16) {
+    lower_bfloat16_assign(l, mode, val, storage);
+    return;
+  }
   l.add_assignment(l.label(), val, var, [=](Buffers& b, const ExecSpace& space) {
     const Program::Buffer& v = b[static_cast<size_t>(val)];
     if (mode == AssignMode::set) {
@@ -46,7 +69,6 @@ void lower_assign(Lowering& l, const AssignAttrs& attrs) {
                            storage->view<float>());
     }
   });
-  l.count_flops(FlopClass::assign, static_cast<double>(l.local(val).num_elements()));
 }
 
 constexpr auto assign_kind = make_op_kind<AssignAttrs>("assign", {FlopClass::none}, lower_assign);

@@ -41,6 +41,7 @@ void Adafactor::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>
                       const Tensor& step, const Tensor& lr) {
   if (vars.size() != grads.size())
     fail("mtk::optim::Adafactor::apply", "one gradient per variable");
+  store_variables(vars);
   Graph& g = step.graph();
   // decay = 1 - (step + 1)^-0.8
   Tensor decay = add(negative(pow(add(step, 1.0), -o_.decay_exponent)), 1.0);
@@ -54,8 +55,8 @@ void Adafactor::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>
       Tensor g2 = add(square(grad), o_.epsilon1);
       // d1 = largest ("rows"), d2 = second largest ("cols"): vr drops d2, vc drops d1.
       const std::string d1 = fd[0], d2 = fd[1];
-      Tensor vr = slot_variable(var, "adafactor_vr", without(var.shape(), {d2}));
-      Tensor vc = slot_variable(var, "adafactor_vc", without(var.shape(), {d1}));
+      Tensor vr = slot_variable(var, "adafactor_vr", without(var.shape(), {d2}), slot_dtype());
+      Tensor vc = slot_variable(var, "adafactor_vc", without(var.shape(), {d1}), slot_dtype());
       Tensor new_vr = decay * vr + keep * reduce_mean(g2, {d2});
       Tensor new_vc = decay * vc + keep * reduce_mean(g2, {d1});
       assign(vr, new_vr);
@@ -65,12 +66,12 @@ void Adafactor::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>
       Tensor c_factor = rsqrt(new_vc);
       update = grad * r_factor * c_factor;
     } else if (o_.fused) {
-      Tensor v = slot_variable(var, "adafactor_v", var.shape());
+      Tensor v = slot_variable(var, "adafactor_v", var.shape(), slot_dtype());
       auto next = adafactor_second_moment(v, grad, decay, o_.epsilon1);
       assign(v, next[0]);
       update = next[1];
     } else {
-      Tensor v = slot_variable(var, "adafactor_v", var.shape());
+      Tensor v = slot_variable(var, "adafactor_v", var.shape(), slot_dtype());
       Tensor new_v = decay * v + keep * add(square(grad), o_.epsilon1);
       assign(v, new_v);
       update = grad * rsqrt(new_v);
@@ -83,7 +84,8 @@ void Adafactor::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>
       scale = lr * maximum(rms(var), scalar(g, o_.epsilon2));
     if (o_.fused) {
       // One pass: clip, scale, momentum and the parameter update.
-      Tensor m = o_.beta1 > 0.0 ? slot_variable(var, "adafactor_m", var.shape()) : Tensor();
+      Tensor m =
+          o_.beta1 > 0.0 ? slot_variable(var, "adafactor_m", var.shape(), slot_dtype()) : Tensor();
       auto next = adafactor_apply(
           var, m, update, o_.clipping_threshold > 0.0 ? clip : scalar(g, 1.0), scale, o_.beta1);
       if (o_.beta1 > 0.0)
@@ -95,7 +97,7 @@ void Adafactor::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>
       update = update / clip;
     if (o_.beta1 > 0.0) {
       // Mesh-TensorFlow's order: the momentum averages the clipped, scaled update.
-      Tensor m = slot_variable(var, "adafactor_m", var.shape());
+      Tensor m = slot_variable(var, "adafactor_m", var.shape(), slot_dtype());
       Tensor new_m = multiply(m, o_.beta1) + multiply(update * scale, 1.0 - o_.beta1);
       assign(m, new_m);
       assign_sub(var, new_m);

@@ -16,8 +16,26 @@ Tensor global_step(Graph& g) {
   return variable(g, "global_step", Shape(), Initializer::zeros(), false);
 }
 
-Tensor slot_variable(const Tensor& var, const std::string& suffix, const Shape& shape) {
-  return variable(var.graph(), var.name() + "/" + suffix, shape, Initializer::zeros(), false);
+Tensor slot_variable(const Tensor& var, const std::string& suffix, const Shape& shape,
+                     DType storage) {
+  Tensor slot =
+      variable(var.graph(), var.name() + "/" + suffix, shape, Initializer::zeros(), false);
+  var.graph().set_variable_storage(slot.name(), storage);
+  return slot;
+}
+
+void Optimizer::set_state_dtypes(DType variables, DType slots) {
+  for (DType d : {variables, slots})
+    if (d != DType::float32 && d != DType::bfloat16)
+      fail("mtk::optim::Optimizer::set_state_dtypes",
+           cat("variables and slots are stored as float32 or bfloat16, not ", dtype_name(d)));
+  variable_dtype_ = variables;
+  slot_dtype_ = slots;
+}
+
+void Optimizer::store_variables(const std::vector<Tensor>& vars) const {
+  for (const Tensor& v : vars)
+    v.graph().set_variable_storage(v.name(), variable_dtype_);
 }
 
 Tensor global_norm(const std::vector<Tensor>& tensors) {

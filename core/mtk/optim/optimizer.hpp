@@ -16,16 +16,32 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
   /// Appends the update ops; `step` is the global step before this update, `lr` the learning rate.
+  /// Stores `vars` as variable_dtype() first (Graph::set_variable_storage).
   virtual void apply(const std::vector<Tensor>& vars, const std::vector<Tensor>& grads,
                      const Tensor& step, const Tensor& lr) = 0;
+  /// How the trained variables (Mesh-TF's master dtype) and the optimizer's slots are stored:
+  /// float32 or bfloat16 (read as float32, updates computed in float32 and rounded to nearest
+  /// even). Gradients stay float32.
+  void set_state_dtypes(DType variables, DType slots);
+  DType variable_dtype() const { return variable_dtype_; }
+  DType slot_dtype() const { return slot_dtype_; }
+
+ protected:
+  /// Stores each of `vars` as variable_dtype().
+  void store_variables(const std::vector<Tensor>& vars) const;
+
+ private:
+  DType variable_dtype_ = DType::float32;
+  DType slot_dtype_ = DType::float32;
 };
 
 /// The global step: a non-trainable float32 scalar variable "global_step" (created once).
 Tensor global_step(Graph& g);
 
 /// An optimizer slot of `var`: a non-trainable variable "<var>/<suffix>" of `shape`, zero at start
-/// (checkpoints store it under that name).
-Tensor slot_variable(const Tensor& var, const std::string& suffix, const Shape& shape);
+/// (checkpoints store it under that name), stored as `storage` (float32 or bfloat16).
+Tensor slot_variable(const Tensor& var, const std::string& suffix, const Shape& shape,
+                     DType storage = DType::float32);
 
 /// The global L2 norm of `tensors` (Mesh-TF's clip_by_global_norm): the square root of the sum of
 /// the squares of all their values, a float32 scalar. Each tensor is reduced whole, so on any mesh

@@ -8,6 +8,7 @@ void Sgd::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>& grad
                 const Tensor& lr) {
   if (vars.size() != grads.size())
     fail("mtk::optim::Sgd::apply", "one gradient per variable");
+  store_variables(vars);
   for (size_t k = 0; k < vars.size(); ++k)
     assign_sub(vars[k], grads[k] * lr);
 }

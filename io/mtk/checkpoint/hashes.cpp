@@ -5,6 +5,7 @@
 #include <mtk/files/sha256.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -107,27 +108,32 @@ std::map<std::string, std::vector<size_t>> records_by_name(const SliceTable& t) 
 std::string hash_dataset_block(hid_t dset, const std::vector<std::int64_t>& origin,
                                const std::vector<std::int64_t>& shape, std::int64_t* bytes,
                                const std::string& where, const std::string& what) {
+  // The values as stored: 16-bit integers hold bfloat16 patterns (hdf5.hpp, StoredType).
+  H5Id type(h5(H5Dget_type(dset), where, "H5Dget_type"), H5Tclose);
+  const bool bf16 = H5Tget_class(type) == H5T_INTEGER && H5Tget_size(type) == 2;
+  const std::int64_t esize = bf16 ? 2 : 4;
+  const hid_t memory = bf16 ? H5T_NATIVE_UINT16 : H5T_NATIVE_FLOAT;
   Sha256 h;
+  std::vector<std::byte> buf;
   if (shape.empty()) {
-    float v = 0;
-    read_block(dset, origin, shape, &v, where, what);
-    h.update(&v, sizeof v);
-    *bytes += 4;
+    buf.resize(static_cast<size_t>(esize));
+    read_block(dset, origin, shape, buf.data(), memory, where, what);
+    h.update(buf.data(), buf.size());
+    *bytes += esize;
     return h.hex_digest();
   }
   const std::int64_t row = product(shape) / std::max<std::int64_t>(shape[0], 1);
   const std::int64_t rows_per_read =
-      std::max<std::int64_t>(1, kReadBlockBytes / std::max<std::int64_t>(1, row * 4));
-  std::vector<float> buf;
+      std::max<std::int64_t>(1, kReadBlockBytes / std::max<std::int64_t>(1, row * esize));
   for (std::int64_t r0 = 0; r0 < shape[0]; r0 += rows_per_read) {
     auto o = origin;
     auto s = shape;
     o[0] += r0;
     s[0] = std::min(rows_per_read, shape[0] - r0);
-    buf.resize(static_cast<size_t>(product(s)));
-    read_block(dset, o, s, buf.data(), where, what);
-    h.update(buf.data(), buf.size() * 4);
-    *bytes += static_cast<std::int64_t>(buf.size()) * 4;
+    buf.resize(static_cast<size_t>(product(s) * esize));
+    read_block(dset, o, s, buf.data(), memory, where, what);
+    h.update(buf.data(), buf.size());
+    *bytes += static_cast<std::int64_t>(buf.size());
   }
   return h.hex_digest();
 }
@@ -141,20 +147,23 @@ bool contains(const std::vector<std::int64_t>& outer_origin,
   return true;
 }
 
-std::string hash_sub_block(const float* data, const std::vector<std::int64_t>& region_origin,
+std::string hash_sub_block(const void* values, std::size_t value_bytes,
+                           const std::vector<std::int64_t>& region_origin,
                            const std::vector<std::int64_t>& region_shape,
                            const std::vector<std::int64_t>& origin,
                            const std::vector<std::int64_t>& shape) {
+  const auto* data = static_cast<const unsigned char*>(values);
+  const auto esize = static_cast<std::int64_t>(value_bytes);
   Sha256 h;
   const size_t r = shape.size();
   if (r == 0) {
-    h.update(data, 4);
+    h.update(data, value_bytes);
     return h.hex_digest();
   }
   if (product(shape) == 0)
     return h.hex_digest();
   if (shape == region_shape) {
-    h.update(data, static_cast<size_t>(product(shape)) * 4);
+    h.update(data, static_cast<size_t>(product(shape) * esize));
     return h.hex_digest();
   }
   std::vector<std::int64_t> stride(r, 1);
@@ -166,7 +175,7 @@ std::string hash_sub_block(const float* data, const std::vector<std::int64_t>& r
     std::int64_t off = 0;
     for (size_t i = 0; i < r; ++i)
       off += (idx[i] + origin[i] - region_origin[i]) * stride[i];
-    h.update(data + off, static_cast<size_t>(shape[r - 1]) * 4);
+    h.update(data + off * esize, static_cast<size_t>(shape[r - 1] * esize));
     for (size_t i = r - 1; i-- > 0;) {  // odometer over dims 0..r-2
       if (++idx[i] < shape[i])
         break;
@@ -188,7 +197,7 @@ void HashWorker::run() {
       tasks_.pop_front();
     }
     const std::string sha =
-        hash_sub_block(t.data, t.region_origin, t.region_shape, t.origin, t.shape);
+        hash_sub_block(t.data, t.value_bytes, t.region_origin, t.region_shape, t.origin, t.shape);
     if (sha != t.expected)
       errors_.push_back(
           cat(t.what, " is corrupted (SHA-256 ", sha, ", recorded ", t.expected, ")"));

@@ -108,11 +108,26 @@ std::vector<hsize_t> hsizes(const std::vector<std::int64_t>& v) {
   return std::vector<hsize_t>(v.begin(), v.end());
 }
 
+StoredType stored_type(const std::string& dtype, const std::string& where,
+                       const std::string& what) {
+  if (dtype == "float32")
+    return {4, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT};
+  if (dtype == "bfloat16")
+    return {2, H5T_STD_U16LE, H5T_NATIVE_UINT16};
+  fail(where, cat(what, ": dtype '", dtype, "' is not supported (float32, bfloat16)"));
+}
+
 void read_block(hid_t dset, const std::vector<std::int64_t>& origin,
                 const std::vector<std::int64_t>& shape, float* dst, const std::string& where,
                 const std::string& what) {
+  read_block(dset, origin, shape, static_cast<void*>(dst), H5T_NATIVE_FLOAT, where, what);
+}
+
+void read_block(hid_t dset, const std::vector<std::int64_t>& origin,
+                const std::vector<std::int64_t>& shape, void* dst, hid_t memory,
+                const std::string& where, const std::string& what) {
   if (shape.empty()) {
-    if (H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0)
+    if (H5Dread(dset, memory, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0)
       read_failed(where, what);
     return;
   }
@@ -125,7 +140,7 @@ void read_block(hid_t dset, const std::vector<std::int64_t>& origin,
   H5Id mspace(h5(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), where,
                  "H5Screate_simple"),
               H5Sclose);
-  if (H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, dst) < 0)
+  if (H5Dread(dset, memory, mspace, fspace, H5P_DEFAULT, dst) < 0)
     read_failed(where, what);
 }
 
@@ -167,8 +182,10 @@ void check_dataset(hid_t dset, const CheckpointVariable& v, const std::string& f
                    const std::string& where) {
   const std::string what = cat("dataset '", v.dataset, "' in ", file);
   H5Id type(h5(H5Dget_type(dset), where, "H5Dget_type"), H5Tclose);
-  if (H5Tget_class(type) != H5T_FLOAT || H5Tget_size(type) != 4)
-    fail(where, cat(what, " (variable '", v.name, "') is not float32"));
+  const bool bf16 = v.dtype == "bfloat16";  // metadata.cpp admits float32 and bfloat16 only
+  if (H5Tget_class(type) != (bf16 ? H5T_INTEGER : H5T_FLOAT) || H5Tget_size(type) != (bf16 ? 2 : 4))
+    fail(where, cat(what, " (variable '", v.name, "') is not ", v.dtype,
+                    bf16 ? " (16-bit patterns)" : ""));
   H5Id space(h5(H5Dget_space(dset), where, "H5Dget_space"), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(space);
   if (rank < 0)

@@ -35,6 +35,18 @@ CheckpointInfo checkpoint_info(const std::string& dir_in) {
   return info;
 }
 
+namespace {
+
+// "float32", "bfloat16" or "float32 and bfloat16": how the variables are stored.
+std::string stored_dtypes(const CheckpointInfo& info) {
+  bool f32 = false, bf16 = false;
+  for (const auto& v : info.variables)
+    (v.dtype == "bfloat16" ? bf16 : f32) = true;
+  return f32 && bf16 ? "float32 and bfloat16" : bf16 ? "bfloat16" : "float32";
+}
+
+}  // namespace
+
 std::string format_checkpoint_info(const CheckpointInfo& info) {
   const auto& m = info.metadata;
   auto mib = [](std::int64_t b) {
@@ -69,8 +81,8 @@ std::string format_checkpoint_info(const CheckpointInfo& info) {
      << (m.config_yaml.empty() ? std::string("(none)")
                                : cat(config_lines, " lines in metadata.yaml"))
      << "\n";
-  os << "variables      " << info.variables.size() << ", " << mib(info.variable_bytes)
-     << " of float32; files " << mib(info.file_bytes) << "\n";
+  os << "variables      " << info.variables.size() << ", " << mib(info.variable_bytes) << " of "
+     << stored_dtypes(info) << "; files " << mib(info.file_bytes) << "\n";
   size_t wn = 4, ws = 5;
   std::vector<std::string> shapes;
   for (const auto& v : info.variables) {

@@ -175,9 +175,10 @@ StoredCheckpoint parse_metadata(const std::string& text, const std::string& orig
     }
     cv.shape = Shape(d);
     cv.slice_shape = Shape(s);
-    cv.bytes = cv.shape.num_elements() * 4;
-    if (cv.dtype != "float32")
-      fail(where, cat(what, " ('", cv.name, "'): dtype '", cv.dtype, "' is not supported"));
+    if (cv.dtype != "float32" && cv.dtype != "bfloat16")
+      fail(where, cat(what, " ('", cv.name, "'): dtype '", cv.dtype,
+                      "' is not supported (float32, bfloat16)"));
+    cv.bytes = cv.shape.num_elements() * (cv.dtype == "bfloat16" ? 2 : 4);
     if (!seen.insert(cv.name).second)
       fail(where, cat(origin, ": variable '", cv.name, "' is listed twice"));
     st.vars.push_back(cv);

@@ -10,10 +10,14 @@
 #include <mtk/checkpoint/impl/metadata.hpp>
 #include <mtk/checkpoint/impl/timing.hpp>
 #include <mtk/files/files.hpp>
+#include <mtk/kernels/bfloat16.hpp>
 
 #include <Kokkos_Core.hpp>
 
+#include <cstdint>
+#include <cstdio>
 #include <map>
+#include <vector>
 
 namespace mtk {
 namespace ckpt {
@@ -88,9 +92,10 @@ void plan_restore(Program& program, const std::string& path, const std::string& 
 // some do (hashed from memory on the worker thread), else one chosen round-robin (read again
 // from the file). `host` holds this rank's block (origin, local).
 void check_slices(const Program& program, const RestorePlan& plan, const CheckpointVariable& v,
-                  hid_t dset, const float* host, const std::vector<std::int64_t>& origin,
-                  const std::vector<std::int64_t>& local, const std::string& h5path,
-                  HashWorker& worker, std::vector<std::string>* errors, const std::string& where) {
+                  hid_t dset, const void* host, std::size_t value_bytes,
+                  const std::vector<std::int64_t>& origin, const std::vector<std::int64_t>& local,
+                  const std::string& h5path, HashWorker& worker, std::vector<std::string>* errors,
+                  const std::string& where) {
   const Mesh& mesh = program.mesh();
   const TensorLayout& layout = program.variable_layout(v.name);
   const std::string what = cat("variable '", v.name, "' ", v.shape.to_string());
@@ -115,7 +120,7 @@ void check_slices(const Program& program, const RestorePlan& plan, const Checkpo
     const std::string slice = cat(what, ": the slice at origin ", bracket(r.origin), " shape ",
                                   bracket(r.shape), " in ", h5path);
     if (!holders.empty()) {
-      worker.push({host, origin, local, r.origin, r.shape, r.sha, slice});
+      worker.push({host, origin, local, r.origin, r.shape, r.sha, slice, value_bytes});
       continue;
     }
     std::int64_t bytes = 0;
@@ -133,6 +138,7 @@ std::string read_variables(Program& program, const std::string& path, const Rest
   const Mesh& mesh = program.mesh();
   double t0 = wall_seconds();
   std::vector<Kokkos::View<float*>::HostMirror> hosts(plan.vars.size());
+  std::vector<std::vector<std::uint16_t>> bf16(plan.vars.size());  // as stored, for the hashes
   std::vector<std::string> errors;
   std::string local_failure;
   {
@@ -157,9 +163,20 @@ std::string read_variables(Program& program, const std::string& path, const Rest
         (*views)[k] = uninitialized_view<float>("mtk::checkpoint::" + v.name,
                                                 layout.slice_shape().num_elements());
         hosts[k] = Kokkos::create_mirror_view((*views)[k]);
-        read_block(dset, origin, local, hosts[k].data(), where,
-                   cat("the slice at ", bracket(origin), " of ", what, " in ", h5path));
-        check_slices(program, plan, v, dset, hosts[k].data(), origin, local, h5path, worker,
+        const StoredType type = stored_type(v.dtype, where, what);
+        const std::string block =
+            cat("the slice at ", bracket(origin), " of ", what, " in ", h5path);
+        const void* stored = hosts[k].data();
+        if (type.bytes == 2) {  // bfloat16 patterns, widened exactly
+          bf16[k].resize(hosts[k].extent(0));
+          read_block(dset, origin, local, bf16[k].data(), type.memory, where, block);
+          for (size_t i = 0; i < bf16[k].size(); ++i)
+            hosts[k](i) = kernels::from_bfloat16_bits(bf16[k][i]);
+          stored = bf16[k].data();
+        } else {
+          read_block(dset, origin, local, hosts[k].data(), where, block);
+        }
+        check_slices(program, plan, v, dset, stored, type.bytes, origin, local, h5path, worker,
                      &errors, where);
         Kokkos::deep_copy((*views)[k], hosts[k]);
       }
@@ -197,9 +214,20 @@ void restore_checkpoint(Program& program, const std::string& path_in,
   std::vector<Kokkos::View<float*>> views(plan.vars.size());
   agree(mesh.comm(), read_variables(program, path, plan, &views, where));
 
-  // Everything read and verified on every rank: commit into the program.
-  for (size_t k = 0; k < plan.vars.size(); ++k)
-    program.set_variable_slice(plan.vars[k]->name, views[k]);
+  // Everything read and verified on every rank: commit into the program. Across dtypes:
+  // bfloat16 into float32 widens exactly, float32 into bfloat16 rounds to nearest even (said once).
+  int rounded = 0;
+  for (size_t k = 0; k < plan.vars.size(); ++k) {
+    const std::string& name = plan.vars[k]->name;
+    if (plan.vars[k]->dtype == "float32" && program.variable_storage_dtype(name) == DType::bfloat16)
+      ++rounded;
+    program.set_variable_slice(name, views[k]);
+  }
+  if (rounded > 0 && mesh.rank() == 0) {
+    std::printf("%s: %d float32 variables of %s rounded to their bfloat16 storage (nearest even)\n",
+                where.c_str(), rounded, path.c_str());
+    std::fflush(stdout);
+  }
   const auto& meta = plan.st.meta;
   program.set_step(meta.program_step >= 0 ? meta.program_step : meta.step);
   if (metadata != nullptr)

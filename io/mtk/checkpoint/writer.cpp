@@ -40,15 +40,19 @@ std::vector<CheckpointVariable> describe_variables(Program& program, const std::
     v.name = name;
     v.shape = l.shape();
     v.slice_shape = l.slice_shape();
-    v.dtype = "float32";
+    // Each variable as it is stored: float32, or bfloat16 in 2 bytes (hdf5.hpp, StoredType).
+    const DType stored = program.variable_storage_dtype(name);
+    v.dtype = dtype_name(stored);
     v.dataset = dataset_path(name, where);
     v.layout = l.to_string();
-    v.bytes = v.shape.num_elements() * 4;
-    const auto slice = program.variable_slice(name);
-    if (static_cast<std::int64_t>(slice.extent(0)) != v.slice_shape.num_elements())
-      fail(where, cat("variable '", name, "' ", v.shape.to_string(), ": its float32 storage holds ",
-                      slice.extent(0), " values, its slice ", v.slice_shape.to_string(), " needs ",
-                      v.slice_shape.num_elements(), " (only float32 variables can be saved)"));
+    v.bytes = v.shape.num_elements() * static_cast<std::int64_t>(dtype_bytes(stored));
+    const auto slice = program.variable_slice_float32(name);
+    if ((stored != DType::float32 && stored != DType::bfloat16) ||
+        static_cast<std::int64_t>(slice.extent(0)) != v.slice_shape.num_elements())
+      fail(where, cat("variable '", name, "' ", v.shape.to_string(), " of ", v.dtype,
+                      ": its storage holds ", slice.extent(0), " float32 values, its slice ",
+                      v.slice_shape.to_string(), " needs ", v.slice_shape.num_elements(),
+                      " (only float32 and bfloat16 variables can be saved)"));
     vars.push_back(v);
   }
   return vars;
@@ -87,6 +91,14 @@ struct HostSlice {
   bool writer = false;
   std::vector<std::int64_t> origin;
   Kokkos::View<float*, Kokkos::HostSpace> host;
+  std::vector<std::uint16_t> bf16;  // a bfloat16 variable's bit patterns (host: its float32 values)
+  // The values as written and hashed, and their size.
+  const void* data() const {
+    return bf16.empty() ? static_cast<const void*>(host.data()) : bf16.data();
+  }
+  std::size_t bytes() const {
+    return bf16.empty() ? host.extent(0) * sizeof(float) : bf16.size() * sizeof(std::uint16_t);
+  }
 };
 
 std::vector<HostSlice> host_slices(Program& program, const std::vector<CheckpointVariable>& vars) {
@@ -99,7 +111,16 @@ std::vector<HostSlice> host_slices(Program& program, const std::vector<Checkpoin
     const auto origin = layout.slice_origin(mesh.coordinates());
     sl.origin.assign(origin.begin(), origin.end());
     sl.host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(),
-                                                  program.variable_slice(vars[k].name));
+                                                  program.variable_slice_float32(vars[k].name));
+    if (vars[k].dtype == "bfloat16") {
+      // Widened bf16 values: the top 16 bits of each float are the pattern, the rest zero.
+      sl.bf16.resize(sl.host.extent(0));
+      for (size_t i = 0; i < sl.bf16.size(); ++i) {
+        std::uint32_t u = 0;
+        std::memcpy(&u, &sl.host(i), sizeof u);
+        sl.bf16[i] = static_cast<std::uint16_t>(u >> 16);
+      }
+    }
   }
   return slices;
 }
@@ -128,7 +149,8 @@ void write_dataset(hid_t file, hid_t lcpl, hid_t dxpl, const CheckpointVariable&
   }
   h5ok(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), where, "H5Pset_fill_time");
   h5ok(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), where, "H5Pset_alloc_time");
-  H5Id dset(h5(H5Dcreate2(file, v.dataset.c_str(), H5T_IEEE_F32LE, fspace, lcpl, dcpl, H5P_DEFAULT),
+  const StoredType type = stored_type(v.dtype, where, what);
+  H5Id dset(h5(H5Dcreate2(file, v.dataset.c_str(), type.file, fspace, lcpl, dcpl, H5P_DEFAULT),
                where, cat("creating dataset '", v.dataset, "' for ", what)),
             H5Dclose);
   std::string dims;
@@ -140,7 +162,7 @@ void write_dataset(hid_t file, hid_t lcpl, hid_t dxpl, const CheckpointVariable&
 
   add_time("h5_create", wall_seconds() - *tc);
   float dummy = 0;
-  const float* data = sl.host.extent(0) > 0 ? sl.host.data() : &dummy;
+  const void* data = sl.bytes() > 0 ? sl.data() : &dummy;
   // The memory space has the slice's own shape: HDF5 then maps it onto the chunk as one
   // block (a flat 1-D memory space makes it project row by row, ~20x slower).
   const auto mdims = hsizes(local);
@@ -160,7 +182,7 @@ void write_dataset(hid_t file, hid_t lcpl, hid_t dxpl, const CheckpointVariable&
     h5ok(H5Sselect_none(mspace), where, "H5Sselect_none");
   }
   const double t0 = wall_seconds();
-  h5ok(H5Dwrite(dset, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, data), where,
+  h5ok(H5Dwrite(dset, type.memory, mspace, fspace, dxpl, data), where,
        cat("writing the slice of ", what, " at origin ", bracket(sl.origin)));
   add_time("h5_write", wall_seconds() - t0);
 }
@@ -182,8 +204,8 @@ std::vector<SliceRecord> write_variables(Program& program,
   // disk; it makes no MPI or HDF5 call.
   std::thread hasher([&mine, &mine_of, &slices] {
     for (size_t r = 0; r < mine.size(); ++r) {
-      const auto& host = slices[mine_of[r]].host;
-      mine[r].sha = sha256_hex(host.data(), host.extent(0) * sizeof(float));
+      const HostSlice& sl = slices[mine_of[r]];
+      mine[r].sha = sha256_hex(sl.data(), sl.bytes());
     }
   });
   struct Join {
@@ -305,11 +327,12 @@ void write_directory(Program& program, const std::string& dir, const CheckpointM
               });
     fsync_path(h5path, false, where);
     const auto bytes = static_cast<std::int64_t>(fs::file_size(h5path));
-    std::string slices_text =
-        cat("# MTK checkpoint slice hashes (docs/checkpoint-format.md): SHA-256 of each saved "
-            "slice's\n# float32 little-endian values in row-major order; origin and shape per "
-            "dim, '-' for a scalar.\n# slice <sha256> <origin> <shape> <variable>\nfile ",
-            bytes, " ", kVariablesFile, "\n");
+    std::string slices_text = cat(
+        "# MTK checkpoint slice hashes (docs/checkpoint-format.md): SHA-256 of each saved "
+        "slice's\n# float32 little-endian values (bfloat16: 16-bit patterns) in row-major order; "
+        "origin and shape per dim, '-' for a scalar.\n# slice <sha256> <origin> <shape> "
+        "<variable>\nfile ",
+        bytes, " ", kVariablesFile, "\n");
     for (const auto& r : table.slices)
       slices_text += slice_line(r);
     write_file_durably(dir + "/" + kSlicesFile, slices_text, where);

@@ -96,6 +96,14 @@ Schema<OptimizerSettings> make_optimizer_schema() {
   Schema<O> s;
   s.choice("optimizer", &O::name, optimizer_names(),
            "the optimizer; only its own subsection of hyperparameters below may be set");
+  const std::vector<std::pair<std::string, DType>> stored = {{"float32", DType::float32},
+                                                             {"bfloat16", DType::bfloat16}};
+  s.choice("variable_dtype", &O::variable_dtype, stored,
+           "how trained variables are stored (master dtype); bfloat16 halves their bytes, read as "
+           "float32, updates rounded to nearest even")
+      .choice("optimizer_slot_dtype", &O::slot_dtype, stored,
+              "how optimizer slots (Adam m, v; Adafactor's moments) are stored; bfloat16 halves "
+              "their bytes");
   for (const auto& k : kOptimizers)
     if (k.add_options)
       k.add_options(s, k.name);
@@ -119,7 +127,9 @@ bool optimizer_has_options(const std::string& name) {
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const OptimizerSettings& settings) {
-  return optimizer_kind(settings.name).make(settings);
+  auto optimizer = optimizer_kind(settings.name).make(settings);
+  optimizer->set_state_dtypes(settings.variable_dtype, settings.slot_dtype);
+  return optimizer;
 }
 
 const Schema<OptimizerSettings>& optimizer_schema() {

@@ -2,7 +2,8 @@
 // The optimizer and learning-rate settings of the `train` section: which optimizer
 // (train.optimizer, the names written once, in optimizer_config.cpp), every hyperparameter of its
 // options struct (train.adafactor.*, train.adam.*; SGD has none), and the learning-rate schedule
-// (train.learning_rate.*). Defaults are the option structs' own.
+// (train.learning_rate.*), and how variables and slots are stored (train.variable_dtype,
+// train.optimizer_slot_dtype). Defaults are the option structs' own.
 
 #include <mtk/config/schema.hpp>
 #include <mtk/optim/optim.hpp>
@@ -18,6 +19,11 @@ struct OptimizerSettings {
   std::string name = "adafactor";
   optim::AdafactorOptions adafactor;
   optim::AdamOptions adam;
+  /// train.variable_dtype: how the trained variables are stored (Mesh-TF's master dtype).
+  DType variable_dtype = DType::float32;
+  /// train.optimizer_slot_dtype: how the optimizer's slots are stored (Adam's m and v,
+  /// Adafactor's second moments and momentum).
+  DType slot_dtype = DType::float32;
 };
 
 /// The optimizers train.optimizer may name: adafactor, adam, sgd.

@@ -48,8 +48,8 @@ void check_tiling(const CheckpointVariable& var, const std::vector<const SliceRe
 /// Indexes into t.slices by variable name.
 std::map<std::string, std::vector<size_t>> records_by_name(const SliceTable& t);
 
-/// SHA-256 of the block [origin, origin + shape) of a dataset, read in pieces along dim 0;
-/// adds the bytes read to `*bytes`.
+/// SHA-256 of the block [origin, origin + shape) of a dataset, read in pieces along dim 0 as the
+/// values it stores (float32 or bfloat16 bit patterns); adds the bytes read to `*bytes`.
 std::string hash_dataset_block(hid_t dset, const std::vector<std::int64_t>& origin,
                                const std::vector<std::int64_t>& shape, std::int64_t* bytes,
                                const std::string& where, const std::string& what);
@@ -59,7 +59,9 @@ bool contains(const std::vector<std::int64_t>& outer_origin,
               const std::vector<std::int64_t>& shape);
 /// SHA-256 of the block (origin, shape) of the row-major region (region_origin, region_shape)
 /// held in `data`, hashed run by run without a copy.
-std::string hash_sub_block(const float* data, const std::vector<std::int64_t>& region_origin,
+/// `data` holds values of `value_bytes` bytes each (4: float32, 2: bfloat16).
+std::string hash_sub_block(const void* data, std::size_t value_bytes,
+                           const std::vector<std::int64_t>& region_origin,
                            const std::vector<std::int64_t>& region_shape,
                            const std::vector<std::int64_t>& origin,
                            const std::vector<std::int64_t>& shape);
@@ -70,10 +72,11 @@ std::string hash_sub_block(const float* data, const std::vector<std::int64_t>& r
 class HashWorker {
  public:
   struct Task {
-    const float* data;
+    const void* data;
     std::vector<std::int64_t> region_origin, region_shape, origin, shape;
     std::string expected;
     std::string what;  // "variable 'w' [...]: the slice at origin [..] shape [..] in FILE"
+    std::size_t value_bytes = 4;  // per value of `data`
   };
   HashWorker() : thread_([this] { run(); }) {}
   ~HashWorker() { finish(); }

@@ -7,6 +7,7 @@
 
 #include <hdf5.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -70,11 +71,25 @@ H5Id read_fapl(const std::string& where);
 H5Id write_fapl(const Communicator& comm, bool* collective, const std::string& where);
 
 std::vector<hsize_t> hsizes(const std::vector<std::int64_t>& v);
+/// How values of a stored dtype are held: "float32" as IEEE little-endian floats, "bfloat16" as
+/// the 16-bit patterns in little-endian unsigned integers (HDF5 has no bfloat16 type).
+struct StoredType {
+  std::size_t bytes = 4;  ///< per value
+  hid_t file = -1;        ///< the dataset's type
+  hid_t memory = -1;      ///< the type of the values in memory
+};
+/// The StoredType of metadata dtype `dtype`; fails naming `what` when it is neither.
+StoredType stored_type(const std::string& dtype, const std::string& where, const std::string& what);
+/// Reads the block [origin, origin + shape) of a dataset into `dst` (row-major) as values of
+/// HDF5 memory type `memory` (float32 datasets: H5T_NATIVE_FLOAT).
+void read_block(hid_t dset, const std::vector<std::int64_t>& origin,
+                const std::vector<std::int64_t>& shape, void* dst, hid_t memory,
+                const std::string& where, const std::string& what);
 /// Reads the block [origin, origin + shape) of a float32 dataset into `dst` (row-major).
 void read_block(hid_t dset, const std::vector<std::int64_t>& origin,
                 const std::vector<std::int64_t>& shape, float* dst, const std::string& where,
                 const std::string& what);
-/// Checks a dataset against its metadata entry: float32, dims attribute, global shape.
+/// Checks a dataset against its metadata entry: its dtype's type, dims attribute, global shape.
 void check_dataset(hid_t dset, const CheckpointVariable& v, const std::string& file,
                    const std::string& where);
 

@@ -1,0 +1,58 @@
+// bfloat16 storage: widen, narrow and store in place (labelled kernels on the caller's space).
+#include <mtk/base/error.hpp>
+#include <mtk/kernels/bfloat16.hpp>
+#include <mtk/kernels/bfloat16_storage.hpp>
+#include <mtk/kernels/impl/launch.hpp>
+
+#include <Kokkos_Core.hpp>
+
+namespace mtk::kernels {
+
+FView widen_bfloat16(const ExecSpace& space, const BView& stored) {
+  const auto n = static_cast<std::int64_t>(stored.extent(0));
+  FView out = impl::alloc<float>("mtk::kernels::widen_bfloat16", n);
+  Kokkos::parallel_for(
+      "mtk::kernels::widen_bfloat16", impl::Range(space, 0, n),
+      KOKKOS_LAMBDA(std::int64_t k) { out(k) = from_bfloat16_bits(stored(k)); });
+  return out;
+}
+
+BView narrow_bfloat16(const ExecSpace& space, const FView& x) {
+  const auto n = static_cast<std::int64_t>(x.extent(0));
+  BView out = impl::alloc<std::uint16_t>("mtk::kernels::narrow_bfloat16", n);
+  Kokkos::parallel_for(
+      "mtk::kernels::narrow_bfloat16", impl::Range(space, 0, n),
+      KOKKOS_LAMBDA(std::int64_t k) { out(k) = to_bfloat16_bits(x(k)); });
+  return out;
+}
+
+void store_bfloat16(const ExecSpace& space, const FView& x, float accumulate, const BView& stored) {
+  const auto n = static_cast<std::int64_t>(stored.extent(0));
+  if (static_cast<std::int64_t>(x.extent(0)) != n)
+    fail("mtk::kernels::store_bfloat16",
+         cat("'", x.label(), "' holds ", x.extent(0), " values, the bfloat16 storage '",
+             stored.label(), "' ", n));
+  Kokkos::parallel_for(
+      "mtk::kernels::store_bfloat16", impl::Range(space, 0, n), KOKKOS_LAMBDA(std::int64_t k) {
+        // One rounding of the float32 result, as Mesh-TF's cast of the updated value.
+        const float v =
+            accumulate == 0.f ? x(k) : from_bfloat16_bits(stored(k)) + accumulate * x(k);
+        stored(k) = to_bfloat16_bits(v);
+      });
+}
+
+std::int64_t count_inexact_bfloat16(const ExecSpace& space, const FView& x) {
+  const auto n = static_cast<std::int64_t>(x.extent(0));
+  std::int64_t inexact = 0;
+  Kokkos::parallel_reduce(
+      "mtk::kernels::count_inexact_bfloat16", impl::Range(space, 0, n),
+      KOKKOS_LAMBDA(std::int64_t k, std::int64_t & c) {
+        const float v = x(k);
+        if (v == v && round_to_bfloat16(v) != v)
+          ++c;
+      },
+      inexact);
+  return inexact;
+}
+
+}  // namespace mtk::kernels
