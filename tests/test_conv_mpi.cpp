@@ -353,8 +353,9 @@ TEST(OverlappedConv, TrainsAsBlocking) {
   }
   EXPECT_EQ(off_count, 0);
   // Two layers: two exchanges forward, two halo_reduce backward, each with work in between.
-  if (world_size() > 1)
+  if (world_size() > 1) {
     EXPECT_GE(on_count, 4);
+  }
   ASSERT_EQ(on.size(), off.size());
   double scale = 0;
   for (double v : off)
@@ -411,8 +412,9 @@ TEST(OverlappedConv, RecomputedMicrobatches) {
   const OptionScope o("MTK_OVERLAP_HALO", "1");
   auto program = lower(g, mesh, rules);
   EXPECT_GT(program->recomputed_steps(), 0);
-  if (world_size() > 1)
+  if (world_size() > 1) {
     EXPECT_GE(program->overlapped_halos(), 8);  // 4 exchanges forward, 4 reductions backward
+  }
 }
 
 }  // namespace

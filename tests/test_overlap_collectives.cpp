@@ -38,7 +38,9 @@ Program::Step step(std::vector<int> reads, std::vector<int> writes, std::vector<
           std::move(reads),
           std::move(writes),
           nullptr,
-          std::move(sum)};
+          std::move(sum),
+          {},
+          {}};
 }
 
 }  // namespace

@@ -201,6 +201,7 @@ TEST(Recompute, BufferDeathsFollowEachValue) {
                          std::move(writes),
                          nullptr,
                          {},
+                         {},
                          {}};
   };
   // 0 writes 1; 1 reads 1 writes 2; 2 writes 1 again (a recomputation); 3 reads 1 and 2.

@@ -110,7 +110,7 @@ TEST(AutoPlan, AnImpossibleLimitFailsOnEveryRank) {
     FAIL() << "expected an error";
   } catch (const AgreedError& e) {
     const std::string what = e.what();
-    for (const std::string part :
+    for (const std::string& part :
          {std::string("test_auto_plan"), std::string("d_model"), std::to_string(ranks) + " ranks",
           std::string("memory limit of"), std::string("smallest peak")})
       EXPECT_NE(what.find(part), std::string::npos) << part << " in: " << what;
