@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "mtk_invariance_check.hpp"
+#include "option_scope.hpp"
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -189,26 +190,6 @@ TEST(BlockedConv, EqualsTheUnblockedImage) {
 // convolution and the blocking exchange. Both must agree to float32 reassociation (the border
 // rows come from smaller matrix products): 1e-5 of the largest value, as expect_close checks.
 
-// Sets environment variables and reloads the runtime options for its lifetime.
-class OptionScope {
- public:
-  OptionScope(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    old_ = old ? old : "";
-    setenv(name, value, 1);
-    reload_runtime_options();
-  }
-  ~OptionScope() {
-    had_ ? setenv(name_.c_str(), old_.c_str(), 1) : unsetenv(name_.c_str());
-    reload_runtime_options();
-  }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
-
 // Blocks large enough to have an interior (3 to 8 positions), so the overlapped build applies.
 std::vector<GraphCase> overlap_cases() {
   std::vector<GraphCase> out;
@@ -296,11 +277,11 @@ TEST_P(OverlappedConv, EqualsBlocking) {
           c.name + " on " + mshape.to_string() + " under \"" + rules.to_string() + "\"";
       Result on, off;
       {
-        const OptionScope o("MTK_OVERLAP_HALO", "1");
+        const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});
         on = run_case(c, mesh, rules);
       }
       {
-        const OptionScope o("MTK_OVERLAP_HALO", "0");
+        const OptionScope o({{"MTK_OVERLAP_HALO", "0"}});
         off = run_case(c, mesh, rules);
       }
       expect_close(on, off, "overlapped vs blocking, " + where);
@@ -344,11 +325,11 @@ TEST(OverlappedConv, TrainsAsBlocking) {
   int on_count = 0, off_count = 0;
   std::vector<double> on, off;
   {
-    const OptionScope o("MTK_OVERLAP_HALO", "1");
+    const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});
     on = train(mesh, rules, &on_count);
   }
   {
-    const OptionScope o("MTK_OVERLAP_HALO", "0");
+    const OptionScope o({{"MTK_OVERLAP_HALO", "0"}});
     off = train(mesh, rules, &off_count);
   }
   EXPECT_EQ(off_count, 0);
@@ -393,12 +374,12 @@ TEST(OverlappedConv, RecomputedMicrobatches) {
   const LayoutRules rules = instantiate("lb:@0;co:@1", mshape);
   Result recomputed, plain, blocking;
   {
-    const OptionScope o("MTK_OVERLAP_HALO", "1");
+    const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});
     recomputed = run_case(build(true), mesh, rules);
     plain = run_case(build(false), mesh, rules);
   }
   {
-    const OptionScope o("MTK_OVERLAP_HALO", "0");
+    const OptionScope o({{"MTK_OVERLAP_HALO", "0"}});
     blocking = run_case(build(false), mesh, rules);
   }
   for (size_t t = 0; t < plain.values.size(); ++t)
@@ -406,10 +387,10 @@ TEST(OverlappedConv, RecomputedMicrobatches) {
       ASSERT_EQ(recomputed.values[t].at(e), plain.values[t].at(e))
           << plain.labels[t] << " at " << e;
   expect_close(recomputed, blocking, "recomputed microbatches, overlapped vs blocking");
+  const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});  // read by nn::conv and by lower()
   Graph g;
   const BuiltGraph built = build(true).build(g);
   gradients(built.loss, g.trainable_variables());
-  const OptionScope o("MTK_OVERLAP_HALO", "1");
   auto program = lower(g, mesh, rules);
   EXPECT_GT(program->recomputed_steps(), 0);
   if (world_size() > 1) {

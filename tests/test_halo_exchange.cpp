@@ -12,6 +12,7 @@
 
 #include "error_text.hpp"
 #include "mtk_invariance_check.hpp"
+#include "option_scope.hpp"
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -195,14 +196,8 @@ TEST(HaloExchange, SplitResultsAreBitwiseThoseOfOneProcessor) {
 // one-sided one with a fill, on three layouts (blocks split, both blocks dims, with the batch).
 TEST(HaloExchange, OverlappedIsBitwiseBlocking) {
   auto with = [](const char* value, const GraphCase& c, const Mesh& mesh, const LayoutRules& r) {
-    const char* old = std::getenv("MTK_OVERLAP_HALO");
-    const std::string saved = old ? old : "";
-    setenv("MTK_OVERLAP_HALO", value, 1);
-    reload_runtime_options();
-    const Result out = run_case(c, mesh, r);
-    old ? setenv("MTK_OVERLAP_HALO", saved.c_str(), 1) : unsetenv("MTK_OVERLAP_HALO");
-    reload_runtime_options();
-    return out;
+    const OptionScope o({{"MTK_OVERLAP_HALO", value}});
+    return run_case(c, mesh, r);
   };
   for (const size_t k : {1, 2}) {
     const GraphCase c = halo_case(variants()[k]);

@@ -166,6 +166,35 @@ HostTensor Program::gather_global(int tensor, const Buffer& buffer) {
   });
 }
 
+// Every rank's placeholders from `feeds` (global values) or `local_feeds` (its slices); all ranks
+// fail together when one is missing or has the wrong shape.
+void Program::feed_placeholders(Buffers& buffers, const std::map<int, HostTensor>& feeds,
+                                const std::map<int, HostTensor>& local_feeds) const {
+  agree_on_failure(mesh_.comm(), [&] {
+    for (int t : placeholders_) {
+      auto g = feeds.find(t);
+      auto l = local_feeds.find(t);
+      if (g != feeds.end()) {
+        buffers[static_cast<size_t>(t)] = slice_of_host(t, g->second);
+      } else if (l != local_feeds.end()) {
+        const HostTensor& h = l->second;
+        const auto& ls = layouts_[static_cast<size_t>(t)].slice_shape();
+        if (h.shape() != ls)
+          fail("mtk::Program::run",
+               cat("local feed for '", graph_->tensor_info(t).name, "' has shape ",
+                   h.shape().to_string(), "; this rank's slice is ", ls.to_string()));
+        buffers[static_cast<size_t>(t)] = visit_dtype(h.dtype(), [&](auto v) {
+          return Buffer(upload(h.data<decltype(v)>(), h.size(), "feed"));
+        });
+      } else {
+        fail("mtk::Program::run",
+             cat("placeholder '", graph_->tensor_info(t).name, "' ",
+                 layouts_[static_cast<size_t>(t)].shape().to_string(), " was not fed"));
+      }
+    }
+  });
+}
+
 std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
                                      const std::vector<Tensor>& fetches,
                                      const std::map<int, HostTensor>& local_feeds) {
@@ -203,29 +232,7 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
     buffers[static_cast<size_t>(t)] = v;
     keep[static_cast<size_t>(t)] = true;
   }
-  agree_on_failure(mesh_.comm(), [&] {
-    for (int t : placeholders_) {
-      auto g = feeds.find(t);
-      auto l = local_feeds.find(t);
-      if (g != feeds.end()) {
-        buffers[static_cast<size_t>(t)] = slice_of_host(t, g->second);
-      } else if (l != local_feeds.end()) {
-        const HostTensor& h = l->second;
-        const auto& ls = layouts_[static_cast<size_t>(t)].slice_shape();
-        if (h.shape() != ls)
-          fail("mtk::Program::run",
-               cat("local feed for '", graph_->tensor_info(t).name, "' has shape ",
-                   h.shape().to_string(), "; this rank's slice is ", ls.to_string()));
-        buffers[static_cast<size_t>(t)] = visit_dtype(h.dtype(), [&](auto v) {
-          return Buffer(upload(h.data<decltype(v)>(), h.size(), "feed"));
-        });
-      } else {
-        fail("mtk::Program::run",
-             cat("placeholder '", graph_->tensor_info(t).name, "' ",
-                 layouts_[static_cast<size_t>(t)].shape().to_string(), " was not fed"));
-      }
-    }
-  });
+  feed_placeholders(buffers, feeds, local_feeds);
   charge("other");
   if (overlap_)
     overlap_->drain();    // left in flight by a failed run
@@ -233,9 +240,7 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
   for (size_t s = 0; s < steps_.size(); ++s) {
     if (overlap_ && overlap_->before_step(steps_[s], buffers))
       charge("collectives");
-    if (bf16_kept_tensors_ > 0)  // storage the step rewrites in place loses its bf16 copy
-      for (int w : steps_[s].writes)
-        bf16_copies_->forget(buffers[static_cast<size_t>(w)].data());
+    forget_bf16_copies(steps_[s].writes, buffers);  // storage the step rewrites in place
     try {
       steps_[s].run(buffers, space_);
     } catch (const AllocationError& e) {
@@ -251,16 +256,13 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
       charge("collectives", nullptr, "allreduce_progress");
     }
     if (bf16_kept_tensors_ > 0)
-      for (int t : bf16_drop_after_[s])
-        bf16_copies_->forget(buffers[static_cast<size_t>(t)].data());
-    // Free each buffer after the last use of its value (with any bf16 copy of it: the pool may
-    // hand its storage to another tensor).
+      forget_bf16_copies(bf16_drop_after_[s], buffers);
+    // Free each buffer after the last use of its value, with its bf16 copy (the pool may hand
+    // its storage to another tensor).
+    forget_bf16_copies(deaths_[s], buffers);
     for (int t : deaths_[s])
-      if (!keep[static_cast<size_t>(t)]) {
-        if (bf16_kept_tensors_ > 0)
-          bf16_copies_->forget(buffers[static_cast<size_t>(t)].data());
+      if (!keep[static_cast<size_t>(t)])
         buffers[static_cast<size_t>(t)] = Buffer();
-      }
   }
   bf16_copies_->clear();
   std::vector<HostTensor> out;
@@ -274,6 +276,12 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
   ++step_;
   Kokkos::Profiling::popRegion();
   return out;
+}
+
+void Program::forget_bf16_copies(const std::vector<int>& tensors, const Buffers& buffers) {
+  if (bf16_kept_tensors_ > 0)
+    for (int t : tensors)
+      bf16_copies_->forget(buffers[static_cast<size_t>(t)].data());
 }
 
 kernels::Bf16Reuse Program::bf16_reuse(int a, int b) const {

@@ -263,6 +263,10 @@ class Program {
   friend class Lowering;
   Program(const Mesh& mesh);
   HostTensor gather_global(int tensor, const Buffer& b);
+  void feed_placeholders(Buffers& buffers, const std::map<int, HostTensor>& feeds,
+                         const std::map<int, HostTensor>& local_feeds) const;
+  // Drops the bf16 copies of these tensors' storage (mtk/lower/bf16_reuse.hpp).
+  void forget_bf16_copies(const std::vector<int>& tensors, const Buffers& buffers);
   // Lets the pool reuse a variable's storage once an assignment has replaced it.
   void adopt_variable_storage(const Buffer& b);
   Buffer slice_of_host(int tensor, const HostTensor& global) const;
