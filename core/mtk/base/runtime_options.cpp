@@ -37,6 +37,10 @@ const std::vector<RuntimeOptionSpec>& runtime_option_specs() {
        "a tensor that several bf16 contractions read close together (a weight; an output "
        "gradient) is converted to bf16 once per run and the copy kept until its last reader; 0: "
        "every contraction converts its operands"},
+      {"MTK_IN_PLACE_UPDATES", T::flag, "1", "0|1",
+       "an optimizer writes a float32 variable's and its slots' new values into their storage "
+       "when nothing later in the run reads the old ones; 0: new buffers, swapped in at the end of "
+       "the run"},
       {"MTK_OVERLAP_HALO", T::flag, "0", "0|1",
        "1: a split halo exchange is posted as soon as its input is final and waited for where its "
        "output is first read, convolutions computing their interior meanwhile (more, smaller "
@@ -156,6 +160,7 @@ RuntimeOptions RuntimeOptions::from_environment() {
   o.buffer_reuse_ = o.text("MTK_BUFFER_REUSE") == "1";
   o.overlap_collectives_ = o.text("MTK_OVERLAP_COLLECTIVES") == "1";
   o.bf16_copies_ = o.text("MTK_BF16_COPIES") == "1";
+  o.in_place_updates_ = o.text("MTK_IN_PLACE_UPDATES") == "1";
   o.overlap_halo_ = o.text("MTK_OVERLAP_HALO") == "1";
   o.allreduce_bucket_mib_ = std::stoll(o.text("MTK_ALLREDUCE_BUCKET_MIB"));
   o.profile_steps_ = o.text("MTK_PROFILE_STEPS") == "1";

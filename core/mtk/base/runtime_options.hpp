@@ -58,6 +58,9 @@ class RuntimeOptions {
   bool overlap_collectives() const { return overlap_collectives_; }
   /// MTK_BF16_COPIES (mtk/lower/bf16_reuse.hpp).
   bool bf16_copies() const { return bf16_copies_; }
+  /// MTK_IN_PLACE_UPDATES: optimizer updates write into the variables' storage
+  /// (mtk/lower/in_place_updates.hpp).
+  bool in_place_updates() const { return in_place_updates_; }
   /// MTK_OVERLAP_HALO: split halo exchanges run while the steps that do not need them run, and
   /// convolutions compute their interior before their halos arrive (docs/spatial.md).
   bool overlap_halo() const { return overlap_halo_; }
@@ -94,6 +97,7 @@ class RuntimeOptions {
   bool buffer_reuse_ = true;
   bool overlap_collectives_ = true;
   bool bf16_copies_ = true;
+  bool in_place_updates_ = true;
   bool overlap_halo_ = false;
   long long allreduce_bucket_mib_ = 4;
   bool profile_steps_ = false;

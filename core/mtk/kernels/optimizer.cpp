@@ -12,6 +12,17 @@
 #include <initializer_list>
 
 namespace mtk::kernels {
+namespace {
+
+// An update's output: the view the caller passed when it holds n values (it may be an input: each
+// value is read before it is written), else a new one.
+FView output(const FView& given, const char* label, std::int64_t n) {
+  if (static_cast<std::int64_t>(given.extent(0)) == n && given.data() != nullptr)
+    return given;
+  return impl::alloc<float>(label, n);
+}
+
+}  // namespace
 
 void adam_update(const ExecSpace& space, const FView& p, const FView& m, const FView& v,
                  const FView& g, const FView& step_size, float beta1, float beta2, float epsilon,
@@ -21,9 +32,9 @@ void adam_update(const ExecSpace& space, const FView& p, const FView& m, const F
     if (static_cast<std::int64_t>(t->extent(0)) != n)
       fail("mtk::kernels::adam_update",
            cat("'", t->label(), "' holds ", t->extent(0), " values, the parameter ", n));
-  FView np = impl::alloc<float>("mtk::kernels::adam_update::p", n),
-        nm = impl::alloc<float>("mtk::kernels::adam_update::m", n),
-        nv = impl::alloc<float>("mtk::kernels::adam_update::v", n);
+  FView np = output(new_p, "mtk::kernels::adam_update::p", n),
+        nm = output(new_m, "mtk::kernels::adam_update::m", n),
+        nv = output(new_v, "mtk::kernels::adam_update::v", n);
   const float c1 = 1.0f - beta1, c2 = 1.0f - beta2;
   Kokkos::parallel_for(
       "mtk::kernels::adam_update", impl::Range(space, 0, n), KOKKOS_LAMBDA(std::int64_t k) {
@@ -60,7 +71,7 @@ void adafactor_second_moment(const ExecSpace& space, const FView& v, const FView
   const std::int64_t n = static_cast<std::int64_t>(v.extent(0));
   check_same_size(where, n, {&g});
   check_scalar(where, decay);
-  FView nv = impl::alloc<float>("mtk::kernels::adafactor_second_moment::v", n),
+  FView nv = output(new_v, "mtk::kernels::adafactor_second_moment::v", n),
         u = impl::alloc<float>("mtk::kernels::adafactor_second_moment::update", n);
   Kokkos::parallel_for(
       where, impl::Range(space, 0, n), KOKKOS_LAMBDA(std::int64_t k) {
@@ -84,7 +95,7 @@ void adafactor_apply(const ExecSpace& space, const FView& p, const FView& m, con
     check_same_size(where, n, {&m});
   check_scalar(where, clip);
   check_scalar(where, scale);
-  FView np = impl::alloc<float>("mtk::kernels::adafactor_apply::p", n);
+  FView np = output(new_p, "mtk::kernels::adafactor_apply::p", n);
   if (!momentum) {
     Kokkos::parallel_for(
         where, impl::Range(space, 0, n),
@@ -93,7 +104,7 @@ void adafactor_apply(const ExecSpace& space, const FView& p, const FView& m, con
     new_m = FView();
     return;
   }
-  FView nm = impl::alloc<float>("mtk::kernels::adafactor_apply::m", n);
+  FView nm = output(new_m, "mtk::kernels::adafactor_apply::m", n);
   const float b1 = static_cast<float>(beta1), c1 = static_cast<float>(1.0 - beta1);
   Kokkos::parallel_for(
       where, impl::Range(space, 0, n), KOKKOS_LAMBDA(std::int64_t k) {

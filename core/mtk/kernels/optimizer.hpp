@@ -1,5 +1,8 @@
 #pragma once
-// Fused optimizer updates: one pass over a parameter and its slots (kernels/optimizer.cpp).
+// Fused optimizer updates: one pass over a parameter and its slots (kernels/optimizer.cpp). An
+// output (new_p, new_m, new_v) the caller passes holding as many values as the parameter is
+// written into, and may be the input it replaces (each value is read before it is written): the
+// in-place update of mtk/lower/in_place_updates.hpp. An empty one is allocated.
 
 #include <mtk/base/exec_space.hpp>
 #include <mtk/kernels/view.hpp>

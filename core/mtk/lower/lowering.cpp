@@ -3,6 +3,7 @@
 #include <mtk/base/runtime_options.hpp>
 #include <mtk/kernels/einsum.hpp>
 #include <mtk/lower/bf16_reuse.hpp>
+#include <mtk/lower/in_place_updates.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/lower/memory_model.hpp>
@@ -62,6 +63,7 @@ std::unique_ptr<Program> Lowering::run() {
   if (runtime_options().overlap_halo())  // MTK_OVERLAP_HALO
     p_->overlapped_halos_ = overlap_halos(p_->steps_);
   plan_bf16_copies();
+  plan_in_place_updates();
   finish();
   return std::move(p_);
 }
@@ -123,6 +125,8 @@ void Lowering::add_step_of(StepKind kind, const std::string& what, std::vector<i
                         std::move(fn),
                         {},
                         std::move(scratch_),
+                        {},
+                        {},
                         {}});
   scratch_.clear();
   communicates_ = false;
@@ -324,9 +328,10 @@ void Lowering::add_variable(int t, const std::string& name, const Program::Buffe
                   [&] { return cat("the bytes of the variables (at '", name, "')"); });
 }
 
-void Lowering::add_assignment(const std::string& what, int value, int variable,
-                              Program::StepFn fn) {
+void Lowering::add_assignment(const std::string& what, int value, int variable, Program::StepFn fn,
+                              bool replaces) {
   keep_to_end_.push_back(value);
+  assigned_[variable].emplace_back(value, replaces);
   p_->assigns_.push_back({*op().def,
                           what,
                           Program::Category::other,
@@ -334,6 +339,8 @@ void Lowering::add_assignment(const std::string& what, int value, int variable,
                           {value},
                           {variable},
                           std::move(fn),
+                          {},
+                          {},
                           {},
                           {},
                           {}});
@@ -358,6 +365,27 @@ void Lowering::plan_bf16_copies() {
   p_->bf16_drop_after_ = std::move(plan.drop_after);
   p_->bf16_kept_tensors_ = plan.kept_tensors;
   bf16_variable_copy_bytes_ = plan.variable_copy_bytes;
+}
+
+// In-place optimizer updates (mtk/lower/in_place_updates.hpp), after every pass that moves steps.
+void Lowering::plan_in_place_updates() {
+  if (!runtime_options().in_place_updates())  // MTK_IN_PLACE_UPDATES
+    return;
+  InPlaceInputs in;
+  for (int t : p_->persistent_)
+    in.stored_variables.insert(t);
+  for (const auto& [variable, values] : assigned_)
+    if (values.size() == 1 && values.front().second)
+      in.set_to[variable] = values.front().first;
+  in.renames = [](const Program::Step& st) {
+    return st.kind.traits().free || st.kind == StepKind(relayout_step.def);
+  };
+  in.bytes = [this](int t) { return local_bytes(t); };
+  InPlacePlan plan =
+      ::mtk::plan_in_place_updates(p_->steps_, static_cast<int>(p_->layouts_.size()), in);
+  for (size_t s = 0; s < plan.in_place.size(); ++s)
+    p_->steps_[s].in_place = std::move(plan.in_place[s]);
+  p_->in_place_aliases_ = std::move(plan.aliases);
 }
 
 void Lowering::finish() {

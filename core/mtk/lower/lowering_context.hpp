@@ -92,6 +92,11 @@ class Lowering {
   void mark_bf16_reads(std::vector<int> tensors) {
     p_->steps_.back().bf16_reads = std::move(tensors);
   }
+  /// Declares that the last step's kernels may write `output` into `input`'s buffer (each value
+  /// read before it is written); the in-place pass decides (mtk/lower/in_place_updates.hpp).
+  void allow_overwrite(int output, int input) {
+    p_->steps_.back().may_overwrite.emplace_back(output, input);
+  }
   /// Counts `gemms` gemm calls of `flops_each` FLOPs (counters().gemm_by_size).
   void count_gemms(double flops_each, std::int64_t gemms);
   /// Adds to counters().flops[c] (for work outside steps: assignments).
@@ -133,12 +138,16 @@ class Lowering {
   /// The live storage of variable tensor t, for assignments run at the end of each run.
   Program::Buffer* variable_storage(int t) { return &p_->variables_[t]; }
   /// Appends an assignment (run after every other step); `value` stays alive until then.
-  void add_assignment(const std::string& what, int value, int variable, Program::StepFn fn);
+  /// `replaces`: it sets the variable to `value` (not an accumulation), so the step computing
+  /// `value` may write it into the storage (mtk/lower/in_place_updates.hpp).
+  void add_assignment(const std::string& what, int value, int variable, Program::StepFn fn,
+                      bool replaces = false);
   /// The program being built (its step() is read by random ops at run time).
   const Program* program() const { return p_.get(); }
 
  private:
   void plan_bf16_copies();
+  void plan_in_place_updates();
   void finish();
 
   Graph& g_;
@@ -152,7 +161,8 @@ class Lowering {
   std::vector<std::vector<int>> pending_;
   std::map<int, DType> temp_dtype_;
   std::vector<int> keep_to_end_;
-  std::int64_t bf16_variable_copy_bytes_ = 0;            // plan_bf16_copies()
+  std::map<int, std::vector<std::pair<int, bool>>> assigned_;  // variable -> (value, replaces)
+  std::int64_t bf16_variable_copy_bytes_ = 0;                  // plan_bf16_copies()
   std::vector<std::pair<DType, std::int64_t>> stored_;   // bfloat16 variables' storage (elements)
   bool communicates_ = false;                            // count_comm since the last step
   std::vector<std::pair<DType, std::int64_t>> scratch_;  // add_scratch since the last step

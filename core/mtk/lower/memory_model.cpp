@@ -61,12 +61,15 @@ class Replay {
     int holders = 0;
   };
 
-  // The step's outputs: a new buffer each, the input's buffer for a step that only renames one,
-  // nothing for a slot it updates in place. Buffers a fresh write replaces go to `replaced`.
+  // The step's outputs: a new buffer each, the input's buffer for a step that only renames one or
+  // writes over it (Step::in_place), nothing for a slot it updates in place. Buffers a fresh write
+  // replaces go to `replaced`.
   void write(const Program::Step& st, std::vector<int>& replaced) {
     const bool renames = st.kind.traits().free;
     for (int w : st.writes) {
       if (persistent_.at(static_cast<size_t>(w)))
+        continue;
+      if (share_overwritten(st, w))
         continue;
       const bool reads_w = std::find(st.reads.begin(), st.reads.end(), w) != st.reads.end();
       int& b = slot_buffer_.at(static_cast<size_t>(w));
@@ -85,6 +88,19 @@ class Replay {
       }
       allocate(w);
     }
+  }
+
+  // Output w written over an input's buffer: it holds that buffer.
+  bool share_overwritten(const Program::Step& st, int w) {
+    for (const auto& [out, in] : st.in_place) {
+      const int from = slot_buffer_.at(static_cast<size_t>(in));
+      if (out != w || from < 0)
+        continue;
+      slot_buffer_.at(static_cast<size_t>(w)) = from;
+      ++buffers_[static_cast<size_t>(from)].holders;
+      return true;
+    }
+    return false;
   }
 
   void allocate(int t) {

@@ -317,6 +317,8 @@ std::shared_ptr<ReductionsInFlight> overlap_reductions(
                      [state, k](Program::Buffers& b, const ExecSpace&) { state->wait(k, b); },
                      {},
                      {},
+                     {},
+                     {},
                      {}});
     }
     if (!replaced[static_cast<size_t>(s)])
@@ -329,6 +331,8 @@ std::shared_ptr<ReductionsInFlight> overlap_reductions(
                      plan[static_cast<size_t>(k)].tensors,
                      {},
                      [state, k](Program::Buffers& b, const ExecSpace&) { state->start(k, b); },
+                     {},
+                     {},
                      {},
                      {},
                      {}});

@@ -7,6 +7,7 @@
 #include <mtk/lower/program.hpp>
 #include <mtk/parallel/collectives.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -233,6 +234,7 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
     keep[static_cast<size_t>(t)] = true;
   }
   feed_placeholders(buffers, feeds, local_feeds);
+  const std::set<int> keep_old = fetched_variables(fetches);
   charge("other");
   if (overlap_)
     overlap_->drain();    // left in flight by a failed run
@@ -240,6 +242,9 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
   for (size_t s = 0; s < steps_.size(); ++s) {
     if (overlap_ && overlap_->before_step(steps_[s], buffers))
       charge("collectives");
+    for (const auto& [out, var] : steps_[s].in_place)  // mtk/lower/in_place_updates.hpp
+      if (!keep_old.count(var))
+        buffers[static_cast<size_t>(out)] = buffers[static_cast<size_t>(var)];
     forget_bf16_copies(steps_[s].writes, buffers);  // storage the step rewrites in place
     try {
       steps_[s].run(buffers, space_);
@@ -276,6 +281,15 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
   ++step_;
   Kokkos::Profiling::popRegion();
   return out;
+}
+
+std::set<int> Program::fetched_variables(const std::vector<Tensor>& fetches) const {
+  std::set<int> fetched;
+  for (const auto& [var, names] : in_place_aliases_)
+    for (const auto& t : fetches)
+      if (std::find(names.begin(), names.end(), t.id()) != names.end())
+        fetched.insert(var);
+  return fetched;
 }
 
 void Program::forget_bf16_copies(const std::vector<int>& tensors, const Buffers& buffers) {

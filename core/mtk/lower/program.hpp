@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -181,6 +182,12 @@ class Program {
     std::vector<std::pair<DType, std::int64_t>> scratch;
     /// Tensors it reads as operands of a bf16 contraction (mtk/lower/bf16_reuse.hpp).
     std::vector<int> bf16_reads;
+    /// (output, input) pairs whose output its kernels may write into the input's buffer (an
+    /// elementwise update that reads each value before it writes it): declared by the lowering.
+    std::vector<std::pair<int, int>> may_overwrite;
+    /// The pairs of may_overwrite it does overwrite: run() hands the output the input's buffer
+    /// (mtk/lower/in_place_updates.hpp).
+    std::vector<std::pair<int, int>> in_place;
   };
 
   /// Runs one step of the program. `feeds` maps placeholder tensors to their global values
@@ -239,6 +246,9 @@ class Program {
   const kernels::Bf16Copies& bf16_copies() const { return *bf16_copies_; }
   /// Tensors whose bf16 copy is kept between contractions.
   int bf16_kept_tensors() const { return bf16_kept_tensors_; }
+  /// Variables whose update step writes into their storage (MTK_IN_PLACE_UPDATES,
+  /// mtk/lower/in_place_updates.hpp); a run that fetches one keeps its old value instead.
+  int in_place_updates() const { return static_cast<int>(in_place_aliases_.size()); }
   /// Number of completed runs; random ops (dropout) mix it into their seeds.
   std::int64_t step() const { return step_; }
   void set_step(std::int64_t s) { step_ = s; }
@@ -265,6 +275,9 @@ class Program {
   HostTensor gather_global(int tensor, const Buffer& b);
   void feed_placeholders(Buffers& buffers, const std::map<int, HostTensor>& feeds,
                          const std::map<int, HostTensor>& local_feeds) const;
+  // Variables updated in place whose old value `fetches` asks for (under any name): this run
+  // updates them in new buffers instead.
+  std::set<int> fetched_variables(const std::vector<Tensor>& fetches) const;
   // Drops the bf16 copies of these tensors' storage (mtk/lower/bf16_reuse.hpp).
   void forget_bf16_copies(const std::vector<int>& tensors, const Buffers& buffers);
   // Lets the pool reuse a variable's storage once an assignment has replaced it.
@@ -293,6 +306,8 @@ class Program {
   std::map<int, Buffer> variables_;  // tensor id -> storage
   std::vector<int> placeholders_;
   std::vector<int> persistent_;  // tensor ids whose buffers alias variable storage
+  // Variables updated in place (mtk/lower/in_place_updates.hpp) -> tensors that may hold them.
+  std::map<int, std::vector<int>> in_place_aliases_;
   Counters counters_;
   std::int64_t step_ = 0;
   bool profiling_ = false;

@@ -1,4 +1,6 @@
-// Fused optimizer updates: adam_update (no gradient: updates are applied by assign).
+// Fused optimizer updates: adam_update (no gradient: updates are applied by assign). Each may
+// write its new values over the parameter and slots it reads (Lowering::allow_overwrite): the
+// in-place pass hands it their storage when nothing reads the old values later.
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/lower/lowering_context.hpp>
@@ -35,6 +37,9 @@ void lower_adam_update(Lowering& l, const AdamAttrs& a) {
         b[static_cast<size_t>(nv)] = new_v;
       },
       8.0 * static_cast<double>(l.local(p).num_elements()));
+  l.allow_overwrite(np, p);
+  l.allow_overwrite(nm, m);
+  l.allow_overwrite(nv, v);
 }
 
 constexpr auto adam_update_op =
@@ -55,12 +60,13 @@ void lower_adafactor_second_moment(Lowering& l, const AdafactorAttrs& attrs) {
       l.label(), {v, gr, dc}, {nv, up},
       [=](Buffers& b, const ExecSpace& space) {
         auto in = [&](int t) { return view_of<float>(b, t); };
-        FView new_v, update;
+        FView new_v = in(nv), update;
         kernels::adafactor_second_moment(space, in(v), in(gr), in(dc), eps1, new_v, update);
         b[static_cast<size_t>(nv)] = new_v;
         b[static_cast<size_t>(up)] = update;
       },
       7.0 * static_cast<double>(l.local(v).num_elements()));
+  l.allow_overwrite(nv, v);
 }
 
 // Inputs {p, update, clip, scale} or, with momentum, {p, update, clip, scale, m}.
@@ -81,7 +87,7 @@ void lower_adafactor_apply(Lowering& l, const AdafactorAttrs& attrs) {
       l.label(), reads, writes,
       [=](Buffers& b, const ExecSpace& space) {
         auto in = [&](int t) { return view_of<float>(b, t); };
-        FView new_p, new_m;
+        FView new_p = in(np), new_m = nm >= 0 ? in(nm) : FView();
         kernels::adafactor_apply(space, in(p), m >= 0 ? in(m) : FView(), in(up), in(cl), in(sc),
                                  beta1, new_p, new_m);
         b[static_cast<size_t>(np)] = new_p;
@@ -89,6 +95,9 @@ void lower_adafactor_apply(Lowering& l, const AdafactorAttrs& attrs) {
           b[static_cast<size_t>(nm)] = new_m;
       },
       5.0 * static_cast<double>(l.local(p).num_elements()));
+  l.allow_overwrite(np, p);
+  if (m >= 0)
+    l.allow_overwrite(nm, m);
 }
 
 constexpr auto adafactor_second_moment_op = make_op_kind<AdafactorAttrs>(

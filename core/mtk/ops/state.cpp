@@ -59,16 +59,20 @@ void lower_assign(Lowering& l, const AssignAttrs& attrs) {
     lower_bfloat16_assign(l, mode, val, storage);
     return;
   }
-  l.add_assignment(l.label(), val, var, [=](Buffers& b, const ExecSpace& space) {
-    const Program::Buffer& v = b[static_cast<size_t>(val)];
-    if (mode == AssignMode::set) {
-      if (v.data() != storage->data())
-        *storage = v;
-    } else {
-      kernels::axpy<float>(space, mode == AssignMode::add ? 1.f : -1.f, v.view<float>(),
-                           storage->view<float>());
-    }
-  });
+  l.add_assignment(
+      l.label(), val, var,
+      [=](Buffers& b, const ExecSpace& space) {
+        const Program::Buffer& v = b[static_cast<size_t>(val)];
+        if (mode == AssignMode::set) {
+          if (v.data() !=
+              storage->data())  // else written in place (mtk/lower/in_place_updates.hpp)
+            *storage = v;
+        } else {
+          kernels::axpy<float>(space, mode == AssignMode::add ? 1.f : -1.f, v.view<float>(),
+                               storage->view<float>());
+        }
+      },
+      mode == AssignMode::set);
 }
 
 constexpr auto assign_kind = make_op_kind<AssignAttrs>("assign", {FlopClass::none}, lower_assign);
