@@ -3,7 +3,8 @@
 // greedy outputs, beam 1 = greedy, and beam search identical on 1, 2 and 4 ranks under
 // data-parallel, model-parallel and 2-D layouts. Weights trained by a few Adafactor steps reach
 // the decoder by name: copied from the training program (same or another layout) and restored
-// from a checkpoint.
+// from a checkpoint. With local attention the ring cache of the last W positions decodes as the
+// full cache and as full re-decoding (in blocks of W or wider).
 
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/decode/decode.hpp>
@@ -192,6 +193,10 @@ TEST(IncrementalDecoding, LocalAttentionWindowStepsEqualFullDecoding) {
     IncrementalDecoder whole(c, full_cache(shape(2)), single_processor_mesh(), LayoutRules());
     EXPECT_EQ(cache_positions(whole), 8) << what;
     expect_steps_match(one, whole, encdec, 2, what + ": ring against the full cache");
+    auto wide = c;  // full re-decoding in blocks of 8 (model.local_attention_block): the same
+    wide.local_attention_block = 8;
+    FullDecoder blocks(wide, shape(2), single_processor_mesh(), LayoutRules());
+    expect_steps_match(one, blocks, encdec, 2, what + " against blocks of 8");
     for (const auto& ms : meshes_of_size(world_size())) {
       Mesh mesh(ms, MPI_COMM_WORLD);
       for (const auto& layout : {"batch:@0;heads:@1", "heads:@0;vocab:@0;d_ff:@0"}) {
