@@ -2,8 +2,8 @@
 // docs/spatial.md): the layer against a float64 host reference and against full attention under
 // the same band mask, forward and gradients; split over the length (with batch and heads) on 1,
 // 2, 4 and 8 ranks against one; a window of the whole length is full causal attention; a tiny
-// language model with a window trains alike on every layout; step-wise decoding with a window
-// masks the same positions; the errors.
+// language model with a window trains alike on every layout, and in blocks wider than the window
+// (model.local_attention_block) as in blocks of the window; the errors.
 
 #include <mtk/base/error.hpp>
 #include <mtk/nn/nn.hpp>
@@ -177,10 +177,12 @@ TEST_P(LocalAttention, EqualsBandMaskedFullAttentionAndTheHostReference) {
 }
 
 // No halo (window 1), a partial halo, a halo of the whole previous block (Mesh-TF's
-// masked_local_attention_1d with block_length 4), a block wider than the window.
+// masked_local_attention_1d with block_length 4), blocks wider than the window
+// (model.local_attention_block).
 INSTANTIATE_TEST_SUITE_P(Windows, LocalAttention,
                          ::testing::Values(WindowAndBlock{1, 4}, WindowAndBlock{3, 4},
-                                           WindowAndBlock{5, 4}, WindowAndBlock{2, 8}));
+                                           WindowAndBlock{5, 4}, WindowAndBlock{2, 8},
+                                           WindowAndBlock{4, 8}));
 
 TEST(LocalAttentionWindow, OfTheWholeLengthIsFullCausalAttention) {
   for (std::int64_t window : {kLength.size, kLength.size + 1}) {
@@ -268,6 +270,32 @@ TEST(LocalAttentionModel, TrainingWithASplitLengthEqualsOneProcessor) {
   }
 }
 
+TEST(LocalAttentionModel, BlocksWiderThanTheWindowEqualBlocksOfTheWindow) {
+  // model.local_attention_block 8 with a window of 4 over 64 positions (8 blocks): the blocks of
+  // the window's run, and the same on every layout that splits the length.
+  nn::TransformerConfig c = windowed(false);
+  c.length = 64;
+  nn::TransformerConfig b8 = c;
+  b8.local_attention_block = 8;
+  // The blocks are 8 wide: keys of 8 + 3 positions (the block and the window's halo).
+  Graph g;
+  nn::build_transformer(g, b8, false);
+  bool widened = false;
+  for (int t = 0; t < g.num_tensors(); ++t) {
+    const Shape& s = g.tensor(t).shape();
+    widened = widened || (s.contains(nn::kLocalMemoryDim) && s.size_of(nn::kLocalMemoryDim) == 11);
+  }
+  EXPECT_TRUE(widened) << "no [attention_memory=11] tensor: the block is not 8";
+  const Trained ref = train(b8, single_processor_mesh(), LayoutRules());
+  expect_close(train(c, single_processor_mesh(), LayoutRules()), ref, "blocks of 4 against 8");
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    Mesh mesh(mshape, MPI_COMM_WORLD);
+    for (const auto& layout : {"length:@0", "length:@0;batch:@1", "length:@0;heads:@1;d_ff:@1"})
+      expect_close(train(b8, mesh, instantiate(layout, mshape)), ref,
+                   "blocks of 8 on " + mshape.to_string() + " layout " + layout);
+  }
+}
+
 TEST(LocalAttentionModel, WindowChangesTheModelOnlyWhereItMasks) {
   // A window of the whole length is the full model, bitwise; a shorter one differs.
   nn::TransformerConfig full = windowed(false), whole = full, local = full;
@@ -344,6 +372,21 @@ TEST(LocalAttentionErrors, NameTheTensorDimsAndSizes) {
   expect_parts(error_of([&] { c.validate(); }), {"model.attention_window = -1"});
   c.attention_window = 3;
   expect_parts(error_of([&] { c.validate(); }), {"model.length = 8", "model.attention_window = 3"});
+  // The block: narrower than the window, not dividing the length, negative, without a window.
+  c = tiny_transformer();
+  c.attention_window = 4;
+  c.local_attention_block = 2;
+  expect_parts(error_of([&] { c.validate(); }),
+               {"model.local_attention_block = 2", "model.attention_window = 4"});
+  c.local_attention_block = 6;
+  expect_parts(error_of([&] { c.validate(); }),
+               {"model.length = 8", "model.local_attention_block = 6", "window 4"});
+  c.local_attention_block = -1;
+  expect_parts(error_of([&] { c.validate(); }), {"model.local_attention_block = -1"});
+  c.attention_window = 0;
+  c.local_attention_block = 8;
+  expect_parts(error_of([&] { c.validate(); }),
+               {"model.local_attention_block = 8", "model.attention_window"});
   // Blocks the mesh dim does not divide: 32 positions in blocks of 4 over more than 8 ranks is
   // not possible here, so 3 blocks of 4 (length 12) over 2, 4 or 8 ranks; every rank fails alike.
   const int n = world_size();
@@ -356,6 +399,12 @@ TEST(LocalAttentionErrors, NameTheTensorDimsAndSizes) {
     Mesh mesh(MeshShape::parse("m:" + std::to_string(n)), MPI_COMM_WORLD);
     expect_parts(error_of([&] { lower(g2, mesh, LayoutRules::parse("length:m")); }),
                  {"'length'", "not divisible by mesh dimension 'm'"});
+    d.length = 24;  // 3 blocks of 8
+    d.local_attention_block = 8;
+    Graph g3;
+    nn::build_transformer(g3, d, true);
+    expect_parts(error_of([&] { lower(g3, mesh, LayoutRules::parse("length:m")); }),
+                 {"'length' of size 3", "attention_block=8", "mesh dimension 'm'"});
   }
   int one = 1, sum = 0;  // still in step
   MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -3,7 +3,8 @@
 // greedy outputs, beam 1 = greedy, and beam search identical on 1, 2 and 4 ranks under
 // data-parallel, model-parallel and 2-D layouts. Weights trained by a few Adafactor steps reach
 // the decoder by name: copied from the training program (same or another layout) and restored
-// from a checkpoint.
+// from a checkpoint. With local attention the ring cache of the last W positions decodes as the
+// full cache and as full re-decoding (in blocks of W or wider).
 
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/decode/decode.hpp>
@@ -157,24 +158,104 @@ TEST(IncrementalDecoding, StepLogitsEqualFullDecoding) {
   }
 }
 
-// With model.attention_window the full decoder runs local attention (blocks of the window) and the
-// step program masks cache positions window or more back: the same logits at every position.
+nn::TransformerConfig windowed(bool encdec) {
+  auto c = config(encdec);
+  c.attention_window = encdec ? 4 : 2;  // max_length 8: the ring wraps 1 or 3 times
+  return c;
+}
+
+nn::DecodingShape full_cache(nn::DecodingShape s) {
+  s.full_cache = true;
+  return s;
+}
+
+// The positions a step program's caches hold (from the variable's shape).
+std::int64_t cache_positions(IncrementalDecoder& d) {
+  return d.step_program()
+      .variable_value("decoding/layer_0/self_attention/k_cache")
+      .shape()
+      .size_of("cache_length");
+}
+
+// With model.attention_window the full decoder runs local attention (blocks of the window), the
+// step program keeps a ring of the last W positions (slot position mod W) and the full-cache
+// step program masks cache positions W or more back: the same logits at every position.
 TEST(IncrementalDecoding, LocalAttentionWindowStepsEqualFullDecoding) {
   for (bool encdec : {false, true}) {
-    auto c = config(encdec);
-    c.attention_window = encdec ? 4 : 2;
+    const auto c = windowed(encdec);
     const std::string what = std::string(encdec ? "encoder-decoder" : "decoder-only") + " window " +
                              std::to_string(c.attention_window);
     FullDecoder full(c, shape(2), single_processor_mesh(), LayoutRules());
     IncrementalDecoder one(c, shape(2), single_processor_mesh(), LayoutRules());
+    EXPECT_EQ(cache_positions(one), c.attention_window) << what;
+    EXPECT_EQ(one.shape().cache_length(c), c.attention_window) << what;
     expect_steps_match(one, full, encdec, 2, what + " on one processor");
+    IncrementalDecoder whole(c, full_cache(shape(2)), single_processor_mesh(), LayoutRules());
+    EXPECT_EQ(cache_positions(whole), 8) << what;
+    expect_steps_match(one, whole, encdec, 2, what + ": ring against the full cache");
+    auto wide = c;  // full re-decoding in blocks of 8 (model.local_attention_block): the same
+    wide.local_attention_block = 8;
+    FullDecoder blocks(wide, shape(2), single_processor_mesh(), LayoutRules());
+    expect_steps_match(one, blocks, encdec, 2, what + " against blocks of 8");
     for (const auto& ms : meshes_of_size(world_size())) {
       Mesh mesh(ms, MPI_COMM_WORLD);
-      IncrementalDecoder inc(c, shape(2), mesh, instantiate("batch:@0;heads:@1", ms));
-      FullDecoder ref(c, shape(2), single_processor_mesh(), LayoutRules());
-      expect_steps_match(inc, ref, encdec, 2, what + " on " + ms.to_string());
+      for (const auto& layout : {"batch:@0;heads:@1", "heads:@0;vocab:@0;d_ff:@0"}) {
+        IncrementalDecoder inc(c, shape(2), mesh, instantiate(layout, ms));
+        FullDecoder ref(c, shape(2), single_processor_mesh(), LayoutRules());
+        expect_steps_match(inc, ref, encdec, 2,
+                           what + " on " + ms.to_string() + " layout " + layout);
+      }
     }
   }
+}
+
+// The window's ring cache decodes as the full cache and as full re-decoding: greedy outputs equal
+// all three; beam search equals the full cache's on one processor and on every mesh and layout.
+TEST(IncrementalDecoding, LocalAttentionRingCacheSearchesEqualTheFullCache) {
+  for (bool encdec : {false, true}) {
+    const auto c = windowed(encdec);
+    const std::string what = encdec ? "encoder-decoder" : "decoder-only";
+    IncrementalDecoder ring(c, shape(1), single_processor_mesh(), LayoutRules());
+    IncrementalDecoder whole(c, full_cache(shape(1)), single_processor_mesh(), LayoutRules());
+    FullDecoder full(c, shape(1), single_processor_mesh(), LayoutRules());
+    if (encdec)
+      full.encode(sources());
+    const auto naive = decode::greedy_search(full.step_function(), 4, c.vocab_size, options(1));
+    const auto want = search(whole, encdec, 1);
+    expect_same(search(ring, encdec, 1), want, what + " greedy: ring against the full cache");
+    for (size_t b = 0; b < 4; ++b) {
+      EXPECT_EQ(want[b][0].tokens, naive[b].tokens) << what << " row " << b;
+      EXPECT_NEAR(want[b][0].log_prob, naive[b].log_prob, 1e-4) << what << " row " << b;
+    }
+    IncrementalDecoder whole3(c, full_cache(shape(3)), single_processor_mesh(), LayoutRules());
+    const auto beams = search(whole3, encdec, 3);
+    IncrementalDecoder ring3(c, shape(3), single_processor_mesh(), LayoutRules());
+    expect_same(search(ring3, encdec, 3), beams, what + " beam 3 on one processor");
+    for (const auto& ms : meshes_of_size(world_size())) {
+      Mesh mesh(ms, MPI_COMM_WORLD);
+      for (const auto& layout : kLayouts) {
+        IncrementalDecoder d(c, shape(3), mesh, instantiate(layout, ms));
+        expect_same(search(d, encdec, 3), beams,
+                    what + " beam 3 on " + ms.to_string() + " layout " + layout);
+      }
+    }
+  }
+}
+
+// The ring holds min(W, max_length) positions; without a window, max_length.
+TEST(IncrementalDecoding, CacheLengthIsTheWindowAtMost) {
+  auto c = windowed(false);
+  nn::DecodingShape s = shape(1).resolved(c);
+  EXPECT_EQ(s.cache_length(c), 2);
+  s.max_length = 1;
+  EXPECT_EQ(s.cache_length(c), 1);
+  c.attention_window = 0;
+  EXPECT_EQ(shape(1).resolved(c).cache_length(c), 8);
+  c.attention_window = 4;  // wider than max_length 3: every position fits
+  s = shape(1);
+  s.max_length = 3;
+  IncrementalDecoder d(c, s, single_processor_mesh(), LayoutRules());
+  EXPECT_EQ(cache_positions(d), 3);
 }
 
 // (a, b) Greedy decoding with the cache equals greedy full re-decoding; beam search with beam 1

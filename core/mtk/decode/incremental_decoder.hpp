@@ -1,9 +1,10 @@
 #pragma once
 // Incremental decoding of a Transformer on a mesh: the encoder program runs once per batch of
 // sources, the decoder step program once per position; the keys and values of earlier positions
-// stay in the step program (state variables updated in place), reordered by beam parent on the
-// device. Lowered on the training mesh and layout rules, so any layout works (batch split over
-// data-parallel processors, heads/d_ff/vocab over model-parallel ones).
+// (with model.attention_window W, only the last W: a ring buffer) stay in the step program (state
+// variables updated in place), reordered by beam parent on the device. Lowered on the training mesh
+// and layout rules, so any layout works (batch split over data-parallel processors,
+// heads/d_ff/vocab over model-parallel ones).
 
 #include <mtk/decode/beam_search.hpp>
 #include <mtk/lower/program.hpp>

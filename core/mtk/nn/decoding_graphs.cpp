@@ -5,6 +5,7 @@
 #include <mtk/nn/impl/weights.hpp>
 #include <mtk/ops/ops.hpp>
 
+#include <algorithm>
 #include <string>
 
 namespace mtk::nn {
@@ -38,7 +39,39 @@ struct DecodingBuilder {
   impl::Builder b;
 };
 
+// What a step does to the self-attention caches of `cache` slots. Position p lives in slot
+// p mod C: C = max_length is the plain cache (slot p), C = W a ring of the last W positions.
+struct CacheSlots {
+  Tensor keep;  // 1 where the slot holds an earlier position of this decode
+  Tensor here;  // one-hot: the slot this position is written to
+  Tensor bias;  // -1e9 where the slot holds no position the query attends to
+};
+
+CacheSlots cache_slots(Graph& g, const Tensor& position_id, const Dimension& cache,
+                       std::int64_t window) {
+  auto scalar = [&](double v) { return constant(g, Shape(), v); };
+  const Tensor size = constant(g, Shape(), double(cache.size), DType::int32);
+  const Tensor slot = position_id - (position_id / size) * size;  // int32: exact
+  const Tensor position = cast(position_id, DType::float32), at = cast(slot, DType::float32);
+  const Tensor slots = cast(range(g, cache), DType::float32);
+  // Steps since each slot was written, (slot - s) mod C; more than `position`: not this decode's.
+  const Tensor age = at - slots + multiply(greater(slots, at), double(cache.size));
+  CacheSlots r;
+  r.keep = greater(age, scalar(0.5)) * less(age, add(position, 0.5));
+  r.here = one_hot(slot, cache);
+  // The causal mask of the training graph (later positions), and, as there, a window's.
+  r.bias = multiply(greater(age, position), -1e9);
+  if (window > 0 && window < cache.size)  // a full cache: positions W or more back
+    r.bias = r.bias + multiply(greater(age, scalar(double(window) - 0.5)), -1e9);
+  return r;
+}
+
 }  // namespace
+
+std::int64_t DecodingShape::cache_length(const TransformerConfig& config) const {
+  const std::int64_t window = config.attention_window;
+  return window > 0 && !full_cache ? std::min(window, max_length) : max_length;
+}
 
 DecodingShape DecodingShape::resolved(const TransformerConfig& config) const {
   const char* where = "mtk::nn::DecodingShape";
@@ -110,7 +143,7 @@ DecoderStepGraph build_decoder_step(Graph& g, const TransformerConfig& config,
   impl::Builder& b = db.b;
   const bool encdec = config.num_encoder_layers > 0;
   const Dimension beam{"beam", s.beam}, parent{"beam_parent", s.beam},
-      cache{"cache_length", s.max_length};
+      cache{"cache_length", s.cache_length(config)};
   DecoderStepGraph r;
   r.tokens = placeholder(g, "step_tokens", Shape{b.batch, beam}, DType::int32);
   r.parents = placeholder(g, "step_parents", Shape{b.batch, beam}, DType::int32);
@@ -118,21 +151,12 @@ DecoderStepGraph build_decoder_step(Graph& g, const TransformerConfig& config,
 
   const Shape cache_shape{b.batch, beam, cache, b.heads, b.d_kv};
   Tensor reorder = one_hot(r.parents, parent);  // [batch, beam, beam_parent]
-  Tensor position = cast(r.position, DType::float32);
-  Tensor cache_positions = cast(range(g, cache), DType::float32);
-  Tensor keep = less(cache_positions, position);  // earlier positions survive
-  Tensor here = one_hot(r.position, cache);
-  // The causal mask of the training graph: later cache positions are masked.
-  Tensor self_bias = multiply(greater(cache_positions, position), -1e9);
-  if (config.attention_window > 0)  // and, as there, positions window or more back
-    self_bias =
-        self_bias +
-        multiply(less(cache_positions, add(position, 1.0 - double(config.attention_window))), -1e9);
-  // The cache reordered by parent, cleared from `position` on, with `fresh` written at position.
+  const CacheSlots slots = cache_slots(g, r.position, cache, config.attention_window);
+  // The cache reordered by parent, cleared but for earlier positions, with `fresh` written.
   auto update = [&](const Tensor& state, const Tensor& fresh) {
     Tensor old = einsum({reorder, rename_dimension(state, "beam", "beam_parent")}, cache_shape);
-    Tensor next = binary(BinaryFn::add, binary(BinaryFn::multiply, old, keep, &cache_shape),
-                         binary(BinaryFn::multiply, fresh, here, &cache_shape), &cache_shape);
+    Tensor next = binary(BinaryFn::add, binary(BinaryFn::multiply, old, slots.keep, &cache_shape),
+                         binary(BinaryFn::multiply, fresh, slots.here, &cache_shape), &cache_shape);
     assign(state, next);
     return next;
   };
@@ -166,7 +190,7 @@ DecoderStepGraph build_decoder_step(Graph& g, const TransformerConfig& config,
     Tensor v =
         update(value_cache, attention_projection(b.ctx, sa, "v", h, b.d_model, b.heads, b.d_kv));
     x = b.residual(sa, x,
-                   attention_over_memory(b.ctx, sa, q, k, v, self_bias, "cache_length", b.d_model,
+                   attention_over_memory(b.ctx, sa, q, k, v, slots.bias, "cache_length", b.d_model,
                                          b.heads, b.d_kv));
     if (encdec) {
       const std::string ea = name + "/encdec_attention";

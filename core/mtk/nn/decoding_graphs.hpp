@@ -21,6 +21,13 @@ struct DecodingShape {
   std::int64_t beam = 1;           ///< hypotheses per row
   std::int64_t source_length = 0;  ///< encoder positions; 0: config.length (1..config.length)
   std::int64_t max_length = 0;     ///< decoder positions kept; 0: config.length (1..config.length)
+  /// With model.attention_window W, the self-attention caches keep only the last W positions (a
+  /// ring buffer, docs/models.md#decoding); true keeps all max_length (the reference for tests).
+  bool full_cache = false;
+
+  /// Positions each decoder layer's self-attention cache holds: min(W, max_length) with a window
+  /// (and not full_cache), else max_length. For a resolved shape.
+  std::int64_t cache_length(const TransformerConfig& config) const;
 
   /// The shape with its defaults resolved against `config`; throws naming a bad value.
   DecodingShape resolved(const TransformerConfig& config) const;
@@ -56,10 +63,12 @@ DecodingEncoderGraph build_decoding_encoder(Graph& g, const TransformerConfig& c
 
 /// One decoder step for every hypothesis [batch, beam]. A run first reorders the key/value caches
 /// of each row by `parents` (hypothesis k continues the one in slot parents[b, k] of the previous
-/// step; identity at position 0), clears cache positions >= `position`, writes the keys and values
-/// of `tokens` at `position` and returns the next-token logits. The caches are the state variables
+/// step; identity at position 0), clears the slots that hold no earlier position of this decode,
+/// writes the keys and values of `tokens` into slot `position` mod cache_length and returns the
+/// next-token logits. The caches are the state variables
 /// "decoding/layer_<l>/self_attention/{k,v}_cache" [batch, beam, cache_length, heads, d_kv]
-/// (cache_length = max_length), updated in place at the end of each run. With an encoder, the
+/// (cache_length = shape.cache_length(config): max_length, or the window: a ring buffer of the
+/// last W positions), updated in place at the end of each run. With an encoder, the
 /// hypotheses of a row attend to the memories the encoder graph wrote (shared by the beams).
 /// Equivalent to the full decoder of build_transformer at that position, for a row holding one
 /// sequence (segment 1, positions 0, 1, ...).

@@ -64,14 +64,36 @@ void TransformerConfig::validate() const {
   if (attention_window < 0)
     fail(where,
          cat("model.attention_window = ", attention_window, " must be >= 0 (0: full attention)"));
-  if (local_attention() && length % attention_window != 0)
-    fail(where, cat("model.length = ", length, " is not a multiple of model.attention_window = ",
-                    attention_window, " (local attention runs in blocks of the window)"));
+  check_local_attention(where);
   if (loss_chunks < 1 || length % loss_chunks != 0)
     fail(where, cat("model.loss_chunks = ", loss_chunks, " must be >= 1 and divide model.length = ",
                     length, " (the loss head is chunked along dim 'length')"));
   if (moe_every > 0 && moe.num_experts < 1)
     fail(where, "model.moe.num_experts must be >= 1");
+}
+
+void TransformerConfig::check_local_attention(const char* where) const {
+  if (local_attention_block < 0)
+    fail(where, cat("model.local_attention_block = ", local_attention_block,
+                    " must be >= 0 (0: the window)"));
+  if (local_attention_block > 0 && attention_window == 0)
+    fail(where, cat("model.local_attention_block = ", local_attention_block,
+                    " needs local attention (model.attention_window > 0; it is 0)"));
+  if (!local_attention())
+    return;
+  if (local_attention_block == 0 && length % attention_window != 0)
+    fail(where, cat("model.length = ", length, " is not a multiple of model.attention_window = ",
+                    attention_window, " (local attention runs in blocks of the window)"));
+  if (local_attention_block == 0)
+    return;
+  if (local_attention_block < attention_window)
+    fail(where, cat("model.local_attention_block = ", local_attention_block,
+                    " is narrower than model.attention_window = ", attention_window,
+                    " (a block holds at least the window)"));
+  if (length % local_attention_block != 0)
+    fail(where, cat("model.length = ", length,
+                    " is not a multiple of model.local_attention_block = ", local_attention_block,
+                    " (local attention runs in blocks of it; window ", attention_window, ")"));
 }
 
 Precision TransformerConfig::contraction_precision() const {
@@ -119,6 +141,8 @@ std::string TransformerConfig::to_string() const {
     os << ", loss chunks " << loss_chunks;
   if (attention_window)
     os << ", attention window " << attention_window;
+  if (local_attention_block)
+    os << " in blocks of " << local_attention_block;
   if (moe_every)
     os << ", MoE every " << moe_every << " (" << moe.num_experts << " experts)";
   return os.str();

@@ -51,9 +51,12 @@ struct TransformerConfig {
   /// float32 reassociation. 1: the whole [batch, length, vocab], as before. Must divide length.
   std::int64_t loss_chunks = 1;
   /// > 0: the decoder's self-attention is local (docs/spatial.md): position i attends to
-  /// positions i - attention_window < j <= i only, computed in blocks of attention_window
-  /// positions so that `length` may be split over a mesh dim. 0: full causal attention.
+  /// positions i - attention_window < j <= i only, computed in blocks (local_attention_block)
+  /// so that `length` may be split over a mesh dim. 0: full causal attention.
   std::int64_t attention_window = 0;
+  /// Local attention's block: positions i of a block attend to the block and the window - 1
+  /// positions before it (halo). 0: the window. At least the window; must divide length.
+  std::int64_t local_attention_block = 0;
 
   /// The values `norm` may take: layer_norm, rms_norm.
   static const std::vector<std::string>& norm_choices();
@@ -62,9 +65,15 @@ struct TransformerConfig {
 
   /// Checks the sizes; throws naming the key and value.
   void validate() const;
+  /// validate()'s checks of attention_window and local_attention_block.
+  void check_local_attention(const char* where) const;
   /// Whether the decoder's self-attention is built as local attention (a window shorter than the
   /// length; a window of the length or more is full causal attention, built as such).
   bool local_attention() const { return attention_window > 0 && attention_window < length; }
+  /// The block local attention runs in: local_attention_block, or the window when it is 0.
+  std::int64_t local_block() const {
+    return local_attention_block > 0 ? local_attention_block : attention_window;
+  }
   /// Whether feed-forward layer `layer` (0-based, in encoder or decoder) is a mixture of experts.
   bool is_moe_layer(std::int64_t layer) const;
   /// The contraction precision activation_dtype names.

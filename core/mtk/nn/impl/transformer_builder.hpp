@@ -103,10 +103,10 @@ struct Builder {
   Tensor self_attention_block(const std::string& name, const Tensor& x, const Tensor& bias) {
     Tensor h = norm(name + "/norm_1", x);
     const std::string sa = name + "/self_attention";
-    if (local_segments.valid())  // blocks of the window (any mesh: the same blocks)
+    if (local_segments.valid())  // blocks fixed by the config (any mesh: the same blocks)
       return residual(sa, x,
                       local_self_attention(ctx, sa, h, local_segments, d_model, heads, d_kv,
-                                           "length", c.attention_window, c.attention_window));
+                                           "length", c.attention_window, c.local_block()));
     return residual(sa, x, attention(sa, h, h, bias));
   }
 
