@@ -111,6 +111,8 @@ grep -Eq "^#   predicted_peak_bytes: [0-9]+" print-auto.log || fail "--print-con
 mpirun -n 2 "$lm1b" train --config print-auto.log --run-dir dry --print-config > print-auto2.log 2>&1 || { cat print-auto2.log; fail "--print-config of the printed mesh: auto config"; }
 # (Not byte-equal: the plan records its planning time and the node's available memory.)
 [ "$(grep '^#   mesh:' print-auto.log)" = "$(grep '^#   mesh:' print-auto2.log)" ] || { diff print-auto.log print-auto2.log; fail "the printed mesh: auto config plans another mesh"; }
+mpirun -n 2 "$lm1b" train --config "$config" --run-dir dry --print-config --mesh auto --layout auto --set train.memory_per_rank=64K > print-auto4.log 2>&1 || { cat print-auto4.log; fail "--print-config with mesh: auto and an impossible limit"; }
+grep -q "^# --print-config: no plan on these ranks:" print-auto4.log && grep -q "^#   .*found no plan for the model.*smallest peak" print-auto4.log || { cat print-auto4.log; fail "--print-config with an impossible limit does not show the planning's error"; }
 mpirun -n 2 "$lm1b" train --config "$config" --run-dir dry --print-config --mesh auto --set data.dir=nowhere > print-auto3.log 2>&1 || { cat print-auto3.log; fail "--print-config with mesh: auto and no data"; }
 grep -q "^# --print-config: the plan (mesh: auto) is chosen at start-up for the ranks given" print-auto3.log || { cat print-auto3.log; fail "--print-config with mesh: auto and no data: no note"; }
 expect 1 "has 2 ranks" train --config "$config" --run-dir dry --dry-run --mesh batch:4
