@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 #include <type_traits>
 #include <vector>
 
@@ -44,14 +45,9 @@ cost::Machine planning_machine(const config::TrainingSettings& train, const std:
 std::vector<std::string> to_fields(const AutoPlan& p) {
   char step[64];
   std::snprintf(step, sizeof step, "%.17g", p.step_s);
-  return {p.mesh.to_string(),
-          p.rules.to_string(),
-          nn::to_string(p.recompute),
-          cat(p.microbatches),
-          step,
-          cat(p.peak_bytes),
-          cat(p.candidates),
-          p.machine};
+  return {p.mesh.to_string(),  p.rules.to_string(), nn::to_string(p.recompute),
+          cat(p.microbatches), cat(p.loss_chunks),  step,
+          cat(p.peak_bytes),   cat(p.candidates),   p.machine};
 }
 
 void from_fields(const std::vector<std::string>& f, AutoPlan& p) {
@@ -61,14 +57,15 @@ void from_fields(const std::vector<std::string>& f, AutoPlan& p) {
     if (name == f.at(2))
       p.recompute = value;
   p.microbatches = std::stoll(f.at(3));
-  p.step_s = std::stod(f.at(4));
-  p.peak_bytes = std::stoll(f.at(5));
-  p.candidates = std::stoll(f.at(6));
-  p.machine = f.at(7);
+  p.loss_chunks = std::stoll(f.at(4));
+  p.step_s = std::stod(f.at(5));
+  p.peak_bytes = std::stoll(f.at(6));
+  p.candidates = std::stoll(f.at(7));
+  p.machine = f.at(8);
 }
 
-// Rank 0's search: the fastest (mesh, layout) that fits, with recomputation and microbatches when
-// nothing fits as configured.
+// Rank 0's search: the fastest (mesh, layout) that fits, with recomputation, loss chunks and
+// microbatches when nothing fits as configured.
 void search(AutoPlan& p, const Config& config, const nn::TransformerConfig& model,
             const config::TrainingSettings& train, const cost::Machine& machine, int ranks) {
   cost::SearchOptions options;
@@ -80,7 +77,7 @@ void search(AutoPlan& p, const Config& config, const nn::TransformerConfig& mode
   if (!p.layout_auto)
     options.rules = config.layout_rules();
   const config::OptimizerSettings optimizer = train.optimizer;
-  const cost::MemorySettings configured{model.recompute, train.microbatches};
+  const cost::MemorySettings configured{model.recompute, train.microbatches, model.loss_chunks};
   const cost::MemoryPlanSearch found = cost::search_with_memory_settings(
       model, configured, [&] { return config::make_optimizer(optimizer); }, machine, options);
   const cost::MemoryPlan& chosen = found.plans.empty() ? found.configured : found.plans.front();
@@ -89,6 +86,7 @@ void search(AutoPlan& p, const Config& config, const nn::TransformerConfig& mode
   p.rules = best.rules;
   p.recompute = chosen.settings.recompute;
   p.microbatches = chosen.settings.microbatches;
+  p.loss_chunks = chosen.settings.loss_chunks;
   p.step_s = best.time.total_s;
   p.peak_bytes = best.counters.peak_bytes;
   p.candidates = static_cast<std::int64_t>(chosen.result.ranked.size());
@@ -96,34 +94,34 @@ void search(AutoPlan& p, const Config& config, const nn::TransformerConfig& mode
 
 }  // namespace
 
+std::string AutoPlan::auto_text() const {
+  return mesh_auto && layout_auto ? "mesh: auto, layout: auto"
+         : mesh_auto              ? "mesh: auto"
+                                  : "layout: auto";
+}
+
 std::string AutoPlan::describe() const {
-  const char* what = mesh_auto && layout_auto ? "mesh: auto, layout: auto"
-                     : mesh_auto              ? "mesh: auto"
-                                              : "layout: auto";
   const std::string layout_text =
       rules.rules().empty() ? std::string("(none: nothing split)") : rules.to_string();
   char line[1024];
   std::snprintf(line, sizeof line,
                 "  plan (%s, %d ranks, %.2f s): mesh %s; layout %s; model.recompute %s; "
-                "train.microbatches %lld\n"
+                "model.loss_chunks %lld; train.microbatches %lld\n"
                 "  plan: predicted %.4g s per step, peak %s per rank of a limit of %s (%s); "
                 "machine %s; %lld candidates fit\n",
-                what, mesh.num_processors(), seconds, mesh.to_string().c_str(), layout_text.c_str(),
-                nn::to_string(recompute), static_cast<long long>(microbatches), step_s,
-                bytes_text(peak_bytes).c_str(), bytes_text(memory_bytes).c_str(),
-                memory_source.c_str(), machine.c_str(), static_cast<long long>(candidates));
+                auto_text().c_str(), mesh.num_processors(), seconds, mesh.to_string().c_str(),
+                layout_text.c_str(), nn::to_string(recompute), static_cast<long long>(loss_chunks),
+                static_cast<long long>(microbatches), step_s, bytes_text(peak_bytes).c_str(),
+                bytes_text(memory_bytes).c_str(), memory_source.c_str(), machine.c_str(),
+                static_cast<long long>(candidates));
   return line;
 }
 
-std::string AutoPlan::yaml_comment() const {
-  std::string out = "# planned at start-up (docs/memory.md#mesh-auto), from the config's ";
-  out += mesh_auto && layout_auto ? "mesh: auto and layout: auto"
-         : mesh_auto              ? "mesh: auto"
-                                  : "layout: auto";
-  out +=
-      cat(":\n#   ranks: ", mesh.num_processors(), "\n#   mesh: \"", mesh.to_string(),
+std::string AutoPlan::yaml_fields() const {
+  std::string out =
+      cat("#   ranks: ", mesh.num_processors(), "\n#   mesh: \"", mesh.to_string(),
           "\"\n#   layout: \"", rules.to_string(), "\"\n#   recompute: ", nn::to_string(recompute),
-          "\n#   microbatches: ", microbatches, "\n");
+          "\n#   loss_chunks: ", loss_chunks, "\n#   microbatches: ", microbatches, "\n");
   char figures[512];
   std::snprintf(figures, sizeof figures,
                 "#   predicted_step_s: %.6g\n#   predicted_peak_bytes: %lld\n"
@@ -131,6 +129,12 @@ std::string AutoPlan::yaml_comment() const {
                 step_s, static_cast<long long>(peak_bytes), static_cast<long long>(memory_bytes),
                 memory_source.c_str(), machine.c_str(), seconds);
   return out + figures;
+}
+
+std::string AutoPlan::yaml_comment() const {
+  return cat("# planned at start-up (docs/memory.md#mesh-auto), from the config's ",
+             mesh_auto && layout_auto ? "mesh: auto and layout: auto" : auto_text(), ":\n",
+             yaml_fields());
 }
 
 bool is_auto(const Config& config, const std::string& key) {
@@ -168,7 +172,8 @@ std::int64_t planning_memory(const config::TrainingSettings& train, std::int64_t
 }
 
 AutoPlan plan_auto(Config& config, nn::TransformerConfig& model, config::TrainingSettings& train,
-                   const std::string& run_dir, const Communicator& comm, const std::string& tool) {
+                   const std::string& run_dir, const Communicator& comm, const std::string& tool,
+                   bool announce) {
   AutoPlan p;
   p.mesh_auto = is_auto(config, "mesh");
   p.layout_auto = is_auto(config, "layout");
@@ -197,10 +202,42 @@ AutoPlan plan_auto(Config& config, nn::TransformerConfig& model, config::Trainin
   config.set("layout", "\"" + p.rules.to_string() + "\"");
   config.set("model.recompute", nn::to_string(p.recompute));
   config.set("train.microbatches", cat(p.microbatches));
+  config.set("model.loss_chunks", cat(p.loss_chunks));
   model.recompute = p.recompute;
+  model.loss_chunks = p.loss_chunks;
   train.microbatches = p.microbatches;
-  say(p.describe());
+  if (announce)
+    say(p.describe());
   return p;
+}
+
+std::string plan_for_printing(const Config& config, nn::TransformerConfig model,
+                              config::TrainingSettings train, const std::string& run_dir,
+                              bool vocab_known, const Communicator& comm, const std::string& tool) {
+  AutoPlan what;
+  what.mesh_auto = is_auto(config, "mesh");
+  what.layout_auto = is_auto(config, "layout");
+  if (!what.planned())
+    return "";
+  if (!vocab_known)
+    return cat("# --print-config: the plan (", what.auto_text(),
+               ") is chosen at start-up for the ranks given; it needs model.vocab_size, the size "
+               "of data.dir's vocabulary (not readable yet)\n");
+  // A deep copy: Config copies share their YAML document, which plan_auto() writes the plan into.
+  Config planned = Config::from_string(config.dump(), config.origin());
+  try {
+    const AutoPlan p = plan_auto(planned, model, train, run_dir, comm, tool, false);
+    return cat("# --print-config: on these ", comm.size(),
+               " ranks start-up would plan (docs/memory.md#mesh-auto; another number of ranks "
+               "plans again):\n",
+               p.yaml_fields());
+  } catch (const AgreedError& e) {  // every rank failed alike: shown, not fatal, here
+    std::string out = "# --print-config: no plan on these ranks:\n";
+    std::istringstream lines(e.what());
+    for (std::string line; std::getline(lines, line);)
+      out += "#   " + line + "\n";
+    return out;
+  }
 }
 
 }  // namespace mtk::app

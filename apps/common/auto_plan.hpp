@@ -1,9 +1,9 @@
 #pragma once
 // `mesh: auto` and `layout: auto` (docs/memory.md#mesh-auto): at start-up a training app runs the
 // layout search (mtk/cost/memory_plans.hpp) for the ranks it was given and the memory each has,
-// and trains with the plan: mesh, layout, and, when nothing fits as configured, model.recompute
-// and train.microbatches. Rank 0 searches and broadcasts, so every rank runs the same plan; a
-// plan that cannot be made fails on every rank with one message.
+// and trains with the plan: mesh, layout, and, when nothing fits as configured, model.recompute,
+// model.loss_chunks and train.microbatches. Rank 0 searches and broadcasts, so every rank runs the
+// same plan; a plan that cannot be made fails on every rank with one message.
 
 #include <mtk/config/config.hpp>
 #include <mtk/config/training_config.hpp>
@@ -24,6 +24,7 @@ struct AutoPlan {
   LayoutRules rules;
   nn::Recompute recompute = nn::Recompute::none;
   std::int64_t microbatches = 1;
+  std::int64_t loss_chunks = 1;
   double step_s = 0;              ///< predicted seconds per step
   std::int64_t peak_bytes = 0;    ///< predicted peak per rank
   std::int64_t memory_bytes = 0;  ///< the limit per rank planned for (0: none)
@@ -37,6 +38,10 @@ struct AutoPlan {
   std::string describe() const;
   /// The plan as YAML comment lines (config.resolved.yaml's header).
   std::string yaml_comment() const;
+  /// Those lines without their header: "#   ranks: 2", "#   mesh: ...", one per field.
+  std::string yaml_fields() const;
+  /// What the config left to the plan: "mesh: auto, layout: auto", "mesh: auto" or "layout: auto".
+  std::string auto_text() const;
 };
 
 /// Whether `key` ("mesh" or "layout") of `config` is the string `auto`.
@@ -50,11 +55,20 @@ std::int64_t planning_memory(const config::TrainingSettings& train, std::int64_t
 
 /// When `config` has `mesh: auto` or `layout: auto`: plans for comm.size() ranks (rank 0 searches,
 /// every rank gets its plan), prints it on rank 0, and writes it into `config` (mesh, layout,
-/// model.recompute, train.microbatches), `model` and `train`. Otherwise returns a plan with
-/// planned() false and changes nothing. Failures (no valid layout, nothing fits the memory) are
-/// agreed on every rank, naming `tool`, the model, the ranks, the memory and the smallest peak.
-/// Collective.
+/// model.recompute, model.loss_chunks, train.microbatches), `model` and `train`. Otherwise returns
+/// a plan with planned() false and changes nothing. Failures (no valid layout, nothing fits the
+/// memory) are agreed on every rank, naming `tool`, the model, the ranks, the memory and the
+/// smallest peak. `announce` false: prints nothing. Collective.
 AutoPlan plan_auto(Config& config, nn::TransformerConfig& model, config::TrainingSettings& train,
-                   const std::string& run_dir, const Communicator& comm, const std::string& tool);
+                   const std::string& run_dir, const Communicator& comm, const std::string& tool,
+                   bool announce = true);
+
+/// What --print-config adds to a config with `mesh: auto` or `layout: auto` (YAML comment lines;
+/// "" for neither): the plan start-up would choose on comm.size() ranks; a note that it is chosen
+/// at start-up when `vocab_known` is false (the plan needs the vocabulary's size); the planning's
+/// error when nothing fits. `config` is left as it is. Collective.
+std::string plan_for_printing(const Config& config, nn::TransformerConfig model,
+                              config::TrainingSettings train, const std::string& run_dir,
+                              bool vocab_known, const Communicator& comm, const std::string& tool);
 
 }  // namespace mtk::app

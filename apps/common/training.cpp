@@ -26,16 +26,6 @@
 
 namespace mtk::app {
 
-void say_precision(const std::string& tool, const nn::TransformerConfig& model) {
-  if (model.contraction_precision() != Precision::bfloat16)
-    return;
-  say(cat("  contractions in bfloat16: ", kernels::bf16_gemm_description(), "\n"));
-  if (kernels::bf16_gemm_is_emulated())
-    say(cat(tool,
-            ": warning: bfloat16 is emulated on this CPU (no avx512_bf16/amx), slower than "
-            "float32\n"));
-}
-
 void add_run_options(CLI::App& app, RunOptions& o, const std::string& configs,
                      const std::string& restore_help) {
   app.add_option("--config", o.config_path, "The YAML config (" + configs + ")")
@@ -192,13 +182,14 @@ std::string yaml_comment(const std::string& text) {
 
 }  // namespace
 
-void print_config(const Config& config, bool vocab_known) {
+void print_config(const Config& config, bool vocab_known, const std::string& plan_comment) {
   Config shown = config;
   if (!vocab_known)
     shown.erase("model.vocab_size");
   say(shown.dump());
   if (!vocab_known)
     say("# model.vocab_size: the size of data.dir's vocabulary (not readable yet)\n");
+  say(plan_comment);
   say(yaml_comment(describe_runtime_options()));
 }
 

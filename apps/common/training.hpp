@@ -25,10 +25,6 @@ namespace mtk::app {
 
 using config::kMaxSteps;
 
-/// For a model in bfloat16 (model.activation_dtype), rank 0 says once how its contractions run,
-/// and warns when bf16 is emulated on this machine (no native bf16 matmul: slower than fp32).
-void say_precision(const std::string& tool, const nn::TransformerConfig& model);
-
 /// The command line every command of a training app shares.
 struct RunOptions {
   Config config = Config::from_string("{}");
@@ -106,8 +102,9 @@ nn::TransformerConfig model_for_printing(const Config& config, const std::string
 /// Rank 0 prints `config` as YAML (--print-config); `vocab_known` false adds a note that
 /// model.vocab_size is left out, the size of data.dir's vocabulary. The run-time options in force
 /// (describe_runtime_options(): each MTK_* variable, its value and whether it was set) follow as
-/// YAML comments, so the text still reads back as a config.
-void print_config(const Config& config, bool vocab_known);
+/// YAML comments, so the text still reads back as a config; `plan_comment` (comment lines,
+/// plan_for_printing()) goes between the two.
+void print_config(const Config& config, bool vocab_known, const std::string& plan_comment = "");
 
 /// Prints the program's cost per rank (a lowering that allocates nothing) and refuses, on every
 /// rank, a program whose peak memory exceeds this rank's share of its node's memory.

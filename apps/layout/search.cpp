@@ -83,6 +83,7 @@ void print_json(const cost::MemoryPlan& plan, size_t shown) {
     j["layout"] = c.rules.to_string();
     j["recompute"] = nn::to_string(plan.settings.recompute);
     j["microbatches"] = plan.settings.microbatches;
+    j["loss_chunks"] = plan.settings.loss_chunks;
     j["peak_bytes"] = c.counters.peak_bytes;
     j["flops"] = c.counters.total_flops();
     j["comm_bytes"] = c.counters.total_comm_bytes();
@@ -138,23 +139,25 @@ void print_ranking(const cost::SearchResult& r, size_t shown, const std::string&
               best.time.total_s, best.time.overlapped_s);
 }
 
-// When the configured settings fit nothing: each recompute / microbatch setting that fits, with
-// its best layout, fastest first.
+// When the configured settings fit nothing: each recompute / loss chunks / microbatch setting that
+// fits, with its best layout, fastest first.
 void print_plans(const cost::MemoryPlanSearch& search, std::int64_t limit) {
+  const cost::MemorySettings& configured = search.configured.settings;
   std::printf(
-      "no layout fits %s per processor with model.recompute=%s, train.microbatches=%lld "
-      "(smallest peak %s); with recomputation or microbatches:\n\n",
-      mtk::format_bytes(static_cast<double>(limit)).c_str(),
-      nn::to_string(search.configured.settings.recompute),
-      static_cast<long long>(search.configured.settings.microbatches),
+      "no layout fits %s per processor with model.recompute=%s, model.loss_chunks=%lld, "
+      "train.microbatches=%lld (smallest peak %s); with recomputation, loss chunks or "
+      "microbatches:\n\n",
+      mtk::format_bytes(static_cast<double>(limit)).c_str(), nn::to_string(configured.recompute),
+      static_cast<long long>(configured.loss_chunks),
+      static_cast<long long>(configured.microbatches),
       mtk::format_bytes(static_cast<double>(search.configured.result.min_peak_bytes)).c_str());
-  std::printf("%4s  %-10s %6s  %-28s %-44s %11s %10s %10s\n", "#", "recompute", "micro", "mesh",
-              "layout", "peak mem", "FLOPs", "step s");
+  std::printf("%4s  %-10s %6s %6s  %-28s %-44s %11s %10s %10s\n", "#", "recompute", "chunks",
+              "micro", "mesh", "layout", "peak mem", "FLOPs", "step s");
   for (size_t i = 0; i < search.plans.size(); ++i) {
     const cost::MemoryPlan& p = search.plans[i];
     const cost::Candidate& c = p.result.ranked.front();
-    std::printf("%4zu  %-10s %6lld  %-28s %-44s %11s %10.3g %10.4g\n", i + 1,
-                nn::to_string(p.settings.recompute),
+    std::printf("%4zu  %-10s %6lld %6lld  %-28s %-44s %11s %10.3g %10.4g\n", i + 1,
+                nn::to_string(p.settings.recompute), static_cast<long long>(p.settings.loss_chunks),
                 static_cast<long long>(p.settings.microbatches), c.mesh.to_string().c_str(),
                 c.rules.to_string().c_str(),
                 mtk::format_bytes(static_cast<double>(c.counters.peak_bytes)).c_str(),
@@ -205,8 +208,8 @@ int run_search(const Communicator& world, const std::vector<std::string>& args) 
 
   const auto t0 = std::chrono::steady_clock::now();
   const nn::TransformerConfig model = transformer_config_from(config);
-  const cost::MemorySettings configured{model.recompute,
-                                        config::read_training_settings(config).microbatches};
+  const cost::MemorySettings configured{
+      model.recompute, config::read_training_settings(config).microbatches, model.loss_chunks};
   const cost::MemoryPlanSearch search = cost::search_with_memory_settings(
       model, configured, [&] { return config::make_optimizer(optimizer_settings); }, machine,
       options);

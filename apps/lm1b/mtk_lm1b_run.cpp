@@ -25,6 +25,7 @@
 #include "auto_plan.hpp"
 #include "cli.hpp"
 #include "lm1b_config.hpp"
+#include "precision_line.hpp"
 #include "training.hpp"
 #include <algorithm>
 #include <cmath>
@@ -157,21 +158,24 @@ int start(Start& st, const Communicator& world, const std::vector<std::string>& 
   if (const int status = parse_command_line(st.o, args, command); status >= 0)
     return status;
   bool vocab_known = true;
+  nn::TransformerConfig printed_model;  // --print-config: the model as far as it is known
   agree_on_failure(world, [&] {
     app::load_config(st.o);
     st.settings = read_settings(st.o.config);
     if (st.o.print_config) {
       const std::string vocab =
           st.settings.data_dir.empty() ? "" : Lm1bPrepared::vocab_path(st.settings.data_dir);
-      const nn::TransformerConfig model = app::model_for_printing(st.o.config, vocab, vocab_known);
-      st.o.config = effective_config(st.o.config, st.settings, model, world.size());
+      printed_model = app::model_for_printing(st.o.config, vocab, vocab_known);
+      st.o.config = effective_config(st.o.config, st.settings, printed_model, world.size());
       return;
     }
     st.s = setup(st.o, st.settings, world.size());
     st.o.vocab_fingerprint = app::fingerprint_text(st.s.vocab.fingerprint());
   });
   if (st.o.print_config) {
-    app::print_config(st.o.config, vocab_known);
+    app::print_config(st.o.config, vocab_known,
+                      app::plan_for_printing(st.o.config, printed_model, st.settings, st.o.run_dir,
+                                             vocab_known, world, "mtk-lm1b"));
     return 0;
   }
   const app::AutoPlan plan =
@@ -234,7 +238,7 @@ int train_main(const std::vector<std::string>& args) {
   app::say("  parameters %.2fM (formula %.2fM); mesh %s; layout %s\n",
            nn::count_parameters(g) / 1e6, s.model.analytic_parameter_count() / 1e6,
            s.mesh_shape.to_string().c_str(), s.rules.to_string().c_str());
-  app::say_precision("mtk-lm1b", s.model);
+  app::say_precision("mtk-lm1b", s.model, settings.optimizer);
   check_cost(g, s, mesh);
 
   auto train = agree_on_failure(mesh.comm(), [&] {

@@ -14,6 +14,7 @@
 
 #include "auto_plan.hpp"
 #include "cli.hpp"
+#include "precision_line.hpp"
 #include "training.hpp"
 #include "wmt_commands.hpp"
 #include "wmt_config.hpp"
@@ -72,21 +73,24 @@ int start(CLI::App& app, app::RunOptions& o, Settings& settings, Setup& s,
   if (const int status = cli::parse(app, args, world.rank() == 0); status >= 0)
     return status;
   bool vocab_known = true;
+  nn::TransformerConfig printed_model;  // --print-config: the model as far as it is known
   agree_on_failure(world, [&] {
     app::load_config(o);
     settings = read_settings(o.config);
     if (o.print_config) {
       const std::string vocab =
           settings.data.dir.empty() ? "" : PreparedPaths{settings.data.dir}.vocab();
-      const nn::TransformerConfig model = app::model_for_printing(o.config, vocab, vocab_known);
-      o.config = effective_config(o.config, settings, model, world.size());
+      printed_model = app::model_for_printing(o.config, vocab, vocab_known);
+      o.config = effective_config(o.config, settings, printed_model, world.size());
       return;
     }
     s = setup(o, settings, world.size());
     o.vocab_fingerprint = app::fingerprint_text(s.vocab.fingerprint());
   });
   if (o.print_config) {
-    app::print_config(o.config, vocab_known);
+    app::print_config(o.config, vocab_known,
+                      app::plan_for_printing(o.config, printed_model, settings.train, o.run_dir,
+                                             vocab_known, world, "mtk-wmt"));
     return 0;
   }
   const app::AutoPlan plan =
@@ -307,7 +311,7 @@ int train_main(const Communicator& world, const std::vector<std::string>& args) 
                 nn::count_parameters(g) / 1e6, s.model.analytic_parameter_count() / 1e6,
                 s.mesh_shape.to_string().c_str(), s.rules.to_string().c_str());
   app::say(line);
-  app::say_precision("mtk-wmt", s.model);
+  app::say_precision("mtk-wmt", s.model, settings.train.optimizer);
   app::check_cost(g, s.mesh_shape, s.rules, mesh, s.model.to_string());
   auto stream = agree_on_failure(mesh.comm(), [&] {
     const app::BatchSlice slice =

@@ -1,8 +1,9 @@
 // `mesh: auto` and `layout: auto` (apps/common/auto_plan.hpp, docs/memory.md#mesh-auto): every
 // rank gets the same plan, the same each time; the plan fits the memory limit and its figures are
 // what analyze() gives for the mesh, layout, recomputation and microbatches it chose; a tight limit
-// makes it choose recomputation or microbatches; an impossible one fails on every rank with the
-// model, the ranks, the memory and the smallest peak; a given layout or mesh is kept.
+// makes it choose recomputation or microbatches, and loss chunks for a model whose peak is its
+// logits; an impossible one fails on every rank with the model, the ranks, the memory and the
+// smallest peak; a given layout or mesh is kept.
 
 #include <mtk/base/error.hpp>
 #include <mtk/config/model_config.hpp>
@@ -13,7 +14,9 @@
 #include <gtest/gtest.h>
 
 #include "auto_plan.hpp"
+#include <algorithm>
 #include <string>
+#include <vector>
 
 using namespace mtk;
 
@@ -23,6 +26,10 @@ namespace {
 const char* kModel =
     "model: {vocab_size: 256, d_model: 32, d_ff: 128, num_heads: 4, d_kv: 8, num_layers: 2, "
     "length: 64, batch: 8}\n";
+// Its logits are its peak: a large vocabulary, one sequence per batch (no microbatches).
+const char* kLogitsBound =
+    "model: {vocab_size: 4096, d_model: 32, d_ff: 64, num_heads: 2, d_kv: 16, num_layers: 1, "
+    "length: 256, batch: 1}\n";
 
 struct Planned {
   Config config = Config::from_string("{}");
@@ -32,9 +39,10 @@ struct Planned {
 };
 
 // The model with `extra` (mesh and layout lines) and train.memory_per_rank = `memory` ("": none).
-Planned plan_with(const std::string& extra, const std::string& memory = "") {
+Planned plan_with(const std::string& extra, const std::string& memory = "",
+                  const char* model = kModel) {
   Planned p;
-  p.config = Config::from_string(std::string(kModel) + extra + "train: {optimizer: adafactor" +
+  p.config = Config::from_string(std::string(model) + extra + "train: {optimizer: adafactor" +
                                  (memory.empty() ? "" : ", memory_per_rank: " + memory) + "}\n");
   p.model = transformer_config_from(p.config);
   p.train = config::read_training_settings(p.config);
@@ -46,7 +54,8 @@ Planned plan_with(const std::string& extra, const std::string& memory = "") {
 // The predicted peak of the plan as chosen (analyze() on its mesh, layout and settings).
 std::int64_t analyzed_peak(const Planned& p) {
   Graph g;
-  cost::build_training_graph(g, p.model, {p.plan.recompute, p.plan.microbatches},
+  cost::build_training_graph(g, p.model,
+                             {p.plan.recompute, p.plan.microbatches, p.plan.loss_chunks},
                              [&] { return config::make_optimizer(p.train.optimizer); });
   return analyze(g, p.plan.mesh, p.plan.rules)->counters().peak_bytes;
 }
@@ -60,6 +69,26 @@ std::int64_t smallest_configured_peak() {
   cost::SearchOptions o;
   o.processors = Communicator::world().size();
   return cost::search_layouts(g, cost::reference_machine(), o).min_peak_bytes;
+}
+
+// The smallest peak of `model` without loss chunks, over every recompute mode and microbatch count.
+std::int64_t smallest_unchunked_peak(const char* model) {
+  const Planned p = plan_with("mesh: auto\nlayout: auto\n", "", model);
+  cost::SearchOptions o;
+  o.processors = Communicator::world().size();
+  std::vector<cost::MemorySettings> settings = cost::memory_settings_to_try(p.model, {});
+  settings.push_back({});
+  std::int64_t smallest = 0;
+  for (const cost::MemorySettings& s : settings) {
+    if (s.loss_chunks != 1)
+      continue;
+    Graph g;
+    cost::build_training_graph(g, p.model, s,
+                               [&] { return config::make_optimizer(p.train.optimizer); });
+    const std::int64_t peak = cost::search_layouts(g, cost::reference_machine(), o).min_peak_bytes;
+    smallest = smallest == 0 ? peak : std::min(smallest, peak);
+  }
+  return smallest;
 }
 
 }  // namespace
@@ -101,6 +130,23 @@ TEST(AutoPlan, ATightLimitChoosesRecomputeOrMicrobatches) {
   EXPECT_EQ(analyzed_peak(p), p.plan.peak_bytes);
   EXPECT_EQ(p.model.recompute, p.plan.recompute);
   EXPECT_EQ(p.train.microbatches, p.plan.microbatches);
+}
+
+TEST(AutoPlan, ALogitsBoundModelGetsLossChunks) {
+  const std::int64_t smallest = smallest_unchunked_peak(kLogitsBound);
+  const Planned p =
+      plan_with("mesh: auto\nlayout: auto\n", std::to_string(smallest - 1), kLogitsBound);
+  EXPECT_GT(p.plan.loss_chunks, 1) << p.plan.describe();
+  EXPECT_LE(p.plan.peak_bytes, p.plan.memory_bytes);
+  EXPECT_EQ(analyzed_peak(p), p.plan.peak_bytes);
+  // What trains and what config.resolved.yaml records.
+  EXPECT_EQ(p.model.loss_chunks, p.plan.loss_chunks);
+  EXPECT_EQ(p.config.get_int("model.loss_chunks"), p.plan.loss_chunks);
+  const std::string chunks = std::to_string(p.plan.loss_chunks);
+  EXPECT_NE(p.plan.describe().find("model.loss_chunks " + chunks), std::string::npos)
+      << p.plan.describe();
+  EXPECT_NE(p.plan.yaml_comment().find("loss_chunks: " + chunks), std::string::npos)
+      << p.plan.yaml_comment();
 }
 
 TEST(AutoPlan, AnImpossibleLimitFailsOnEveryRank) {

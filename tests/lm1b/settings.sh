@@ -93,6 +93,28 @@ grep -q "parameters" dry.log || fail "--dry-run printed no parameter count"
 grep -q "dry-run: config, data (every token checksum), 2 rank(s) and memory check out" dry.log || { cat dry.log; fail "--dry-run verdict"; }
 grep -q "^step " dry.log && fail "--dry-run trained"
 [ ! -e dry ] || fail "--dry-run wrote the run directory"
+# The training state's dtypes: one start-up line when any is not float32, none when all are.
+grep -q "precision:" dry.log && { cat dry.log; fail "--dry-run announced a precision for an all-float32 run"; }
+mpirun -n 2 "$lm1b" train --config "$config" --run-dir dry --dry-run --set train.variable_dtype=bfloat16 > dry-bf16.log 2>&1 || { cat dry-bf16.log; fail "--dry-run with bf16 variables"; }
+grep -qx "  precision: compute float32, variables bfloat16, optimizer slots float32" dry-bf16.log || { cat dry-bf16.log; fail "no precision line for bf16 variables"; }
+mpirun -n 2 "$lm1b" train --config "$config" --run-dir dry --dry-run --set model.activation_dtype=bfloat16 --set train.optimizer_slot_dtype=bfloat16 > dry-bf16c.log 2>&1 || { cat dry-bf16c.log; fail "--dry-run with bf16 compute and slots"; }
+grep -Eqx "  precision: compute bfloat16 \((oneDNN|emulated).*\), variables float32, optimizer slots bfloat16" dry-bf16c.log || { cat dry-bf16c.log; fail "no precision line for bf16 compute and slots"; }
+# --print-config with mesh: auto / layout: auto: the plan these ranks would run, as comments under
+# the config as given (which still reads back); without a readable vocabulary, a note instead.
+mpirun -n 2 "$lm1b" train --config "$config" --run-dir dry --print-config --mesh auto --layout auto > print-auto.log 2>&1 || { cat print-auto.log; fail "--print-config with mesh: auto"; }
+cat print-auto.log
+grep -qx "mesh: auto" print-auto.log || { cat print-auto.log; fail "--print-config with mesh: auto does not keep mesh: auto"; }
+grep -q "^# --print-config: on these 2 ranks start-up would plan" print-auto.log || fail "--print-config shows no plan"
+grep -Eq '^#   mesh: "[a-z]+:[0-9]' print-auto.log || fail "--print-config's plan has no mesh"
+grep -Eq "^#   predicted_peak_bytes: [0-9]+" print-auto.log || fail "--print-config's plan has no peak"
+[ ! -e dry ] || fail "--print-config wrote the run directory"
+mpirun -n 2 "$lm1b" train --config print-auto.log --run-dir dry --print-config > print-auto2.log 2>&1 || { cat print-auto2.log; fail "--print-config of the printed mesh: auto config"; }
+# (Not byte-equal: the plan records its planning time and the node's available memory.)
+[ "$(grep '^#   mesh:' print-auto.log)" = "$(grep '^#   mesh:' print-auto2.log)" ] || { diff print-auto.log print-auto2.log; fail "the printed mesh: auto config plans another mesh"; }
+mpirun -n 2 "$lm1b" train --config "$config" --run-dir dry --print-config --mesh auto --layout auto --set train.memory_per_rank=64K > print-auto4.log 2>&1 || { cat print-auto4.log; fail "--print-config with mesh: auto and an impossible limit"; }
+grep -q "^# --print-config: no plan on these ranks:" print-auto4.log && grep -q "^#   .*found no plan for the model.*smallest peak" print-auto4.log || { cat print-auto4.log; fail "--print-config with an impossible limit does not show the planning's error"; }
+mpirun -n 2 "$lm1b" train --config "$config" --run-dir dry --print-config --mesh auto --set data.dir=nowhere > print-auto3.log 2>&1 || { cat print-auto3.log; fail "--print-config with mesh: auto and no data"; }
+grep -q "^# --print-config: the plan (mesh: auto) is chosen at start-up for the ranks given" print-auto3.log || { cat print-auto3.log; fail "--print-config with mesh: auto and no data: no note"; }
 expect 1 "has 2 ranks" train --config "$config" --run-dir dry --dry-run --mesh batch:4
 expect 1 "prepare" train --config "$config" --run-dir dry --dry-run --set data.dir=nowhere
 mpirun -n 2 "$lm1b" eval --config "$config" --run-dir dry --dry-run > dry-eval.log 2>&1 || { cat dry-eval.log; fail "eval --dry-run"; }

@@ -10,7 +10,16 @@ namespace mtk::cost {
 
 std::string MemorySettings::to_args() const {
   return cat("--set model.recompute=", nn::to_string(recompute),
-             " --set train.microbatches=", microbatches);
+             " --set model.loss_chunks=", loss_chunks, " --set train.microbatches=", microbatches);
+}
+
+std::vector<std::int64_t> loss_chunks_to_try(const nn::TransformerConfig& model) {
+  // Beyond 8 the pool's one buffer per size outweighs the smaller slices (docs/memory.md).
+  std::vector<std::int64_t> out;
+  for (const std::int64_t c : {1, 2, 4, 8})
+    if (model.length % c == 0)
+      out.push_back(c);
+  return out;
 }
 
 std::vector<MemorySettings> memory_settings_to_try(const nn::TransformerConfig& model,
@@ -19,17 +28,22 @@ std::vector<MemorySettings> memory_settings_to_try(const nn::TransformerConfig& 
   for (const nn::Recompute r :
        {nn::Recompute::none, nn::Recompute::attention, nn::Recompute::layer})
     for (std::int64_t k = 1; k <= model.batch; ++k)
-      if (model.batch % k == 0 && !(MemorySettings{r, k} == configured))
-        out.push_back({r, k});
+      for (const std::int64_t c : loss_chunks_to_try(model))
+        if (model.batch % k == 0 && !(MemorySettings{r, k, c} == configured))
+          out.push_back({r, k, c});
   return out;
 }
 
 void build_training_graph(Graph& g, nn::TransformerConfig model, const MemorySettings& settings,
                           const OptimizerFactory& make_optimizer) {
   model.recompute = settings.recompute;
+  model.loss_chunks = settings.loss_chunks;
   if (settings.microbatches < 1 || model.batch % settings.microbatches != 0)
     fail("mtk::cost::build_training_graph", cat("train.microbatches ", settings.microbatches,
                                                 " must divide model.batch ", model.batch));
+  if (settings.loss_chunks < 1 || model.length % settings.loss_chunks != 0)
+    fail("mtk::cost::build_training_graph", cat("model.loss_chunks ", settings.loss_chunks,
+                                                " must divide model.length ", model.length));
   const std::unique_ptr<optim::Optimizer> optimizer = make_optimizer();
   nn::build_training(g, model, static_cast<int>(settings.microbatches), *optimizer,
                      optim::LearningRateSchedule());
@@ -83,17 +97,18 @@ MemoryPlanSearch search_with_memory_settings(const nn::TransformerConfig& model,
     fail("mtk::cost::search_layouts",
          cat("every one of the ", out.configured.result.analyzed, " valid layouts on ",
              options.processors, " processors needs more than the memory limit of ",
-             options.memory_bytes, " bytes per processor, with every model.recompute mode and ",
+             options.memory_bytes, " bytes per processor, with every model.recompute mode, ",
              "train.microbatches count dividing model.batch ", model.batch,
+             " and model.loss_chunks count of 1, 2, 4, 8 dividing model.length ", model.length,
              " too; the smallest peak is ", smallest, " bytes (", smallest_at.to_args(),
              "); use more processors or more memory"));
-  std::stable_sort(out.plans.begin(), out.plans.end(),
-                   [](const MemoryPlan& a, const MemoryPlan& b) {
-                     return std::make_tuple(a.result.ranked.front().time.total_s,
-                                            a.settings.recompute, a.settings.microbatches) <
-                            std::make_tuple(b.result.ranked.front().time.total_s,
-                                            b.settings.recompute, b.settings.microbatches);
-                   });
+  std::stable_sort(
+      out.plans.begin(), out.plans.end(), [](const MemoryPlan& a, const MemoryPlan& b) {
+        return std::make_tuple(a.result.ranked.front().time.total_s, a.settings.recompute,
+                               a.settings.microbatches, a.settings.loss_chunks) <
+               std::make_tuple(b.result.ranked.front().time.total_s, b.settings.recompute,
+                               b.settings.microbatches, b.settings.loss_chunks);
+      });
   return out;
 }
 

@@ -1,10 +1,12 @@
 #pragma once
 // When no layout fits the memory limit: the layout search again with recomputation
-// (model.recompute) and microbatches (train.microbatches), the options that trade compute or
-// throughput for activation memory (docs/memory.md). Each setting's training graph is built and
-// searched like the configured one, so its extra cost is priced by the same counters and step-time
-// model: recomputed forward steps add their FLOPs, kernel steps and collectives; microbatches run
-// the same FLOPs as more, smaller steps (smaller gemms, k times the per-step overheads).
+// (model.recompute), the chunked loss head (model.loss_chunks) and microbatches
+// (train.microbatches), the options that trade compute or throughput for activation memory
+// (docs/memory.md). Each setting's training graph is built and searched like the configured one,
+// so its extra cost is priced by the same counters and step-time model: recomputed forward steps
+// (layers, and every loss chunk but the last) add their FLOPs, kernel steps and collectives;
+// microbatches run the same FLOPs as more, smaller steps (smaller gemms, k times the per-step
+// overheads).
 
 #include <mtk/cost/layout_search.hpp>
 #include <mtk/nn/transformer_config.hpp>
@@ -22,11 +24,14 @@ namespace mtk::cost {
 struct MemorySettings {
   nn::Recompute recompute = nn::Recompute::none;
   std::int64_t microbatches = 1;
+  std::int64_t loss_chunks = 1;
   /// The settings as command-line overrides: "--set model.recompute=layer --set
-  /// train.microbatches=4".
+  /// model.loss_chunks=4 --set train.microbatches=4" (every one, so pasting them over a config
+  /// that sets others gives exactly this setting).
   std::string to_args() const;
   bool operator==(const MemorySettings& o) const {
-    return recompute == o.recompute && microbatches == o.microbatches;
+    return recompute == o.recompute && microbatches == o.microbatches &&
+           loss_chunks == o.loss_chunks;
   }
 };
 
@@ -40,15 +45,20 @@ struct MemoryPlan {
 struct MemoryPlanSearch {
   MemoryPlan configured;
   /// Empty when the configured setting fits; else every other setting with a layout that fits,
-  /// by their best candidate's predicted step time (ties: less recomputation, fewer microbatches).
+  /// by their best candidate's predicted step time (ties: less recomputation, fewer microbatches,
+  /// fewer loss chunks).
   std::vector<MemoryPlan> plans;
 };
 
 /// A fresh optimizer of the run's kind and hyperparameters (each graph gets its own).
 using OptimizerFactory = std::function<std::unique_ptr<optim::Optimizer>()>;
 
-/// Every recompute mode with every microbatch count k dividing model.batch, least change first
-/// (none before attention before layer, then k ascending), `configured` left out.
+/// The loss-chunk counts the search tries: 1, 2, 4 and 8 where they divide model.length.
+std::vector<std::int64_t> loss_chunks_to_try(const nn::TransformerConfig& model);
+
+/// Every recompute mode with every microbatch count k dividing model.batch and every count of
+/// loss_chunks_to_try, least change first (none before attention before layer, then k ascending,
+/// then loss chunks ascending), `configured` left out.
 std::vector<MemorySettings> memory_settings_to_try(const nn::TransformerConfig& model,
                                                    const MemorySettings& configured);
 
