@@ -105,6 +105,10 @@ Schema<TransformerConfig> make_model_schema() {
                "> 0: the decoder's self-attention is local, position i attends to the window "
                "positions up to i (length a multiple of it; `length` may then be split over a "
                "mesh dim, docs/spatial.md); 0: full causal attention")
+      .integer("local_attention_block", &T::local_attention_block, 0, kMaxDim,
+               "local attention's block: 0 (the default) is the window; otherwise at least "
+               "attention_window and dividing length; every block gives the same results "
+               "(docs/spatial.md)")
       .integer("moe_every", &T::moe_every, 0, 100000,
                "every n-th feed-forward layer is a mixture of experts; 0: none")
       .nested("moe", &T::moe, moe_schema())
