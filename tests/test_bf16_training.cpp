@@ -166,8 +166,18 @@ TEST(Bf16Training, KeptCopiesChangeNothing) {
 // The plan: which tensors keep their copy and for how long (synthetic steps).
 TEST(Bf16Reuse, KeepsVariablesAndCloseReadersOnly) {
   auto step = [](std::vector<int> bf16_reads, std::vector<int> writes = {}) {
-    Program::Step s{
-        reduction_wait_kind(), "step", Program::Category::compute, false, {}, {}, {}, {}, {}, {}};
+    Program::Step s{reduction_wait_kind(),
+                    "step",
+                    Program::Category::compute,
+                    false,
+                    {},
+                    {},
+                    {},
+                    {},
+                    {},
+                    {},
+                    {},
+                    {}};
     s.reads = bf16_reads;
     s.writes = std::move(writes);
     s.bf16_reads = std::move(bf16_reads);

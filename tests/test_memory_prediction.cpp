@@ -62,7 +62,7 @@ Measured measure(const Case& k, int rank) {
   Measured m;
   const Counters c = analyze(g, shape, rules, rank)->counters();
   m.predicted = c.peak_bytes;
-  m.pool_predicted = c.pool_bytes;
+  m.pool_predicted = c.pool_bytes - c.outside_pool_bytes;
   {
     Mesh mesh(shape, MPI_COMM_WORLD);
     auto program = lower(g, mesh, rules);
@@ -121,11 +121,10 @@ TEST(MemoryPrediction, PeakWithinTenPercentOfKokkosHighWaterMark) {
           ranks, k.name.c_str(), k.mesh.c_str(), m.predicted / 1024.0, m.kokkos_peak / 1024.0,
           ratio, m.pool_predicted / 1024.0, m.pool_peak / 1024.0);
     EXPECT_NEAR(ratio, 1.0, 0.10) << k.name << " on " << k.mesh << ", rank " << world.rank();
-    // The pool's own high-water mark: the predicted pool (on more ranks the prediction also holds
-    // the packed buckets of overlapped reductions, allocated outside the pool).
+    // The pool's own high-water mark: the predicted pool, less what the prediction counts outside
+    // it (the packed buckets of overlapped reductions, the variables' bf16 copies).
     EXPECT_LE(m.pool_peak, m.pool_predicted * 101 / 100) << k.name << " on " << k.mesh;
-    EXPECT_GE(m.pool_peak, m.pool_predicted * (ranks == 1 ? 99 : 85) / 100)
-        << k.name << " on " << k.mesh;
+    EXPECT_GE(m.pool_peak, m.pool_predicted * 99 / 100) << k.name << " on " << k.mesh;
   }
 }
 

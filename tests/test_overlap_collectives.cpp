@@ -40,6 +40,8 @@ Program::Step step(std::vector<int> reads, std::vector<int> writes, std::vector<
           nullptr,
           std::move(sum),
           {},
+          {},
+          {},
           {}};
 }
 

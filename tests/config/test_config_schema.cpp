@@ -41,7 +41,7 @@ TEST(ConfigSchema, ReadsEveryModelField) {
            "batch: 12\n  dropout: 0.25\n"
            "  label_smoothing: 0.125\n  z_loss: 0.0001\n  gelu: true\n  norm: rms_norm\n"
            "  activation_dtype: bfloat16\n  recompute: layer\n  loss_chunks: 5\n"
-           "  attention_window: 4\n  moe_every: 2\n"
+           "  attention_window: 4\n  local_attention_block: 8\n  moe_every: 2\n"
            "  moe: {num_experts: 4, capacity_factor_train: 1.5, capacity_factor_eval: 2.5, "
            "loss_coefficient: 0.02, second_policy_train: random, second_policy_eval: threshold, "
            "second_threshold_train: 0.25, second_threshold_eval: 0.3, group_size: 512}\n"));
@@ -74,7 +74,8 @@ TEST(ConfigSchema, ReadsEveryModelField) {
   EXPECT_EQ(m.recompute, nn::Recompute::layer);
   EXPECT_EQ(m.loss_chunks, 5);
   EXPECT_EQ(m.attention_window, 4);
-  EXPECT_EQ(config::model_schema().keys().size(), 30u);  // preset + 20 + moe's 9
+  EXPECT_EQ(m.local_attention_block, 8);
+  EXPECT_EQ(config::model_schema().keys().size(), 31u);  // preset + 21 + moe's 9
 }
 
 TEST(ConfigSchema, ReadsEveryTrainingField) {

@@ -37,8 +37,9 @@ bool may_update(const std::vector<Program::Step>& steps, size_t s, int out, int 
     return false;
   for (size_t k = 0; k < steps.size(); ++k) {
     const auto& st = steps[k];
-    if (contains(st.writes, var) || (k != s && contains(st.writes, out)))
-      return false;  // the storage or the new value written elsewhere
+    if ((k >= s && contains(st.writes, var)) || (k != s && contains(st.writes, out)))
+      return false;  // the variable or the new value written elsewhere (a bfloat16 variable's
+                     // float32 copy is written by its read step, before)
     if (k > s)
       for (int r : st.reads)
         if (alias[static_cast<size_t>(r)])

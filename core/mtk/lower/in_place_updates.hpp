@@ -4,7 +4,8 @@
 // optimizer slot live next to the old ones until the run's assignments swap them in: the
 // optimizer's second copy of its state is the floor of every step's peak. A step may overwrite an
 // input (Program::Step::may_overwrite) when
-//   - the input is a variable read from its own storage (float32),
+//   - the input is a variable read from its own storage (float32), or the float32 copy of a
+//     bfloat16 variable (its new value is rounded into the storage by a step of its own),
 //   - the run's one assignment to that variable sets it to the step's output, and
 //   - no later step reads the old value under any name (reshapes, aliases and relayouts may hand
 //     a tensor the variable's buffer).

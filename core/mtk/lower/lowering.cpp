@@ -320,8 +320,10 @@ void Lowering::add_variable(int t, const std::string& name, const Program::Buffe
   const bool own_type = stored == dtype(t);
   if (own_type)
     p_->persistent_.push_back(t);
-  else  // bfloat16 storage: t's slot is the float32 copy read from it (memory_model.hpp)
+  else {  // bfloat16 storage: t's slot is the float32 copy read from it (memory_model.hpp)
     stored_.emplace_back(stored, local(t).num_elements());
+    widened_variables_.insert(t);
+  }
   const SlotSize bytes{stored, local(t).num_elements()};
   p_->counters_.variable_bytes =
       checked_add(p_->counters_.variable_bytes, bytes.bytes(), "mtk::lower",
@@ -331,7 +333,7 @@ void Lowering::add_variable(int t, const std::string& name, const Program::Buffe
 void Lowering::add_assignment(const std::string& what, int value, int variable, Program::StepFn fn,
                               bool replaces) {
   keep_to_end_.push_back(value);
-  assigned_[variable].emplace_back(value, replaces);
+  note_assignment(variable, value, replaces);
   p_->assigns_.push_back({*op().def,
                           what,
                           Program::Category::other,
@@ -374,6 +376,8 @@ void Lowering::plan_in_place_updates() {
   InPlaceInputs in;
   for (int t : p_->persistent_)
     in.stored_variables.insert(t);
+  // A bfloat16 variable's float32 copy dies at its update: the new value may take its buffer.
+  in.stored_variables.insert(widened_variables_.begin(), widened_variables_.end());
   for (const auto& [variable, values] : assigned_)
     if (values.size() == 1 && values.front().second)
       in.set_to[variable] = values.front().first;
@@ -414,6 +418,7 @@ void Lowering::finish() {
   Counters& c = p_->counters_;
   c.live_peak_bytes = checked_add(m.live_peak_bytes, packed, "mtk::lower", "the live peak bytes");
   c.pool_bytes = checked_add(m.pool_bytes, packed, "mtk::lower", "the pool's bytes");
+  c.outside_pool_bytes = packed;
   c.peak_bytes = p_->reuse_buffers_ ? c.pool_bytes : c.live_peak_bytes;
 }
 

@@ -142,6 +142,11 @@ class Lowering {
   /// `value` may write it into the storage (mtk/lower/in_place_updates.hpp).
   void add_assignment(const std::string& what, int value, int variable, Program::StepFn fn,
                       bool replaces = false);
+  /// Records an assignment that runs as a step of its own (a bfloat16 variable's, rounded into
+  /// the storage where the value is computed), for the in-place pass.
+  void note_assignment(int variable, int value, bool replaces) {
+    assigned_[variable].emplace_back(value, replaces);
+  }
   /// The program being built (its step() is read by random ops at run time).
   const Program* program() const { return p_.get(); }
 
@@ -162,7 +167,8 @@ class Lowering {
   std::map<int, DType> temp_dtype_;
   std::vector<int> keep_to_end_;
   std::map<int, std::vector<std::pair<int, bool>>> assigned_;  // variable -> (value, replaces)
-  std::int64_t bf16_variable_copy_bytes_ = 0;                  // plan_bf16_copies()
+  std::set<int> widened_variables_;            // bfloat16 variables: their tensor is a float32 copy
+  std::int64_t bf16_variable_copy_bytes_ = 0;  // plan_bf16_copies()
   std::vector<std::pair<DType, std::int64_t>> stored_;   // bfloat16 variables' storage (elements)
   bool communicates_ = false;                            // count_comm since the last step
   std::vector<std::pair<DType, std::int64_t>> scratch_;  // add_scratch since the last step

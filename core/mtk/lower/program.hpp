@@ -121,6 +121,9 @@ struct Counters {
   /// What the buffer pool holds after a run: per element type and size, the most buffers of it
   /// alive at once (variables' storage among them), plus packed reduction buckets.
   std::int64_t pool_bytes = 0;
+  /// The part of pool_bytes held outside the buffer pool: packed reduction buckets and the
+  /// variables' bf16 copies.
+  std::int64_t outside_pool_bytes = 0;
   double total_flops() const;
   /// FLOPs of one class (0 when it has none).
   double flops_of(FlopClass c) const;

@@ -56,6 +56,7 @@ void lower_assign(Lowering& l, const AssignAttrs& attrs) {
   l.count_flops(FlopClass::assign, static_cast<double>(l.local(val).num_elements()));
   const Graph& g = l.graph();
   if (g.variable_attrs(g.tensor_info(var).producer).storage == DType::bfloat16) {
+    l.note_assignment(var, val, mode == AssignMode::set);
     lower_bfloat16_assign(l, mode, val, storage);
     return;
   }
