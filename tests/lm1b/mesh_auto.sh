@@ -19,13 +19,7 @@ auto=(--mesh auto --layout auto --set train.steps=20 --set checkpoint.every=10)
 # Uninterrupted: 20 steps on 2 ranks (memory limit: the node's available memory / 2).
 mpirun -n 2 "$lm1b" train --config "$config" --run-dir full "${auto[@]}" > full.log 2>&1 || { cat full.log; fail "uninterrupted run"; }
 cat full.log
-grep -q "plan (mesh: auto, layout: auto, 2 ranks" full.log || fail "no plan printed"
-mesh=$(sed -n 's/.*plan (.*): mesh \([^;]*\); layout \([^;]*\);.*/\1/p' full.log)
-layout=$(sed -n 's/.*plan (.*): mesh \([^;]*\); layout \([^;]*\);.*/\2/p' full.log)
-[ -n "$mesh" ] || fail "no planned mesh in the log"
-grep -q "mesh $mesh; layout $layout" full.log || fail "the run did not train on the printed plan ($mesh / $layout)"
-grep -q "^# planned at start-up" full/config.resolved.yaml || { cat full/config.resolved.yaml; fail "config.resolved.yaml does not record the plan"; }
-grep -q "^mesh: \"\?$mesh\"\?$" full/config.resolved.yaml || { cat full/config.resolved.yaml; fail "config.resolved.yaml: mesh is not $mesh"; }
+check_auto_plan full.log full 2
 grep -q "predicted_peak_bytes: [0-9]" full/config.resolved.yaml || fail "config.resolved.yaml lacks the predicted peak"
 
 # One run through three allocations, planned again at each start: steps 1-7 on 4 ranks, 8-14 on 2

@@ -17,13 +17,7 @@ auto=(--mesh auto --layout auto --set train.log_every=1 --set checkpoint.every=1
 # Uninterrupted: 12 steps on 2 ranks.
 mpirun -n 2 "$wmt" train --config tiny.yaml --run-dir full "${auto[@]}" --set train.steps=12 > full.log 2>&1 || { cat full.log; fail "uninterrupted run"; }
 grep "plan" full.log
-grep -q "plan (mesh: auto, layout: auto, 2 ranks" full.log || { cat full.log; fail "no plan printed"; }
-mesh=$(sed -n 's/.*plan (.*): mesh \([^;]*\); layout \([^;]*\);.*/\1/p' full.log)
-layout=$(sed -n 's/.*plan (.*): mesh \([^;]*\); layout \([^;]*\);.*/\2/p' full.log)
-[ -n "$mesh" ] || fail "no planned mesh in the log"
-grep -q "mesh $mesh; layout $layout" full.log || fail "the run did not train on the printed plan ($mesh / $layout)"
-grep -q "^# planned at start-up" full/config.resolved.yaml || { cat full/config.resolved.yaml; fail "config.resolved.yaml does not record the plan"; }
-grep -q "^mesh: \"\?$mesh\"\?$" full/config.resolved.yaml || { cat full/config.resolved.yaml; fail "config.resolved.yaml: mesh is not $mesh"; }
+check_auto_plan full.log full 2
 
 # One run through two allocations: steps 1-6 on 4 ranks, saved as it stops; 7-12 on 2 ranks.
 mpirun -n 4 "$wmt" train --config tiny.yaml --run-dir part "${auto[@]}" --set train.steps=6 --set train.memory_per_rank=1GiB > p4.log 2>&1 || { cat p4.log; fail "steps 1-6 on 4 ranks"; }
