@@ -6,8 +6,12 @@
 // steps' time. With `--overlap both` (the default) the same is run with the halo exchanges
 // blocking (MTK_OVERLAP_HALO=0) and overlapped (=1): the exchange time, the time hidden and the
 // hidden fraction, next to the cost model's predicted halo share. One JSON object per run.
+// `--layer transpose` makes each layer a transposed convolution, `--layer pool` a convolution
+// followed by a max pooling of 3 along d (stride 1; a 3-D window would take the patches past the
+// einsum's 8 dims), so their interior splits can be timed too.
 //   mpiexec -n 8 bench_spatial --mesh "d:2;h:2;w:2" [--block 16] [--channels 8] [--layers 2]
-//                             [--overlap both|on|off] [--machine FILE]
+//                             [--layer conv|transpose|pool] [--overlap both|on|off]
+//                             [--machine FILE]
 
 #include <mtk/app/app_main.hpp>
 #include <mtk/autodiff/gradients.hpp>
@@ -33,11 +37,13 @@ namespace {
 
 struct Settings {
   std::string mesh = "d:1";
+  std::string layer = "conv";  // conv, transpose or pool
   std::int64_t block = 16, channels = 8;
   int layers = 2, steps = 2, rounds = 3;
 };
 
-// The graph: `layers` convolutions with relu, the loss and the filters' gradients.
+// The graph: `layers` layers (each a convolution, a transposed convolution, or a convolution and
+// a max pooling along d) with relu, the loss and the filters' gradients.
 std::vector<mtk::Tensor> build(mtk::Graph& g, const mtk::MeshShape& mesh, const Settings& s,
                                mtk::Tensor& x) {
   std::vector<mtk::Dimension> dims;
@@ -50,6 +56,7 @@ std::vector<mtk::Tensor> build(mtk::Graph& g, const mtk::MeshShape& mesh, const 
     dims.push_back({name, s.block});
     spatial.push_back({name, "k" + name, 1, 1, name + "b", 0});
   }
+  const std::vector<mtk::nn::SpatialDim> window{{"d", "pd", 1, 1, "db", 3}};
   dims.push_back({"c0", s.channels});
   x = mtk::placeholder(g, "x", mtk::Shape(dims));
   mtk::Tensor y = x;
@@ -60,7 +67,12 @@ std::vector<mtk::Tensor> build(mtk::Graph& g, const mtk::MeshShape& mesh, const 
         mtk::variable(g, "conv" + std::to_string(l),
                       {{"kd", 3}, {"kh", 3}, {"kw", 3}, {in, s.channels}, {out, s.channels}},
                       mtk::Initializer::normal(0.1f)));
-    y = mtk::relu(mtk::nn::conv(y, filters.back(), spatial, in, out));
+    if (s.layer == "transpose")  // y holds the filter's `in` channels: its output channels here
+      y = mtk::relu(mtk::nn::conv_transpose(y, filters.back(), spatial, out, in));
+    else
+      y = mtk::relu(mtk::nn::conv(y, filters.back(), spatial, in, out));
+    if (s.layer == "pool")
+      y = mtk::nn::max_pool(y, window, mtk::nn::Padding::same);
   }
   mtk::Tensor loss = mtk::reduce_mean(mtk::square(y));
   std::vector<mtk::Tensor> fetch = mtk::gradients(loss, filters);
@@ -158,8 +170,11 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
       ->check(mtk::cli::integer_in(3, 1024));
   app.add_option("--channels", s.channels, "Channels (default 8)")
       ->check(mtk::cli::integer_in(1, 4096));
-  app.add_option("--layers", s.layers, "Convolutions (default 2)")
-      ->check(mtk::cli::integer_in(1, 100));
+  app.add_option("--layers", s.layers, "Layers (default 2)")->check(mtk::cli::integer_in(1, 100));
+  app.add_option("--layer", s.layer,
+                 "Each layer: conv (default), transpose (a transposed convolution) or pool (a "
+                 "convolution and a max pooling of 3 along d)")
+      ->check(CLI::IsMember({"conv", "transpose", "pool"}));
   app.add_option("--steps", s.steps, "Steps per round (default 2)")
       ->check(mtk::cli::integer_in(1, 1000));
   app.add_option("--rounds", s.rounds, "Rounds (default 3)")->check(mtk::cli::integer_in(1, 100));
@@ -181,6 +196,7 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
   j["block"] = s.block;
   j["channels"] = s.channels;
   j["layers"] = s.layers;
+  j["layer"] = s.layer;
   j["machine"] = machine_file.empty() ? "reference" : machine_file;
   std::optional<Measured> off, on;
   if (overlap != "on")

@@ -14,6 +14,7 @@
 #include "option_scope.hpp"
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -190,6 +191,72 @@ TEST(BlockedConv, EqualsTheUnblockedImage) {
 // convolution and the blocking exchange. Both must agree to float32 reassociation (the border
 // rows come from smaller matrix products): 1e-5 of the largest value, as expect_close checks.
 
+// Transposed convolutions (the border rows' halo_reduce runs while the interior rows are folded)
+// and pooling (interior windows, then the border's), split like the convolution.
+std::vector<GraphCase> overlap_transpose_and_pool_cases() {
+  std::vector<GraphCase> out;
+  const Shape img{{"b", 2}, {"hb", 8}, {"h", 6}, {"wb", 8}, {"w", 4}, {"c", 8}};
+  // Stride 2 along h (an output block of 8, halo 0 before and 1 after: one border side), 3x3.
+  out.push_back(
+      {"conv_transpose2d_stride2",
+       [](Graph& g) {
+         Tensor x = var(g, "x", {{"b", 2}, {"hb", 8}, {"h", 4}, {"wb", 8}, {"w", 3}, {"c", 8}});
+         Tensor f = var(g, "f", {{"kh", 3}, {"kw", 3}, {"ci", 8}, {"c", 8}}, 0.2f);
+         Tensor y =
+             nn::conv_transpose(x, f, {sd("h", "kh", 2, "hb"), sd("w", "kw", 1, "wb")}, "ci", "c");
+         return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
+       },
+       {"hb:@0", "hb:@0;wb:@1", "c:@0", "ci:@0;hb:@1", "hb:@0;c:@1", "wb:@0;ci:@1;b:@2"}});
+  // Stride 1, dilation 2 (halo 2 on each side), an even filter of stride 2, two layers in 1-D.
+  out.push_back({"conv_transpose1d_dilated_even",
+                 [](Graph& g) {
+                   Tensor x = var(g, "x", {{"b", 2}, {"lb", 8}, {"l", 6}, {"c", 8}});
+                   Tensor f1 = var(g, "f1", {{"kl", 3}, {"ci", 8}, {"c", 8}}, 0.2f);
+                   Tensor f2 = var(g, "f2", {{"kl", 4}, {"c2", 8}, {"ci", 8}}, 0.2f);
+                   Tensor h = nn::conv_transpose(x, f1, {sd("l", "kl", 1, "lb", 2)}, "ci", "c");
+                   Tensor y = nn::conv_transpose(relu(h), f2, {sd("l", "kl", 2, "lb")}, "c2", "ci");
+                   return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
+                 },
+                 {"lb:@0", "c:@0", "lb:@0;ci:@1", "lb:@0;c2:@1;b:@2"}});
+  // 3-D with a blocks dim of one block (w): folded with padding, not reduced.
+  out.push_back(
+      {"conv_transpose3d_one_block_along_w",
+       [](Graph& g) {
+         Tensor x =
+             var(g, "x", {{"db", 8}, {"d", 3}, {"hb", 2}, {"h", 4}, {"wb", 1}, {"w", 4}, {"c", 2}});
+         Tensor f = var(g, "f", {{"kd", 3}, {"kh", 2}, {"kw", 3}, {"ci", 8}, {"c", 2}}, 0.2f);
+         Tensor y = nn::conv_transpose(
+             x, f, {sd("d", "kd", 1, "db"), sd("h", "kh", 1, "hb"), sd("w", "kw", 1, "wb")}, "ci",
+             "c");
+         return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
+       },
+       {"db:@0", "db:@0;ci:@1"}});
+  // Max: stride 2 along h (halo after only), 3 wide along w; average: 3 wide along h, 2 with
+  // stride 2 along w (no halo along w).
+  out.push_back({"pool2d_max_avg",
+                 [img](Graph& g) {
+                   Tensor x = var(g, "x", img);
+                   Tensor m =
+                       nn::max_pool(x, {sd("h", "ph", 2, "hb", 1, 3), sd("w", "pw", 1, "wb", 1, 3)},
+                                    Padding::same);
+                   Tensor a =
+                       nn::avg_pool(x, {sd("h", "ph", 1, "hb", 1, 3), sd("w", "pw", 2, "wb", 1, 2)},
+                                    Padding::same);
+                   return BuiltGraph{{m, a}, weighted_loss(g, {m, a}), {}};
+                 },
+                 {"hb:@0", "hb:@0;wb:@1", "c:@0", "hb:@0;c:@1", "wb:@0;c:@1;b:@2"}});
+  // 1-D: a dilated max window (halo 2 on each side), an average of 4 with stride 2.
+  out.push_back({"pool1d_max_dilated_avg",
+                 [](Graph& g) {
+                   Tensor x = var(g, "x", {{"b", 2}, {"lb", 8}, {"l", 8}, {"c", 8}});
+                   Tensor m = nn::max_pool(x, {sd("l", "pl", 1, "lb", 2, 3)}, Padding::same);
+                   Tensor a = nn::avg_pool(x, {sd("l", "pl", 2, "lb", 1, 4)}, Padding::same);
+                   return BuiltGraph{{m, a}, weighted_loss(g, {m, a}), {}};
+                 },
+                 {"lb:@0", "c:@0", "lb:@0;c:@1", "lb:@0;c:@1;b:@2"}});
+  return out;
+}
+
 // Blocks large enough to have an interior (3 to 8 positions), so the overlapped build applies.
 std::vector<GraphCase> overlap_cases() {
   std::vector<GraphCase> out;
@@ -259,6 +326,8 @@ std::vector<GraphCase> overlap_cases() {
                    return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
                  },
                  {"b:@0", "co:@0;b:@1"}});
+  for (auto& c : overlap_transpose_and_pool_cases())
+    out.push_back(std::move(c));
   return out;
 }
 
@@ -295,6 +364,63 @@ INSTANTIATE_TEST_SUITE_P(Layers, OverlappedConv,
                          [](const auto& info) {
                            return overlap_cases()[static_cast<size_t>(info.param)].name;
                          });
+
+// Max pooling picks the same values either way: its output is bitwise the blocking one (a
+// window's maximum of -0 would come out +0, as the parts are joined by adding zeros; random inputs
+// have none).
+TEST(OverlappedConv, MaxPoolIsBitwiseBlocking) {
+  for (const GraphCase& c : overlap_transpose_and_pool_cases()) {
+    if (c.name.rfind("pool", 0) != 0)
+      continue;
+    for (const auto& mshape : meshes_of_size(world_size())) {
+      Mesh mesh(mshape, MPI_COMM_WORLD);
+      for (const auto& layout : c.layouts) {
+        const LayoutRules rules = instantiate(layout, mshape);
+        Result on, off;
+        {
+          const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});
+          on = run_case(c, mesh, rules);
+        }
+        {
+          const OptionScope o({{"MTK_OVERLAP_HALO", "0"}});
+          off = run_case(c, mesh, rules);
+        }
+        const HostTensor &a = on.values.at(0), &b = off.values.at(0);  // the max_pool output
+        ASSERT_EQ(a.shape(), b.shape());
+        ASSERT_EQ(std::memcmp(a.data<float>(), b.data<float>(),
+                              static_cast<size_t>(b.size()) * sizeof(float)),
+                  0)
+            << c.name << " on " << mshape.to_string() << " under \"" << rules.to_string() << "\"";
+      }
+    }
+  }
+}
+
+// Lowered with the exchanges moved apart, the split layers (built under MTK_OVERLAP_HALO=1) have
+// work between more of their exchanges' starts and finishes than the plain layers (built under
+// =0): forward the interior, backward the interior's gradients.
+TEST(OverlappedConv, TransposeAndPoolingSplitsHideMore) {
+  if (world_size() == 1)
+    GTEST_SKIP() << "no exchange to overlap on one rank";
+  const MeshShape mshape = MeshShape::parse("x:" + std::to_string(world_size()));
+  const Mesh mesh(mshape, MPI_COMM_WORLD);
+  for (const GraphCase& c : overlap_transpose_and_pool_cases()) {
+    const LayoutRules rules = instantiate(c.layouts.front(), mshape);
+    auto overlapped = [&](const char* build) {
+      Graph g;
+      BuiltGraph built;
+      {
+        const OptionScope o({{"MTK_OVERLAP_HALO", build}});
+        built = c.build(g);
+        gradients(built.loss, g.trainable_variables());
+      }
+      const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});
+      return lower(g, mesh, rules)->overlapped_halos();
+    };
+    const int split = overlapped("1"), plain = overlapped("0");
+    EXPECT_GT(split, plain) << c.name << ": " << split << " split, " << plain << " plain";
+  }
+}
 
 // The exchanges are moved apart where the blocks are split, and a few SGD steps of the two-layer
 // 1-D model train alike (losses and final weights).

@@ -3,6 +3,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/base/runtime_options.hpp>
 #include <mtk/nn/conv.hpp>
+#include <mtk/nn/impl/conv_overlap.hpp>
 #include <mtk/ops/ops.hpp>
 
 #include <algorithm>
@@ -11,11 +12,8 @@
 namespace mtk::nn {
 namespace {
 
-// How one spatial dim is convolved: the halo to exchange (blocked dims) and the patch geometry.
-struct DimPlan {
-  std::int64_t halo_left = 0, halo_right = 0;
-  PatchDim patch;
-};
+using impl::Border;
+using impl::DimPlan;
 
 std::string describe(const Tensor& t) {
   return cat("'", t.name(), "' ", t.shape().to_string());
@@ -196,101 +194,60 @@ struct ConvCore {
   }
 };
 
-// Along one blocked dim with a halo: of the m outputs of a block, [0, top) read the left halo and
-// [first, m) the right one; the others (the interior) read the block only.
-struct Border {
-  bool exchange = false;  // more than one block and a halo: exchanged, not padded
-  bool active = false;    // the dim split into border and interior
-  std::int64_t top = 0, first = 0, m = 0, stride = 1, span = 1;
-  // Input rows (in the widened block) of outputs [o0, o1).
-  std::int64_t begin(std::int64_t o0) const { return o0 * stride; }
-  std::int64_t rows(std::int64_t o0, std::int64_t o1) const {
-    return (o1 - o0 - 1) * stride + span;
+// A transposed convolution's local work on rows of its input: the einsum with the filter into
+// columns (x's dims, its channels replaced by the filter's in_channels, then the taps) and their
+// fold into `out`.
+struct TransposeCore {
+  Tensor filter;
+  std::vector<SpatialDim> dims;
+  std::string in_channels, out_channels, what;
+  const char* where;
+
+  Tensor operator()(const Tensor& x, const Shape& out, const std::vector<PatchDim>& patches) const {
+    std::vector<Dimension> col_dims;
+    for (const auto& d : x.shape().dims())
+      col_dims.push_back(d.name == out_channels ? filter.shape().dim(in_channels) : d);
+    for (const auto& p : patches)
+      col_dims.push_back({p.tap, p.size});
+    const Shape col_shape(col_dims);
+    const Dimension taps = merged_taps(filter.shape(), dims);
+    check_rank(merge_trailing(col_shape, dims.size(), taps), what, where);
+    const Tensor cols = dims.size() == 1
+                            ? einsum({x, filter}, col_shape)
+                            : reshape(einsum({x, merged_filter(filter, dims, taps)},
+                                             merge_trailing(col_shape, dims.size(), taps)),
+                                      col_shape);
+    return fold_patches(cols, out, patches);
   }
 };
 
-// Per dim its border: the first exchanged dim is split (the others' exchanges come first, so
-// that one split keeps the extra work to two border slabs; splitting every dim, nested, cost
-// more than it hid on 2-D and 3-D meshes, bench_spatial). None when that dim has no interior.
-std::vector<Border> plan_borders(const Shape& s, const std::vector<SpatialDim>& dims,
-                                 const std::vector<DimPlan>& plans) {
-  std::vector<Border> out(dims.size());
-  bool any = false;
-  for (size_t k = 0; k < dims.size(); ++k) {
-    const DimPlan& p = plans[k];
-    // One block: its halos are the zero boundary, so padding is exact along it.
-    if (dims[k].blocks.empty() || s.size_of(dims[k].blocks) == 1 || p.halo_left + p.halo_right == 0)
-      continue;
-    Border& b = out[k];
-    b.exchange = true;
-    if (any)
-      continue;
-    const std::int64_t n = s.size_of(dims[k].dim), l = p.halo_left;
-    b.stride = p.patch.stride;
-    b.span = p.patch.dilation * (p.patch.size - 1) + 1;
-    b.m = n / b.stride;
-    b.top = (l + b.stride - 1) / b.stride;
-    const std::int64_t past = l + n - b.span + 1;  // first output reading the right halo: ceil
-    b.first = std::min(b.m, std::max<std::int64_t>(0, (past + b.stride - 1) / b.stride));
-    if (b.first <= b.top)
-      return {};
-    b.active = any = true;
-  }
-  return any ? out : std::vector<Border>{};
+// Under MTK_OVERLAP_HALO, a blocked layer with an interior is built split (impl/conv_overlap.hpp).
+std::vector<Border> overlap_borders(const Shape& s, const std::vector<SpatialDim>& dims,
+                                    const std::vector<DimPlan>& plans) {
+  if (!runtime_options().overlap_halo())
+    return {};
+  return impl::plan_borders(s, dims, plans);
 }
 
-// The m outputs of a block along the split dim `d` from its three parts: the top and bottom
-// border rows (from `xh`, halos exchanged) around the interior rows. Each part is zero-padded to
-// the m rows and summed (x + 0 is x): one pass per part, where the concat kernel measured 10-30x
-// slower (bench_spatial).
-Tensor join_rows(const std::string& d, std::int64_t m, const std::vector<Tensor>& parts) {
-  Tensor y;
-  std::int64_t at = 0;
-  for (const Tensor& part : parts) {
-    const std::int64_t rows = part.shape().size_of(d);
-    const Tensor placed = rows == m ? part : pad(part, d, at, m - at - rows);
-    y = y.valid() ? y + placed : placed;
-    at += rows;
+// A pooling layer's plans and its window dims.
+std::vector<DimPlan> pool_plans(const Tensor& x, const std::vector<SpatialDim>& dims,
+                                Padding padding, const char* where,
+                                std::vector<std::string>& taps) {
+  std::vector<DimPlan> plans;
+  for (const auto& d : dims) {
+    plans.push_back(plan_dim(x.shape(), describe(x), d, d.window, padding, where));
+    taps.push_back(d.tap);
   }
-  return y;
+  return plans;
 }
 
-// conv(x with halos) along the split dim as its interior rows, which read the block only (no
-// communication along it), and its border rows, from the exchanged halo. Built in the order the
-// lowering keeps (docs/spatial.md#overlap): the other dims' exchanges, the split dim's, the
-// interior (overlap_halos moves that exchange's wait after it), the border.
-Tensor conv_overlapped(const ConvCore& core, const Tensor& x, const std::vector<DimPlan>& plans,
-                       const std::vector<Border>& borders) {
-  std::vector<PatchDim> patches = patch_dims(plans);  // blocked dims of one block as padding
-  Tensor xo = x;  // x exchanged along every dim but the split one
-  size_t split = 0;
-  for (size_t k = 0; k < plans.size(); ++k) {
-    if (core.dims[k].blocks.empty())
-      continue;
-    if (borders[k].active) {
-      split = k;
-    } else if (!borders[k].exchange) {
-      patches[k].pad_before = plans[k].halo_left;
-      patches[k].pad_after = plans[k].halo_right;
-    } else {
-      xo = halo_exchange(xo, core.dims[k].blocks, core.dims[k].dim, plans[k].halo_left,
-                         plans[k].halo_right);
-    }
-  }
-  const SpatialDim& d = core.dims[split];
-  const Border& b = borders[split];
-  const std::int64_t l = plans[split].halo_left;
-  const Tensor xh = halo_exchange(xo, d.blocks, d.dim, l, plans[split].halo_right);
-  // The interior rows [top, first) read block rows only (widened row r is block row r - l).
-  const Tensor interior =
-      core(slice(xo, d.dim, b.begin(b.top) - l, b.rows(b.top, b.first)), patches);
-  std::vector<Tensor> parts;  // a one-sided halo has a border on one side only
-  if (b.top > 0)
-    parts.push_back(core(slice(xh, d.dim, 0, b.rows(0, b.top)), patches));
-  parts.push_back(interior);
-  if (b.first < b.m)
-    parts.push_back(core(slice(xh, d.dim, b.begin(b.first), b.rows(b.first, b.m)), patches));
-  return join_rows(d.dim, b.m, parts);
+// core(x with its halos, filled with `fill` at the image's edges), split or plain.
+Tensor pooled(const impl::PatchCore& core, const Tensor& x, const std::vector<SpatialDim>& dims,
+              const std::vector<DimPlan>& plans, double fill) {
+  const auto borders = overlap_borders(x.shape(), dims, plans);
+  if (!borders.empty())
+    return impl::overlapped_patches(core, x, dims, plans, borders, fill);
+  return core(exchange_halos(x, dims, plans, fill), patch_dims(plans));
 }
 
 }  // namespace
@@ -302,11 +259,9 @@ Tensor conv(const Tensor& x, const Tensor& filter, const std::vector<SpatialDim>
   offer_splits(x.graph(), dims, out_channels);
   const ConvCore core{filter, dims, in_channels, out_channels, describe(x), where};
   const std::vector<DimPlan> plans = plan_dims(x, filter, dims, padding, where);
-  if (runtime_options().overlap_halo()) {  // MTK_OVERLAP_HALO: interior first, then the border
-    const auto borders = plan_borders(x.shape(), dims, plans);
-    if (!borders.empty())
-      return conv_overlapped(core, x, plans, borders);
-  }
+  // MTK_OVERLAP_HALO: interior first, then the border
+  if (const auto borders = overlap_borders(x.shape(), dims, plans); !borders.empty())
+    return impl::overlapped_patches(core, x, dims, plans, borders, 0.0);
   return core(exchange_halos(x, dims, plans, 0.0), patch_dims(plans));
 }
 
@@ -331,24 +286,17 @@ Tensor conv_transpose(const Tensor& x, const Tensor& filter, const std::vector<S
   const Shape y_shape(y_dims);
   const std::string what = cat("the output ", y_shape.to_string());
   std::vector<DimPlan> plans;
-  std::vector<Dimension> widened = y_dims, col_dims = y_dims;
+  std::vector<Dimension> widened = y_dims;
   for (const auto& d : dims) {
     plans.push_back(plan_dim(y_shape, what, d, filter.shape().size_of(d.tap), padding, where));
     const int i = y_shape.index_of(d.dim);
     widened[static_cast<size_t>(i)].size += plans.back().halo_left + plans.back().halo_right;
-    col_dims[static_cast<size_t>(i)].size = x.shape().size_of(d.dim);
   }
-  for (const auto& p : plans)
-    col_dims.push_back({p.patch.tap, p.patch.size});
-  const Shape col_shape(col_dims);
-  const Dimension taps = merged_taps(filter.shape(), dims);
-  check_rank(merge_trailing(col_shape, dims.size(), taps), describe(x), where);
-  const Tensor cols = dims.size() == 1
-                          ? einsum({x, filter}, col_shape)
-                          : reshape(einsum({x, merged_filter(filter, dims, taps)},
-                                           merge_trailing(col_shape, dims.size(), taps)),
-                                    col_shape);
-  Tensor y = fold_patches(cols, Shape(widened), patch_dims(plans));
+  const TransposeCore fold{filter, dims, in_channels, out_channels, describe(x), where};
+  // MTK_OVERLAP_HALO: the border's halo_reduce runs while the interior is folded
+  if (const auto borders = overlap_borders(y_shape, dims, plans); !borders.empty())
+    return impl::overlapped_fold(fold, x, Shape(widened), dims, plans, borders);
+  Tensor y = fold(x, Shape(widened), patch_dims(plans));
   for (size_t k = 0; k < dims.size(); ++k)
     if (!dims[k].blocks.empty())
       y = halo_reduce(y, dims[k].blocks, dims[k].dim, plans[k].halo_left, plans[k].halo_right);
@@ -359,35 +307,31 @@ Tensor max_pool(const Tensor& x, const std::vector<SpatialDim>& dims, Padding pa
   const char* where = "mtk::nn::max_pool";
   offer_splits(x.graph(), dims, "");
   const double lowest = -std::numeric_limits<float>::infinity();
-  std::vector<DimPlan> plans;
   std::vector<std::string> taps;
-  for (const auto& d : dims) {
-    plans.push_back(plan_dim(x.shape(), describe(x), d, d.window, padding, where));
-    taps.push_back(d.tap);
-  }
-  return reduce_max(
-      extract_patches(exchange_halos(x, dims, plans, lowest), patch_dims(plans), lowest), taps);
+  const std::vector<DimPlan> plans = pool_plans(x, dims, padding, where, taps);
+  const auto core = [&](const Tensor& xin, const std::vector<PatchDim>& patches) {
+    return reduce_max(extract_patches(xin, patches, lowest), taps);
+  };
+  return pooled(core, x, dims, plans, lowest);
 }
 
 Tensor avg_pool(const Tensor& x, const std::vector<SpatialDim>& dims, Padding padding) {
   const char* where = "mtk::nn::avg_pool";
   offer_splits(x.graph(), dims, "");
-  std::vector<DimPlan> plans;
   std::vector<std::string> taps;
+  const std::vector<DimPlan> plans = pool_plans(x, dims, padding, where, taps);
   std::vector<Dimension> spatial;  // the positions a window may cover: blocks and dims
   for (const auto& d : dims) {
-    plans.push_back(plan_dim(x.shape(), describe(x), d, d.window, padding, where));
-    taps.push_back(d.tap);
     if (!d.blocks.empty())
       spatial.push_back(x.shape().dim(d.blocks));
     spatial.push_back(x.shape().dim(d.dim));
   }
-  const Tensor sums =
-      reduce_sum(extract_patches(exchange_halos(x, dims, plans, 0.0), patch_dims(plans)), taps);
+  const auto core = [&](const Tensor& xin, const std::vector<PatchDim>& patches) {
+    return reduce_sum(extract_patches(xin, patches), taps);
+  };
+  const Tensor sums = pooled(core, x, dims, plans, 0.0);
   // Each window's count of real positions: the same pooling of ones.
-  const Tensor ones = constant(x.graph(), Shape(spatial), 1.0);
-  const Tensor counts =
-      reduce_sum(extract_patches(exchange_halos(ones, dims, plans, 0.0), patch_dims(plans)), taps);
+  const Tensor counts = pooled(core, constant(x.graph(), Shape(spatial), 1.0), dims, plans, 0.0);
   return divide(sums, stop_gradient(counts));
 }
 
