@@ -31,14 +31,15 @@ print(" ".join(str(s.getsockname()[1]) for s in socks))
 PY
 }
 
-# wait_for SECONDS COMMAND...: retries COMMAND once a second.
+# wait_for SECONDS COMMAND...: retries COMMAND every 0.2 s until it succeeds or SECONDS have passed.
 wait_for() {
-  local n="$1"; shift
-  for ((i = 0; i < n; i++)); do
+  local end=$((SECONDS + $1))
+  shift
+  while :; do
     "$@" > /dev/null 2>&1 && return 0
-    sleep 1
+    ((SECONDS < end)) || return 1
+    sleep 0.2
   done
-  return 1
 }
 
 start_cluster() {

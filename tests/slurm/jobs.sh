@@ -14,17 +14,18 @@ submit() { sbatch --parsable --output="$work/job-%j.out" "$@"; }
 job_field() { scontrol show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
 show() { cat "$work/job-$1.out" 2> /dev/null; scontrol show job "$1"; }
 wait_job() {
-  local state
-  for ((i = 0; i < $2; i++)); do
+  local state end=$((SECONDS + $2))
+  while :; do
     state="$(job_field "$1" JobState)"
     case "$state" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) return 0 ;; esac
-    sleep 1
+    ((SECONDS < end)) || break
+    sleep 0.2
   done
   show "$1"
   fail "job $1 still $state after $2 s"
 }
 usr1_on_log() {
-  local pattern="$1" seconds="$2" j
+  local pattern="$1" seconds="$2" i j
   shift 2
   local pending=("$@") left
   for ((i = 0; i < seconds * 5 && ${#pending[@]} > 0; i++)); do

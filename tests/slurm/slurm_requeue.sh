@@ -24,6 +24,7 @@ mpi_timeout=600  # the reference run: 1500 steps, longer with threads per rank o
 source "$here/../lm1b/harness.sh"
 source "$here/../lm1b/corpus.sh"
 source "$here/cluster.sh"
+source "$here/jobs.sh"
 # the background reference run and B's watcher (below) end with the test
 trap 'for p in ${ref_pid:-} ${b_watch:-}; do kill "$p" 2> /dev/null; done; stop_cluster; rm -rf "$work"' EXIT
 start=$SECONDS
@@ -35,23 +36,6 @@ export MTK_ROOT="$root" MTK_LM1B="$lm1b"
 # keep the same wall time (2 threads: 750 steps, 3x the per-step time of 1 thread).
 steps=$((1500 / ${OMP_NUM_THREADS:-1}))
 
-# job_field JOB KEY: a field of `scontrol show job` (RestartCnt, JobState, ExitCode).
-job_field() { scontrol show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
-# wait_job JOB SECONDS: until the job has ended.
-wait_job() {
-  local state
-  for ((i = 0; i < $2; i++)); do
-    state="$(job_field "$1" JobState)"
-    case "$state" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) return 0 ;; esac
-    sleep 1
-  done
-  fail "job $1 still $state after $2 s"
-}
-# show JOB: its log and record, for failures.
-show() { cat "$work/job-$1.out" 2>/dev/null; scontrol show job "$1"; }
-expect() {  # expect JOB PATTERN
-  grep -q -- "$2" "$work/job-$1.out" || { show "$1"; fail "job $1's log lacks '$2'"; }
-}
 # step loss pairs of the training records
 losses() { sed -n 's/.*"step": \([0-9]*\), "loss": \([0-9.e+-]*\).*/\1 \2/p' "$1"; }
 
@@ -59,7 +43,6 @@ make_corpus corpus
 mpirun -n 2 "$lm1b" prepare --data corpus --out prepared --vocab-size 300 > prepare.log 2>&1 ||
   { cat prepare.log; fail "prepare"; }
 
-submit() { sbatch --parsable --output="$work/job-%j.out" "$@"; }
 # A: the real time-limit warning; the run is far from done when it arrives.
 job_a=$(MTK_MAX_REQUEUES=0 submit --time=1 --signal=B:USR1@20 --nodes=1 --ntasks-per-node=2 \
   "$root/scripts/slurm/train.sbatch" "$config" run-a --set data.dir=prepared \
