@@ -11,6 +11,7 @@
 
 #include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/base/kokkos_bytes.hpp>
 #include <mtk/kernels/einsum.hpp>
 #include <mtk/kernels/matmul_ceiling.hpp>
 #include <mtk/lower/lowering.hpp>
@@ -27,30 +28,6 @@
 #include <string>
 
 namespace {
-
-// Live and peak bytes of Kokkos allocations (every tensor buffer MTK allocates), by the Kokkos
-// Tools allocation callbacks.
-struct KokkosMemory {
-  static long long& live() {
-    static long long n = 0;
-    return n;
-  }
-  static long long& peak() {
-    static long long n = 0;
-    return n;
-  }
-  static void start() {
-    Kokkos::Tools::Experimental::set_allocate_data_callback(
-        [](Kokkos::Profiling::SpaceHandle, const char*, const void*, std::uint64_t size) {
-          live() += static_cast<long long>(size);
-          peak() = std::max(peak(), live());
-        });
-    Kokkos::Tools::Experimental::set_deallocate_data_callback(
-        [](Kokkos::Profiling::SpaceHandle, const char*, const void*, std::uint64_t size) {
-          live() -= static_cast<long long>(size);
-        });
-  }
-};
 
 // The process's peak resident memory (VmHWM of /proc/self/status), bytes; 0 where unknown.
 long long vm_hwm_bytes() {
@@ -180,7 +157,7 @@ int run(int argc, char** argv) {
         mtk::cat(rates_json.empty() ? "" : ",", "{\"backend\":\"", r.backend, "\",\"dtype\":\"",
                  mtk::precision_name(r.precision), "\",\"gflops\":", r.gflops, "}");
 
-  KokkosMemory::start();
+  mtk::KokkosBytes::start();
   mtk::Graph g;
   std::unique_ptr<mtk::optim::Optimizer> optimizer;
   if (opt == "adafactor")
@@ -232,7 +209,7 @@ int run(int argc, char** argv) {
   const double flops =
       6 * n_params * tokens + c.num_layers * 6.0 * 2 * c.batch * c.length * c.length * hk;
   auto split = program->time_split();
-  const long long kokkos_peak = max_over_ranks(KokkosMemory::peak());
+  const long long kokkos_peak = max_over_ranks(mtk::KokkosBytes::peak());
   const long long hwm = max_over_ranks(vm_hwm_bytes());
   const long long pool = max_over_ranks(program->buffer_pool().bytes());
   const long long pool_peak = max_over_ranks(program->buffer_pool().peak_bytes());

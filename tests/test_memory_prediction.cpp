@@ -5,13 +5,13 @@
 // the predicted pool.
 
 #include <mtk/base/buffer_pool.hpp>
+#include <mtk/base/kokkos_bytes.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/nn/nn.hpp>
 #include <mtk/optim/optim.hpp>
 
 #include <gtest/gtest.h>
 
-#include "kokkos_bytes.hpp"
 #include "model_fixtures.hpp"
 #include <algorithm>
 #include <cstdio>

@@ -5,6 +5,7 @@
 // and the buffer pool's). A model whose peak is its logits fits only with loss chunks.
 
 #include <mtk/base/buffer_pool.hpp>
+#include <mtk/base/kokkos_bytes.hpp>
 #include <mtk/cost/memory_plans.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/nn/nn.hpp>
@@ -12,7 +13,6 @@
 
 #include <gtest/gtest.h>
 
-#include "kokkos_bytes.hpp"
 #include "model_fixtures.hpp"
 #include <algorithm>
 #include <cstdio>

@@ -13,7 +13,8 @@
 #   stop_cluster        cancels the cluster's jobs, waits for them, stops the daemons it started (by
 #                       PID) and kills what is left of its jobs (processes with its SLURM_CONF)
 # The cluster's partition is `test`; MpiDefault=pmi2, so `srun` starts MPICH ranks. A requeued job
-# may start again cred_expire + 1 seconds after its requeue (Slurm's default 120, here 10).
+# may start again cred_expire + 1 seconds after its requeue (Slurm's default 120, here 5: the least
+# Slurm accepts; a step's launch credential must reach slurmd within it, seconds to spare here).
 
 cluster_pids=()
 
@@ -30,14 +31,15 @@ print(" ".join(str(s.getsockname()[1]) for s in socks))
 PY
 }
 
-# wait_for SECONDS COMMAND...: retries COMMAND once a second.
+# wait_for SECONDS COMMAND...: retries COMMAND every 0.2 s until it succeeds or SECONDS have passed.
 wait_for() {
-  local n="$1"; shift
-  for ((i = 0; i < n; i++)); do
+  local end=$((SECONDS + $1))
+  shift
+  while :; do
     "$@" > /dev/null 2>&1 && return 0
-    sleep 1
+    ((SECONDS < end)) || return 1
+    sleep 0.2
   done
-  return 1
 }
 
 start_cluster() {
@@ -90,7 +92,7 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$dir/munge/munge.socket,cred_expire=10
+AuthInfo=socket=$dir/munge/munge.socket,cred_expire=5
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool
 SlurmctldPidFile=$dir/slurmctld.pid

@@ -11,6 +11,8 @@
 #      does not wait out its 300 s;
 #   W. the job script runs any MTK application: a script from `generate --app mtk-wmt` trains
 #      mtk-wmt, stops on SIGUSR1, is requeued and completes.
+# H runs alone first; then E, F, G and W run side by side (the node declares 8 CPUs,
+# CLUSTER_CPUS), each signalled as soon as it logs step 5, so that their requeues overlap.
 # Exits 77 (skipped) where the daemons cannot start (not root, Slurm or munge missing).
 #   slurm_launcher_status.sh MTK_LM1B_BINARY CONFIG MTK_SOURCE_DIR MTK_WMT_BINARY WMT_CONFIG
 set -euo pipefail
@@ -28,7 +30,7 @@ source "$here/jobs.sh"
 trap 'stop_cluster; rm -rf "$work"' EXIT
 start=$SECONDS
 
-start_cluster "$work/cluster" || exit $?
+CLUSTER_CPUS=8 start_cluster "$work/cluster" || exit $?
 export MTK_ROOT="$root" MTK_LM1B="$lm1b" MTK_WMT="$wmt"
 make_corpus corpus
 mpirun -n 2 "$lm1b" prepare --data corpus --out prepared --vocab-size 300 > prepare.log 2>&1 ||
@@ -54,10 +56,23 @@ expect "$job_h" "error: the step failed"
 expect_state "$job_h" FAILED 0
 echo "H: one rank exited 3, the job ended FAILED after $((SECONDS - t0)) s, not 300"
 
-# E: the lying stand-in.
+# W's script: generated for mtk-wmt (2 ranks on nodes of 2).
+python3 "$root/scripts/slurm/generate" --tasks-per-node 2 --app mtk-wmt --out wmt-jobs \
+  --config wmt.yaml > generate.log || { cat generate.log; fail "generate --app mtk-wmt"; }
+grep -q '^mtk_train "$mtk_wmt" train --config ' wmt-jobs/wmt.sbatch || { cat wmt-jobs/wmt.sbatch; fail "the WMT script"; }
+wmt_steps=$((150 / ${OMP_NUM_THREADS:-1}))  # the signal lands about step 10
+
+# E: the lying stand-in. F: the real Hydra; whatever it returns, the job requeues.
+# G: the run fails before training (unknown key); the stand-in still exits 0.
+# W: mtk-wmt through the generated script.
 job_e=$(MTK_LAUNCH="$here/launcher-exits-0" submit "${train[@]}" run-e "${long[@]}")
-wait_log "$job_e" "^step *5/" 120
-scancel --batch --signal=USR1 "$job_e"
+job_f=$(MTK_LAUNCH=mpiexec submit "${train[@]}" run-f "${long[@]}")
+job_g=$(MTK_LAUNCH="$here/launcher-exits-0" submit "${train[@]}" run-g --set data.dir=prepared --set train.stepz=1)
+job_w=$(submit wmt-jobs/wmt.sbatch --set train.steps=$wmt_steps --set train.log_every=5 --set checkpoint.every=1000000000)
+echo "submitted E=$job_e F=$job_f G=$job_g W=$job_w"
+# Each stops on SIGUSR1 once it has logged step 5.
+usr1_on_log "^step *5/" 120 "$job_e" "$job_f" "$job_w"
+
 wait_job "$job_e" 300
 show "$job_e"
 expect "$job_e" "launcher-exits-0: the step exited 75; returning 0"
@@ -67,10 +82,6 @@ expect "$job_e" "training finished (run-e/status.json: completed at step $steps 
 expect_state "$job_e" COMPLETED 1
 echo "E: a launcher's 0 after a stop: requeued, resumed, completed"
 
-# F: the real Hydra; whatever it returns, the job requeues.
-job_f=$(MTK_LAUNCH=mpiexec submit "${train[@]}" run-f "${long[@]}")
-wait_log "$job_f" "^step *5/" 120
-scancel --batch --signal=USR1 "$job_f"
 wait_job "$job_f" 300
 show "$job_f"
 expect "$job_f" "step: mpiexec -n 2 "
@@ -79,21 +90,12 @@ expect "$job_f" "requeueing (restart 1 of at most 20)"
 expect_state "$job_f" COMPLETED 1
 echo "F: Hydra's mpiexec $(grep -o 'stopped at step [0-9]* of [0-9]*; the launcher exited [0-9]*' "$work/job-$job_f.out" | head -1): requeued, completed"
 
-# G: the run fails before training (unknown key); the stand-in still exits 0.
-job_g=$(MTK_LAUNCH="$here/launcher-exits-0" submit "${train[@]}" run-g --set data.dir=prepared --set train.stepz=1)
 wait_job "$job_g" 120
 expect "$job_g" "unknown key 'train.stepz'"
 expect "$job_g" "training failed (exit 1): not requeueing; the launcher exited 0 and the run recorded no end in run-g/status.json"
 expect_state "$job_g" FAILED 0
 echo "G: a launcher's 0 without a status record: FAILED, not COMPLETED"
-# W: mtk-wmt through a generated script (2 ranks on nodes of 2).
-python3 "$root/scripts/slurm/generate" --tasks-per-node 2 --app mtk-wmt --out wmt-jobs \
-  --config wmt.yaml > generate.log || { cat generate.log; fail "generate --app mtk-wmt"; }
-grep -q '^mtk_train "$mtk_wmt" train --config ' wmt-jobs/wmt.sbatch || { cat wmt-jobs/wmt.sbatch; fail "the WMT script"; }
-wmt_steps=$((150 / ${OMP_NUM_THREADS:-1}))  # the signal lands about step 10
-job_w=$(submit wmt-jobs/wmt.sbatch --set train.steps=$wmt_steps --set train.log_every=5 --set checkpoint.every=1000000000)
-wait_log "$job_w" "^step *5/" 120
-scancel --batch --signal=USR1 "$job_w"
+
 wait_job "$job_w" 300
 show "$job_w"
 expect "$job_w" "step: srun --kill-on-bad-exit=1 $wmt train --config "

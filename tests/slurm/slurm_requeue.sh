@@ -11,6 +11,8 @@
 #      record joins metrics.jsonl, and a finished job is not requeued again;
 #   C. a job whose training fails (exit 1) is not requeued;
 #   D. a cancelled job (scancel: SIGTERM) saves and stops, and is not requeued.
+# The node declares 8 CPUs (CLUSTER_CPUS): once A trains, C, D and B run beside it while it waits
+# for its warning, as does the reference run, so the test waits for Slurm's delays side by side.
 # Exits 77 (skipped) where the daemons cannot start (not root, Slurm or munge missing).
 #   slurm_requeue.sh MTK_LM1B_BINARY CONFIG MTK_SOURCE_DIR
 set -euo pipefail
@@ -22,33 +24,18 @@ mpi_timeout=600  # the reference run: 1500 steps, longer with threads per rank o
 source "$here/../lm1b/harness.sh"
 source "$here/../lm1b/corpus.sh"
 source "$here/cluster.sh"
-trap 'stop_cluster; rm -rf "$work"' EXIT
+source "$here/jobs.sh"
+# the background reference run and B's watcher (below) end with the test
+trap 'for p in ${ref_pid:-} ${b_watch:-}; do kill "$p" 2> /dev/null; done; stop_cluster; rm -rf "$work"' EXIT
 start=$SECONDS
 
-start_cluster "$work/cluster" || exit $?
+CLUSTER_CPUS=8 start_cluster "$work/cluster" || exit $?
 export MTK_ROOT="$root" MTK_LM1B="$lm1b"
 # Long enough (seconds) for the signal to land mid-training on a fast machine; each OpenMP thread
 # per rank beyond one makes this tiny model's steps slower (fork/join per kernel), so fewer steps
 # keep the same wall time (2 threads: 750 steps, 3x the per-step time of 1 thread).
 steps=$((1500 / ${OMP_NUM_THREADS:-1}))
 
-# job_field JOB KEY: a field of `scontrol show job` (RestartCnt, JobState, ExitCode).
-job_field() { scontrol show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
-# wait_job JOB SECONDS: until the job has ended.
-wait_job() {
-  local state
-  for ((i = 0; i < $2; i++)); do
-    state="$(job_field "$1" JobState)"
-    case "$state" in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) return 0 ;; esac
-    sleep 1
-  done
-  fail "job $1 still $state after $2 s"
-}
-# show JOB: its log and record, for failures.
-show() { cat "$work/job-$1.out" 2>/dev/null; scontrol show job "$1"; }
-expect() {  # expect JOB PATTERN
-  grep -q -- "$2" "$work/job-$1.out" || { show "$1"; fail "job $1's log lacks '$2'"; }
-}
 # step loss pairs of the training records
 losses() { sed -n 's/.*"step": \([0-9]*\), "loss": \([0-9.e+-]*\).*/\1 \2/p' "$1"; }
 
@@ -56,36 +43,48 @@ make_corpus corpus
 mpirun -n 2 "$lm1b" prepare --data corpus --out prepared --vocab-size 300 > prepare.log 2>&1 ||
   { cat prepare.log; fail "prepare"; }
 
-submit() { sbatch --parsable --output="$work/job-%j.out" "$@"; }
 # A: the real time-limit warning; the run is far from done when it arrives.
 job_a=$(MTK_MAX_REQUEUES=0 submit --time=1 --signal=B:USR1@20 --nodes=1 --ntasks-per-node=2 \
   "$root/scripts/slurm/train.sbatch" "$config" run-a --set data.dir=prepared \
   --set train.steps=1000000 --set train.log_every=50 --set checkpoint.every=1000000000)
+# Meanwhile the uninterrupted reference run, outside Slurm.
+timeout "$mpi_timeout" mpiexec -n 2 "$lm1b" train --config "$config" --run-dir ref \
+  --set data.dir=prepared --set train.steps=$steps > ref.log 2>&1 &
+ref_pid=$!  # timeout passes the trap's SIGTERM on to mpiexec
+# A trains before the others start beside it (its warning comes from slurmctld's periodic check,
+# not from the test, and must find it training).
+for ((i = 0; i < 600; i++)); do
+  grep -q "^step *50/" "$work/job-$job_a.out" 2>/dev/null && break
+  sleep 0.2
+done
 # C: fails at once (unknown key).
 job_c=$(submit --nodes=1 --ntasks-per-node=2 "$root/scripts/slurm/train.sbatch" "$config" run-c \
   --set data.dir=prepared --set train.stepz=1)
 # D: cancelled once training runs.
 job_d=$(submit --nodes=1 --ntasks-per-node=2 "$root/scripts/slurm/train.sbatch" "$config" run-d \
   --set data.dir=prepared --set train.steps=1000000 --set train.log_every=5 --set checkpoint.every=1000000000)
-# B: the demo, queued behind the others.
-job_b=$(MTK_DEMO_CONFIG="$config" MTK_DEMO_CORPUS=corpus MTK_DEMO_PREPARED=prepared \
+# B: the demo. Its prepare step (which reuses the shards already there) rewrites the manifest
+# that A, C, D and the reference run read: B gets a copy of the prepared data.
+cp -r prepared prepared-b
+job_b=$(MTK_DEMO_CONFIG="$config" MTK_DEMO_CORPUS=corpus MTK_DEMO_PREPARED=prepared-b \
   MTK_DEMO_RUN=run-b MTK_DEMO_VOCAB=300 MTK_DEMO_PROMPT="the king" \
   submit "$root/scripts/slurm/demo.sbatch" --set train.steps=$steps --set checkpoint.every=1000000000)
 echo "submitted A=$job_a C=$job_c D=$job_d B=$job_b"
-
-# Meanwhile the uninterrupted reference run, outside Slurm.
-mpirun -n 2 "$lm1b" train --config "$config" --run-dir ref --set data.dir=prepared \
-  --set train.steps=$steps > ref.log 2>&1 || { cat ref.log; fail "reference run"; }
-
-wait_job "$job_a" 150
-show "$job_a"
-expect "$job_a" "SIGUSR1: asking the training step to save and stop"
-expect "$job_a" "stopped, resumable: [0-9]* steps in this job (0 -> "
-expect "$job_a" "saved checkpoint run-a/checkpoints/step-"
-expect "$job_a" "after 0 requeues (MTK_MAX_REQUEUES=0): not requeueing"
-[ "$(job_field "$job_a" JobState)" = FAILED ] && [ "$(job_field "$job_a" ExitCode)" = 75:0 ] ||
-  fail "job A: expected FAILED with exit 75 (stopped resumably, not requeued)"
-[ "$(job_field "$job_a" Restarts)" = 0 ] || fail "job A was requeued past MTK_MAX_REQUEUES=0"
+# B: SIGUSR1 to the batch shell once step 10 is logged (no periodic checkpoints: the resume needs
+# the one the stop saves), watched in the background while the test checks C and D; the watcher
+# notes B's restarts when it signals and fails if B logs no step 10 in 180 s.
+(
+  logged=0
+  for ((i = 0; i < 900 && logged < 10; i++)); do
+    sleep 0.2
+    [ -f run-b/metrics.jsonl ] && logged=$(losses run-b/metrics.jsonl | tail -1 | cut -d" " -f1)
+    logged=${logged:-0}
+  done
+  [ "$logged" -ge 10 ] || exit 1
+  job_field "$job_b" Restarts > b-restarts-at-signal
+  scancel --batch --signal=USR1 "$job_b"
+) &
+b_watch=$!
 
 wait_job "$job_c" 60
 expect "$job_c" "training failed (exit 1): not requeueing"
@@ -105,17 +104,22 @@ expect "$job_d" "training stopped (exit 75) on SIGTERM: cancelled, not requeuein
 [ "$(job_field "$job_d" JobState)" = CANCELLED ] && [ "$(job_field "$job_d" Restarts)" = 0 ] ||
   { show "$job_d"; fail "job D: a cancelled job must not be requeued"; }
 
-# B: SIGUSR1 to the batch shell once step 10 is logged (no periodic checkpoints: the resume needs
-# the one the stop saves).
-logged=0
-for ((i = 0; i < 900 && logged < 10; i++)); do
-  sleep 0.2
-  [ -f run-b/metrics.jsonl ] && logged=$(losses run-b/metrics.jsonl | tail -1 | cut -d" " -f1)
-  logged=${logged:-0}
-done
-[ "$logged" -ge 10 ] || { show "$job_b"; fail "job B did not log step 10 in 180 s"; }
-[ "$(job_field "$job_b" Restarts)" = 0 ] || fail "job B restarted before the signal"
-scancel --batch --signal=USR1 "$job_b"
+b_status=0
+wait "$b_watch" || b_status=$?
+b_watch=""
+[ "$b_status" = 0 ] || { show "$job_b"; fail "job B did not log step 10 in 180 s"; }
+[ "$(cat b-restarts-at-signal)" = 0 ] || fail "job B restarted before the signal"
+
+wait_job "$job_a" 150
+show "$job_a"
+expect "$job_a" "SIGUSR1: asking the training step to save and stop"
+expect "$job_a" "stopped, resumable: [0-9]* steps in this job (0 -> "
+expect "$job_a" "saved checkpoint run-a/checkpoints/step-"
+expect "$job_a" "after 0 requeues (MTK_MAX_REQUEUES=0): not requeueing"
+[ "$(job_field "$job_a" JobState)" = FAILED ] && [ "$(job_field "$job_a" ExitCode)" = 75:0 ] ||
+  fail "job A: expected FAILED with exit 75 (stopped resumably, not requeued)"
+[ "$(job_field "$job_a" Restarts)" = 0 ] || fail "job A was requeued past MTK_MAX_REQUEUES=0"
+
 wait_job "$job_b" 600
 show "$job_b"
 [ "$(job_field "$job_b" JobState)" = COMPLETED ] || fail "job B did not complete"
@@ -129,6 +133,11 @@ expect "$job_b" "training finished"
 expect "$job_b" "log-perplexity per token"
 expect "$job_b" "demo done: run-b"
 [ -s run-b/loss.png ] || fail "no loss plot"
+
+ref_status=0
+wait "$ref_pid" || ref_status=$?
+ref_pid=""
+[ "$ref_status" = 0 ] || { cat ref.log; fail "reference run (exit $ref_status)"; }
 
 # The metrics: every step once, in order, from two starts of job B; eval's record in the stream.
 losses run-b/metrics.jsonl | cut -d' ' -f1 > steps.txt

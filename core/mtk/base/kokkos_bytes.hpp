@@ -1,14 +1,17 @@
 #pragma once
 // Live and peak bytes of Kokkos allocations on this process (every tensor buffer MTK allocates),
-// counted by the Kokkos Tools allocation callbacks: what the memory tests hold predictions to.
+// counted by the Kokkos Tools allocation callbacks: what the memory tests hold predictions to and
+// what bench_lm_train reports as its Kokkos peak.
 
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
 #include <cstdint>
 
-namespace mtk::test {
+namespace mtk {
 
+/// KokkosBytes::start() installs the callbacks (they replace any others); from then on live() is
+/// the bytes allocated and not yet freed, peak() the most live() has been since start() or reset().
 struct KokkosBytes {
   static long long& live() {
     static long long n = 0;
@@ -33,4 +36,4 @@ struct KokkosBytes {
   static void reset() { peak() = live(); }
 };
 
-}  // namespace mtk::test
+}  // namespace mtk
