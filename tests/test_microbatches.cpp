@@ -251,9 +251,11 @@ TEST(LossChunks, OnASplitLength) {
 }
 
 TEST(LossChunks, LowerThePeakWhenTheLogitsDominate) {
-  // A vocabulary of 2048 and 64 positions: the logits and their gradient are most of the peak.
-  // The pool's peak (peak_bytes) keeps a buffer per size, so it need not fall with every more
-  // chunk; the most live bytes do not rise.
+  // A vocabulary of 2048 and 64 positions: the logits are most of the peak. With one chunk their
+  // gradient takes their buffer (in-place elementwise steps), so one logits-sized buffer is held,
+  // not two: chunks cut at least 30% (4 chunks: 39%, 46% with layer recompute). The pool's peak
+  // (peak_bytes) keeps a buffer per size, so it need not fall with every more chunk; the most
+  // live bytes do not rise.
   nn::TransformerConfig c = tiny_transformer();
   c.vocab_size = 2048;
   c.length = 64;
@@ -267,8 +269,8 @@ TEST(LossChunks, LowerThePeakWhenTheLogitsDominate) {
       nn::build_training(g, c, 1, opt, optim::LearningRateSchedule());
       n[i] = analyze(g, MeshShape::parse("b:1"), LayoutRules())->counters();
     }
-    EXPECT_LT(n[1].peak_bytes, 0.6 * n[0].peak_bytes) << nn::to_string(r);
-    EXPECT_LT(n[2].peak_bytes, 0.6 * n[0].peak_bytes) << nn::to_string(r);
+    EXPECT_LT(n[1].peak_bytes, 0.7 * n[0].peak_bytes) << nn::to_string(r);
+    EXPECT_LT(n[2].peak_bytes, 0.7 * n[0].peak_bytes) << nn::to_string(r);
     EXPECT_LE(n[2].live_peak_bytes, n[1].live_peak_bytes) << nn::to_string(r);
   }
 }

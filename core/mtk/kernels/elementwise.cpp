@@ -147,9 +147,12 @@ struct UnaryOp {
 };
 
 template <UnaryFn F, class T>
-View<T> unary_kernel(const ExecSpace& space, const View<T>& x, double p) {
+View<T> unary_kernel(const ExecSpace& space, const View<T>& x, double p, const View<T>& into) {
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
-  auto y = impl::alloc<T>("mtk::kernels::unary", n);
+  if (into.data() && static_cast<std::int64_t>(into.extent(0)) != n)
+    fail("mtk::kernels::unary",
+         cat("the given output holds ", into.extent(0), " elements but the operand ", n));
+  auto y = into.data() ? into : impl::alloc<T>("mtk::kernels::unary", n);
   const UnaryOp<F> op{p};
   Kokkos::parallel_for(
       "mtk::kernels::unary", impl::Range(space, 0, n),
@@ -266,17 +269,18 @@ View<T> fill(const ExecSpace& space, std::int64_t n, T value) {
 }
 
 template <class T>
-View<T> unary(const ExecSpace& space, UnaryFn fn, const View<T>& x, double p) {
-  return ed::with_unary(fn,
-                        [&](auto f) { return ed::unary_kernel<decltype(f)::value>(space, x, p); });
+View<T> unary(const ExecSpace& space, UnaryFn fn, const View<T>& x, double p, const View<T>& into) {
+  return ed::with_unary(
+      fn, [&](auto f) { return ed::unary_kernel<decltype(f)::value>(space, x, p, into); });
 }
 
 template <class T>
 View<T> binary(const ExecSpace& space, BinaryFn fn, const Shape& a_shape, const View<T>& a,
-               const Shape& b_shape, const View<T>& b, const Shape& out_shape) {
+               const Shape& b_shape, const View<T>& b, const Shape& out_shape,
+               const View<T>& into) {
   return ed::with_binary(fn, [&](auto f) {
     return bc::zip<T>(space, "mtk::kernels::binary", ed::BinaryOp<decltype(f)::value>{}, a_shape, a,
-                      b_shape, b, out_shape);
+                      b_shape, b, out_shape, into);
   });
 }
 
@@ -355,14 +359,14 @@ View<T> range(const ExecSpace& space, const Shape& out_shape, int dim, std::int6
 
 // ------------------------------------------------------------------ instantiations
 
-#define MTK_ELEMENTWISE_INSTANTIATE(T)                                                 \
-  template View<T> fill<T>(const ExecSpace&, std::int64_t, T);                         \
-  template View<T> unary<T>(const ExecSpace&, UnaryFn, const View<T>&, double);        \
-  template View<T> binary<T>(const ExecSpace&, BinaryFn, const Shape&, const View<T>&, \
-                             const Shape&, const View<T>&, const Shape&);              \
-  template FView compare<T>(const ExecSpace&, CompareFn, const Shape&, const View<T>&, \
-                            const Shape&, const View<T>&, const Shape&);               \
-  template void axpy<T>(const ExecSpace&, T, const View<T>&, const View<T>&);          \
+#define MTK_ELEMENTWISE_INSTANTIATE(T)                                                          \
+  template View<T> fill<T>(const ExecSpace&, std::int64_t, T);                                  \
+  template View<T> unary<T>(const ExecSpace&, UnaryFn, const View<T>&, double, const View<T>&); \
+  template View<T> binary<T>(const ExecSpace&, BinaryFn, const Shape&, const View<T>&,          \
+                             const Shape&, const View<T>&, const Shape&, const View<T>&);       \
+  template FView compare<T>(const ExecSpace&, CompareFn, const Shape&, const View<T>&,          \
+                            const Shape&, const View<T>&, const Shape&);                        \
+  template void axpy<T>(const ExecSpace&, T, const View<T>&, const View<T>&);                   \
   template View<T> range<T>(const ExecSpace&, const Shape&, int, std::int64_t);
 
 MTK_ELEMENTWISE_INSTANTIATE(float)

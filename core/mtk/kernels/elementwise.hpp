@@ -14,14 +14,17 @@ namespace mtk::kernels {
 /// A View of `n` elements all equal to `value`.
 template <class T>
 View<T> fill(const ExecSpace& space, std::int64_t n, T value);
-/// y = f(x); `p` is the scalar of pow_scalar / add_scalar / mul_scalar.
+/// y = f(x); `p` is the scalar of pow_scalar / add_scalar / mul_scalar. A given `into` (x's size,
+/// x itself allowed: each value is read before it is written) receives y.
 template <class T>
-View<T> unary(const ExecSpace& space, UnaryFn fn, const View<T>& x, double p = 0.0);
+View<T> unary(const ExecSpace& space, UnaryFn fn, const View<T>& x, double p = 0.0,
+              const View<T>& into = {});
 /// z[out] = f(a[a_shape], b[b_shape]), broadcasting by name: every dim of a and b is in out_shape
-/// with the same size.
+/// with the same size. A given `into` receives z; it may be an operand whose shape is out_shape.
 template <class T>
 View<T> binary(const ExecSpace& space, BinaryFn fn, const Shape& a_shape, const View<T>& a,
-               const Shape& b_shape, const View<T>& b, const Shape& out_shape);
+               const Shape& b_shape, const View<T>& b, const Shape& out_shape,
+               const View<T>& into = {});
 /// z[out] = (a cmp b) ? 1.f : 0.f, broadcasting by name.
 template <class T>
 FView compare(const ExecSpace& space, CompareFn fn, const Shape& a_shape, const View<T>& a,

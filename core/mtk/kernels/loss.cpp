@@ -157,14 +157,18 @@ void cross_entropy_from_stats(const ExecSpace& space, const FView& stats, double
 FView cross_entropy_grad(const ExecSpace& space, const Shape& shape, const FView& x, int dim,
                          const IView& targets, std::int64_t origin, const FView& lse,
                          const FView& dy, double label_smoothing, std::int64_t vocab_size,
-                         double z_loss) {
+                         double z_loss, const FView& into) {
   const Rows r(shape, dim);
   detail::loss_impl::check_rows("mtk::kernels::cross_entropy_grad", r,
                                 static_cast<std::int64_t>(lse.extent(0)), "lse");
   detail::loss_impl::check_rows("mtk::kernels::cross_entropy_grad", r,
                                 static_cast<std::int64_t>(dy.extent(0)), "dy");
-  FView out = impl::alloc<float>("mtk::kernels::cross_entropy_grad",
-                                 static_cast<std::int64_t>(x.extent(0)));
+  if (into.data() && into.extent(0) != x.extent(0))
+    fail("mtk::kernels::cross_entropy_grad",
+         cat("the given output holds ", into.extent(0), " elements but the logits ", x.extent(0)));
+  FView out = into.data() ? into
+                          : impl::alloc<float>("mtk::kernels::cross_entropy_grad",
+                                               static_cast<std::int64_t>(x.extent(0)));
   const std::int64_t V = r.v, inner = r.inner;
   const float keep = static_cast<float>(1.0 - label_smoothing);
   const float spread = static_cast<float>(label_smoothing / static_cast<double>(vocab_size));

@@ -29,10 +29,11 @@ void cross_entropy_rebase(const ExecSpace& space, FView& stats, const FView& glo
 void cross_entropy_from_stats(const ExecSpace& space, const FView& stats, double label_smoothing,
                               std::int64_t vocab_size, double z_loss, FView& loss, FView& lse);
 /// d loss / d x[row, j] = dy[row] (p_j (1 + 2 z lse) - (1 - ls) [j == t] - ls / V), p = exp(x -
-/// lse), written in one pass over the logits.
+/// lse), written in one pass over the logits: into `into` when given (x's size; x itself
+/// allowed, each value is read before it is written).
 FView cross_entropy_grad(const ExecSpace& space, const Shape& shape, const FView& x, int dim,
                          const IView& targets, std::int64_t origin, const FView& lse,
                          const FView& dy, double label_smoothing, std::int64_t vocab_size,
-                         double z_loss);
+                         double z_loss, const FView& into = {});
 
 }  // namespace mtk::kernels

@@ -3,6 +3,7 @@
 #include <mtk/base/runtime_options.hpp>
 #include <mtk/kernels/einsum.hpp>
 #include <mtk/lower/bf16_reuse.hpp>
+#include <mtk/lower/in_place_activations.hpp>
 #include <mtk/lower/in_place_updates.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/lower/lowering_context.hpp>
@@ -390,6 +391,17 @@ void Lowering::plan_in_place_updates() {
   for (size_t s = 0; s < plan.in_place.size(); ++s)
     p_->steps_[s].in_place = std::move(plan.in_place[s]);
   p_->in_place_aliases_ = std::move(plan.aliases);
+  // Then elementwise steps over inputs that die there (mtk/lower/in_place_activations.hpp).
+  std::set<int> excluded(p_->persistent_.begin(), p_->persistent_.end());
+  excluded.insert(p_->placeholders_.begin(), p_->placeholders_.end());
+  excluded.insert(widened_variables_.begin(), widened_variables_.end());
+  excluded.insert(keep_to_end_.begin(), keep_to_end_.end());
+  InPlaceActivationsPlan acts = plan_in_place_activations(
+      p_->steps_, static_cast<int>(p_->layouts_.size()), excluded, in.renames, in.bytes);
+  for (size_t s = 0; s < acts.in_place.size(); ++s)
+    for (const auto& pair : acts.in_place[s])
+      p_->steps_[s].in_place.push_back(pair);
+  p_->in_place_group_ = std::move(acts.group);
 }
 
 void Lowering::finish() {

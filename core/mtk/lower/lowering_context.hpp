@@ -26,6 +26,17 @@ Kokkos::View<T*> view_of(const Buffers& b, int t) {
   return b[static_cast<size_t>(t)].view<T>();
 }
 
+/// The buffer Program::run handed output y when its step writes it over one of `inputs`
+/// (Program::Step::in_place), else an empty View: the kernel allocates y.
+template <class T>
+Kokkos::View<T*> in_place_output(const Buffers& b, int y, std::initializer_list<int> inputs) {
+  const void* p = b[static_cast<size_t>(y)].data();
+  for (int x : inputs)
+    if (p && b[static_cast<size_t>(x)].data() == p)
+      return view_of<T>(b, y);
+  return {};
+}
+
 /// Builds a Program op by op.
 class Lowering {
  public:

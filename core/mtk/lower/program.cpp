@@ -242,9 +242,9 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
   for (size_t s = 0; s < steps_.size(); ++s) {
     if (overlap_ && overlap_->before_step(steps_[s], buffers))
       charge("collectives");
-    for (const auto& [out, var] : steps_[s].in_place)  // mtk/lower/in_place_updates.hpp
-      if (!keep_old.count(var))
-        buffers[static_cast<size_t>(out)] = buffers[static_cast<size_t>(var)];
+    for (const auto& [out, in] : steps_[s].in_place)  // mtk/lower/in_place_updates.hpp
+      if (!keep_old.count(in))                        // and in_place_activations.hpp
+        buffers[static_cast<size_t>(out)] = buffers[static_cast<size_t>(in)];
     forget_bf16_copies(steps_[s].writes, buffers);  // storage the step rewrites in place
     try {
       steps_[s].run(buffers, space_);
@@ -283,12 +283,30 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
   return out;
 }
 
+int Program::in_place_activations() const {
+  int n = 0;
+  for (const auto& st : steps_)
+    for (const auto& pair : st.in_place)
+      n += in_place_aliases_.count(pair.second) ? 0 : 1;
+  return n;
+}
+
 std::set<int> Program::fetched_variables(const std::vector<Tensor>& fetches) const {
   std::set<int> fetched;
   for (const auto& [var, names] : in_place_aliases_)
     for (const auto& t : fetches)
       if (std::find(names.begin(), names.end(), t.id()) != names.end())
         fetched.insert(var);
+  // The inputs of in-place elementwise steps whose group of names holds a fetched tensor.
+  if (!in_place_group_.empty() && !fetches.empty()) {
+    std::set<int> groups;
+    for (const auto& t : fetches)
+      groups.insert(in_place_group_.at(static_cast<size_t>(t.id())));
+    for (const auto& st : steps_)
+      for (const auto& [out, in] : st.in_place)
+        if (!in_place_aliases_.count(in) && groups.count(in_place_group_[static_cast<size_t>(in)]))
+          fetched.insert(in);
+  }
   return fetched;
 }
 

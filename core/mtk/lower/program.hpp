@@ -252,6 +252,9 @@ class Program {
   /// Variables whose update step writes into their storage (MTK_IN_PLACE_UPDATES,
   /// mtk/lower/in_place_updates.hpp); a run that fetches one keeps its old value instead.
   int in_place_updates() const { return static_cast<int>(in_place_aliases_.size()); }
+  /// Elementwise steps that write their output over an input that dies there
+  /// (mtk/lower/in_place_activations.hpp); a run that fetches a name of that input does not.
+  int in_place_activations() const;
   /// Number of completed runs; random ops (dropout) mix it into their seeds.
   std::int64_t step() const { return step_; }
   void set_step(std::int64_t s) { step_ = s; }
@@ -278,8 +281,9 @@ class Program {
   HostTensor gather_global(int tensor, const Buffer& b);
   void feed_placeholders(Buffers& buffers, const std::map<int, HostTensor>& feeds,
                          const std::map<int, HostTensor>& local_feeds) const;
-  // Variables updated in place whose old value `fetches` asks for (under any name): this run
-  // updates them in new buffers instead.
+  // Variables updated in place whose old value `fetches` asks for (under any name), and inputs of
+  // in-place elementwise steps whose group holds a fetched tensor: this run writes them to new
+  // buffers instead.
   std::set<int> fetched_variables(const std::vector<Tensor>& fetches) const;
   // Drops the bf16 copies of these tensors' storage (mtk/lower/bf16_reuse.hpp).
   void forget_bf16_copies(const std::vector<int>& tensors, const Buffers& buffers);
@@ -311,6 +315,9 @@ class Program {
   std::vector<int> persistent_;  // tensor ids whose buffers alias variable storage
   // Variables updated in place (mtk/lower/in_place_updates.hpp) -> tensors that may hold them.
   std::map<int, std::vector<int>> in_place_aliases_;
+  // By tensor: its group of tensors that may share a buffer through in-place elementwise steps
+  // (mtk/lower/in_place_activations.hpp); empty when none runs in place.
+  std::vector<int> in_place_group_;
   Counters counters_;
   std::int64_t step_ = 0;
   bool profiling_ = false;

@@ -81,9 +81,11 @@ void lower_unary(Lowering& l, const UnaryAttrs& attrs) {
       l.label(), {x}, y, l.dtype(x),
       [=](auto e, const Buffers& b, const ExecSpace& space) {
         using T = decltype(e);
-        return kernels::unary<T>(space, fn, view_of<T>(b, x), p);
+        return kernels::unary<T>(space, fn, view_of<T>(b, x), p, in_place_output<T>(b, y, {x}));
       },
       static_cast<double>(l.local(y).num_elements()));
+  if (l.local(y) == l.local(x) && l.dtype(y) == l.dtype(x))
+    l.allow_overwrite(y, x);
 }
 
 constexpr auto unary_op =
@@ -170,9 +172,14 @@ void lower_binary(Lowering& l, const BinaryAttrs& attrs) {
       l.label(), {a, c}, y, l.dtype(a),
       [=](auto e, const Buffers& b, const ExecSpace& space) {
         using T = decltype(e);
-        return kernels::binary<T>(space, fn, la, view_of<T>(b, a), lc, view_of<T>(b, c), ly);
+        return kernels::binary<T>(space, fn, la, view_of<T>(b, a), lc, view_of<T>(b, c), ly,
+                                  in_place_output<T>(b, y, {a, c}));
       },
       static_cast<double>(ly.num_elements()));
+  // An operand of the output's shape may take the output when it dies here.
+  for (int x : {a, c})
+    if (l.local(x) == ly && l.dtype(x) == l.dtype(y))
+      l.allow_overwrite(y, x);
 }
 
 constexpr auto binary_op =

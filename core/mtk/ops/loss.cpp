@@ -80,9 +80,12 @@ void lower_cross_entropy_grad(Lowering& l, const CrossEntropyAttrs& a) {
       [=](Buffers& b, const ExecSpace& space) {
         b[static_cast<size_t>(dx)] = kernels::cross_entropy_grad(
             space, lx, view_of<float>(b, x), d, view_of<std::int32_t>(b, t), origin,
-            view_of<float>(b, lse), view_of<float>(b, dy), ls, V, z);
+            view_of<float>(b, lse), view_of<float>(b, dy), ls, V, z,
+            in_place_output<float>(b, dx, {x}));
       },
       3.0 * static_cast<double>(lx.num_elements()));
+  if (l.local(dx) == lx)
+    l.allow_overwrite(dx, x);  // the logits die here: their gradient may take their buffer
 }
 
 constexpr auto cross_entropy_grad_op = make_op_kind<CrossEntropyAttrs>(

@@ -129,15 +129,20 @@ void zip_runs(const ExecSpace& space, const char* label, Op op, const View<T>& a
       });
 }
 
-/// out[out_shape] = op(a, b) with broadcasting by name, choosing the fastest indexing.
+/// out[out_shape] = op(a, b) with broadcasting by name, choosing the fastest indexing. A given
+/// `into` receives the values; it may be an operand of the output's shape (each output reads its
+/// own position of it before writing it).
 template <class R, class Op, class T>
 View<R> zip(const ExecSpace& space, const char* label, Op op, const Shape& a_shape,
-            const View<T>& a, const Shape& b_shape, const View<T>& b, const Shape& out_shape) {
+            const View<T>& a, const Shape& b_shape, const View<T>& b, const Shape& out_shape,
+            const View<R>& into = {}) {
   check_buffer(label, "first operand", a_shape, a);
   check_buffer(label, "second operand", b_shape, b);
   const Plan pa = plan_operand(out_shape, a_shape, label);
   const Plan pb = plan_operand(out_shape, b_shape, label);
-  auto out = impl::alloc<R>(label, out_shape.num_elements());
+  if (into.data())
+    check_buffer(label, "given output", out_shape, into);
+  auto out = into.data() ? into : impl::alloc<R>(label, out_shape.num_elements());
   if (impl::host_exec && !(pa.access == Access::direct && pb.access == Access::direct) &&
       out_shape.num_elements() > 0) {
     const Run run = trailing_run(pa, pb);
