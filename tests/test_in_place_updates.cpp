@@ -5,7 +5,8 @@
 // or a step that reads it after its update keeps the old value; the memory prediction loses the
 // optimizer's second copy of its state. Elementwise steps write over an input that dies there
 // (mtk/lower/in_place_activations.hpp): a fetched intermediate keeps its value, and the logits'
-// gradient takes the logits' buffer.
+// gradient takes the logits' buffer. bfloat16 variables are widened again at distant readers
+// (mtk/lower/bf16_rewiden.hpp), bitwise the same.
 
 #include <mtk/base/error.hpp>
 #include <mtk/nn/nn.hpp>
@@ -35,6 +36,7 @@ struct UpdateSetup {
   DType slots = DType::float32;
   nn::Recompute recompute = nn::Recompute::none;
   int microbatches = 1;
+  DType variables = DType::float32;
 };
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const UpdateSetup& s) {
@@ -47,7 +49,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const UpdateSetup& s) {
     a.min_dim_size_to_factor = 16;  // factored and unfactored second moments on the tiny model
     o = std::make_unique<optim::Adafactor>(a);
   }
-  o->set_state_dtypes(DType::float32, s.slots);
+  o->set_state_dtypes(s.variables, s.slots);
   return o;
 }
 
@@ -105,6 +107,11 @@ TEST(InPlaceUpdates, BitwiseEqualToNewBuffersOnEveryMesh) {
        nn::Recompute::layer},
       {"adafactor, 2 microbatches", "adafactor", false, false, DType::float32, nn::Recompute::none,
        2},
+      // bf16 variables: widened again at distant readers (mtk/lower/bf16_rewiden.hpp) when on
+      {"bf16 variables and slots, layer recompute", "adam", false, false, DType::bfloat16,
+       nn::Recompute::layer, 1, DType::bfloat16},
+      {"bf16 variables, 2 microbatches", "adafactor", false, false, DType::float32,
+       nn::Recompute::none, 2, DType::bfloat16},
   };
   const auto shapes = meshes_of_size(world_size());
   const MeshShape& mshape = shapes.back();  // the most mesh dims

@@ -3,6 +3,7 @@
 #include <mtk/base/runtime_options.hpp>
 #include <mtk/kernels/einsum.hpp>
 #include <mtk/lower/bf16_reuse.hpp>
+#include <mtk/lower/bf16_rewiden.hpp>
 #include <mtk/lower/in_place_activations.hpp>
 #include <mtk/lower/in_place_updates.hpp>
 #include <mtk/lower/lowering.hpp>
@@ -57,6 +58,7 @@ std::unique_ptr<Program> Lowering::run() {
   }
   p_->pending_ = pending_;
   recompute();
+  rewiden_bf16_variables();
   if (runtime_options().overlap_collectives())  // MTK_OVERLAP_COLLECTIVES
     p_->overlap_ = overlap_reductions(
         p_->steps_, mesh_, shape_, [&](int t) { return local(t).num_elements(); },
@@ -368,6 +370,32 @@ void Lowering::plan_bf16_copies() {
   p_->bf16_drop_after_ = std::move(plan.drop_after);
   p_->bf16_kept_tensors_ = plan.kept_tensors;
   bf16_variable_copy_bytes_ = plan.variable_copy_bytes;
+}
+
+// bfloat16 variables widened again at distant readers (mtk/lower/bf16_rewiden.hpp), after
+// recomputation has placed the backward's steps.
+void Lowering::rewiden_bf16_variables() {
+  if (widened_variables_.empty() || !runtime_options().in_place_updates())
+    return;  // with MTK_IN_PLACE_UPDATES=0 one copy lives to the update (bitwise the same)
+  const auto& steps = p_->steps_;
+  std::map<int, int> reads, stores;
+  for (int t : widened_variables_) {
+    stores[t] = static_cast<int>(steps.size());
+    std::set<int> values;
+    if (auto it = assigned_.find(t); it != assigned_.end())
+      for (const auto& [value, replaces] : it->second)
+        values.insert(value);
+    for (size_t s = 0; s < steps.size(); ++s) {
+      const auto& st = steps[s];
+      if (st.reads.empty() && st.writes == std::vector<int>{t} && !reads.count(t))
+        reads[t] = static_cast<int>(s);  // the read step (ops/sources.cpp)
+      if (st.writes.empty() && st.reads.size() == 1 && values.count(st.reads.front()))
+        stores[t] = std::min(stores[t], static_cast<int>(s));  // rounds a value into the storage
+    }
+  }
+  if (reads.size() != widened_variables_.size())
+    return;  // a read step not found: leave the copies as they are
+  p_->steps_ = ::mtk::rewiden_bf16_variables(steps, reads, stores, 8);
 }
 
 // In-place optimizer updates (mtk/lower/in_place_updates.hpp), after every pass that moves steps.

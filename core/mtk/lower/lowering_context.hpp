@@ -164,6 +164,7 @@ class Lowering {
  private:
   void plan_bf16_copies();
   void plan_in_place_updates();
+  void rewiden_bf16_variables();
   void finish();
 
   Graph& g_;
