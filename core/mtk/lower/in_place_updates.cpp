@@ -5,46 +5,64 @@
 namespace mtk {
 namespace {
 
-bool contains(const std::vector<int>& v, int t) {
-  return std::find(v.begin(), v.end(), t) != v.end();
-}
+// What the plan asks of the steps, computed once: the renaming steps in order, and per tensor
+// the steps writing it and the last step reading it.
+struct StepIndex {
+  std::vector<size_t> renaming;
+  std::vector<std::vector<size_t>> writers;
+  std::vector<long> last_read;
+  StepIndex(const std::vector<Program::Step>& steps, int tensors, const InPlaceInputs& in)
+      : writers(static_cast<size_t>(tensors)), last_read(static_cast<size_t>(tensors), -1) {
+    for (size_t s = 0; s < steps.size(); ++s) {
+      if (in.renames(steps[s]))
+        renaming.push_back(s);
+      for (int w : steps[s].writes)
+        writers[static_cast<size_t>(w)].push_back(s);
+      for (int r : steps[s].reads)
+        last_read[static_cast<size_t>(r)] = static_cast<long>(s);
+    }
+  }
+};
 
 // The tensors that may hold variable v's buffer: v, and what renaming steps make of them.
-std::vector<bool> aliases_of(const std::vector<Program::Step>& steps, int tensors, int v,
-                             const InPlaceInputs& in) {
+std::vector<int> aliases_of(const std::vector<Program::Step>& steps, int tensors, int v,
+                            const StepIndex& index) {
   std::vector<bool> alias(static_cast<size_t>(tensors), false);
+  std::vector<int> names{v};
   alias[static_cast<size_t>(v)] = true;
-  for (const auto& st : steps) {
-    if (!in.renames(st))
-      continue;
+  for (size_t s : index.renaming) {
+    const auto& st = steps[s];
     bool reads_alias = false;
     for (int r : st.reads)
       reads_alias = reads_alias || alias[static_cast<size_t>(r)];
     if (reads_alias)
       for (int w : st.writes)
-        alias[static_cast<size_t>(w)] = true;
+        if (!alias[static_cast<size_t>(w)]) {
+          alias[static_cast<size_t>(w)] = true;
+          names.push_back(w);
+        }
   }
-  return alias;
+  return names;
 }
 
 // Whether step s may write `out` over variable `var`'s storage.
-bool may_update(const std::vector<Program::Step>& steps, size_t s, int out, int var,
-                const std::vector<bool>& alias, const InPlaceInputs& in) {
+bool may_update(size_t s, int out, int var, const std::vector<int>& aliases,
+                const InPlaceInputs& in, const StepIndex& index) {
   if (!in.stored_variables.count(var) || in.bytes(out) != in.bytes(var))
     return false;
   auto it = in.set_to.find(var);
   if (it == in.set_to.end() || it->second != out)
     return false;
-  for (size_t k = 0; k < steps.size(); ++k) {
-    const auto& st = steps[k];
-    if ((k >= s && contains(st.writes, var)) || (k != s && contains(st.writes, out)))
-      return false;  // the variable or the new value written elsewhere (a bfloat16 variable's
-                     // float32 copy is written by its read step, before)
-    if (k > s)
-      for (int r : st.reads)
-        if (alias[static_cast<size_t>(r)])
-          return false;  // the old value read after the update
-  }
+  for (size_t k : index.writers[static_cast<size_t>(var)])
+    if (k >= s)
+      return false;  // the variable written again (a bfloat16 variable's float32 copy is written
+                     // by its read step, before)
+  for (size_t k : index.writers[static_cast<size_t>(out)])
+    if (k != s)
+      return false;  // the new value written elsewhere
+  for (int t : aliases)
+    if (index.last_read[static_cast<size_t>(t)] > static_cast<long>(s))
+      return false;  // the old value read after the update
   return true;
 }
 
@@ -52,20 +70,19 @@ bool may_update(const std::vector<Program::Step>& steps, size_t s, int out, int 
 
 InPlacePlan plan_in_place_updates(const std::vector<Program::Step>& steps, int tensors,
                                   const InPlaceInputs& in) {
+  const StepIndex index(steps, tensors, in);
   InPlacePlan plan;
   plan.in_place.resize(steps.size());
   for (size_t s = 0; s < steps.size(); ++s)
     for (const auto& [out, var] : steps[s].may_overwrite) {
-      if (plan.aliases.count(var))
+      if (plan.aliases.count(var) || !in.stored_variables.count(var))
         continue;  // one update per variable
-      const std::vector<bool> alias = aliases_of(steps, tensors, var, in);
-      if (!may_update(steps, s, out, var, alias, in))
+      std::vector<int> aliases = aliases_of(steps, tensors, var, index);
+      if (!may_update(s, out, var, aliases, in, index))
         continue;
       plan.in_place[s].emplace_back(out, var);
-      auto& names = plan.aliases[var];
-      for (int t = 0; t < tensors; ++t)
-        if (alias[static_cast<size_t>(t)])
-          names.push_back(t);
+      std::sort(aliases.begin(), aliases.end());
+      plan.aliases[var] = std::move(aliases);
     }
   return plan;
 }
