@@ -15,6 +15,7 @@
 #include <mtk/kernels/einsum.hpp>
 #include <mtk/kernels/matmul_ceiling.hpp>
 #include <mtk/lower/lowering.hpp>
+#include <mtk/metrics/peak_memory.hpp>
 #include <mtk/nn/training_graph.hpp>
 #include <mtk/nn/transformer.hpp>
 #include <mtk/optim/optim.hpp>
@@ -23,21 +24,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <random>
 #include <string>
 
 namespace {
-
-// The process's peak resident memory (VmHWM of /proc/self/status), bytes; 0 where unknown.
-long long vm_hwm_bytes() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0)
-      return std::stoll(line.substr(6)) * 1024;
-  return 0;
-}
 
 long long max_over_ranks(long long v) {
   long long m = 0;
@@ -210,7 +200,7 @@ int run(int argc, char** argv) {
       6 * n_params * tokens + c.num_layers * 6.0 * 2 * c.batch * c.length * c.length * hk;
   auto split = program->time_split();
   const long long kokkos_peak = max_over_ranks(mtk::KokkosBytes::peak());
-  const long long hwm = max_over_ranks(vm_hwm_bytes());
+  const long long hwm = max_over_ranks(static_cast<long long>(mtk::peak_resident_bytes()));
   const long long pool = max_over_ranks(program->buffer_pool().bytes());
   const long long pool_peak = max_over_ranks(program->buffer_pool().peak_bytes());
   const std::string bf16_path =
