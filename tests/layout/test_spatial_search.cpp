@@ -236,4 +236,35 @@ TEST(SpatialSearch, ProposesSpatialSplitsWhenTheBatchCannotUseTheProcessors) {
   EXPECT_TRUE(spatial);
 }
 
+// With the overlap, every candidate (each order of the mesh dims, whose links differ) prices its
+// exchanges over the links of their renumbered mesh dims: the records add up to the halo time.
+TEST(SpatialSearch, RanksWithThePerExchangeBound) {
+  const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});
+  Graph g;
+  build_cnn(g, 1);
+  cost::SearchOptions so;
+  so.processors = 4;
+  so.dims = {"b", "hb", "wb", "co", "c2"};
+  so.time.overlap_halo = true;
+  cost::Machine m = test::test_machine();
+  m.links[1].latency = 1e-3;  // the slow link's exchanges far longer than the fast one's
+  const cost::SearchResult r = cost::search_layouts(g, m, so);
+  int spatial = 0;
+  for (const auto& c : r.ranked) {
+    const auto it = c.time.comm_s.find(Collective::halo);
+    if (it == c.time.comm_s.end())
+      continue;
+    ++spatial;
+    ASSERT_EQ(c.time.halo_exchanges.size(), c.counters.halo_exchanges.size());
+    double sum = 0;
+    for (const auto& e : c.time.halo_exchanges)
+      sum += e.halo_s;
+    EXPECT_NEAR(sum, it->second, 1e-9 * it->second)
+        << c.mesh.to_string() << " " << c.rules.to_string();
+    EXPECT_FALSE(c.time.halo_whole_step_bound);
+    EXPECT_DOUBLE_EQ(c.time.halo_hidden_s + c.time.halo_exposed_s, it->second);
+  }
+  EXPECT_GT(spatial, 0);
+}
+
 }  // namespace
