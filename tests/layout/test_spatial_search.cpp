@@ -5,6 +5,7 @@
 
 #include <mtk/cost/layout_search.hpp>
 #include <mtk/lower/lowering.hpp>
+#include <mtk/lower/overlap.hpp>
 #include <mtk/nn/conv.hpp>
 #include <mtk/ops/ops.hpp>
 #include <mtk/optim/optim.hpp>
@@ -165,6 +166,54 @@ TEST(SpatialCost, TheProductsBetweenAnExchangesStartAndFinish) {
   const cost::StepTime plain = cost::predict_step_time(off->counters(), mesh, m, overlap);
   EXPECT_EQ(plain.halo_hidden_s, 0);
   EXPECT_EQ(plain.halo_exposed_s, plain.comm_s.at(Collective::halo));
+}
+
+// Hand-built steps: the record of each exchange sums the gemm calls of the steps between its start
+// and its finish (the next step reading its token), not those outside.
+TEST(SpatialCost, RecordsTheProductsBetweenEachStartAndFinish) {
+  auto step = [](StepKind kind, std::vector<int> reads, std::vector<int> writes,
+                 std::vector<std::pair<double, std::int64_t>> gemms = {}) {
+    Program::Step s{kind,
+                    "step",
+                    Program::Category::compute,
+                    false,
+                    std::move(reads),
+                    std::move(writes),
+                    nullptr,
+                    {},
+                    {},
+                    {},
+                    {},
+                    {}};
+    s.gemms = std::move(gemms);
+    return s;
+  };
+  const StepKind other = reduction_wait_kind();
+  const Counters::CommGroup halo{Collective::halo, {1}};
+  std::vector<Program::Step> steps{step(halo_start_kind(), {1}, {10, 11}),
+                                   step(other, {2}, {3}, {{1e6, 2}}),
+                                   step(other, {3}, {4}, {{1e6, 1}, {1e3, 3}}),
+                                   step(other, {10, 11}, {11}),  // the finish
+                                   step(halo_start_kind(), {4}, {12}),
+                                   step(other, {12, 4}, {5}),
+                                   step(other, {5}, {6}, {{1e6, 4}})};
+  steps[0].comm = {{halo, 64}};
+  steps[4].comm = {{halo, 32}};
+  const auto records = record_halo_exchanges(steps);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].group, halo);
+  EXPECT_EQ(records[0].bytes, 64);
+  EXPECT_EQ(records[0].start, 0);
+  EXPECT_EQ(records[0].finish, 3);
+  const std::map<int, std::pair<double, std::int64_t>> between{
+      {Counters::gemm_size_key(1e6), {3e6, 3}}, {Counters::gemm_size_key(1e3), {3e3, 3}}};
+  EXPECT_EQ(records[0].gemm_between, between);
+  EXPECT_EQ(records[1].bytes, 32);
+  EXPECT_EQ(records[1].finish, 5);
+  EXPECT_TRUE(records[1].gemm_between.empty());
+  steps.pop_back();
+  steps.pop_back();  // a start without its finish
+  EXPECT_THROW(record_halo_exchanges(steps), std::exception);
 }
 
 // Counters made by hand: two exchanges, one with products between its start and its finish that
