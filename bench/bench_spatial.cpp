@@ -5,7 +5,8 @@
 // rounds of `steps` steps; one more profiled step gives the time per step kind and the halo
 // steps' time. With `--overlap both` (the default) the same is run with the halo exchanges
 // blocking (MTK_OVERLAP_HALO=0) and overlapped (=1): the exchange time, the time hidden and the
-// hidden fraction, next to the cost model's predicted halo share. One JSON object per run.
+// hidden fraction, next to the cost model's predicted halo share (hidden per exchange behind the
+// products between its start and its finish). One JSON object per run.
 // `--layer transpose` makes each layer a transposed convolution, `--layer pool` a convolution
 // followed by a max pooling of 3 along d (stride 1; a 3-D window would take the patches past the
 // einsum's 8 dims), so their interior splits can be timed too.
@@ -151,10 +152,24 @@ nlohmann::ordered_json to_json(const Measured& m) {
   j["overlapped_halos"] = m.overlapped_halos;
   const auto& p = m.predicted;
   const auto halo = p.comm_s.find(mtk::Collective::halo);
+  // Per split exchange (Counters::halo_exchanges): the products between its start and finish.
+  double between = 0;
+  int hidden = 0, exposed = 0;
+  for (const auto& e : p.halo_exchanges) {
+    between += e.between_s;
+    hidden += e.exposed_s == 0 && e.halo_s > 0;
+    exposed += e.hidden_s == 0 && e.halo_s > 0;
+  }
   j["predicted"] = {{"step_s", p.total_s},
                     {"halo_s", halo == p.comm_s.end() ? 0.0 : halo->second},
+                    {"halo_hidden_s", p.halo_hidden_s},
                     {"halo_exposed_s", p.halo_exposed_s},
-                    {"halo_share", p.total_s > 0 ? p.halo_exposed_s / p.total_s : 0.0}};
+                    {"halo_share", p.total_s > 0 ? p.halo_exposed_s / p.total_s : 0.0},
+                    {"bound", p.halo_whole_step_bound ? "whole step" : "per exchange"},
+                    {"exchanges", p.halo_exchanges.size()},
+                    {"exchanges_fully_hidden", hidden},
+                    {"exchanges_fully_exposed", exposed},
+                    {"products_between_s", between}};
   j["profile_s"] = m.profile_s;
   return j;
 }

@@ -521,6 +521,14 @@ TEST(OverlappedConv, RecomputedMicrobatches) {
   EXPECT_GT(program->recomputed_steps(), 0);
   if (world_size() > 1) {
     EXPECT_GE(program->overlapped_halos(), 8);  // 4 exchanges forward, 4 reductions backward
+    // Every exchange recorded for the cost model, the recomputed ones too, in the final order.
+    const Counters& c = program->counters();
+    ASSERT_EQ(static_cast<std::int64_t>(c.halo_exchanges.size()),
+              c.comm_calls.at(Collective::halo));
+    int with_products = 0;
+    for (const auto& e : c.halo_exchanges)
+      with_products += !e.gemm_between.empty();
+    EXPECT_GE(with_products, 8);
   }
 }
 

@@ -5,18 +5,21 @@
 
 #include <mtk/cost/layout_search.hpp>
 #include <mtk/lower/lowering.hpp>
+#include <mtk/lower/overlap.hpp>
 #include <mtk/nn/conv.hpp>
 #include <mtk/ops/ops.hpp>
 #include <mtk/optim/optim.hpp>
 
 #include <gtest/gtest.h>
 
+#include "option_scope.hpp"
 #include "test_machine.hpp"
 #include <algorithm>
 #include <string>
 #include <vector>
 
 using namespace mtk;
+using mtk::test::OptionScope;
 
 namespace {
 
@@ -82,35 +85,177 @@ TEST(SpatialCost, TheStepTimeModelPricesHaloExchanges) {
   EXPECT_GT(t.comm_s.at(Collective::halo), 0);
 }
 
-// MTK_OVERLAP_HALO: the exchanges run behind the interior's products, so the model counts only
-// halo_exposed_s = max(0, halo - matmul_s) in the total; without the overlap all of it.
-TEST(SpatialCost, OverlapHidesTheHaloBehindTheProducts) {
+// MTK_OVERLAP_HALO: each exchange runs behind the products between its start and its finish
+// (Counters::halo_exchanges), so the model hides min(exchange, those products) per exchange and
+// counts the rest; without the overlap all of it.
+TEST(SpatialCost, OverlapHidesEachExchangeBehindItsProducts) {
+  const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});  // read by nn::conv and by lower()
   Graph g;
   build_cnn(g, 2);
   const MeshShape mesh = MeshShape::parse("rows:2;cols:2");
   const auto p = analyze(g, mesh, LayoutRules::parse("hb:rows;wb:cols"));
+  const Counters& c = p->counters();
+  ASSERT_EQ(static_cast<std::int64_t>(c.halo_exchanges.size()), c.comm_calls.at(Collective::halo));
   cost::Machine fast = test::test_machine(), slow = fast;
   for (auto& link : slow.links)
     link.latency *= 1e4;  // halo time far above the products'
   for (const cost::Machine& m : {fast, slow}) {
     cost::StepTimeOptions on, off;
     on.overlap_halo = true;
-    off.overlap_halo = false;
-    const cost::StepTime a = cost::predict_step_time(p->counters(), mesh, m, off);
-    const cost::StepTime b = cost::predict_step_time(p->counters(), mesh, m, on);
+    const cost::StepTime a = cost::predict_step_time(c, mesh, m, off);
+    const cost::StepTime b = cost::predict_step_time(c, mesh, m, on);
     const double halo = a.comm_s.at(Collective::halo);
     EXPECT_EQ(a.halo_exposed_s, halo);
     EXPECT_EQ(a.halo_hidden_s, 0);
     EXPECT_DOUBLE_EQ(a.total_s, a.compute_s + a.comm_total_s);
-    EXPECT_DOUBLE_EQ(b.halo_exposed_s, std::max(0.0, halo - b.matmul_s));
+    EXPECT_FALSE(b.halo_whole_step_bound);
+    ASSERT_EQ(b.halo_exchanges.size(), c.halo_exchanges.size());
+    double hidden = 0, exchanges = 0;
+    for (const auto& e : b.halo_exchanges) {
+      EXPECT_DOUBLE_EQ(e.hidden_s, std::min(e.halo_s, e.between_s));
+      EXPECT_DOUBLE_EQ(e.exposed_s, e.halo_s - e.hidden_s);
+      hidden += e.hidden_s;
+      exchanges += e.halo_s;
+    }
+    EXPECT_NEAR(exchanges, halo, 1e-12 * halo);
+    EXPECT_DOUBLE_EQ(b.halo_hidden_s, hidden);
+    EXPECT_GT(b.halo_hidden_s, 0);
+    EXPECT_LE(b.halo_hidden_s, b.matmul_s);
     EXPECT_DOUBLE_EQ(b.halo_hidden_s + b.halo_exposed_s, halo);
     EXPECT_DOUBLE_EQ(b.total_s, a.total_s - b.halo_hidden_s);
   }
-  cost::StepTimeOptions overlapped;
-  overlapped.overlap_halo = true;
-  const cost::StepTime s = cost::predict_step_time(p->counters(), mesh, slow, overlapped);
-  EXPECT_GT(s.halo_exposed_s, 0);
-  EXPECT_NEAR(s.halo_hidden_s, s.matmul_s, 1e-9 * s.matmul_s);  // halo - (halo - matmul)
+  // The exchanges along the other split dim come before the interior: nothing between them.
+  const cost::StepTimeOptions on{false, true};
+  const cost::StepTime s = cost::predict_step_time(c, mesh, slow, on);
+  EXPECT_LT(s.halo_hidden_s, s.matmul_s);
+  EXPECT_TRUE(std::any_of(s.halo_exchanges.begin(), s.halo_exchanges.end(),
+                          [](const auto& e) { return e.between_s == 0 && e.exposed_s > 0; }));
+}
+
+// One SAME 3-wide convolution over blocks of 8 split in 2, forward only: the one exchange is
+// posted before the interior's product (outputs 1 to 6 of each block, one gemm of
+// [b, lb, l] x [kl, c] x [co]) and waited for after it.
+TEST(SpatialCost, TheProductsBetweenAnExchangesStartAndFinish) {
+  auto lowered = [](const char* overlap) {
+    const OptionScope o({{"MTK_OVERLAP_HALO", overlap}});
+    Graph g;
+    Tensor x = placeholder(g, "x", {{"b", 2}, {"lb", 2}, {"l", 8}, {"c", 4}});
+    Tensor f = variable(g, "f", {{"kl", 3}, {"c", 4}, {"co", 4}}, Initializer::normal(0.1f));
+    reduce_sum(nn::conv(x, f, {{"l", "kl", 1, 1, "lb", 0}}, "c", "co"));
+    return analyze(g, MeshShape::parse("rows:2"), LayoutRules::parse("lb:rows"));
+  };
+  const auto on = lowered("1"), off = lowered("0");
+  ASSERT_EQ(on->counters().halo_exchanges.size(), 1u);
+  const Counters::Exchange& e = on->counters().halo_exchanges.front();
+  EXPECT_EQ(e.group, (Counters::CommGroup{Collective::halo, {0}}));
+  EXPECT_EQ(e.bytes, 2 * 4 * (1 + 1) * 4);  // [b, c] strips, one each side, float32
+  const double each = 2.0 * (2 * 1 * 6) * 4 * (3 * 4);
+  ASSERT_EQ(e.gemm_between.size(), 1u);
+  EXPECT_EQ(e.gemm_between.at(Counters::gemm_size_key(each)),
+            (std::pair<double, std::int64_t>{each, 1}));
+  EXPECT_GT(e.finish, e.start + 1);
+  // Plain layer, exchange blocking: nothing between, fully exposed.
+  ASSERT_EQ(off->counters().halo_exchanges.size(), 1u);
+  EXPECT_TRUE(off->counters().halo_exchanges.front().gemm_between.empty());
+  const MeshShape mesh = MeshShape::parse("rows:2");
+  const cost::Machine m = test::test_machine();
+  const cost::StepTimeOptions overlap{false, true};
+  const cost::StepTime t = cost::predict_step_time(on->counters(), mesh, m, overlap);
+  ASSERT_EQ(t.halo_exchanges.size(), 1u);
+  EXPECT_DOUBLE_EQ(t.halo_exchanges[0].between_s, each / m.matmul_rate(each));
+  const cost::StepTime plain = cost::predict_step_time(off->counters(), mesh, m, overlap);
+  EXPECT_EQ(plain.halo_hidden_s, 0);
+  EXPECT_EQ(plain.halo_exposed_s, plain.comm_s.at(Collective::halo));
+}
+
+// Hand-built steps: the record of each exchange sums the gemm calls of the steps between its start
+// and its finish (the next step reading its token), not those outside.
+TEST(SpatialCost, RecordsTheProductsBetweenEachStartAndFinish) {
+  auto step = [](StepKind kind, std::vector<int> reads, std::vector<int> writes,
+                 std::vector<std::pair<double, std::int64_t>> gemms = {}) {
+    Program::Step s{kind,
+                    "step",
+                    Program::Category::compute,
+                    false,
+                    std::move(reads),
+                    std::move(writes),
+                    nullptr,
+                    {},
+                    {},
+                    {},
+                    {},
+                    {}};
+    s.gemms = std::move(gemms);
+    return s;
+  };
+  const StepKind other = reduction_wait_kind();
+  const Counters::CommGroup halo{Collective::halo, {1}};
+  std::vector<Program::Step> steps{step(halo_start_kind(), {1}, {10, 11}),
+                                   step(other, {2}, {3}, {{1e6, 2}}),
+                                   step(other, {3}, {4}, {{1e6, 1}, {1e3, 3}}),
+                                   step(other, {10, 11}, {11}),  // the finish
+                                   step(halo_start_kind(), {4}, {12}),
+                                   step(other, {12, 4}, {5}),
+                                   step(other, {5}, {6}, {{1e6, 4}})};
+  steps[0].comm = {{halo, 64}};
+  steps[4].comm = {{halo, 32}};
+  const auto records = record_halo_exchanges(steps);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].group, halo);
+  EXPECT_EQ(records[0].bytes, 64);
+  EXPECT_EQ(records[0].start, 0);
+  EXPECT_EQ(records[0].finish, 3);
+  const std::map<int, std::pair<double, std::int64_t>> between{
+      {Counters::gemm_size_key(1e6), {3e6, 3}}, {Counters::gemm_size_key(1e3), {3e3, 3}}};
+  EXPECT_EQ(records[0].gemm_between, between);
+  EXPECT_EQ(records[1].bytes, 32);
+  EXPECT_EQ(records[1].finish, 5);
+  EXPECT_TRUE(records[1].gemm_between.empty());
+  steps.pop_back();
+  steps.pop_back();  // a start without its finish
+  EXPECT_THROW(record_halo_exchanges(steps), std::exception);
+}
+
+// Counters made by hand: two exchanges, one with products between its start and its finish that
+// hide only part of it, one with none; and the whole-step bound where no record exists.
+TEST(SpatialCost, HiddenIsTheLesserOfEachExchangeAndItsProducts) {
+  const cost::Machine m = test::test_machine();
+  const MeshShape mesh = MeshShape::parse("rows:2");
+  const cost::LinkLevel& link = m.link_for(mesh, {0});
+  Counters c;
+  const Counters::CommGroup halo{Collective::halo, {0}};
+  c.group_bytes[halo] = 2 * 1000000;
+  c.group_calls[halo] = 2;
+  c.comm_bytes[Collective::halo] = 2 * 1000000;
+  c.comm_calls[Collective::halo] = 2;
+  const double each = 1e5;  // 2e5 FLOPs between the first start and finish
+  c.gemm_by_size[Counters::gemm_size_key(each)] = {10 * each, 10};
+  c.halo_exchanges.push_back(
+      {halo, 1000000, 0, 3, {{Counters::gemm_size_key(each), {2 * each, 2}}}});
+  c.halo_exchanges.push_back({halo, 1000000, 4, 5, {}});
+  const double exchange = cost::collective_seconds(Collective::halo, 1000000, 1, 2, link);
+  const double between = 2 * each / m.matmul_rate(each);
+  ASSERT_LT(between, exchange);
+  const cost::StepTimeOptions on{false, true}, off;
+  const cost::StepTime t = cost::predict_step_time(c, mesh, m, on);
+  ASSERT_EQ(t.halo_exchanges.size(), 2u);
+  EXPECT_DOUBLE_EQ(t.halo_exchanges[0].hidden_s, between);
+  EXPECT_DOUBLE_EQ(t.halo_exchanges[0].exposed_s, exchange - between);
+  EXPECT_EQ(t.halo_exchanges[1].hidden_s, 0);  // nothing between: fully exposed
+  EXPECT_DOUBLE_EQ(t.halo_exchanges[1].exposed_s, exchange);
+  EXPECT_DOUBLE_EQ(t.halo_hidden_s, between);
+  EXPECT_DOUBLE_EQ(t.halo_exposed_s, 2 * exchange - between);
+  const cost::StepTime blocking = cost::predict_step_time(c, mesh, m, off);
+  EXPECT_EQ(blocking.halo_hidden_s, 0);
+  EXPECT_DOUBLE_EQ(blocking.halo_exposed_s, 2 * exchange);
+  // Products between that outlast the exchange hide all of it.
+  c.halo_exchanges[0].gemm_between.begin()->second = {1e4 * each, 10000};
+  EXPECT_DOUBLE_EQ(cost::predict_step_time(c, mesh, m, on).halo_exchanges[0].exposed_s, 0);
+  // No records: the fallback bound by all of the step's products.
+  c.halo_exchanges.clear();
+  const cost::StepTime fallback = cost::predict_step_time(c, mesh, m, on);
+  EXPECT_TRUE(fallback.halo_whole_step_bound);
+  EXPECT_DOUBLE_EQ(fallback.halo_exposed_s, std::max(0.0, 2 * exchange - fallback.matmul_s));
 }
 
 TEST(SpatialSearch, ConvolutionsOfferBlocksAndChannels) {
@@ -138,6 +283,37 @@ TEST(SpatialSearch, ProposesSpatialSplitsWhenTheBatchCannotUseTheProcessors) {
     spatial = spatial || splits_blocks;
   }
   EXPECT_TRUE(spatial);
+}
+
+// With the overlap, every candidate (each order of the mesh dims, whose links differ) prices its
+// exchanges over the links of their renumbered mesh dims: the records add up to the halo time.
+TEST(SpatialSearch, RanksWithThePerExchangeBound) {
+  const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});
+  Graph g;
+  build_cnn(g, 1);
+  cost::SearchOptions so;
+  so.processors = 4;
+  so.dims = {"b", "hb", "wb", "co", "c2"};
+  so.time.overlap_halo = true;
+  cost::Machine m = test::test_machine();
+  m.links[1].latency = 1e-3;  // the slow link's exchanges far longer than the fast one's
+  const cost::SearchResult r = cost::search_layouts(g, m, so);
+  int spatial = 0;
+  for (const auto& c : r.ranked) {
+    const auto it = c.time.comm_s.find(Collective::halo);
+    if (it == c.time.comm_s.end())
+      continue;
+    ++spatial;
+    ASSERT_EQ(c.time.halo_exchanges.size(), c.counters.halo_exchanges.size());
+    double sum = 0;
+    for (const auto& e : c.time.halo_exchanges)
+      sum += e.halo_s;
+    EXPECT_NEAR(sum, it->second, 1e-9 * it->second)
+        << c.mesh.to_string() << " " << c.rules.to_string();
+    EXPECT_FALSE(c.time.halo_whole_step_bound);
+    EXPECT_DOUBLE_EQ(c.time.halo_hidden_s + c.time.halo_exposed_s, it->second);
+  }
+  EXPECT_GT(spatial, 0);
 }
 
 }  // namespace

@@ -186,16 +186,21 @@ bool conflicts(const Mapping& m, const std::set<Mask>& shared) {
 
 // `counters` with each collective group's mesh axes renumbered by `position`.
 Counters reorder_groups(const Counters& counters, const std::vector<int>& position) {
+  auto renumbered = [&](const std::vector<int>& from) {
+    std::vector<int> axes;
+    for (int a : from)
+      axes.push_back(position[static_cast<size_t>(a)]);
+    std::sort(axes.begin(), axes.end());
+    return axes;
+  };
   Counters out = counters;
   out.group_bytes.clear();
   out.group_calls.clear();
   out.group_sizes.clear();
+  for (auto& e : out.halo_exchanges)  // each exchange's link too (step_time.hpp)
+    e.group.second = renumbered(e.group.second);
   for (const auto& [g, bytes] : counters.group_bytes) {
-    std::vector<int> axes;
-    for (int a : g.second)
-      axes.push_back(position[static_cast<size_t>(a)]);
-    std::sort(axes.begin(), axes.end());
-    const Counters::CommGroup key{g.first, axes};
+    const Counters::CommGroup key{g.first, renumbered(g.second)};
     out.group_bytes[key] += bytes;
     out.group_calls[key] += counters.group_calls.at(g);
     if (const auto it = counters.group_sizes.find(g); it != counters.group_sizes.end())

@@ -31,6 +31,57 @@ double collective_seconds(Collective kind, std::int64_t bytes, std::int64_t call
   return per_call * static_cast<double>(calls);
 }
 
+namespace {
+
+// Seconds of gemm calls keyed as Counters::gemm_by_size, each size at its rate.
+double gemm_seconds(const std::map<int, std::pair<double, std::int64_t>>& by_size,
+                    const Machine& machine, double scale) {
+  double s = 0;
+  for (const auto& [log2_size, fc] : by_size) {
+    const auto& [flops, calls] = fc;
+    s += flops / (scale * machine.matmul_rate(flops / static_cast<double>(calls)));
+  }
+  return s;
+}
+
+std::int64_t group_processors(const MeshShape& mesh, const std::vector<int>& axes) {
+  std::int64_t p = 1;
+  for (int a : axes)
+    p *= mesh[a].size;
+  return p;
+}
+
+// Of t.comm_s[halo]: the hidden and exposed parts (StepTime::halo_hidden_s).
+void split_halo(const Counters& counters, const MeshShape& mesh, const Machine& machine,
+                double scale, bool overlap, StepTime& t) {
+  const auto halo = t.comm_s.find(Collective::halo);
+  const double halo_s = halo == t.comm_s.end() ? 0.0 : halo->second;
+  if (counters.halo_exchanges.empty() && halo_s > 0) {
+    // Fallback for counters without per-exchange records: all of the step's products may hide
+    // the halo, a looser bound than the products between each start and finish.
+    t.halo_whole_step_bound = true;
+    t.halo_exposed_s = overlap ? std::max(0.0, halo_s - t.matmul_s) : halo_s;
+    t.halo_hidden_s = halo_s - t.halo_exposed_s;
+    return;
+  }
+  for (const Counters::Exchange& e : counters.halo_exchanges) {
+    StepTime::Exchange x;
+    const auto& [kind, axes] = e.group;
+    x.halo_s = collective_seconds(kind, e.bytes, 1, group_processors(mesh, axes),
+                                  machine.link_for(mesh, axes));
+    x.between_s = gemm_seconds(e.gemm_between, machine, scale);
+    x.hidden_s = overlap ? std::min(x.halo_s, x.between_s) : 0.0;
+    x.exposed_s = x.halo_s - x.hidden_s;
+    t.halo_hidden_s += x.hidden_s;
+    t.halo_exchanges.push_back(x);
+  }
+  // Halo time no record covers (none is expected) stays exposed.
+  t.halo_hidden_s = std::min(t.halo_hidden_s, halo_s);
+  t.halo_exposed_s = halo_s - t.halo_hidden_s;
+}
+
+}  // namespace
+
 StepTime predict_step_time(const Counters& counters, const MeshShape& mesh, const Machine& machine,
                            const StepTimeOptions& options) {
   StepTime t;
@@ -38,14 +89,10 @@ StepTime predict_step_time(const Counters& counters, const MeshShape& mesh, cons
   const double scale = options.bf16 && machine.matmul_bf16_flops > 0
                            ? machine.matmul_bf16_flops / machine.matmul_flops
                            : 1.0;
-  if (!counters.gemm_by_size.empty()) {
-    for (const auto& [log2_size, fc] : counters.gemm_by_size) {
-      const auto& [flops, calls] = fc;
-      t.matmul_s += flops / (scale * machine.matmul_rate(flops / static_cast<double>(calls)));
-    }
-  } else {  // hand-made counters: one rate for all
+  if (!counters.gemm_by_size.empty())
+    t.matmul_s = gemm_seconds(counters.gemm_by_size, machine, scale);
+  else  // hand-made counters: one rate for all
     t.matmul_s = counters.flops_of(FlopClass::einsum) / (scale * machine.matmul_flops);
-  }
   if (!counters.op_bytes.empty()) {
     for (const auto& [kind, bytes] : counters.op_bytes)
       if (!kind.traits().free)
@@ -62,9 +109,7 @@ StepTime predict_step_time(const Counters& counters, const MeshShape& mesh, cons
   t.compute_s = t.matmul_s + t.elementwise_s + t.overhead_s;
   for (const auto& [group, bytes] : counters.group_bytes) {
     const auto& [kind, axes] = group;
-    std::int64_t p = 1;
-    for (int a : axes)
-      p *= mesh[a].size;
+    const std::int64_t p = group_processors(mesh, axes);
     const LinkLevel& link = machine.link_for(mesh, axes);
     double s = 0;
     if (const auto it = counters.group_sizes.find(group); it != counters.group_sizes.end()) {
@@ -76,10 +121,7 @@ StepTime predict_step_time(const Counters& counters, const MeshShape& mesh, cons
     t.comm_s[kind] += s;
     t.comm_total_s += s;
   }
-  const auto halo = t.comm_s.find(Collective::halo);
-  const double halo_s = halo == t.comm_s.end() ? 0.0 : halo->second;
-  t.halo_exposed_s = options.overlap_halo ? std::max(0.0, halo_s - t.matmul_s) : halo_s;
-  t.halo_hidden_s = halo_s - t.halo_exposed_s;
+  split_halo(counters, mesh, machine, scale, options.overlap_halo, t);
   t.total_s = t.compute_s + t.comm_total_s - t.halo_hidden_s;
   t.overlapped_s = std::max(t.compute_s, t.comm_total_s);
   return t;

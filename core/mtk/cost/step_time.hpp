@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace mtk::cost {
 
@@ -33,14 +34,24 @@ struct StepTime {
   double compute_s = 0;                 ///< matmul_s + elementwise_s + overhead_s
   std::map<Collective, double> comm_s;  ///< per collective
   double comm_total_s = 0;
-  /// Of comm_s[halo]: the part hidden behind the interior compute and the part left exposed
-  /// (overlap_halo), exposed = max(0, halo - matmul_s): an exchange is posted before the matrix
-  /// products of its convolution's interior (and, backward, of the filter gradient) and waited for
-  /// after them, so those products are the work that can cover it. A bound: matmul_s counts
-  /// every product of the step, not only those between a start and its finish. Without
+  /// Of comm_s[halo]: the part hidden behind the matrix products and the part left exposed.
+  /// With overlap_halo, per exchange of Counters::halo_exchanges hidden = min(its time, the time
+  /// of the gemm calls between its start and its finish); exposed = the rest. Without
   /// overlap_halo, exposed = halo and hidden = 0.
   double halo_hidden_s = 0;
   double halo_exposed_s = 0;
+  /// One split halo exchange's figures (Counters::Exchange, in the same order).
+  struct Exchange {
+    double halo_s = 0;     ///< its modeled time (collective_seconds, one call)
+    double between_s = 0;  ///< the gemm calls between its start and its finish
+    double hidden_s = 0;   ///< min(halo_s, between_s) with overlap_halo, else 0
+    double exposed_s = 0;  ///< halo_s - hidden_s
+  };
+  std::vector<Exchange> halo_exchanges;
+  /// Counters without per-exchange records (made by hand, or by an older path) but with halo
+  /// traffic: the hidden part was bounded by all of the step's products instead,
+  /// exposed = max(0, halo - matmul_s).
+  bool halo_whole_step_bound = false;
   /// compute + communication - halo_hidden_s: MTK runs collectives between kernels, one after the
   /// other, except the hidden part of the halo exchanges.
   double total_s = 0;

@@ -133,7 +133,11 @@ void Lowering::add_step_of(StepKind kind, const std::string& what, std::vector<i
                         {}});
   scratch_.clear();
   communicates_ = false;
-  count_step(p_->steps_.back(), flops);
+  Program::Step& step = p_->steps_.back();
+  step.gemms = next_origin_.gemms;
+  for (const CommCount& c : next_origin_.comm)
+    step.comm.push_back({{c.kind, c.axes}, c.bytes});
+  count_step(step, flops);
   next_origin_.tag = op().recompute;
   next_origin_.flops = flops;
   origins_.push_back(std::move(next_origin_));
@@ -203,8 +207,7 @@ void Lowering::count_gemms(double flops_each, std::int64_t gemms) {
 }
 
 void Lowering::add_gemm_counters(double flops_each, std::int64_t gemms) {
-  auto& [flops, calls] =
-      p_->counters_.gemm_by_size[static_cast<int>(std::floor(std::log2(flops_each)))];
+  auto& [flops, calls] = p_->counters_.gemm_by_size[Counters::gemm_size_key(flops_each)];
   flops += flops_each * static_cast<double>(gemms);
   calls += gemms;
 }
@@ -460,6 +463,7 @@ void Lowering::finish() {
   c.pool_bytes = checked_add(m.pool_bytes, packed, "mtk::lower", "the pool's bytes");
   c.outside_pool_bytes = packed;
   c.peak_bytes = p_->reuse_buffers_ ? c.pool_bytes : c.live_peak_bytes;
+  c.halo_exchanges = record_halo_exchanges(p_->steps_);  // the steps' final order
 }
 
 std::unique_ptr<Program> lower(Graph& graph, const Mesh& mesh, const LayoutRules& rules) {

@@ -120,6 +120,35 @@ int overlap_halos(std::vector<Program::Step>& steps) {
   return overlapped;
 }
 
+std::vector<Counters::Exchange> record_halo_exchanges(const std::vector<Program::Step>& steps) {
+  std::vector<Counters::Exchange> out;
+  const int n = static_cast<int>(steps.size());
+  for (int s = 0; s < n; ++s) {
+    const Program::Step& start = steps[static_cast<size_t>(s)];
+    if (start.kind != halo_start_step.def || start.writes.empty())
+      continue;
+    const int token = start.writes.front();
+    int f = s + 1;
+    while (f < n && !meets(steps[static_cast<size_t>(f)].reads, {token}))
+      ++f;
+    if (f == n)
+      fail("mtk::record_halo_exchanges", cat("halo start '", start.what, "' has no finish step"));
+    for (const auto& [group, bytes] : start.comm) {
+      if (group.first != Collective::halo)
+        continue;
+      Counters::Exchange e{group, bytes, s, f, {}};
+      for (int k = s + 1; k < f; ++k)
+        for (const auto& [each, calls] : steps[static_cast<size_t>(k)].gemms) {
+          auto& [flops, c] = e.gemm_between[Counters::gemm_size_key(each)];
+          flops += each * static_cast<double>(calls);
+          c += calls;
+        }
+      out.push_back(std::move(e));
+    }
+  }
+  return out;
+}
+
 std::vector<ReductionBucket> plan_reductions(const std::vector<Program::Step>& steps,
                                              const MeshShape& shape,
                                              const std::function<std::int64_t(int)>& elements_of,

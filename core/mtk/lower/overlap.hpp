@@ -106,4 +106,9 @@ StepKind halo_start_kind();
 /// Returns how many exchanges have steps between their start and their finish.
 int overlap_halos(std::vector<Program::Step>& steps);
 
+/// Per halo start step of `steps` (in their final order), the exchange it starts: its halo
+/// collective (Step::comm), and the gemm calls (Step::gemms) of the steps between it and its
+/// finish, the next step reading its token (Counters::halo_exchanges).
+std::vector<Counters::Exchange> record_halo_exchanges(const std::vector<Program::Step>& steps);
+
 }  // namespace mtk

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -20,6 +21,10 @@ double Counters::total_flops() const {
   for (const auto& [k, v] : flops)
     t += v;
   return t;
+}
+
+int Counters::gemm_size_key(double flops_each) {
+  return static_cast<int>(std::floor(std::log2(flops_each)));
 }
 
 double Counters::flops_of(FlopClass c) const {

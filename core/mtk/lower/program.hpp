@@ -112,6 +112,20 @@ struct Counters {
   /// Matrix products run as gemm calls, by size: key floor(log2(FLOPs of one gemm call)), value
   /// {FLOPs, gemm calls}. Einsums the kernel runs as elementwise work are not here.
   std::map<int, std::pair<double, std::int64_t>> gemm_by_size;
+  /// gemm_by_size's key of a gemm call of `flops_each` FLOPs.
+  static int gemm_size_key(double flops_each);
+  /// One split halo exchange as the program runs it (in its final step order: after
+  /// recomputation and the overlap passes): the work between its start and its finish is what
+  /// can hide it (mtk/cost/step_time.hpp).
+  struct Exchange {
+    CommGroup group;            ///< Collective::halo and the mesh axes it runs over
+    std::int64_t bytes = 0;     ///< payload of the call
+    int start = 0, finish = 0;  ///< its start and finish steps
+    /// The gemm calls of the steps strictly between start and finish, keyed as gemm_by_size.
+    std::map<int, std::pair<double, std::int64_t>> gemm_between;
+  };
+  /// Every split halo exchange, in start order; empty in counters made by hand.
+  std::vector<Exchange> halo_exchanges;
   std::int64_t variable_bytes = 0;  ///< persistent variable slices
   /// What a run holds per rank at its peak, variables included: pool_bytes with buffer reuse on
   /// (the default), else live_peak_bytes (mtk/lower/memory_model.hpp).
@@ -191,6 +205,11 @@ class Program {
     /// The pairs of may_overwrite it does overwrite: run() hands the output the input's buffer
     /// (mtk/lower/in_place_updates.hpp).
     std::vector<std::pair<int, int>> in_place;
+    /// The gemm calls its kernels make, (FLOPs of one, calls), and the collectives it runs,
+    /// (group, payload bytes), as counted into Counters: they travel with the step through the
+    /// passes that copy and move steps, for Counters::halo_exchanges.
+    std::vector<std::pair<double, std::int64_t>> gemms = {};
+    std::vector<std::pair<Counters::CommGroup, std::int64_t>> comm = {};
   };
 
   /// Runs one step of the program. `feeds` maps placeholder tensors to their global values
