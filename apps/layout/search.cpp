@@ -5,6 +5,7 @@
 
 #include <mtk/app/exit_status.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/config/config.hpp>
 #include <mtk/config/machine_config.hpp>
 #include <mtk/config/model_config.hpp>
@@ -65,6 +66,8 @@ void add_search_options(CLI::App& app, SearchArgs& a) {
   app.add_option("--optimizer", a.optimizer, "adafactor | adam | sgd (default: the config's)")
       ->check(CLI::IsMember(config::optimizer_names()));
   app.add_flag("--bf16", options.time.bf16, "Time matmuls at the machine's bf16 rate");
+  // The programs are lowered with MTK_OVERLAP_HALO's setting; price their exchanges the same way.
+  options.time.overlap_halo = runtime_options().overlap_halo();
   app.add_option("--set", a.sets, "Overrides one setting (repeatable), e.g. model.d_model=512")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false)
