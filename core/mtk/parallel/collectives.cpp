@@ -50,20 +50,25 @@ void check_size(const char* where, const Shape& s, const Kokkos::View<T*>& v) {
 
 namespace detail {
 
+// Both layouts hold, per (chunk p, outer index o), one contiguous run of m * inner values: a
+// copy of parts * outer runs. Indexed by (run, position) rather than by flat element, so the
+// divisions are per run, not per value (they cost more than the copy itself on CPUs).
+using RunPolicy = Kokkos::MDRangePolicy<Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>;
+
 // out[p][o][j][i] = in[o][p*m + j][i] with m = n / parts: chunk p of dim `dim` moved to the front.
 template <class T>
 Kokkos::View<T*> split_to_chunks(const char* label, const Kokkos::View<T*>& in, Around a,
                                  std::int64_t parts) {
   Kokkos::View<T*> out = uninitialized_view<T>(label, static_cast<std::int64_t>(in.extent(0)));
   const std::int64_t m = a.n / parts, outer = a.outer, n = a.n, inner = a.inner;
+  const std::int64_t run = m * inner;
+  if (run == 0 || parts * outer == 0)
+    return out;
   Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<std::int64_t>(0, static_cast<std::int64_t>(in.extent(0))),
-      KOKKOS_LAMBDA(std::int64_t k) {
-        std::int64_t i = k % inner, r = k / inner;
-        std::int64_t j = r % m;
-        r /= m;
-        std::int64_t o = r % outer, p = r / outer;
-        out(k) = in((o * n + p * m + j) * inner + i);
+      label, RunPolicy({0, 0}, {parts * outer, run}),
+      KOKKOS_LAMBDA(std::int64_t r, std::int64_t e) {
+        const std::int64_t p = r / outer, o = r % outer;
+        out(r * run + e) = in((o * n + p * m) * inner + e);
       });
   return out;
 }
@@ -74,14 +79,14 @@ Kokkos::View<T*> chunks_to_concat(const char* label, const Kokkos::View<T*>& in,
                                   std::int64_t parts) {
   Kokkos::View<T*> out = uninitialized_view<T>(label, static_cast<std::int64_t>(in.extent(0)));
   const std::int64_t m = chunk.n, outer = chunk.outer, inner = chunk.inner, n = m * parts;
+  const std::int64_t run = m * inner;
+  if (run == 0 || parts * outer == 0)
+    return out;
   Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<std::int64_t>(0, static_cast<std::int64_t>(in.extent(0))),
-      KOKKOS_LAMBDA(std::int64_t k) {
-        std::int64_t i = k % inner, r = k / inner;
-        std::int64_t j = r % m;
-        r /= m;
-        std::int64_t o = r % outer, p = r / outer;
-        out((o * n + p * m + j) * inner + i) = in(k);
+      label, RunPolicy({0, 0}, {parts * outer, run}),
+      KOKKOS_LAMBDA(std::int64_t r, std::int64_t e) {
+        const std::int64_t p = r / outer, o = r % outer;
+        out((o * n + p * m) * inner + e) = in(r * run + e);
       });
   return out;
 }

@@ -1,4 +1,5 @@
 #include <mtk/base/error.hpp>
+#include <mtk/base/exec_space.hpp>
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/parallel/collectives.hpp>
 #include <mtk/parallel/relayout.hpp>
@@ -59,7 +60,12 @@ std::vector<RelayoutMove> plan_relayout(const Shape& shape, const std::vector<in
 template <class T>
 Kokkos::View<T*> run_relayout(const ExecSpace& space, const Mesh& mesh,
                               const std::vector<RelayoutMove>& plan, Kokkos::View<T*> x) {
+  const Kokkos::View<T*> input = x;
   for (const auto& m : plan) {
+    // A move along a mesh dim of one processor leaves the slice as it is (a 1-rank run of a
+    // layout that names mesh dims): no MPI call, no packing.
+    if (mesh.shape()[m.axis].size == 1)
+      continue;
     switch (m.kind) {
       case RelayoutMove::Kind::slice: {
         const std::int64_t part = m.local_before[m.dim].size / mesh.shape()[m.axis].size;
@@ -74,6 +80,10 @@ Kokkos::View<T*> run_relayout(const ExecSpace& space, const Mesh& mesh,
         x = alltoall<T>(mesh, m.axis, m.local_before, m.dim, m.concat_dim, x);
         break;
     }
+  }
+  if (x.data() == input.data()) {  // the output is a buffer of its own, as the lowering assumes
+    x = uninitialized_view<T>("mtk::relayout::copy", static_cast<std::int64_t>(input.extent(0)));
+    Kokkos::deep_copy(space, x, input);
   }
   return x;
 }
