@@ -159,6 +159,44 @@ TEST(ScatterAdd, SumsEachRowInUpdateOrderBitwise) {
   }
 }
 
+// Table rows of two dims ([vocab, h, d]): where the output keeps them last and in the table's
+// order the host copies and adds whole runs; in another order it goes value by value. Both equal
+// the serial reference bitwise.
+TEST(Indexing, RowsOfSeveralDimsAsRunsOrValueByValue) {
+  const std::int64_t origin = 2, id_size = 5;
+  const Shape ids_shape{{"b", 3}, {"l", 4}};
+  const auto ids = skewed_ids(ids_shape.num_elements(), 19, 8);
+  const Shape table_shape{{"vocab", id_size}, {"h", 2}, {"d", 3}};
+  const auto table = random_values(table_shape.num_elements(), 23);
+  for (const Shape& out : {Shape{{"b", 3}, {"l", 4}, {"h", 2}, {"d", 3}},
+                           Shape{{"b", 3}, {"l", 4}, {"d", 3}, {"h", 2}},
+                           Shape{{"h", 2}, {"b", 3}, {"l", 4}, {"d", 3}}}) {
+    SCOPED_TRACE(out.to_string());
+    const auto got = to_vector(k::gather(mtk::ExecSpace(), table_shape, to_view<float>(table), 0,
+                                         origin, ids_shape, to_view<std::int32_t>(ids), out));
+    std::vector<double> ref(static_cast<size_t>(out.num_elements()), 0.0);
+    for_each_index(out.dims(), [&](const Index& idx) {
+      const auto id =
+          static_cast<std::int64_t>(ids[static_cast<size_t>(offset_of(ids_shape, idx))]);
+      if (id < origin || id >= origin + id_size)
+        return;
+      Index t = idx;
+      t["vocab"] = id - origin;
+      ref[static_cast<size_t>(offset_of(out, idx))] =
+          table[static_cast<size_t>(offset_of(table_shape, t))];
+    });
+    EXPECT_EQ(got, ref);
+    const auto u = adversarial_values(out.num_elements(), 29);
+    const auto sums =
+        to_vector(k::scatter_add(mtk::ExecSpace(), ids_shape, to_view<std::int32_t>(ids), out,
+                                 to_view<float>(u), table_shape, 0, origin));
+    const auto sref = sequential_scatter_add(ids_shape, ids, out, u, table_shape, origin, id_size);
+    ASSERT_EQ(sums.size(), sref.size());
+    for (size_t i = 0; i < sref.size(); ++i)
+      EXPECT_EQ(static_cast<float>(sums[i]), sref[i]) << "table element " << i;
+  }
+}
+
 // Large enough for every thread of a threaded backend to take part; repeated, every run must
 // equal the serial sum bitwise (15 of 30 embedding-gradient repeats differed with 2 OpenMP
 // threads and float atomics). On a serial backend one run checks the order.

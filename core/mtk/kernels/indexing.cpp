@@ -109,6 +109,30 @@ FView gather(const ExecSpace& space, const Shape& table_shape, const FView& tabl
   const IndexMap im = m.ids, tm = m.table;
   const std::int64_t id_stride = m.id_stride, id_size = m.id_size;
   FView out = impl::alloc<float>(where, out_shape.num_elements());
+  // The output's trailing dims that ids lack and the table holds contiguously (an embedding's
+  // d_model): each id copies a run of that many values. On the host the offsets are then
+  // computed once per run (their divisions cost more than the copy), not once per value.
+  std::int64_t run = 1;
+  for (int i = tm.rank - 1; i >= 0 && im.stride[i] == 0 && tm.stride[i] == run; --i)
+    run *= tm.extent[i];
+  if (impl::host_exec && run > 1) {
+    Kokkos::parallel_for(
+        where, impl::Range(space, 0, out_shape.num_elements() / run),
+        KOKKOS_LAMBDA(std::int64_t q) {
+          const std::int64_t k = q * run;
+          const std::int64_t id = static_cast<std::int64_t>(ids(im.offset(k))) - origin;
+          float* o = out.data() + k;
+          if (id < 0 || id >= id_size) {
+            for (std::int64_t e = 0; e < run; ++e)
+              o[e] = 0.f;
+            return;
+          }
+          const float* t = table.data() + tm.offset(k) + id * id_stride;
+          for (std::int64_t e = 0; e < run; ++e)
+            o[e] = t[e];
+        });
+    return out;
+  }
   Kokkos::parallel_for(
       where, impl::Range(space, 0, out_shape.num_elements()), KOKKOS_LAMBDA(std::int64_t k) {
         const std::int64_t id = static_cast<std::int64_t>(ids(im.offset(k))) - origin;
@@ -248,6 +272,28 @@ FView scatter_add(const ExecSpace& space, const Shape& ids_shape, const IView& i
   }
   const Buckets buckets = bucket_positions(space, ids, maps.pos_ids, n_pos, id_size, origin);
   const I64View start = buckets.start, order = buckets.order;
+  // Whether a table row's elements lie contiguously in the updates too (an embedding's d_model
+  // last in both): the host then adds each contribution as a run, its offsets computed once per
+  // position instead of once per value; the same sums in the same order.
+  std::int64_t run = 1;
+  for (int i = table_upd.rank - 1; i > table_dim && table_upd.stride[i] == run; --i)
+    run *= table_upd.extent[i];
+  if (impl::host_exec && run == id_stride && id_stride > 1) {
+    Kokkos::parallel_for(
+        where, impl::Range(space, 0, n_table / id_stride), KOKKOS_LAMBDA(std::int64_t r) {
+          const std::int64_t id = r % id_size, t0 = r * id_stride;
+          float* row = table.data() + t0;
+          for (std::int64_t j = 0; j < id_stride; ++j)
+            row[j] = 0.f;
+          const std::int64_t row_base = table_upd.offset(t0);
+          for (std::int64_t s = start(id); s < start(id + 1); ++s) {
+            const float* u = updates.data() + row_base + pos_upd.offset(order(s));
+            for (std::int64_t j = 0; j < id_stride; ++j)
+              row[j] += u[j];
+          }
+        });
+    return table;
+  }
   // One table row (id_stride contiguous elements of one id) per iteration: rows of ids that no
   // position hit (most of a vocabulary) are zero-filled without index arithmetic; the others sum
   // their bucket in position order, so the result does not depend on the thread count.
