@@ -58,41 +58,20 @@ class Replay {
     std::int64_t last = -1;  // the event it is free before; -1: held at the end
   };
 
-  // The per-size pool (per type and size the most buffers ever alive at once) and the planned one
-  // (buffer_plan.hpp over the temporaries that die in the run; the rest kept per size).
+  // The per-size pool (per type and size the most buffers ever alive at once) and, when the pool
+  // plans, the planned one.
   MemoryPrediction summarize() const {
     MemoryPrediction m;
     m.live_peak_bytes = peak_;
-    const char* where = "mtk::predict_memory";
     for (const auto& [key, counts] : by_size_) {
-      m.per_size_pool_bytes = checked_add(m.per_size_pool_bytes, counts.second * key.second, where,
-                                          "the bytes of the buffer pool");
+      m.per_size_pool_bytes = checked_add(m.per_size_pool_bytes, counts.second * key.second,
+                                          "mtk::predict_memory", "the bytes of the buffer pool");
       m.per_size_pool_buffers += counts.second;
     }
-    std::vector<PlannedBuffer> lives;
-    std::int64_t kept = 0;
-    std::map<std::int64_t, std::int64_t> census;
-    for (const Buffer& b : buffers_) {
-      if (b.planned && b.last >= 0 && b.key.second > 0) {
-        lives.push_back({static_cast<int>(b.key.first), b.key.second, b.first, b.last});
-        continue;
-      }
-      kept = checked_add(kept, b.key.second, where, "the bytes of the buffer pool");
-      ++census[b.key.second];
-    }
-    const BufferPlan plan = plan_buffers(lives);
-    for (std::int64_t bytes : plan.object_size)
-      ++census[bytes];
-    // The recorded run holds the live buffers only; the planned runs the objects and the rest.
-    m.planned_pool_bytes =
-        std::max(checked_add(kept, plan.total(), where, "the planned pool"), peak_);
-    m.planned_pool_buffers = 0;
-    for (const auto& [bytes, n] : census)
-      m.planned_pool_buffers += n;
     if (p_.planned) {
+      plan_pool(m);
       m.pool_bytes = m.planned_pool_bytes;
       m.pool_buffers = m.planned_pool_buffers;
-      m.pool_census = census;
     } else {
       m.pool_bytes = m.per_size_pool_bytes;
       m.pool_buffers = m.per_size_pool_buffers;
@@ -100,6 +79,30 @@ class Replay {
         m.pool_census[key.second] += counts.second;
     }
     return m;
+  }
+
+  // The planned pool (buffer_plan.hpp over the temporaries that die in the run; variable storage
+  // and what is held at the end kept per size).
+  void plan_pool(MemoryPrediction& m) const {
+    const char* where = "mtk::predict_memory";
+    std::vector<PlannedBuffer> lives;
+    std::int64_t kept = 0;
+    for (const Buffer& b : buffers_) {
+      if (b.planned && b.last >= 0 && b.key.second > 0) {
+        lives.push_back({static_cast<int>(b.key.first), b.key.second, b.first, b.last});
+        continue;
+      }
+      kept = checked_add(kept, b.key.second, where, "the bytes of the buffer pool");
+      ++m.pool_census[b.key.second];
+    }
+    const BufferPlan plan = plan_buffers(lives);
+    for (std::int64_t bytes : plan.object_size)
+      ++m.pool_census[bytes];
+    // The recorded run holds the live buffers only; the planned runs the objects and the rest.
+    m.planned_pool_bytes =
+        std::max(checked_add(kept, plan.total(), where, "the planned pool"), peak_);
+    for (const auto& [bytes, n] : m.pool_census)
+      m.planned_pool_buffers += n;
   }
 
   // The step's outputs: a new buffer each, the input's buffer for a step that only renames one or
