@@ -2,10 +2,11 @@
 // Planned sharing of buffers whose lifetimes are known: each buffer is assigned to a shared object
 // that no other buffer of that object overlaps in time, so a run holds about the most bytes alive
 // at once instead of, per size, the most buffers of that size alive at once (BufferPool's exact-fit
-// reuse). The strategy is "greedy by size" (Pisarchyk and Lee, "Efficient Memory Management for
-// Deep Neural Net Inference", 2020): buffers from the largest down, each into the smallest existing
-// object that is free for its whole lifetime, else into a new object of its size. Objects are per
-// element type: a buffer is never reinterpreted as another type.
+// reuse). Two strategies of Pisarchyk and Lee ("Efficient Memory Management for Deep Neural Net
+// Inference", 2020), the smaller total kept: greedy by size (buffers from the largest down, each
+// into the smallest existing object free for its whole lifetime, else a new object of its size) and
+// greedy by breadth (the events with the most bytes alive first, their buffers largest first; a
+// free smaller object may grow). Objects are per element type: no buffer is reinterpreted.
 
 #include <cstdint>
 #include <vector>
