@@ -211,6 +211,17 @@ TEST(BufferPool, PlanSharesOnlyBuffersWhoseLivesDoNotOverlap) {
   EXPECT_TRUE(pool.planned());
   EXPECT_TRUE(three_acquires(pool, false, 90, 70));
   EXPECT_EQ(pool.planned_hits(), 3);
+  // Runs alternating with another sequence keep the plan once re-recording is spent.
+  for (int run = 0; run < 2 * BufferPool::stale_runs(); ++run)
+    three_acquires(pool, false, run % 2 ? 90 : 50, run % 2 ? 70 : 30);
+  EXPECT_TRUE(pool.planning());
+  EXPECT_EQ(pool.replans(), BufferPool::max_replans());
+  EXPECT_TRUE(three_acquires(pool, false, 90, 70));
+  // A plan no run matches any more (every run different) is dropped for good.
+  for (int run = 0; run < BufferPool::stale_runs(); ++run)
+    three_acquires(pool, false, 40 + run, 30 + run);
+  EXPECT_FALSE(pool.planning());
+  EXPECT_FALSE(three_acquires(pool, false, 90, 70));
 }
 
 namespace {

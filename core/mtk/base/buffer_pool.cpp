@@ -135,17 +135,31 @@ void BufferPool::begin_run() {
   hits_ = misses_ = 0;
 }
 
+// After a planned run: most requests did not match, so another sequence (e.g. other fetches) may
+// be the usual one now: recorded again, at most max_replans() times. A plan no run has matched for
+// stale_runs() runs after that (every run different, e.g. a growing decode) is dropped for good.
+void BufferPool::judge_plan() {
+  if (misses_ * 2 <= acquires_in_run_) {
+    runs_unmatched_ = 0;
+    return;
+  }
+  ++runs_unmatched_;
+  if (replans_ < max_replans()) {
+    ++replans_;
+    drop_plan();
+  } else if (runs_unmatched_ >= stale_runs()) {
+    drop_plan();
+    planning_ = false;
+  }
+}
+
 void BufferPool::end_run() {
   last_hits_ = hits_;
   if (planning_ && phase_ == Phase::recording && !trace_.empty()) {
     make_plan();  // frees idle per-size buffers first
   } else {
-    // Most requests did not match: another sequence (e.g. other fetches) is now the usual one.
-    if (planning_ && phase_ == Phase::planned && misses_ * 2 > acquires_in_run_ &&
-        replans_ < max_replans()) {
-      ++replans_;
-      drop_plan();
-    }
+    if (planning_ && phase_ == Phase::planned)
+      judge_plan();
     release(2);
   }
   acquires_in_run_ = 0;

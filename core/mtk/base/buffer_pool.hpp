@@ -89,13 +89,15 @@ class BufferPool {
   /// Starts a run: acquires are counted from 0 again (a recording left by a failed run is dropped).
   void begin_run();
   /// Ends a run: makes the plan after a recorded run, or drops one most of whose acquires did not
-  /// match (at most max_replans() times); frees the per-size buffers that nothing holds and no
+  /// match (at most max_replans() times; after that, planning stops when no run matched it for
+  /// stale_runs() runs); frees the per-size buffers that nothing holds and no
   /// acquire() asked for in this run or the one before (sizes that changed, e.g. a longer decode).
   /// Two runs, because a variable's new value is held until the next run's assignment replaces it.
   void end_run();
   /// Drops every buffer: those nothing else holds are freed, the others live on with their holders.
   void clear();
   static constexpr int max_replans() { return 2; }
+  static constexpr int stale_runs() { return 4; }
 
   std::int64_t allocations() const { return allocations_; }  ///< new buffers, ever
   std::int64_t reuses() const { return reuses_; }            ///< acquires answered from the pool
@@ -185,6 +187,7 @@ class BufferPool {
   void observe_frees(std::int64_t k);
   void make_plan();
   void drop_plan();
+  void judge_plan();
   void grow(std::int64_t b) {
     bytes_ += b;
     peak_bytes_ = std::max(peak_bytes_, bytes_);
@@ -208,6 +211,7 @@ class BufferPool {
   std::int64_t acquires_in_run_ = 0;
   std::int64_t hits_ = 0, misses_ = 0, last_hits_ = 0;
   int replans_ = 0;
+  int runs_unmatched_ = 0;  // planned runs in a row most of whose acquires did not match
 };
 
 /// Makes `pool` the active pool of this thread for the scope's lifetime (nullptr: none).
