@@ -1,6 +1,8 @@
 #include <mtk/base/buffer_plan.hpp>
 #include <mtk/base/buffer_pool.hpp>
 
+#include <algorithm>
+
 namespace mtk {
 
 namespace {
@@ -36,19 +38,23 @@ std::map<std::int64_t, std::int64_t> BufferPool::census() const {
   return out;
 }
 
-BufferPool::Entry* BufferPool::planned_object(std::type_index type, std::int64_t n,
-                                              std::int64_t k) {
+BufferPool::Entry* BufferPool::planned_object(std::type_index type, std::int64_t n) {
   if (phase_ != Phase::planned)
     return nullptr;
-  const Traced* t =
-      k < static_cast<std::int64_t>(trace_.size()) ? &trace_[static_cast<size_t>(k)] : nullptr;
-  if (!t || t->type != type || t->n != n) {
-    ++misses_;  // another sequence of requests than the recorded one
+  // The record's next request, or one a few further on (requests this run did not make).
+  const size_t end = std::min(trace_.size(), cursor_ + lookahead());
+  size_t j = cursor_;
+  while (j < end && (trace_[j].type != type || trace_[j].n != n))
+    ++j;
+  if (j == end) {
+    ++misses_;  // a request the record lacks (e.g. a fetched value's own copy): the cursor stays
     return nullptr;
   }
-  if (t->object < 0)
+  cursor_ = j + 1;
+  const Traced& t = trace_[j];
+  if (t.object < 0)
     return nullptr;  // held past the recorded run's end: the per-size path, as recorded
-  Entry& e = objects_[static_cast<size_t>(t->object)];
+  Entry& e = objects_[static_cast<size_t>(t.object)];
   if (e.use_count(e.view) != 1) {
     ++misses_;  // its object is still held (a value kept longer than in the recorded run)
     return nullptr;
@@ -132,6 +138,7 @@ void BufferPool::begin_run() {
     trace_.clear();
   }
   acquires_in_run_ = 0;
+  cursor_ = 0;
   hits_ = misses_ = 0;
 }
 
@@ -163,6 +170,7 @@ void BufferPool::end_run() {
     release(2);
   }
   acquires_in_run_ = 0;
+  cursor_ = 0;
   hits_ = misses_ = 0;
 }
 

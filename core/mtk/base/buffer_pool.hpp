@@ -9,9 +9,10 @@
 // MTK_BUFFER_PLAN) the first run is recorded: each acquire's type, size and the acquire before
 // which its buffer was seen free (the pool drops its copy then, so the run holds the live bytes
 // only). Its end plans shared objects (mtk/base/buffer_plan.hpp) holding about the most bytes alive
-// at once, and later runs answer the k-th acquire with the first elements of its object when the
-// request matches the record. Buffers still held at the end of the recorded run (variables' new
-// values, fetched results) and any request that does not match take the per-size path.
+// at once, and later runs answer each acquire with the first elements of its object when the
+// request matches the record's next one (or one a few further on: requests a run skips). Buffers
+// still held at the end of the recorded run (variables' new values, fetched results) and any
+// request that does not match take the per-size path.
 //
 // A buffer is free when the pool's copy of its View is the only reference (use_count() == 1; a
 // subview shares that count), so a buffer anyone still holds (a variable, a fetched value, a
@@ -48,7 +49,7 @@ class BufferPool {
       const std::int64_t k = acquires_in_run_++;
       if (phase_ == Phase::recording)
         return record<T>(label, n, k);
-      if (Entry* object = planned_object(std::type_index(typeid(T)), n, k)) {
+      if (Entry* object = planned_object(std::type_index(typeid(T)), n)) {
         ++reuses_;
         const auto& v = std::any_cast<const Kokkos::View<T*>&>(object->view);
         if (static_cast<std::int64_t>(v.extent(0)) == n)
@@ -98,6 +99,9 @@ class BufferPool {
   void clear();
   static constexpr int max_replans() { return 2; }
   static constexpr int stale_runs() { return 4; }
+  /// How far past the expected recorded request a planned run looks for one of the same type and
+  /// size (requests a run skips, e.g. with other fetches, then cost no more than themselves).
+  static constexpr size_t lookahead() { return 16; }
 
   std::int64_t allocations() const { return allocations_; }  ///< new buffers, ever
   std::int64_t reuses() const { return reuses_; }            ///< acquires answered from the pool
@@ -181,8 +185,8 @@ class BufferPool {
     grow(static_cast<std::int64_t>(sizeof(T)) * n);
     return v;
   }
-  // The object planned for acquire k when the request matches the record and the object is free.
-  Entry* planned_object(std::type_index type, std::int64_t n, std::int64_t k);
+  // The object planned for the recorded request this one matches, when that object is free.
+  Entry* planned_object(std::type_index type, std::int64_t n);
   // The recorded buffers no one holds any more died before acquire k: noted, and dropped.
   void observe_frees(std::int64_t k);
   void make_plan();
@@ -209,6 +213,7 @@ class BufferPool {
   std::vector<std::pair<size_t, Entry>> recorded_;  // live buffers of the recording: trace index
   std::vector<Entry> objects_;
   std::int64_t acquires_in_run_ = 0;
+  size_t cursor_ = 0;  // in a planned run: the recorded request the next one should match
   std::int64_t hits_ = 0, misses_ = 0, last_hits_ = 0;
   int replans_ = 0;
   int runs_unmatched_ = 0;  // planned runs in a row most of whose acquires did not match
