@@ -140,11 +140,10 @@ class BufferPool {
               return std::any_cast<const Kokkos::View<T*>&>(a).use_count();
             }};
   }
+  // Zeroed: its pages are touched at the end of the recorded run, not in the next run's steps.
   template <class T>
   static Entry make_object(std::int64_t n) {
-    return make_entry(Kokkos::View<T*>(Kokkos::view_alloc(Kokkos::WithoutInitializing,
-                                                          "mtk::BufferPool planned object"),
-                                       static_cast<size_t>(n)),
+    return make_entry(Kokkos::View<T*>("mtk::BufferPool planned object", static_cast<size_t>(n)),
                       true);
   }
   // The exact-fit path: a free pooled buffer of n elements (within the fit ratio), else a new one.
