@@ -1,7 +1,10 @@
 // Buffer reuse across runs (mtk/base/buffer_pool.hpp): a buffer is handed out again only when
 // nothing else holds it; a training step allocates nothing after its first run; reuse changes no
-// result bitwise, on one rank and on every mesh and layout.
+// result bitwise, on one rank and on every mesh and layout. Planned sharing
+// (mtk/base/buffer_plan.hpp): objects never shared by overlapping lives, a pool below the per-size
+// one, and runs that do not match the recorded one still right.
 
+#include <mtk/base/buffer_plan.hpp>
 #include <mtk/base/buffer_pool.hpp>
 #include <mtk/base/exec_space.hpp>
 #include <mtk/nn/nn.hpp>
@@ -91,19 +94,157 @@ TEST(BufferPool, EndRunFreesWhatTheRunDidNotUse) {
 
 namespace {
 
+// Buffers of one object never overlap in time, are of its type and fit in it; per type the objects
+// hold at least the most bytes alive at once.
+void expect_valid(const std::vector<PlannedBuffer>& in, const BufferPlan& plan) {
+  ASSERT_EQ(plan.object_of.size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const auto o = static_cast<size_t>(plan.object_of[i]);
+    ASSERT_LT(o, plan.object_size.size());
+    EXPECT_EQ(plan.object_type[o], in[i].type);
+    EXPECT_LE(in[i].size, plan.object_size[o]);
+    for (size_t j = 0; j < i; ++j)
+      if (plan.object_of[j] == plan.object_of[i]) {
+        EXPECT_TRUE(in[j].last <= in[i].first || in[i].last <= in[j].first) << i << ", " << j;
+      }
+  }
+}
+
+}  // namespace
+
+TEST(BufferPlan, NoObjectHoldsTwoLiveBuffers) {
+  std::vector<PlannedBuffer> in;
+  std::uint32_t r = 12345;  // a small LCG: the same buffers every time
+  auto next = [&](std::int64_t m) {
+    r = r * 1664525u + 1013904223u;
+    return static_cast<std::int64_t>(r >> 8) % m;
+  };
+  for (int i = 0; i < 300; ++i) {
+    const int type = static_cast<int>(next(2));
+    const std::int64_t size = (next(9) + 1) * 64, first = next(200);
+    in.push_back({type, size, first, first + 1 + next(30)});
+  }
+  const BufferPlan plan = plan_buffers(in);
+  expect_valid(in, plan);
+  for (int type : {0, 1}) {
+    std::vector<PlannedBuffer> of_type;
+    std::int64_t total = 0;
+    for (const auto& b : in)
+      if (b.type == type)
+        of_type.push_back(b);
+    for (size_t o = 0; o < plan.object_size.size(); ++o)
+      total += plan.object_type[o] == type ? plan.object_size[o] : 0;
+    EXPECT_GE(total, most_live(of_type));
+    EXPECT_LT(total, most_live(of_type) * 3 / 2);  // far below one object per buffer
+  }
+}
+
+TEST(BufferPlan, SimpleLivesNeedOnlyTheMostLive) {
+  // A chain of equal buffers, each alive with the next: two objects.
+  const std::vector<PlannedBuffer> chain = {{0, 4, 0, 2}, {0, 4, 1, 3}, {0, 4, 2, 4}, {0, 4, 3, 5}};
+  BufferPlan plan = plan_buffers(chain);
+  expect_valid(chain, plan);
+  EXPECT_EQ(plan.total(), 8);
+  EXPECT_EQ(most_live(chain), 8);
+  // A large buffer, a small one alive with it and with a second large one: the large share.
+  const std::vector<PlannedBuffer> mixed = {{0, 10, 0, 2}, {0, 6, 1, 3}, {0, 10, 2, 4}};
+  plan = plan_buffers(mixed);
+  expect_valid(mixed, plan);
+  EXPECT_EQ(plan.total(), 16);
+  EXPECT_EQ(plan.object_of[0], plan.object_of[2]);
+  // Types never share, even one after the other.
+  const std::vector<PlannedBuffer> typed = {{0, 8, 0, 1}, {1, 8, 1, 2}};
+  plan = plan_buffers(typed);
+  EXPECT_EQ(plan.object_size.size(), 2u);
+}
+
+namespace {
+
+// One run of three acquires: a (100), b (60) while a lives, then c (80), with a freed first unless
+// `hold_a`. Returns whether c shares a's memory; c is written after a, a then checked.
+bool three_acquires(BufferPool& pool, bool hold_a, std::int64_t a_size = 100,
+                    std::int64_t c_size = 80) {
+  pool.begin_run();
+  bool shared = false;
+  {
+    const BufferPoolScope scope(&pool);
+    auto a = uninitialized_view<float>("a", a_size);
+    Kokkos::deep_copy(a, 1.0f);
+    auto b = uninitialized_view<float>("b", 60);
+    const float* a_data = a.data();
+    if (!hold_a)
+      a = Kokkos::View<float*>();
+    auto c = uninitialized_view<float>("c", c_size);
+    Kokkos::deep_copy(c, 2.0f);
+    shared = c.data() == a_data;
+    if (hold_a) {
+      auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a);
+      EXPECT_EQ(h(a_size - 1), 1.0f);  // c did not take a's memory while a lived
+    }
+  }
+  pool.end_run();
+  return shared;
+}
+
+}  // namespace
+
+TEST(BufferPool, PlanSharesOnlyBuffersWhoseLivesDoNotOverlap) {
+  BufferPool pool;
+  pool.set_planning(true);
+  EXPECT_FALSE(three_acquires(pool, false));     // recorded: a was dropped before c came
+  EXPECT_EQ(pool.peak_bytes(), (100 + 60) * 4);  // the most alive at once
+  EXPECT_TRUE(pool.planned());
+  EXPECT_EQ(pool.bytes(), (100 + 60) * 4);  // c takes a's object, b one of its own
+  const auto allocations = pool.allocations();
+  EXPECT_TRUE(three_acquires(pool, false));
+  EXPECT_EQ(pool.planned_hits(), 3);
+  EXPECT_EQ(pool.allocations(), allocations);
+  // a still held when c comes: c falls back to the per-size path; the plan stays.
+  EXPECT_FALSE(three_acquires(pool, true));
+  EXPECT_EQ(pool.planned_hits(), 2);
+  EXPECT_TRUE(pool.planned());
+  // Most requests differ (a's and c's sizes): the next run is recorded again.
+  three_acquires(pool, true, 90, 70);
+  EXPECT_FALSE(pool.planned());
+  EXPECT_EQ(pool.replans(), 1);
+  EXPECT_FALSE(three_acquires(pool, false, 90, 70));
+  EXPECT_TRUE(pool.planned());
+  EXPECT_TRUE(three_acquires(pool, false, 90, 70));
+  EXPECT_EQ(pool.planned_hits(), 3);
+  // Runs alternating with another sequence keep the plan once re-recording is spent.
+  for (int run = 0; run < 2 * BufferPool::stale_runs(); ++run)
+    three_acquires(pool, false, run % 2 ? 90 : 50, run % 2 ? 70 : 30);
+  EXPECT_TRUE(pool.planning());
+  EXPECT_EQ(pool.replans(), BufferPool::max_replans());
+  EXPECT_TRUE(three_acquires(pool, false, 90, 70));
+  // A plan no run matches any more (every run different) is dropped for good.
+  for (int run = 0; run < BufferPool::stale_runs(); ++run)
+    three_acquires(pool, false, 40 + run, 30 + run);
+  EXPECT_FALSE(pool.planning());
+  EXPECT_FALSE(three_acquires(pool, false, 90, 70));
+}
+
+namespace {
+
 nn::TransformerConfig small_config() {
   return test::tiny_transformer();  // every split dim divisible by 8 ranks
 }
 
+enum class Reuse { none, per_size, planned };
+
 struct Trained {
   std::vector<float> losses;
   std::vector<float> weights;  // every variable's global value after the last step
+  std::vector<float> logits;   // fetched every other step with fetch_logits
   std::int64_t allocations_after_first = -1;
-  std::int64_t pool_bytes = 0;
+  std::int64_t pool_bytes = 0, pool_peak = 0, planned_hits = 0;
 };
 
-// `steps` Adafactor steps of a small transformer, with or without buffer reuse.
-Trained train(bool reuse, const Mesh& mesh, const LayoutRules& rules, int steps = 4) {
+// `steps` Adafactor steps of a small transformer, with or without buffer reuse; with fetch_logits
+// every other step also fetches the logits (another sequence of buffers: the logits' gradient
+// cannot take their buffer).
+Trained train(Reuse reuse, const Mesh& mesh, const LayoutRules& rules, bool fetch_logits = false,
+              int steps = 4) {
   Graph g;
   const auto c = small_config();
   nn::ModelGraph m = nn::build_transformer(g, c, /*training=*/true, /*seed=*/5);
@@ -123,15 +264,24 @@ Trained train(bool reuse, const Mesh& mesh, const LayoutRules& rules, int steps 
   feeds[m.segments.id()] = HostTensor::ints(s, seg);
   feeds[m.positions.id()] = HostTensor::ints(s, pos);
   auto p = lower(g, mesh, rules);
-  p->set_buffer_reuse(reuse);
+  p->set_buffer_reuse(reuse != Reuse::none);
+  p->set_buffer_plan(reuse == Reuse::planned);
   Trained t;
   for (int k = 0; k < steps; ++k) {
-    t.losses.push_back(static_cast<float>(p->run(feeds, {m.loss})[0].at(0)));
+    const bool logits = fetch_logits && k % 2 == 1;
+    const auto out =
+        p->run(feeds, logits ? std::vector<Tensor>{m.loss, m.logits} : std::vector<Tensor>{m.loss});
+    t.losses.push_back(static_cast<float>(out[0].at(0)));
+    if (logits)
+      for (float v : out[1].values<float>())
+        t.logits.push_back(v);
     if (k == 0)
       t.allocations_after_first = p->buffer_pool().allocations();
+    t.planned_hits = p->buffer_pool().planned_hits();
   }
   t.allocations_after_first = p->buffer_pool().allocations() - t.allocations_after_first;
   t.pool_bytes = p->buffer_pool().bytes();
+  t.pool_peak = p->buffer_pool().peak_bytes();
   t.weights = global_weights(*p);
   return t;
 }
@@ -139,26 +289,43 @@ Trained train(bool reuse, const Mesh& mesh, const LayoutRules& rules, int steps 
 }  // namespace
 
 TEST(BufferPool, TrainingStepAllocatesNothingAfterTheFirst) {
-  const auto pooled = train(true, single_processor_mesh(), LayoutRules());
-  EXPECT_EQ(pooled.allocations_after_first, 0);
-  EXPECT_GT(pooled.pool_bytes, 0);
-  const auto plain = train(false, single_processor_mesh(), LayoutRules());
+  const auto per_size = train(Reuse::per_size, single_processor_mesh(), LayoutRules());
+  EXPECT_EQ(per_size.allocations_after_first, 0);
+  EXPECT_GT(per_size.pool_bytes, 0);
+  const auto planned = train(Reuse::planned, single_processor_mesh(), LayoutRules());
+  EXPECT_EQ(planned.allocations_after_first, 0);
+  EXPECT_GT(planned.planned_hits, 0);
+  EXPECT_LT(planned.pool_peak, per_size.pool_peak);  // shared objects instead of one per size
+  const auto plain = train(Reuse::none, single_processor_mesh(), LayoutRules());
   EXPECT_EQ(plain.pool_bytes, 0);
-  expect_bitwise(pooled, plain, "1 processor, reuse on vs off");
-  EXPECT_LT(pooled.losses.back(), pooled.losses.front());
+  expect_bitwise(per_size, plain, "1 processor, per-size reuse vs none");
+  expect_bitwise(planned, plain, "1 processor, planned reuse vs none");
+  EXPECT_LT(planned.losses.back(), planned.losses.front());
+}
+
+// Runs that fetch the logits every other step (their own sequence of buffers) give the same
+// results as without reuse: requests that do not match the recorded run fall back safely.
+TEST(BufferPool, RunsUnlikeTheRecordedOneStayRight) {
+  const auto planned = train(Reuse::planned, single_processor_mesh(), LayoutRules(), true, 6);
+  const auto plain = train(Reuse::none, single_processor_mesh(), LayoutRules(), true, 6);
+  expect_bitwise(planned, plain, "1 processor, fetching the logits every other step");
+  ASSERT_EQ(planned.logits.size(), plain.logits.size());
+  ASSERT_FALSE(plain.logits.empty());
+  EXPECT_EQ(std::memcmp(planned.logits.data(), plain.logits.data(), 4 * plain.logits.size()), 0);
 }
 
 TEST(BufferPool, SameResultsOnEveryMeshAndLayout) {
-  const auto ref = train(false, single_processor_mesh(), LayoutRules());
+  const auto ref = train(Reuse::none, single_processor_mesh(), LayoutRules());
   for (const auto& mshape : meshes_of_size(world_size())) {
     Mesh mesh(mshape, MPI_COMM_WORLD);
     for (const std::string layout : {"batch:@0", "vocab:@0;d_ff:@0;heads:@0;batch:@1"}) {
       const auto rules = instantiate(layout, mshape);
-      const auto pooled = train(true, mesh, rules);
-      const auto plain = train(false, mesh, rules);
+      const auto pooled = train(Reuse::planned, mesh, rules);
+      const auto plain = train(Reuse::none, mesh, rules);
       const std::string what = mshape.to_string() + " layout " + layout;
       EXPECT_EQ(pooled.allocations_after_first, 0) << what;
-      expect_bitwise(pooled, plain, what + ": reuse on vs off");
+      EXPECT_GT(pooled.planned_hits, 0) << what;
+      expect_bitwise(pooled, plain, what + ": planned reuse vs none");
       for (size_t k = 0; k < ref.losses.size(); ++k)
         EXPECT_NEAR(pooled.losses[k], ref.losses[k], 1e-5 * std::abs(ref.losses[k]))
             << what << " step " << k;

@@ -59,7 +59,7 @@ TEST(RuntimeOptions, OneTableWithDefaultsTheTableAllows) {
     EXPECT_GT(std::string(spec.doc).size(), 20u) << spec.name;
     env.set(spec.name, nullptr);
   }
-  EXPECT_EQ(names.size(), 15u);  // MTK_SHA256_IMPL went with the hand-written SHA-256 (OpenSSL)
+  EXPECT_EQ(names.size(), 16u);  // MTK_SHA256_IMPL went with the hand-written SHA-256 (OpenSSL)
   reload_runtime_options();      // every default is accepted
   const RuntimeOptions& o = runtime_options();
   for (const auto& spec : runtime_option_specs()) {
@@ -90,6 +90,7 @@ TEST(RuntimeOptions, TypedValuesFromTheEnvironment) {
   env.set("MTK_BF16_GEMM", "emulate");
   env.set("MTK_COLLECTIVE_WAIT", "yield");
   env.set("MTK_BUFFER_REUSE", "0");
+  env.set("MTK_BUFFER_PLAN", "0");
   env.set("MTK_OVERLAP_COLLECTIVES", "0");
   env.set("MTK_ALLREDUCE_BUCKET_MIB", "16");
   env.set("MTK_PROFILE_STEPS", "1");
@@ -106,6 +107,7 @@ TEST(RuntimeOptions, TypedValuesFromTheEnvironment) {
   EXPECT_EQ(o.bf16_gemm(), "emulate");
   EXPECT_EQ(o.collective_wait(), "yield");
   EXPECT_FALSE(o.buffer_reuse());
+  EXPECT_FALSE(o.buffer_plan());
   EXPECT_FALSE(o.overlap_collectives());
   EXPECT_EQ(o.allreduce_bucket_mib(), 16);
   EXPECT_TRUE(o.profile_steps());

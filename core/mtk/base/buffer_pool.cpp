@@ -1,4 +1,7 @@
+#include <mtk/base/buffer_plan.hpp>
 #include <mtk/base/buffer_pool.hpp>
+
+#include <algorithm>
 
 namespace mtk {
 
@@ -28,15 +31,152 @@ std::map<std::int64_t, std::int64_t> BufferPool::census() const {
   for (const auto& [type, by_size] : buffers_)
     for (const auto& [n, e] : by_size)
       ++out[e.bytes];
+  for (const auto& e : objects_)
+    ++out[e.bytes];
+  for (const auto& [k, e] : recorded_)
+    ++out[e.bytes];
   return out;
 }
 
-void BufferPool::end_run() {
+BufferPool::Entry* BufferPool::planned_object(std::type_index type, std::int64_t n) {
+  if (phase_ != Phase::planned)
+    return nullptr;
+  // The record's next request, or one a few further on (requests this run did not make).
+  const size_t end = std::min(trace_.size(), cursor_ + lookahead());
+  size_t j = cursor_;
+  while (j < end && (trace_[j].type != type || trace_[j].n != n))
+    ++j;
+  if (j == end) {
+    ++misses_;  // a request the record lacks (e.g. a fetched value's own copy): the cursor stays
+    return nullptr;
+  }
+  cursor_ = j + 1;
+  const Traced& t = trace_[j];
+  if (t.object < 0)
+    return nullptr;  // held past the recorded run's end: the per-size path, as recorded
+  Entry& e = objects_[static_cast<size_t>(t.object)];
+  if (e.use_count(e.view) != 1) {
+    ++misses_;  // its object is still held (a value kept longer than in the recorded run)
+    return nullptr;
+  }
+  ++hits_;
+  return &e;
+}
+
+void BufferPool::observe_frees(std::int64_t k) {
+  for (size_t i = 0; i < recorded_.size();) {
+    Entry& e = recorded_[i].second;
+    if (e.use_count(e.view) != 1) {
+      ++i;
+      continue;
+    }
+    trace_[recorded_[i].first].last = k;
+    bytes_ -= e.bytes;
+    recorded_[i] = std::move(recorded_.back());  // the pool's copy was the last: freed
+    recorded_.pop_back();
+  }
+}
+
+// After a recorded run: buffers still held go to the per-size pool; the others share objects.
+void BufferPool::make_plan() {
+  observe_frees(acquires_in_run_);
+  for (auto& [k, e] : recorded_)
+    buffers_[trace_[k].type].emplace(trace_[k].n, std::move(e));
+  recorded_.clear();
+  std::map<std::type_index, int> type_ids;
+  std::vector<PlannedBuffer> lives;
+  std::vector<size_t> traced;  // per planned buffer: its acquire
+  for (size_t k = 0; k < trace_.size(); ++k) {
+    const Traced& t = trace_[k];
+    if (t.last < 0 || t.n == 0)
+      continue;
+    const int id = type_ids.emplace(t.type, static_cast<int>(type_ids.size())).first->second;
+    lives.push_back({id, t.n, t.first, t.last});
+    traced.push_back(k);
+  }
+  const BufferPlan plan = plan_buffers(lives);
+  // Per-size buffers nothing asked for lately go before the objects come, so the two never stack.
   release(2);
+  std::vector<size_t> maker(plan.object_size.size());  // per object: an acquire of its type
+  for (size_t i = 0; i < traced.size(); ++i) {
+    trace_[traced[i]].object = plan.object_of[i];
+    maker[static_cast<size_t>(plan.object_of[i])] = traced[i];
+  }
+  for (size_t o = 0; o < plan.object_size.size(); ++o) {
+    objects_.push_back(trace_[maker[o]].make(plan.object_size[o]));
+    ++allocations_;
+    grow(objects_.back().bytes);
+  }
+  phase_ = Phase::planned;
+}
+
+// Forgets the plan and its objects (freed when nothing holds them) and records the next run.
+void BufferPool::drop_plan() {
+  for (const auto& e : objects_)
+    bytes_ -= e.bytes;
+  for (const auto& [k, e] : recorded_)
+    bytes_ -= e.bytes;
+  objects_.clear();
+  recorded_.clear();
+  trace_.clear();
+  phase_ = Phase::recording;
+}
+
+void BufferPool::set_planning(bool on) {
+  if (on == planning_)
+    return;
+  planning_ = on;
+  drop_plan();
+}
+
+void BufferPool::begin_run() {
+  if (planning_ && phase_ == Phase::recording && !trace_.empty()) {
+    // A recording a failed run left: its live buffers join the per-size pool, and it starts again.
+    for (auto& [k, e] : recorded_)
+      buffers_[trace_[k].type].emplace(trace_[k].n, std::move(e));
+    recorded_.clear();
+    trace_.clear();
+  }
+  acquires_in_run_ = 0;
+  cursor_ = 0;
+  hits_ = misses_ = 0;
+}
+
+// After a planned run: most requests did not match, so another sequence (e.g. other fetches) may
+// be the usual one now: recorded again, at most max_replans() times. A plan no run has matched for
+// stale_runs() runs after that (every run different, e.g. a growing decode) is dropped for good.
+void BufferPool::judge_plan() {
+  if (misses_ * 2 <= acquires_in_run_) {
+    runs_unmatched_ = 0;
+    return;
+  }
+  ++runs_unmatched_;
+  if (replans_ < max_replans()) {
+    ++replans_;
+    drop_plan();
+  } else if (runs_unmatched_ >= stale_runs()) {
+    drop_plan();
+    planning_ = false;
+  }
+}
+
+void BufferPool::end_run() {
+  last_hits_ = hits_;
+  if (planning_ && phase_ == Phase::recording && !trace_.empty()) {
+    make_plan();  // frees idle per-size buffers first
+  } else {
+    if (planning_ && phase_ == Phase::planned)
+      judge_plan();
+    release(2);
+  }
+  acquires_in_run_ = 0;
+  cursor_ = 0;
+  hits_ = misses_ = 0;
 }
 
 void BufferPool::clear() {
   buffers_.clear();
+  drop_plan();
   bytes_ = 0;
 }
 

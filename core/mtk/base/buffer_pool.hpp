@@ -1,13 +1,24 @@
 #pragma once
 // Reuse of a program's tensor buffers from one run to the next: a step of training allocates the
 // same buffers in the same order every time, so after the first run every allocation is answered by
-// a buffer of the same type and size that nothing holds any more. Large fresh allocations are
-// mmapped by the C library and page-faulted on first write; reusing them removes that per step.
+// a buffer that nothing holds any more. Large fresh allocations are mmapped by the C library and
+// page-faulted on first write; reusing them removes that per step.
 //
-// A buffer is free when the pool's copy of its View is the only reference (use_count() == 1), so a
-// buffer anyone still holds (a variable, a fetched value, a kernel's other operand) is never handed
-// out twice. On GPUs the kernels of a program run in order on one execution space instance, so a
-// buffer released by one kernel and reused by the next is ordered by that instance.
+// Without a plan a buffer is reused only for a request of the same type and size, so the pool holds
+// per size the most buffers of that size ever alive at once. With a plan (set_planning,
+// MTK_BUFFER_PLAN) the first run is recorded: each acquire's type, size and the acquire before
+// which its buffer was seen free (the pool drops its copy then, so the run holds the live bytes
+// only). Its end plans shared objects (mtk/base/buffer_plan.hpp) holding about the most bytes alive
+// at once, and later runs answer each acquire with the first elements of its object when the
+// request matches the record's next one (or one a few further on: requests a run skips). Buffers
+// still held at the end of the recorded run (variables' new values, fetched results) and any
+// request that does not match take the per-size path.
+//
+// A buffer is free when the pool's copy of its View is the only reference (use_count() == 1; a
+// subview shares that count), so a buffer anyone still holds (a variable, a fetched value, a
+// kernel's other operand) is never handed out twice. On GPUs the kernels of a program run in order
+// on one execution space instance, so a buffer released by one kernel and reused by the next is
+// ordered by that instance.
 
 #include <Kokkos_Core.hpp>
 
@@ -28,10 +39,116 @@ class BufferPool {
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
 
-  /// An uninitialised View of `n` elements: a pooled one of that type and size that no one else
-  /// holds, else a new one (labelled `label`) that the pool keeps.
+  /// An uninitialised View of `n` elements: with a plan (set_planning), the first n elements of
+  /// this acquire's planned object when it matches the recorded run and no one holds the object;
+  /// else a pooled buffer of that type and size that no one else holds, else a new one (labelled
+  /// `label`) that the pool keeps.
   template <class T>
   Kokkos::View<T*> acquire(const std::string& label, std::int64_t n) {
+    if (planning_) {
+      const std::int64_t k = acquires_in_run_++;
+      if (phase_ == Phase::recording)
+        return record<T>(label, n, k);
+      if (Entry* object = planned_object(std::type_index(typeid(T)), n)) {
+        ++reuses_;
+        const auto& v = std::any_cast<const Kokkos::View<T*>&>(object->view);
+        if (static_cast<std::int64_t>(v.extent(0)) == n)
+          return v;
+        return Kokkos::subview(v, std::make_pair(std::int64_t(0), n));
+      }
+    }
+    return pooled<T>(label, n);
+  }
+
+  /// Takes `v` (a whole allocation, e.g. a variable's initial storage) into the pool: once nothing
+  /// else holds it, acquire() may hand it out. Already pooled buffers are not added twice.
+  template <class T>
+  void adopt(const Kokkos::View<T*>& v) {
+    const auto n = static_cast<std::int64_t>(v.extent(0));
+    auto& by_size = buffers_[std::type_index(typeid(T))];
+    for (auto [it, end] = by_size.equal_range(n); it != end; ++it)
+      if (std::any_cast<const Kokkos::View<T*>&>(it->second.view).data() == v.data())
+        return;
+    by_size.emplace(n, make_entry(v, false));
+    grow(static_cast<std::int64_t>(sizeof(T)) * n);
+  }
+
+  /// How much larger than asked a reused buffer may be (1, the default: exact sizes only).
+  void set_fit_ratio(double r) { fit_ratio_ = r < 1 ? 1 : r; }
+  double fit_ratio() const { return fit_ratio_; }
+  /// Planned sharing (off by default; Program turns it on with MTK_BUFFER_PLAN): the next run is
+  /// recorded and planned. Turning it off drops the plan; its objects are freed once unheld.
+  void set_planning(bool on);
+  bool planning() const { return planning_; }
+  /// Whether runs are answered from a plan (false while none is made or one is being recorded).
+  bool planned() const { return planning_ && phase_ == Phase::planned; }
+  /// Acquires of the last finished run answered by their planned object.
+  std::int64_t planned_hits() const { return last_hits_; }
+  /// Times a plan was dropped because most of a run's acquires did not match it.
+  int replans() const { return replans_; }
+
+  /// Starts a run: acquires are counted from 0 again (a recording left by a failed run is dropped).
+  void begin_run();
+  /// Ends a run: makes the plan after a recorded run, or drops one most of whose acquires did not
+  /// match (at most max_replans() times; after that, planning stops when no run matched it for
+  /// stale_runs() runs); frees the per-size buffers that nothing holds and no
+  /// acquire() asked for in this run or the one before (sizes that changed, e.g. a longer decode).
+  /// Two runs, because a variable's new value is held until the next run's assignment replaces it.
+  void end_run();
+  /// Drops every buffer: those nothing else holds are freed, the others live on with their holders.
+  void clear();
+  static constexpr int max_replans() { return 2; }
+  static constexpr int stale_runs() { return 4; }
+  /// How far past the expected recorded request a planned run looks for one of the same type and
+  /// size (requests a run skips, e.g. with other fetches, then cost no more than themselves).
+  static constexpr size_t lookahead() { return 16; }
+
+  std::int64_t allocations() const { return allocations_; }  ///< new buffers, ever
+  std::int64_t reuses() const { return reuses_; }            ///< acquires answered from the pool
+  std::int64_t bytes() const { return bytes_; }              ///< bytes the pool holds now
+  std::int64_t peak_bytes() const { return peak_bytes_; }    ///< the most it ever held
+  /// The buffers it holds now (planned objects included): how many of each size in bytes.
+  std::map<std::int64_t, std::int64_t> census() const;
+
+  /// The pool uninitialized_view() draws from on this thread (nullptr: plain allocations).
+  static BufferPool* active();
+
+ private:
+  friend class BufferPoolScope;
+  struct Entry {
+    std::any view;  // Kokkos::View<T*>
+    std::int64_t bytes = 0;
+    bool used = false;  // acquired since the last end_run()
+    long (*use_count)(const std::any&) = nullptr;
+    int idle_runs = 0;  // end_run()s since it was last acquired or held
+  };
+  // One acquire of the recorded run: alive from acquire `first` until before acquire `last`
+  // (-1: still held at the end, not planned); `object` indexes objects_ (-1: none).
+  struct Traced {
+    std::type_index type;
+    std::int64_t n = 0;
+    std::int64_t first = 0, last = -1;
+    int object = -1;
+    Entry (*make)(std::int64_t n) = nullptr;  // a new buffer of this type
+  };
+  enum class Phase { recording, planned };
+
+  template <class T>
+  static Entry make_entry(const Kokkos::View<T*>& v, bool used) {
+    return {std::any(v), static_cast<std::int64_t>(sizeof(T) * v.extent(0)), used,
+            [](const std::any& a) -> long {
+              return std::any_cast<const Kokkos::View<T*>&>(a).use_count();
+            }};
+  }
+  // Zeroed: its pages are touched at the end of the recorded run, not in the next run's steps.
+  template <class T>
+  static Entry make_object(std::int64_t n) {
+    return make_entry(Kokkos::View<T*>("mtk::BufferPool planned object", static_cast<size_t>(n)),
+                      true);
+  }
+  // The exact-fit path: a free pooled buffer of n elements (within the fit ratio), else a new one.
+  template <class T>
+  Kokkos::View<T*> pooled(const std::string& label, std::int64_t n) {
     auto& by_size = buffers_[std::type_index(typeid(T))];
     // The smallest free buffer of at least n elements and at most fit_ratio() times that (a
     // larger one is handed out as its first n elements; by default sizes must match exactly, so
@@ -55,57 +172,25 @@ class BufferPool {
     grow(static_cast<std::int64_t>(sizeof(T)) * n);
     return v;
   }
-
-  /// Takes `v` (a whole allocation, e.g. a variable's initial storage) into the pool: once nothing
-  /// else holds it, acquire() may hand it out. Already pooled buffers are not added twice.
+  // The recorded run's acquire k: a new buffer, tracked until it is seen free.
   template <class T>
-  void adopt(const Kokkos::View<T*>& v) {
-    const auto n = static_cast<std::int64_t>(v.extent(0));
-    auto& by_size = buffers_[std::type_index(typeid(T))];
-    for (auto [it, end] = by_size.equal_range(n); it != end; ++it)
-      if (std::any_cast<const Kokkos::View<T*>&>(it->second.view).data() == v.data())
-        return;
-    by_size.emplace(n, make_entry(v, false));
+  Kokkos::View<T*> record(const std::string& label, std::int64_t n, std::int64_t k) {
+    observe_frees(k);
+    Kokkos::View<T*> v(Kokkos::view_alloc(Kokkos::WithoutInitializing, label),
+                       static_cast<size_t>(n));
+    trace_.push_back({std::type_index(typeid(T)), n, k, -1, -1, &make_object<T>});
+    recorded_.emplace_back(trace_.size() - 1, make_entry(v, true));
+    ++allocations_;
     grow(static_cast<std::int64_t>(sizeof(T)) * n);
+    return v;
   }
-
-  /// How much larger than asked a reused buffer may be (1, the default: exact sizes only).
-  void set_fit_ratio(double r) { fit_ratio_ = r < 1 ? 1 : r; }
-  double fit_ratio() const { return fit_ratio_; }
-
-  /// Ends a run: frees the buffers that nothing holds and no acquire() asked for in this run or
-  /// the one before (sizes that changed, e.g. a longer decode). Two runs, because a variable's new
-  /// value is held until the next run's assignment replaces it.
-  void end_run();
-  /// Drops every buffer: those nothing else holds are freed, the others live on with their holders.
-  void clear();
-
-  std::int64_t allocations() const { return allocations_; }  ///< new buffers, ever
-  std::int64_t reuses() const { return reuses_; }            ///< acquires answered from the pool
-  std::int64_t bytes() const { return bytes_; }              ///< bytes the pool holds now
-  std::int64_t peak_bytes() const { return peak_bytes_; }    ///< the most it ever held
-  /// The buffers it holds now: how many of each size in bytes.
-  std::map<std::int64_t, std::int64_t> census() const;
-
-  /// The pool uninitialized_view() draws from on this thread (nullptr: plain allocations).
-  static BufferPool* active();
-
- private:
-  friend class BufferPoolScope;
-  struct Entry {
-    std::any view;  // Kokkos::View<T*>
-    std::int64_t bytes = 0;
-    bool used = false;  // acquired since the last end_run()
-    long (*use_count)(const std::any&) = nullptr;
-    int idle_runs = 0;  // end_run()s since it was last acquired or held
-  };
-  template <class T>
-  static Entry make_entry(const Kokkos::View<T*>& v, bool used) {
-    return {std::any(v), static_cast<std::int64_t>(sizeof(T) * v.extent(0)), used,
-            [](const std::any& a) -> long {
-              return std::any_cast<const Kokkos::View<T*>&>(a).use_count();
-            }};
-  }
+  // The object planned for the recorded request this one matches, when that object is free.
+  Entry* planned_object(std::type_index type, std::int64_t n);
+  // The recorded buffers no one holds any more died before acquire k: noted, and dropped.
+  void observe_frees(std::int64_t k);
+  void make_plan();
+  void drop_plan();
+  void judge_plan();
   void grow(std::int64_t b) {
     bytes_ += b;
     peak_bytes_ = std::max(peak_bytes_, bytes_);
@@ -120,6 +205,17 @@ class BufferPool {
   std::int64_t reuses_ = 0;
   std::int64_t bytes_ = 0;
   std::int64_t peak_bytes_ = 0;
+  // The plan
+  bool planning_ = false;
+  Phase phase_ = Phase::recording;
+  std::vector<Traced> trace_;
+  std::vector<std::pair<size_t, Entry>> recorded_;  // live buffers of the recording: trace index
+  std::vector<Entry> objects_;
+  std::int64_t acquires_in_run_ = 0;
+  size_t cursor_ = 0;  // in a planned run: the recorded request the next one should match
+  std::int64_t hits_ = 0, misses_ = 0, last_hits_ = 0;
+  int replans_ = 0;
+  int runs_unmatched_ = 0;  // planned runs in a row most of whose acquires did not match
 };
 
 /// Makes `pool` the active pool of this thread for the scope's lifetime (nullptr: none).

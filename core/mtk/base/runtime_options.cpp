@@ -30,6 +30,9 @@ const std::vector<RuntimeOptionSpec>& runtime_option_specs() {
        "the core), auto (yield where a node runs more ranks than it has cores)"},
       {"MTK_BUFFER_REUSE", T::flag, "1", "0|1",
        "Program::run draws its temporaries from the program's buffer pool; 0: fresh allocations"},
+      {"MTK_BUFFER_PLAN", T::flag, "1", "0|1",
+       "the buffer pool records a program's first run and plans shared buffers holding about the "
+       "most bytes alive at once; 0: one pooled buffer per size and concurrent use"},
       {"MTK_OVERLAP_COLLECTIVES", T::flag, "1", "0|1",
        "the allreduce of a pending sum (a weight gradient) starts as soon as its tensor is final "
        "and is waited for where it is first read; 0: one blocking allreduce there"},
@@ -158,6 +161,7 @@ RuntimeOptions RuntimeOptions::from_environment() {
   o.fp32_gemm_ = o.text("MTK_FP32_GEMM");
   o.collective_wait_ = o.text("MTK_COLLECTIVE_WAIT");
   o.buffer_reuse_ = o.text("MTK_BUFFER_REUSE") == "1";
+  o.buffer_plan_ = o.text("MTK_BUFFER_PLAN") == "1";
   o.overlap_collectives_ = o.text("MTK_OVERLAP_COLLECTIVES") == "1";
   o.bf16_copies_ = o.text("MTK_BF16_COPIES") == "1";
   o.in_place_updates_ = o.text("MTK_IN_PLACE_UPDATES") == "1";

@@ -53,6 +53,9 @@ class RuntimeOptions {
   const std::string& collective_wait() const { return collective_wait_; }
   /// MTK_BUFFER_REUSE: Program::run draws temporaries from its buffer pool.
   bool buffer_reuse() const { return buffer_reuse_; }
+  /// MTK_BUFFER_PLAN: the buffer pool shares planned objects after a recorded run
+  /// (mtk/base/buffer_pool.hpp, buffer_plan.hpp).
+  bool buffer_plan() const { return buffer_plan_; }
   /// MTK_OVERLAP_COLLECTIVES: lowered programs overlap the allreduces of pending sums with the
   /// steps that follow (mtk/lower/overlap.hpp).
   bool overlap_collectives() const { return overlap_collectives_; }
@@ -95,6 +98,7 @@ class RuntimeOptions {
   std::string fp32_gemm_ = "auto";
   std::string collective_wait_ = "auto";
   bool buffer_reuse_ = true;
+  bool buffer_plan_ = true;
   bool overlap_collectives_ = true;
   bool bf16_copies_ = true;
   bool in_place_updates_ = true;

@@ -447,6 +447,7 @@ void Lowering::finish() {
   lifetimes.persistent = p_->persistent_;
   for (const auto& [stored, elements] : stored_)
     lifetimes.stored.push_back({stored, elements});
+  lifetimes.planned = runtime_options().buffer_plan();  // MTK_BUFFER_PLAN
   lifetimes.slots.resize(static_cast<size_t>(n));
   for (int t = 0; t < n; ++t)
     lifetimes.slots[static_cast<size_t>(t)] = {dtype(t), local(t).num_elements()};

@@ -1,3 +1,4 @@
+#include <mtk/base/buffer_plan.hpp>
 #include <mtk/base/checked.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/lower/memory_model.hpp>
@@ -21,14 +22,15 @@ class Replay {
 
   MemoryPrediction run() {
     for (int t : p_.persistent)
-      allocate(t);
+      allocate(t, false);
     for (const SlotSize& s : p_.stored)
-      allocate({s.dtype, s.bytes()});
+      allocate({s.dtype, s.bytes()}, false);
     for (int t : p_.placeholders)
       if (!persistent_.at(static_cast<size_t>(t)))
         allocate(t);
     const auto& steps = *p_.steps;
     for (size_t s = 0; s < steps.size(); ++s) {
+      event_ = static_cast<std::int64_t>(s) + 1;  // frees after step s end before event s + 2
       std::vector<int> replaced;
       write(steps[s], replaced);
       std::vector<int> scratch;
@@ -43,15 +45,7 @@ class Replay {
       for (int t : (*p_.deaths)[s])
         release(t);
     }
-    MemoryPrediction m;
-    m.live_peak_bytes = peak_;
-    for (const auto& [key, counts] : by_size_) {
-      m.pool_bytes = checked_add(m.pool_bytes, counts.second * key.second, "mtk::predict_memory",
-                                 "the bytes of the buffer pool");
-      m.pool_buffers += counts.second;
-      m.pool_census[key.second] += counts.second;
-    }
-    return m;
+    return summarize();
   }
 
  private:
@@ -59,7 +53,57 @@ class Replay {
   struct Buffer {
     Key key;
     int holders = 0;
+    bool planned = true;  // a temporary the plan may place (not variable storage)
+    std::int64_t first = 0;
+    std::int64_t last = -1;  // the event it is free before; -1: held at the end
   };
+
+  // The per-size pool (per type and size the most buffers ever alive at once) and, when the pool
+  // plans, the planned one.
+  MemoryPrediction summarize() const {
+    MemoryPrediction m;
+    m.live_peak_bytes = peak_;
+    for (const auto& [key, counts] : by_size_) {
+      m.per_size_pool_bytes = checked_add(m.per_size_pool_bytes, counts.second * key.second,
+                                          "mtk::predict_memory", "the bytes of the buffer pool");
+      m.per_size_pool_buffers += counts.second;
+    }
+    if (p_.planned) {
+      plan_pool(m);
+      m.pool_bytes = m.planned_pool_bytes;
+      m.pool_buffers = m.planned_pool_buffers;
+    } else {
+      m.pool_bytes = m.per_size_pool_bytes;
+      m.pool_buffers = m.per_size_pool_buffers;
+      for (const auto& [key, counts] : by_size_)
+        m.pool_census[key.second] += counts.second;
+    }
+    return m;
+  }
+
+  // The planned pool (buffer_plan.hpp over the temporaries that die in the run; variable storage
+  // and what is held at the end kept per size).
+  void plan_pool(MemoryPrediction& m) const {
+    const char* where = "mtk::predict_memory";
+    std::vector<PlannedBuffer> lives;
+    std::int64_t kept = 0;
+    for (const Buffer& b : buffers_) {
+      if (b.planned && b.last >= 0 && b.key.second > 0) {
+        lives.push_back({static_cast<int>(b.key.first), b.key.second, b.first, b.last});
+        continue;
+      }
+      kept = checked_add(kept, b.key.second, where, "the bytes of the buffer pool");
+      ++m.pool_census[b.key.second];
+    }
+    const BufferPlan plan = plan_buffers(lives);
+    for (std::int64_t bytes : plan.object_size)
+      ++m.pool_census[bytes];
+    // The recorded run holds the live buffers only; the planned runs the objects and the rest.
+    m.planned_pool_bytes =
+        std::max(checked_add(kept, plan.total(), where, "the planned pool"), peak_);
+    for (const auto& [bytes, n] : m.pool_census)
+      m.planned_pool_buffers += n;
+  }
 
   // The step's outputs: a new buffer each, the input's buffer for a step that only renames one or
   // writes over it (Step::in_place), nothing for a slot it updates in place. Buffers a fresh write
@@ -103,14 +147,14 @@ class Replay {
     return false;
   }
 
-  void allocate(int t) {
+  void allocate(int t, bool planned = true) {
     const SlotSize& size = p_.slots.at(static_cast<size_t>(t));
-    slot_buffer_[static_cast<size_t>(t)] = allocate({size.dtype, size.bytes()});
+    slot_buffer_[static_cast<size_t>(t)] = allocate({size.dtype, size.bytes()}, planned);
   }
 
   // A new live buffer of `key`; its id.
-  int allocate(const std::pair<DType, std::int64_t>& key) {
-    buffers_.push_back({key, 1});
+  int allocate(const std::pair<DType, std::int64_t>& key, bool planned = true) {
+    buffers_.push_back({key, 1, planned, event_});
     auto& [live, most] = by_size_[key];
     most = std::max(most, ++live);
     live_bytes_ = checked_add(live_bytes_, key.second, "mtk::predict_memory",
@@ -132,6 +176,7 @@ class Replay {
     Buffer& buf = buffers_[static_cast<size_t>(b)];
     if (--buf.holders > 0)
       return;
+    buf.last = event_ + 1;
     --by_size_[buf.key].first;
     live_bytes_ -= buf.key.second;
   }
@@ -143,6 +188,7 @@ class Replay {
   std::map<Key, std::pair<std::int64_t, std::int64_t>> by_size_;  // live now, most ever live
   std::int64_t live_bytes_ = 0;
   std::int64_t peak_ = 0;
+  std::int64_t event_ = 0;  // 0: before the first step; s + 1: step s
 };
 
 }  // namespace

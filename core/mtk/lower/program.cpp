@@ -69,7 +69,8 @@ void Program::Buffer::fail_dtype(DType asked) const {
 }
 
 Program::Program(const Mesh& mesh) : mesh_(mesh) {
-  reuse_buffers_ = runtime_options().buffer_reuse();  // MTK_BUFFER_REUSE
+  reuse_buffers_ = runtime_options().buffer_reuse();     // MTK_BUFFER_REUSE
+  pool_->set_planning(runtime_options().buffer_plan());  // MTK_BUFFER_PLAN
 }
 
 void Program::set_buffer_reuse(bool on) {
@@ -208,6 +209,8 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
     fail("mtk::Program::run", "this program was built by mtk::analyze() for sizing only");
   Kokkos::Profiling::pushRegion("mtk::Program::run");
   const BufferPoolScope pool_scope(reuse_buffers_ ? pool_.get() : nullptr);
+  if (reuse_buffers_)
+    pool_->begin_run();
   using clock = std::chrono::steady_clock;
   auto mark = clock::now();
   auto charge = [&](const char* what, const Step* step = nullptr, const char* kind = nullptr) {

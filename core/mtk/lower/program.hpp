@@ -240,6 +240,10 @@ class Program {
   /// them.
   void set_buffer_reuse(bool on);
   bool buffer_reuse() const { return reuse_buffers_; }
+  /// Planned sharing in the pool (on by default, off with MTK_BUFFER_PLAN=0): the next run is
+  /// recorded and later runs share buffers whose lifetimes do not overlap (buffer_pool.hpp).
+  /// counters() predict the pool MTK_BUFFER_PLAN asked for when the program was lowered.
+  void set_buffer_plan(bool on) { pool_->set_planning(on); }
   const BufferPool& buffer_pool() const { return *pool_; }
 
   const Mesh& mesh() const { return mesh_; }

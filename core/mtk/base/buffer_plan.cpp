@@ -1,0 +1,145 @@
+#include <mtk/base/buffer_plan.hpp>
+
+#include <algorithm>
+#include <iterator>
+#include <map>
+#include <numeric>
+
+namespace mtk {
+
+std::int64_t BufferPlan::total() const {
+  return std::accumulate(object_size.begin(), object_size.end(), std::int64_t(0));
+}
+
+namespace {
+
+// An object's lifetimes, disjoint, by first event.
+using Intervals = std::map<std::int64_t, std::int64_t>;
+
+bool overlaps(const Intervals& in, const PlannedBuffer& b) {
+  // Disjoint intervals sorted by start end in the same order: only the last one starting before
+  // b ends can reach into b.
+  auto it = in.lower_bound(b.last);
+  if (it == in.begin())
+    return false;
+  return std::prev(it)->second > b.first;
+}
+
+// Places buffers one at a time into per-type objects; an object grows to its largest buffer.
+class Placer {
+ public:
+  explicit Placer(const std::vector<PlannedBuffer>& buffers) : buffers_(buffers) {
+    plan_.object_of.assign(buffers.size(), -1);
+  }
+  bool placed(size_t i) const { return plan_.object_of[i] >= 0; }
+
+  // Into the smallest free object at least as large, else the largest free one (grown), else a
+  // new one.
+  void place(size_t i) {
+    const PlannedBuffer& b = buffers_[i];
+    auto& objects = by_type_[b.type];
+    int fit = -1, grow = -1;
+    for (int o : objects) {
+      if (overlaps(lives_[static_cast<size_t>(o)], b))
+        continue;
+      const std::int64_t size = plan_.object_size[static_cast<size_t>(o)];
+      if (size >= b.size && (fit < 0 || size < plan_.object_size[static_cast<size_t>(fit)]))
+        fit = o;
+      if (size < b.size && (grow < 0 || size > plan_.object_size[static_cast<size_t>(grow)]))
+        grow = o;
+    }
+    int chosen = fit >= 0 ? fit : grow;
+    if (chosen < 0) {
+      chosen = static_cast<int>(plan_.object_size.size());
+      plan_.object_size.push_back(0);
+      plan_.object_type.push_back(b.type);
+      lives_.emplace_back();
+      objects.push_back(chosen);
+    }
+    auto& size = plan_.object_size[static_cast<size_t>(chosen)];
+    size = std::max(size, b.size);
+    lives_[static_cast<size_t>(chosen)].emplace(b.first, b.last);
+    plan_.object_of[i] = chosen;
+  }
+  BufferPlan take() { return std::move(plan_); }
+
+ private:
+  const std::vector<PlannedBuffer>& buffers_;
+  BufferPlan plan_;
+  std::vector<Intervals> lives_;
+  std::map<int, std::vector<int>> by_type_;
+};
+
+std::vector<size_t> by_size(const std::vector<PlannedBuffer>& buffers) {
+  std::vector<size_t> order(buffers.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (buffers[a].size != buffers[b].size)
+      return buffers[a].size > buffers[b].size;
+    return buffers[a].first < buffers[b].first;
+  });
+  return order;
+}
+
+// Greedy by size: the largest buffers first (every object is then at least as large as the
+// buffer placed, so no object grows).
+BufferPlan greedy_by_size(const std::vector<PlannedBuffer>& buffers) {
+  Placer placer(buffers);
+  for (size_t i : by_size(buffers))
+    placer.place(i);
+  return placer.take();
+}
+
+// Greedy by breadth: the events with the most bytes alive first, each event's buffers from the
+// largest down.
+BufferPlan greedy_by_breadth(const std::vector<PlannedBuffer>& buffers) {
+  std::map<std::int64_t, std::int64_t> breadth;  // by event: the bytes alive there
+  for (const auto& b : buffers) {
+    breadth[b.first] += 0;
+    breadth[b.last] += 0;
+  }
+  for (const auto& b : buffers)
+    for (auto it = breadth.lower_bound(b.first); it != breadth.end() && it->first < b.last; ++it)
+      it->second += b.size;
+  std::vector<std::pair<std::int64_t, std::int64_t>> events(breadth.begin(), breadth.end());
+  std::stable_sort(events.begin(), events.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  const std::vector<size_t> order = by_size(buffers);
+  Placer placer(buffers);
+  size_t left = buffers.size();
+  for (const auto& [event, bytes] : events) {
+    for (size_t i : order)
+      if (!placer.placed(i) && buffers[i].first <= event && event < buffers[i].last) {
+        placer.place(i);
+        --left;
+      }
+    if (left == 0)
+      break;
+  }
+  return placer.take();
+}
+
+}  // namespace
+
+BufferPlan plan_buffers(const std::vector<PlannedBuffer>& buffers) {
+  // Neither strategy is best on every program (Pisarchyk and Lee): the smaller total.
+  BufferPlan size = greedy_by_size(buffers);
+  BufferPlan breadth = greedy_by_breadth(buffers);
+  return breadth.total() < size.total() ? breadth : size;
+}
+
+std::int64_t most_live(const std::vector<PlannedBuffer>& buffers) {
+  std::map<std::int64_t, std::int64_t> delta;  // by event: size starting minus size ending
+  for (const auto& b : buffers) {
+    delta[b.first] += b.size;
+    delta[b.last] -= b.size;
+  }
+  std::int64_t live = 0, most = 0;
+  for (const auto& [event, d] : delta) {
+    live += d;
+    most = std::max(most, live);
+  }
+  return most;
+}
+
+}  // namespace mtk

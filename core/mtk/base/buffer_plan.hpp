@@ -1,0 +1,40 @@
+#pragma once
+// Planned sharing of buffers whose lifetimes are known: each buffer is assigned to a shared object
+// that no other buffer of that object overlaps in time, so a run holds about the most bytes alive
+// at once instead of, per size, the most buffers of that size alive at once (BufferPool's exact-fit
+// reuse). Two strategies of Pisarchyk and Lee ("Efficient Memory Management for Deep Neural Net
+// Inference", 2020), the smaller total kept: greedy by size (buffers from the largest down, each
+// into the smallest existing object free for its whole lifetime, else a new object of its size) and
+// greedy by breadth (the events with the most bytes alive first, their buffers largest first; a
+// free smaller object may grow). Objects are per element type: no buffer is reinterpreted.
+
+#include <cstdint>
+#include <vector>
+
+namespace mtk {
+
+/// One buffer to place: its element type (any id; buffers of different ids never share), its size
+/// (elements or bytes, the same unit for every buffer of one type) and its lifetime [first, last)
+/// in some event order (it is alive from event `first` until before event `last`).
+struct PlannedBuffer {
+  int type = 0;
+  std::int64_t size = 0;
+  std::int64_t first = 0;
+  std::int64_t last = 0;
+};
+
+struct BufferPlan {
+  std::vector<int> object_of;             ///< per buffer: the index of its object
+  std::vector<int> object_type;           ///< per object: the type of its buffers
+  std::vector<std::int64_t> object_size;  ///< per object: its largest buffer's size
+  /// The sum of the objects' sizes (units of each type's size; callers sum bytes per type).
+  std::int64_t total() const;
+};
+
+/// Assigns every buffer to an object; buffers of one object never overlap in time. Deterministic.
+BufferPlan plan_buffers(const std::vector<PlannedBuffer>& buffers);
+
+/// The most `size` alive at once: a lower bound of any plan's total (for tests and reports).
+std::int64_t most_live(const std::vector<PlannedBuffer>& buffers);
+
+}  // namespace mtk
