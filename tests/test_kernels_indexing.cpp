@@ -34,6 +34,23 @@ TEST(OneHot, WithOrigin) {
       {"mtk::kernels::one_hot", "[b=3, l=4]", "[b=3, v=2]"});
 }
 
+// What gather must give: out[idx] = table[idx with vocab = id - origin], 0 outside the slice.
+std::vector<double> gather_reference(const Shape& ids_shape, const std::vector<double>& ids,
+                                     const Shape& table_shape, const std::vector<double>& table,
+                                     const Shape& out, std::int64_t origin, std::int64_t id_size) {
+  std::vector<double> ref(static_cast<size_t>(out.num_elements()), 0.0);
+  for_each_index(out.dims(), [&](const Index& idx) {
+    const auto id = static_cast<std::int64_t>(ids[static_cast<size_t>(offset_of(ids_shape, idx))]);
+    if (id < origin || id >= origin + id_size)
+      return;
+    Index t = idx;
+    t["vocab"] = id - origin;
+    ref[static_cast<size_t>(offset_of(out, idx))] =
+        table[static_cast<size_t>(offset_of(table_shape, t))];
+  });
+  return ref;
+}
+
 TEST(Gather, WithOriginAndOddOutputOrder) {
   const Shape ids_shape{{"b", 2}, {"l", 5}};
   const auto ids = random_ids(ids_shape.num_elements(), 71, 0, 12);
@@ -49,18 +66,7 @@ TEST(Gather, WithOriginAndOddOutputOrder) {
       const auto got =
           to_vector(k::gather(mtk::ExecSpace(), table_shape, to_view<float>(table), table_dim,
                               origin, ids_shape, to_view<std::int32_t>(ids), out));
-      std::vector<double> ref(static_cast<size_t>(out.num_elements()), 0.0);
-      for_each_index(out.dims(), [&](const Index& idx) {
-        const auto id =
-            static_cast<std::int64_t>(ids[static_cast<size_t>(offset_of(ids_shape, idx))]);
-        if (id < origin || id >= origin + 6)
-          return;
-        Index t = idx;
-        t["vocab"] = id - origin;
-        ref[static_cast<size_t>(offset_of(out, idx))] =
-            table[static_cast<size_t>(offset_of(table_shape, t))];
-      });
-      EXPECT_EQ(got, ref);
+      EXPECT_EQ(got, gather_reference(ids_shape, ids, table_shape, table, out, origin, 6));
     }
   }
 }
@@ -174,18 +180,7 @@ TEST(Indexing, RowsOfSeveralDimsAsRunsOrValueByValue) {
     SCOPED_TRACE(out.to_string());
     const auto got = to_vector(k::gather(mtk::ExecSpace(), table_shape, to_view<float>(table), 0,
                                          origin, ids_shape, to_view<std::int32_t>(ids), out));
-    std::vector<double> ref(static_cast<size_t>(out.num_elements()), 0.0);
-    for_each_index(out.dims(), [&](const Index& idx) {
-      const auto id =
-          static_cast<std::int64_t>(ids[static_cast<size_t>(offset_of(ids_shape, idx))]);
-      if (id < origin || id >= origin + id_size)
-        return;
-      Index t = idx;
-      t["vocab"] = id - origin;
-      ref[static_cast<size_t>(offset_of(out, idx))] =
-          table[static_cast<size_t>(offset_of(table_shape, t))];
-    });
-    EXPECT_EQ(got, ref);
+    EXPECT_EQ(got, gather_reference(ids_shape, ids, table_shape, table, out, origin, id_size));
     const auto u = adversarial_values(out.num_elements(), 29);
     const auto sums =
         to_vector(k::scatter_add(mtk::ExecSpace(), ids_shape, to_view<std::int32_t>(ids), out,
