@@ -52,6 +52,34 @@ TEST(Reduce, EverySubsetOfDimsEveryFunction) {
     check_reduce_all<std::int32_t>(fn, in, ids);
 }
 
+TEST(Reduce, SumOfSquaresIsTheSumOfTheSquaresBitwise) {
+  // Every subset of dims and the blocked full sum: reduce(sum_squares, x) == reduce(sum,
+  // square(x)) bit for bit (each square rounded to float, summed in the same order).
+  const mtk::ExecSpace space;
+  for (const Shape& in :
+       {Shape{{"a", 3}, {"b", 4}, {"c", 5}, {"d", 2}}, Shape{{"a", 1000}, {"b", 301}}}) {
+    const auto x = random_values(in.num_elements(), 21);
+    const auto sq = k::unary(space, mtk::UnaryFn::square, to_view<float>(x));
+    const int r = in.rank();
+    for (int mask = 0; mask < (1 << r); ++mask) {
+      std::vector<Dimension> kept;
+      for (int i = 0; i < r; ++i)
+        if (mask & (1 << i))
+          kept.push_back(in[i]);
+      const Shape out(kept);
+      SCOPED_TRACE(in.to_string() + " -> " + out.to_string());
+      EXPECT_EQ(
+          to_vector(k::reduce<float>(space, ReduceFn::sum_squares, in, to_view<float>(x), out)),
+          to_vector(k::reduce<float>(space, ReduceFn::sum, in, sq, out)));
+    }
+  }
+  const Shape small{{"a", 3}};
+  EXPECT_THROW(
+      k::reduce<std::int32_t>(space, ReduceFn::sum_squares, small,
+                              to_view<std::int32_t>(std::vector<double>{1, 2, 3}), Shape{}),
+      mtk::Error);
+}
+
 TEST(Reduce, SizeOneDimsAndPermutations) {
   const Shape in{{"a", 1}, {"b", 4}, {"c", 1}, {"d", 3}, {"e", 2}};
   const auto x = random_values(in.num_elements(), 13);

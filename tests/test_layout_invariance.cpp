@@ -270,3 +270,34 @@ TEST(Lowering, AssignmentsUpdateVariablesLikeOneProcessor) {
     }
   }
 }
+
+TEST(Lowering, SumOfSquaresIsReduceSumOfSquareBitwiseOnEveryLayout) {
+  // The fused global-norm reduction: the same value and gradient as reduce_sum(square(.)),
+  // bitwise on each mesh and layout, and equal to one processor's to float rounding.
+  auto run = [](const Mesh& mesh, const LayoutRules& rules, bool fused) {
+    Graph g;
+    const Dimension b{"b", 8}, i{"i", 8}, j{"j", 16};
+    Tensor x = var(g, "x", {b, i}), w = var(g, "w", {i, j}, 0.5f);
+    Tensor y = einsum({x, w}, Shape{b, j});
+    Tensor loss = fused ? reduce_sum_squares(y) : reduce_sum(square(y));
+    auto grads = gradients(loss, {w});
+    auto p = lower(g, mesh, rules);
+    auto out = p->run({}, {loss, grads[0]});
+    std::vector<float> v{out[0].data<float>()[0]};
+    for (std::int64_t e = 0; e < out[1].size(); ++e)
+      v.push_back(out[1].data<float>()[e]);
+    return v;
+  };
+  const auto ref = run(single_processor_mesh(), LayoutRules(), false);
+  EXPECT_EQ(run(single_processor_mesh(), LayoutRules(), true), ref);
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    Mesh mesh(mshape, MPI_COMM_WORLD);
+    for (const auto& layout : {"b:@0", "i:@0;j:@1", "j:@0"}) {
+      const auto rules = instantiate(layout, mshape);
+      const auto got = run(mesh, rules, true);
+      EXPECT_EQ(got, run(mesh, rules, false)) << layout;
+      for (size_t e = 0; e < ref.size(); ++e)
+        ASSERT_NEAR(got[e], ref[e], 1e-5 * (1 + std::fabs(ref[e]))) << layout << " at " << e;
+    }
+  }
+}

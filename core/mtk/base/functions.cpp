@@ -92,6 +92,8 @@ const char* reduce_name(ReduceFn f) {
       return "max";
     case ReduceFn::min:
       return "min";
+    case ReduceFn::sum_squares:
+      return "sum_squares";
   }
   return "?";
 }

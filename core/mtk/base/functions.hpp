@@ -33,7 +33,9 @@ enum class BinaryFn { add, subtract, multiply, divide, maximum, minimum, pow };
 /// z = (x op y) ? 1 : 0, as float32.
 enum class CompareFn { less, less_equal, greater, greater_equal, equal, not_equal };
 
-enum class ReduceFn { sum, max, min };
+/// sum_squares: the sum of x * x, each square rounded to the tensor's dtype first (bitwise
+/// reduce_sum(square(x)) without the squares' tensor; global norms).
+enum class ReduceFn { sum, max, min, sum_squares };
 
 const char* unary_name(UnaryFn f);
 const char* binary_name(BinaryFn f);

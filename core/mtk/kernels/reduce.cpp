@@ -124,6 +124,9 @@ struct Combine {
   KOKKOS_INLINE_FUNCTION static void apply(Acc& a, T v) {
     if constexpr (F == ReduceFn::sum) {
       a += static_cast<Acc>(v);
+    } else if constexpr (F == ReduceFn::sum_squares) {
+      const T sq = v * v;  // rounded to T as square() would
+      a += static_cast<Acc>(sq);
     } else if constexpr (F == ReduceFn::max) {
       if (static_cast<Acc>(v) > a)
         a = static_cast<Acc>(v);
@@ -135,12 +138,15 @@ struct Combine {
 };
 
 template <class T, ReduceFn F>
-using AccOf = std::conditional_t<F == ReduceFn::sum && std::is_floating_point_v<T>, double, T>;
+constexpr bool is_sum = F == ReduceFn::sum || F == ReduceFn::sum_squares;
+
+template <class T, ReduceFn F>
+using AccOf = std::conditional_t<is_sum<T, F> && std::is_floating_point_v<T>, double, T>;
 
 template <class T, ReduceFn F>
 AccOf<T, F> identity() {
   using L = std::numeric_limits<AccOf<T, F>>;
-  if constexpr (F == ReduceFn::sum)
+  if constexpr (is_sum<T, F>)
     return AccOf<T, F>(0);
   if constexpr (F == ReduceFn::max)
     return L::has_infinity ? -L::infinity() : L::lowest();
@@ -191,6 +197,15 @@ View<T> run(const ExecSpace& space, const Plan& plan, const View<T>& x, std::int
   }
   const IndexMap om = plan.out_map, rm = plan.red_map;
   const std::int64_t nred = plan.red_count;
+  if (plan.n_red == 0 && F == ReduceFn::sum_squares) {  // nothing reduced: the squares
+    Kokkos::parallel_for(
+        label, impl::Range(space, 0, out_n), KOKKOS_LAMBDA(std::int64_t k) {
+          Acc a = init;
+          C::apply(a, x(om.offset(k)));
+          out(k) = static_cast<T>(a);
+        });
+    return out;
+  }
   if (plan.n_red == 0) {
     if (plan.n_kept <= 1) {  // nothing reduced and nothing reordered: a copy
       Kokkos::deep_copy(space, out, x);
@@ -207,7 +222,7 @@ View<T> run(const ExecSpace& space, const Plan& plan, const View<T>& x, std::int
     auto body = KOKKOS_LAMBDA(std::int64_t i, Acc & a) {
       C::apply(a, x(i));
     };
-    if constexpr (host_exec && F == ReduceFn::sum && std::is_floating_point_v<T>) {
+    if constexpr (host_exec && is_sum<T, F> && std::is_floating_point_v<T>) {
       // Blocks summed in 8 independent double lanes, which the compiler vectorises: one chain of
       // dependent double adds runs 4-8x slower (global norms of 16M-element gradients).
       constexpr std::int64_t block = 4096;
@@ -220,14 +235,14 @@ View<T> run(const ExecSpace& space, const Plan& plan, const View<T>& x, std::int
             std::int64_t i = lo;
             for (; i + 8 <= hi; i += 8)
               for (int l = 0; l < 8; ++l)
-                lane[l] += static_cast<Acc>(p[i + l]);
+                C::apply(lane[l], p[i + l]);
             for (; i < hi; ++i)
-              lane[0] += static_cast<Acc>(p[i]);
+              C::apply(lane[0], p[i]);
             a += ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
                  ((lane[4] + lane[5]) + (lane[6] + lane[7]));
           },
           result);
-    } else if constexpr (F == ReduceFn::sum)
+    } else if constexpr (is_sum<T, F>)
       Kokkos::parallel_reduce(label, impl::Range(space, 0, n), body, result);
     else if constexpr (F == ReduceFn::max)
       Kokkos::parallel_reduce(label, impl::Range(space, 0, n), body, Kokkos::Max<Acc>(result));
@@ -466,6 +481,8 @@ View<T> reduce(const ExecSpace& space, ReduceFn fn, const Shape& in_shape, const
   const char* where = "mtk::kernels::reduce";
   check_size(where, in_shape, x, "input");
   const Plan plan = make_plan(where, in_shape, out_shape);
+  if (fn == ReduceFn::sum_squares && !std::is_floating_point_v<T>)
+    fail(where, "a sum of squares of integers (it would overflow); cast to float32 first");
   Kokkos::Profiling::pushRegion(where);
   View<T> out;
   switch (fn) {
@@ -477,6 +494,10 @@ View<T> reduce(const ExecSpace& space, ReduceFn fn, const Shape& in_shape, const
       break;
     case ReduceFn::min:
       out = run<T, ReduceFn::min>(space, plan, x, out_shape.num_elements());
+      break;
+    case ReduceFn::sum_squares:
+      if constexpr (std::is_floating_point_v<T>)
+        out = run<T, ReduceFn::sum_squares>(space, plan, x, out_shape.num_elements());
       break;
   }
   Kokkos::Profiling::popRegion();

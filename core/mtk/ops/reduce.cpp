@@ -28,6 +28,8 @@ void reduce_grad(GradientContext& c, const ReduceAttrs& attrs) {
   const Tensor x = c.input(0);
   if (attrs.fn == ReduceFn::sum)
     c.add(0, broadcast(c.dy(), x.shape()));
+  else if (attrs.fn == ReduceFn::sum_squares)  // as square()'s gradient: dy * 2x
+    c.add(0, multiply(broadcast(c.dy(), x.shape()), multiply(x, 2.0)));
   else
     c.add(0, broadcast(c.dy(), x.shape()) * equal(x, c.output(0)));
 }
@@ -86,7 +88,7 @@ void lower_reduce(Lowering& l, const ReduceAttrs& attrs) {
         return kernels::reduce<T>(space, fn, lx, view_of<T>(b, x), ly);
       },
       static_cast<double>(lx.num_elements()));
-  if (fn == ReduceFn::sum)
+  if (fn == ReduceFn::sum || fn == ReduceFn::sum_squares)
     finish_split_sum(l, x, y, reduced_axes);
   else if (!reduced_axes.empty())
     finish_split_extremum(l, fn, y, reduced_axes);
@@ -116,6 +118,14 @@ Tensor reduce_sum(const Tensor& x, const std::vector<std::string>& dims) {
 }
 Tensor reduce_sum(const Tensor& x) {
   return reduce(ReduceFn::sum, x, x.shape().names());
+}
+Tensor reduce_sum_squares(const Tensor& x) {
+  if (x.dtype() == DType::int32)
+    fail("mtk::reduce_sum_squares", cat("tensor '", x.name(), "' ", x.shape().to_string(),
+                                        " is int32: cast it to float32 first"));
+  if (x.shape().rank() == 0)  // nothing to sum: the square
+    return square(x);
+  return reduce(ReduceFn::sum_squares, x, x.shape().names());
 }
 Tensor reduce_mean(const Tensor& x, const std::vector<std::string>& dims) {
   std::int64_t n = 1;

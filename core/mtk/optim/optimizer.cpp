@@ -48,7 +48,7 @@ Tensor global_norm(const std::vector<Tensor>& tensors) {
     auto dims = t.shape().names();
     std::sort(dims.begin(), dims.end());
     const Tensor x = t.dtype() == DType::float32 ? t : cast(t, DType::float32);
-    const Tensor s = reduce_sum(square(x));
+    const Tensor s = reduce_sum_squares(x);  // one pass, no squares' tensor
     auto [it, fresh] = sums.emplace(dims, s);
     if (!fresh)
       it->second = it->second + s;
