@@ -177,7 +177,10 @@ std::vector<bool> has_products(const StepRefs& steps) {
 }
 
 // The order that moves product `k` (before start `s`) to just after `s`, with the steps between
-// that depend on it (or that it must stay before): empty if `s` or an exchange's step would move.
+// that depend on it (or that it must stay before): empty if `s` or an exchange's step would move,
+// or more than kMaxMoved steps would (bounded work per exchange).
+constexpr int kMaxMoved = 64;
+
 std::vector<int> sunk_order(const StepRefs& steps, int k, int s, const std::vector<bool>& is_halo,
                             const StorageRoots& roots) {
   auto conflict = [&](int a, int b) {
@@ -187,7 +190,8 @@ std::vector<int> sunk_order(const StepRefs& steps, int k, int s, const std::vect
   std::vector<int> moved{k}, kept;
   for (int j = k + 1; j <= s; ++j) {
     const bool dep = std::any_of(moved.begin(), moved.end(), [&](int m) { return conflict(m, j); });
-    if (dep && (j == s || is_halo[static_cast<size_t>(j)]))
+    if (dep &&
+        (j == s || is_halo[static_cast<size_t>(j)] || static_cast<int>(moved.size()) == kMaxMoved))
       return {};
     (dep ? moved : kept).push_back(j);
   }
@@ -207,7 +211,7 @@ std::vector<int> sunk_order(const StepRefs& steps, int k, int s, const std::vect
 // product: a filter gradient's einsum and allreduce, which the input gradient does not wait for.
 // Returns how many exchanges had no step at all between before.
 int sink_products(std::vector<Program::Step>& steps, const StorageRoots& roots) {
-  constexpr int kTries = 64;  // products looked at per exchange
+  constexpr int kTries = 16, kReach = 256;  // products looked at, steps back, per exchange
   int gained = 0;
   StepRefs cur;
   for (auto& st : steps)
@@ -222,7 +226,7 @@ int sink_products(std::vector<Program::Step>& steps, const StorageRoots& roots) 
       is_halo[static_cast<size_t>(a)] = is_halo[static_cast<size_t>(b)] = true;
     const auto [s, f] = ws[e];
     int tries = 0;
-    for (int k = s - 1; k >= 0 && tries < kTries; --k) {
+    for (int k = s - 1; k >= std::max(0, s - kReach) && tries < kTries; --k) {
       if (cur[static_cast<size_t>(k)]->gemms.empty() || is_halo[static_cast<size_t>(k)])
         continue;
       ++tries;
