@@ -26,6 +26,7 @@
 #include "cli.hpp"
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -155,10 +156,12 @@ nlohmann::ordered_json to_json(const Measured& m) {
   // Per split exchange (Counters::halo_exchanges): the products between its start and finish.
   double between = 0;
   int hidden = 0, exposed = 0;
+  auto shares = nlohmann::ordered_json::array();  // per exchange, in step order: hidden / halo
   for (const auto& e : p.halo_exchanges) {
     between += e.between_s;
     hidden += e.exposed_s == 0 && e.halo_s > 0;
     exposed += e.hidden_s == 0 && e.halo_s > 0;
+    shares.push_back(e.halo_s > 0 ? std::round(e.hidden_s / e.halo_s * 1000) / 1000 : 0.0);
   }
   j["predicted"] = {{"step_s", p.total_s},
                     {"halo_s", halo == p.comm_s.end() ? 0.0 : halo->second},
@@ -169,7 +172,8 @@ nlohmann::ordered_json to_json(const Measured& m) {
                     {"exchanges", p.halo_exchanges.size()},
                     {"exchanges_fully_hidden", hidden},
                     {"exchanges_fully_exposed", exposed},
-                    {"products_between_s", between}};
+                    {"products_between_s", between},
+                    {"hidden_share_per_exchange", shares}};
   j["profile_s"] = m.profile_s;
   return j;
 }

@@ -422,6 +422,31 @@ TEST(OverlappedConv, TransposeAndPoolingSplitsHideMore) {
   }
 }
 
+// Backward, every exchange has a product between its start and finish: the split dim's
+// halo_reduce moves past the filter gradient's in-place allreduce, the second dim's takes a filter
+// gradient product. Forward, the second split dim's exchange still has none (exposed).
+TEST(OverlappedConv, BackwardExchangesHaveProductsBetween) {
+  if (world_size() == 1)
+    GTEST_SKIP() << "no exchange to overlap on one rank";
+  const int n = world_size();
+  const MeshShape mshape = MeshShape::parse(n == 2 ? "x:2" : "x:2;y:" + std::to_string(n / 2));
+  const Mesh mesh(mshape, MPI_COMM_WORLD);
+  const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});
+  for (const char* layout : {"hb:@0", "hb:@0;wb:@1"}) {
+    const LayoutRules rules = instantiate(layout, mshape);
+    Graph g;
+    const BuiltGraph built = overlap_cases().at(0).build(g);
+    gradients(built.loss, g.trainable_variables());
+    const auto& records = lower(g, mesh, rules)->counters().halo_exchanges;
+    int without = 0;
+    for (const auto& e : records)
+      without += e.gemm_between.empty();
+    const bool two_d = rules.to_string().find("wb") != std::string::npos;
+    EXPECT_EQ(records.size(), two_d ? 4u : 2u) << layout;
+    EXPECT_EQ(without, two_d ? 1 : 0) << layout;
+  }
+}
+
 // The exchanges are moved apart where the blocks are split, and a few SGD steps of the two-layer
 // 1-D model train alike (losses and final weights).
 TEST(OverlappedConv, TrainsAsBlocking) {

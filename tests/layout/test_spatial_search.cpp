@@ -170,24 +170,25 @@ TEST(SpatialCost, TheProductsBetweenAnExchangesStartAndFinish) {
 
 // Hand-built steps: the record of each exchange sums the gemm calls of the steps between its start
 // and its finish (the next step reading its token), not those outside.
+Program::Step step(StepKind kind, std::vector<int> reads, std::vector<int> writes,
+                   std::vector<std::pair<double, std::int64_t>> gemms = {}) {
+  Program::Step s{kind,
+                  "step",
+                  Program::Category::compute,
+                  false,
+                  std::move(reads),
+                  std::move(writes),
+                  nullptr,
+                  {},
+                  {},
+                  {},
+                  {},
+                  {}};
+  s.gemms = std::move(gemms);
+  return s;
+}
+
 TEST(SpatialCost, RecordsTheProductsBetweenEachStartAndFinish) {
-  auto step = [](StepKind kind, std::vector<int> reads, std::vector<int> writes,
-                 std::vector<std::pair<double, std::int64_t>> gemms = {}) {
-    Program::Step s{kind,
-                    "step",
-                    Program::Category::compute,
-                    false,
-                    std::move(reads),
-                    std::move(writes),
-                    nullptr,
-                    {},
-                    {},
-                    {},
-                    {},
-                    {}};
-    s.gemms = std::move(gemms);
-    return s;
-  };
   const StepKind other = reduction_wait_kind();
   const Counters::CommGroup halo{Collective::halo, {1}};
   std::vector<Program::Step> steps{step(halo_start_kind(), {1}, {10, 11}),
@@ -214,6 +215,81 @@ TEST(SpatialCost, RecordsTheProductsBetweenEachStartAndFinish) {
   steps.pop_back();
   steps.pop_back();  // a start without its finish
   EXPECT_THROW(record_halo_exchanges(steps), std::exception);
+}
+
+// Hand-built steps: a halo start moves up past an in-place update (a blocking allreduce of a
+// pending sum) whose tensor is a product's own storage, and its finish down past one; neither
+// moves past an in-place update of storage its buffers may share (an alias of its input).
+TEST(SpatialOverlap, MovesPastInPlaceUpdatesOfOtherStorage) {
+  const StepKind other = reduction_wait_kind();
+  std::vector<Program::Step> steps{step(other, {1}, {2}),                 // the exchange's input
+                                   step(other, {3, 4}, {5}, {{1e6, 1}}),  // a product
+                                   step(other, {5}, {5}),                 // its allreduce, in place
+                                   step(halo_start_kind(), {2}, {10, 11}),
+                                   step(other, {10, 11}, {11}),  // the finish
+                                   step(other, {3, 4}, {6}, {{1e6, 1}}),
+                                   step(other, {6}, {6}),
+                                   step(other, {11}, {7})};
+  for (size_t k = 0; k < steps.size(); ++k)
+    steps[k].what = std::to_string(k);
+  EXPECT_EQ(overlap_halos(steps), 1);
+  std::vector<std::string> order;
+  for (const auto& s : steps)
+    order.push_back(s.what);
+  EXPECT_EQ(order, (std::vector<std::string>{"0", "3", "1", "2", "5", "6", "4", "7"}));
+
+  // The updated tensor may be the input's storage (step 1 forwards it): nothing moves.
+  std::vector<Program::Step> shared{step(other, {1}, {2}),
+                                    step(other, {2}, {5}),  // an alias of the input
+                                    step(other, {5}, {5}),  // updated in place
+                                    step(halo_start_kind(), {2}, {10, 11}),
+                                    step(other, {10, 11}, {11}),
+                                    step(other, {11}, {7})};
+  EXPECT_EQ(overlap_halos(shared), 0);
+  EXPECT_EQ(shared[3].kind, halo_start_kind());
+}
+
+std::vector<std::string> order_of(const std::vector<Program::Step>& steps) {
+  std::vector<std::string> out;
+  for (const auto& s : steps)
+    out.push_back(s.what);
+  return out;
+}
+
+std::vector<Program::Step> numbered(std::vector<Program::Step> steps) {
+  for (size_t k = 0; k < steps.size(); ++k)
+    steps[k].what = std::to_string(k);
+  return steps;
+}
+
+// Hand-built steps: an exchange with nothing between its start and its finish (its input made
+// right before, its output read right after) takes a product from before its start, with its
+// allreduce, where the start does not depend on it and no other exchange loses its only product.
+TEST(SpatialOverlap, SinksAnIndependentProductBetweenAChainedExchange) {
+  const StepKind other = reduction_wait_kind();
+  auto steps =
+      numbered({step(other, {3, 4}, {5}, {{1e6, 1}}),  // a filter gradient
+                step(other, {5}, {5}),                 // its allreduce
+                step(other, {1}, {2}),                 // the exchange's input
+                step(halo_start_kind(), {2}, {10, 11}), step(other, {10, 11}, {11}),  // the finish
+                step(other, {11}, {7})});
+  EXPECT_EQ(overlap_halos(steps), 1);
+  EXPECT_EQ(order_of(steps), (std::vector<std::string>{"2", "3", "0", "1", "4", "5"}));
+
+  // The input depends on the product: nothing moves.
+  auto chained = numbered({step(other, {3, 4}, {5}, {{1e6, 1}}), step(other, {5}, {2}),
+                           step(halo_start_kind(), {2}, {10, 11}), step(other, {10, 11}, {11}),
+                           step(other, {11}, {7})});
+  EXPECT_EQ(overlap_halos(chained), 0);
+  EXPECT_EQ(order_of(chained), (std::vector<std::string>{"0", "1", "2", "3", "4"}));
+
+  // The only product hides another exchange: it stays there.
+  auto taken = numbered({step(halo_start_kind(), {1}, {20, 21}),
+                         step(other, {3, 4}, {5}, {{1e6, 1}}), step(other, {20, 21}, {21}),
+                         step(other, {21}, {2}), step(halo_start_kind(), {2}, {10, 11}),
+                         step(other, {10, 11}, {11}), step(other, {11}, {7})});
+  EXPECT_EQ(overlap_halos(taken), 1);
+  EXPECT_EQ(order_of(taken), (std::vector<std::string>{"0", "1", "2", "3", "4", "5", "6"}));
 }
 
 // Counters made by hand: two exchanges, one with products between its start and its finish that

@@ -100,10 +100,16 @@ StepKind halo_start_kind();
 
 /// Moves every halo start step (kind halo_start_kind(), writing a token buffer and its output)
 /// up past the steps before it and its finish step (the next step reading the token) down past
-/// the steps after it, as far as no step in between reads or writes what the moved step writes,
-/// writes what it reads or updates a buffer in place. Only the order of
-/// independent steps changes, the same on every rank; each exchange's messages keep their order.
-/// Returns how many exchanges have steps between their start and their finish.
+/// the steps after it, as far as no step in between reads or writes what the moved step writes or
+/// writes what it reads, nor updates in place (a blocking allreduce of a pending sum) a buffer
+/// whose storage the moved step's buffers may share: a tensor may be the storage of any tensor it
+/// was made from by steps without gemm calls (aliases, reshapes), a product's and a start's
+/// outputs are storage of their own. Then an exchange with no product between its start and
+/// finish takes the nearest product before its start that it does not depend on (with the steps
+/// between that depend on that product), unless another exchange would lose its only product
+/// (the second and third split dims' halo_reduce take a filter gradient's einsum and allreduce).
+/// Only the order of independent steps changes, the same on every rank; each exchange's messages
+/// keep their order. Returns how many exchanges have steps between their start and their finish.
 int overlap_halos(std::vector<Program::Step>& steps);
 
 /// Per halo start step of `steps` (in their final order), the exchange it starts: its halo
