@@ -197,6 +197,7 @@ TEST(Bf16Reuse, KeepsVariablesAndCloseReadersOnly) {
   steps[5] = step({4});
   steps[6] = step({}, {4});
   steps[7] = step({4});
+  steps[1].bf16_writes = {1};  // tensor 1's producer writes its copy: held from step 1
   const std::vector<std::int64_t> elements{1000, 300, 50, 10, 10};
   const Bf16ReusePlan plan = plan_bf16_reuse(steps, 5, {0}, elements);
   EXPECT_EQ(plan.keep, (std::vector<bool>{true, true, false, false, false}));
@@ -204,8 +205,9 @@ TEST(Bf16Reuse, KeepsVariablesAndCloseReadersOnly) {
   EXPECT_EQ(plan.variable_copy_bytes, 2000);
   for (size_t s = 0; s < steps.size(); ++s) {
     EXPECT_EQ(plan.drop_after[s], s == 4 ? std::vector<int>{1} : std::vector<int>{}) << s;
-    // Tensor 1's copy, 300 bf16 values as 150 float32 words, is scratch of the steps it spans.
-    const bool held = s >= 2 && s <= 4;
+    // Tensor 1's copy, 300 bf16 values as 150 float32 words, is scratch of the steps it spans,
+    // from its producer's.
+    const bool held = s >= 1 && s <= 4;
     EXPECT_EQ(steps[s].scratch.size(), held ? 1u : 0u) << s;
     if (held) {
       EXPECT_EQ(steps[s].scratch[0], std::make_pair(DType::float32, std::int64_t(150)));

@@ -2,6 +2,7 @@
 // gradient, layer norm, Adafactor) against unfused formulas evaluated on the host in double.
 
 #include <mtk/base/shape.hpp>
+#include <mtk/kernels/bfloat16.hpp>
 #include <mtk/kernels/impl/fast_exp.hpp>
 #include <mtk/kernels/kernels.hpp>
 
@@ -128,6 +129,18 @@ TEST(FusedCrossEntropy, StatisticsLossAndGradientMatchTheUnfusedFormula) {
           k::cross_entropy_grad(space, s, X2, dim, T, 0, lse, to_view<float>(dy), ls, a.n, z, X2);
       ASSERT_EQ(g2.data(), X2.data());
       EXPECT_EQ(to_vector(g2), to_vector(g)) << "in place";
+      // With the bf16 copy written beside it (in place and not): the gradient's bit patterns.
+      for (bool in_place : {false, true}) {
+        const auto X3 = to_view<float>(x);
+        Kokkos::View<std::uint16_t*> bits("bits", X3.extent(0));
+        const auto g3 = k::cross_entropy_grad(space, s, X3, dim, T, 0, lse, to_view<float>(dy), ls,
+                                              a.n, z, in_place ? X3 : k::FView(), bits);
+        const auto gv = to_vector(g3);
+        ASSERT_EQ(gv, to_vector(g));
+        auto hb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), bits);
+        for (size_t e = 0; e < gv.size(); ++e)
+          ASSERT_EQ(hb(e), mtk::kernels::to_bfloat16_bits(static_cast<float>(gv[e]))) << e;
+      }
     }
   }
 }

@@ -4,6 +4,7 @@
 // which writes their gradient.
 
 #include <mtk/base/error.hpp>
+#include <mtk/kernels/bfloat16.hpp>
 #include <mtk/kernels/impl/fast_exp.hpp>
 #include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/kernels.hpp>
@@ -157,7 +158,7 @@ void cross_entropy_from_stats(const ExecSpace& space, const FView& stats, double
 FView cross_entropy_grad(const ExecSpace& space, const Shape& shape, const FView& x, int dim,
                          const IView& targets, std::int64_t origin, const FView& lse,
                          const FView& dy, double label_smoothing, std::int64_t vocab_size,
-                         double z_loss, const FView& into) {
+                         double z_loss, const FView& into, const View<std::uint16_t>& bf16_into) {
   const Rows r(shape, dim);
   detail::loss_impl::check_rows("mtk::kernels::cross_entropy_grad", r,
                                 static_cast<std::int64_t>(lse.extent(0)), "lse");
@@ -166,9 +167,15 @@ FView cross_entropy_grad(const ExecSpace& space, const Shape& shape, const FView
   if (into.data() && into.extent(0) != x.extent(0))
     fail("mtk::kernels::cross_entropy_grad",
          cat("the given output holds ", into.extent(0), " elements but the logits ", x.extent(0)));
+  if (bf16_into.data() && bf16_into.extent(0) != x.extent(0))
+    fail("mtk::kernels::cross_entropy_grad", cat("the given bf16 copy holds ", bf16_into.extent(0),
+                                                 " elements but the logits ", x.extent(0)));
   FView out = into.data() ? into
                           : impl::alloc<float>("mtk::kernels::cross_entropy_grad",
                                                static_cast<std::int64_t>(x.extent(0)));
+  // The bf16 copy, when asked for, is written as each row is finished (while it is in cache):
+  // the bit patterns a later bf16 contraction would convert it to.
+  std::uint16_t* bits = bf16_into.data();
   const std::int64_t V = r.v, inner = r.inner;
   const float keep = static_cast<float>(1.0 - label_smoothing);
   const float spread = static_cast<float>(label_smoothing / static_cast<double>(vocab_size));
@@ -203,6 +210,9 @@ FView cross_entropy_grad(const ExecSpace& space, const Shape& shape, const FView
           }
           if (t >= 0 && t < V)
             o[t] -= g * keep;
+          if (bits)
+            for (std::int64_t j = 0; j < V; ++j)
+              bits[base + j] = to_bfloat16_bits(o[j]);
         });
     return out;
   }
@@ -215,6 +225,8 @@ FView cross_entropy_grad(const ExecSpace& space, const Shape& shape, const FView
         const float p = impl::fast_exp(x(k) - l) * (1.0f + z2 * l);
         const float hot = (targets(row) - origin == j) ? keep : 0.0f;
         out(k) = dy(row) * (p - hot - spread);
+        if (bits)
+          bits[k] = to_bfloat16_bits(out(k));
       });
   return out;
 }

@@ -34,6 +34,7 @@ void cross_entropy_from_stats(const ExecSpace& space, const FView& stats, double
 FView cross_entropy_grad(const ExecSpace& space, const Shape& shape, const FView& x, int dim,
                          const IView& targets, std::int64_t origin, const FView& lse,
                          const FView& dy, double label_smoothing, std::int64_t vocab_size,
-                         double z_loss, const FView& into = {});
+                         double z_loss, const FView& into = {},
+                         const View<std::uint16_t>& bf16_into = {});
 
 }  // namespace mtk::kernels

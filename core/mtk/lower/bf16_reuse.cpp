@@ -44,7 +44,15 @@ Bf16ReusePlan plan_bf16_reuse(std::vector<Program::Step>& steps, std::size_t ten
     }
     plan.drop_after[static_cast<size_t>(last[k])].push_back(t);
     const std::int64_t words = (elements[k] + 1) / 2;  // bf16 pairs as float32 words
-    for (int s = first[k]; s <= last[k]; ++s)
+    int from = first[k];  // a producer that writes the copy holds it from its own step
+    for (int s = first[k] - 1; s >= 0; --s) {
+      const auto& w = steps[static_cast<size_t>(s)].bf16_writes;
+      if (std::find(w.begin(), w.end(), t) != w.end()) {
+        from = s;
+        break;
+      }
+    }
+    for (int s = from; s <= last[k]; ++s)
       steps[static_cast<size_t>(s)].scratch.emplace_back(DType::float32, words);
   }
   return plan;

@@ -99,6 +99,10 @@ class Lowering {
   void add_allreduce_step(const std::string& what, int y, Program::StepFn fn);
   /// Appends a step making y another name for buffer `from` (no copy, no cost).
   void add_alias(int from, int y);
+  /// Marks the last step as one that can write its outputs `tensors`' kept bf16 copies.
+  void mark_bf16_writes(std::vector<int> tensors) {
+    p_->steps_.back().bf16_writes = std::move(tensors);
+  }
   /// Marks the last step as a bf16 contraction reading `tensors` (mtk/lower/bf16_reuse.hpp).
   void mark_bf16_reads(std::vector<int> tensors) {
     p_->steps_.back().bf16_reads = std::move(tensors);

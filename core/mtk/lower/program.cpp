@@ -272,7 +272,7 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
       forget_bf16_copies(bf16_drop_after_[s], buffers);
     // Free each buffer after the last use of its value, with its bf16 copy (the pool may hand
     // its storage to another tensor).
-    forget_bf16_copies(deaths_[s], buffers);
+    forget_dead_bf16_copies(steps_[s], deaths_[s], buffers);
     for (int t : deaths_[s])
       if (!keep[static_cast<size_t>(t)])
         buffers[static_cast<size_t>(t)] = Buffer();
@@ -318,10 +318,31 @@ std::set<int> Program::fetched_variables(const std::vector<Tensor>& fetches) con
   return fetched;
 }
 
+// A dead input's storage may live on as the step's in-place output, with the copy the step left.
+void Program::forget_dead_bf16_copies(const Step& step, const std::vector<int>& dead,
+                                      const Buffers& buffers) {
+  if (bf16_kept_tensors_ == 0)
+    return;
+  for (int t : dead) {
+    const void* at = buffers[static_cast<size_t>(t)].data();
+    bool lives_on = false;
+    for (int w : step.bf16_writes)
+      lives_on = lives_on || (at && buffers[static_cast<size_t>(w)].data() == at);
+    if (!lives_on)
+      bf16_copies_->forget(at);
+  }
+}
+
 void Program::forget_bf16_copies(const std::vector<int>& tensors, const Buffers& buffers) {
   if (bf16_kept_tensors_ > 0)
     for (int t : tensors)
       bf16_copies_->forget(buffers[static_cast<size_t>(t)].data());
+}
+
+kernels::Bf16Copies* Program::bf16_copies_for(int t) const {
+  if (bf16_kept_tensors_ == 0 || !bf16_keep_[static_cast<size_t>(t)])
+    return nullptr;
+  return bf16_copies_.get();
 }
 
 kernels::Bf16Reuse Program::bf16_reuse(int a, int b) const {

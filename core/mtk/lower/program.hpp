@@ -199,6 +199,9 @@ class Program {
     std::vector<std::pair<DType, std::int64_t>> scratch;
     /// Tensors it reads as operands of a bf16 contraction (mtk/lower/bf16_reuse.hpp).
     std::vector<int> bf16_reads;
+    /// Outputs whose kept bf16 copy its kernel can write as it produces them
+    /// (Program::bf16_copies_for), saving the first reader's conversion.
+    std::vector<int> bf16_writes;
     /// (output, input) pairs whose output its kernels may write into the input's buffer (an
     /// elementwise update that reads each value before it writes it): declared by the lowering.
     std::vector<std::pair<int, int>> may_overwrite;
@@ -268,6 +271,9 @@ class Program {
   /// For a bf16 contraction step reading tensors a and b: where to find and keep their bf16
   /// copies (MTK_BF16_COPIES, mtk/lower/bf16_reuse.hpp); copies == nullptr when off.
   kernels::Bf16Reuse bf16_reuse(int a, int b) const;
+  /// For a step producing tensor t (Step::bf16_writes): where to leave t's bf16 copy when the
+  /// plan keeps one (it then calls keep() with t's address), else null.
+  kernels::Bf16Copies* bf16_copies_for(int t) const;
   /// The bf16 copies kept now and their high-water mark (tests, benchmarks).
   const kernels::Bf16Copies& bf16_copies() const { return *bf16_copies_; }
   /// Tensors whose bf16 copy is kept between contractions.
@@ -310,6 +316,8 @@ class Program {
   std::set<int> fetched_variables(const std::vector<Tensor>& fetches) const;
   // Drops the bf16 copies of these tensors' storage (mtk/lower/bf16_reuse.hpp).
   void forget_bf16_copies(const std::vector<int>& tensors, const Buffers& buffers);
+  void forget_dead_bf16_copies(const Step& step, const std::vector<int>& dead,
+                               const Buffers& buffers);
   // Lets the pool reuse a variable's storage once an assignment has replaced it.
   void adopt_variable_storage(const Buffer& b);
   Buffer slice_of_host(int tensor, const HostTensor& global) const;

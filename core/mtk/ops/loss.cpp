@@ -75,15 +75,26 @@ void lower_cross_entropy_grad(Lowering& l, const CrossEntropyAttrs& a) {
   const std::int64_t V = l.layout(x).shape()[d].size;
   const Shape lx = l.local(x);
   const double ls = a.label_smoothing, z = a.z_loss;
+  const Program* program = l.program();
   l.add_step(
       l.label(), {x, t, lse, dy}, {dx},
       [=](Buffers& b, const ExecSpace& space) {
-        b[static_cast<size_t>(dx)] = kernels::cross_entropy_grad(
+        // The gradient's kept bf16 copy (both of its bf16 products read it), written here.
+        kernels::Bf16Copies* copies = program->bf16_copies_for(dx);
+        const kernels::View<std::uint16_t> bits =
+            copies ? uninitialized_view<std::uint16_t>("mtk::kernels::cross_entropy_grad bf16 copy",
+                                                       lx.num_elements())
+                   : kernels::View<std::uint16_t>();
+        const FView g = kernels::cross_entropy_grad(
             space, lx, view_of<float>(b, x), d, view_of<std::int32_t>(b, t), origin,
             view_of<float>(b, lse), view_of<float>(b, dy), ls, V, z,
-            in_place_output<float>(b, dx, {x}));
+            in_place_output<float>(b, dx, {x}), bits);
+        b[static_cast<size_t>(dx)] = g;
+        if (copies)
+          copies->keep(g.data(), lx.num_elements(), bits);
       },
       3.0 * static_cast<double>(lx.num_elements()));
+  l.mark_bf16_writes({dx});
   if (l.local(dx) == lx)
     l.allow_overwrite(dx, x);  // the logits die here: their gradient may take their buffer
 }
