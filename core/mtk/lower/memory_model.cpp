@@ -83,10 +83,11 @@ class Replay {
   void report_plan(const BufferPlan& plan, const std::vector<int>& of,
                    const std::vector<PlannedBuffer>& lives, std::int64_t kept) const {
     std::fprintf(stderr,
-                 "mtk::predict_memory: planned objects %.1f MiB (temporaries' most live %.1f MiB), "
-                 "kept per size %.1f MiB:\n",
+                 "mtk::predict_memory: planned objects %.1f MiB (temporaries' most live %.1f MiB, "
+                 "an offset plan %.1f MiB), kept per size %.1f MiB:\n",
                  static_cast<double>(plan.total()) / 1048576.0,
                  static_cast<double>(most_live(lives)) / 1048576.0,
+                 static_cast<double>(plan_offsets(lives).total()) / 1048576.0,
                  static_cast<double>(kept) / 1048576.0);
     for (size_t o = 0; o < plan.object_size.size(); ++o) {
       if (plan.object_size[o] < (1 << 20))
