@@ -13,9 +13,9 @@
 #include <gtest/gtest.h>
 
 #include "model_fixtures.hpp"
+#include "option_scope.hpp"
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -163,11 +163,14 @@ TEST(MemoryPrediction, ReportNamesWhatIsAliveAtThePeak) {
   nn::build_training(g, c, 1, opt, optim::LearningRateSchedule());
   const MeshShape shape = MeshShape::parse("all:1");
   const std::int64_t quiet = analyze(g, shape, LayoutRules(), 0)->counters().peak_bytes;
-  setenv("MTK_MEMORY_REPORT", "1", 1);
-  testing::internal::CaptureStderr();
-  const std::int64_t reported = analyze(g, shape, LayoutRules(), 0)->counters().peak_bytes;
-  const std::string text = testing::internal::GetCapturedStderr();
-  unsetenv("MTK_MEMORY_REPORT");
+  std::int64_t reported = 0;
+  std::string text;
+  {
+    const OptionScope report({{"MTK_MEMORY_REPORT", "1"}});
+    testing::internal::CaptureStderr();
+    reported = analyze(g, shape, LayoutRules(), 0)->counters().peak_bytes;
+    text = testing::internal::GetCapturedStderr();
+  }
   EXPECT_EQ(reported, quiet);
   EXPECT_NE(text.find("alive at once before step"), std::string::npos) << text;
   EXPECT_NE(text.find("(variable, slot or feed)"), std::string::npos) << text;

@@ -1,11 +1,11 @@
 #include <mtk/base/buffer_plan.hpp>
 #include <mtk/base/checked.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/lower/memory_model.hpp>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <string>
 #include <utility>
@@ -263,8 +263,7 @@ class Replay {
   std::int64_t live_bytes_ = 0;
   std::int64_t peak_ = 0;
   std::int64_t event_ = 0;  // 0: before the first step; s + 1: step s
-  const char* report_env_ = std::getenv("MTK_MEMORY_REPORT");
-  bool reporting_ = report_env_ != nullptr && std::string(report_env_) == "1";
+  bool reporting_ = runtime_options().text("MTK_MEMORY_REPORT") == "1";
   std::vector<int> at_peak_;
   std::int64_t peak_event_ = 0;
 };
