@@ -53,7 +53,11 @@ std::map<size_t, std::vector<Gathered>> gathered_tables(Graph& g, const std::vec
       const auto it = index.find(op.inputs[k]);
       if (it == index.end())
         continue;
-      const bool gather = std::string(op.kind()) == "gather" && k == 0 && op.outputs.size() == 1;
+      // A gather-class op (OpTraits) with the variable as its table and int32 ids: a gather (a
+      // scatter_add's first input is its ids).
+      const bool gather = op.def->traits.flops == FlopClass::gather && k == 0 &&
+                          op.inputs.size() == 2 && op.outputs.size() == 1 &&
+                          g.tensor(op.inputs[1]).dtype() == DType::int32;
       const Tensor rows = gather ? g.tensor(op.outputs[0]) : Tensor();
       if (!gather || rows.dtype() != DType::float32) {
         other[it->second] = true;
