@@ -158,6 +158,39 @@ TEST(BufferPlan, SimpleLivesNeedOnlyTheMostLive) {
   EXPECT_EQ(plan.object_size.size(), 2u);
 }
 
+TEST(BufferPlan, OffsetsKeepLiveBuffersApartAndPackTighterThanObjects) {
+  std::vector<PlannedBuffer> in;
+  std::uint32_t r = 777;
+  auto next = [&](std::int64_t m) {
+    r = r * 1664525u + 1013904223u;
+    return static_cast<std::int64_t>(r >> 8) % m;
+  };
+  for (int i = 0; i < 300; ++i) {
+    const std::int64_t size = (next(9) + 1) * 64, first = next(200);
+    in.push_back({static_cast<int>(next(2)), size, first, first + 1 + next(30)});
+  }
+  const OffsetPlan plan = plan_offsets(in);
+  ASSERT_EQ(plan.offset.size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    std::int64_t arena = -1;
+    for (const auto& [type, size] : plan.arenas)
+      arena = type == in[i].type ? size : arena;
+    EXPECT_LE(plan.offset[i] + in[i].size, arena);
+    for (size_t j = 0; j < i; ++j) {
+      const bool in_time = in[i].first < in[j].last && in[j].first < in[i].last;
+      const bool in_space = plan.offset[i] < plan.offset[j] + in[j].size &&
+                            plan.offset[j] < plan.offset[i] + in[i].size;
+      EXPECT_FALSE(in[i].type == in[j].type && in_time && in_space) << i << ", " << j;
+    }
+  }
+  EXPECT_GE(plan.total(), most_live(in));
+  EXPECT_LE(plan.total(), plan_buffers(in).total());
+  // A large buffer, then two small ones alive together: both fit into the large one's range.
+  const std::vector<PlannedBuffer> after = {{0, 10, 0, 2}, {0, 4, 2, 4}, {0, 6, 3, 5}};
+  EXPECT_EQ(plan_offsets(after).total(), 10);
+  EXPECT_EQ(plan_buffers(after).total(), 14);  // objects hold one buffer at a time
+}
+
 namespace {
 
 // One run of three acquires: a (100), b (60) while a lives, then c (80), with a freed first unless

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "model_fixtures.hpp"
+#include "option_scope.hpp"
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -147,4 +148,33 @@ TEST(MemoryPrediction, Bf16StateLowersPredictionAndKokkosPeakAlike) {
   // What the prediction saves, Kokkos saves too (within 10% of the saving).
   const double saved = static_cast<double>(a.predicted - b.predicted);
   EXPECT_NEAR(static_cast<double>(a.kokkos_peak - b.kokkos_peak), saved, 0.1 * saved);
+}
+
+// MTK_MEMORY_REPORT=1: the prediction prints what is alive at its most live moment, by the step
+// that wrote it, and the planned objects next to the most live bytes and an offset plan; the
+// prediction itself does not change.
+TEST(MemoryPrediction, ReportNamesWhatIsAliveAtThePeak) {
+  const Communicator world = Communicator::world();
+  if (world.size() != 1)
+    GTEST_SKIP() << "one rank";
+  const nn::TransformerConfig c = small_lm();
+  Graph g;
+  optim::Adam opt;
+  nn::build_training(g, c, 1, opt, optim::LearningRateSchedule());
+  const MeshShape shape = MeshShape::parse("all:1");
+  const std::int64_t quiet = analyze(g, shape, LayoutRules(), 0)->counters().peak_bytes;
+  std::int64_t reported = 0;
+  std::string text;
+  {
+    const OptionScope report({{"MTK_MEMORY_REPORT", "1"}});
+    testing::internal::CaptureStderr();
+    reported = analyze(g, shape, LayoutRules(), 0)->counters().peak_bytes;
+    text = testing::internal::GetCapturedStderr();
+  }
+  EXPECT_EQ(reported, quiet);
+  EXPECT_NE(text.find("alive at once before step"), std::string::npos) << text;
+  EXPECT_NE(text.find("(variable, slot or feed)"), std::string::npos) << text;
+  // The logits, [8, 32, 512] floats, are alive at the peak (the start of the backward).
+  EXPECT_NE(text.find("vocab=512]"), std::string::npos) << text;
+  EXPECT_NE(text.find("an offset plan"), std::string::npos) << text;
 }

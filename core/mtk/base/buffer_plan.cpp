@@ -4,6 +4,7 @@
 #include <iterator>
 #include <map>
 #include <numeric>
+#include <tuple>
 
 namespace mtk {
 
@@ -126,6 +127,44 @@ BufferPlan plan_buffers(const std::vector<PlannedBuffer>& buffers) {
   BufferPlan size = greedy_by_size(buffers);
   BufferPlan breadth = greedy_by_breadth(buffers);
   return breadth.total() < size.total() ? breadth : size;
+}
+
+std::int64_t OffsetPlan::total() const {
+  std::int64_t t = 0;
+  for (const auto& [type, size] : arenas)
+    t += size;
+  return t;
+}
+
+OffsetPlan plan_offsets(const std::vector<PlannedBuffer>& buffers) {
+  OffsetPlan plan;
+  plan.offset.assign(buffers.size(), 0);
+  std::map<int, std::int64_t> arena;       // by type: its size so far
+  std::map<int, std::vector<size_t>> put;  // by type: the buffers placed, by offset
+  for (size_t i : by_size(buffers)) {
+    const PlannedBuffer& b = buffers[i];
+    auto& placed = put[b.type];
+    // The smallest gap between the placed buffers alive with b that b fits, else above them all.
+    std::int64_t end = 0, best = -1, best_gap = 0;
+    for (size_t j : placed) {
+      const PlannedBuffer& o = buffers[j];
+      if (o.last <= b.first || b.last <= o.first)
+        continue;
+      const std::int64_t gap = plan.offset[j] - end;
+      if (gap >= b.size && (best < 0 || gap < best_gap))
+        std::tie(best, best_gap) = std::make_pair(end, gap);
+      end = std::max(end, plan.offset[j] + o.size);
+    }
+    plan.offset[i] = best >= 0 ? best : end;
+    arena[b.type] = std::max(arena[b.type], plan.offset[i] + b.size);
+    placed.insert(
+        std::upper_bound(placed.begin(), placed.end(), i,
+                         [&](size_t x, size_t y) { return plan.offset[x] < plan.offset[y]; }),
+        i);
+  }
+  for (const auto& [type, size] : arena)
+    plan.arenas.push_back({type, size});
+  return plan;
 }
 
 std::int64_t most_live(const std::vector<PlannedBuffer>& buffers) {

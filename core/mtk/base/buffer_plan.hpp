@@ -9,6 +9,7 @@
 // free smaller object may grow). Objects are per element type: no buffer is reinterpreted.
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace mtk {
@@ -33,6 +34,18 @@ struct BufferPlan {
 
 /// Assigns every buffer to an object; buffers of one object never overlap in time. Deterministic.
 BufferPlan plan_buffers(const std::vector<PlannedBuffer>& buffers);
+
+/// An offset plan: each buffer at an offset in one arena per type (Pisarchyk and Lee's greedy by
+/// size for offsets: the largest buffers first, each into the smallest gap between the buffers
+/// already placed that overlap it in time, else above them). Buffers that overlap in time never
+/// overlap in the arena. What an arena pool would hold (BufferPool does not use it: one View per
+/// arena would leave use_count() unable to tell a free range, docs/memory.md).
+struct OffsetPlan {
+  std::vector<std::int64_t> offset;                  ///< per buffer: where it starts in its arena
+  std::vector<std::pair<int, std::int64_t>> arenas;  ///< (type, size) of each type's arena
+  std::int64_t total() const;                        ///< the sum of the arenas' sizes
+};
+OffsetPlan plan_offsets(const std::vector<PlannedBuffer>& buffers);
 
 /// The most `size` alive at once: a lower bound of any plan's total (for tests and reports).
 std::int64_t most_live(const std::vector<PlannedBuffer>& buffers);

@@ -53,6 +53,9 @@ const std::vector<RuntimeOptionSpec>& runtime_option_specs() {
        "(one call each); larger ones go alone; 0: every tensor alone"},
       {"MTK_PROFILE_STEPS", T::flag, "0", "0|1",
        "a profiled Program (set_profiling) also times every step by its full label"},
+      {"MTK_MEMORY_REPORT", T::flag, "0", "0|1",
+       "the memory prediction (analyze(), lower()) prints the buffers alive at the most live "
+       "moment, by the step that wrote them, and the planned pool's objects (stderr)"},
       {"MTK_CKPT_TIMING", T::flag, "0", "0|1",
        "rank 0 prints the time of each phase of every checkpoint save and restore (stderr)"},
       {"MTK_CKPT_FLETCHER32", T::flag, "0", "0|1",

@@ -1,10 +1,13 @@
 #include <mtk/base/buffer_plan.hpp>
 #include <mtk/base/checked.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/lower/memory_model.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
+#include <string>
 #include <utility>
 
 namespace mtk {
@@ -37,6 +40,8 @@ class Replay {
       for (const auto& [dtype, elements] : steps[s].scratch)
         scratch.push_back(
             allocate({dtype, elements * static_cast<std::int64_t>(dtype_bytes(dtype))}));
+      if (live_bytes_ > peak_ && reporting_)
+        snapshot_peak();
       peak_ = std::max(peak_, live_bytes_);
       for (int b : scratch)
         unhold(b);
@@ -45,6 +50,8 @@ class Replay {
       for (int t : (*p_.deaths)[s])
         release(t);
     }
+    if (reporting_)
+      report();
     return summarize();
   }
 
@@ -56,7 +63,68 @@ class Replay {
     bool planned = true;  // a temporary the plan may place (not variable storage)
     std::int64_t first = 0;
     std::int64_t last = -1;  // the event it is free before; -1: held at the end
+    bool live = true;
   };
+
+  // MTK_MEMORY_REPORT=1: the buffers alive at the live peak, by the step that wrote them.
+  void snapshot_peak() {
+    at_peak_.clear();
+    for (size_t b = 0; b < buffers_.size(); ++b)
+      if (buffers_[b].live)
+        at_peak_.push_back(static_cast<int>(b));
+    peak_event_ = event_;
+  }
+  std::string writer(const Buffer& b) const {
+    if (b.first == 0)
+      return "(variable, slot or feed)";
+    const auto& st = (*p_.steps)[static_cast<size_t>(b.first - 1)];
+    return "step " + std::to_string(b.first - 1) + " " + st.what;
+  }
+  void report_plan(const BufferPlan& plan, const std::vector<int>& of,
+                   const std::vector<PlannedBuffer>& lives, std::int64_t kept) const {
+    std::fprintf(stderr,
+                 "mtk::predict_memory: planned objects %.1f MiB (temporaries' most live %.1f MiB, "
+                 "an offset plan %.1f MiB), kept per size %.1f MiB:\n",
+                 static_cast<double>(plan.total()) / 1048576.0,
+                 static_cast<double>(most_live(lives)) / 1048576.0,
+                 static_cast<double>(plan_offsets(lives).total()) / 1048576.0,
+                 static_cast<double>(kept) / 1048576.0);
+    for (size_t o = 0; o < plan.object_size.size(); ++o) {
+      if (plan.object_size[o] < (1 << 20))
+        continue;
+      std::fprintf(stderr, "  object %zu: %.2f MiB\n", o,
+                   static_cast<double>(plan.object_size[o]) / 1048576.0);
+      for (size_t i = 0; i < of.size(); ++i)
+        if (plan.object_of[i] == static_cast<int>(o) && lives[i].size >= (1 << 20))
+          std::fprintf(stderr, "      %8.2f MiB [%lld..%lld) %s\n",
+                       static_cast<double>(lives[i].size) / 1048576.0,
+                       static_cast<long long>(lives[i].first - 1),
+                       static_cast<long long>(lives[i].last - 1),
+                       writer(buffers_[static_cast<size_t>(of[i])]).substr(0, 60).c_str());
+    }
+  }
+  void report() const {
+    const auto& steps = *p_.steps;
+    std::fprintf(stderr, "mtk::predict_memory: %.1f MiB alive at once before step %lld (%s):\n",
+                 static_cast<double>(peak_) / 1048576.0, static_cast<long long>(peak_event_ - 1),
+                 peak_event_ >= 1 ? steps[static_cast<size_t>(peak_event_ - 1)].what.c_str() : "");
+    std::map<std::string, std::pair<int, std::int64_t>> groups;  // by writer: count, bytes
+    for (int b : at_peak_) {
+      const Buffer& buf = buffers_[static_cast<size_t>(b)];
+      auto& g = groups[buf.first == 0 ? writer(buf)
+                                      : writer(buf) + " [" + std::to_string(buf.first - 1) + ".." +
+                                            std::to_string(buf.last - 1) + ")"];
+      ++g.first;
+      g.second += buf.key.second;
+    }
+    std::vector<std::pair<std::int64_t, std::string>> rows;
+    for (const auto& [what, g] : groups)
+      rows.push_back({g.second, std::to_string(g.first) + " x " + what});
+    std::sort(rows.rbegin(), rows.rend());
+    for (const auto& [bytes, what] : rows)
+      std::fprintf(stderr, "  %9.2f MiB  %s\n", static_cast<double>(bytes) / 1048576.0,
+                   what.c_str());
+  }
 
   // The per-size pool (per type and size the most buffers ever alive at once) and, when the pool
   // plans, the planned one.
@@ -86,16 +154,21 @@ class Replay {
   void plan_pool(MemoryPrediction& m) const {
     const char* where = "mtk::predict_memory";
     std::vector<PlannedBuffer> lives;
+    std::vector<int> of;  // per planned buffer: its id
     std::int64_t kept = 0;
-    for (const Buffer& b : buffers_) {
+    for (size_t i = 0; i < buffers_.size(); ++i) {
+      const Buffer& b = buffers_[i];
       if (b.planned && b.last >= 0 && b.key.second > 0) {
         lives.push_back({static_cast<int>(b.key.first), b.key.second, b.first, b.last});
+        of.push_back(static_cast<int>(i));
         continue;
       }
       kept = checked_add(kept, b.key.second, where, "the bytes of the buffer pool");
       ++m.pool_census[b.key.second];
     }
     const BufferPlan plan = plan_buffers(lives);
+    if (reporting_)
+      report_plan(plan, of, lives, kept);
     for (std::int64_t bytes : plan.object_size)
       ++m.pool_census[bytes];
     // The recorded run holds the live buffers only; the planned runs the objects and the rest.
@@ -177,6 +250,7 @@ class Replay {
     if (--buf.holders > 0)
       return;
     buf.last = event_ + 1;
+    buf.live = false;
     --by_size_[buf.key].first;
     live_bytes_ -= buf.key.second;
   }
@@ -189,6 +263,9 @@ class Replay {
   std::int64_t live_bytes_ = 0;
   std::int64_t peak_ = 0;
   std::int64_t event_ = 0;  // 0: before the first step; s + 1: step s
+  bool reporting_ = runtime_options().text("MTK_MEMORY_REPORT") == "1";
+  std::vector<int> at_peak_;
+  std::int64_t peak_event_ = 0;
 };
 
 }  // namespace

@@ -47,7 +47,8 @@ struct GatherAttrs {
 
 void gather_grad(GradientContext& c, const GatherAttrs& attrs) {
   const Tensor table = c.input(0), ids = c.input(1);
-  c.add(0, scatter_add(ids, c.dy(), table.shape(), attrs.dim));
+  if (c.needs(0))  // no table-sized op when only the rows' gradient is asked for
+    c.add(0, scatter_add(ids, c.dy(), table.shape(), attrs.dim));
 }
 
 void lower_gather(Lowering& l, const GatherAttrs& attrs) {
