@@ -1,9 +1,11 @@
-// mtk::kernels reductions: reduce, softmax / log-softmax and their gradient, cumsum, top_1.
+// mtk::kernels reductions: reduce, softmax / log-softmax and their gradient (cumsum and top_1:
+// scan.cpp).
 // See reduce.hpp for the contracts.
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/impl/fast_exp.hpp>
 #include <mtk/kernels/impl/index.hpp>
 #include <mtk/kernels/impl/launch.hpp>
+#include <mtk/kernels/impl/shape_checks.hpp>
 #include <mtk/kernels/kernels.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -19,19 +21,9 @@
 namespace mtk::kernels {
 namespace detail::reduce_impl {
 
-template <class T>
-void check_size(const char* where, const Shape& s, const View<T>& v, const char* what) {
-  if (static_cast<std::int64_t>(v.extent(0)) != s.num_elements())
-    fail(where, cat(what, " holds ", v.extent(0), " elements but its shape ", s.to_string(),
-                    " has ", s.num_elements()));
-}
-
-void check_dim(const char* where, const Shape& s, int dim) {
-  if (dim < 0 || dim >= s.rank())
-    fail(where, cat("dim ", dim, " is outside ", s.to_string()));
-}
-
 using impl::alloc;
+using impl::check_dim;
+using impl::check_size;
 using impl::host_exec;
 
 // The reduction as a few collapsed groups of dims: size-1 dims are dropped and neighbours that stay
@@ -182,6 +174,47 @@ View<T> column_sums_by_rows(const ExecSpace& space, const View<T>& x, const View
   return out;
 }
 
+// Every element reduced to one value.
+template <class T, ReduceFn F>
+AccOf<T, F> full_reduction(const ExecSpace& space, const View<T>& x) {
+  using Acc = AccOf<T, F>;
+  using C = Combine<T, Acc, F>;
+  const char* label = "mtk::kernels::reduce";
+  const Acc init = identity<T, F>();
+  Acc result = init;
+  const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
+  auto body = KOKKOS_LAMBDA(std::int64_t i, Acc & a) {
+    C::apply(a, x(i));
+  };
+  if constexpr (host_exec && is_sum<T, F> && std::is_floating_point_v<T>) {
+    // Blocks summed in 8 independent double lanes, which the compiler vectorises: one chain of
+    // dependent double adds runs 4-8x slower (global norms of 16M-element gradients).
+    constexpr std::int64_t block = 4096;
+    const T* p = x.data();
+    Kokkos::parallel_reduce(
+        label, impl::Range(space, 0, (n + block - 1) / block),
+        KOKKOS_LAMBDA(std::int64_t blk, Acc & a) {
+          const std::int64_t lo = blk * block, hi = lo + block < n ? lo + block : n;
+          Acc lane[8] = {};
+          std::int64_t i = lo;
+          for (; i + 8 <= hi; i += 8)
+            for (int l = 0; l < 8; ++l)
+              C::apply(lane[l], p[i + l]);
+          for (; i < hi; ++i)
+            C::apply(lane[0], p[i]);
+          a += ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+               ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+        },
+        result);
+  } else if constexpr (is_sum<T, F>)
+    Kokkos::parallel_reduce(label, impl::Range(space, 0, n), body, result);
+  else if constexpr (F == ReduceFn::max)
+    Kokkos::parallel_reduce(label, impl::Range(space, 0, n), body, Kokkos::Max<Acc>(result));
+  else
+    Kokkos::parallel_reduce(label, impl::Range(space, 0, n), body, Kokkos::Min<Acc>(result));
+  return result;
+}
+
 template <class T, ReduceFn F>
 View<T> run(const ExecSpace& space, const Plan& plan, const View<T>& x, std::int64_t out_n) {
   using Acc = AccOf<T, F>;
@@ -197,58 +230,20 @@ View<T> run(const ExecSpace& space, const Plan& plan, const View<T>& x, std::int
   }
   const IndexMap om = plan.out_map, rm = plan.red_map;
   const std::int64_t nred = plan.red_count;
-  if (plan.n_red == 0 && F == ReduceFn::sum_squares) {  // nothing reduced: the squares
-    Kokkos::parallel_for(
-        label, impl::Range(space, 0, out_n), KOKKOS_LAMBDA(std::int64_t k) {
-          Acc a = init;
-          C::apply(a, x(om.offset(k)));
-          out(k) = static_cast<T>(a);
-        });
-    return out;
-  }
-  if (plan.n_red == 0) {
-    if (plan.n_kept <= 1) {  // nothing reduced and nothing reordered: a copy
+  if (plan.n_red == 0) {  // nothing reduced: a copy (of the squares for sum_squares)
+    if (plan.n_kept <= 1 && F != ReduceFn::sum_squares) {
       Kokkos::deep_copy(space, out, x);
       return out;
     }
     Kokkos::parallel_for(
-        label, impl::Range(space, 0, out_n),
-        KOKKOS_LAMBDA(std::int64_t k) { out(k) = x(om.offset(k)); });
+        label, impl::Range(space, 0, out_n), KOKKOS_LAMBDA(std::int64_t k) {
+          const T v = x(om.offset(k));
+          out(k) = F == ReduceFn::sum_squares ? v * v : v;
+        });
     return out;
   }
   if (plan.n_kept == 0) {  // everything reduced: one parallel reduction
-    Acc result = init;
-    const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
-    auto body = KOKKOS_LAMBDA(std::int64_t i, Acc & a) {
-      C::apply(a, x(i));
-    };
-    if constexpr (host_exec && is_sum<T, F> && std::is_floating_point_v<T>) {
-      // Blocks summed in 8 independent double lanes, which the compiler vectorises: one chain of
-      // dependent double adds runs 4-8x slower (global norms of 16M-element gradients).
-      constexpr std::int64_t block = 4096;
-      const T* p = x.data();
-      Kokkos::parallel_reduce(
-          label, impl::Range(space, 0, (n + block - 1) / block),
-          KOKKOS_LAMBDA(std::int64_t blk, Acc & a) {
-            const std::int64_t lo = blk * block, hi = lo + block < n ? lo + block : n;
-            Acc lane[8] = {};
-            std::int64_t i = lo;
-            for (; i + 8 <= hi; i += 8)
-              for (int l = 0; l < 8; ++l)
-                C::apply(lane[l], p[i + l]);
-            for (; i < hi; ++i)
-              C::apply(lane[0], p[i]);
-            a += ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
-                 ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-          },
-          result);
-    } else if constexpr (is_sum<T, F>)
-      Kokkos::parallel_reduce(label, impl::Range(space, 0, n), body, result);
-    else if constexpr (F == ReduceFn::max)
-      Kokkos::parallel_reduce(label, impl::Range(space, 0, n), body, Kokkos::Max<Acc>(result));
-    else
-      Kokkos::parallel_reduce(label, impl::Range(space, 0, n), body, Kokkos::Min<Acc>(result));
-    Kokkos::deep_copy(space, out, static_cast<T>(result));
+    Kokkos::deep_copy(space, out, static_cast<T>(full_reduction<T, F>(space, x)));
     return out;
   }
   const Group& g0 = plan.groups.front();
@@ -542,69 +537,6 @@ FView softmax_grad(const ExecSpace& space, const Shape& shape, const FView& y, c
     return dx;
   for_each_row(space, where, label, shape, dim, SoftmaxGradBody{y, dy, dx, log}, false);
   return dx;
-}
-
-// ---------------------------------------------------------------- cumsum, top_1
-
-FView cumsum(const ExecSpace& space, const Shape& shape, const FView& x, int dim, bool exclusive) {
-  using namespace detail::reduce_impl;
-  const char* where = "mtk::kernels::cumsum";
-  check_dim(where, shape, dim);
-  check_size(where, shape, x, "input");
-  const Around a(shape, dim);
-  const std::int64_t n = a.n, inner = a.inner, rows = a.outer * a.inner;
-  FView y = alloc<float>(where, shape.num_elements());
-  if (shape.num_elements() == 0)
-    return y;
-  Kokkos::parallel_for(
-      where, impl::Range(space, 0, rows), KOKKOS_LAMBDA(std::int64_t r) {
-        const std::int64_t base = (r / inner) * n * inner + r % inner;
-        double acc = 0.0;
-        for (std::int64_t i = 0; i < n; ++i) {
-          const std::int64_t k = base + i * inner;
-          const float v = x(k);
-          if (exclusive) {
-            y(k) = static_cast<float>(acc);
-            acc += v;
-          } else {
-            acc += v;
-            y(k) = static_cast<float>(acc);
-          }
-        }
-      });
-  return y;
-}
-
-void top_1(const ExecSpace& space, const Shape& shape, const FView& x, int dim, FView& values,
-           IView& indices) {
-  using namespace detail::reduce_impl;
-  const char* where = "mtk::kernels::top_1";
-  check_dim(where, shape, dim);
-  check_size(where, shape, x, "input");
-  const Around a(shape, dim);
-  const std::int64_t n = a.n, inner = a.inner, rows = a.outer * a.inner;
-  if (n > std::numeric_limits<std::int32_t>::max())
-    fail(where, cat("dim ", shape[dim].name, " of ", shape.to_string(), " is too long for int32"));
-  FView v = alloc<float>(where, rows);
-  IView idx = alloc<std::int32_t>(where, rows);
-  const float lowest = -std::numeric_limits<float>::infinity();
-  Kokkos::parallel_for(
-      where, impl::Range(space, 0, rows), KOKKOS_LAMBDA(std::int64_t r) {
-        const std::int64_t base = (r / inner) * n * inner + r % inner;
-        float best = lowest;
-        std::int32_t at = 0;
-        for (std::int64_t i = 0; i < n; ++i) {
-          const float c = x(base + i * inner);
-          if (i == 0 || c > best) {  // the first maximum wins ties
-            best = c;
-            at = static_cast<std::int32_t>(i);
-          }
-        }
-        v(r) = best;
-        idx(r) = at;
-      });
-  values = v;
-  indices = idx;
 }
 
 }  // namespace mtk::kernels
