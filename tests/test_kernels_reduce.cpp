@@ -8,15 +8,23 @@ using namespace mtk::test::contract;
 
 // ---------------------------------------------------------------- reduce
 
-template <class T>
-void check_reduce_all(ReduceFn fn, const Shape& in, const std::vector<double>& x) {
-  // Every subset of dims, in in-order and in reversed order.
+// f(kept dims) for every subset of in's dims, in in's order.
+template <class F>
+void for_each_subset(const Shape& in, F&& f) {
   const int r = in.rank();
   for (int mask = 0; mask < (1 << r); ++mask) {
     std::vector<Dimension> kept;
     for (int i = 0; i < r; ++i)
       if (mask & (1 << i))
         kept.push_back(in[i]);
+    f(kept);
+  }
+}
+
+template <class T>
+void check_reduce_all(ReduceFn fn, const Shape& in, const std::vector<double>& x) {
+  // Every subset of dims, in in-order and in reversed order.
+  for_each_subset(in, [&](std::vector<Dimension> kept) {
     for (int rev = 0; rev < 2; ++rev) {
       if (rev)
         std::reverse(kept.begin(), kept.end());
@@ -39,7 +47,7 @@ void check_reduce_all(ReduceFn fn, const Shape& in, const std::vector<double>& x
         EXPECT_EQ(got, ref);
       }
     }
-  }
+  });
 }
 
 TEST(Reduce, EverySubsetOfDimsEveryFunction) {
@@ -60,18 +68,13 @@ TEST(Reduce, SumOfSquaresIsTheSumOfTheSquaresBitwise) {
        {Shape{{"a", 3}, {"b", 4}, {"c", 5}, {"d", 2}}, Shape{{"a", 1000}, {"b", 301}}}) {
     const auto x = random_values(in.num_elements(), 21);
     const auto sq = k::unary(space, mtk::UnaryFn::square, to_view<float>(x));
-    const int r = in.rank();
-    for (int mask = 0; mask < (1 << r); ++mask) {
-      std::vector<Dimension> kept;
-      for (int i = 0; i < r; ++i)
-        if (mask & (1 << i))
-          kept.push_back(in[i]);
+    for_each_subset(in, [&](const std::vector<Dimension>& kept) {
       const Shape out(kept);
       SCOPED_TRACE(in.to_string() + " -> " + out.to_string());
       EXPECT_EQ(
           to_vector(k::reduce<float>(space, ReduceFn::sum_squares, in, to_view<float>(x), out)),
           to_vector(k::reduce<float>(space, ReduceFn::sum, in, sq, out)));
-    }
+    });
   }
   const Shape small{{"a", 3}};
   EXPECT_THROW(
