@@ -262,6 +262,40 @@ TEST(Softmax, GradientMatchesFiniteDifferences) {
     }
 }
 
+TEST(Softmax, GradientInPlaceAndItsBf16BitsEqualTheOutOfPlaceGradient) {
+  // The lowering writes the gradient over dy when dy dies there, and its bf16 copy beside it.
+  // Rows long enough for the vectorised blocks and a tail (259 = 256 + 3).
+  const Shape s{{"a", 3}, {"b", 259}, {"c", 2}};
+  const auto x = random_values(s.num_elements(), 33, -3, 3);
+  const auto w = random_values(s.num_elements(), 34);
+  for (int dim = 0; dim < 3; ++dim)
+    for (bool log : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "dim " << dim << " log " << log);
+      const auto y = k::softmax(mtk::ExecSpace(), s, to_view<float>(x), dim, log);
+      const auto ref =
+          to_vector(k::softmax_grad(mtk::ExecSpace(), s, y, to_view<float>(w), dim, log));
+      for (bool in_place : {false, true})
+        for (bool bf16 : {false, true}) {
+          const auto dy = to_view<float>(w);
+          Kokkos::View<std::uint16_t*> bits;
+          if (bf16)
+            bits = Kokkos::View<std::uint16_t*>("bits", dy.extent(0));
+          const auto dx = k::softmax_grad(mtk::ExecSpace(), s, y, dy, dim, log,
+                                          in_place ? dy : k::FView(), bits);
+          if (in_place) {
+            ASSERT_EQ(dx.data(), dy.data());
+          }
+          const auto got = to_vector(dx);
+          ASSERT_EQ(got, ref) << "in place " << in_place << " bf16 " << bf16;
+          if (!bf16)
+            continue;
+          auto hb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), bits);
+          for (size_t e = 0; e < got.size(); ++e)
+            ASSERT_EQ(hb(e), k::to_bfloat16_bits(static_cast<float>(got[e]))) << e;
+        }
+    }
+}
+
 TEST(Softmax, LabelsAndErrors) {
   const Shape s{{"a", 2}, {"b", 3}};
   const auto x = to_view<float>(random_values(6, 1));

@@ -2,6 +2,7 @@
 // scan.cpp).
 // See reduce.hpp for the contracts.
 #include <mtk/base/error.hpp>
+#include <mtk/kernels/bfloat16.hpp>
 #include <mtk/kernels/impl/fast_exp.hpp>
 #include <mtk/kernels/impl/index.hpp>
 #include <mtk/kernels/impl/launch.hpp>
@@ -454,15 +455,31 @@ struct SoftmaxBody {
 };
 
 /// The gradient of one row: softmax dx = y * (dy - sum(dy * y)); log-softmax
-/// dx = dy - exp(y) * sum(dy).
+/// dx = dy - exp(y) * sum(dy). dx may be dy (each value read before it is written). Where `bits`
+/// holds storage, dx's bf16 bit patterns are written too, while the row is in cache (the copy its
+/// bf16 contractions read). `Log` and `Bits` as SoftmaxBody's `Log`: compile-time on host rows.
+template <class Log, class Bits>
 struct SoftmaxGradBody {
   FView y, dy, dx;
-  bool log;
+  View<std::uint16_t> bits;
+  Log log;
+  Bits with_bits;
+  template <class F>
+  KOKKOS_INLINE_FUNCTION static constexpr bool flag(const F& f) {
+    if constexpr (std::is_same_v<F, bool>)
+      return f;
+    else
+      return F::value;
+  }
   template <class Row>
   KOKKOS_INLINE_FUNCTION void operator()(const Row& row) const {
-    const float s = row.sum([&](std::int64_t k) { return log ? dy(k) : dy(k) * y(k); });
+    const bool take_log = flag(log), write_bits = flag(with_bits);
+    const float s = row.sum([&](std::int64_t k) { return take_log ? dy(k) : dy(k) * y(k); });
     row.for_each([&](std::int64_t k) {
-      dx(k) = log ? dy(k) - impl::fast_exp(y(k)) * s : y(k) * (dy(k) - s);
+      const float g = take_log ? dy(k) - impl::fast_exp(y(k)) * s : y(k) * (dy(k) - s);
+      dx(k) = g;
+      if (write_bits)
+        bits(k) = to_bfloat16_bits(g);
     });
   }
 };
@@ -525,17 +542,34 @@ FView softmax(const ExecSpace& space, const Shape& shape, const FView& x, int di
 }
 
 FView softmax_grad(const ExecSpace& space, const Shape& shape, const FView& y, const FView& dy,
-                   int dim, bool log) {
+                   int dim, bool log, const FView& into, const View<std::uint16_t>& bf16_into) {
   using namespace detail::reduce_impl;
+  using std::false_type, std::true_type;
   const char* where = "mtk::kernels::softmax_grad";
   const char* label = log ? "mtk::kernels::log_softmax_grad" : where;
   check_dim(where, shape, dim);
   check_size(where, shape, y, "output y");
   check_size(where, shape, dy, "gradient dy");
-  FView dx = alloc<float>(label, shape.num_elements());
+  if (into.data())
+    check_size(where, shape, into, "given output dx");
+  if (bf16_into.data() && static_cast<std::int64_t>(bf16_into.extent(0)) != shape.num_elements())
+    fail(where, cat("the given bf16 copy holds ", bf16_into.extent(0), " values, the shape ",
+                    shape.to_string(), " ", shape.num_elements()));
+  FView dx = into.data() ? into : alloc<float>(label, shape.num_elements());
   if (shape.num_elements() == 0)
     return dx;
-  for_each_row(space, where, label, shape, dim, SoftmaxGradBody{y, dy, dx, log}, false);
+  const bool bits = bf16_into.data() != nullptr;
+  const auto run = [&](auto body) { for_each_row(space, where, label, shape, dim, body, true); };
+  if (!contiguous_host_rows(shape, dim))
+    run(SoftmaxGradBody<bool, bool>{y, dy, dx, bf16_into, log, bits});
+  else if (log && bits)
+    run(SoftmaxGradBody<true_type, true_type>{y, dy, dx, bf16_into, {}, {}});
+  else if (log)
+    run(SoftmaxGradBody<true_type, false_type>{y, dy, dx, bf16_into, {}, {}});
+  else if (bits)
+    run(SoftmaxGradBody<false_type, true_type>{y, dy, dx, bf16_into, {}, {}});
+  else
+    run(SoftmaxGradBody<false_type, false_type>{y, dy, dx, bf16_into, {}, {}});
   return dx;
 }
 

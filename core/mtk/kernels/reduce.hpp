@@ -18,9 +18,12 @@ View<T> reduce(const ExecSpace& space, ReduceFn fn, const Shape& in_shape, const
                const Shape& out_shape);
 /// Softmax (or log-softmax) along `dim`, which is whole locally.
 FView softmax(const ExecSpace& space, const Shape& shape, const FView& x, int dim, bool log);
-/// Gradient of softmax / log-softmax along `dim` given its output y and dy.
+/// Gradient of softmax / log-softmax along `dim` (whole locally) given its output y and dy, in one
+/// pass per row. `into`: where to write it (may be dy), else allocated; `bf16_into` (as many
+/// values): where to write its bf16 bit patterns too (the copy bf16 contractions read).
 FView softmax_grad(const ExecSpace& space, const Shape& shape, const FView& y, const FView& dy,
-                   int dim, bool log);
+                   int dim, bool log, const FView& into = {},
+                   const View<std::uint16_t>& bf16_into = {});
 /// Inclusive (or exclusive) cumulative sum along `dim`.
 FView cumsum(const ExecSpace& space, const Shape& shape, const FView& x, int dim, bool exclusive);
 /// Max along `dim` (whole locally) and its position; out_shape = shape without `dim`.
