@@ -3,9 +3,10 @@
 // BLAS in place, the packed KokkosBlas gemm, oneDNN f32; bf16 emulated and through oneDNN), with
 // operands read in place through strides (attention's per-head matrices), results written in
 // out's order, as its transpose, or in neither (added apart), and the elementwise special cases.
-// Bitwise where the gemm sums K in one block (every path up to K = 64; oneDNN's brgemm kernels at
-// any K); beyond that within float32 reassociation (a BLAS that splits K adds each block's part
-// into the sum in turn).
+// Bitwise where the gemm adds the sum after the whole dot product (the BLAS up to K = 64 here and
+// 256 measured, oneDNN's brgemm kernels at any K); otherwise within float32 reassociation (a BLAS
+// that splits K adds each block's part into the sum in turn; oneDNN's jit gemm, held to AVX2 in
+// test_kernels_accumulate_avx2, starts the dot product from the sum).
 
 #include <mtk/kernels/einsum_accumulate.hpp>
 #include <mtk/kernels/impl/onednn_matmul.hpp>
@@ -25,8 +26,10 @@ struct Path {
   std::string name;
   mtk::Precision precision;
   std::function<void()> set;
-  /// Sums each element's K in one pass whatever K is (oneDNN's brgemm kernels), so that the sum
-  /// is added once, after the dot product: bitwise einsum then add.
+  /// Adds the sum after a short dot product (K <= 64): the BLAS, oneDNN's brgemm kernels; not
+  /// oneDNN's jit gemm (AVX2), which starts the dot product from the sum.
+  bool short_k_bitwise = true;
+  /// Also for any K (oneDNN's brgemm kernels sum each element's K before adding the sum).
   bool one_pass = false;
 };
 
@@ -58,10 +61,12 @@ std::vector<Path> paths() {
                }});
   if (mtk::kernels::impl::onednn_available()) {
     namespace impl = mtk::kernels::impl;
-    v.push_back({"fp32 oneDNN", P::float32, [] { k::set_fp32_gemm(k::Fp32Gemm::onednn); },
-                 onednn_brgemm(impl::onednn_f32_impl())});
-    v.push_back({"bf16 oneDNN", P::bfloat16, [] { k::set_bf16_gemm(k::Bf16Gemm::onednn); },
-                 onednn_brgemm(impl::onednn_bf16_impl())});
+    const bool f32 = onednn_brgemm(impl::onednn_f32_impl());
+    const bool bf16 = onednn_brgemm(impl::onednn_bf16_impl());
+    v.push_back(
+        {"fp32 oneDNN", P::float32, [] { k::set_fp32_gemm(k::Fp32Gemm::onednn); }, f32, f32});
+    v.push_back(
+        {"bf16 oneDNN", P::bfloat16, [] { k::set_bf16_gemm(k::Bf16Gemm::onednn); }, bf16, bf16});
   }
   return v;
 }
@@ -118,26 +123,27 @@ int check(const Path& path, const Shape& as, const Shape& bs, const Shape& os, b
 }
 
 void cases(const Path& p) {
+  const bool bw = p.short_k_bitwise;
   // Result in out's order, as its transpose (swapped), and in neither (added apart).
-  check(p, {{"i", 5}, {"j", 7}}, {{"j", 7}, {"k", 3}}, {{"i", 5}, {"k", 3}}, true);
-  check(p, {{"j", 7}, {"i", 5}}, {{"k", 3}, {"j", 7}}, {{"i", 5}, {"k", 3}}, true);
-  check(p, {{"i", 5}, {"j", 7}}, {{"j", 7}, {"k", 3}}, {{"k", 3}, {"i", 5}}, true);
+  check(p, {{"i", 5}, {"j", 7}}, {{"j", 7}, {"k", 3}}, {{"i", 5}, {"k", 3}}, bw);
+  check(p, {{"j", 7}, {"i", 5}}, {{"k", 3}, {"j", 7}}, {{"i", 5}, {"k", 3}}, bw);
+  check(p, {{"i", 5}, {"j", 7}}, {{"j", 7}, {"k", 3}}, {{"k", 3}, {"i", 5}}, bw);
   check(p, {{"b", 2}, {"i", 4}, {"j", 5}}, {{"b", 2}, {"j", 5}, {"k", 3}},
-        {{"k", 3}, {"b", 2}, {"i", 4}}, true);
+        {{"k", 3}, {"b", 2}, {"i", 4}}, bw);
   // Attention: operands and result read and written in place with leading dims per (b, h).
   const Shape q{{"b", 2}, {"q", 5}, {"h", 3}, {"d", 6}}, kk{{"b", 2}, {"k", 4}, {"h", 3}, {"d", 6}};
-  check(p, q, kk, {{"b", 2}, {"h", 3}, {"q", 5}, {"k", 4}}, true);
-  check(p, {{"b", 2}, {"h", 3}, {"q", 5}, {"k", 4}}, kk, q, true);
+  check(p, q, kk, {{"b", 2}, {"h", 3}, {"q", 5}, {"k", 4}}, bw);
+  check(p, {{"b", 2}, {"h", 3}, {"q", 5}, {"k", 4}}, kk, q, bw);
   // A weight's gradient over a slice's tokens: [d_model, vocab] += x^T dlogits.
   const Shape x{{"batch", 2}, {"length", 16}, {"d_model", 32}};
   const Shape dl{{"batch", 2}, {"length", 16}, {"vocab", 48}};
-  check(p, dl, x, {{"d_model", 32}, {"vocab", 48}}, true);
-  check(p, x, dl, {{"vocab", 48}, {"d_model", 32}}, true);
+  check(p, dl, x, {{"d_model", 32}, {"vocab", 48}}, bw);
+  check(p, x, dl, {{"vocab", 48}, {"d_model", 32}}, bw);
   // Elementwise special cases and a presummed dim.
-  check(p, {{"i", 4}, {"j", 3}}, {{"i", 4}, {"j", 3}}, {{"i", 4}, {"j", 3}}, true);
-  check(p, {{"i", 9}}, {{"i", 9}}, Shape{}, true);
-  check(p, {{"i", 4}, {"x", 3}, {"j", 5}}, {{"j", 5}, {"k", 2}}, {{"i", 4}, {"k", 2}}, true);
-  check(p, {{"i", 3}, {"j", 0}}, {{"j", 0}, {"k", 2}}, {{"i", 3}, {"k", 2}}, true);
+  check(p, {{"i", 4}, {"j", 3}}, {{"i", 4}, {"j", 3}}, {{"i", 4}, {"j", 3}}, bw);
+  check(p, {{"i", 9}}, {{"i", 9}}, Shape{}, bw);
+  check(p, {{"i", 4}, {"x", 3}, {"j", 5}}, {{"j", 5}, {"k", 2}}, {{"i", 4}, {"k", 2}}, bw);
+  check(p, {{"i", 3}, {"j", 0}}, {{"j", 0}, {"k", 2}}, {{"i", 3}, {"k", 2}}, bw);
   // Long K (a slice's tokens): BLAS kernels sum K in blocks (OpenBLAS's Haswell/SkylakeX sgemm:
   // bitwise up to K = 256 here, not at 512), each added into the sum in turn; oneDNN's brgemm
   // adds the sum after the whole dot product.
