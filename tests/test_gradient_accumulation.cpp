@@ -38,14 +38,30 @@ int count_ops(const Graph& g, const std::string& kind) {
   return n;
 }
 
-std::vector<float> values_of(Graph& g, const Tensor& t, const std::vector<Tensor>& feeds_of,
-                             Program& p) {
+// Feeds every placeholder in `feeds_of` (floats; int32 ids in [0, 8)) and fetches t.
+std::vector<float> values_of(const Tensor& t, const std::vector<Tensor>& feeds_of, Program& p) {
   std::map<int, HostTensor> feeds;
   unsigned seed = 1;
-  for (const auto& f : feeds_of)
-    feeds[f.id()] = HostTensor::floats(f.shape(), normal_values(f.shape().num_elements(), seed++));
-  (void)g;
+  for (const auto& f : feeds_of) {
+    const std::int64_t n = f.shape().num_elements();
+    if (f.dtype() == DType::int32) {
+      std::vector<std::int32_t> ids(static_cast<size_t>(n));
+      for (std::int64_t i = 0; i < n; ++i)
+        ids[static_cast<size_t>(i)] = static_cast<std::int32_t>((i * 7 + seed) % 8);
+      feeds[f.id()] = HostTensor::ints(f.shape(), ids);
+    } else {
+      feeds[f.id()] = HostTensor::floats(f.shape(), normal_values(n, seed));
+    }
+    ++seed;
+  }
   return p.run(feeds, {t})[0].values<float>();
+}
+
+void expect_near_all(const std::vector<float>& got, const std::vector<float>& want,
+                     const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::fabs(want[i]))) << what << " " << i;
 }
 
 // out1 = (x1 . y1) + x2 . y2 (the first sum pending where batch is split: fused) and
@@ -86,8 +102,8 @@ TEST(EinsumAccumulate, SumPlusProductOnEveryLayout) {
   for (const Precision p : {Precision::float32, Precision::bfloat16}) {
     auto one = build_case(p, /*reference=*/true);
     auto single = lower(one->g, single_processor_mesh(), LayoutRules());
-    const auto want1 = values_of(one->g, one->out1, one->feeds, *single);
-    const auto want2 = values_of(one->g, one->out2, one->feeds, *single);
+    const auto want1 = values_of(one->out1, one->feeds, *single);
+    const auto want2 = values_of(one->out2, one->feeds, *single);
     for (const auto& mshape : meshes_of_size(world_size())) {
       Mesh mesh(mshape, MPI_COMM_WORLD);
       for (const std::string layout : {"batch:@0", "d:@0", "batch:@0;e:@1", "e:@0;d:@1"}) {
@@ -96,14 +112,64 @@ TEST(EinsumAccumulate, SumPlusProductOnEveryLayout) {
         auto c = build_case(p, /*reference=*/false);
         auto program = lower(c->g, mesh, instantiate(layout, mshape));
         EXPECT_GE(program->in_place_activations(), 2) << what;
-        const auto got1 = values_of(c->g, c->out1, c->feeds, *program);
-        const auto got2 = values_of(c->g, c->out2, c->feeds, *program);
-        ASSERT_EQ(got1.size(), want1.size()) << what;
-        for (size_t i = 0; i < got1.size(); ++i) {
-          EXPECT_NEAR(got1[i], want1[i], 1e-5 * (1 + std::fabs(want1[i]))) << what << " " << i;
-          EXPECT_NEAR(got2[i], want2[i], 1e-5 * (1 + std::fabs(want2[i]))) << what << " " << i;
-        }
+        expect_near_all(values_of(c->out1, c->feeds, *program), want1, what + " fused");
+        expect_near_all(values_of(c->out2, c->feeds, *program), want2, what + " unfused");
       }
+    }
+  }
+}
+
+namespace {
+
+// The same with scatters: out1 = scatter(ids1, u1) + scatter(ids2, u2) (the table small against
+// the rows, so a split batch leaves the scatters pending: fused) and out2 = 2 w + scatter(ids2,
+// u2) (the unfused path there).
+std::unique_ptr<Case> build_scatter_case(bool reference) {
+  auto c = std::make_unique<Case>();
+  Graph& g = c->g;
+  const Dimension batch{"batch", 8}, length{"length", 4}, vocab{"vocab", 8}, d{"d", 8};
+  const Shape table{vocab, d}, ids_shape{batch, length}, rows{batch, length, d};
+  const Tensor ids1 = placeholder(g, "ids1", ids_shape, DType::int32);
+  const Tensor ids2 = placeholder(g, "ids2", ids_shape, DType::int32);
+  const Tensor u1 = placeholder(g, "u1", rows), u2 = placeholder(g, "u2", rows);
+  const Tensor w = placeholder(g, "w", table);
+  c->feeds = {ids1, ids2, u1, u2, w};
+  const Tensor s1 = scatter_add(ids1, u1, table, "vocab"), w2 = w + w;
+  const Shape back{d, vocab};
+  if (reference) {
+    c->out1 = einsum({s1 + scatter_add(ids2, u2, table, "vocab")}, back);
+    c->out2 = einsum({w2 + scatter_add(ids2, u2, table, "vocab")}, back);
+  } else {
+    c->out1 = einsum({scatter_add_into(s1, ids2, u2, "vocab")}, back);
+    c->out2 = einsum({scatter_add_into(w2, ids2, u2, "vocab")}, back);
+  }
+  return c;
+}
+
+}  // namespace
+
+// Bitwise the scatter then the add on the same mesh; within reassociation of one processor.
+TEST(ScatterAddInto, SumPlusScatterOnEveryLayout) {
+  auto one = build_scatter_case(/*reference=*/true);
+  auto single = lower(one->g, single_processor_mesh(), LayoutRules());
+  const auto want1 = values_of(one->out1, one->feeds, *single);
+  const auto want2 = values_of(one->out2, one->feeds, *single);
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    Mesh mesh(mshape, MPI_COMM_WORLD);
+    for (const std::string layout : {"batch:@0", "vocab:@0", "batch:@0;vocab:@1", "d:@0"}) {
+      const std::string what = mshape.to_string() + " layout " + layout;
+      const auto rules = instantiate(layout, mshape);
+      auto c = build_scatter_case(/*reference=*/false);
+      auto ref = build_scatter_case(/*reference=*/true);
+      auto program = lower(c->g, mesh, rules);
+      auto ref_program = lower(ref->g, mesh, rules);
+      EXPECT_GE(program->in_place_activations(), 2) << what;
+      const auto got1 = values_of(c->out1, c->feeds, *program);
+      const auto got2 = values_of(c->out2, c->feeds, *program);
+      expect_near_all(got1, want1, what + " fused");
+      expect_near_all(got2, want2, what + " unfused");
+      EXPECT_EQ(got1, values_of(ref->out1, ref->feeds, *ref_program)) << what;
+      EXPECT_EQ(got2, values_of(ref->out2, ref->feeds, *ref_program)) << what;
     }
   }
 }

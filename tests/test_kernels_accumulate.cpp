@@ -172,3 +172,29 @@ TEST(EinsumAccumulate, ChecksTheSum) {
       [&] { k::einsum_accumulate(mtk::ExecSpace(), as, a, bs, b, os, wrong); },
       {"mtk::kernels::einsum_accumulate", "'into' holds 7 elements", "[i=2, k=4]", "has 8"});
 }
+
+// scatter_add_into: bitwise the scatter then the add, rows no id hits left alone, on the host's
+// contiguous-row layout (an embedding's [vocab, d_model]) and a strided one.
+TEST(ScatterAddInto, AddsIntoTheSum) {
+  const Shape ids_s{{"batch", 4}, {"length", 8}};
+  for (const bool d_last : {true, false}) {
+    const Shape upd_s = d_last ? Shape{{"batch", 4}, {"length", 8}, {"d", 16}}
+                               : Shape{{"d", 16}, {"batch", 4}, {"length", 8}};
+    const Shape tab{{"vocab", 32}, {"d", 16}};
+    std::vector<double> ids(32);
+    for (size_t i = 0; i < ids.size(); ++i)
+      ids[i] = static_cast<double>((i * 5) % 32 / 2);  // ids 0..15 hit, 16..31 not
+    const auto u = to_view<float>(random_values(upd_s.num_elements(), 3));
+    const auto sum = random_values(tab.num_elements(), 4);
+    const auto idv = to_view<std::int32_t>(ids);
+    const mtk::ExecSpace space;
+    const auto scattered = floats(k::scatter_add(space, ids_s, idv, upd_s, u, tab, 0, 0));
+    const auto into = to_view<float>(sum);
+    k::scatter_add_into(space, ids_s, idv, upd_s, u, tab, 0, 0, into);
+    const auto got = floats(into);
+    int differ = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      differ += got[i] != static_cast<float>(sum[i]) + scattered[i];
+    EXPECT_EQ(differ, 0) << (d_last ? "d last" : "d first");
+  }
+}
