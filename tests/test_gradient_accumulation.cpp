@@ -196,10 +196,13 @@ struct Trained {
   std::vector<float> losses, weights;
 };
 
-Trained train(int k, bool fused, const Mesh& mesh, const LayoutRules& rules, int* fused_ops) {
+Trained train(int k, bool fused, const Mesh& mesh, const LayoutRules& rules, int* fused_ops,
+              bool bf16 = false) {
   const FusedScope scope(fused);
   nn::TransformerConfig c = tiny_transformer();
   c.batch = 32;
+  if (bf16)
+    c.activation_dtype = "bfloat16";
   Graph g;
   optim::Adafactor opt;
   const auto t = nn::build_training(g, c, k, opt, test_learning_rate(), /*seed=*/5);
@@ -244,6 +247,18 @@ TEST(Microbatches, FusedGradientSumsTrainAsTheUnfused) {
       expect_close(fused, one, what + ": against one processor", 1e-5);
     }
   }
+}
+
+// bfloat16 contractions: the fused sums contract the same bf16 operands (on whichever bf16 path
+// this CPU takes), data parallel on every rank count.
+TEST(Microbatches, FusedGradientSumsInBf16) {
+  const Mesh mesh(MeshShape::parse("b:" + std::to_string(world_size())), MPI_COMM_WORLD);
+  const auto rules = LayoutRules::parse("batch:b");
+  int fused_ops = 0;
+  const Trained fused = train(2, true, mesh, rules, &fused_ops, /*bf16=*/true);
+  const Trained unfused = train(2, false, mesh, rules, nullptr, /*bf16=*/true);
+  EXPECT_GT(fused_ops, 0);
+  expect_close(fused, unfused, "bf16, k = 2: fused against unfused", 1e-5);
 }
 
 TEST(Microbatches, FusedGradientSumsLowerThePeak) {
