@@ -5,9 +5,44 @@
 #include <mtk/ops/elementwise.hpp>
 #include <mtk/ops/sources.hpp>
 
+#include <atomic>
 #include <map>
+#include <set>
 
 namespace mtk {
+namespace {
+
+std::atomic<bool> g_fused_sums{true};
+
+// By tensor: whether it depends on some x. Only those need a gradient: an attention bias built
+// from the inputs gets none, so no op is added (and none runs) to sum the logits' gradient to its
+// shape.
+std::vector<bool> dependents(const Graph& g, const std::vector<Tensor>& xs, int last_op) {
+  std::vector<bool> depends(static_cast<size_t>(g.num_tensors()), false);
+  for (const auto& x : xs)
+    if (x.valid() && &x.graph() == &g)
+      depends.at(static_cast<size_t>(x.id())) = true;
+  for (int oi = 0; oi <= last_op; ++oi) {
+    const Operation& op = g.op(oi);
+    bool any = false;
+    for (int t : op.inputs)
+      any = any || depends.at(static_cast<size_t>(t));
+    if (any)
+      for (int t : op.outputs)
+        depends.at(static_cast<size_t>(t)) = true;
+  }
+  return depends;
+}
+
+}  // namespace
+
+void set_fused_gradient_sums(bool on) {
+  g_fused_sums.store(on, std::memory_order_relaxed);
+}
+
+bool fused_gradient_sums() {
+  return g_fused_sums.load(std::memory_order_relaxed);
+}
 
 // The generic reverse sweep; each op's own gradient lives with the op (OpDef::gradient).
 std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs) {
@@ -25,25 +60,16 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs,
     fail("mtk::gradients", cat("loss '", loss.name(), "' must be float32"));
   Graph& g = loss.graph();
   const int last_op = loss.producer();
-  // Only tensors that depend on some x need a gradient: an attention bias built from the inputs
-  // gets none, so no op is added (and none runs) to sum the logits' gradient to its shape.
-  std::vector<bool> depends(static_cast<size_t>(g.num_tensors()), false);
-  for (const auto& x : xs)
-    if (x.valid() && &x.graph() == &g)
-      depends.at(static_cast<size_t>(x.id())) = true;
-  for (int oi = 0; oi <= last_op; ++oi) {
-    const Operation& op = g.op(oi);
-    bool any = false;
-    for (int t : op.inputs)
-      any = any || depends.at(static_cast<size_t>(t));
-    if (any)
-      for (int t : op.outputs)
-        depends.at(static_cast<size_t>(t)) = true;
-  }
+  const std::vector<bool> depends = dependents(g, xs, last_op);
   auto needs = [&](int id) {
     return static_cast<size_t>(id) < depends.size() && depends[static_cast<size_t>(id)];
   };
   std::map<int, Tensor> grad;  // tensor id -> accumulated gradient
+  std::set<int> summed;        // the xs given an initial sum (microbatches)
+  auto running_sum = [&](int id) {
+    auto it = grad.find(id);
+    return summed.count(id) && it != grad.end() ? it->second : Tensor();
+  };
   auto accumulate = [&](int id, const Tensor& d) {
     if (!d.valid() || !needs(id))
       return;
@@ -54,6 +80,8 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs,
     auto it = grad.find(id);
     if (it == grad.end())
       grad.emplace(id, shaped);
+    else if (accumulates_into(shaped, it->second))
+      it->second = shaped;  // the part was contracted into the sum (GradientContext::running_sum)
     else
       it->second = it->second + shaped;
   };
@@ -65,6 +93,8 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs,
                " for '", xs[i].name(), "' ", xs[i].shape().to_string()));
     if (needs(xs[i].id()))
       grad.emplace(xs[i].id(), initial[i]);
+    if (fused_gradient_sums())
+      summed.insert(xs[i].id());
   }
 
   for (int oi = last_op; oi >= 0; --oi) {
@@ -82,7 +112,7 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs,
     g.set_contraction_precision(op.precision);
     g.set_recompute_tag(op.recompute.segment >= 0 ? RecomputeTag{op.recompute.segment, true}
                                                   : RecomputeTag{});
-    GradientContext ctx(g, op, it->second, accumulate, needs);
+    GradientContext ctx(g, op, it->second, accumulate, needs, running_sum);
     try {
       op.def->gradient(*op.def, ctx);
     } catch (...) {

@@ -12,13 +12,15 @@ class GradientContext {
  public:
   using Accumulate = std::function<void(int tensor, const Tensor& gradient)>;
   using Needs = std::function<bool(int tensor)>;
+  using RunningSum = std::function<Tensor(int tensor)>;
   GradientContext(Graph& graph, const Operation& op, Tensor dy, Accumulate accumulate,
-                  Needs needs = nullptr)
+                  Needs needs = nullptr, RunningSum running_sum = nullptr)
       : graph_(graph),
         op_(op),
         dy_(dy),
         accumulate_(std::move(accumulate)),
-        needs_(std::move(needs)) {}
+        needs_(std::move(needs)),
+        running_sum_(std::move(running_sum)) {}
 
   Graph& graph() const { return graph_; }
   const Operation& op() const { return op_; }
@@ -32,6 +34,12 @@ class GradientContext {
   /// Whether input i needs a gradient (it depends on a tensor gradients() was asked about): a
   /// gradient function skips building the ops of an input that does not.
   bool needs(size_t i) const { return !needs_ || needs_(op_.inputs.at(i)); }
+  /// The running sum input i's gradient is being added to, where gradients() was given one
+  /// (microbatches), else an invalid tensor: a gradient may add its part into it itself
+  /// (einsum_accumulate) and pass the new sum to add().
+  Tensor running_sum(size_t i) const {
+    return running_sum_ ? running_sum_(op_.inputs.at(i)) : Tensor();
+  }
 
  private:
   Graph& graph_;
@@ -39,6 +47,7 @@ class GradientContext {
   Tensor dy_;
   Accumulate accumulate_;
   Needs needs_;
+  RunningSum running_sum_;
 };
 
 namespace op_kind_impl {

@@ -13,7 +13,9 @@
 // up to the order of the float32 sums.
 #include <mtk/base/checked.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/kernels/einsum_accumulate.hpp>
 #include <mtk/kernels/impl/einsum_spec.hpp>
+#include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/kernels.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -62,10 +64,14 @@ bool special_case(const ExecSpace& space, const Operand& a, const Operand& b,
 }  // namespace
 }  // namespace einsum_impl
 
-FView einsum(const ExecSpace& space, const Shape& a_shape, const FView& a_in, const Shape& b_shape,
-             const FView& b_in, const Shape& out_shape, Precision precision,
-             const Bf16Reuse* reuse) {
-  using namespace einsum_impl;
+namespace einsum_impl {
+namespace {
+
+// The two-operand contraction behind einsum and einsum_accumulate: the result, which is `into`
+// itself when a body accumulated into it.
+FView two_operands(const ExecSpace& space, const Shape& a_shape, const FView& a_in,
+                   const Shape& b_shape, const FView& b_in, const Shape& out_shape,
+                   Precision precision, const Bf16Reuse* reuse, const FView& into) {
   const char* where = "mtk::kernels::einsum";
   check_size(where, a_shape, a_in, "operand a");
   check_size(where, b_shape, b_in, "operand b");
@@ -90,9 +96,32 @@ FView einsum(const ExecSpace& space, const Shape& a_shape, const FView& a_in, co
   FView out;
   if (!special_case(space, a, b, out_shape, plan, out))
     out = contract(space, backend, a, b, out_shape, plan, sizes, precision,
-                   reuse ? Sources{reuse, a_in.data(), b_in.data()} : Sources{});
+                   reuse ? Sources{reuse, a_in.data(), b_in.data()} : Sources{}, into);
   Kokkos::Profiling::popRegion();
   return out;
+}
+
+}  // namespace
+}  // namespace einsum_impl
+
+FView einsum(const ExecSpace& space, const Shape& a_shape, const FView& a, const Shape& b_shape,
+             const FView& b, const Shape& out_shape, Precision precision, const Bf16Reuse* reuse) {
+  return einsum_impl::two_operands(space, a_shape, a, b_shape, b, out_shape, precision, reuse,
+                                   FView());
+}
+
+void einsum_accumulate(const ExecSpace& space, const Shape& a_shape, const FView& a,
+                       const Shape& b_shape, const FView& b, const Shape& out_shape,
+                       const FView& into, Precision precision, const Bf16Reuse* reuse) {
+  einsum_impl::check_size("mtk::kernels::einsum_accumulate", out_shape, into, "the sum 'into'");
+  const FView r =
+      einsum_impl::two_operands(space, a_shape, a, b_shape, b, out_shape, precision, reuse, into);
+  if (r.data() == into.data())
+    return;
+  // No body could write into `into` (out's order, an elementwise case): add the result.
+  Kokkos::parallel_for(
+      "mtk::kernels::einsum_accumulate add", impl::Range(space, 0, out_shape.num_elements()),
+      KOKKOS_LAMBDA(std::int64_t i) { into(i) += r(i); });
 }
 
 FView einsum(const ExecSpace& space, const Shape& a_shape, const FView& a, const Shape& out_shape) {

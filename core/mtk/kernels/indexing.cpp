@@ -244,15 +244,16 @@ Buckets bucket_positions(const ExecSpace& space, const IView& ids, const IndexMa
 
 }  // namespace detail::indexing_impl
 
-// Deterministic: each table element sums its contributions sequentially from 0, in increasing
-// order of the updates' element index (what a serial loop over the updates gives), whatever the
-// backend and thread count. No float atomics: a counting sort groups the ids positions by id
-// (bucket_positions), and each table element then reads its bucket in order.
-FView scatter_add(const ExecSpace& space, const Shape& ids_shape, const IView& ids,
-                  const Shape& updates_shape, const FView& updates, const Shape& table_shape,
-                  int table_dim, std::int64_t origin) {
-  using namespace detail::indexing_impl;
-  const char* where = "mtk::kernels::scatter_add";
+namespace detail::indexing_impl {
+namespace {
+
+// The scatter into `table`: written whole (zeros plus the rows' sums), or with `add` each hit
+// element's sum of its rows (from 0, in the same order) added to what `table` holds, the others
+// left alone: bitwise table + scatter_add(...).
+void scatter_into(const char* where, const ExecSpace& space, const Shape& ids_shape,
+                  const IView& ids, const Shape& updates_shape, const FView& updates,
+                  const Shape& table_shape, int table_dim, std::int64_t origin, const FView& table,
+                  bool add) {
   check_size(where, ids_shape, ids, "ids");
   check_size(where, updates_shape, updates, "updates");
   const TableMaps m =
@@ -262,13 +263,11 @@ FView scatter_add(const ExecSpace& space, const Shape& ids_shape, const IView& i
   const ScatterMaps maps = scatter_maps(m, ids_shape, updates_shape, table_shape, table_dim);
   const IndexMap pos_upd = maps.pos_upd, table_upd = maps.table_upd;
   const std::int64_t n_pos = ids_shape.num_elements();
-
-  FView table = impl::alloc<float>(where, n_table);  // every element written below
-  if (n_table == 0)
-    return table;
+  if (n_table == 0 || (add && n_pos == 0))
+    return;
   if (n_pos == 0) {
     Kokkos::deep_copy(space, table, 0.f);
-    return table;
+    return;
   }
   const Buckets buckets = bucket_positions(space, ids, maps.pos_ids, n_pos, id_size, origin);
   const I64View start = buckets.start, order = buckets.order;
@@ -278,7 +277,7 @@ FView scatter_add(const ExecSpace& space, const Shape& ids_shape, const IView& i
   std::int64_t run = 1;
   for (int i = table_upd.rank - 1; i > table_dim && table_upd.stride[i] == run; --i)
     run *= table_upd.extent[i];
-  if (impl::host_exec && run == id_stride && id_stride > 1) {
+  if (impl::host_exec && run == id_stride && id_stride > 1 && !add) {
     Kokkos::parallel_for(
         where, impl::Range(space, 0, n_table / id_stride), KOKKOS_LAMBDA(std::int64_t r) {
           const std::int64_t id = r % id_size, t0 = r * id_stride;
@@ -292,18 +291,19 @@ FView scatter_add(const ExecSpace& space, const Shape& ids_shape, const IView& i
               row[j] += u[j];
           }
         });
-    return table;
+    return;
   }
   // One table row (id_stride contiguous elements of one id) per iteration: rows of ids that no
-  // position hit (most of a vocabulary) are zero-filled without index arithmetic; the others sum
-  // their bucket in position order, so the result does not depend on the thread count.
+  // position hit (most of a vocabulary) are zero-filled (or left) without index arithmetic; the
+  // others sum their bucket in position order, so the result does not depend on the thread count.
   Kokkos::parallel_for(
       where, impl::Range(space, 0, n_table / id_stride), KOKKOS_LAMBDA(std::int64_t r) {
         const std::int64_t id = r % id_size, t0 = r * id_stride;
         const std::int64_t first = start(id), last = start(id + 1);
         if (first == last) {
-          for (std::int64_t j = 0; j < id_stride; ++j)
-            table(t0 + j) = 0.f;
+          if (!add)
+            for (std::int64_t j = 0; j < id_stride; ++j)
+              table(t0 + j) = 0.f;
           return;
         }
         for (std::int64_t j = 0; j < id_stride; ++j) {
@@ -311,10 +311,35 @@ FView scatter_add(const ExecSpace& space, const Shape& ids_shape, const IView& i
           float sum = 0.f;
           for (std::int64_t s = first; s < last; ++s)
             sum += updates(base + pos_upd.offset(order(s)));
-          table(t0 + j) = sum;
+          table(t0 + j) = add ? table(t0 + j) + sum : sum;
         }
       });
+}
+
+}  // namespace
+}  // namespace detail::indexing_impl
+
+// Deterministic: each table element sums its contributions sequentially from 0, in increasing
+// order of the updates' element index (what a serial loop over the updates gives), whatever the
+// backend and thread count. No float atomics: a counting sort groups the ids positions by id
+// (bucket_positions), and each table element then reads its bucket in order.
+FView scatter_add(const ExecSpace& space, const Shape& ids_shape, const IView& ids,
+                  const Shape& updates_shape, const FView& updates, const Shape& table_shape,
+                  int table_dim, std::int64_t origin) {
+  const char* where = "mtk::kernels::scatter_add";
+  FView table = impl::alloc<float>(where, table_shape.num_elements());  // every element written
+  detail::indexing_impl::scatter_into(where, space, ids_shape, ids, updates_shape, updates,
+                                      table_shape, table_dim, origin, table, false);
   return table;
+}
+
+void scatter_add_into(const ExecSpace& space, const Shape& ids_shape, const IView& ids,
+                      const Shape& updates_shape, const FView& updates, const Shape& table_shape,
+                      int table_dim, std::int64_t origin, const FView& into) {
+  const char* where = "mtk::kernels::scatter_add_into";
+  detail::indexing_impl::check_size(where, table_shape, into, "the sum 'into'");
+  detail::indexing_impl::scatter_into(where, space, ids_shape, ids, updates_shape, updates,
+                                      table_shape, table_dim, origin, into, true);
 }
 
 }  // namespace mtk::kernels

@@ -25,5 +25,10 @@ FView gather(const ExecSpace& space, const Shape& table_shape, const FView& tabl
 FView scatter_add(const ExecSpace& space, const Shape& ids_shape, const IView& ids,
                   const Shape& updates_shape, const FView& updates, const Shape& table_shape,
                   int table_dim, std::int64_t origin);
+/// into += scatter_add(...) with no table of its own (into: table_shape's slice): bitwise the
+/// sum of the two (each hit element's rows summed from 0, then added).
+void scatter_add_into(const ExecSpace& space, const Shape& ids_shape, const IView& ids,
+                      const Shape& updates_shape, const FView& updates, const Shape& table_shape,
+                      int table_dim, std::int64_t origin, const FView& into);
 
 }  // namespace mtk::kernels

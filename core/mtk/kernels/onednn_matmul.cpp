@@ -81,7 +81,7 @@ struct Entry {
 };
 
 std::vector<std::int64_t> key_of(const StridedMatmul& p) {
-  std::vector<std::int64_t> key{p.bf16 ? 1 : 0, p.batch_rank, p.m, p.n, p.k};
+  std::vector<std::int64_t> key{p.bf16 ? 1 : 0, p.accumulate ? 1 : 0, p.batch_rank, p.m, p.n, p.k};
   const int r = p.batch_rank + 2;
   key.insert(key.end(), p.batch, p.batch + p.batch_rank);
   for (const std::int64_t* s : {p.a_strides, p.b_strides, p.c_strides})
@@ -93,7 +93,13 @@ Entry make_entry(const StridedMatmul& p) {
   Entry e;
   try {
     e.d = std::make_unique<Descs>(descs(p));
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e.d->a, e.d->b, e.d->c), cpu_engine());
+    dnnl::primitive_attr attr;
+    if (p.accumulate) {  // dst = a b + dst, the sum added to the finished product
+      dnnl::post_ops ops;
+      ops.append_sum(1.0f);
+      attr.set_post_ops(ops);
+    }
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e.d->a, e.d->b, e.d->c), attr, cpu_engine());
     e.impl = pd.impl_info_str();
     e.primitive = std::make_unique<dnnl::matmul>(pd);
   } catch (const dnnl::error&) {

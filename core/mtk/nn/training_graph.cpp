@@ -190,7 +190,10 @@ TrainingGraph build_training(Graph& g, const TransformerConfig& config, int micr
   g.set_reuse_variables(false);
   for (const auto& [v, parts] : deferred)
     for (const auto& [gathered, d_rows] : parts)
-      grads[v] = plus(grads[v], scatter_add(gathered.ids, d_rows, vars[v].shape(), gathered.dim));
+      grads[v] =
+          grads[v].valid() && fused_gradient_sums()  // into the running sum
+              ? scatter_add_into(grads[v], gathered.ids, d_rows, gathered.dim)
+              : plus(grads[v], scatter_add(gathered.ids, d_rows, vars[v].shape(), gathered.dim));
   whole.loss_sum = loss_sum;
   whole.cross_entropy_sum = cross_entropy_sum;
   whole.z_loss_sum = z_loss_sum;

@@ -1,6 +1,7 @@
 // Einsum: one or two operands per op (more are contracted left to right by the builder).
 #include <mtk/base/error.hpp>
 #include <mtk/graph/gradient_context.hpp>
+#include <mtk/kernels/einsum_accumulate.hpp>
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/einsum.hpp>
@@ -20,6 +21,17 @@ struct EinsumAttrs {
   Precision precision = Precision::float32;  ///< of a two-operand contraction
 };
 
+// Input i's gradient part xs[0] x xs[1]: contracted into the running sum it is added to, where
+// gradients() has one and the part needs no broadcast (GradientContext::running_sum).
+void add_product(GradientContext& c, size_t i, const std::vector<Tensor>& xs, Precision p) {
+  const Shape& s = c.input(i).shape();
+  const Tensor sum = c.running_sum(i);
+  bool whole = sum.valid() && sum.shape() == s;
+  for (const auto& d : s.dims())
+    whole = whole && (xs[0].shape().contains(d.name) || xs[1].shape().contains(d.name));
+  c.add(i, whole ? einsum_accumulate(sum, xs, p) : einsum_to(xs, s, p));
+}
+
 // The gradients are contractions too and run in the forward op's precision.
 void einsum_grad(GradientContext& c, const EinsumAttrs& attrs) {
   const Precision p = attrs.precision;
@@ -27,9 +39,9 @@ void einsum_grad(GradientContext& c, const EinsumAttrs& attrs) {
     c.add(0, einsum_to({c.dy()}, c.input(0).shape(), p));
   } else {
     if (c.needs(0))
-      c.add(0, einsum_to({c.dy(), c.input(1)}, c.input(0).shape(), p));
+      add_product(c, 0, {c.dy(), c.input(1)}, p);
     if (c.needs(1))
-      c.add(1, einsum_to({c.dy(), c.input(0)}, c.input(1).shape(), p));
+      add_product(c, 1, {c.dy(), c.input(0)}, p);
   }
 }
 
@@ -92,6 +104,64 @@ std::vector<int> einsum_pending(Lowering& l, int y, const std::vector<int>& in) 
   return out_pending;
 }
 
+// Counts the gemm calls kernels::einsum makes for la x lc -> ly (batched vector products run
+// elementwise and make none).
+void count_einsum_gemms(Lowering& l, const Shape& la, const Shape& lc, const Shape& ly) {
+  std::int64_t nb = 1, m = 1, n = 1, k = 1;
+  bool has_m = false, has_n = false, has_k = false;
+  for (const auto& d : ly.dims()) {
+    const bool in_a = la.contains(d.name), in_c = lc.contains(d.name);
+    (in_a && in_c ? nb : in_a ? m : n) *= d.size;
+    has_m |= in_a && !in_c;
+    has_n |= in_c && !in_a;
+  }
+  for (const auto& d : la.dims())
+    if (lc.contains(d.name) && !ly.contains(d.name)) {
+      k *= d.size;
+      has_k = true;
+    }
+  if (!(nb > 1 && (!has_k || (!has_m && !has_n))))
+    l.count_gemms(2.0 * static_cast<double>(m * n * k), nb);
+}
+
+// The step y = a x c, or with `sum` >= 0 y = sum + a x c contracted into sum's buffer when the
+// in-place pass gives y that buffer (else into a copy of sum).
+void add_contraction_step(Lowering& l, int a, int c, int y, Precision precision, int sum) {
+  const Shape la = l.local(a), lc = l.local(c), ly = l.local(y);
+  const double flops = 2.0 * static_cast<double>(kernels::einsum_macs(la, lc, ly));
+  count_einsum_gemms(l, la, lc, ly);
+  const Program* program = l.program();
+  const bool bf16 = precision == Precision::bfloat16;
+  std::vector<int> reads{a, c};
+  if (sum >= 0)
+    reads.push_back(sum);
+  l.add_step(
+      cat(l.label(), " ", la.to_string(), " x ", lc.to_string(), sum >= 0 ? " + " : " -> ",
+          ly.to_string(), bf16 ? " (bf16)" : ""),
+      reads, {y},
+      [=](Buffers& b, const ExecSpace& space) {
+        const kernels::Bf16Reuse reuse = bf16 ? program->bf16_reuse(a, c) : kernels::Bf16Reuse{};
+        const kernels::Bf16Reuse* r = reuse.copies ? &reuse : nullptr;
+        const kernels::FView av = view_of<float>(b, a), cv = view_of<float>(b, c);
+        if (sum < 0) {
+          b[static_cast<size_t>(y)] = kernels::einsum(space, la, av, lc, cv, ly, precision, r);
+          return;
+        }
+        kernels::FView into = in_place_output<float>(b, y, {sum});
+        if (!into.data()) {  // out of place (a run fetching the old sum): a copy of it
+          into = uninitialized_view<float>("mtk::einsum_accumulate", ly.num_elements());
+          Kokkos::deep_copy(space, into, view_of<float>(b, sum));
+        }
+        kernels::einsum_accumulate(space, la, av, lc, cv, ly, into, precision, r);
+        b[static_cast<size_t>(y)] = into;
+      },
+      flops + (sum >= 0 ? static_cast<double>(ly.num_elements()) : 0.0));
+  if (sum >= 0)
+    l.allow_overwrite(y, sum);  // the sum is read before its place is written
+  if (bf16)
+    l.mark_bf16_reads({a, c});
+}
+
 void lower_einsum(Lowering& l, const EinsumAttrs& attrs) {
   const Operation& o = l.op();
   std::vector<int> in = o.inputs;
@@ -110,46 +180,62 @@ void lower_einsum(Lowering& l, const EinsumAttrs& attrs) {
         static_cast<double>(la.num_elements()));
     return;
   }
-  const int a = in[0], c = in[1];
-  const Shape la = l.local(a), lc = l.local(c);
-  const double flops = 2.0 * static_cast<double>(kernels::einsum_macs(la, lc, ly));
-  {  // gemm calls as kernels::einsum makes them (batched vector products run elementwise)
-    std::int64_t nb = 1, m = 1, n = 1, k = 1;
-    bool has_m = false, has_n = false, has_k = false;
-    for (const auto& d : ly.dims()) {
-      const bool in_a = la.contains(d.name), in_c = lc.contains(d.name);
-      (in_a && in_c ? nb : in_a ? m : n) *= d.size;
-      has_m |= in_a && !in_c;
-      has_n |= in_c && !in_a;
-    }
-    for (const auto& d : la.dims())
-      if (lc.contains(d.name) && !ly.contains(d.name)) {
-        k *= d.size;
-        has_k = true;
-      }
-    if (!(nb > 1 && (!has_k || (!has_m && !has_n))))
-      l.count_gemms(2.0 * static_cast<double>(m * n * k), nb);
-  }
-  const Precision precision = attrs.precision;
-  const Program* program = l.program();
-  l.add_step(
-      cat(l.label(), " ", la.to_string(), " x ", lc.to_string(), " -> ", ly.to_string(),
-          precision == Precision::bfloat16 ? " (bf16)" : ""),
-      {a, c}, {y},
-      [=](Buffers& b, const ExecSpace& space) {
-        const kernels::Bf16Reuse reuse =
-            precision == Precision::bfloat16 ? program->bf16_reuse(a, c) : kernels::Bf16Reuse{};
-        b[static_cast<size_t>(y)] =
-            kernels::einsum(space, la, view_of<float>(b, a), lc, view_of<float>(b, c), ly,
-                            precision, reuse.copies ? &reuse : nullptr);
-      },
-      flops);
-  if (precision == Precision::bfloat16)
-    l.mark_bf16_reads({a, c});
+  add_contraction_step(l, in[0], in[1], y, attrs.precision, -1);
 }
 
 constexpr auto einsum_op =
     make_op_kind<EinsumAttrs>("einsum", {FlopClass::einsum}, lower_einsum, einsum_grad);
+
+// ------------------------------------------------------------------- einsum_accumulate
+// y = sum + a x c (inputs sum, a, c): the product contracted into the sum's buffer.
+
+void einsum_accumulate_grad(GradientContext& c, const EinsumAttrs& attrs) {
+  if (c.needs(0))
+    c.add(0, c.dy());
+  if (c.needs(1))
+    c.add(1, einsum_to({c.dy(), c.input(2)}, c.input(1).shape(), attrs.precision));
+  if (c.needs(2))
+    c.add(2, einsum_to({c.dy(), c.input(1)}, c.input(2).shape(), attrs.precision));
+}
+
+// A partial sum is linear: the product adds into the sum where both carry the same pending mesh
+// dims (data-parallel weight gradients over microbatches: one allreduce after the last slice).
+// Where they differ the sum is reduced first; a product that still has a pending sum then is
+// made apart, reduced, and added (the unfused path).
+void lower_einsum_accumulate(Lowering& l, const EinsumAttrs& attrs) {
+  const Operation& o = l.op();
+  const int sum = o.inputs[0], y = o.outputs[0];
+  std::vector<int> in{o.inputs[1], o.inputs[2]};
+  if (!(l.layout(sum).shape() == l.layout(y).shape()) || l.axes(sum) != l.axes(y))
+    fail("mtk::lower",
+         cat(l.label(), ": the sum ", l.describe(sum), " is laid out unlike ", l.describe(y)));
+  gather_conflicting_dims(l, y, in);
+  const std::vector<int> pending = einsum_pending(l, y, in);
+  if (l.pending(sum) != pending)
+    l.materialize(sum);
+  if (l.pending(sum) == pending) {
+    l.pending(y) = pending;
+    add_contraction_step(l, in[0], in[1], y, attrs.precision, sum);
+    return;
+  }
+  const int part = l.new_temp(l.layout(y).shape(), l.axes(y), DType::float32);
+  l.pending(part) = pending;
+  add_contraction_step(l, in[0], in[1], part, attrs.precision, -1);
+  l.materialize(part);
+  const Shape ly = l.local(y);
+  l.add_step(
+      l.label(), {sum, part}, {y},
+      [=](Buffers& b, const ExecSpace& space) {
+        b[static_cast<size_t>(y)] = kernels::binary<float>(
+            space, BinaryFn::add, ly, view_of<float>(b, sum), ly, view_of<float>(b, part), ly,
+            in_place_output<float>(b, y, {sum}));
+      },
+      static_cast<double>(ly.num_elements()));
+  l.allow_overwrite(y, sum);
+}
+
+constexpr auto einsum_accumulate_op = make_op_kind<EinsumAttrs>(
+    "einsum_accumulate", {FlopClass::einsum}, lower_einsum_accumulate, einsum_accumulate_grad);
 
 }  // namespace
 
@@ -207,6 +293,32 @@ Tensor einsum(const std::vector<Tensor>& xs, const std::vector<std::string>& out
     dims.push_back(all[j]);
   }
   return einsum(xs, Shape(dims));
+}
+
+Tensor einsum_accumulate(const Tensor& sum, const std::vector<Tensor>& xs, Precision precision) {
+  const char* where = "mtk::einsum_accumulate";
+  if (xs.size() != 2)
+    fail(where, cat(xs.size(), " operands for the sum '", sum.name(), "'; give two"));
+  std::vector<Tensor> all{sum, xs[0], xs[1]};
+  Graph& g = graph_of(all, where);
+  for (const auto& x : all)
+    require_float(x, where);
+  const Shape both = union_shape(xs, where);
+  for (const auto& d : sum.shape().dims()) {
+    const int j = both.index_of(d.name);
+    if (j < 0 || both[j].size != d.size)
+      fail(where, cat("the sum ", describe(sum), " has dimension '", d.name, "' of size ", d.size,
+                      " but the operands ", describe(xs[0]), " and ", describe(xs[1]),
+                      j < 0 ? " lack it" : " disagree"));
+  }
+  return g.add_op1(einsum_accumulate_op, all, sum.shape(), DType::float32, EinsumAttrs{precision});
+}
+
+bool accumulates_into(const Tensor& t, const Tensor& sum) {
+  if (!t.valid() || !sum.valid() || &t.graph() != &sum.graph() || t.producer() < 0)
+    return false;
+  const Operation& op = t.graph().op(t.producer());
+  return einsum_accumulate_op.is(op) && op.inputs.at(0) == sum.id();
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {

@@ -17,6 +17,12 @@ Tensor einsum(const std::vector<Tensor>& xs, const Shape& out_shape);
 Tensor einsum(const std::vector<Tensor>& xs, const Shape& out_shape, Precision precision);
 /// Output dims given by name, sizes taken from the inputs.
 Tensor einsum(const std::vector<Tensor>& xs, const std::vector<std::string>& out_dims);
+/// sum + einsum(xs, sum.shape()) for two operands, contracted into the sum's buffer where it dies
+/// here (the gemm adds into it: no buffer for the product); how gradients() adds a weight's
+/// gradient of a microbatch slice into the earlier slices' sum.
+Tensor einsum_accumulate(const Tensor& sum, const std::vector<Tensor>& xs, Precision precision);
+/// Whether t is einsum_accumulate(sum, ...): the new sum itself, not a part to add to it.
+bool accumulates_into(const Tensor& t, const Tensor& sum);
 /// `x` summed over the dims `shape` lacks and reordered to `shape` (x itself when it fits): how a
 /// gradient is brought back to the shape of its input.
 Tensor sum_to(const Tensor& x, const Shape& shape);

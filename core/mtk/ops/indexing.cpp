@@ -144,6 +144,78 @@ void lower_scatter_add(Lowering& l, const GatherAttrs& attrs) {
 constexpr auto scatter_add_op = make_op_kind<GatherAttrs>("scatter_add", {FlopClass::gather},
                                                           lower_scatter_add, scatter_add_grad);
 
+// y = sum + scatter_add(ids, upd) (inputs sum, ids, upd), scattered into the sum's buffer.
+void scatter_add_into_grad(GradientContext& c, const GatherAttrs& attrs) {
+  if (c.needs(0))
+    c.add(0, c.dy());
+  if (c.needs(2))
+    c.add(2, sum_to(gather(c.dy(), c.input(1), attrs.dim), c.input(2).shape()));
+}
+
+// The step y = sum + scatter of (ids, upd) into sum's buffer when the in-place pass gives y that
+// buffer (else into a copy of the sum).
+void add_scatter_into_step(Lowering& l, int sum, int ids, int upd, int y, const std::string& dim) {
+  const int d = l.layout(y).shape().index_of(dim);
+  const std::int64_t origin = l.layout(y).slice_origin(l.coords())[static_cast<size_t>(d)];
+  const Shape li = l.local(ids), lu = l.local(upd), ly = l.local(y);
+  l.add_step(
+      l.label(), {sum, ids, upd}, {y},
+      [=](Buffers& b, const ExecSpace& space) {
+        kernels::FView into = in_place_output<float>(b, y, {sum});
+        if (!into.data()) {  // out of place (a run fetching the old sum): a copy of it
+          into = uninitialized_view<float>("mtk::scatter_add_into", ly.num_elements());
+          Kokkos::deep_copy(space, into, view_of<float>(b, sum));
+        }
+        kernels::scatter_add_into(space, li, view_of<std::int32_t>(b, ids), lu,
+                                  view_of<float>(b, upd), ly, d, origin, into);
+        b[static_cast<size_t>(y)] = into;
+      },
+      static_cast<double>(lu.num_elements()));
+  l.allow_overwrite(y, sum);  // each element read before it is written
+}
+
+// As einsum_accumulate: into the sum where both carry the same pending mesh axes; otherwise the
+// sum is reduced first and a scatter still pending is made apart, reduced and added.
+void lower_scatter_add_into(Lowering& l, const GatherAttrs& attrs) {
+  const Operation& o = l.op();
+  const int sum = o.inputs[0], y = o.outputs[0];
+  int ids = o.inputs[1], upd = o.inputs[2];
+  l.materialize(upd);
+  const std::vector<int> pending = scatter_pending(l, ids, upd, y);
+  if (l.pending(sum) != pending)
+    l.materialize(sum);
+  if (l.pending(sum) == pending) {
+    l.pending(y) = pending;
+    add_scatter_into_step(l, sum, ids, upd, y, attrs.dim);
+    return;
+  }
+  const int part = l.new_temp(l.layout(y).shape(), l.axes(y), DType::float32);
+  l.pending(part) = pending;
+  const int d = l.layout(y).shape().index_of(attrs.dim);
+  const std::int64_t origin = l.layout(y).slice_origin(l.coords())[static_cast<size_t>(d)];
+  const Shape li = l.local(ids), lu = l.local(upd), ly = l.local(y);
+  l.add_step(
+      l.label(), {ids, upd}, {part},
+      [=](Buffers& b, const ExecSpace& space) {
+        b[static_cast<size_t>(part)] = kernels::scatter_add(
+            space, li, view_of<std::int32_t>(b, ids), lu, view_of<float>(b, upd), ly, d, origin);
+      },
+      static_cast<double>(lu.num_elements()));
+  l.materialize(part);
+  l.add_step(
+      l.label(), {sum, part}, {y},
+      [=](Buffers& b, const ExecSpace& space) {
+        b[static_cast<size_t>(y)] = kernels::binary<float>(
+            space, BinaryFn::add, ly, view_of<float>(b, sum), ly, view_of<float>(b, part), ly,
+            in_place_output<float>(b, y, {sum}));
+      },
+      static_cast<double>(ly.num_elements()));
+  l.allow_overwrite(y, sum);
+}
+
+constexpr auto scatter_add_into_op = make_op_kind<GatherAttrs>(
+    "scatter_add_into", {FlopClass::gather}, lower_scatter_add_into, scatter_add_into_grad);
+
 }  // namespace
 
 Tensor one_hot(const Tensor& ids, const Dimension& dim, double on, double off) {
@@ -176,9 +248,10 @@ Tensor gather(const Tensor& table, const Tensor& ids, const std::string& dim) {
   return g.add_op1(gather_op, {table, ids}, out, DType::float32, GatherAttrs{dim});
 }
 
-Tensor scatter_add(const Tensor& ids, const Tensor& updates, const Shape& table_shape,
-                   const std::string& dim) {
-  const char* where = "mtk::scatter_add";
+namespace {
+
+Graph& check_scatter(const char* where, const Tensor& ids, const Tensor& updates,
+                     const Shape& table_shape, const std::string& dim) {
   Graph& g = graph_of({ids, updates}, where);
   require_float(updates, where);
   if (!table_shape.contains(dim))
@@ -187,7 +260,25 @@ Tensor scatter_add(const Tensor& ids, const Tensor& updates, const Shape& table_
     if (!ids.shape().contains(d.name) && !table_shape.contains(d.name))
       fail(where, cat("updates dimension '", d.name, "' is in neither ids ", describe(ids),
                       " nor table ", table_shape.to_string()));
+  return g;
+}
+
+}  // namespace
+
+Tensor scatter_add(const Tensor& ids, const Tensor& updates, const Shape& table_shape,
+                   const std::string& dim) {
+  Graph& g = check_scatter("mtk::scatter_add", ids, updates, table_shape, dim);
   return g.add_op1(scatter_add_op, {ids, updates}, table_shape, DType::float32, GatherAttrs{dim});
+}
+
+Tensor scatter_add_into(const Tensor& sum, const Tensor& ids, const Tensor& updates,
+                        const std::string& dim) {
+  const char* where = "mtk::scatter_add_into";
+  require_float(sum, where);
+  check_scatter(where, ids, updates, sum.shape(), dim);
+  Graph& g = graph_of({sum, ids, updates}, where);
+  return g.add_op1(scatter_add_into_op, {sum, ids, updates}, sum.shape(), DType::float32,
+                   GatherAttrs{dim});
 }
 
 }  // namespace mtk

@@ -14,5 +14,10 @@ Tensor gather(const Tensor& table, const Tensor& ids, const std::string& dim);
 /// table_shape-shaped sum of `updates` rows scattered to positions `ids` along `dim`.
 Tensor scatter_add(const Tensor& ids, const Tensor& updates, const Shape& table_shape,
                    const std::string& dim);
+/// sum + scatter_add(ids, updates, sum.shape(), dim), scattered into the sum's buffer where it
+/// dies here (no table of its own): how the embedding tables' gradients of the microbatch slices
+/// are summed after the last slice.
+Tensor scatter_add_into(const Tensor& sum, const Tensor& ids, const Tensor& updates,
+                        const std::string& dim);
 
 }  // namespace mtk

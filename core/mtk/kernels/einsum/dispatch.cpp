@@ -77,30 +77,30 @@ Backend choose_backend(Precision precision) {
 
 FView contract(const ExecSpace& space, Backend backend, const Operand& a, const Operand& b,
                const Shape& out_shape, const Plan& plan, const Sizes& sizes, Precision precision,
-               const Sources& sources) {
+               const Sources& sources, const FView& into) {
   switch (backend) {
     case Backend::host_blas_in_place:
-      return host_blas_in_place(space, a, b, out_shape, plan, sizes);
+      return host_blas_in_place(space, a, b, out_shape, plan, sizes, into);
     case Backend::onednn_in_place: {
       Operand x = a, y = b;
       FView out;
       // Under fp32 `automatic` only oneDNN's brgemm kernels are taken (see onednn_f32_is_faster).
       const bool only_brgemm =
           precision == Precision::float32 && requested_fp32_gemm() == Fp32Gemm::automatic;
-      if (onednn_in_place(space, x, y, out_shape, plan, sizes, precision, only_brgemm, out,
-                          sources))
+      if (onednn_in_place(space, x, y, out_shape, plan, sizes, precision, only_brgemm, out, sources,
+                          into))
         return out;
       // Declined: the operands as arranged, bf16 ones rounded, through the fp32 bodies.
       if (precision == Precision::bfloat16 && impl::onednn_has_bf16())
         round_operands_to_bf16(space, x, y);
       if (have_host_blas && in_place_enabled())
-        return host_blas_in_place(space, x, y, out_shape, plan, sizes);
-      return packed_gemm(space, x, y, out_shape, plan, sizes);
+        return host_blas_in_place(space, x, y, out_shape, plan, sizes, into);
+      return packed_gemm(space, x, y, out_shape, plan, sizes, into);
     }
     case Backend::packed_kokkos_gemm:
       break;
   }
-  return packed_gemm(space, a, b, out_shape, plan, sizes);
+  return packed_gemm(space, a, b, out_shape, plan, sizes, into);
 }
 
 }  // namespace einsum_impl

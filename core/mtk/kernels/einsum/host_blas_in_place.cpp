@@ -17,13 +17,16 @@ namespace mtk::kernels::einsum_impl {
 
 #if defined(KOKKOSKERNELS_ENABLE_TPL_BLAS)
 FView host_blas_in_place(const ExecSpace& space, Operand a, Operand b, const Shape& out_shape,
-                         const Plan& plan, const Sizes& sizes) {
+                         const Plan& plan, const Sizes& sizes, const FView& into) {
   const char* where = "mtk::kernels::einsum";
   const InPlaceProduct p = arrange_in_place(space, a, b, out_shape, plan, sizes);
   const char ta = p.ta, tb = p.tb;
   const bool swapped = p.swapped;
   const InPlace &ia = p.ia, &ib = p.ib, &ic = p.ic;
-  FView c = impl::alloc<float>(where, out_shape.num_elements());
+  // Accumulating (beta = 1) straight into `into` when the result lies in out's order.
+  const bool add = into.data() && p.c_shape == out_shape;
+  FView c = add ? into : impl::alloc<float>(where, out_shape.num_elements());
+  const float beta = add ? 1.0f : 0.0f;
   const int mi = blas_int(where, plan.m, "M"), ni = blas_int(where, plan.n, "N"),
             ki = blas_int(where, plan.k, "K");
   const int lda = static_cast<int>(ia.ld), ldb = static_cast<int>(ib.ld),
@@ -38,9 +41,9 @@ FView host_blas_in_place(const ExecSpace& space, Operand a, Operand b, const Sha
     const float* bp = b.x.data() + ib.batch.offset(i);
     float* cp = c.data() + ic.batch.offset(i);
     if (swapped)
-      Blas::gemm(flip(ta), flip(tb), mi, ni, ki, 1.0f, ap, lda, bp, ldb, 0.0f, cp, ldc);
+      Blas::gemm(flip(ta), flip(tb), mi, ni, ki, 1.0f, ap, lda, bp, ldb, beta, cp, ldc);
     else
-      Blas::gemm(tb, ta, ni, mi, ki, 1.0f, bp, ldb, ap, lda, 0.0f, cp, ldc);
+      Blas::gemm(tb, ta, ni, mi, ki, 1.0f, bp, ldb, ap, lda, beta, cp, ldc);
   }
   Kokkos::Profiling::popRegion();
   if (!(p.c_shape == out_shape))
@@ -51,7 +54,7 @@ FView host_blas_in_place(const ExecSpace& space, Operand a, Operand b, const Sha
 #else
 
 FView host_blas_in_place(const ExecSpace&, Operand, Operand, const Shape&, const Plan&,
-                         const Sizes&) {
+                         const Sizes&, const FView&) {
   fail("mtk::kernels::einsum",
        "this Kokkos Kernels has no host BLAS (KOKKOSKERNELS_ENABLE_TPL_BLAS)");
 }

@@ -112,7 +112,7 @@ impl::StridedMatmul describe(const InPlaceProduct& p, const Plan& plan, bool bf1
 
 bool onednn_in_place(const ExecSpace& space, Operand& a, Operand& b, const Shape& out_shape,
                      const Plan& plan, const Sizes& sizes, Precision precision, bool only_brgemm,
-                     FView& out, const Sources& sources) {
+                     FView& out, const Sources& sources, const FView& into) {
   if constexpr (!host_space) {
     return false;
   } else {
@@ -123,13 +123,15 @@ bool onednn_in_place(const ExecSpace& space, Operand& a, Operand& b, const Shape
     const bool bf16 = precision == Precision::bfloat16 && impl::onednn_has_bf16();
     if (precision == Precision::bfloat16 && !bf16)
       round_operands_to_bf16(space, a, b);
-    const impl::StridedMatmul d = describe(p, plan, bf16);
+    impl::StridedMatmul d = describe(p, plan, bf16);
+    // Accumulating (a sum post-op) straight into `into` when the result lies in out's order.
+    d.accumulate = into.data() && p.c_shape == out_shape;
     const std::string chosen = impl::onednn_matmul_impl(d);
     if (chosen.empty() || chosen.rfind("ref", 0) == 0 ||
         (only_brgemm && chosen.rfind("brg", 0) != 0))
       return false;
     const char* where = "mtk::kernels::einsum";
-    FView c = impl::alloc<float>(where, out_shape.num_elements());
+    FView c = d.accumulate ? into : impl::alloc<float>(where, out_shape.num_elements());
     const void *ap = a.x.data(), *bp = b.x.data();
     Bits a16, b16;
     if (bf16) {

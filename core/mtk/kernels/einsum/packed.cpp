@@ -18,15 +18,16 @@ namespace {
 using Mat = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::MemoryUnmanaged>;
 using CMat = Kokkos::View<const float**, Kokkos::LayoutRight, Kokkos::MemoryUnmanaged>;
 
-// C = op(A) op(B) on `space` (Kokkos Kernels 3 has no execution-space overload: default instance).
+// C = op(A) op(B) + beta C on `space` (Kokkos Kernels 3 has no execution-space overload: default
+// instance).
 template <class AM, class BM, class CM>
 void gemm(const ExecSpace& space, const char* ta, const char* tb, const AM& a, const BM& b,
-          const CM& c) {
+          float beta, const CM& c) {
 #if KOKKOS_VERSION >= 40000
-  KokkosBlas::gemm(space, ta, tb, 1.0f, a, b, 0.0f, c);
+  KokkosBlas::gemm(space, ta, tb, 1.0f, a, b, beta, c);
 #else
   (void)space;
-  KokkosBlas::gemm(ta, tb, 1.0f, a, b, 0.0f, c);
+  KokkosBlas::gemm(ta, tb, 1.0f, a, b, beta, c);
 #endif
 }
 
@@ -64,7 +65,7 @@ char pack(const ExecSpace& space, Operand& op, const Names& batch, const Names& 
 // c_i = op(a_i) op(b_i) per batch entry through KokkosBlas::gemm; swapped: c_i^T = op(b_i)^T
 // op(a_i)^T, written straight into out's [batch][N][M] order.
 void kokkos_gemm_batch(const ExecSpace& space, const Plan& p, const FView& a, char ta,
-                       const FView& b, char tb, const FView& c, bool swapped) {
+                       const FView& b, char tb, const FView& c, bool swapped, float beta) {
   const char* where = "mtk::kernels::einsum";
   const std::int64_t m = p.m, n = p.n, k = p.k;
   const int mi = blas_int(where, m, "M"), ni = blas_int(where, n, "N"),
@@ -76,10 +77,10 @@ void kokkos_gemm_batch(const ExecSpace& space, const Plan& p, const FView& a, ch
     const CMat bi(b.data() + i * k * n, tb == 'N' ? ki : ni, tb == 'N' ? ni : ki);
     if (swapped) {
       const Mat ci(c.data() + i * m * n, ni, mi);
-      gemm(space, tb_f, ta_f, bi, ai, ci);
+      gemm(space, tb_f, ta_f, bi, ai, beta, ci);
     } else {
       const Mat ci(c.data() + i * m * n, mi, ni);
-      gemm(space, ta_s, tb_s, ai, bi, ci);
+      gemm(space, ta_s, tb_s, ai, bi, beta, ci);
     }
   }
 }
@@ -87,7 +88,7 @@ void kokkos_gemm_batch(const ExecSpace& space, const Plan& p, const FView& a, ch
 }  // namespace
 
 FView packed_gemm(const ExecSpace& space, Operand a, Operand b, const Shape& out_shape,
-                  const Plan& plan, const Sizes& sizes) {
+                  const Plan& plan, const Sizes& sizes, const FView& into) {
   const Names& k_dims = k_order(a, b, plan);
   const char ta = pack(space, a, plan.batch, plan.m_dims, k_dims, sizes);
   const char tb = pack(space, b, plan.batch, k_dims, plan.n_dims, sizes);
@@ -95,8 +96,10 @@ FView packed_gemm(const ExecSpace& space, Operand a, Operand b, const Shape& out
   const bool direct = stored_as(out_shape, c_mn);
   const bool swapped =
       !direct && stored_as(out_shape, concat({&plan.batch, &plan.n_dims, &plan.m_dims}));
-  FView c = impl::alloc<float>("mtk::kernels::einsum", out_shape.num_elements());
-  kokkos_gemm_batch(space, plan, a.x, ta, b.x, tb, c, swapped);
+  // Accumulating (beta = 1) straight into `into` when the result lies in out's order.
+  const bool add = into.data() && (direct || swapped);
+  FView c = add ? into : impl::alloc<float>("mtk::kernels::einsum", out_shape.num_elements());
+  kokkos_gemm_batch(space, plan, a.x, ta, b.x, tb, c, swapped, add ? 1.0f : 0.0f);
   if (!direct && !swapped)
     c = permuted(space, shape_of(c_mn, sizes), c, out_shape);
   return c;

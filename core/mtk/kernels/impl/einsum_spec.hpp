@@ -11,6 +11,9 @@
 //                        operand read in place through its strides (kernels/onednn_matmul.cpp)
 // bfloat16 operands are rounded before the fp32 bodies (einsum/bf16_operands.cpp) and converted to
 // bf16 storage by the oneDNN body: every body multiplies the same bf16 values.
+// `into` (einsum_accumulate): a body whose result lies in out's order adds the product into it
+// (gemm beta = 1, oneDNN's sum post-op) and returns it; otherwise it returns a new result and the
+// entry adds that.
 
 #include <mtk/base/exec_space.hpp>
 #include <mtk/base/precision.hpp>
@@ -49,23 +52,23 @@ struct Sources {
 /// bf16 operands arrive rounded except on the oneDNN body (which converts them itself).
 FView contract(const ExecSpace& space, Backend backend, const Operand& a, const Operand& b,
                const Shape& out_shape, const Plan& plan, const Sizes& sizes, Precision precision,
-               const Sources& sources = {});
+               const Sources& sources = {}, const FView& into = {});
 
 // ---------------------------------------------------------------- bodies
 
 /// The host BLAS in place (only where Kokkos Kernels has a BLAS TPL; host memory).
 FView host_blas_in_place(const ExecSpace& space, Operand a, Operand b, const Shape& out_shape,
-                         const Plan& plan, const Sizes& sizes);
+                         const Plan& plan, const Sizes& sizes, const FView& into = {});
 /// Packed operands, then KokkosBlas::gemm per batch entry (any execution space).
 FView packed_gemm(const ExecSpace& space, Operand a, Operand b, const Shape& out_shape,
-                  const Plan& plan, const Sizes& sizes);
+                  const Plan& plan, const Sizes& sizes, const FView& into = {});
 /// One oneDNN matmul on the operands in place (host memory): true with the result in `out`, or
 /// false when oneDNN declines the product (no descriptor, its reference code, or not its brgemm
 /// kernels when `only_brgemm`); a and b are left arranged (impl/einsum_in_place.hpp) either way,
 /// and rounded to bf16 values where a bf16 product runs in f32 (no bf16 matmul on this CPU).
 bool onednn_in_place(const ExecSpace& space, Operand& a, Operand& b, const Shape& out_shape,
                      const Plan& plan, const Sizes& sizes, Precision precision, bool only_brgemm,
-                     FView& out, const Sources& sources = {});
+                     FView& out, const Sources& sources = {}, const FView& into = {});
 /// Both operands rounded to bf16 values once, kept as floats (emulated bf16; host buffers reused
 /// from call to call).
 void round_operands_to_bf16(const ExecSpace& space, Operand& a, Operand& b);

@@ -16,6 +16,9 @@ constexpr int onednn_max_batch = 8;
 /// operand's element strides listed in that dim order (any strides that do not overlap).
 struct StridedMatmul {
   bool bf16 = false;  ///< a and b hold bfloat16 bit patterns (std::uint16_t), else floats
+  /// c += a b (a sum post-op: c's old value added to the finished float32 product) instead of
+  /// c = a b.
+  bool accumulate = false;
   int batch_rank = 0;
   std::int64_t batch[onednn_max_batch] = {};
   std::int64_t m = 0, n = 0, k = 0;
@@ -37,7 +40,8 @@ std::string onednn_f32_impl();
 /// The implementation oneDNN picks for `p` ("brg:avx512_core", "gemm:jit", "ref:any"), or "" when
 /// oneDNN cannot describe the operands (it then cannot run them). Cached with the primitive.
 std::string onednn_matmul_impl(const StridedMatmul& p);
-/// Runs `p` on host memory (a, b of the type p.bf16 says; c float). The primitive is created on
+/// Runs `p` on host memory (a, b of the type p.bf16 says; c float, read first when
+/// p.accumulate). The primitive is created on
 /// the first call for its dims and strides and kept; calls are safe from several threads.
 void onednn_matmul(const StridedMatmul& p, const void* a, const void* b, float* c);
 
