@@ -137,7 +137,8 @@ class Lowering {
   void count_comm(Collective kind, std::int64_t bytes, std::vector<int> axes);
   /// Emits the allreduce of t's pending partial sum, in place (nothing when none).
   void materialize(int t);
-  /// A copy of tensor t laid out with per-dim axes `to` (t itself when nothing changes).
+  /// A copy of tensor t laid out with per-dim axes `to` (t itself when nothing changes). A partial
+  /// sum pending over a mesh axis that `to` newly splits a dim over is reduce-scattered there.
   int relayout(int t, const std::vector<int>& to);
   /// t with `dims` made whole.
   int gather_dims(int t, const std::set<std::string>& dims);
@@ -166,6 +167,7 @@ class Lowering {
   const Program* program() const { return p_.get(); }
 
  private:
+  int reduce_scatter_pending(int t, const std::vector<int>& to);
   void plan_bf16_copies();
   void plan_in_place_updates();
   void rewiden_bf16_variables();

@@ -1,0 +1,124 @@
+#include <mtk/base/error.hpp>
+#include <mtk/lower/lowering_context.hpp>
+#include <mtk/ops/ops.hpp>
+#include <mtk/optim/optimizer.hpp>
+#include <mtk/optim/zero.hpp>
+
+namespace mtk::optim {
+namespace {
+
+// The same values under other dim names (sizes equal), laid out as the output's names say: the
+// lowering's relayout slices, reduce-scatters a pending sum, or allgathers.
+void lower_zero_view(Lowering& l, const NoAttrs&) {
+  const int x = l.op().inputs[0], y = l.op().outputs[0];
+  const int r = l.relayout(x, l.axes(y));
+  l.materialize(r);
+  l.add_alias(r, y);
+}
+
+constexpr auto zero_view_op =
+    make_op_kind<NoAttrs>("zero_view", {FlopClass::none, true}, lower_zero_view);
+
+Tensor zero_view(const Tensor& x, const Shape& shape, const std::string& name) {
+  const char* where = "mtk::optim::zero_view";
+  if (shape.rank() != x.shape().rank())
+    fail(where, cat("tensor '", x.name(), "' ", x.shape().to_string(), " cannot be viewed as ",
+                    shape.to_string()));
+  for (int i = 0; i < shape.rank(); ++i)
+    if (shape[i].size != x.shape()[i].size)
+      fail(where, cat("tensor '", x.name(), "' ", x.shape().to_string(), " cannot be viewed as ",
+                      shape.to_string(), ": dim ", i, " differs in size"));
+  return x.graph().add_named_op1(zero_view_op, name, {x}, shape, x.dtype());
+}
+
+Shape renamed(const Shape& s, const std::string& from, const std::string& to) {
+  std::vector<Dimension> dims = s.dims();
+  for (auto& d : dims)
+    if (d.name == from)
+      d.name = to;
+  return Shape(dims);
+}
+
+}  // namespace
+
+ZeroSharding::ZeroSharding(ShardOptions o) : o_(std::move(o)) {
+  axis_ = o_.rules.mesh_axis_for(o_.batch_dim, o_.mesh);
+  if (axis_ < 0)
+    return;
+  mesh_dim_ = o_.mesh[axis_].name;
+  ranks_ = static_cast<int>(o_.mesh[axis_].size);
+}
+
+int ZeroSharding::shard_dim(const Tensor& var) const {
+  const Shape& s = var.shape();
+  if (!active() || s.num_elements() * 4 < o_.min_bytes || s.contains(o_.batch_dim))
+    return -1;
+  for (const auto& d : s.dims())
+    if (o_.rules.mesh_axis_for(d.name, o_.mesh) == axis_)
+      return -1;  // already split over the data-parallel dim
+  for (int i = 0; i < s.rank(); ++i) {
+    const int a = o_.rules.mesh_axis_for(s[i].name, o_.mesh);
+    if ((a < 0 || o_.mesh[a].size == 1) && s[i].size % ranks_ == 0)
+      return i;
+  }
+  return -1;
+}
+
+Shape ZeroSharding::sharded_shape(const Shape& s, int dim) const {
+  return dim < 0 ? s : renamed(s, s[dim].name, o_.batch_dim);
+}
+
+Tensor ZeroSharding::shard(const Tensor& x, int dim, const std::string& name) const {
+  return dim < 0 ? x : zero_view(x, sharded_shape(x.shape(), dim), name);
+}
+
+Tensor ZeroSharding::unshard(const Tensor& x, const Shape& full, const std::string& name) const {
+  return x.shape() == full ? x : zero_view(x, full, name);
+}
+
+std::vector<Tensor> ZeroSharding::gradients(const std::vector<Tensor>& vars,
+                                            const std::vector<Tensor>& grads) const {
+  if (vars.size() != grads.size())
+    fail("mtk::optim::ZeroSharding::gradients", "one gradient per variable");
+  std::vector<Tensor> out = grads;
+  for (size_t k = 0; k < vars.size(); ++k) {
+    const int d = shard_dim(vars[k]);
+    if (d >= 0 && grads[k].valid() && grads[k].shape() == vars[k].shape())
+      out[k] = shard(grads[k], d, vars[k].name() + "/zero_grad");
+  }
+  return out;
+}
+
+ZeroSharding::Slot ZeroSharding::slot(const Tensor& var, const std::string& suffix,
+                                      const Shape& shape, DType storage) {
+  const int d = shard_dim(var);
+  Slot s;
+  if (d < 0 || !shape.contains(o_.batch_dim)) {
+    s.variable = s.value = slot_variable(var, suffix, shape, storage);
+    return s;
+  }
+  s.full_dim = var.shape()[d].name;
+  s.variable = slot_variable(var, suffix, renamed(shape, o_.batch_dim, s.full_dim), storage);
+  split_.emplace_back(s.variable.name(), s.full_dim);
+  s.value = zero_view(s.variable, shape, s.variable.name() + "/zero_shard");
+  return s;
+}
+
+void ZeroSharding::assign(const Slot& s, const Tensor& value) {
+  if (s.full_dim.empty()) {
+    mtk::assign(s.variable, value);
+    return;
+  }
+  const Tensor full = zero_view(value, s.variable.shape(), s.variable.name() + "/zero_value");
+  split_.emplace_back(full.name(), s.full_dim);
+  mtk::assign(s.variable, full);
+}
+
+LayoutRules ZeroSharding::layout_rules(const LayoutRules& base) const {
+  LayoutRules r = base;
+  for (const auto& [tensor, dim] : split_)
+    r = r.with_tensor(tensor, dim, mesh_dim_);
+  return r;
+}
+
+}  // namespace mtk::optim
