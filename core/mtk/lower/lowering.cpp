@@ -64,7 +64,7 @@ std::unique_ptr<Program> Lowering::run() {
   if (runtime_options().overlap_collectives())  // MTK_OVERLAP_COLLECTIVES
     p_->overlap_ = overlap_reductions(
         p_->steps_, mesh_, shape_, [&](int t) { return local(t).num_elements(); },
-        runtime_options().allreduce_bucket_mib() << 20, dry_);
+        runtime_options().allreduce_bucket_mib() << 20, dry_, scatters_);
   if (runtime_options().overlap_halo())  // MTK_OVERLAP_HALO
     p_->overlapped_halos_ = overlap_halos(p_->steps_);
   plan_bf16_copies();
@@ -302,6 +302,8 @@ int Lowering::reduce_scatter_pending(int t, const std::vector<int>& to) {
               mesh, a, local_shape, dim, b[static_cast<size_t>(in)].view<float>()));
         },
         0, Program::Category::collective);
+    p_->steps_.back().sum_axes = {a};  // the overlap pass may start it early
+    scatters_[out] = {local_shape, dim};
     cur = out;
   }
   return cur;

@@ -6,6 +6,7 @@
 
 #include <mtk/base/exec_space.hpp>
 #include <mtk/graph/graph.hpp>
+#include <mtk/lower/overlap.hpp>
 #include <mtk/lower/program.hpp>
 #include <mtk/parallel/layout.hpp>
 #include <mtk/parallel/mesh.hpp>
@@ -178,6 +179,7 @@ class Lowering {
   MeshShape shape_;
   std::vector<int> coords_;
   bool dry_ = false;
+  ScatterSpecs scatters_;  // the reduce-scatter steps, by output (overlap_reductions)
   LayoutRules rules_;
   std::unique_ptr<Program> p_;
   int op_index_ = 0;

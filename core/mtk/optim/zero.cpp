@@ -7,10 +7,40 @@
 namespace mtk::optim {
 namespace {
 
-// The same values under other dim names (sizes equal), laid out as the output's names say: the
-// lowering's relayout slices, reduce-scatters a pending sum, or allgathers.
+// The mesh axis y newly splits the outermost dim of its slice over (dims before it of local size
+// 1) when x is complete and otherwise laid out alike, else -1: y's slice is then a contiguous part
+// of x's.
+int outermost_slice_axis(Lowering& l, int x, int y) {
+  const auto from = l.axes(x), to = l.axes(y);
+  if (!l.pending(x).empty() || l.dtype(x) != DType::float32)
+    return -1;
+  int axis = -1;
+  const Shape local = l.local(x);
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (from[i] == to[i])
+      continue;
+    if (from[i] >= 0 || axis >= 0 || Around(local, static_cast<int>(i)).outer != 1)
+      return -1;
+    axis = to[i];
+  }
+  return axis;
+}
+
+// The same values under other dim names (sizes equal), laid out as the output's names say: a
+// view of a contiguous part (no copy), or the lowering's relayout: a slice, a reduce-scatter of
+// a pending sum, or an allgather.
 void lower_zero_view(Lowering& l, const NoAttrs&) {
   const int x = l.op().inputs[0], y = l.op().outputs[0];
+  if (const int a = outermost_slice_axis(l, x, y); a >= 0) {
+    const std::int64_t n = l.local(y).num_elements(), off = n * l.coords()[static_cast<size_t>(a)];
+    l.add_step(l.label() + " (a view of the local part)", {x}, {y},
+               [=](Buffers& b, const ExecSpace&) {
+                 const Kokkos::View<float*> part =
+                     Kokkos::subview(view_of<float>(b, x), std::make_pair(off, off + n));
+                 b[static_cast<size_t>(y)] = Program::Buffer(part);
+               });
+    return;
+  }
   const int r = l.relayout(x, l.axes(y));
   l.materialize(r);
   l.add_alias(r, y);
