@@ -3,9 +3,11 @@
 // values as the allreduce) and within 1e-5 of the scale on 4 and 8 (MPI may sum in another
 // order); Adafactor within 1e-5 everywhere (its whole-variable means become sums of per-shard
 // partial sums); on data-parallel and model- plus data-parallel layouts. The gradients are
-// reduce-scattered, the slots are stored split over the batch's mesh dim and read back whole
-// (as a checkpoint reads them), and small variables keep the full update.
+// reduce-scattered (overlapped or blocking), the slots are stored split over the batch's mesh dim
+// and read back whole, a checkpoint written with the option on restores with it off and the other
+// way round, and small variables keep the full update.
 
+#include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/nn/nn.hpp>
 #include <mtk/optim/optim.hpp>
 
@@ -13,6 +15,8 @@
 
 #include "model_fixtures.hpp"
 #include "mtk_invariance_check.hpp"
+#include "option_scope.hpp"
+#include "temp_dir.hpp"
 #include "training_fixtures.hpp"
 #include <memory>
 #include <string>
@@ -36,10 +40,18 @@ struct Options {
   std::int64_t min_bytes = 0;  // the tiny model's variables are all small
 };
 
-Trained train(const Mesh& mesh, const LayoutRules& rules, const Options& o, int steps = 3) {
+// A lowered tiny Transformer with its optimizer and its one batch of feeds.
+struct Job {
   Graph g;
+  nn::ModelGraph m;
+  std::map<int, HostTensor> feeds;
+  std::unique_ptr<Program> program;
+};
+
+std::unique_ptr<Job> make_job(const Mesh& mesh, const LayoutRules& rules, const Options& o) {
+  auto j = std::make_unique<Job>();
   const auto c = tiny_transformer();
-  nn::ModelGraph m = nn::build_transformer(g, c, /*training=*/true, /*seed=*/5);
+  j->m = nn::build_transformer(j->g, c, /*training=*/true, /*seed=*/5);
   std::unique_ptr<optim::Optimizer> opt;
   if (o.optimizer == "adam")
     opt = std::make_unique<optim::Adam>();
@@ -47,20 +59,36 @@ Trained train(const Mesh& mesh, const LayoutRules& rules, const Options& o, int 
     opt = std::make_unique<optim::Adafactor>();
   if (o.shard)
     opt->set_sharding({rules, mesh.shape(), "batch", o.min_bytes});
-  optim::minimize(m.loss, *opt, test_learning_rate());
-  const auto feeds = lm_feeds(
-      m, c, [](std::int64_t b, std::int64_t l) { return (b * 5 + l * 3 + 1) % 31 + 1; },
+  optim::minimize(j->m.loss, *opt, test_learning_rate());
+  j->feeds = lm_feeds(
+      j->m, c, [](std::int64_t b, std::int64_t l) { return (b * 5 + l * 3 + 1) % 31 + 1; },
       [](std::int64_t b, std::int64_t l) { return (b * 7 + l * 3 + 4) % 31 + 1; });
-  auto p = lower(g, mesh, opt->layout_rules(rules));
-  Trained t;
+  j->program = lower(j->g, mesh, opt->layout_rules(rules));
+  return j;
+}
+
+void run_steps(Job& j, int steps, Trained& t) {
   for (int k = 0; k < steps; ++k)
-    t.losses.push_back(static_cast<float>(p->run(feeds, {m.loss})[0].at(0)));
-  t.weights = global_weights(*p);
-  t.explain = p->explain();
-  for (const auto& name : p->variable_names())
+    t.losses.push_back(static_cast<float>(j.program->run(j.feeds, {j.m.loss})[0].at(0)));
+  t.weights = global_weights(*j.program);
+}
+
+Trained train(const Mesh& mesh, const LayoutRules& rules, const Options& o, int steps = 3) {
+  auto j = make_job(mesh, rules, o);
+  Trained t;
+  run_steps(*j, steps, t);
+  t.explain = j->program->explain();
+  for (const auto& name : j->program->variable_names())
     if (t.slot_layout.empty() && name.find("/adam_v") != std::string::npos)
-      t.slot_layout = p->variable_layout(name).to_string();
+      t.slot_layout = j->program->variable_layout(name).to_string();
   return t;
+}
+
+// Bitwise where a sum of two cannot change order, else within 1e-5 of the scale.
+void expect_same(const Trained& a, const Trained& b, const std::string& what, bool bitwise) {
+  if (bitwise && world_size() <= 2)
+    return expect_bitwise(a, b, what);
+  expect_close(a, b, what, 1e-5);
 }
 
 // Processors the layout splits dim batch over.
@@ -84,10 +112,7 @@ void check_layouts(const std::string& optimizer, bool bitwise_possible) {
         const std::string at = "@" + mshape[rules.mesh_axis_for("batch", mshape)].name;
         EXPECT_NE(on.slot_layout.find(at), std::string::npos) << what << ": " << on.slot_layout;
       }
-      if (bitwise_possible && world_size() <= 2)
-        expect_bitwise(on, off, what + ": sharded vs full update");
-      else
-        expect_close(on, off, what + ": sharded vs full update", 1e-5);
+      expect_same(on, off, what + ": sharded vs full update", bitwise_possible);
       EXPECT_LT(on.losses.back(), on.losses.front()) << what;
     }
   }
@@ -112,4 +137,42 @@ TEST(ShardedOptimizer, SmallVariablesKeepTheFullUpdate) {
   EXPECT_EQ(on.explain.find("reduce_scatter"), std::string::npos);
   const Trained off = train(mesh, rules, {"adam", false}, 1);
   expect_bitwise(on, off, "64 KiB threshold");
+}
+
+TEST(ShardedOptimizer, BlockingReduceScatterEqualsTheOverlappedOne) {
+  const MeshShape mshape = MeshShape::parse("x:" + std::to_string(world_size()));
+  Mesh mesh(mshape, MPI_COMM_WORLD);
+  const auto rules = instantiate("batch:@0", mshape);
+  const Trained overlapped = train(mesh, rules, {"adam", true});
+  const OptionScope o({{"MTK_OVERLAP_COLLECTIVES", "0"}});
+  const Trained blocking = train(mesh, rules, {"adam", true});
+  expect_same(blocking, overlapped, "MTK_OVERLAP_COLLECTIVES=0 vs 1", true);
+  if (world_size() > 1)
+    EXPECT_NE(overlapped.explain.find("reduce_scatter(sum) start"), std::string::npos);
+}
+
+TEST(ShardedOptimizer, CheckpointsRestoreWithTheOptionOnOrOff) {
+  // 2 steps, a checkpoint, 1 more step with the option the other way: the run of 3 steps.
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    Mesh mesh(mshape, MPI_COMM_WORLD);
+    const auto rules = instantiate("vocab:@0;d_ff:@0;heads:@0;batch:@1", mshape);
+    const Trained straight = train(mesh, rules, {"adam", false});
+    for (const bool first_sharded : {true, false}) {
+      const std::string what =
+          mshape.to_string() + (first_sharded ? ": sharded, then full" : ": full, then sharded");
+      TempDir dir(MPI_COMM_WORLD);
+      const std::string path = dir.path() + "/step-2";
+      Trained resumed;
+      {
+        auto first = make_job(mesh, rules, {"adam", first_sharded});
+        run_steps(*first, 2, resumed);
+        write_checkpoint_directory(*first->program, path, CheckpointMetadata());
+      }
+      auto second = make_job(mesh, rules, {"adam", !first_sharded});
+      restore_checkpoint(*second->program, path);
+      EXPECT_EQ(second->program->step(), 2) << what;
+      run_steps(*second, 1, resumed);
+      expect_same(resumed, straight, what, true);
+    }
+  }
 }
