@@ -30,6 +30,7 @@ namespace {
 struct Trained {
   std::vector<float> losses;
   std::vector<float> weights;  // every variable's (and slot's) global value after the last step
+  std::vector<float> norms;    // the gradient norm of each step
   std::string explain;
   std::string slot_layout;  // the layout of one slot of the first layer's d_ff weight
 };
@@ -38,12 +39,14 @@ struct Options {
   std::string optimizer = "adam";
   bool shard = false;
   std::int64_t min_bytes = 0;  // the tiny model's variables are all small
+  int microbatches = 0;        // > 0: nn::build_training with that many slices, else minimize()
 };
 
 // A lowered tiny Transformer with its optimizer and its one batch of feeds.
 struct Job {
   Graph g;
   nn::ModelGraph m;
+  Tensor norm;
   std::map<int, HostTensor> feeds;
   std::unique_ptr<Program> program;
 };
@@ -51,7 +54,6 @@ struct Job {
 std::unique_ptr<Job> make_job(const Mesh& mesh, const LayoutRules& rules, const Options& o) {
   auto j = std::make_unique<Job>();
   const auto c = tiny_transformer();
-  j->m = nn::build_transformer(j->g, c, /*training=*/true, /*seed=*/5);
   std::unique_ptr<optim::Optimizer> opt;
   if (o.optimizer == "adam")
     opt = std::make_unique<optim::Adam>();
@@ -59,7 +61,14 @@ std::unique_ptr<Job> make_job(const Mesh& mesh, const LayoutRules& rules, const 
     opt = std::make_unique<optim::Adafactor>();
   if (o.shard)
     opt->set_sharding({rules, mesh.shape(), "batch", o.min_bytes});
-  optim::minimize(j->m.loss, *opt, test_learning_rate());
+  if (o.microbatches > 0) {
+    const auto t = nn::build_training(j->g, c, o.microbatches, *opt, test_learning_rate(), 5);
+    j->m = t.model;
+    j->norm = t.gradient_norm;
+  } else {
+    j->m = nn::build_transformer(j->g, c, /*training=*/true, /*seed=*/5);
+    optim::minimize(j->m.loss, *opt, test_learning_rate(), &j->norm);
+  }
   j->feeds = lm_feeds(
       j->m, c, [](std::int64_t b, std::int64_t l) { return (b * 5 + l * 3 + 1) % 31 + 1; },
       [](std::int64_t b, std::int64_t l) { return (b * 7 + l * 3 + 4) % 31 + 1; });
@@ -68,8 +77,11 @@ std::unique_ptr<Job> make_job(const Mesh& mesh, const LayoutRules& rules, const 
 }
 
 void run_steps(Job& j, int steps, Trained& t) {
-  for (int k = 0; k < steps; ++k)
-    t.losses.push_back(static_cast<float>(j.program->run(j.feeds, {j.m.loss})[0].at(0)));
+  for (int k = 0; k < steps; ++k) {
+    const auto out = j.program->run(j.feeds, {j.m.loss, j.norm});
+    t.losses.push_back(static_cast<float>(out[0].at(0)));
+    t.norms.push_back(static_cast<float>(out[1].at(0)));
+  }
   t.weights = global_weights(*j.program);
 }
 
@@ -174,5 +186,22 @@ TEST(ShardedOptimizer, CheckpointsRestoreWithTheOptionOnOrOff) {
       run_steps(*second, 1, resumed);
       expect_same(resumed, straight, what, true);
     }
+  }
+}
+
+TEST(ShardedOptimizer, MicrobatchesAndTheGradientNorm) {
+  // build_training with slices reads whole gradients (its norm allreduces them): the update is
+  // sharded all the same. The norm from shards equals the whole one within reassociation.
+  const MeshShape mshape = MeshShape::parse("x:" + std::to_string(world_size()));
+  Mesh mesh(mshape, MPI_COMM_WORLD);
+  const auto rules = instantiate("batch:@0", mshape);
+  for (const int k : {0, 2}) {
+    const std::string what = "microbatches " + std::to_string(k);
+    const Trained off = train(mesh, rules, {"adam", false, 0, k});
+    const Trained on = train(mesh, rules, {"adam", true, 0, k});
+    expect_same(on, off, what, true);
+    ASSERT_EQ(on.norms.size(), off.norms.size());
+    for (size_t s = 0; s < on.norms.size(); ++s)
+      EXPECT_NEAR(on.norms[s], off.norms[s], 1e-5 * off.norms[s]) << what << " step " << s;
   }
 }
