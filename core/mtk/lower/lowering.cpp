@@ -498,7 +498,8 @@ void Lowering::finish() {
   lifetimes.planned = runtime_options().buffer_plan();  // MTK_BUFFER_PLAN
   lifetimes.slots.resize(static_cast<size_t>(n));
   for (int t = 0; t < n; ++t)
-    lifetimes.slots[static_cast<size_t>(t)] = {dtype(t), local(t).num_elements()};
+    lifetimes.slots[static_cast<size_t>(t)] = {
+        dtype(t), in_variable_storage_.count(t) ? 0 : local(t).num_elements()};
   const MemoryPrediction m = predict_memory(lifetimes);
   // Shared buckets of overlapped reductions are packed into buffers kept for the program's life.
   std::int64_t packed = 0;

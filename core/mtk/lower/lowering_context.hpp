@@ -108,6 +108,9 @@ class Lowering {
   void mark_bf16_reads(std::vector<int> tensors) {
     p_->steps_.back().bf16_reads = std::move(tensors);
   }
+  /// Declares that tensor t's buffer is a variable's own storage (written in place by its step):
+  /// the memory prediction counts no bytes for it.
+  void mark_in_variable_storage(int t) { in_variable_storage_.insert(t); }
   /// Declares that the last step's kernels may write `output` into `input`'s buffer (each value
   /// read before it is written); the in-place pass decides (mtk/lower/in_place_updates.hpp).
   void allow_overwrite(int output, int input) {
@@ -179,7 +182,8 @@ class Lowering {
   MeshShape shape_;
   std::vector<int> coords_;
   bool dry_ = false;
-  ScatterSpecs scatters_;  // the reduce-scatter steps, by output (overlap_reductions)
+  ScatterSpecs scatters_;              // the reduce-scatter steps, by output (overlap_reductions)
+  std::set<int> in_variable_storage_;  // mark_in_variable_storage()
   LayoutRules rules_;
   std::unique_ptr<Program> p_;
   int op_index_ = 0;

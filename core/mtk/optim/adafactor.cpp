@@ -92,7 +92,7 @@ void Adafactor::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>
     if (o_.parameter_scaling)
       scale = lr * maximum(rms(var), scalar(g, o_.epsilon2));
     const auto set_var = [&](const Tensor& value) {
-      assign(var_full, z.unshard(value, var_full.shape(), var_full.name() + "/zero_gather"));
+      assign(var_full, z.gather_into(var_full, value));
     };
     if (o_.fused) {
       // One pass: clip, scale, momentum and the parameter update.

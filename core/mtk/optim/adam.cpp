@@ -30,7 +30,7 @@ void Adam::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>& gra
     auto next = adam_update(p, m.value, v.value, gs[k], step_size, o_.beta1, o_.beta2, o_.epsilon);
     z.assign(m, next[1]);
     z.assign(v, next[2]);
-    assign(var, z.unshard(next[0], var.shape(), var.name() + "/zero_gather"));
+    assign(var, z.gather_into(var, next[0]));
   }
 }
 

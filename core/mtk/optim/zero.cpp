@@ -3,6 +3,7 @@
 #include <mtk/ops/ops.hpp>
 #include <mtk/optim/optimizer.hpp>
 #include <mtk/optim/zero.hpp>
+#include <mtk/parallel/collectives.hpp>
 
 namespace mtk::optim {
 namespace {
@@ -29,8 +30,7 @@ int outermost_slice_axis(Lowering& l, int x, int y) {
 // The same values under other dim names (sizes equal), laid out as the output's names say: a
 // view of a contiguous part (no copy), or the lowering's relayout: a slice, a reduce-scatter of
 // a pending sum, or an allgather.
-void lower_zero_view(Lowering& l, const NoAttrs&) {
-  const int x = l.op().inputs[0], y = l.op().outputs[0];
+void view_as(Lowering& l, int x, int y) {
   if (const int a = outermost_slice_axis(l, x, y); a >= 0) {
     const std::int64_t n = l.local(y).num_elements(), off = n * l.coords()[static_cast<size_t>(a)];
     l.add_step(l.label() + " (a view of the local part)", {x}, {y},
@@ -44,6 +44,10 @@ void lower_zero_view(Lowering& l, const NoAttrs&) {
   const int r = l.relayout(x, l.axes(y));
   l.materialize(r);
   l.add_alias(r, y);
+}
+
+void lower_zero_view(Lowering& l, const NoAttrs&) {
+  view_as(l, l.op().inputs[0], l.op().outputs[0]);
 }
 
 constexpr auto zero_view_op =
@@ -60,6 +64,42 @@ Tensor zero_view(const Tensor& x, const Shape& shape, const std::string& name) {
                       shape.to_string(), ": dim ", i, " differs in size"));
   return x.graph().add_named_op1(zero_view_op, name, {x}, shape, x.dtype());
 }
+
+// The new value of variable `var` from its shard x: allgathered in place into the variable's own
+// float32 storage, which the shard's own part may already be (the update wrote it in place), so
+// the assignment after it has nothing to copy and no second copy of the variable lives to the
+// end of the run. Otherwise (bfloat16 storage, a shard dim that is not outermost, analysis) the
+// relayout's allgather into a new buffer.
+void lower_zero_gather(Lowering& l, const NoAttrs&) {
+  const int var = l.op().inputs[0], x = l.op().inputs[1], y = l.op().outputs[0];
+  const Graph& g = l.graph();
+  const bool stored_f32 = g.variable_attrs(g.tensor_info(var).producer).storage == DType::float32;
+  const int a = outermost_slice_axis(l, y, x);  // y -> x is the slice that x -> y undoes
+  if (!stored_f32 || a < 0 || l.dry() || !l.pending(x).empty()) {
+    view_as(l, x, y);
+    return;
+  }
+  Program::Buffer* storage = l.variable_storage(var);
+  const Mesh mesh = l.mesh();
+  const std::int64_t n = l.local(x).num_elements(), off = n * l.coords()[static_cast<size_t>(a)];
+  l.count_comm(Collective::allconcat, l.local_bytes(x), {a});
+  l.add_step(
+      l.label() + " (allgather in place into the variable)", {x, var}, {y},
+      [=](Buffers& b, const ExecSpace& space) {
+        const Kokkos::View<float*> full = storage->view<float>();
+        const auto part = view_of<float>(b, x);
+        if (part.data() != full.data() + off)
+          Kokkos::deep_copy(space, Kokkos::subview(full, std::make_pair(off, off + n)), part);
+        space.fence();
+        allgather_in_place<float>(mesh, a, full);
+        b[static_cast<size_t>(y)] = Program::Buffer(full);
+      },
+      0, Program::Category::collective);
+  l.mark_in_variable_storage(y);
+}
+
+constexpr auto zero_gather_op =
+    make_op_kind<NoAttrs>("zero_gather", {FlopClass::none, false}, lower_zero_gather);
 
 Shape renamed(const Shape& s, const std::string& from, const std::string& to) {
   std::vector<Dimension> dims = s.dims();
@@ -100,6 +140,17 @@ Shape ZeroSharding::sharded_shape(const Shape& s, int dim) const {
 
 Tensor ZeroSharding::shard(const Tensor& x, int dim, const std::string& name) const {
   return dim < 0 ? x : zero_view(x, sharded_shape(x.shape(), dim), name);
+}
+
+Tensor ZeroSharding::gather_into(const Tensor& var, const Tensor& x) const {
+  if (x.shape() == var.shape())
+    return x;
+  if (x.shape().rank() != var.shape().rank())
+    fail("mtk::optim::ZeroSharding::gather_into",
+         cat("shard '", x.name(), "' ", x.shape().to_string(), " of variable '", var.name(), "' ",
+             var.shape().to_string(), " differs in rank"));
+  return var.graph().add_named_op1(zero_gather_op, var.name() + "/zero_gather", {var, x},
+                                   var.shape(), var.dtype());
 }
 
 Tensor ZeroSharding::unshard(const Tensor& x, const Shape& full, const std::string& name) const {

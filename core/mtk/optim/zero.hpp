@@ -45,6 +45,9 @@ class ZeroSharding {
   /// x (a sharded_shape) viewed as `full`: an allgather unless x's tensor rule keeps it split.
   Tensor unshard(const Tensor& x, const Shape& full,
                  const std::string& name = "zero_unshard") const;
+  /// The new value of `var` from its shard x (a sharded_shape): an allgather, in place into the
+  /// variable's storage where it can be (assign it to `var`, nothing else).
+  Tensor gather_into(const Tensor& var, const Tensor& x) const;
   /// The gradients the update reads: those of sharded variables as shard(grad) (already sharded
   /// ones as they are).
   std::vector<Tensor> gradients(const std::vector<Tensor>& vars,

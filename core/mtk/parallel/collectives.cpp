@@ -4,6 +4,8 @@
 #include <mtk/parallel/collectives.hpp>
 #include <mtk/version.hpp>
 
+#include <mpi.h>
+
 namespace mtk {
 namespace {
 
@@ -240,6 +242,20 @@ Kokkos::View<T*> reduce_scatter(const Mesh& mesh, int axis, const Shape& local_s
 }
 
 template <class T>
+void allgather_in_place(const Mesh& mesh, int axis, const Kokkos::View<T*>& data) {
+  const std::int64_t parts = axis_size(mesh, axis, "mtk::allgather_in_place");
+  if (parts == 1)
+    return;
+  Kokkos::Profiling::pushRegion("mtk::allgather_in_place");
+  MpiStage<T> stage(data, true);
+  // MPI_IN_PLACE goes to MPI_Allgather as the send buffer.
+  mesh.axes_comm({axis}).allgather_into(static_cast<const T*>(MPI_IN_PLACE), stage.data(),
+                                        static_cast<std::size_t>(data.extent(0) / parts));
+  stage.write_back();
+  Kokkos::Profiling::popRegion();
+}
+
+template <class T>
 ReduceScatterInFlight<T> start_reduce_scatter(const Mesh& mesh, int axis, const Shape& local_shape,
                                               int dim, const Kokkos::View<T*>& local) {
   const char* where = "mtk::start_reduce_scatter";
@@ -366,6 +382,7 @@ Kokkos::View<T*> permute(const Mesh& mesh, int axis, const std::vector<int>& des
   template ReduceScatterInFlight<T> start_reduce_scatter<T>(const Mesh&, int, const Shape&, int,  \
                                                             const Kokkos::View<T*>&);             \
   template class ReduceScatterInFlight<T>;                                                        \
+  template void allgather_in_place<T>(const Mesh&, int, const Kokkos::View<T*>&);                 \
   template void broadcast<T>(const Mesh&, const std::vector<int>&, const Kokkos::View<T*>&, int); \
   template Kokkos::View<T*> shift<T>(const Mesh&, int, int, bool, const Kokkos::View<T*>&);       \
   template Kokkos::View<T*> permute<T>(const Mesh&, int, const std::vector<int>&,                 \

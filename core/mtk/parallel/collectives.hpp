@@ -73,6 +73,12 @@ template <class T>
 Kokkos::View<T*> reduce_scatter(const Mesh& mesh, int axis, const Shape& local_shape, int dim,
                                 const Kokkos::View<T*>& local, ReduceOp op = ReduceOp::sum);
 
+/// In place along mesh axis `axis`: `data` holds P blocks, this member's own at its coordinate;
+/// afterwards every block (MPI_Allgather with MPI_IN_PLACE): an allconcat along the outermost
+/// dim into a buffer that already holds this member's part.
+template <class T>
+void allgather_in_place(const Mesh& mesh, int axis, const Kokkos::View<T*>& data);
+
 template <class T>
 class ReduceScatterInFlight;
 
