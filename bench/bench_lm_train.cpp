@@ -7,7 +7,8 @@
 // (docs/memory.md; bench/run-memory-bench). --loss-chunks c: model.loss_chunks.
 // --steps 0: no step runs; prints analyze()'s prediction only (peak, variables, FLOPs).
 // --variable-dtype, --slot-dtype float32|bfloat16: train.variable_dtype,
-// train.optimizer_slot_dtype.
+// train.optimizer_slot_dtype. --shard-optimizer: the sharded optimizer update
+// (docs/sharded-optimizer.md).
 
 #include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
@@ -79,6 +80,7 @@ int run(int argc, char** argv) {
   std::string mesh_text = "batch:" + std::to_string(ranks), layout_text = "batch:batch",
               opt = "adam";
   int steps = 3, microbatches = 1;
+  bool shard_optimizer = false;
   mtk::DType variable_dtype = mtk::DType::float32, slot_dtype = mtk::DType::float32;
   mtk::nn::TransformerConfig c;  // defaults are the standard benchmark model
   c.vocab_size = 32000;
@@ -91,6 +93,11 @@ int run(int argc, char** argv) {
   c.batch = 8;
   for (int i = 1; i < argc; i += 2) {
     std::string k = argv[i];
+    if (k == "--shard-optimizer") {
+      shard_optimizer = true;
+      --i;
+      continue;
+    }
     if (k == "--bf16") {
       c.activation_dtype = "bfloat16";
       --i;
@@ -155,12 +162,15 @@ int run(int argc, char** argv) {
   else
     optimizer = std::make_unique<mtk::optim::Adam>();
   optimizer->set_state_dtypes(variable_dtype, slot_dtype);
+  mtk::Mesh mesh(mtk::MeshShape::parse(mesh_text), MPI_COMM_WORLD);
+  const mtk::LayoutRules rules = mtk::LayoutRules::parse(layout_text);
+  if (shard_optimizer)
+    optimizer->set_sharding({rules, mesh.shape()});
   mtk::optim::LearningRateSchedule lr;
   lr.kind = mtk::optim::LearningRateSchedule::Kind::constant;
   lr.value = 1e-4;
   const mtk::nn::ModelGraph m = mtk::nn::build_training(g, c, microbatches, *optimizer, lr).model;
-  mtk::Mesh mesh(mtk::MeshShape::parse(mesh_text), MPI_COMM_WORLD);
-  auto program = mtk::lower(g, mesh, mtk::LayoutRules::parse(layout_text));
+  auto program = mtk::lower(g, mesh, optimizer->layout_rules(rules));
   if (steps == 0) {
     if (rank == 0)
       print_prediction(*program, c, microbatches, mesh_text, layout_text);
@@ -220,7 +230,8 @@ int run(int argc, char** argv) {
         "\"model_flops_per_step\":%.0f,\"recompute\":\"%s\",\"microbatches\":%d,"
         "\"variable_bytes\":%lld,\"recomputed_steps\":%lld,\"program_flops_per_step\":%.0f,"
         "\"live_peak_bytes\":%lld,\"pool_peak_bytes\":%lld,\"predicted_over_kokkos\":%.3f,"
-        "\"loss_chunks\":%lld,\"variable_dtype\":\"%s\",\"slot_dtype\":\"%s\"}\n",
+        "\"loss_chunks\":%lld,\"variable_dtype\":\"%s\",\"slot_dtype\":\"%s\","
+        "\"shard_optimizer\":%s}\n",
         ranks, mesh_text.c_str(), layout_text.c_str(), opt.c_str(), tokens, step_s, tokens / step_s,
         flops / step_s / 1e9, ceiling, fastest.backend.c_str(), rates_json.c_str(),
         flops / step_s / 1e9 / ceiling, loss, split["compute"] / steps,
@@ -234,7 +245,7 @@ int run(int argc, char** argv) {
         static_cast<long long>(program->counters().live_peak_bytes), pool_peak,
         static_cast<double>(program->counters().peak_bytes) / static_cast<double>(kokkos_peak),
         static_cast<long long>(c.loss_chunks), mtk::dtype_name(variable_dtype),
-        mtk::dtype_name(slot_dtype));
+        mtk::dtype_name(slot_dtype), shard_optimizer ? "true" : "false");
   }
   if (rank == 0 && std::getenv("MTK_BENCH_DETAIL")) {
     for (const auto& [k, v] : program->time_by_kind())

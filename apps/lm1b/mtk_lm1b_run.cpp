@@ -225,6 +225,8 @@ int train_main(const std::vector<std::string>& args) {
   nn::ModelGraph m;
   Tensor lr, gradient_norm;  // what training logs besides the losses
   auto optimizer = config::make_optimizer(settings.optimizer);
+  if (settings.optimizer.shard)  // train.shard_optimizer (docs/sharded-optimizer.md)
+    optimizer->set_sharding({s.rules, s.mesh_shape});
   // A model whose sizes overflow fails alike on every rank: one agreed error, no abort.
   agree_on_failure(mesh.comm(), [&] {
     // train.microbatches: the batch as slices in series, one optimizer step (docs/memory.md).
@@ -263,7 +265,7 @@ int train_main(const std::vector<std::string>& args) {
     return 0;
   }
 
-  auto program = lower(g, mesh, s.rules);
+  auto program = lower(g, mesh, optimizer->layout_rules(s.rules));
   app::TrainingData data;
   data.next = [&] {
     LmBatch batch = stream.next();

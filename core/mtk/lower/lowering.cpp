@@ -28,6 +28,8 @@ constexpr auto alias_step = make_op_kind<NoAttrs>("alias", {FlopClass::none, tru
 constexpr auto allreduce_step =
     make_op_kind<NoAttrs>("allreduce", {FlopClass::none, true}, nullptr);
 constexpr auto relayout_step = make_op_kind<NoAttrs>("relayout", {FlopClass::none, false}, nullptr);
+constexpr auto reduce_scatter_step =
+    make_op_kind<NoAttrs>("reduce_scatter", {FlopClass::none, false}, nullptr);
 }  // namespace
 
 Lowering::Lowering(Graph& g, const Mesh& mesh, const LayoutRules& rules, const MeshShape& shape,
@@ -62,7 +64,7 @@ std::unique_ptr<Program> Lowering::run() {
   if (runtime_options().overlap_collectives())  // MTK_OVERLAP_COLLECTIVES
     p_->overlap_ = overlap_reductions(
         p_->steps_, mesh_, shape_, [&](int t) { return local(t).num_elements(); },
-        runtime_options().allreduce_bucket_mib() << 20, dry_);
+        runtime_options().allreduce_bucket_mib() << 20, dry_, scatters_);
   if (runtime_options().overlap_halo())  // MTK_OVERLAP_HALO
     p_->overlapped_halos_ = overlap_halos(p_->steps_);
   plan_bf16_copies();
@@ -264,10 +266,56 @@ void Lowering::materialize(int t) {
   p_->steps_.back().sum_axes = ax;  // the overlap pass may move it
 }
 
+// A partial sum pending over a mesh axis that `to` splits a whole dim over: one reduce-scatter
+// along that dim (half an allreduce's traffic, no slicing after it) instead of allreduce + slice.
+// t itself stays pending: another reader still gets the whole sum.
+int Lowering::reduce_scatter_pending(int t, const std::vector<int>& to) {
+  if (dtype(t) != DType::float32)
+    return t;
+  int cur = t;
+  for (size_t j = 0; j < to.size(); ++j) {
+    const int a = to[j];
+    const auto from = axes(cur);
+    const auto& pend = pending_[static_cast<size_t>(cur)];
+    if (a < 0 || from[j] >= 0 || std::find(pend.begin(), pend.end(), a) == pend.end() ||
+        std::find(from.begin(), from.end(), a) != from.end())
+      continue;
+    auto ax = from;
+    ax[j] = a;
+    std::vector<int> rest;
+    for (int p : pend)
+      if (p != a)
+        rest.push_back(p);
+    const int out = new_temp(layout(cur).shape(), ax, DType::float32);
+    pending_[static_cast<size_t>(out)] = rest;
+    count_comm(Collective::allreduce, local_bytes(cur), {a});  // no reduce_scatter counter
+    const Mesh mesh = mesh_;
+    const Shape local_shape = local(cur);
+    const int dim = static_cast<int>(j), in = cur;
+    add_step_of(
+        reduce_scatter_step.def,
+        cat("reduce_scatter(sum) of ", describe(in), " over ", shape_[a].name, " along '",
+            local_shape[dim].name, "'"),
+        {in}, {out},
+        [=](Buffers& b, const ExecSpace&) {
+          b[static_cast<size_t>(out)] = Program::Buffer(reduce_scatter<float>(
+              mesh, a, local_shape, dim, b[static_cast<size_t>(in)].view<float>()));
+        },
+        0, Program::Category::collective);
+    p_->steps_.back().sum_axes = {a};  // the overlap pass may start it early
+    scatters_[out] = {local_shape, dim};
+    cur = out;
+  }
+  return cur;
+}
+
 int Lowering::relayout(int t, const std::vector<int>& to) {
   if (to == axes(t))
     return t;
-  materialize(t);
+  t = reduce_scatter_pending(t, to);
+  materialize(t);  // what is still pending (over other axes)
+  if (to == axes(t))
+    return t;
   const Shape& s = layout(t).shape();
   auto plan = plan_relayout(s, axes(t), to, shape_);
   const DType dt = dtype(t);
@@ -450,7 +498,8 @@ void Lowering::finish() {
   lifetimes.planned = runtime_options().buffer_plan();  // MTK_BUFFER_PLAN
   lifetimes.slots.resize(static_cast<size_t>(n));
   for (int t = 0; t < n; ++t)
-    lifetimes.slots[static_cast<size_t>(t)] = {dtype(t), local(t).num_elements()};
+    lifetimes.slots[static_cast<size_t>(t)] = {
+        dtype(t), in_variable_storage_.count(t) ? 0 : local(t).num_elements()};
   const MemoryPrediction m = predict_memory(lifetimes);
   // Shared buckets of overlapped reductions are packed into buffers kept for the program's life.
   std::int64_t packed = 0;

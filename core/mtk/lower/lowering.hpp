@@ -4,10 +4,12 @@
 // Rules (the paper's): every op runs on the local slice; an einsum or sum whose reduced dims are
 // split leaves a partial sum that is allreduced over those mesh axes when first needed (pending
 // sums merge through add/subtract, scaling, further sums and contractions with replicated
-// operands, so several partial sums cost one collective); a reshape that changes which mesh dim
-// splits a dim lowers to a local slice (newly split), an allconcat (no longer split) or an
-// alltoall (moved); ops that need a whole dim that is split are rejected with an error naming op,
-// tensor, dims and sizes. Validation runs on every rank with collective agreement.
+// operands, so several partial sums cost one collective; a partial sum laid out anew with a dim
+// split over a mesh dim it is pending over is reduce-scattered along that dim); a reshape that
+// changes which mesh dim splits a dim lowers to a local slice (newly split), an allconcat (no
+// longer split) or an alltoall (moved); ops that need a whole dim that is split are rejected
+// with an error naming op, tensor, dims and sizes. Validation runs on every rank with collective
+// agreement.
 
 #include <mtk/graph/graph.hpp>
 #include <mtk/lower/program.hpp>

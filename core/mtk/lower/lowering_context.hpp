@@ -6,6 +6,7 @@
 
 #include <mtk/base/exec_space.hpp>
 #include <mtk/graph/graph.hpp>
+#include <mtk/lower/overlap.hpp>
 #include <mtk/lower/program.hpp>
 #include <mtk/parallel/layout.hpp>
 #include <mtk/parallel/mesh.hpp>
@@ -107,6 +108,9 @@ class Lowering {
   void mark_bf16_reads(std::vector<int> tensors) {
     p_->steps_.back().bf16_reads = std::move(tensors);
   }
+  /// Declares that tensor t's buffer is a variable's own storage (written in place by its step):
+  /// the memory prediction counts no bytes for it.
+  void mark_in_variable_storage(int t) { in_variable_storage_.insert(t); }
   /// Declares that the last step's kernels may write `output` into `input`'s buffer (each value
   /// read before it is written); the in-place pass decides (mtk/lower/in_place_updates.hpp).
   void allow_overwrite(int output, int input) {
@@ -137,7 +141,8 @@ class Lowering {
   void count_comm(Collective kind, std::int64_t bytes, std::vector<int> axes);
   /// Emits the allreduce of t's pending partial sum, in place (nothing when none).
   void materialize(int t);
-  /// A copy of tensor t laid out with per-dim axes `to` (t itself when nothing changes).
+  /// A copy of tensor t laid out with per-dim axes `to` (t itself when nothing changes). A partial
+  /// sum pending over a mesh axis that `to` newly splits a dim over is reduce-scattered there.
   int relayout(int t, const std::vector<int>& to);
   /// t with `dims` made whole.
   int gather_dims(int t, const std::set<std::string>& dims);
@@ -166,6 +171,7 @@ class Lowering {
   const Program* program() const { return p_.get(); }
 
  private:
+  int reduce_scatter_pending(int t, const std::vector<int>& to);
   void plan_bf16_copies();
   void plan_in_place_updates();
   void rewiden_bf16_variables();
@@ -176,6 +182,8 @@ class Lowering {
   MeshShape shape_;
   std::vector<int> coords_;
   bool dry_ = false;
+  ScatterSpecs scatters_;              // the reduce-scatter steps, by output (overlap_reductions)
+  std::set<int> in_variable_storage_;  // mark_in_variable_storage()
   LayoutRules rules_;
   std::unique_ptr<Program> p_;
   int op_index_ = 0;

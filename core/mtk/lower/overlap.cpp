@@ -25,6 +25,8 @@ struct Candidate {
   int at = 0, ready = -1, t = 0;
   std::vector<int> axes;
   std::int64_t count = 0;
+  int out = -1;  // a reduce-scatter's output
+  ScatterSpec spec;
 };
 
 std::int64_t group_size(const MeshShape& shape, const std::vector<int>& axes) {
@@ -35,7 +37,8 @@ std::int64_t group_size(const MeshShape& shape, const std::vector<int>& axes) {
 }
 
 std::vector<Candidate> candidates(const std::vector<Program::Step>& steps, const MeshShape& shape,
-                                  const std::function<std::int64_t(int)>& elements_of) {
+                                  const std::function<std::int64_t(int)>& elements_of,
+                                  const ScatterSpecs& scatters) {
   std::map<int, int> last_touch;  // tensor -> last step reading or writing it, so far
   std::vector<Candidate> out;
   for (int s = 0; s < static_cast<int>(steps.size()); ++s) {
@@ -43,15 +46,25 @@ std::vector<Candidate> candidates(const std::vector<Program::Step>& steps, const
     if (!st.sum_axes.empty() && st.reads.size() == 1 && group_size(shape, st.sum_axes) > 1) {
       const int t = st.reads.front();
       const auto it = last_touch.find(t);
+      const auto scatter =
+          st.writes.size() == 1 ? scatters.find(st.writes.front()) : scatters.end();
       // Worth moving when other steps run between the tensor's last touch and its reduction.
-      if (it != last_touch.end() && it->second < s - 1)
-        out.push_back({s, it->second, t, st.sum_axes, elements_of(t)});
+      if (it != last_touch.end() && it->second < s - 1 &&
+          (st.writes == st.reads || scatter != scatters.end()))
+        out.push_back({s, it->second, t, st.sum_axes, elements_of(t),
+                       scatter == scatters.end() ? -1 : scatter->first,
+                       scatter == scatters.end() ? ScatterSpec() : scatter->second});
     }
     for (int t : st.reads)
       last_touch[t] = s;
     for (int t : st.writes)
       last_touch[t] = s;
   }
+  // A reduce-scatter works in its input's storage: only where nothing reads that afterwards.
+  out.erase(
+      std::remove_if(out.begin(), out.end(),
+                     [&](const Candidate& c) { return c.out >= 0 && last_touch[c.t] != c.at; }),
+      out.end());
   std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
     return std::tie(a.ready, a.at) < std::tie(b.ready, b.at);
   });
@@ -59,8 +72,9 @@ std::vector<Candidate> candidates(const std::vector<Program::Step>& steps, const
 }
 
 ReductionBucket bucket_of(const Candidate& c) {
-  return {{c.t},   {c.count}, c.axes,
-          c.ready, c.at,      c.count * static_cast<std::int64_t>(sizeof(float))};
+  return {{c.t},   {c.count},    c.axes,
+          c.ready, c.at,         c.count * static_cast<std::int64_t>(sizeof(float)),
+          c.out,   c.spec.local, c.out >= 0 ? c.spec.dim : -1};
 }
 
 }  // namespace
@@ -323,12 +337,13 @@ std::vector<Counters::Exchange> record_halo_exchanges(const std::vector<Program:
 std::vector<ReductionBucket> plan_reductions(const std::vector<Program::Step>& steps,
                                              const MeshShape& shape,
                                              const std::function<std::int64_t(int)>& elements_of,
-                                             std::int64_t bucket_bytes) {
+                                             std::int64_t bucket_bytes,
+                                             const ScatterSpecs& scatters) {
   std::vector<ReductionBucket> done;
   std::map<std::vector<int>, ReductionBucket> open;  // per group of mesh axes: the bucket filling
-  for (const Candidate& c : candidates(steps, shape, elements_of)) {
+  for (const Candidate& c : candidates(steps, shape, elements_of, scatters)) {
     const std::int64_t bytes = c.count * static_cast<std::int64_t>(sizeof(float));
-    if (bytes >= bucket_bytes) {  // large (or no bucketing): alone, in place
+    if (bytes >= bucket_bytes || c.out >= 0) {  // large, scattered (or no bucketing): alone
       done.push_back(bucket_of(c));
       continue;
     }
@@ -370,6 +385,17 @@ void ReductionsInFlight::start(int k, Program::Buffers& b) {
   if (f.started)
     fail("mtk::Program::run", cat("overlapped allreduce ", k, " started twice"));
   Kokkos::View<float*> data;
+  if (bucket.scatter_out >= 0) {
+    data = b[static_cast<size_t>(bucket.tensors.front())].view<float>();
+    f.scatter = start_reduce_scatter(mesh_, bucket.axes.front(), bucket.scatter_local,
+                                     bucket.scatter_dim, data);
+    f.in_place = data.data();
+    ++in_place_;
+    f.started = true;
+    f.complete = false;
+    in_flight_.push_back(k);
+    return;
+  }
   if (bucket.tensors.size() == 1) {
     data = b[static_cast<size_t>(bucket.tensors.front())].view<float>();
     f.in_place = data.data();
@@ -404,7 +430,10 @@ void ReductionsInFlight::wait(int k, Program::Buffers& b) {
   }
   if (!f.started)
     fail("mtk::Program::run", cat("overlapped allreduce ", k, " waited for but not started"));
-  f.op.finish();
+  if (bucket.scatter_out >= 0)
+    b[static_cast<size_t>(bucket.scatter_out)] = Program::Buffer(f.scatter.finish());
+  else
+    f.op.finish();
   f.started = false;
   in_flight_.erase(std::find(in_flight_.begin(), in_flight_.end(), k));
   if (f.in_place) {
@@ -427,7 +456,9 @@ void ReductionsInFlight::progress() {
     Flight& f = flights_[static_cast<size_t>(k)];
     if (f.complete)
       continue;
-    f.complete = f.op.progress();  // one MPI_Test moves every collective in flight
+    // One MPI_Test moves every collective in flight.
+    f.complete =
+        buckets_[static_cast<size_t>(k)].scatter_out >= 0 ? f.scatter.progress() : f.op.progress();
     if (!f.complete)
       return;
   }
@@ -463,7 +494,10 @@ bool ReductionsInFlight::before_step(const Program::Step& step, Program::Buffers
 void ReductionsInFlight::drain() {
   for (int k : in_flight_) {
     Flight& f = flights_[static_cast<size_t>(k)];
-    f.op.finish();
+    if (buckets_[static_cast<size_t>(k)].scatter_out >= 0)
+      f.scatter.finish();
+    else
+      f.op.finish();
     f.started = false;
     f.waited_early = false;
     f.in_place = nullptr;
@@ -476,8 +510,9 @@ void ReductionsInFlight::drain() {
 
 std::shared_ptr<ReductionsInFlight> overlap_reductions(
     std::vector<Program::Step>& steps, const Mesh& mesh, const MeshShape& shape,
-    const std::function<std::int64_t(int)>& elements_of, std::int64_t bucket_bytes, bool dry) {
-  auto plan = plan_reductions(steps, shape, elements_of, bucket_bytes);
+    const std::function<std::int64_t(int)>& elements_of, std::int64_t bucket_bytes, bool dry,
+    const ScatterSpecs& scatters) {
+  auto plan = plan_reductions(steps, shape, elements_of, bucket_bytes, scatters);
   if (plan.empty())
     return nullptr;
   auto state = std::make_shared<ReductionsInFlight>(mesh, plan);
@@ -493,27 +528,29 @@ std::shared_ptr<ReductionsInFlight> overlap_reductions(
   }
   // Every candidate joins a bucket; by step, since a recomputed tensor is reduced twice
   // (mtk/lower/recompute.hpp).
-  for (const Candidate& c : candidates(steps, shape, elements_of))
+  for (const Candidate& c : candidates(steps, shape, elements_of, scatters))
     replaced[static_cast<size_t>(c.at)] = true;
   auto label = [&](const char* what, int k) {
     const ReductionBucket& b = plan[static_cast<size_t>(k)];
     std::string axes;
     for (int a : b.axes)
       axes += (axes.empty() ? "" : ",") + shape[a].name;
-    return cat(what, " ", k, " (", b.tensors.size(),
-               b.tensors.size() == 1 ? " tensor, " : " tensors, ", b.bytes, " bytes) over ", axes);
+    return cat(b.scatter_out >= 0 ? "reduce_scatter" : "allreduce", what, " ", k, " (",
+               b.tensors.size(), b.tensors.size() == 1 ? " tensor, " : " tensors, ", b.bytes,
+               " bytes) over ", axes);
   };
   std::vector<Program::Step> out;
   out.reserve(steps.size() + 2 * plan.size());
   for (int s = 0; s < n; ++s) {
     for (int k : waits[static_cast<size_t>(s)]) {
       const auto& ts = plan[static_cast<size_t>(k)].tensors;
+      const int scatter_out = plan[static_cast<size_t>(k)].scatter_out;
       out.push_back({wait_step.def,
-                     label("allreduce(sum) wait", k),
+                     label("(sum) wait", k),
                      Program::Category::collective,
                      true,
                      ts,
-                     ts,
+                     scatter_out >= 0 ? std::vector<int>{scatter_out} : ts,
                      [state, k](Program::Buffers& b, const ExecSpace&) { state->wait(k, b); },
                      {},
                      {},
@@ -525,7 +562,7 @@ std::shared_ptr<ReductionsInFlight> overlap_reductions(
       out.push_back(std::move(steps[static_cast<size_t>(s)]));
     for (int k : starts[static_cast<size_t>(s)])
       out.push_back({start_step.def,
-                     label("allreduce(sum) start", k),
+                     label("(sum) start", k),
                      Program::Category::collective,
                      true,
                      plan[static_cast<size_t>(k)].tensors,

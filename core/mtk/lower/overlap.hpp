@@ -10,7 +10,9 @@
 // (Lowering::materialize) becomes a non-blocking start right after the last step that touches the
 // tensor and a wait where the allreduce was; the steps in between (the rest of the backward pass,
 // for a weight gradient) run while MPI moves the data, progressed by MPI_Test between steps.
-// Small tensors share a bucket (packed, one call); large ones are reduced in place, alone.
+// Small tensors share a bucket (packed, one call); large ones are reduced in place, alone. A
+// reduce-scatter of a pending sum (Lowering::relayout) moves the same way, alone, in place in its
+// input (which no later step reads), its output a View into it.
 
 #include <mtk/lower/program.hpp>
 #include <mtk/parallel/collectives.hpp>
@@ -20,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -33,18 +36,30 @@ struct ReductionBucket {
   int start_after = -1;              ///< it starts after this step (index in the planned steps)
   int wait_before = 0;               ///< it is waited for before this step
   std::int64_t bytes = 0;            ///< payload of the one call
+  int scatter_out = -1;  ///< a reduce-scatter's output tensor (-1: an in-place allreduce)
+  Shape scatter_local;   ///< a reduce-scatter's input slice shape
+  int scatter_dim = -1;  ///< and the dim it scatters along
 };
+
+/// A reduce-scatter step's slice shape and dim, by its output tensor (ReductionBucket::scatter_*).
+struct ScatterSpec {
+  Shape local;
+  int dim = 0;
+};
+using ScatterSpecs = std::map<int, ScatterSpec>;
 
 /// The buckets for `steps`, in start order: one per in-place allreduce step of a pending sum
 /// (Step::sum_axes) over more than one processor of `shape` with other steps between it and the
 /// last step touching its tensor, except that tensors under `bucket_bytes` share buckets of at
 /// most `bucket_bytes` (0: every tensor alone). `elements_of(t)`: elements of tensor t's slice. The
 /// plan depends on the steps only, so every rank of an SPMD program starts the same collectives in
-/// the same order.
+/// the same order. Reduce-scatter steps (one read, sum_axes, their output in `scatters`) whose
+/// input no later step touches get a bucket each.
 std::vector<ReductionBucket> plan_reductions(const std::vector<Program::Step>& steps,
                                              const MeshShape& shape,
                                              const std::function<std::int64_t(int)>& elements_of,
-                                             std::int64_t bucket_bytes);
+                                             std::int64_t bucket_bytes,
+                                             const ScatterSpecs& scatters = {});
 
 /// The kind of the steps that wait for an overlapped reduction (time_split()'s "collective waits").
 StepKind reduction_wait_kind();
@@ -74,7 +89,8 @@ class ReductionsInFlight {
  private:
   struct Flight {
     AllreduceInFlight<float> op;
-    const void* in_place = nullptr;  // the tensor's own storage, when reduced in place
+    ReduceScatterInFlight<float> scatter;  // instead, for a reduce-scatter bucket
+    const void* in_place = nullptr;        // the tensor's own storage, when reduced in place
     bool started = false;
     bool complete = false;
     bool waited_early = false;  // by before_step(): its wait step has nothing left to do
@@ -93,7 +109,8 @@ class ReductionsInFlight {
 /// Creates the sub-communicators the buckets use (collective).
 std::shared_ptr<ReductionsInFlight> overlap_reductions(
     std::vector<Program::Step>& steps, const Mesh& mesh, const MeshShape& shape,
-    const std::function<std::int64_t(int)>& elements_of, std::int64_t bucket_bytes, bool dry);
+    const std::function<std::int64_t(int)>& elements_of, std::int64_t bucket_bytes, bool dry,
+    const ScatterSpecs& scatters = {});
 
 /// The kind of the step that starts an overlapped halo exchange (pack, post the transfers).
 StepKind halo_start_kind();

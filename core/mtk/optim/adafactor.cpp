@@ -46,34 +46,43 @@ void Adafactor::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>
   // decay = 1 - (step + 1)^-0.8
   Tensor decay = add(negative(pow(add(step, 1.0), -o_.decay_exponent)), 1.0);
   Tensor keep = add(negative(decay), 1.0);  // 1 - decay
+  ZeroSharding& z = zero();
+  const std::vector<Tensor> grads_s = z.gradients(vars, grads);
   for (size_t k = 0; k < vars.size(); ++k) {
-    const Tensor& var = vars[k];
-    const Tensor& grad = grads[k];
+    const Tensor& var_full = vars[k];
+    // Sharded (d >= 0): `var`, `grad` and the slots' values are this rank's shard, in the
+    // sharded dim names (mtk/optim/zero.hpp); whole-variable means become partial sums.
+    const int d = z.shard_dim(var_full);
+    const Tensor var = z.shard(var_full, d, var_full.name() + "/zero_var");
+    const Tensor& grad = grads_s[k];
+    auto slot = [&](const char* suffix, const Shape& shape) {
+      return z.slot(var_full, suffix, shape, slot_dtype());
+    };
     Tensor update;
     auto fd = factored_dims(var.shape());
     if (!fd.empty()) {
       Tensor g2 = add(square(grad), o_.epsilon1);
       // d1 = largest ("rows"), d2 = second largest ("cols"): vr drops d2, vc drops d1.
       const std::string d1 = fd[0], d2 = fd[1];
-      Tensor vr = slot_variable(var, "adafactor_vr", without(var.shape(), {d2}), slot_dtype());
-      Tensor vc = slot_variable(var, "adafactor_vc", without(var.shape(), {d1}), slot_dtype());
-      Tensor new_vr = decay * vr + keep * reduce_mean(g2, {d2});
-      Tensor new_vc = decay * vc + keep * reduce_mean(g2, {d1});
-      assign(vr, new_vr);
-      assign(vc, new_vc);
+      const auto vr = slot("adafactor_vr", without(var.shape(), {d2}));
+      const auto vc = slot("adafactor_vc", without(var.shape(), {d1}));
+      Tensor new_vr = decay * vr.value + keep * reduce_mean(g2, {d2});
+      Tensor new_vc = decay * vc.value + keep * reduce_mean(g2, {d1});
+      z.assign(vr, new_vr);
+      z.assign(vc, new_vc);
       Tensor long_term_mean = reduce_mean(new_vr, {d1});
       Tensor r_factor = rsqrt(new_vr / long_term_mean);
       Tensor c_factor = rsqrt(new_vc);
       update = grad * r_factor * c_factor;
     } else if (o_.fused) {
-      Tensor v = slot_variable(var, "adafactor_v", var.shape(), slot_dtype());
-      auto next = adafactor_second_moment(v, grad, decay, o_.epsilon1);
-      assign(v, next[0]);
+      const auto v = slot("adafactor_v", var.shape());
+      auto next = adafactor_second_moment(v.value, grad, decay, o_.epsilon1);
+      z.assign(v, next[0]);
       update = next[1];
     } else {
-      Tensor v = slot_variable(var, "adafactor_v", var.shape(), slot_dtype());
-      Tensor new_v = decay * v + keep * add(square(grad), o_.epsilon1);
-      assign(v, new_v);
+      const auto v = slot("adafactor_v", var.shape());
+      Tensor new_v = decay * v.value + keep * add(square(grad), o_.epsilon1);
+      z.assign(v, new_v);
       update = grad * rsqrt(new_v);
     }
     Tensor clip;
@@ -82,27 +91,35 @@ void Adafactor::apply(const std::vector<Tensor>& vars, const std::vector<Tensor>
     Tensor scale = lr;
     if (o_.parameter_scaling)
       scale = lr * maximum(rms(var), scalar(g, o_.epsilon2));
+    const auto set_var = [&](const Tensor& value) {
+      assign(var_full, z.gather_into(var_full, value));
+    };
     if (o_.fused) {
       // One pass: clip, scale, momentum and the parameter update.
-      Tensor m =
-          o_.beta1 > 0.0 ? slot_variable(var, "adafactor_m", var.shape(), slot_dtype()) : Tensor();
-      auto next = adafactor_apply(
-          var, m, update, o_.clipping_threshold > 0.0 ? clip : scalar(g, 1.0), scale, o_.beta1);
+      const auto m = o_.beta1 > 0.0 ? slot("adafactor_m", var.shape()) : ZeroSharding::Slot();
+      auto next =
+          adafactor_apply(var, m.value, update, o_.clipping_threshold > 0.0 ? clip : scalar(g, 1.0),
+                          scale, o_.beta1);
       if (o_.beta1 > 0.0)
-        assign(m, next[1]);
-      assign(var, next[0]);
+        z.assign(m, next[1]);
+      set_var(next[0]);
       continue;
     }
     if (o_.clipping_threshold > 0.0)
       update = update / clip;
     if (o_.beta1 > 0.0) {
       // Mesh-TensorFlow's order: the momentum averages the clipped, scaled update.
-      Tensor m = slot_variable(var, "adafactor_m", var.shape(), slot_dtype());
-      Tensor new_m = multiply(m, o_.beta1) + multiply(update * scale, 1.0 - o_.beta1);
-      assign(m, new_m);
-      assign_sub(var, new_m);
+      const auto m = slot("adafactor_m", var.shape());
+      Tensor new_m = multiply(m.value, o_.beta1) + multiply(update * scale, 1.0 - o_.beta1);
+      z.assign(m, new_m);
+      if (d < 0)
+        assign_sub(var_full, new_m);
+      else
+        set_var(var - new_m);
+    } else if (d < 0) {
+      assign_sub(var_full, update * scale);
     } else {
-      assign_sub(var, update * scale);
+      set_var(var - update * scale);
     }
   }
 }

@@ -63,7 +63,8 @@ Tensor minimize(const Tensor& loss, Optimizer& optimizer, const LearningRateSche
                 Tensor* gradient_norm) {
   Graph& g = loss.graph();
   auto vars = g.trainable_variables();
-  auto grads = gradients(loss, vars);
+  // Sharded first: the norm then reads the reduce-scattered shards, not the allreduced whole.
+  auto grads = optimizer.shard_gradients(vars, gradients(loss, vars));
   if (gradient_norm)
     *gradient_norm = global_norm(grads);
   Tensor step = global_step(g);

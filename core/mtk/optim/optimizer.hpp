@@ -5,6 +5,7 @@
 
 #include <mtk/graph/graph.hpp>
 #include <mtk/optim/schedule.hpp>
+#include <mtk/optim/zero.hpp>
 
 #include <string>
 #include <vector>
@@ -25,14 +26,27 @@ class Optimizer {
   void set_state_dtypes(DType variables, DType slots);
   DType variable_dtype() const { return variable_dtype_; }
   DType slot_dtype() const { return slot_dtype_; }
+  /// Updates variables replicated over the data-parallel mesh dim by shards (mtk/optim/zero.hpp,
+  /// docs/sharded-optimizer.md); off until called. Lower the graph with layout_rules().
+  void set_sharding(ShardOptions o) { zero_ = ZeroSharding(std::move(o)); }
+  const ZeroSharding& sharding() const { return zero_; }
+  /// `base` plus the per-tensor rules of the slots apply() stored split (base when none).
+  LayoutRules layout_rules(const LayoutRules& base) const { return zero_.layout_rules(base); }
+  /// The gradients apply() reads: sharded ones for sharded variables (ZeroSharding::gradients).
+  std::vector<Tensor> shard_gradients(const std::vector<Tensor>& vars,
+                                      const std::vector<Tensor>& grads) const {
+    return zero_.gradients(vars, grads);
+  }
 
  protected:
   /// Stores each of `vars` as variable_dtype().
   void store_variables(const std::vector<Tensor>& vars) const;
+  ZeroSharding& zero() { return zero_; }
 
  private:
   DType variable_dtype_ = DType::float32;
   DType slot_dtype_ = DType::float32;
+  ZeroSharding zero_;
 };
 
 /// The global step: a non-trainable float32 scalar variable "global_step" (created once).
@@ -51,7 +65,8 @@ Tensor global_norm(const std::vector<Tensor>& tensors);
 
 /// Appends gradients of `loss` and the optimizer's updates for every trainable variable, the
 /// learning-rate schedule and the global-step increment. Returns the learning-rate tensor.
-/// `gradient_norm` (optional) receives global_norm() of the gradients, which training logs.
+/// `gradient_norm` (optional) receives global_norm() of the gradients, which training logs (of the
+/// sharded gradients when the optimizer shards: the same norm, its sum of squares reassociated).
 Tensor minimize(const Tensor& loss, Optimizer& optimizer, const LearningRateSchedule& schedule,
                 Tensor* gradient_norm = nullptr);
 

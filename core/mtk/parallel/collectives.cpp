@@ -4,6 +4,8 @@
 #include <mtk/parallel/collectives.hpp>
 #include <mtk/version.hpp>
 
+#include <mpi.h>
+
 namespace mtk {
 namespace {
 
@@ -168,8 +170,11 @@ Kokkos::View<T*> allconcat(const Mesh& mesh, int axis, const Shape& local_shape,
     mesh.axes_comm({axis}).allgather_into(send.data(), recv.data(), local.extent(0));
     recv.write_back();
   }
-  auto out =
-      detail::chunks_to_concat("mtk::allconcat::unpack", gathered, Around(local_shape, dim), parts);
+  // Chunks along the outermost dims are already in place: no unpacking copy.
+  const Around around(local_shape, dim);
+  auto out = around.outer == 1
+                 ? gathered
+                 : detail::chunks_to_concat("mtk::allconcat::unpack", gathered, around, parts);
   Kokkos::Profiling::popRegion();
   return out;
 }
@@ -221,8 +226,10 @@ Kokkos::View<T*> reduce_scatter(const Mesh& mesh, int axis, const Shape& local_s
                     " is not divisible by mesh dimension '", mesh.shape()[axis].name, "' of size ",
                     parts));
   Kokkos::Profiling::pushRegion(where);
-  auto send =
-      detail::split_to_chunks("mtk::reduce_scatter::pack", local, Around(local_shape, dim), parts);
+  const Around around(local_shape, dim);  // outermost: the chunks are contiguous already
+  auto send = around.outer == 1
+                  ? local
+                  : detail::split_to_chunks("mtk::reduce_scatter::pack", local, around, parts);
   const std::int64_t count = static_cast<std::int64_t>(local.extent(0)) / parts;
   Kokkos::View<T*> out = uninitialized_view<T>("mtk::reduce_scatter", count);
   {
@@ -231,6 +238,59 @@ Kokkos::View<T*> reduce_scatter(const Mesh& mesh, int axis, const Shape& local_s
     r.write_back();
   }
   Kokkos::Profiling::popRegion();
+  return out;
+}
+
+template <class T>
+void allgather_in_place(const Mesh& mesh, int axis, const Kokkos::View<T*>& data) {
+  const std::int64_t parts = axis_size(mesh, axis, "mtk::allgather_in_place");
+  if (parts == 1)
+    return;
+  Kokkos::Profiling::pushRegion("mtk::allgather_in_place");
+  MpiStage<T> stage(data, true);
+  // MPI_IN_PLACE goes to MPI_Allgather as the send buffer.
+  mesh.axes_comm({axis}).allgather_into(static_cast<const T*>(MPI_IN_PLACE), stage.data(),
+                                        static_cast<std::size_t>(data.extent(0) / parts));
+  stage.write_back();
+  Kokkos::Profiling::popRegion();
+}
+
+template <class T>
+ReduceScatterInFlight<T> start_reduce_scatter(const Mesh& mesh, int axis, const Shape& local_shape,
+                                              int dim, const Kokkos::View<T*>& local) {
+  const char* where = "mtk::start_reduce_scatter";
+  check_dim(where, local_shape, dim);
+  check_size(where, local_shape, local);
+  const std::int64_t parts = axis_size(mesh, axis, where);
+  ReduceScatterInFlight<T> f;
+  f.count_ = static_cast<std::int64_t>(local.extent(0)) / parts;
+  if (parts == 1 || !MpiStage<T>::direct) {  // nothing to move, or staged: blocking
+    f.data_ = reduce_scatter(mesh, axis, local_shape, dim, local);
+    return f;
+  }
+  if (local_shape[dim].size % parts != 0)
+    fail(where, cat("dimension '", local_shape[dim].name, "' of size ", local_shape[dim].size,
+                    " is not divisible by mesh dimension '", mesh.shape()[axis].name, "' of size ",
+                    parts));
+  Kokkos::Profiling::pushRegion(where);
+  const Around around(local_shape, dim);
+  f.data_ = around.outer == 1
+                ? local
+                : detail::split_to_chunks("mtk::reduce_scatter::pack", local, around, parts);
+  Kokkos::fence();  // the kernels writing it are done
+  std::size_t at = 0;
+  f.request_ = mesh.axes_comm({axis}).start_reduce_scatter_in_place(
+      f.data_.data(), static_cast<std::size_t>(f.count_), ReduceOp::sum, &at);
+  f.at_ = static_cast<std::int64_t>(at);
+  Kokkos::Profiling::popRegion();
+  return f;
+}
+
+template <class T>
+Kokkos::View<T*> ReduceScatterInFlight<T>::finish() {
+  request_.wait();
+  Kokkos::View<T*> out = Kokkos::subview(data_, std::make_pair(at_, at_ + count_));
+  data_ = Kokkos::View<T*>();
   return out;
 }
 
@@ -319,6 +379,10 @@ Kokkos::View<T*> permute(const Mesh& mesh, int axis, const std::vector<int>& des
                                         const Kokkos::View<T*>&);                                 \
   template Kokkos::View<T*> reduce_scatter<T>(const Mesh&, int, const Shape&, int,                \
                                               const Kokkos::View<T*>&, ReduceOp);                 \
+  template ReduceScatterInFlight<T> start_reduce_scatter<T>(const Mesh&, int, const Shape&, int,  \
+                                                            const Kokkos::View<T*>&);             \
+  template class ReduceScatterInFlight<T>;                                                        \
+  template void allgather_in_place<T>(const Mesh&, int, const Kokkos::View<T*>&);                 \
   template void broadcast<T>(const Mesh&, const std::vector<int>&, const Kokkos::View<T*>&, int); \
   template Kokkos::View<T*> shift<T>(const Mesh&, int, int, bool, const Kokkos::View<T*>&);       \
   template Kokkos::View<T*> permute<T>(const Mesh&, int, const std::vector<int>&,                 \

@@ -73,6 +73,42 @@ template <class T>
 Kokkos::View<T*> reduce_scatter(const Mesh& mesh, int axis, const Shape& local_shape, int dim,
                                 const Kokkos::View<T*>& local, ReduceOp op = ReduceOp::sum);
 
+/// In place along mesh axis `axis`: `data` holds P blocks, this member's own at its coordinate;
+/// afterwards every block (MPI_Allgather with MPI_IN_PLACE): an allconcat along the outermost
+/// dim into a buffer that already holds this member's part.
+template <class T>
+void allgather_in_place(const Mesh& mesh, int axis, const Kokkos::View<T*>& data);
+
+template <class T>
+class ReduceScatterInFlight;
+
+/// Starts reduce_scatter(mesh, axis, local_shape, dim, local) without waiting for it, over
+/// `local`'s own storage when `dim` is outermost (else over a packed copy): `local` must be
+/// neither read nor written until ReduceScatterInFlight::finish() returns, and holds no whole
+/// sum after it. Collective over the group, started in the same order on every member.
+template <class T>
+ReduceScatterInFlight<T> start_reduce_scatter(const Mesh& mesh, int axis, const Shape& local_shape,
+                                              int dim, const Kokkos::View<T*>& local);
+
+/// A reduce-scatter started by start_reduce_scatter(): progress() lets MPI move it, finish()
+/// waits and returns this member's part (a View into the buffer it reduced in).
+template <class T>
+class ReduceScatterInFlight {
+ public:
+  ReduceScatterInFlight() = default;
+  bool progress() { return request_.test(); }
+  Kokkos::View<T*> finish();
+  bool active() const { return request_.active() || data_.extent(0) > 0; }
+
+ private:
+  template <class U>
+  friend ReduceScatterInFlight<U> start_reduce_scatter(const Mesh&, int, const Shape&, int,
+                                                       const Kokkos::View<U*>&);
+  Communicator::Request request_;
+  Kokkos::View<T*> data_;  // the buffer reduced in; the result is elements [at_, at_ + count_)
+  std::int64_t at_ = 0, count_ = 0;
+};
+
 /// In place: the member at position `root` of the group over `axes` sends its data to all others.
 template <class T>
 void broadcast(const Mesh& mesh, const std::vector<int>& axes, const Kokkos::View<T*>& data,

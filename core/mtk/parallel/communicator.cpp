@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <limits>
 #include <thread>
+#include <tuple>
 
 namespace mtk {
 
@@ -387,6 +388,37 @@ Communicator::Request Communicator::start_allreduce_raw(void* data, std::size_t 
     st.requests.emplace_back(MPI_REQUEST_NULL);
     MPI_Iallreduce(MPI_IN_PLACE, at, n, t, mpi_op(op), impl_->comm, &st.requests.back());
   });
+  return r;
+}
+
+Communicator::Request Communicator::start_reduce_scatter_raw(void* data, std::size_t count,
+                                                             detail::Datatype type, ReduceOp op,
+                                                             std::size_t* at) const {
+  const int n = mpi_count(count, "mtk::Communicator::start_reduce_scatter_in_place");
+  const MPI_Datatype t = mpi_type(type);
+  Request r;
+  r.state_ = std::make_unique<Request::State>();
+  auto& st = *r.state_;
+  const std::size_t bytes = static_cast<std::size_t>(type_bytes(t));
+  if (size() == 2 && count > 0 &&
+      (type == detail::Datatype::f32 || type == detail::Datatype::f64)) {
+    const int me = rank(), other = 1 - me;  // as start_allreduce_raw: one copy, cheap progress
+    *at = static_cast<std::size_t>(me) * count;
+    char* mine = static_cast<char*>(data) + *at * bytes;
+    st.partner = take_buffer(count * bytes);
+    std::tie(st.data, st.count, st.type, st.op) = std::make_tuple(mine, count, type, op);
+    for_each_piece(mine, count, t, [&](void* p, int k) {
+      const std::size_t off = static_cast<std::size_t>(static_cast<char*>(p) - mine);
+      MPI_Irecv(st.partner.data() + off, k, t, other, kReduceTag, impl_->comm,
+                &st.requests.emplace_back(MPI_REQUEST_NULL));
+      MPI_Isend(mine + (other - me) * static_cast<std::ptrdiff_t>(count * bytes) + off, k, t, other,
+                kReduceTag, impl_->comm, &st.requests.emplace_back(MPI_REQUEST_NULL));
+    });
+    return r;
+  }
+  *at = 0;  // MPI_IN_PLACE: the result at the start of the buffer
+  MPI_Ireduce_scatter_block(MPI_IN_PLACE, data, n, t, mpi_op(op), impl_->comm,
+                            &st.requests.emplace_back(MPI_REQUEST_NULL));
   return r;
 }
 

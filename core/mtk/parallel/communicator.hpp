@@ -181,6 +181,17 @@ class Communicator {
     return start_allreduce_raw(data, count, detail::datatype_of<T>(), op);
   }
 
+  /// Starts a reduce-scatter in place: `data` holds size() blocks of `count`; once the request
+  /// completes, the reduced block rank() is at element *at of `data` (the rest is undefined). On
+  /// two ranks a send of the partner's block and a receive of its part of ours, added when both
+  /// completed (a + b on one rank, b + a on the other: the same bits); else
+  /// MPI_Ireduce_scatter_block. `data` must be neither read nor written until then.
+  template <class T>
+  Request start_reduce_scatter_in_place(T* data, std::size_t count, ReduceOp op,
+                                        std::size_t* at) const {
+    return start_reduce_scatter_raw(data, count, detail::datatype_of<T>(), op, at);
+  }
+
   /// Starts sending `send` to rank `dest` and receiving `recv` from rank `source` (-1: no
   /// partner, nothing moves) without waiting: a neighbour exchange (halo_exchange). Point to
   /// point, so ranks need not start exchanges in the same order as other collectives; `tag`
@@ -211,6 +222,8 @@ class Communicator {
   void allreduce_raw(void* data, std::size_t count, detail::Datatype type, ReduceOp op) const;
   Request start_allreduce_raw(void* data, std::size_t count, detail::Datatype type,
                               ReduceOp op) const;
+  Request start_reduce_scatter_raw(void* data, std::size_t count, detail::Datatype type,
+                                   ReduceOp op, std::size_t* at) const;
   void allgather_raw(const void* send, void* recv, std::size_t count, detail::Datatype type) const;
   void alltoall_raw(const void* send, void* recv, std::size_t count, detail::Datatype type) const;
   void reduce_scatter_raw(const void* send, void* recv, std::size_t count, detail::Datatype type,

@@ -53,6 +53,26 @@ LayoutRules LayoutRules::with(const std::string& tensor_dim, const std::string& 
   return LayoutRules(std::move(r));
 }
 
+LayoutRules LayoutRules::with_tensor(const std::string& tensor_name, const std::string& tensor_dim,
+                                     const std::string& mesh_dim) const {
+  if (!is_valid_name(tensor_dim) || !is_valid_name(mesh_dim))
+    fail("mtk::LayoutRules::with_tensor",
+         cat("invalid rule '", tensor_dim, ":", mesh_dim, "' for tensor '", tensor_name, "'"));
+  LayoutRules r = *this;
+  r.tensor_rules_[{tensor_name, tensor_dim}] = mesh_dim;
+  return r;
+}
+
+int LayoutRules::mesh_axis_for(const std::string& tensor_name, const std::string& tensor_dim,
+                               const MeshShape& mesh) const {
+  if (!tensor_rules_.empty()) {
+    auto it = tensor_rules_.find({tensor_name, tensor_dim});
+    if (it != tensor_rules_.end())
+      return mesh.index_of(it->second);
+  }
+  return mesh_axis_for(tensor_dim, mesh);
+}
+
 std::string LayoutRules::to_string() const {
   std::string s;
   for (const auto& [t, m] : rules_)
@@ -64,7 +84,7 @@ TensorLayout::TensorLayout(const Shape& shape, const LayoutRules& rules, const M
                            const std::string& tensor_name)
     : shape_(shape), mesh_(mesh) {
   for (const auto& d : shape.dims())
-    axis_of_dim_.push_back(rules.mesh_axis_for(d.name, mesh));
+    axis_of_dim_.push_back(rules.mesh_axis_for(tensor_name, d.name, mesh));
   validate(tensor_name);
 }
 

@@ -4,6 +4,7 @@
 #include <mtk/base/shape.hpp>
 #include <mtk/parallel/mesh_shape.hpp>
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,12 +29,24 @@ class LayoutRules {
   int mesh_axis_for(const std::string& tensor_dim, const MeshShape& mesh) const;
   /// A copy with `tensor_dim -> mesh_dim` set (replacing any rule for it); "" removes the rule.
   LayoutRules with(const std::string& tensor_dim, const std::string& mesh_dim) const;
+  /// A copy where tensor `tensor_name`'s dim `tensor_dim` goes to `mesh_dim` (before the rules by
+  /// dim name): the sharded optimizer's slots (mtk/optim/zero.hpp). Not part of to_string().
+  LayoutRules with_tensor(const std::string& tensor_name, const std::string& tensor_dim,
+                          const std::string& mesh_dim) const;
+  /// Mesh axis for dim `tensor_dim` of tensor `tensor_name`: its own rule, else mesh_axis_for().
+  int mesh_axis_for(const std::string& tensor_name, const std::string& tensor_dim,
+                    const MeshShape& mesh) const;
+  /// The per-tensor rules: (tensor name, tensor dim) -> mesh dim.
+  const std::map<std::pair<std::string, std::string>, std::string>& tensor_rules() const {
+    return tensor_rules_;
+  }
 
   /// "batch:batch;d_ff:model" (parse() reads it back).
   std::string to_string() const;
 
  private:
   std::vector<std::pair<std::string, std::string>> rules_;
+  std::map<std::pair<std::string, std::string>, std::string> tensor_rules_;
 };
 
 /// The layout of one tensor shape on one mesh: for each tensor dim the mesh axis splitting it (or

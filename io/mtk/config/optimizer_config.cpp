@@ -103,7 +103,11 @@ Schema<OptimizerSettings> make_optimizer_schema() {
            "float32, updates rounded to nearest even")
       .choice("optimizer_slot_dtype", &O::slot_dtype, stored,
               "how optimizer slots (Adam m, v; Adafactor's moments) are stored; bfloat16 halves "
-              "their bytes");
+              "their bytes")
+      .boolean("shard_optimizer", &O::shard,
+               "each data-parallel rank updates 1/n of every replicated variable of 64 KiB or more "
+               "(gradients reduce-scattered, variables allgathered, slots stored split); "
+               "docs/sharded-optimizer.md");
   for (const auto& k : kOptimizers)
     if (k.add_options)
       k.add_options(s, k.name);

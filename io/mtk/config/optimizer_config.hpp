@@ -3,7 +3,7 @@
 // (train.optimizer, the names written once, in optimizer_config.cpp), every hyperparameter of its
 // options struct (train.adafactor.*, train.adam.*; SGD has none), and the learning-rate schedule
 // (train.learning_rate.*), and how variables and slots are stored (train.variable_dtype,
-// train.optimizer_slot_dtype). Defaults are the option structs' own.
+// train.optimizer_slot_dtype) and whether the update is sharded (train.shard_optimizer). Defaults are the option structs' own.
 
 #include <mtk/config/schema.hpp>
 #include <mtk/optim/optim.hpp>
@@ -24,6 +24,9 @@ struct OptimizerSettings {
   /// train.optimizer_slot_dtype: how the optimizer's slots are stored (Adam's m and v,
   /// Adafactor's second moments and momentum).
   DType slot_dtype = DType::float32;
+  /// train.shard_optimizer: the sharded update over the data-parallel mesh dim
+  /// (docs/sharded-optimizer.md; the application calls Optimizer::set_sharding).
+  bool shard = false;
 };
 
 /// The optimizers train.optimizer may name: adafactor, adam, sgd.
