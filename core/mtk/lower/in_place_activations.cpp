@@ -7,24 +7,26 @@ namespace mtk {
 namespace {
 
 // Tensors that may share one buffer, with what the plan needs of each group: the last step
-// reading any of them, whether one is excluded or takes a value more than once.
+// reading any of them, the last step writing one, whether one is excluded. A name that takes a
+// value more than once (a recomputed activation) may be written over after its last write and
+// read: each write gets a fresh buffer, so only the value written last is still held then.
 class Groups {
  public:
   Groups(const std::vector<Program::Step>& steps, int tensors, const std::set<int>& excluded)
       : parent_(static_cast<size_t>(tensors)),
         last_read_(static_cast<size_t>(tensors), -1),
+        last_write_(static_cast<size_t>(tensors), -1),
         blocked_(static_cast<size_t>(tensors), false) {
     std::iota(parent_.begin(), parent_.end(), 0);
-    std::vector<int> writers(static_cast<size_t>(tensors), 0);
     for (size_t s = 0; s < steps.size(); ++s) {
       for (int r : steps[s].reads)
         last_read_[static_cast<size_t>(r)] = static_cast<int>(s);
-      for (int w : steps[s].writes)  // a fresh value (an update in place reads it too)
-        if (std::find(steps[s].reads.begin(), steps[s].reads.end(), w) == steps[s].reads.end())
-          ++writers[static_cast<size_t>(w)];
+      for (int w : steps[s].writes)
+        last_write_[static_cast<size_t>(w)] = static_cast<int>(s);
     }
-    for (int t = 0; t < tensors; ++t)
-      blocked_[static_cast<size_t>(t)] = excluded.count(t) || writers[static_cast<size_t>(t)] > 1;
+    for (int t : excluded)
+      if (t >= 0 && t < tensors)
+        blocked_[static_cast<size_t>(t)] = true;
   }
 
   int find(int t) {
@@ -41,18 +43,22 @@ class Groups {
     parent_[static_cast<size_t>(b)] = a;
     last_read_[static_cast<size_t>(a)] =
         std::max(last_read_[static_cast<size_t>(a)], last_read_[static_cast<size_t>(b)]);
+    last_write_[static_cast<size_t>(a)] =
+        std::max(last_write_[static_cast<size_t>(a)], last_write_[static_cast<size_t>(b)]);
     blocked_[static_cast<size_t>(a)] =
         blocked_[static_cast<size_t>(a)] || blocked_[static_cast<size_t>(b)];
   }
-  // Whether the group of t may be written over at step s: nothing reads it after s.
+  // Whether the group of t may be written over at step s: nothing reads or writes it after s.
   bool free_after(int t, int s) {
     const int g = find(t);
-    return !blocked_[static_cast<size_t>(g)] && last_read_[static_cast<size_t>(g)] <= s;
+    return !blocked_[static_cast<size_t>(g)] && last_read_[static_cast<size_t>(g)] <= s &&
+           last_write_[static_cast<size_t>(g)] <= s;
   }
 
  private:
   std::vector<int> parent_;
   std::vector<int> last_read_;
+  std::vector<int> last_write_;
   std::vector<bool> blocked_;
 };
 

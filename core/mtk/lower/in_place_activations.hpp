@@ -5,8 +5,10 @@
 // residual stream). A step may overwrite an input (Program::Step::may_overwrite, declared where
 // its kernel reads each value before writing the same position) when
 //   - the input's buffer is no variable's storage, feed or value assigned at the run's end,
-//   - no later step reads the value under any name it has (renames, earlier in-place outputs),
-//   - and those names each take a value once (a recomputed slot is written again: left alone).
+//   - and no later step reads or writes the value under any name it has (renames, earlier
+//     in-place outputs). A recomputed activation takes a value twice, each in a fresh buffer: its
+//     last reader may write over the value written last (the logits' gradient over recomputed
+//     logits with model.loss_chunks).
 // Program::run writes out of place in a run that fetches any of those names.
 
 #include <mtk/lower/program.hpp>
