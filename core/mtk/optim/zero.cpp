@@ -69,7 +69,8 @@ Tensor zero_view(const Tensor& x, const Shape& shape, const std::string& name) {
 // float32 storage, which the shard's own part may already be (the update wrote it in place), so
 // the assignment after it has nothing to copy and no second copy of the variable lives to the
 // end of the run. Otherwise (bfloat16 storage, a shard dim that is not outermost, analysis) the
-// relayout's allgather into a new buffer.
+// relayout's allgather into a new buffer. The overlap pass may start it here and wait for it at
+// the end of the run (MTK_OVERLAP_ALLGATHER).
 void lower_zero_gather(Lowering& l, const NoAttrs&) {
   const int var = l.op().inputs[0], x = l.op().inputs[1], y = l.op().outputs[0];
   const Graph& g = l.graph();
@@ -96,6 +97,7 @@ void lower_zero_gather(Lowering& l, const NoAttrs&) {
       },
       0, Program::Category::collective);
   l.mark_in_variable_storage(y);
+  l.mark_overlappable_gather(y, {var, x, a, storage, off, n});
 }
 
 constexpr auto zero_gather_op =
