@@ -82,15 +82,19 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
     opt = std::make_unique<mtk::optim::Adafactor>();
   else
     mtk::fail("mtk-layout", "unknown optimizer '" + optimizer + "'");
+  const bool sharded = config.get_bool("train.shard_optimizer", false);
+  if (sharded)  // the slots' per-tensor rules split them (docs/sharded-optimizer.md)
+    opt->set_sharding({rules, mesh});
   mtk::optim::minimize(m.loss, *opt, mtk::optim::LearningRateSchedule());
-  auto program = mtk::analyze(g, mesh, rules);
+  auto program = mtk::analyze(g, mesh, opt->layout_rules(rules));
   const auto& c = program->counters();
   std::printf("model: %s\n", model.to_string().c_str());
   std::printf("parameters: %lld (%.2fB; formula %lld)\n", static_cast<long long>(params),
               params / 1e9, static_cast<long long>(model.analytic_parameter_count()));
   std::printf("mesh: %s (%d processors); layout: %s\n", mesh.to_string().c_str(),
               mesh.num_processors(), rules.to_string().c_str());
-  std::printf("per processor, one training step with %s:\n", optimizer.c_str());
+  std::printf("per processor, one training step with %s%s:\n", optimizer.c_str(),
+              sharded ? " (sharded update, train.shard_optimizer)" : "");
   std::printf("  memory: variables and optimizer slots %s, peak %s\n",
               mtk::format_bytes(static_cast<double>(c.variable_bytes)).c_str(),
               mtk::format_bytes(static_cast<double>(c.peak_bytes)).c_str());
