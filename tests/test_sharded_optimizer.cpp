@@ -51,6 +51,7 @@ struct Job {
   nn::ModelGraph m;
   Tensor norm;
   std::map<int, HostTensor> feeds;
+  LayoutRules rules;  // the optimizer's: the slots' per-tensor rules added
   std::unique_ptr<Program> program;
 };
 
@@ -76,7 +77,8 @@ std::unique_ptr<Job> make_job(const Mesh& mesh, const LayoutRules& rules, const 
   j->feeds = lm_feeds(
       j->m, c, [](std::int64_t b, std::int64_t l) { return (b * 5 + l * 3 + 1) % 31 + 1; },
       [](std::int64_t b, std::int64_t l) { return (b * 7 + l * 3 + 4) % 31 + 1; });
-  j->program = lower(j->g, mesh, opt->layout_rules(rules));
+  j->rules = opt->layout_rules(rules);
+  j->program = lower(j->g, mesh, j->rules);
   return j;
 }
 
@@ -202,6 +204,23 @@ TEST(ShardedOptimizer, BlockingAllgatherEqualsTheOverlappedOne) {
     EXPECT_EQ(overlapped.explain.find("allgather start") != std::string::npos, world_size() > 1)
         << optimizer;
     EXPECT_EQ(blocking.explain.find("allgather start"), std::string::npos) << optimizer;
+  }
+}
+
+TEST(ShardedOptimizer, AnalysisCountsWhatTheRunHolds) {
+  // analyze() with the optimizer's rules (mtk-layout, --dry-run, the memory check): the slots
+  // split, the gathers in the variables' storage, the same collectives as the lowered program.
+  const MeshShape mshape = MeshShape::parse("x:" + std::to_string(world_size()));
+  Mesh mesh(mshape, MPI_COMM_WORLD);
+  const auto rules = instantiate("batch:@0", mshape);
+  for (const bool shard : {false, true}) {
+    auto j = make_job(mesh, rules, {"adam", shard});
+    const auto plan = analyze(j->g, mshape, j->rules, world_rank());
+    const Counters &want = j->program->counters(), &got = plan->counters();
+    const std::string what = shard ? "sharded" : "full update";
+    EXPECT_EQ(got.variable_bytes, want.variable_bytes) << what;
+    EXPECT_EQ(got.live_peak_bytes, want.live_peak_bytes) << what;
+    EXPECT_EQ(got.comm_bytes, want.comm_bytes) << what;
   }
 }
 
