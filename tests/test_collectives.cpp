@@ -164,6 +164,40 @@ TEST(Collectives, ReduceScatterSumsAndSplits) {
   }
 }
 
+TEST(Collectives, AllgatherInPlaceBlockingAndStarted) {
+  // P blocks of k floats, this member's own at its coordinate: afterwards every block, whether
+  // blocking or started (with a blocking allreduce posted while it is in flight), bitwise.
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    Mesh mesh(mshape, MPI_COMM_WORLD);
+    for (int axis = 0; axis < mesh.ndims(); ++axis)
+      for (const std::int64_t k : {1, 5, 1000}) {
+        const std::int64_t P = mshape[axis].size, me = mesh.coordinates()[axis];
+        auto filled = [&]() {
+          Kokkos::View<float*> v("v", P * k);
+          auto h = Kokkos::create_mirror_view(v);
+          for (std::int64_t i = 0; i < P * k; ++i)
+            h(i) = i / k == me ? 0.25f * static_cast<float>(i) + 1 : -1.f;
+          Kokkos::deep_copy(v, h);
+          return v;
+        };
+        auto blocking = filled(), started = filled();
+        allgather_in_place<float>(mesh, axis, blocking);
+        auto f = start_allgather_in_place<float>(mesh, axis, started);
+        Kokkos::View<float*> other("other", 3);
+        allreduce<float>(mesh, {axis}, other);
+        f.progress();
+        f.finish();
+        EXPECT_FALSE(f.active());
+        std::vector<double> want;
+        for (std::int64_t i = 0; i < P * k; ++i)
+          want.push_back(0.25 * static_cast<double>(i) + 1);
+        const std::string what = cat(mshape.to_string(), " axis ", axis, " k ", k);
+        expect_equal(to_vector(Kokkos::View<float*>(blocking)), want, "blocking " + what);
+        expect_equal(to_vector(Kokkos::View<float*>(started)), want, "started " + what);
+      }
+  }
+}
+
 TEST(Collectives, BroadcastFromEveryRootOverEveryAxisSubset) {
   for (const auto& mshape : meshes_of_size(world_size())) {
     Mesh mesh(mshape, MPI_COMM_WORLD);

@@ -4,7 +4,8 @@
 // first; training with overlap on equals training with it off (bitwise on 1 and 2 ranks, where a
 // sum of two is the same in any order; within 1e-5 on 4 and 8, where MPI may sum in another
 // order), data-parallel and model- plus data-parallel; every rank runs the same collectives in
-// the same order.
+// the same order. The sharded optimizer's in-place allgathers start where they were and are
+// waited for before their next touch, else at the end of the run.
 
 #include <mtk/base/runtime_options.hpp>
 #include <mtk/lower/overlap.hpp>
@@ -121,6 +122,41 @@ TEST(OverlapPlan, RewrittenProgramStartsAndWaitsEveryBucketOnce) {
   EXPECT_EQ(steps[4].what.rfind("allreduce(sum) wait 0", 0), 0u) << steps[4].what;
   EXPECT_EQ(steps[4].kind, reduction_wait_kind());
   EXPECT_EQ(steps[4].reads, (std::vector<int>{1, 2}));
+}
+
+TEST(OverlapPlan, AllgathersStartInPlaceAndWaitBeforeTheNextTouchOrAtTheEnd) {
+  const MeshShape shape = MeshShape::parse("b:2");
+  Mesh mesh(MeshShape::parse("b:1"), MPI_COMM_SELF);
+  // Variables 1 and 2, their new shards 3 and 4, the gathers' outputs 5 and 6.
+  std::vector<Program::Step> steps = {step({1}, {3}), step({3, 1}, {5}), step({2}, {4}),
+                                      step({4, 2}, {6}), step({5}, {7})};
+  Program::Buffer storage;
+  const GatherSpecs gathers{{5, {1, 3, 0, &storage, 0, 10}}, {6, {2, 4, 0, &storage, 0, 10}}};
+  const auto plan = plan_reductions(
+      steps, shape, [](int) { return 10; }, 0, {}, gathers);
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[0].gather_out, 5);
+  EXPECT_EQ(plan[0].start_after, 1);  // where the blocking step was
+  EXPECT_EQ(plan[0].wait_before, 4);  // step 4 reads the new value
+  EXPECT_EQ(plan[1].gather_out, 6);
+  EXPECT_EQ(plan[1].wait_before, 5);  // nothing reads it: the end of the run
+  auto state = overlap_reductions(
+      steps, mesh, shape, [](int) { return 10; }, 0, true, {}, gathers);
+  ASSERT_NE(state, nullptr);
+  ASSERT_EQ(steps.size(), 7u);
+  EXPECT_EQ(steps[1].what.rfind("allgather start 0 (1 tensor, 40 bytes) over b", 0), 0u)
+      << steps[1].what;
+  EXPECT_EQ(steps[1].reads, (std::vector<int>{3, 1}));
+  EXPECT_EQ(steps[3].what.rfind("allgather start 1", 0), 0u) << steps[3].what;
+  EXPECT_EQ(steps[4].kind, gather_wait_kind());
+  EXPECT_EQ(steps[4].writes, (std::vector<int>{5}));
+  EXPECT_EQ(steps[5].reads, (std::vector<int>{5}));
+  EXPECT_EQ(steps[6].what.rfind("allgather wait 1", 0), 0u) << steps[6].what;
+  // The last step of the run: nothing to overlap with.
+  const std::vector<Program::Step> last = {step({1}, {3}), step({3, 1}, {5})};
+  EXPECT_TRUE(plan_reductions(
+                  last, shape, [](int) { return 10; }, 0, {}, gathers)
+                  .empty());
 }
 
 TEST(OverlapInFlight, BucketsAndInPlaceReductionsSumOverTheRanks) {

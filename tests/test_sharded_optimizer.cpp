@@ -4,8 +4,9 @@
 // order); Adafactor within 1e-5 everywhere (its whole-variable means become sums of per-shard
 // partial sums); on data-parallel and model- plus data-parallel layouts. The gradients are
 // reduce-scattered (overlapped or blocking), the slots are stored split over the batch's mesh dim
-// and read back whole, a checkpoint written with the option on restores with it off and the other
-// way round, and small variables keep the full update.
+// and read back whole, the overlapped allgather of the new variables equals the blocking one, a
+// checkpoint written with the option on restores with it off and the other way round, and small
+// variables keep the full update.
 
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/nn/nn.hpp>
@@ -33,6 +34,7 @@ struct Trained {
   std::vector<float> norms;    // the gradient norm of each step
   std::string explain;
   std::string slot_layout;  // the layout of one slot of the first layer's d_ff weight
+  std::map<Collective, std::int64_t> comm_bytes;  // Counters::comm_bytes
 };
 
 struct Options {
@@ -49,6 +51,7 @@ struct Job {
   nn::ModelGraph m;
   Tensor norm;
   std::map<int, HostTensor> feeds;
+  LayoutRules rules;  // the optimizer's: the slots' per-tensor rules added
   std::unique_ptr<Program> program;
 };
 
@@ -74,7 +77,8 @@ std::unique_ptr<Job> make_job(const Mesh& mesh, const LayoutRules& rules, const 
   j->feeds = lm_feeds(
       j->m, c, [](std::int64_t b, std::int64_t l) { return (b * 5 + l * 3 + 1) % 31 + 1; },
       [](std::int64_t b, std::int64_t l) { return (b * 7 + l * 3 + 4) % 31 + 1; });
-  j->program = lower(j->g, mesh, opt->layout_rules(rules));
+  j->rules = opt->layout_rules(rules);
+  j->program = lower(j->g, mesh, j->rules);
   return j;
 }
 
@@ -92,6 +96,7 @@ Trained train(const Mesh& mesh, const LayoutRules& rules, const Options& o, int 
   Trained t;
   run_steps(*j, steps, t);
   t.explain = j->program->explain();
+  t.comm_bytes = j->program->counters().comm_bytes;
   for (const auto& name : j->program->variable_names())
     if (t.slot_layout.empty() && name.find("/adam_v") != std::string::npos)
       t.slot_layout = j->program->variable_layout(name).to_string();
@@ -127,6 +132,26 @@ void check_layouts(const std::string& optimizer, bool bitwise_possible) {
         EXPECT_NE(on.slot_layout.find(at), std::string::npos) << what << ": " << on.slot_layout;
       }
       expect_same(on, off, what + ": sharded vs full update", bitwise_possible);
+      EXPECT_EQ(on.comm_bytes.count(Collective::reduce_scatter) > 0, sharded) << what;
+      if (sharded && batch_ways(rules, mshape) == 2 && layout == "batch:@0") {
+        // Each gradient's allreduce (n bytes) becomes a reduce-scatter and an allgather of n/2;
+        // the scalar allreduces of the sharded norm (and Adafactor's means) add a little. (A dim
+        // split over a model axis of size 1 is not reduce-scattered: allreduced and sliced.)
+        auto total = [](const Trained& t) {
+          std::int64_t b = 0;
+          for (const auto& [kind, bytes] : t.comm_bytes)
+            b += bytes;
+          return b;
+        };
+        auto kinds = [](const Trained& t) {
+          std::string k;
+          for (const auto& [kind, bytes] : t.comm_bytes)
+            k += cat(" ", to_string(kind), " ", bytes);
+          return k;
+        };
+        EXPECT_NEAR(static_cast<double>(total(on)), static_cast<double>(total(off)), 4096.0)
+            << what << ": on" << kinds(on) << ", off" << kinds(off);
+      }
       EXPECT_LT(on.losses.back(), on.losses.front()) << what;
     }
   }
@@ -163,6 +188,40 @@ TEST(ShardedOptimizer, BlockingReduceScatterEqualsTheOverlappedOne) {
   expect_same(blocking, overlapped, "MTK_OVERLAP_COLLECTIVES=0 vs 1", true);
   if (world_size() > 1)
     EXPECT_NE(overlapped.explain.find("reduce_scatter(sum) start"), std::string::npos);
+}
+
+TEST(ShardedOptimizer, BlockingAllgatherEqualsTheOverlappedOne) {
+  // The allgather moves bytes only: bitwise on every mesh, with Adafactor's blocking allreduces
+  // posted while the gathers are in flight.
+  const MeshShape mshape = MeshShape::parse("x:" + std::to_string(world_size()));
+  Mesh mesh(mshape, MPI_COMM_WORLD);
+  const auto rules = instantiate("batch:@0", mshape);
+  for (const std::string optimizer : {"adam", "adafactor"}) {
+    const Trained overlapped = train(mesh, rules, {optimizer, true});
+    const OptionScope o({{"MTK_OVERLAP_ALLGATHER", "0"}});
+    const Trained blocking = train(mesh, rules, {optimizer, true});
+    expect_bitwise(blocking, overlapped, optimizer + ": MTK_OVERLAP_ALLGATHER=0 vs 1");
+    EXPECT_EQ(overlapped.explain.find("allgather start") != std::string::npos, world_size() > 1)
+        << optimizer;
+    EXPECT_EQ(blocking.explain.find("allgather start"), std::string::npos) << optimizer;
+  }
+}
+
+TEST(ShardedOptimizer, AnalysisCountsWhatTheRunHolds) {
+  // analyze() with the optimizer's rules (mtk-layout, --dry-run, the memory check): the slots
+  // split, the gathers in the variables' storage, the same collectives as the lowered program.
+  const MeshShape mshape = MeshShape::parse("x:" + std::to_string(world_size()));
+  Mesh mesh(mshape, MPI_COMM_WORLD);
+  const auto rules = instantiate("batch:@0", mshape);
+  for (const bool shard : {false, true}) {
+    auto j = make_job(mesh, rules, {"adam", shard});
+    const auto plan = analyze(j->g, mshape, j->rules, world_rank());
+    const Counters &want = j->program->counters(), &got = plan->counters();
+    const std::string what = shard ? "sharded" : "full update";
+    EXPECT_EQ(got.variable_bytes, want.variable_bytes) << what;
+    EXPECT_EQ(got.live_peak_bytes, want.live_peak_bytes) << what;
+    EXPECT_EQ(got.comm_bytes, want.comm_bytes) << what;
+  }
 }
 
 TEST(ShardedOptimizer, CheckpointsRestoreWithTheOptionOnOrOff) {

@@ -24,6 +24,16 @@
 
 namespace {
 
+std::unique_ptr<mtk::optim::Optimizer> make_optimizer(const std::string& name) {
+  if (name == "adam")
+    return std::make_unique<mtk::optim::Adam>();
+  if (name == "sgd")
+    return std::make_unique<mtk::optim::Sgd>();
+  if (name != "adafactor")
+    mtk::fail("mtk-layout", "unknown optimizer '" + name + "'");
+  return std::make_unique<mtk::optim::Adafactor>();
+}
+
 int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "search")
     return mtk::layout_app::run_search(world, {args.begin() + 1, args.end()});
@@ -73,24 +83,20 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
   mtk::Graph g;
   mtk::nn::ModelGraph m = mtk::nn::build_transformer(g, model, true);
   const std::int64_t params = mtk::nn::count_parameters(g);
-  std::unique_ptr<mtk::optim::Optimizer> opt;
-  if (optimizer == "adam")
-    opt = std::make_unique<mtk::optim::Adam>();
-  else if (optimizer == "sgd")
-    opt = std::make_unique<mtk::optim::Sgd>();
-  else if (optimizer == "adafactor")
-    opt = std::make_unique<mtk::optim::Adafactor>();
-  else
-    mtk::fail("mtk-layout", "unknown optimizer '" + optimizer + "'");
+  std::unique_ptr<mtk::optim::Optimizer> opt = make_optimizer(optimizer);
+  const bool sharded = config.get_bool("train.shard_optimizer", false);
+  if (sharded)  // the slots' per-tensor rules split them (docs/sharded-optimizer.md)
+    opt->set_sharding({rules, mesh});
   mtk::optim::minimize(m.loss, *opt, mtk::optim::LearningRateSchedule());
-  auto program = mtk::analyze(g, mesh, rules);
+  auto program = mtk::analyze(g, mesh, opt->layout_rules(rules));
   const auto& c = program->counters();
   std::printf("model: %s\n", model.to_string().c_str());
   std::printf("parameters: %lld (%.2fB; formula %lld)\n", static_cast<long long>(params),
               params / 1e9, static_cast<long long>(model.analytic_parameter_count()));
   std::printf("mesh: %s (%d processors); layout: %s\n", mesh.to_string().c_str(),
               mesh.num_processors(), rules.to_string().c_str());
-  std::printf("per processor, one training step with %s:\n", optimizer.c_str());
+  std::printf("per processor, one training step with %s%s:\n", optimizer.c_str(),
+              sharded ? " (sharded update, train.shard_optimizer)" : "");
   std::printf("  memory: variables and optimizer slots %s, peak %s\n",
               mtk::format_bytes(static_cast<double>(c.variable_bytes)).c_str(),
               mtk::format_bytes(static_cast<double>(c.peak_bytes)).c_str());

@@ -241,7 +241,8 @@ int train_main(const std::vector<std::string>& args) {
            nn::count_parameters(g) / 1e6, s.model.analytic_parameter_count() / 1e6,
            s.mesh_shape.to_string().c_str(), s.rules.to_string().c_str());
   app::say_precision("mtk-lm1b", s.model, settings.optimizer);
-  check_cost(g, s, mesh);
+  // With the sharded update its slots are stored split: the optimizer's per-tensor rules.
+  app::check_cost(g, s.mesh_shape, optimizer->layout_rules(s.rules), mesh, s.model.to_string());
 
   auto train = agree_on_failure(mesh.comm(), [&] {
     auto data = PackedSequences::open(s.data.training_shards, s.model.length);

@@ -314,7 +314,8 @@ int train_main(const Communicator& world, const std::vector<std::string>& args) 
                 s.mesh_shape.to_string().c_str(), s.rules.to_string().c_str());
   app::say(line);
   app::say_precision("mtk-wmt", s.model, settings.train.optimizer);
-  app::check_cost(g, s.mesh_shape, s.rules, mesh, s.model.to_string());
+  // With the sharded update its slots are stored split: the optimizer's per-tensor rules.
+  app::check_cost(g, s.mesh_shape, optimizer->layout_rules(s.rules), mesh, s.model.to_string());
   auto stream = agree_on_failure(mesh.comm(), [&] {
     const app::BatchSlice slice =
         app::batch_slice(s.rules, mesh, s.model.batch, "model.batch", "mtk-wmt train");

@@ -36,6 +36,10 @@ const std::vector<RuntimeOptionSpec>& runtime_option_specs() {
       {"MTK_OVERLAP_COLLECTIVES", T::flag, "1", "0|1",
        "the allreduce of a pending sum (a weight gradient) starts as soon as its tensor is final "
        "and is waited for where it is first read; 0: one blocking allreduce there"},
+      {"MTK_OVERLAP_ALLGATHER", T::flag, "1", "0|1",
+       "with MTK_OVERLAP_COLLECTIVES=1, the sharded optimizer's allgather of a new variable "
+       "starts after its update and is waited for before the variable is next touched, else at "
+       "the end of the run; 0: blocking"},
       {"MTK_BF16_COPIES", T::flag, "1", "0|1",
        "a tensor that several bf16 contractions read close together (a weight; an output "
        "gradient) is converted to bf16 once per run and the copy kept until its last reader; 0: "
@@ -166,6 +170,7 @@ RuntimeOptions RuntimeOptions::from_environment() {
   o.buffer_reuse_ = o.text("MTK_BUFFER_REUSE") == "1";
   o.buffer_plan_ = o.text("MTK_BUFFER_PLAN") == "1";
   o.overlap_collectives_ = o.text("MTK_OVERLAP_COLLECTIVES") == "1";
+  o.overlap_allgather_ = o.text("MTK_OVERLAP_ALLGATHER") == "1";
   o.bf16_copies_ = o.text("MTK_BF16_COPIES") == "1";
   o.in_place_updates_ = o.text("MTK_IN_PLACE_UPDATES") == "1";
   o.overlap_halo_ = o.text("MTK_OVERLAP_HALO") == "1";

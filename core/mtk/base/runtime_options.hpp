@@ -59,6 +59,9 @@ class RuntimeOptions {
   /// MTK_OVERLAP_COLLECTIVES: lowered programs overlap the allreduces of pending sums with the
   /// steps that follow (mtk/lower/overlap.hpp).
   bool overlap_collectives() const { return overlap_collectives_; }
+  /// MTK_OVERLAP_ALLGATHER: with overlap_collectives(), the sharded optimizer's in-place
+  /// allgathers are overlapped too (docs/sharded-optimizer.md).
+  bool overlap_allgather() const { return overlap_allgather_; }
   /// MTK_BF16_COPIES (mtk/lower/bf16_reuse.hpp).
   bool bf16_copies() const { return bf16_copies_; }
   /// MTK_IN_PLACE_UPDATES: optimizer updates write into the variables' storage
@@ -100,6 +103,7 @@ class RuntimeOptions {
   bool buffer_reuse_ = true;
   bool buffer_plan_ = true;
   bool overlap_collectives_ = true;
+  bool overlap_allgather_ = true;
   bool bf16_copies_ = true;
   bool in_place_updates_ = true;
   bool overlap_halo_ = false;

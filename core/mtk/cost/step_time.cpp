@@ -23,8 +23,8 @@ double collective_seconds(Collective kind, std::int64_t bytes, std::int64_t call
   } else if (kind == Collective::halo) {
     // Two strips, one to each neighbour, sent at once whatever the group's size.
     per_call = a + n / B;
-  } else if (kind == Collective::allconcat) {
-    per_call = (P - 1) * (a + n / B);
+  } else if (kind == Collective::allconcat || kind == Collective::reduce_scatter) {
+    per_call = (P - 1) * (a + n / B);  // n: the slice each member sends (keeps) per step
   } else {  // alltoall and anything that moves a share of its input to every member
     per_call = (P - 1) * (a + n / (P * B));
   }

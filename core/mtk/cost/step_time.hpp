@@ -62,7 +62,8 @@ struct StepTime {
 
 /// Seconds for `calls` calls of collective `kind` moving
 /// `bytes` payload in all over a group of `p` processors on `link`. Ring: allreduce
-/// 2(p-1)(a + n/(pB)), allconcat (p-1)(a + n/B) with n the input slice, alltoall (p-1)(a + n/(pB));
+/// 2(p-1)(a + n/(pB)), allconcat (p-1)(a + n/B) with n the input slice, reduce_scatter the same
+/// with n the output slice (half the allreduce's ring of its input), alltoall (p-1)(a + n/(pB));
 /// allreduce also has the tree 2 log2(p)(a + n/B); the cheaper one is taken per call; a halo
 /// exchange (both neighbours' strips at once) a + n/B. An
 /// allreduce over a link whose allreduce_sizes were measured for groups of `p` takes those

@@ -64,8 +64,9 @@ std::unique_ptr<Program> Lowering::run() {
   if (runtime_options().overlap_collectives())  // MTK_OVERLAP_COLLECTIVES
     p_->overlap_ = overlap_reductions(
         p_->steps_, mesh_, shape_, [&](int t) { return local(t).num_elements(); },
-        runtime_options().allreduce_bucket_mib() << 20, dry_, scatters_);
-  if (runtime_options().overlap_halo())  // MTK_OVERLAP_HALO
+        runtime_options().allreduce_bucket_mib() << 20, dry_, scatters_,
+        runtime_options().overlap_allgather() ? gathers_ : GatherSpecs());  // MTK_OVERLAP_ALLGATHER
+  if (runtime_options().overlap_halo())                                     // MTK_OVERLAP_HALO
     p_->overlapped_halos_ = overlap_halos(p_->steps_);
   plan_bf16_copies();
   plan_in_place_updates();
@@ -288,7 +289,7 @@ int Lowering::reduce_scatter_pending(int t, const std::vector<int>& to) {
         rest.push_back(p);
     const int out = new_temp(layout(cur).shape(), ax, DType::float32);
     pending_[static_cast<size_t>(out)] = rest;
-    count_comm(Collective::allreduce, local_bytes(cur), {a});  // no reduce_scatter counter
+    count_comm(Collective::reduce_scatter, local_bytes(out), {a});
     const Mesh mesh = mesh_;
     const Shape local_shape = local(cur);
     const int dim = static_cast<int>(j), in = cur;

@@ -111,6 +111,9 @@ class Lowering {
   /// Declares that tensor t's buffer is a variable's own storage (written in place by its step):
   /// the memory prediction counts no bytes for it.
   void mark_in_variable_storage(int t) { in_variable_storage_.insert(t); }
+  /// Declares that the last step is the blocking in-place allgather `g` writing t: the overlap
+  /// pass may start it there and wait for it later (mtk/lower/overlap.hpp).
+  void mark_overlappable_gather(int t, const GatherSpec& g) { gathers_[t] = g; }
   /// Declares that the last step's kernels may write `output` into `input`'s buffer (each value
   /// read before it is written); the in-place pass decides (mtk/lower/in_place_updates.hpp).
   void allow_overwrite(int output, int input) {
@@ -183,6 +186,7 @@ class Lowering {
   std::vector<int> coords_;
   bool dry_ = false;
   ScatterSpecs scatters_;              // the reduce-scatter steps, by output (overlap_reductions)
+  GatherSpecs gathers_;                // mark_overlappable_gather()
   std::set<int> in_variable_storage_;  // mark_in_variable_storage()
   LayoutRules rules_;
   std::unique_ptr<Program> p_;

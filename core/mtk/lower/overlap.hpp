@@ -12,7 +12,9 @@
 // for a weight gradient) run while MPI moves the data, progressed by MPI_Test between steps.
 // Small tensors share a bucket (packed, one call); large ones are reduced in place, alone. A
 // reduce-scatter of a pending sum (Lowering::relayout) moves the same way, alone, in place in its
-// input (which no later step reads), its output a View into it.
+// input (which no later step reads), its output a View into it. The sharded optimizer's in-place
+// allgather of a new variable (zero_gather) starts where its blocking step was and is waited for
+// before the next step touching the variable, else at the end of the run.
 
 #include <mtk/lower/program.hpp>
 #include <mtk/parallel/collectives.hpp>
@@ -28,7 +30,25 @@
 
 namespace mtk {
 
-/// One non-blocking allreduce: the tensors reduced together over the same mesh axes.
+/// A reduce-scatter step's slice shape and dim, by its output tensor (ReductionBucket::scatter_*).
+struct ScatterSpec {
+  Shape local;
+  int dim = 0;
+};
+using ScatterSpecs = std::map<int, ScatterSpec>;
+
+/// A zero_gather step's in-place allgather (mtk/optim/zero.cpp), by its output tensor: the new
+/// shard `part` is copied to elements [off, off + count) of the variable's float32 `storage`
+/// (unless it is there already), which is then allgathered in place along mesh axis `axis`.
+struct GatherSpec {
+  int variable = -1, part = -1, axis = 0;
+  const Program::Buffer* storage = nullptr;
+  std::int64_t off = 0, count = 0;
+};
+using GatherSpecs = std::map<int, GatherSpec>;
+
+/// One non-blocking allreduce: the tensors reduced together over the same mesh axes (or one
+/// reduce-scatter, or one in-place allgather).
 struct ReductionBucket {
   std::vector<int> tensors;          ///< in pack order
   std::vector<std::int64_t> counts;  ///< elements of each tensor's slice
@@ -39,14 +59,9 @@ struct ReductionBucket {
   int scatter_out = -1;  ///< a reduce-scatter's output tensor (-1: an in-place allreduce)
   Shape scatter_local;   ///< a reduce-scatter's input slice shape
   int scatter_dim = -1;  ///< and the dim it scatters along
+  int gather_out = -1;   ///< an in-place allgather's output tensor (its spec: `gather`)
+  GatherSpec gather;
 };
-
-/// A reduce-scatter step's slice shape and dim, by its output tensor (ReductionBucket::scatter_*).
-struct ScatterSpec {
-  Shape local;
-  int dim = 0;
-};
-using ScatterSpecs = std::map<int, ScatterSpec>;
 
 /// The buckets for `steps`, in start order: one per in-place allreduce step of a pending sum
 /// (Step::sum_axes) over more than one processor of `shape` with other steps between it and the
@@ -54,15 +69,20 @@ using ScatterSpecs = std::map<int, ScatterSpec>;
 /// most `bucket_bytes` (0: every tensor alone). `elements_of(t)`: elements of tensor t's slice. The
 /// plan depends on the steps only, so every rank of an SPMD program starts the same collectives in
 /// the same order. Reduce-scatter steps (one read, sum_axes, their output in `scatters`) whose
-/// input no later step touches get a bucket each.
+/// input no later step touches get a bucket each, and so do allgather steps (their output in
+/// `gathers`) with steps between them and the next step touching their variable or output (or
+/// the end of the run), where they are waited for.
 std::vector<ReductionBucket> plan_reductions(const std::vector<Program::Step>& steps,
                                              const MeshShape& shape,
                                              const std::function<std::int64_t(int)>& elements_of,
                                              std::int64_t bucket_bytes,
-                                             const ScatterSpecs& scatters = {});
+                                             const ScatterSpecs& scatters = {},
+                                             const GatherSpecs& gathers = {});
 
 /// The kind of the steps that wait for an overlapped reduction (time_split()'s "collective waits").
 StepKind reduction_wait_kind();
+/// The kind of the steps that wait for an overlapped allgather (also "collective waits").
+StepKind gather_wait_kind();
 
 /// The run-time state of a program's overlapped reductions, shared by its start and wait steps.
 class ReductionsInFlight {
@@ -90,6 +110,7 @@ class ReductionsInFlight {
   struct Flight {
     AllreduceInFlight<float> op;
     ReduceScatterInFlight<float> scatter;  // instead, for a reduce-scatter bucket
+    AllgatherInFlight<float> gather;       // or for an allgather
     const void* in_place = nullptr;        // the tensor's own storage, when reduced in place
     bool started = false;
     bool complete = false;
@@ -110,7 +131,7 @@ class ReductionsInFlight {
 std::shared_ptr<ReductionsInFlight> overlap_reductions(
     std::vector<Program::Step>& steps, const Mesh& mesh, const MeshShape& shape,
     const std::function<std::int64_t(int)>& elements_of, std::int64_t bucket_bytes, bool dry,
-    const ScatterSpecs& scatters = {});
+    const ScatterSpecs& scatters = {}, const GatherSpecs& gathers = {});
 
 /// The kind of the step that starts an overlapped halo exchange (pack, post the transfers).
 StepKind halo_start_kind();

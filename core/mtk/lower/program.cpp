@@ -42,6 +42,8 @@ const char* to_string(Collective c) {
       return "alltoall";
     case Collective::halo:
       return "halo";
+    case Collective::reduce_scatter:
+      return "reduce_scatter";
   }
   return "?";
 }
@@ -221,7 +223,7 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
     const double dt = std::chrono::duration<double>(now - mark).count();
     time_split_[what] += dt;
     if (step) {
-      if (step->kind == reduction_wait_kind())
+      if (step->kind == reduction_wait_kind() || step->kind == gather_wait_kind())
         time_split_["collective waits"] += dt;
       time_by_kind_[step->kind.name()] += dt;
       if (runtime_options().profile_steps())  // MTK_PROFILE_STEPS

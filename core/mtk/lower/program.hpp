@@ -88,7 +88,9 @@ class HostTensor {
 /// The collectives a lowered program runs (Counters::comm_bytes, the cost model). `halo` is the
 /// neighbour exchange of halo_exchange/halo_reduce: its bytes are the strips one rank sends to its
 /// two neighbours along the mesh dim (both sides counted, as an interior rank sends them).
-enum class Collective { allreduce, allconcat, alltoall, halo };
+/// The collectives Counters count. allconcat is the allgather (payload: the input slice);
+/// reduce_scatter's payload is its output slice (what each member keeps, 1/p of its input).
+enum class Collective { allreduce, allconcat, alltoall, halo, reduce_scatter };
 const char* to_string(Collective c);
 
 /// Exact per-rank costs of one run of the lowered program.

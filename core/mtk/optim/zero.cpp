@@ -68,14 +68,15 @@ Tensor zero_view(const Tensor& x, const Shape& shape, const std::string& name) {
 // The new value of variable `var` from its shard x: allgathered in place into the variable's own
 // float32 storage, which the shard's own part may already be (the update wrote it in place), so
 // the assignment after it has nothing to copy and no second copy of the variable lives to the
-// end of the run. Otherwise (bfloat16 storage, a shard dim that is not outermost, analysis) the
-// relayout's allgather into a new buffer.
+// end of the run (analysis alike: nothing runs). Otherwise (bfloat16 storage, a shard dim that is
+// not outermost) the relayout's allgather into a new buffer. The overlap pass may start it here and
+// wait for it at the end of the run (MTK_OVERLAP_ALLGATHER).
 void lower_zero_gather(Lowering& l, const NoAttrs&) {
   const int var = l.op().inputs[0], x = l.op().inputs[1], y = l.op().outputs[0];
   const Graph& g = l.graph();
   const bool stored_f32 = g.variable_attrs(g.tensor_info(var).producer).storage == DType::float32;
   const int a = outermost_slice_axis(l, y, x);  // y -> x is the slice that x -> y undoes
-  if (!stored_f32 || a < 0 || l.dry() || !l.pending(x).empty()) {
+  if (!stored_f32 || a < 0 || !l.pending(x).empty()) {
     view_as(l, x, y);
     return;
   }
@@ -96,6 +97,7 @@ void lower_zero_gather(Lowering& l, const NoAttrs&) {
       },
       0, Program::Category::collective);
   l.mark_in_variable_storage(y);
+  l.mark_overlappable_gather(y, {var, x, a, storage, off, n});
 }
 
 constexpr auto zero_gather_op =

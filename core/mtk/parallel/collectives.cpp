@@ -256,6 +256,24 @@ void allgather_in_place(const Mesh& mesh, int axis, const Kokkos::View<T*>& data
 }
 
 template <class T>
+AllgatherInFlight<T> start_allgather_in_place(const Mesh& mesh, int axis,
+                                              const Kokkos::View<T*>& data) {
+  AllgatherInFlight<T> f;
+  const std::int64_t parts = axis_size(mesh, axis, "mtk::start_allgather_in_place");
+  if (parts == 1 || !MpiStage<T>::direct) {  // nothing to move, or staged: blocking
+    allgather_in_place(mesh, axis, data);
+    return f;
+  }
+  Kokkos::Profiling::pushRegion("mtk::start_allgather_in_place");
+  Kokkos::fence();  // the kernels writing it are done
+  f.data_ = data;
+  f.request_ = mesh.axes_comm({axis}).start_allgather_in_place(
+      data.data(), static_cast<std::size_t>(data.extent(0) / parts));
+  Kokkos::Profiling::popRegion();
+  return f;
+}
+
+template <class T>
 ReduceScatterInFlight<T> start_reduce_scatter(const Mesh& mesh, int axis, const Shape& local_shape,
                                               int dim, const Kokkos::View<T*>& local) {
   const char* where = "mtk::start_reduce_scatter";
@@ -383,6 +401,8 @@ Kokkos::View<T*> permute(const Mesh& mesh, int axis, const std::vector<int>& des
                                                             const Kokkos::View<T*>&);             \
   template class ReduceScatterInFlight<T>;                                                        \
   template void allgather_in_place<T>(const Mesh&, int, const Kokkos::View<T*>&);                 \
+  template AllgatherInFlight<T> start_allgather_in_place<T>(const Mesh&, int,                     \
+                                                            const Kokkos::View<T*>&);             \
   template void broadcast<T>(const Mesh&, const std::vector<int>&, const Kokkos::View<T*>&, int); \
   template Kokkos::View<T*> shift<T>(const Mesh&, int, int, bool, const Kokkos::View<T*>&);       \
   template Kokkos::View<T*> permute<T>(const Mesh&, int, const std::vector<int>&,                 \

@@ -80,6 +80,38 @@ template <class T>
 void allgather_in_place(const Mesh& mesh, int axis, const Kokkos::View<T*>& data);
 
 template <class T>
+class AllgatherInFlight;
+
+/// Starts allgather_in_place(mesh, axis, data) without waiting for it (blocking where MPI cannot
+/// read `data`'s memory): `data` must be neither read nor written until
+/// AllgatherInFlight::finish() returns. Collective over the group, started in the same order on
+/// every member.
+template <class T>
+AllgatherInFlight<T> start_allgather_in_place(const Mesh& mesh, int axis,
+                                              const Kokkos::View<T*>& data);
+
+/// An in-place allgather started by start_allgather_in_place(); holds the View, so its memory
+/// outlives the transfer.
+template <class T>
+class AllgatherInFlight {
+ public:
+  AllgatherInFlight() = default;
+  /// Progresses every collective in flight; true once this one completed.
+  bool progress() { return request_.test(); }
+  void finish() {
+    request_.wait();
+    data_ = Kokkos::View<T*>();
+  }
+  bool active() const { return request_.active(); }
+
+ private:
+  template <class U>
+  friend AllgatherInFlight<U> start_allgather_in_place(const Mesh&, int, const Kokkos::View<U*>&);
+  Communicator::Request request_;
+  Kokkos::View<T*> data_;
+};
+
+template <class T>
 class ReduceScatterInFlight;
 
 /// Starts reduce_scatter(mesh, axis, local_shape, dim, local) without waiting for it, over

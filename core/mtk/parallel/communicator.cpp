@@ -422,6 +422,31 @@ Communicator::Request Communicator::start_reduce_scatter_raw(void* data, std::si
   return r;
 }
 
+Communicator::Request Communicator::start_allgather_raw(void* data, std::size_t count,
+                                                        detail::Datatype type) const {
+  const int n = mpi_count(count, "mtk::Communicator::start_allgather_in_place");
+  const MPI_Datatype t = mpi_type(type);
+  Request r;
+  r.state_ = std::make_unique<Request::State>();
+  auto& q = r.state_->requests;
+  if (size() == 2 && count > 0) {  // as the two-rank reductions: a send and a receive per piece
+    const std::size_t bytes = static_cast<std::size_t>(type_bytes(t));
+    const int me = rank(), other = 1 - me;
+    char* base = static_cast<char*>(data);
+    char *mine = base + me * count * bytes, *theirs = base + other * count * bytes;
+    for_each_piece(mine, count, t, [&](void* p, int k) {
+      const std::ptrdiff_t off = static_cast<char*>(p) - mine;
+      MPI_Irecv(theirs + off, k, t, other, kReduceTag, impl_->comm,
+                &q.emplace_back(MPI_REQUEST_NULL));
+      MPI_Isend(p, k, t, other, kReduceTag, impl_->comm, &q.emplace_back(MPI_REQUEST_NULL));
+    });
+    return r;
+  }
+  MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, n, t, impl_->comm,
+                 &q.emplace_back(MPI_REQUEST_NULL));
+  return r;
+}
+
 void Communicator::allgather_raw(const void* send, void* recv, std::size_t count,
                                  detail::Datatype type) const {
   const int n = mpi_count(count, "mtk::Communicator::allgather");
@@ -487,32 +512,6 @@ std::pair<int, int> Communicator::cart_shift(int direction, int displacement) co
   int source = MPI_PROC_NULL, dest = MPI_PROC_NULL;
   MPI_Cart_shift(impl_->comm, direction, displacement, &source, &dest);
   return {source == MPI_PROC_NULL ? -1 : source, dest == MPI_PROC_NULL ? -1 : dest};
-}
-
-std::string Communicator::broadcast_string(std::string value, int root) const {
-  const auto n = broadcast(static_cast<std::uint64_t>(value.size()), root);
-  value.resize(static_cast<std::size_t>(n));
-  broadcast_in_place(value.data(), value.size(), root);
-  return value;
-}
-
-std::vector<std::string> Communicator::broadcast_strings(std::vector<std::string> value,
-                                                         int root) const {
-  std::vector<std::uint64_t> lengths;
-  std::string joined;
-  for (const auto& s : value) {
-    lengths.push_back(s.size());
-    joined += s;
-  }
-  lengths = broadcast(std::move(lengths), root);
-  joined = broadcast_string(std::move(joined), root);
-  value.clear();
-  std::size_t off = 0;
-  for (auto len : lengths) {
-    value.push_back(joined.substr(off, static_cast<std::size_t>(len)));
-    off += static_cast<std::size_t>(len);
-  }
-  return value;
 }
 
 namespace {
@@ -585,16 +584,6 @@ std::vector<std::string> Communicator::gather(const std::string& value, int root
                      root, c, r);
       });
   return rank() == root ? cut(all, lens) : std::vector<std::string>();
-}
-
-void Communicator::agree(const std::string& local_failure) const {
-  const int first = min(local_failure.empty() ? size() : rank());
-  if (first == size())
-    return;
-  const std::string message = broadcast(rank() == first ? local_failure : std::string(), first);
-  if (rank() == first)
-    throw AgreedError(message);
-  throw AgreedError(cat("[failed on rank ", first, "] ", message));
 }
 
 }  // namespace mtk

@@ -192,6 +192,15 @@ class Communicator {
     return start_reduce_scatter_raw(data, count, detail::datatype_of<T>(), op, at);
   }
 
+  /// Starts an in-place allgather: `data` holds size() blocks of `count`, this rank's own at
+  /// rank(); once the request completes, every block. On two ranks a send of ours and a receive
+  /// of the partner's; else MPI_Iallgather with MPI_IN_PLACE. `data` must be neither read nor
+  /// written until then.
+  template <class T>
+  Request start_allgather_in_place(T* data, std::size_t count) const {
+    return start_allgather_raw(data, count, detail::datatype_of<T>());
+  }
+
   /// Starts sending `send` to rank `dest` and receiving `recv` from rank `source` (-1: no
   /// partner, nothing moves) without waiting: a neighbour exchange (halo_exchange). Point to
   /// point, so ranks need not start exchanges in the same order as other collectives; `tag`
@@ -224,6 +233,7 @@ class Communicator {
                               ReduceOp op) const;
   Request start_reduce_scatter_raw(void* data, std::size_t count, detail::Datatype type,
                                    ReduceOp op, std::size_t* at) const;
+  Request start_allgather_raw(void* data, std::size_t count, detail::Datatype type) const;
   void allgather_raw(const void* send, void* recv, std::size_t count, detail::Datatype type) const;
   void alltoall_raw(const void* send, void* recv, std::size_t count, detail::Datatype type) const;
   void reduce_scatter_raw(const void* send, void* recv, std::size_t count, detail::Datatype type,
