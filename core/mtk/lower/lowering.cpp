@@ -2,6 +2,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/base/runtime_options.hpp>
 #include <mtk/kernels/einsum.hpp>
+#include <mtk/kernels/elementwise.hpp>
 #include <mtk/lower/bf16_reuse.hpp>
 #include <mtk/lower/bf16_rewiden.hpp>
 #include <mtk/lower/in_place_activations.hpp>
@@ -187,6 +188,19 @@ void Lowering::recompute() {
       add_gemm_counters(each, n);
     ++p_->recomputed_steps_;
   }
+}
+
+void Lowering::add_sum_step(int sum, int part, int y) {
+  const Shape ly = local(y);
+  add_step(
+      label(), {sum, part}, {y},
+      [=](Buffers& b, const ExecSpace& space) {
+        b[static_cast<size_t>(y)] = kernels::binary<float>(
+            space, BinaryFn::add, ly, view_of<float>(b, sum), ly, view_of<float>(b, part), ly,
+            in_place_output<float>(b, y, {sum}));
+      },
+      static_cast<double>(ly.num_elements()));
+  allow_overwrite(y, sum);
 }
 
 void Lowering::add_allreduce_step(const std::string& what, int y, Program::StepFn fn) {

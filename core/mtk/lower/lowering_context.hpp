@@ -38,6 +38,28 @@ Kokkos::View<T*> in_place_output(const Buffers& b, int y, std::initializer_list<
   return {};
 }
 
+/// Inside a step that writes float32 output t and, in the same pass, its bf16 bit patterns
+/// (Step::bf16_writes): bits() to write when the plan keeps t's copy (else an empty View, the
+/// kernel writes none), keep() to hand the copy over once the output is written.
+class ProducedBf16Copy {
+ public:
+  ProducedBf16Copy(const Program& p, int t, std::int64_t n, const char* label)
+      : copies_(p.bf16_copies_for(t)), n_(n) {
+    if (copies_)
+      bits_ = uninitialized_view<std::uint16_t>(label, n);
+  }
+  const Kokkos::View<std::uint16_t*>& bits() const { return bits_; }
+  void keep(const Kokkos::View<float*>& out) const {
+    if (copies_)
+      copies_->keep(out.data(), n_, bits_);
+  }
+
+ private:
+  kernels::Bf16Copies* copies_;
+  std::int64_t n_;
+  Kokkos::View<std::uint16_t*> bits_;
+};
+
 /// Builds a Program op by op.
 class Lowering {
  public:
@@ -114,6 +136,9 @@ class Lowering {
   /// Declares that the last step is the blocking in-place allgather `g` writing t: the overlap
   /// pass may start it there and wait for it later (mtk/lower/overlap.hpp).
   void mark_overlappable_gather(int t, const GatherSpec& g) { gathers_[t] = g; }
+  /// Appends the step y = sum + part (float32, y's layout), written over sum when sum dies there:
+  /// how a product or scatter made apart is added into a running sum.
+  void add_sum_step(int sum, int part, int y);
   /// Declares that the last step's kernels may write `output` into `input`'s buffer (each value
   /// read before it is written); the in-place pass decides (mtk/lower/in_place_updates.hpp).
   void allow_overwrite(int output, int input) {

@@ -222,16 +222,7 @@ void lower_einsum_accumulate(Lowering& l, const EinsumAttrs& attrs) {
   l.pending(part) = pending;
   add_contraction_step(l, in[0], in[1], part, attrs.precision, -1);
   l.materialize(part);
-  const Shape ly = l.local(y);
-  l.add_step(
-      l.label(), {sum, part}, {y},
-      [=](Buffers& b, const ExecSpace& space) {
-        b[static_cast<size_t>(y)] = kernels::binary<float>(
-            space, BinaryFn::add, ly, view_of<float>(b, sum), ly, view_of<float>(b, part), ly,
-            in_place_output<float>(b, y, {sum}));
-      },
-      static_cast<double>(ly.num_elements()));
-  l.allow_overwrite(y, sum);
+  l.add_sum_step(sum, part, y);
 }
 
 constexpr auto einsum_accumulate_op = make_op_kind<EinsumAttrs>(

@@ -202,15 +202,7 @@ void lower_scatter_add_into(Lowering& l, const GatherAttrs& attrs) {
       },
       static_cast<double>(lu.num_elements()));
   l.materialize(part);
-  l.add_step(
-      l.label(), {sum, part}, {y},
-      [=](Buffers& b, const ExecSpace& space) {
-        b[static_cast<size_t>(y)] = kernels::binary<float>(
-            space, BinaryFn::add, ly, view_of<float>(b, sum), ly, view_of<float>(b, part), ly,
-            in_place_output<float>(b, y, {sum}));
-      },
-      static_cast<double>(ly.num_elements()));
-  l.allow_overwrite(y, sum);
+  l.add_sum_step(sum, part, y);
 }
 
 constexpr auto scatter_add_into_op = make_op_kind<GatherAttrs>(

@@ -80,18 +80,14 @@ void lower_cross_entropy_grad(Lowering& l, const CrossEntropyAttrs& a) {
       l.label(), {x, t, lse, dy}, {dx},
       [=](Buffers& b, const ExecSpace& space) {
         // The gradient's kept bf16 copy (both of its bf16 products read it), written here.
-        kernels::Bf16Copies* copies = program->bf16_copies_for(dx);
-        const kernels::View<std::uint16_t> bits =
-            copies ? uninitialized_view<std::uint16_t>("mtk::kernels::cross_entropy_grad bf16 copy",
-                                                       lx.num_elements())
-                   : kernels::View<std::uint16_t>();
+        const ProducedBf16Copy copy(*program, dx, lx.num_elements(),
+                                    "mtk::kernels::cross_entropy_grad bf16 copy");
         const FView g = kernels::cross_entropy_grad(
             space, lx, view_of<float>(b, x), d, view_of<std::int32_t>(b, t), origin,
             view_of<float>(b, lse), view_of<float>(b, dy), ls, V, z,
-            in_place_output<float>(b, dx, {x}), bits);
+            in_place_output<float>(b, dx, {x}), copy.bits());
         b[static_cast<size_t>(dx)] = g;
-        if (copies)
-          copies->keep(g.data(), lx.num_elements(), bits);
+        copy.keep(g);
       },
       3.0 * static_cast<double>(lx.num_elements()));
   l.mark_bf16_writes({dx});

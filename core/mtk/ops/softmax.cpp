@@ -142,17 +142,13 @@ void lower_softmax_grad(Lowering& l, const SoftmaxGradAttrs& a) {
       l.label(), {y, dy}, {dx},
       [=](Buffers& b, const ExecSpace& space) {
         // The gradient's kept bf16 copy (its bf16 products read it), written here.
-        kernels::Bf16Copies* copies = program->bf16_copies_for(dx);
-        const kernels::View<std::uint16_t> bits =
-            copies ? uninitialized_view<std::uint16_t>("mtk::kernels::softmax_grad bf16 copy",
-                                                       ly.num_elements())
-                   : kernels::View<std::uint16_t>();
+        const ProducedBf16Copy copy(*program, dx, ly.num_elements(),
+                                    "mtk::kernels::softmax_grad bf16 copy");
         const FView g =
             kernels::softmax_grad(space, ly, view_of<float>(b, y), view_of<float>(b, dy), d, log,
-                                  in_place_output<float>(b, dx, {dy}), bits);
+                                  in_place_output<float>(b, dx, {dy}), copy.bits());
         b[static_cast<size_t>(dx)] = g;
-        if (copies)
-          copies->keep(g.data(), ly.num_elements(), bits);
+        copy.keep(g);
       },
       4.0 * static_cast<double>(ly.num_elements()));
   l.mark_bf16_writes({dx});
