@@ -2,11 +2,12 @@
 // mesh (docs/spatial.md): every rank holds a block of `block`^3 positions whatever the mesh, the
 // blocks dims `db`, `hb`, `wb` are split over mesh dims named `d`, `h`, `w` where the mesh has
 // them. One training step (forward and the filters' gradients) is timed, the best of `rounds`
-// rounds of `steps` steps; one more profiled step gives the time per step kind and the halo
-// steps' time. With `--overlap both` (the default) the same is run with the halo exchanges
-// blocking (MTK_OVERLAP_HALO=0) and overlapped (=1): the exchange time, the time hidden and the
-// hidden fraction, next to the cost model's predicted halo share (hidden per exchange behind the
-// products between its start and its finish). One JSON object per run.
+// rounds of `steps` steps; `steps` more profiled steps give the time per step kind and the split
+// halo exchanges' time (local copies along unsplit dims apart, halo_copy). With `--overlap both`
+// (the default) the same is run with the halo exchanges blocking (MTK_OVERLAP_HALO=0) and
+// overlapped (=1): the exchange time, the time hidden and the hidden fraction, next to the cost
+// model's predicted halo share (hidden per exchange behind the products between its start and its
+// finish). One JSON object per run.
 // `--layer transpose` makes each layer a transposed convolution, `--layer pool` a convolution
 // followed by a max pooling of 3 along d (stride 1; a 3-D window would take the patches past the
 // einsum's 8 dims), so their interior splits can be timed too.
@@ -87,7 +88,9 @@ struct Measured {
   double best_step_s = 0;
   std::vector<double> rounds_s;
   nlohmann::ordered_json profile_s;
-  double halo_s = 0, profiled_s = 0;  // halo steps (start, finish, local copies); the whole step
+  // The split exchanges' steps (start, finish: OpTraits::halo), the local copies along unsplit
+  // dims (halo_copy), the whole step; per step, averaged over the profiled steps.
+  double halo_s = 0, copy_s = 0, profiled_s = 0;
   int overlapped_halos = 0;
   mtk::cost::StepTime predicted;
 };
@@ -126,17 +129,21 @@ Measured measure(const mtk::Communicator& world, const mtk::Mesh& mesh, const Se
   m.best_step_s = *std::min_element(m.rounds_s.begin(), m.rounds_s.end());
   program->set_profiling(true);
   program->reset_time_split();
-  program->run(feeds, fetch);
+  for (int i = 0; i < s.steps; ++i)
+    program->run(feeds, fetch);
   m.profile_s = nlohmann::ordered_json::object();
-  double total = 0, halo = 0;
+  double total = 0, halo = 0, copy = 0;
   for (const auto& [kind, sec] : program->time_by_kind()) {  // every rank has the same kinds
-    m.profile_s[kind] = world.max(sec);
+    m.profile_s[kind] = world.max(sec) / s.steps;
     total += sec;
-    if (kind.rfind("halo_", 0) == 0)
+    if (kind == "halo_copy")
+      copy += sec;
+    else if (kind.rfind("halo_", 0) == 0)
       halo += sec;
   }
-  m.halo_s = world.max(halo);
-  m.profiled_s = world.max(total);
+  m.halo_s = world.max(halo) / s.steps;
+  m.copy_s = world.max(copy) / s.steps;
+  m.profiled_s = world.max(total) / s.steps;
   m.overlapped_halos = program->overlapped_halos();
   mtk::cost::StepTimeOptions o;
   o.overlap_halo = overlap;
@@ -150,6 +157,7 @@ nlohmann::ordered_json to_json(const Measured& m) {
   j["rounds_s"] = m.rounds_s;
   j["halo_s"] = m.halo_s;
   j["halo_share"] = m.profiled_s > 0 ? m.halo_s / m.profiled_s : 0.0;
+  j["halo_copy_s"] = m.copy_s;
   j["overlapped_halos"] = m.overlapped_halos;
   const auto& p = m.predicted;
   const auto halo = p.comm_s.find(mtk::Collective::halo);
@@ -168,6 +176,8 @@ nlohmann::ordered_json to_json(const Measured& m) {
                     {"halo_hidden_s", p.halo_hidden_s},
                     {"halo_exposed_s", p.halo_exposed_s},
                     {"halo_share", p.total_s > 0 ? p.halo_exposed_s / p.total_s : 0.0},
+                    {"halo_steps_s", p.halo_steps_s},
+                    {"halo_steps_share", p.total_s > 0 ? p.halo_steps_s / p.total_s : 0.0},
                     {"bound", p.halo_whole_step_bound ? "whole step" : "per exchange"},
                     {"exchanges", p.halo_exchanges.size()},
                     {"exchanges_fully_hidden", hidden},

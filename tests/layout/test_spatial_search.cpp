@@ -15,6 +15,7 @@
 #include "option_scope.hpp"
 #include "test_machine.hpp"
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,41 @@ TEST(SpatialCost, TheStepTimeModelPricesHaloExchanges) {
                                                    test::test_machine(), cost::StepTimeOptions());
   ASSERT_TRUE(t.comm_s.count(Collective::halo));
   EXPECT_GT(t.comm_s.at(Collective::halo), 0);
+}
+
+// The halo steps' time as a profile measures it (StepTime::halo_steps_s): the split exchanges'
+// kernels (their bytes at the elementwise rate, their calls' overhead) and the exposed transfer;
+// the local copies along unsplit dims are steps of their own kind (halo_copy), not in it.
+TEST(SpatialCost, HaloStepsAreTheSplitExchangesKernelsAndTheirExposedTransfer) {
+  Graph g;
+  Tensor x = variable(g, "x", {{"b", 2}, {"hb", 4}, {"h", 5}, {"c", 3}}, Initializer::normal(1));
+  reduce_sum(halo_exchange(x, "hb", "h", 1, 2));
+  const MeshShape mesh = MeshShape::parse("rows:2");
+  const cost::Machine m = test::test_machine();
+  auto kinds = [](const Counters& c) {
+    std::map<std::string, std::int64_t> calls;
+    for (const auto& [kind, n] : c.op_calls)
+      calls[kind.name()] = n;
+    return calls;
+  };
+  const auto split = analyze(g, mesh, LayoutRules::parse("hb:rows"));
+  const Counters& c = split->counters();
+  EXPECT_EQ(kinds(c).count("halo_copy"), 0u) << split->explain();
+  const cost::StepTime t = cost::predict_step_time(c, mesh, m, cost::StepTimeOptions());
+  double kernels = 0;
+  for (const auto& [kind, calls] : c.op_calls)
+    if (kind.traits().halo && !kind.traits().free)
+      kernels += static_cast<double>(calls) * m.op_overhead_s +
+                 static_cast<double>(c.op_bytes.at(kind)) / m.elementwise_rate(kind.name());
+  EXPECT_GT(kernels, 0);
+  EXPECT_GT(t.halo_exposed_s, 0);
+  EXPECT_DOUBLE_EQ(t.halo_steps_s, kernels + t.halo_exposed_s);
+  EXPECT_LT(t.halo_steps_s, t.total_s);
+  // Unsplit: one local copy, no halo steps.
+  const auto local = analyze(g, mesh, LayoutRules::parse(""));
+  EXPECT_EQ(kinds(local->counters()).at("halo_copy"), 1) << local->explain();
+  EXPECT_EQ(
+      cost::predict_step_time(local->counters(), mesh, m, cost::StepTimeOptions()).halo_steps_s, 0);
 }
 
 // MTK_OVERLAP_HALO: each exchange runs behind the products between its start and its finish

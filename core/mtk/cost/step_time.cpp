@@ -122,6 +122,17 @@ StepTime predict_step_time(const Counters& counters, const MeshShape& mesh, cons
     t.comm_total_s += s;
   }
   split_halo(counters, mesh, machine, scale, options.overlap_halo, t);
+  t.halo_steps_s = t.halo_exposed_s;
+  // A free start's packing is in its finish's bytes: the finish reads and writes the whole block
+  // (forward: the start assembles it, the finish places the strips; adjoint: the finish folds).
+  for (const auto& [kind, calls] : counters.op_calls)
+    if (kind.traits().halo && !kind.traits().free) {
+      const auto bytes = counters.op_bytes.find(kind);
+      t.halo_steps_s += static_cast<double>(calls) * machine.op_overhead_s;
+      if (bytes != counters.op_bytes.end())
+        t.halo_steps_s +=
+            static_cast<double>(bytes->second) / machine.elementwise_rate(kind.name());
+    }
   t.total_s = t.compute_s + t.comm_total_s - t.halo_hidden_s;
   t.overlapped_s = std::max(t.compute_s, t.comm_total_s);
   return t;

@@ -48,6 +48,10 @@ struct StepTime {
     double exposed_s = 0;  ///< halo_s - hidden_s
   };
   std::vector<Exchange> halo_exchanges;
+  /// The split halo exchanges' steps (OpTraits::halo) as a profile times them: their kernels'
+  /// bytes at the elementwise rate of their kind, their calls' overhead, and halo_exposed_s.
+  /// Local copies along unsplit dims are not in it.
+  double halo_steps_s = 0;
   /// Counters without per-exchange records (made by hand, or by an older path) but with halo
   /// traffic: the hidden part was bounded by all of the step's products instead,
   /// exposed = max(0, halo - matmul_s).

@@ -39,6 +39,9 @@ struct OpTraits {
   /// Its steps run no kernel: they give a buffer another name (reshape, stop_gradient) or move
   /// data that is costed as communication (an allreduce).
   bool free = false;
+  /// Its steps are a split halo exchange's (packing, transfer, placing or folding the strips):
+  /// the cost model's and bench_spatial's halo time (not the local copies of an unsplit dim).
+  bool halo = false;
 };
 
 /// The attributes of an op kind that has none.

@@ -37,13 +37,11 @@ struct Frame {
     return blocks_first ? (((o * nb + b) * mid + m) * nj + j) * inner + i
                         : (((o * nj + j) * mid + m) * nb + b) * inner + i;
   }
-  // The inverse of at().
-  KOKKOS_INLINE_FUNCTION void split(std::int64_t k, std::int64_t nb, std::int64_t nj,
-                                    std::int64_t& o, std::int64_t& b, std::int64_t& m,
-                                    std::int64_t& j, std::int64_t& i) const {
+  // The inverse of at() without the inner position: line k of `inner` contiguous elements.
+  KOKKOS_INLINE_FUNCTION void split_line(std::int64_t k, std::int64_t nb, std::int64_t nj,
+                                         std::int64_t& o, std::int64_t& b, std::int64_t& m,
+                                         std::int64_t& j) const {
     const std::int64_t n2 = blocks_first ? nj : nb, n1 = blocks_first ? nb : nj;
-    i = k % inner;
-    k /= inner;
     const std::int64_t second = k % n2;
     k /= n2;
     m = k % mid;
@@ -53,7 +51,39 @@ struct Frame {
     b = blocks_first ? first : second;
     j = blocks_first ? second : first;
   }
+  // The inverse of at().
+  KOKKOS_INLINE_FUNCTION void split(std::int64_t k, std::int64_t nb, std::int64_t nj,
+                                    std::int64_t& o, std::int64_t& b, std::int64_t& m,
+                                    std::int64_t& j, std::int64_t& i) const {
+    i = k % inner;
+    split_line(k / inner, nb, nj, o, b, m, j);
+  }
 };
+
+// body(k, o, b, m, j, i) for every element k of a tensor framed by f with `nb` blocks of `nj`
+// positions. On the host a line of `inner` contiguous elements at a time, the division chain once
+// per line (per element it cost more than the copy); on GPUs one element per thread.
+template <class Body>
+void for_each_element(const char* label, const ExecSpace& space, const Frame& f, std::int64_t nb,
+                      std::int64_t nj, const Body& body) {
+  const std::int64_t lines = f.outer * nb * f.mid * nj, inner = f.inner;
+  if constexpr (impl::host_exec) {
+    Kokkos::parallel_for(
+        label, impl::Range(space, 0, lines), KOKKOS_LAMBDA(std::int64_t line) {
+          std::int64_t o, b, m, j;
+          f.split_line(line, nb, nj, o, b, m, j);
+          for (std::int64_t i = 0; i < inner; ++i)
+            body(line * inner + i, o, b, m, j, i);
+        });
+  } else {
+    Kokkos::parallel_for(
+        label, impl::Range(space, 0, lines * inner), KOKKOS_LAMBDA(std::int64_t k) {
+          std::int64_t o, b, m, j, i;
+          f.split(k, nb, nj, o, b, m, j, i);
+          body(k, o, b, m, j, i);
+        });
+  }
+}
 
 void check(const char* where, const Shape& s, std::int64_t elements, int blocks_dim,
            int block_dim) {
@@ -78,14 +108,11 @@ View<T> halo_strip(const ExecSpace& space, const Shape& shape, const View<T>& x,
     fail(w, cat("block ", block, " positions [", begin, ", ", begin + width, ") outside ",
                 shape.to_string()));
   const Frame f(shape, blocks_dim, block_dim);
-  const std::int64_t total = f.outer * f.mid * f.inner * width;
-  auto out = impl::alloc<T>(w, total);
-  Kokkos::parallel_for(
-      w, impl::Range(space, 0, total), KOKKOS_LAMBDA(std::int64_t k) {
-        std::int64_t o, b, m, j, i;
-        f.split(k, 1, width, o, b, m, j, i);
-        out(k) = x(f.at(o, block, m, begin + j, i, nb, nj));
-      });
+  auto out = impl::alloc<T>(w, f.outer * f.mid * f.inner * width);
+  for_each_element(
+      w, space, f, 1, width,
+      KOKKOS_LAMBDA(std::int64_t k, std::int64_t o, std::int64_t, std::int64_t m, std::int64_t j,
+                    std::int64_t i) { out(k) = x(f.at(o, block, m, begin + j, i, nb, nj)); });
   return out;
 }
 
@@ -106,10 +133,10 @@ View<T> halo_assemble(const ExecSpace& space, const Shape& shape, const View<T>&
                 " elements do not fit ", shape.to_string()));
   const std::int64_t total = strip * nb * m2;
   auto out = impl::alloc<T>(w, total);
-  Kokkos::parallel_for(
-      w, impl::Range(space, 0, total), KOKKOS_LAMBDA(std::int64_t k) {
-        std::int64_t o, b, m, j, i;
-        f.split(k, nb, m2, o, b, m, j, i);
+  for_each_element(
+      w, space, f, nb, m2,
+      KOKKOS_LAMBDA(std::int64_t k, std::int64_t o, std::int64_t b, std::int64_t m, std::int64_t j,
+                    std::int64_t i) {
         const std::int64_t g = j - left;
         T v;
         if (g >= 0 && g < n)
@@ -142,10 +169,10 @@ View<T> halo_fold(const ExecSpace& space, const Shape& shape, const View<T>& dy,
                 " elements do not fit ", shape.to_string()));
   const std::int64_t total = strip * nb * n;
   auto out = impl::alloc<T>(w, total);
-  Kokkos::parallel_for(
-      w, impl::Range(space, 0, total), KOKKOS_LAMBDA(std::int64_t k) {
-        std::int64_t o, b, m, j, i;
-        f.split(k, nb, n, o, b, m, j, i);
+  for_each_element(
+      w, space, f, nb, n,
+      KOKKOS_LAMBDA(std::int64_t k, std::int64_t o, std::int64_t b, std::int64_t m, std::int64_t j,
+                    std::int64_t i) {
         T v = dy(f.at(o, b, m, j + left, i, nb, m2));
         if (j < right)  // the right halo of the block before
           v += b > 0 ? dy(f.at(o, b - 1, m, n + left + j, i, nb, m2))
@@ -169,12 +196,10 @@ void put_strip(const char* w, const ExecSpace& space, const Frame& f, const View
   if (static_cast<std::int64_t>(strip.extent(0)) != total || at < 0 || at + width > nj)
     fail(w, cat("a strip of ", strip.extent(0), " elements for positions [", at, ", ", at + width,
                 ") of blocks of ", nj, " (", total, " elements expected)"));
-  Kokkos::parallel_for(
-      w, impl::Range(space, 0, total), KOKKOS_LAMBDA(std::int64_t k) {
-        std::int64_t o, b, m, j, i;
-        f.split(k, 1, width, o, b, m, j, i);
-        x(f.at(o, block, m, at + j, i, nb, nj)) = strip(k);
-      });
+  for_each_element(
+      w, space, f, 1, width,
+      KOKKOS_LAMBDA(std::int64_t k, std::int64_t o, std::int64_t, std::int64_t m, std::int64_t j,
+                    std::int64_t i) { x(f.at(o, block, m, at + j, i, nb, nj)) = strip(k); });
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <mtk/lower/overlap.hpp>
 #include <mtk/lower/recompute.hpp>
 #include <mtk/parallel/collectives.hpp>
+#include <mtk/parallel/halo.hpp>
 #include <mtk/parallel/relayout.hpp>
 
 #include <algorithm>
@@ -146,6 +147,12 @@ void Lowering::add_step_of(StepKind kind, const std::string& what, std::vector<i
   next_origin_.flops = flops;
   origins_.push_back(std::move(next_origin_));
   next_origin_ = StepOrigin();
+}
+
+std::shared_ptr<HalosInFlight> Lowering::halos_in_flight() {
+  if (!p_->halos_)
+    p_->halos_ = std::make_shared<HalosInFlight>();
+  return p_->halos_;
 }
 
 // The step's calls, bytes and FLOPs in counters().

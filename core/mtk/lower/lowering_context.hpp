@@ -122,6 +122,8 @@ class Lowering {
   void add_allreduce_step(const std::string& what, int y, Program::StepFn fn);
   /// Appends a step making y another name for buffer `from` (no copy, no cost).
   void add_alias(int from, int y);
+  /// The program's registry of split halo exchanges in flight (progressed between steps).
+  std::shared_ptr<HalosInFlight> halos_in_flight();
   /// Marks the last step as one that can write its outputs `tensors`' kept bf16 copies.
   void mark_bf16_writes(std::vector<int> tensors) {
     p_->steps_.back().bf16_writes = std::move(tensors);

@@ -14,7 +14,7 @@ namespace {
 
 // Packs and posts (its bytes are the exchange's, counted by count_comm).
 constexpr auto halo_start_step =
-    make_op_kind<NoAttrs>("halo_start", {FlopClass::none, true}, nullptr);
+    make_op_kind<NoAttrs>("halo_start", {FlopClass::none, true, true}, nullptr);
 
 }  // namespace
 

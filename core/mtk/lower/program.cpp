@@ -6,6 +6,7 @@
 #include <mtk/lower/overlap.hpp>
 #include <mtk/lower/program.hpp>
 #include <mtk/parallel/collectives.hpp>
+#include <mtk/parallel/halo.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -269,6 +270,10 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
     if (overlap_ && overlap_->in_flight()) {  // MPI_Test between steps (time_by_kind())
       overlap_->progress();
       charge("collectives", nullptr, "allreduce_progress");
+    }
+    if (halos_ && halos_->in_flight()) {
+      halos_->progress();
+      charge("collectives", nullptr, "halo_progress");
     }
     if (bf16_kept_tensors_ > 0)
       forget_bf16_copies(bf16_drop_after_[s], buffers);

@@ -147,6 +147,7 @@ struct Counters {
 };
 
 class ReductionsInFlight;
+class HalosInFlight;
 
 class Program {
  public:
@@ -336,6 +337,7 @@ class Program {
   int overlapped_halos_ = 0;
   std::vector<Step> assigns_;                    // run after every other step
   std::shared_ptr<ReductionsInFlight> overlap_;  // state of the overlapped reductions, or null
+  std::shared_ptr<HalosInFlight> halos_;         // split halo exchanges' registry, or null
   // bf16 operand copies (mtk/lower/bf16_reuse.hpp): by tensor, kept; by step, dropped after it.
   std::vector<bool> bf16_keep_;
   std::vector<std::vector<int>> bf16_drop_after_;

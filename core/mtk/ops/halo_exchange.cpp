@@ -85,6 +85,11 @@ FView halo_adjoint(const ExecSpace& space, const HaloPlan& p, const FView& dy) {
                             a.right);
 }
 
+// Along a dim the mesh does not split, the halo is a local copy: its own step kind, so profiles and
+// the cost model tell it from the exchanges (OpTraits::halo).
+constexpr auto halo_copy_step =
+    make_op_kind<NoAttrs>("halo_copy", {FlopClass::elementwise}, nullptr);
+
 // The exchange in flight of one lowered halo op, from its start step to its finish step (a
 // recomputed segment's copies run later: the token orders each start after the last finish).
 struct HaloFlights {
@@ -99,6 +104,7 @@ struct HaloFlights {
 // receive buffer, which ties the finish to its start.
 void add_split_steps(Lowering& l, const HaloPlan& p, bool adjoint, int xin, int token, int mid) {
   auto flights = std::make_shared<HaloFlights>();
+  const std::shared_ptr<HalosInFlight> registry = l.halos_in_flight();
   const std::int64_t nb = p.local[p.blocks].size, n = p.local[p.block].size;
   const std::int64_t strip = p.local.num_elements() / nb / n;
   const HaloAttrs a = p.a;
@@ -132,6 +138,7 @@ void add_split_steps(Lowering& l, const HaloPlan& p, bool adjoint, int xin, int 
             kernels::halo_strip(space, p.local, x, p.blocks, p.block, nb - 1, n - w, w);
         flights->in_flight.push_back(std::make_unique<HaloExchange<float>>(
             p.mesh, p.axis, p.periodic(), to_left, to_right, from_left, from_right));
+        registry->add(flights->in_flight.back().get());
         b[static_cast<size_t>(token)] = Program::Buffer(recv);
         if (!adjoint)  // the local blocks' halos now; the remote strips' places hold the fill
           b[static_cast<size_t>(mid)] = Program::Buffer(kernels::halo_assemble(
@@ -147,6 +154,7 @@ void add_split_steps(Lowering& l, const HaloPlan& p, bool adjoint, int xin, int 
         if (flights->in_flight.empty())
           fail("mtk::halo_exchange",
                cat(a.blocks, "/", a.block, ": finish with nothing in flight"));
+        registry->remove(flights->in_flight.front().get());
         flights->in_flight.front()->finish();
         flights->in_flight.pop_front();
         const auto [from_left, from_right] = halves(view_of<float>(b, token));
@@ -182,14 +190,14 @@ void lower_halo(Lowering& l, const HaloAttrs& a, bool adjoint) {
     l.count_comm(Collective::halo, strip * static_cast<std::int64_t>(sizeof(float)), {axis});
     add_split_steps(l, p, adjoint, xin, token, mid);
   } else {  // a local copy
-    l.add_step(
-        l.label(), {xin}, {mid},
+    l.add_step_of(
+        halo_copy_step.def, l.label(), {xin}, {mid},
         [=](Buffers& b, const ExecSpace& space) {
           const FView in = view_of<float>(b, xin);
           b[static_cast<size_t>(mid)] =
               Program::Buffer(adjoint ? halo_adjoint(space, p, in) : halo_forward(space, p, in));
         },
-        static_cast<double>(l.local(mid).num_elements()));
+        static_cast<double>(l.local(mid).num_elements()), Program::Category::compute);
   }
   if (!direct)
     l.add_alias(l.relayout(mid, l.axes(y)), y);
@@ -215,10 +223,10 @@ std::vector<std::string> halo_unsplittable(const HaloAttrs& a) {
 }
 
 constexpr auto halo_exchange_op =
-    make_op_kind<HaloAttrs>("halo_exchange", {FlopClass::elementwise}, lower_halo_exchange,
-                            halo_exchange_grad, halo_unsplittable);
+    make_op_kind<HaloAttrs>("halo_exchange", {FlopClass::elementwise, false, true},
+                            lower_halo_exchange, halo_exchange_grad, halo_unsplittable);
 constexpr auto halo_reduce_op =
-    make_op_kind<HaloAttrs>("halo_reduce", {FlopClass::elementwise}, lower_halo_reduce,
+    make_op_kind<HaloAttrs>("halo_reduce", {FlopClass::elementwise, false, true}, lower_halo_reduce,
                             halo_reduce_grad, halo_unsplittable);
 
 // The block dim's size in x, checked against the halo (`block_size` positions per block).

@@ -2,6 +2,7 @@
 #include <mtk/parallel/halo.hpp>
 #include <mtk/version.hpp>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace mtk {
@@ -88,6 +89,15 @@ void HaloExchange<T>::finish() {
   host_.clear();
   views_.clear();
   Kokkos::Profiling::popRegion();
+}
+
+void HalosInFlight::remove(HaloExchange<float>* h) {
+  flights_.erase(std::remove(flights_.begin(), flights_.end(), h), flights_.end());
+}
+
+void HalosInFlight::progress() {
+  for (HaloExchange<float>* h : flights_)
+    h->test();
 }
 
 template class HaloExchange<float>;

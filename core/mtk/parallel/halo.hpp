@@ -44,4 +44,20 @@ class HaloExchange {
   std::vector<Communicator::Request> requests_;
 };
 
+/// The neighbour exchanges of a program in flight, for MPI_Test between its steps: a strip above
+/// MPI's eager limit moves only while its ranks are inside MPI, so without this an overlapped
+/// exchange would move nothing until its finish waits.
+class HalosInFlight {
+ public:
+  void add(HaloExchange<float>* h) { flights_.push_back(h); }
+  /// Before `h` finishes (or is dropped).
+  void remove(HaloExchange<float>* h);
+  bool in_flight() const { return !flights_.empty(); }
+  /// Tests every exchange in flight; one that completed stays until its finish removes it.
+  void progress();
+
+ private:
+  std::vector<HaloExchange<float>*> flights_;
+};
+
 }  // namespace mtk
