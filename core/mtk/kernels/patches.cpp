@@ -37,6 +37,34 @@ struct PatchMap {
     o = stride[a] == 1 ? num : num / stride[a];
     return o * stride[a] == num && o < out[a];
   }
+
+  // fold_patches' value at input position i (spatial coordinates; `base` its patches offset from
+  // the other dims): the taps in row-major order, skipping those that read elsewhere (output
+  // position o = (i + pad - t * dilation) / stride where that divides and lies in the output).
+  template <class V>
+  KOKKOS_INLINE_FUNCTION typename V::non_const_value_type sum_taps(const V& patches,
+                                                                   std::int64_t base,
+                                                                   const std::int64_t* i) const {
+    typename V::non_const_value_type sum = 0;
+    for (std::int64_t t0 = 0; t0 < taps[0]; ++t0) {
+      std::int64_t o0 = 0;
+      if (!lands(0, i[0], t0, o0))
+        continue;
+      const std::int64_t off0 = base + o0 * out_stride[0] + t0 * tap_stride[0];
+      for (std::int64_t t1 = 0; t1 < taps[1]; ++t1) {
+        std::int64_t o1 = 0;
+        if (!lands(1, i[1], t1, o1))
+          continue;
+        const std::int64_t off1 = off0 + o1 * out_stride[1] + t1 * tap_stride[1];
+        for (std::int64_t t2 = 0; t2 < taps[2]; ++t2) {
+          std::int64_t o2 = 0;
+          if (lands(2, i[2], t2, o2))
+            sum += patches(off1 + o2 * out_stride[2] + t2 * tap_stride[2]);
+        }
+      }
+    }
+    return sum;
+  }
 };
 
 PatchMap make_map(const char* where, const Shape& s, const std::vector<PatchGeometry>& axes) {
@@ -115,17 +143,23 @@ View<T> extract_patches(const ExecSpace& space, const Shape& in_shape, const Vie
           else
             o[m.axis_of[d]] = c;
         }
-        for (std::int64_t tt = 0; tt < m.all_taps; ++tt) {
-          std::int64_t rest = tt, off = base;
-          bool inside = true;
-          for (int a = m.naxes - 1; a >= 0; --a) {
-            const std::int64_t t = rest % m.taps[a];
-            rest /= m.taps[a];
-            const std::int64_t i = o[a] * m.stride[a] + t * m.dilation[a] - m.pad[a];
-            inside = inside && i >= 0 && i < m.in_extent[m.dim[a]];
-            off += i * m.in_stride[m.dim[a]];
+        // The taps in row-major order, nested per geometry (no division per tap); geometries
+        // past naxes have one tap reading position 0 (make_map).
+        T* dst = &out(row * m.all_taps);
+        for (std::int64_t t0 = 0; t0 < m.taps[0]; ++t0) {
+          const std::int64_t i0 = o[0] * m.stride[0] + t0 * m.dilation[0] - m.pad[0];
+          const bool in0 = i0 >= 0 && i0 < m.in_extent[m.dim[0]];
+          const std::int64_t off0 = base + i0 * m.in_stride[m.dim[0]];
+          for (std::int64_t t1 = 0; t1 < m.taps[1]; ++t1) {
+            const std::int64_t i1 = o[1] * m.stride[1] + t1 * m.dilation[1] - m.pad[1];
+            const bool in1 = in0 && (m.naxes < 2 || (i1 >= 0 && i1 < m.in_extent[m.dim[1]]));
+            const std::int64_t off1 = m.naxes < 2 ? off0 : off0 + i1 * m.in_stride[m.dim[1]];
+            for (std::int64_t t2 = 0; t2 < m.taps[2]; ++t2) {
+              const std::int64_t i2 = o[2] * m.stride[2] + t2 * m.dilation[2] - m.pad[2];
+              const bool in2 = in1 && (m.naxes < 3 || (i2 >= 0 && i2 < m.in_extent[m.dim[2]]));
+              *dst++ = in2 ? x(m.naxes < 3 ? off1 : off1 + i2 * m.in_stride[m.dim[2]]) : pad_value;
+            }
           }
-          out(row * m.all_taps + tt) = inside ? x(off) : pad_value;
         }
       });
   return out;
@@ -144,10 +178,14 @@ View<T> fold_patches(const ExecSpace& space, const Shape& in_shape, const View<T
                 in_shape.to_string(), " have ", cols));
   const std::int64_t total = in_shape.num_elements();
   auto out = impl::alloc<T>(w, total);
+  // One work item per line of the last dim: its position decoded once (per element the division
+  // chain cost more than the sum), then the line's elements in order.
+  const int last = m.rank - 1;
+  const std::int64_t line = m.in_extent[last], lines = line > 0 ? total / line : 0;
   Kokkos::parallel_for(
-      w, impl::Range(space, 0, total), KOKKOS_LAMBDA(std::int64_t k) {
-        std::int64_t i[kMaxAxes] = {}, base = 0, r = k;
-        for (int d = m.rank - 1; d >= 0; --d) {
+      w, impl::Range(space, 0, lines), KOKKOS_LAMBDA(std::int64_t row) {
+        std::int64_t i[kMaxAxes] = {}, base = 0, r = row;
+        for (int d = last - 1; d >= 0; --d) {
           const std::int64_t c = r % m.in_extent[d];
           r /= m.in_extent[d];
           if (m.axis_of[d] < 0)
@@ -155,27 +193,14 @@ View<T> fold_patches(const ExecSpace& space, const Shape& in_shape, const View<T
           else
             i[m.axis_of[d]] = c;
         }
-        // The taps in row-major order, skipping those that read elsewhere: output position
-        // o = (i + pad - t * dilation) / stride where that divides and lies in the output.
-        T sum = T(0);
-        for (std::int64_t t0 = 0; t0 < m.taps[0]; ++t0) {
-          std::int64_t o0 = 0;
-          if (!m.lands(0, i[0], t0, o0))
-            continue;
-          const std::int64_t off0 = base + o0 * m.out_stride[0] + t0 * m.tap_stride[0];
-          for (std::int64_t t1 = 0; t1 < m.taps[1]; ++t1) {
-            std::int64_t o1 = 0;
-            if (!m.lands(1, i[1], t1, o1))
-              continue;
-            const std::int64_t off1 = off0 + o1 * m.out_stride[1] + t1 * m.tap_stride[1];
-            for (std::int64_t t2 = 0; t2 < m.taps[2]; ++t2) {
-              std::int64_t o2 = 0;
-              if (m.lands(2, i[2], t2, o2))
-                sum += patches(off1 + o2 * m.out_stride[2] + t2 * m.tap_stride[2]);
-            }
-          }
+        for (std::int64_t c = 0; c < line; ++c) {
+          std::int64_t at = base;
+          if (m.axis_of[last] < 0)
+            at += c * m.col_stride[last];
+          else
+            i[m.axis_of[last]] = c;
+          out(row * line + c) = m.sum_taps(patches, at, i);
         }
-        out(k) = sum;
       });
   return out;
 }
