@@ -8,6 +8,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <limits>
 
 namespace mtk::kernels::einsum_impl {
@@ -100,29 +101,34 @@ Plan make_plan(const Shape& a, const Shape& b, const Shape& out, const Sizes& si
 
 // The trailing dims both orders share form contiguous runs copied as such, so the index
 // arithmetic is per run (an attention operand [b, m, h, d] -> [b, h, m, d] moves runs of d), not
-// per element.
+// per element. Without a shared trailing dim, out's last dim is the run, read at its stride in x.
 FView permuted(const ExecSpace& space, const Shape& in, const FView& x, const Shape& out) {
   const char* label = "mtk::kernels::einsum transposed copy";
+  FView y = impl::alloc<float>(label, out.num_elements());
+  if (out.num_elements() == 0)
+    return y;
   int common = 0;
   while (common < out.rank() &&
          out[out.rank() - 1 - common].name == in[in.rank() - 1 - common].name)
     ++common;
-  std::int64_t run = 1;
-  for (int i = out.rank() - common; i < out.rank(); ++i)
-    run *= out[i].size;
-  IndexMap rows;  // row-major row index over out's leading dims -> offset in x
-  rows.rank = out.rank() - common;
   const auto in_strides = in.strides();
+  const int lead = std::max(0, out.rank() - std::max(common, 1));  // out's dims before the run
+  std::int64_t run = 1, step = 1;
+  for (int i = lead; i < out.rank(); ++i)
+    run *= out[i].size;
+  if (common == 0 && out.rank() > 0)
+    step = in_strides[static_cast<size_t>(in.index_of(out[lead].name))];
+  IndexMap rows;  // row-major row index over out's leading dims -> offset in x
+  rows.rank = lead;
   for (int i = 0; i < rows.rank; ++i) {
     rows.extent[i] = out[i].size;
     rows.stride[i] = in_strides[static_cast<size_t>(in.index_of(out[i].name))];
   }
-  FView y = impl::alloc<float>(label, out.num_elements());
   Kokkos::parallel_for(
       label, impl::Range(space, 0, out.num_elements() / run), KOKKOS_LAMBDA(std::int64_t r) {
         const std::int64_t src = rows.offset(r), dst = r * run;
         for (std::int64_t j = 0; j < run; ++j)
-          y(dst + j) = x(src + j);
+          y(dst + j) = x(src + j * step);
       });
   return y;
 }
