@@ -38,19 +38,16 @@ struct PatchMap {
     return o * stride[a] == num && o < out[a];
   }
 
-  // fold_patches' value at input position i (spatial coordinates; `base` its patches offset from
-  // the other dims): the taps in row-major order, skipping those that read elsewhere (output
-  // position o = (i + pad - t * dilation) / stride where that divides and lies in the output).
-  template <class V>
-  KOKKOS_INLINE_FUNCTION typename V::non_const_value_type sum_taps(const V& patches,
-                                                                   std::int64_t base,
-                                                                   const std::int64_t* i) const {
-    typename V::non_const_value_type sum = 0;
+  // fold_patches: f(offset) for each tap that reads input position i (spatial coordinates), in
+  // row-major tap order, with its patches offset from the other dims' base (output position
+  // o = (i + pad - t * dilation) / stride where that divides and lies in the output).
+  template <class F>
+  KOKKOS_INLINE_FUNCTION void visit_taps(const std::int64_t* i, const F& f) const {
     for (std::int64_t t0 = 0; t0 < taps[0]; ++t0) {
       std::int64_t o0 = 0;
       if (!lands(0, i[0], t0, o0))
         continue;
-      const std::int64_t off0 = base + o0 * out_stride[0] + t0 * tap_stride[0];
+      const std::int64_t off0 = o0 * out_stride[0] + t0 * tap_stride[0];
       for (std::int64_t t1 = 0; t1 < taps[1]; ++t1) {
         std::int64_t o1 = 0;
         if (!lands(1, i[1], t1, o1))
@@ -59,11 +56,10 @@ struct PatchMap {
         for (std::int64_t t2 = 0; t2 < taps[2]; ++t2) {
           std::int64_t o2 = 0;
           if (lands(2, i[2], t2, o2))
-            sum += patches(off1 + o2 * out_stride[2] + t2 * tap_stride[2]);
+            f(off1 + o2 * out_stride[2] + t2 * tap_stride[2]);
         }
       }
     }
-    return sum;
   }
 };
 
@@ -179,7 +175,7 @@ View<T> fold_patches(const ExecSpace& space, const Shape& in_shape, const View<T
   const std::int64_t total = in_shape.num_elements();
   auto out = impl::alloc<T>(w, total);
   // One work item per line of the last dim: its position decoded once (per element the division
-  // chain cost more than the sum), then the line's elements in order.
+  // chain cost more than the sum); each element sums its taps in row-major order either way.
   const int last = m.rank - 1;
   const std::int64_t line = m.in_extent[last], lines = line > 0 ? total / line : 0;
   Kokkos::parallel_for(
@@ -193,13 +189,22 @@ View<T> fold_patches(const ExecSpace& space, const Shape& in_shape, const View<T
           else
             i[m.axis_of[d]] = c;
         }
+        const std::int64_t first = row * line;
+        if (m.axis_of[last] < 0) {  // a line of channels: each tap's test once for the line
+          const std::int64_t cs = m.col_stride[last];
+          for (std::int64_t c = 0; c < line; ++c)
+            out(first + c) = T(0);
+          m.visit_taps(i, [&](std::int64_t off) {
+            for (std::int64_t c = 0; c < line; ++c)
+              out(first + c) += patches(base + off + c * cs);
+          });
+          return;
+        }
         for (std::int64_t c = 0; c < line; ++c) {
-          std::int64_t at = base;
-          if (m.axis_of[last] < 0)
-            at += c * m.col_stride[last];
-          else
-            i[m.axis_of[last]] = c;
-          out(row * line + c) = m.sum_taps(patches, at, i);
+          i[m.axis_of[last]] = c;
+          T sum = T(0);
+          m.visit_taps(i, [&](std::int64_t off) { sum += patches(base + off); });
+          out(first + c) = sum;
         }
       });
   return out;
