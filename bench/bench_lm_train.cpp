@@ -7,7 +7,8 @@
 // (docs/memory.md; bench/run-memory-bench). --loss-chunks c: model.loss_chunks.
 // --steps 0: no step runs; prints analyze()'s prediction only (peak, variables, FLOPs).
 // --variable-dtype, --slot-dtype float32|bfloat16: train.variable_dtype,
-// train.optimizer_slot_dtype. --shard-optimizer: the sharded optimizer update
+// train.optimizer_slot_dtype. --variable-rounding nearest|stochastic: train.variable_rounding.
+// --shard-optimizer: the sharded optimizer update
 // (docs/sharded-optimizer.md).
 
 #include <mtk/app/app_main.hpp>
@@ -82,6 +83,7 @@ int run(int argc, char** argv) {
   int steps = 3, microbatches = 1;
   bool shard_optimizer = false;
   mtk::DType variable_dtype = mtk::DType::float32, slot_dtype = mtk::DType::float32;
+  mtk::Rounding variable_rounding = mtk::Rounding::nearest;
   mtk::nn::TransformerConfig c;  // defaults are the standard benchmark model
   c.vocab_size = 32000;
   c.d_model = 512;
@@ -140,6 +142,8 @@ int run(int argc, char** argv) {
       continue;
     else if (k == "--slot-dtype" && mtk::dtype_from_name(v, slot_dtype))
       continue;
+    else if (k == "--variable-rounding" && (v == "nearest" || v == "stochastic"))
+      variable_rounding = v == "nearest" ? mtk::Rounding::nearest : mtk::Rounding::stochastic;
     else
       mtk::fail("bench_lm_train", "unknown option " + k);
   }
@@ -161,7 +165,7 @@ int run(int argc, char** argv) {
     optimizer = std::make_unique<mtk::optim::Adafactor>();
   else
     optimizer = std::make_unique<mtk::optim::Adam>();
-  optimizer->set_state_dtypes(variable_dtype, slot_dtype);
+  optimizer->set_state_dtypes(variable_dtype, slot_dtype, variable_rounding);
   mtk::Mesh mesh(mtk::MeshShape::parse(mesh_text), MPI_COMM_WORLD);
   const mtk::LayoutRules rules = mtk::LayoutRules::parse(layout_text);
   if (shard_optimizer)
@@ -231,7 +235,7 @@ int run(int argc, char** argv) {
         "\"variable_bytes\":%lld,\"recomputed_steps\":%lld,\"program_flops_per_step\":%.0f,"
         "\"live_peak_bytes\":%lld,\"pool_peak_bytes\":%lld,\"predicted_over_kokkos\":%.3f,"
         "\"loss_chunks\":%lld,\"variable_dtype\":\"%s\",\"slot_dtype\":\"%s\","
-        "\"shard_optimizer\":%s}\n",
+        "\"variable_rounding\":\"%s\",\"shard_optimizer\":%s}\n",
         ranks, mesh_text.c_str(), layout_text.c_str(), opt.c_str(), tokens, step_s, tokens / step_s,
         flops / step_s / 1e9, ceiling, fastest.backend.c_str(), rates_json.c_str(),
         flops / step_s / 1e9 / ceiling, loss, split["compute"] / steps,
@@ -245,7 +249,9 @@ int run(int argc, char** argv) {
         static_cast<long long>(program->counters().live_peak_bytes), pool_peak,
         static_cast<double>(program->counters().peak_bytes) / static_cast<double>(kokkos_peak),
         static_cast<long long>(c.loss_chunks), mtk::dtype_name(variable_dtype),
-        mtk::dtype_name(slot_dtype), shard_optimizer ? "true" : "false");
+        mtk::dtype_name(slot_dtype),
+        variable_rounding == mtk::Rounding::stochastic ? "stochastic" : "nearest",
+        shard_optimizer ? "true" : "false");
   }
   if (rank == 0 && std::getenv("MTK_BENCH_DETAIL")) {
     for (const auto& [k, v] : program->time_by_kind())

@@ -1,7 +1,9 @@
 // bfloat16 variables and optimizer slots (train.variable_dtype, train.optimizer_slot_dtype): the
-// state is stored in 2 bytes, read as float32, updated in float32 and rounded to nearest even.
-// Training learns, every stored value is a bf16 value after each step, the losses are the same on
-// every mesh (to float32 reassociation), and the memory prediction counts the halved bytes.
+// state is stored in 2 bytes, read as float32, updated in float32 and rounded to nearest even or
+// stochastically (train.variable_rounding). Training learns, every stored value is a bf16 value
+// after each step, the losses are the same on every mesh (to float32 reassociation), stochastic
+// rounding stores bitwise the same on every mesh and keeps updates below half an ulp, and the
+// memory prediction counts the halved bytes.
 
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/bfloat16.hpp>
@@ -28,6 +30,7 @@ struct StateSetup {
   std::string activation_dtype = "float32";
   nn::Recompute recompute = nn::Recompute::none;
   int microbatches = 1;
+  Rounding rounding = Rounding::nearest;
 };
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const StateSetup& s) {
@@ -42,7 +45,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const StateSetup& s) {
     a.min_dim_size_to_factor = 16;  // factored second moments on the tiny model
     o = std::make_unique<optim::Adafactor>(a);
   }
-  o->set_state_dtypes(s.variables, s.slots);
+  o->set_state_dtypes(s.variables, s.slots, s.rounding);
   return o;
 }
 
@@ -120,11 +123,16 @@ TEST(Bf16Variables, EveryOptimizerAndModeLearns) {
       {"adafactor", DType::bfloat16, DType::bfloat16, "bfloat16", nn::Recompute::none, 1},
       {"adafactor", DType::float32, DType::bfloat16, "float32", nn::Recompute::layer, 1},
       {"adam", DType::bfloat16, DType::float32, "bfloat16", nn::Recompute::attention, 2},
+      {"adam", DType::bfloat16, DType::bfloat16, "float32", nn::Recompute::none, 1,
+       Rounding::stochastic},
+      {"adafactor", DType::bfloat16, DType::float32, "float32", nn::Recompute::layer, 2,
+       Rounding::stochastic},
   };
   for (const StateSetup& s : setups) {
     const std::string where = s.optimizer + " variables " + dtype_name(s.variables) + " slots " +
                               dtype_name(s.slots) + " contractions " + s.activation_dtype +
-                              " microbatches " + std::to_string(s.microbatches);
+                              " microbatches " + std::to_string(s.microbatches) +
+                              (s.rounding == Rounding::stochastic ? " stochastic" : "");
     const Trained t = train(s, single_processor_mesh(), LayoutRules(), 4,
                             [&](Program& p) { expect_bf16_values(p, where); });
     EXPECT_LT(t.losses.back(), t.losses.front()) << where;
@@ -204,4 +212,116 @@ TEST(Bf16Variables, Bf16IsAStorageTypeOnly) {
   EXPECT_THROW(g.set_variable_storage("nothing", DType::bfloat16), Error);
   optim::Sgd sgd;
   EXPECT_THROW(sgd.set_state_dtypes(DType::int32, DType::float32), Error);
+  // float32 variables are not rounded: stochastic rounding of them is an error, not a no-op.
+  Tensor f = variable(g, "f", Shape{{"d", 4}}, Initializer::zeros());
+  for (auto bad :
+       {+[](Graph& gr) { gr.set_variable_storage("f", DType::float32, Rounding::stochastic); },
+        +[](Graph&) {
+          optim::Sgd o;
+          o.set_state_dtypes(DType::float32, DType::bfloat16, Rounding::stochastic);
+        }}) {
+    try {
+      bad(g);
+      ADD_FAILURE() << "stochastic rounding of float32 variables was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("stochastic rounding needs bfloat16"), std::string::npos)
+          << e.what();
+    }
+  }
+  g.set_variable_storage(f.name(), DType::bfloat16, Rounding::stochastic);
+  EXPECT_EQ(g.variable_attrs(f.producer()).rounding, Rounding::stochastic);
+}
+
+namespace {
+
+// Every variable's values after each of `steps` steps of an elementwise model: loss =
+// sum(w^2 * c), so each float32 update is the same operations on every layout and the stored
+// values may be compared bitwise (the tiny Transformer's reassociated sums move a rounding now
+// and then, SameLossesOnEveryMesh).
+std::vector<std::vector<float>> train_elementwise(const std::string& optimizer, Rounding rounding,
+                                                  const Mesh& mesh, const LayoutRules& rules,
+                                                  int steps) {
+  Graph g;
+  const Shape s{{"rows", 8}, {"cols", 16}};
+  const Tensor w = variable(g, "w", s, Initializer::normal(1.f, 0.f, 5));
+  const Tensor c = placeholder(g, "c", s);
+  StateSetup setup;
+  setup.optimizer = optimizer;
+  setup.rounding = rounding;
+  auto opt = make_optimizer(setup);
+  optim::LearningRateSchedule lr;
+  lr.kind = optim::LearningRateSchedule::Kind::constant;
+  lr.value = 0.01;
+  const Tensor loss = reduce_sum(square(w) * c);
+  optim::minimize(loss, *opt, lr);
+  auto p = lower(g, mesh, rules);
+  std::vector<float> cv = normal_values(s.num_elements(), 3);
+  for (float& v : cv)
+    v = std::fabs(v) + 0.1f;
+  std::vector<std::vector<float>> out;
+  for (int k = 0; k < steps; ++k) {
+    p->run({{c.id(), HostTensor::floats(s, cv)}}, {loss});
+    for (const auto& name : p->variable_names())
+      out.push_back(p->variable_value(name).values<float>());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(Bf16Variables, StochasticRoundingIsTheSameOnEveryMeshAndLayout) {
+  const auto shapes = meshes_of_size(world_size());
+  for (const std::string optimizer : {"sgd", "adam"}) {
+    const auto ref = train_elementwise(optimizer, Rounding::stochastic, single_processor_mesh(),
+                                       LayoutRules(), 6);
+    // Not the nearest roundings: the random bits decide.
+    EXPECT_NE(ref, train_elementwise(optimizer, Rounding::nearest, single_processor_mesh(),
+                                     LayoutRules(), 6))
+        << optimizer;
+    for (const MeshShape& mshape : {shapes.front(), shapes.back()}) {
+      Mesh mesh(mshape, MPI_COMM_WORLD);
+      for (const std::string layout : {"rows:@0;cols:@1", "cols:@0", "cols:@0;rows:@1"}) {
+        const auto got = train_elementwise(optimizer, Rounding::stochastic, mesh,
+                                           instantiate(layout, mshape), 6);
+        ASSERT_EQ(got.size(), ref.size());
+        for (size_t k = 0; k < ref.size(); ++k)
+          // Bitwise (the values are bf16 values: equal floats are equal bits, NaN aside).
+          EXPECT_EQ(got[k], ref[k]) << optimizer << " " << mshape.to_string() << " layout "
+                                    << layout << " (variable, step) " << k;
+      }
+    }
+  }
+}
+
+// Updates below half an ulp: nearest loses every one, stochastic keeps them on average.
+TEST(Bf16Variables, StochasticRoundingKeepsUpdatesBelowHalfAnUlp) {
+  const std::int64_t n = 1 << 16;
+  const int steps = 8;
+  const double lr = 1.0 / 1024;  // the bf16 ulp below 1 is 2^-8: each step is a quarter of one
+  auto train_ones = [&](Rounding rounding) {
+    Graph g;
+    const Tensor w = variable(g, "w", Shape{{"n", n}}, Initializer::ones());
+    optim::Sgd sgd;
+    sgd.set_state_dtypes(DType::bfloat16, DType::float32, rounding);
+    optim::LearningRateSchedule schedule;
+    schedule.kind = optim::LearningRateSchedule::Kind::constant;
+    schedule.value = lr;
+    const Tensor loss = reduce_sum(w);  // gradient 1 everywhere
+    optim::minimize(loss, sgd, schedule);
+    auto p = lower(g, single_processor_mesh(), LayoutRules());
+    for (int k = 0; k < steps; ++k)
+      p->run({}, {loss});
+    return p->variable_value("w").values<float>();
+  };
+  for (float v : train_ones(Rounding::nearest))
+    ASSERT_EQ(v, 1.f) << "nearest even keeps 1 - 2^-10";
+  const auto w = train_ones(Rounding::stochastic);
+  double mean = 0;
+  for (float v : w) {
+    ASSERT_EQ(kernels::round_to_bfloat16(v), v);
+    ASSERT_TRUE(v <= 1.f && v >= 1.f - steps / 256.f) << v;
+    mean += v / static_cast<double>(n);
+  }
+  // Each rounding adds at most a variance of ulp^2 / 4: the mean's sd is below 2.2e-5.
+  EXPECT_NEAR(mean, 1.0 - steps * lr, 1.2e-4);
 }

@@ -184,3 +184,33 @@ TEST(Config, VariableAndSlotDtypesAreFloat32OrBfloat16) {
         << bad;
   }
 }
+
+TEST(Config, VariableRoundingIsNearestOrStochasticForBfloat16Variables) {
+  const auto defaults =
+      config::read_training_settings(Config::from_string("train: {}\n", "t.yaml"));
+  EXPECT_EQ(defaults.optimizer.variable_rounding, Rounding::nearest);
+  const auto s = config::read_training_settings(Config::from_string(
+      "train: {variable_dtype: bfloat16, variable_rounding: stochastic}\n", "t.yaml"));
+  EXPECT_EQ(s.optimizer.variable_rounding, Rounding::stochastic);
+  EXPECT_EQ(config::make_optimizer(s.optimizer)->variable_rounding(), Rounding::stochastic);
+  Config out = Config::from_string("{}\n", "out.yaml");
+  config::write_training_settings(out, s);
+  EXPECT_EQ(config::read_training_settings(out).optimizer.variable_rounding, Rounding::stochastic);
+  const auto bad = error_of([] {
+    config::read_training_settings(Config::from_string(
+        "train: {variable_dtype: bfloat16, variable_rounding: up}\n", "t.yaml"));
+  });
+  EXPECT_TRUE(
+      contains(bad, "t.yaml: train.variable_rounding = 'up' is not one of nearest, stochastic"))
+      << bad;
+  // float32 variables are never rounded: stochastic would do nothing, so it is an error.
+  const auto useless = error_of([] {
+    config::read_training_settings(
+        Config::from_string("train: {variable_rounding: stochastic}\n", "t.yaml"));
+  });
+  EXPECT_TRUE(contains(useless, "mtk::config::read_training_settings"));
+  EXPECT_TRUE(contains(useless,
+                       "t.yaml: train.variable_rounding = 'stochastic' needs "
+                       "train.variable_dtype: bfloat16, not 'float32'"))
+      << useless;
+}

@@ -1,9 +1,12 @@
 // Tests of the counter-based random kernels (kernels/random.hpp): ranges, moments, layout
-// independence.
+// independence; and of stochastic rounding into bfloat16 (kernels::store_bfloat16_stochastic),
+// which draws from the same generator.
 
 #include <mtk/base/error.hpp>
 #include <mtk/base/functions.hpp>
 #include <mtk/base/shape.hpp>
+#include <mtk/kernels/bfloat16.hpp>
+#include <mtk/kernels/bfloat16_storage.hpp>
 #include <mtk/kernels/kernels.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -16,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -208,6 +212,156 @@ TEST(KernelsRandom, HashName) {
   EXPECT_EQ(k::hash_name("a"), 0xaf63dc4c8601ec8cull);
   EXPECT_EQ(k::hash_name("foobar"), 0x85944171f73967e8ull);
   EXPECT_NE(k::hash_name("layer_0/w"), k::hash_name("layer_1/w"));
+}
+
+// ------------------------------------------------------------------ stochastic rounding
+
+struct Stored {
+  std::vector<std::uint16_t> bits;
+  std::vector<float> values;
+};
+
+// store_bfloat16_stochastic of `x` (a 1-d tensor "n") into storage holding `start`, read back.
+Stored store_stochastic(const std::vector<float>& x, float accumulate, std::uint64_t seed,
+                        std::uint64_t counter, const std::vector<float>& start = {}) {
+  const auto n = static_cast<std::int64_t>(x.size());
+  k::FView xv("x", x.size());
+  k::BView stored("stored", x.size());
+  auto hx = Kokkos::create_mirror_view(xv);
+  auto hs = Kokkos::create_mirror_view(stored);
+  for (size_t i = 0; i < x.size(); ++i) {
+    hx(i) = x[i];
+    hs(i) = start.empty() ? 0 : k::to_bfloat16_bits(start[i]);
+  }
+  Kokkos::deep_copy(xv, hx);
+  Kokkos::deep_copy(stored, hs);
+  const Shape s{{"n", n}};
+  k::store_bfloat16_stochastic(mtk::ExecSpace(), xv, accumulate, stored, s, s, {0}, seed, counter);
+  Kokkos::deep_copy(hs, stored);
+  Stored out;
+  for (size_t i = 0; i < x.size(); ++i) {
+    out.bits.push_back(hs(i));
+    out.values.push_back(k::from_bfloat16_bits(hs(i)));
+  }
+  return out;
+}
+
+// The bf16 neighbours of `x`: a <= x < b, a the value truncation gives (for x > 0).
+std::pair<float, float> bf16_neighbours(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u &= 0xffff0000u;
+  float a, b;
+  std::memcpy(&a, &u, 4);
+  u += 0x10000u;
+  std::memcpy(&b, &u, 4);
+  return {a, b};
+}
+
+TEST(StochasticRounding, ExactValuesStayAndOthersGoToANeighbour) {
+  std::vector<float> exact = {0.f, -0.f, 1.f, -2.5f, 0.125f, 3.0e38f, 1e-40f, -65280.f};
+  for (float& v : exact)
+    v = k::round_to_bfloat16(v);
+  auto got = store_stochastic(exact, 0.f, 7, 3);
+  for (size_t i = 0; i < exact.size(); ++i)
+    EXPECT_EQ(got.values[i], exact[i]) << i;  // signed zeros compared as equal: check the bits
+  EXPECT_EQ(got.bits[1], 0x8000u);
+  const std::vector<float> x = mtk::test::normal_values(4096, 11);
+  got = store_stochastic(x, 0.f, 8, 0);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const auto [lo, hi] = bf16_neighbours(std::fabs(x[i]));
+    const float r = std::fabs(got.values[i]);
+    EXPECT_TRUE(r == lo || r == hi) << x[i] << " stored as " << got.values[i];
+    EXPECT_EQ(std::signbit(got.values[i]), std::signbit(x[i]));
+  }
+}
+
+TEST(StochasticRounding, UnbiasedAtEveryFraction) {
+  const std::size_t n = std::size_t{1} << 16;
+  for (double f : {0.01, 0.25, 0.5, 0.9}) {
+    for (float sign : {1.f, -1.f}) {
+      // 1 + f ulps of bf16 above 1 (ulp 2^-7), exact in float32.
+      const float x = sign * static_cast<float>(1.0 + f / 128.0);
+      const auto got = store_stochastic(std::vector<float>(n, x), 0.f, 21, 5);
+      std::size_t up = 0;
+      for (float v : got.values) {
+        ASSERT_TRUE(v == sign * 1.f || v == sign * (1.f + 1.f / 128.f)) << v;
+        up += v != sign * 1.f;
+      }
+      const double sd = std::sqrt(f * (1 - f) / static_cast<double>(n));
+      EXPECT_NEAR(static_cast<double>(up) / static_cast<double>(n), f, 5 * sd)
+          << "fraction " << f << " sign " << sign;
+    }
+  }
+}
+
+TEST(StochasticRounding, AccumulatesInFloat32AndKeepsNanAndInf) {
+  // stored + x and stored - x computed in float32 before the rounding: 1 + 1/256 is half an ulp.
+  const std::size_t n = std::size_t{1} << 14;
+  const auto add =
+      store_stochastic(std::vector<float>(n, 1.f / 256.f), 1.f, 3, 1, std::vector<float>(n, 1.f));
+  double mean = 0;
+  for (float v : add.values)
+    mean += v / static_cast<double>(n);
+  EXPECT_NEAR(mean, 1.0 + 1.0 / 256.0, 5 * std::sqrt(0.25 / n) / 128.0);
+  const auto sub =
+      store_stochastic(std::vector<float>(n, 1.f), -1.f, 3, 1, std::vector<float>(n, 2.f));
+  for (float v : sub.values)
+    ASSERT_EQ(v, 1.f);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const auto special = store_stochastic({inf, -inf, nan, -nan}, 0.f, 9, 2);
+  EXPECT_EQ(special.bits[0], k::to_bfloat16_bits(inf));
+  EXPECT_EQ(special.bits[1], k::to_bfloat16_bits(-inf));
+  EXPECT_EQ(special.bits[2], k::to_bfloat16_bits(nan));
+  EXPECT_EQ(special.bits[3], k::to_bfloat16_bits(-nan));
+  EXPECT_TRUE(std::isnan(special.values[2]) && std::isnan(special.values[3]));
+}
+
+TEST(StochasticRounding, BitsDependOnSeedCounterAndGlobalIndexOnly) {
+  const std::vector<float> x = mtk::test::normal_values(2048, 12);
+  const auto a = store_stochastic(x, 0.f, 42, 7);
+  EXPECT_EQ(store_stochastic(x, 0.f, 42, 7).bits, a.bits);
+  auto differing = [&](const Stored& b) {
+    int d = 0;
+    for (size_t i = 0; i < x.size(); ++i)
+      d += a.bits[i] != b.bits[i];
+    return d;
+  };
+  // About a half of the roundings change with fresh bits.
+  EXPECT_GT(differing(store_stochastic(x, 0.f, 42, 8)), 500);
+  EXPECT_GT(differing(store_stochastic(x, 0.f, 43, 7)), 500);
+  // Any slice [8, 16) of a [6, 16] tensor stores what the whole does there.
+  const Shape g{{"r", 6}, {"c", 16}}, l{{"r", 3}, {"c", 8}};
+  const std::vector<float> whole_x(x.begin(), x.begin() + 96);
+  k::FView xv("x", 24);
+  k::BView part("part", 24);
+  auto hx = Kokkos::create_mirror_view(xv);
+  const auto whole = store_stochastic(whole_x, 0.f, 42, 7);
+  for (std::int64_t r0 : {0, 3})
+    for (std::int64_t c0 : {0, 8}) {
+      for (std::int64_t e = 0; e < 24; ++e)
+        hx(e) = whole_x[static_cast<size_t>((r0 + e / 8) * 16 + c0 + e % 8)];
+      Kokkos::deep_copy(xv, hx);
+      k::store_bfloat16_stochastic(mtk::ExecSpace(), xv, 0.f, part, g, l, {r0, c0}, 42, 7);
+      auto hp = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), part);
+      for (std::int64_t e = 0; e < 24; ++e)
+        EXPECT_EQ(hp(e), whole.bits[static_cast<size_t>((r0 + e / 8) * 16 + c0 + e % 8)])
+            << "slice at (" << r0 << ", " << c0 << ") element " << e;
+    }
+}
+
+TEST(StochasticRounding, Errors) {
+  k::FView x("x", 8);
+  k::BView stored("stored", 6);
+  const Shape s{{"n", 8}};
+  expect_error(
+      [&] { k::store_bfloat16_stochastic(mtk::ExecSpace(), x, 0.f, stored, s, s, {0}, 1, 0); },
+      {"mtk::kernels::store_bfloat16_stochastic", "'x' holds 8", "'stored' 6"});
+  k::BView stored8("stored8", 8);
+  expect_error(
+      [&] { k::store_bfloat16_stochastic(mtk::ExecSpace(), x, 0.f, stored8, s, s, {2}, 1, 0); },
+      {"mtk::kernels::store_bfloat16_stochastic", "[n=8]"});
 }
 
 }  // namespace

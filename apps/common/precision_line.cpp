@@ -15,8 +15,10 @@ std::string precision_line(const nn::TransformerConfig& model,
     return "";
   const std::string compute =
       bf16 ? cat("bfloat16 (", kernels::bf16_gemm_description(), ")") : std::string("float32");
+  const char* rounding =
+      optimizer.variable_rounding == Rounding::stochastic ? " (stochastic rounding)" : "";
   return cat("precision: compute ", compute, ", variables ", dtype_name(optimizer.variable_dtype),
-             ", optimizer slots ", dtype_name(optimizer.slot_dtype));
+             rounding, ", optimizer slots ", dtype_name(optimizer.slot_dtype));
 }
 
 void say_precision(const std::string& tool, const nn::TransformerConfig& model,

@@ -69,9 +69,11 @@ struct TinyModel {
 };
 
 /// d_ff: size of the hidden dim (another value makes shapes that do not match a checkpoint).
-/// `stored`: how the parameters and their slots are stored (the step counter stays float32).
+/// `stored`: how the parameters and their slots are stored (the step counter stays float32);
+/// `rounding`: how the parameters' updates round into bfloat16 (the slots' to nearest).
 inline TinyModel make_tiny_model(const Mesh& mesh, const LayoutRules& rules,
-                                 std::int64_t d_ff_size = 12, DType stored = DType::float32) {
+                                 std::int64_t d_ff_size = 12, DType stored = DType::float32,
+                                 Rounding rounding = Rounding::nearest) {
   TinyModel m;
   Graph& g = *m.graph;
   const Dimension batch{"batch", 4}, d_model{"d_model", 8}, d_ff{"d_ff", d_ff_size},
@@ -99,7 +101,7 @@ inline TinyModel make_tiny_model(const Mesh& mesh, const LayoutRules& rules,
     Tensor v = add(multiply(slot, 0.9), multiply(square(grads[k]), 0.1));
     assign(slot, v);
     assign_sub(params[k], multiply(grads[k] * rsqrt(add(v, 1e-6)), lr));
-    g.set_variable_storage(params[k].name(), stored);
+    g.set_variable_storage(params[k].name(), stored, rounding);
     g.set_variable_storage(slot.name(), stored);
   }
   assign_add(counter, constant(g, Shape{}, 1.0));

@@ -1,6 +1,7 @@
 // Checkpoints of bfloat16 variables (docs/checkpoint-format.md, "Variable dtypes"): stored in
 // 2 bytes, restored bitwise on any mesh; across dtypes bfloat16 into float32 widens exactly and
-// float32 into bfloat16 rounds to nearest even, with one line saying so.
+// float32 into bfloat16 rounds to nearest even, with one line saying so. Stochastically rounded
+// variables resume bitwise (their random bits follow Program::step(), which checkpoints keep).
 
 #include <mtk/base/error.hpp>
 #include <mtk/checkpoint/checkpoint.hpp>
@@ -89,6 +90,32 @@ TEST(CheckpointDtypes, Bf16VariablesSaveInTwoBytesAndRestoreBitwiseOnAnyMesh) {
           << where;
     }
   }
+}
+
+TEST(CheckpointDtypes, StochasticRoundingResumesBitwise) {
+  TempDir dir(MPI_COMM_WORLD);
+  Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);
+  const int total = 5, first = 2;
+  auto model = [&] {
+    return make_tiny_model(mesh, rules_a(), 12, DType::bfloat16, Rounding::stochastic);
+  };
+  TinyModel reference = model();
+  for (int s = 0; s < total; ++s)
+    reference.train_step();
+  std::string path;
+  {
+    TinyModel part = model();
+    for (int s = 0; s < first; ++s)
+      part.train_step();
+    path = CheckpointManager(dir.path(), 2, mesh).save(*part.program, {});
+  }
+  TinyModel resumed = model();
+  restore_checkpoint(*resumed.program, path);
+  ASSERT_EQ(resumed.program->step(), first) << "the counter the random bits follow";
+  for (int s = first; s < total; ++s)
+    resumed.train_step();
+  // Every update drew the bits the uninterrupted run drew: bitwise the same variables.
+  EXPECT_EQ(all_values(*resumed.program), all_values(*reference.program));
 }
 
 TEST(CheckpointDtypes, Bf16IntoFloat32WidensExactly) {

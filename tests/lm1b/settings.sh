@@ -45,6 +45,8 @@ expect 1 "train.optimizer = 'adagrad' is not one of adafactor, adam, sgd" "${tra
 expect 1 "train.learning_rate.value = -1 is not a number in \[0, " "${train[@]}" --set train.learning_rate.value=-1
 expect 1 "train.adafactor.beta1 = 2 is not a number in \[0, 0.999\]" "${train[@]}" --set train.adafactor.beta1=2
 expect 1 "train.adam.beta1 is set but train.optimizer is 'adafactor'" "${train[@]}" --set train.adam.beta1=0.5
+expect 1 "train.variable_rounding = 'up' is not one of nearest, stochastic" "${train[@]}" --set train.variable_dtype=bfloat16 --set train.variable_rounding=up
+expect 1 "train.variable_rounding = 'stochastic' needs train.variable_dtype: bfloat16, not 'float32'" "${train[@]}" --set train.variable_rounding=stochastic
 expect 1 "unknown key 'model.d_mdoel'; did you mean 'model.d_model'" "${train[@]}" --set model.d_mdoel=8
 expect 1 "eval.max_batches = -2 is not an integer" eval --config "$config" --run-dir run --set eval.max_batches=-2
 expect 1 "unknown key 'train.stepz'" "${train[@]}" --set train.stepz=3
@@ -97,6 +99,8 @@ grep -q "^step " dry.log && fail "--dry-run trained"
 grep -q "precision:" dry.log && { cat dry.log; fail "--dry-run announced a precision for an all-float32 run"; }
 mpirun -n 2 "$lm1b" train --config "$config" --run-dir dry --dry-run --set train.variable_dtype=bfloat16 > dry-bf16.log 2>&1 || { cat dry-bf16.log; fail "--dry-run with bf16 variables"; }
 grep -qx "  precision: compute float32, variables bfloat16, optimizer slots float32" dry-bf16.log || { cat dry-bf16.log; fail "no precision line for bf16 variables"; }
+mpirun -n 2 "$lm1b" train --config "$config" --run-dir dry --dry-run --set train.variable_dtype=bfloat16 --set train.variable_rounding=stochastic > dry-sr.log 2>&1 || { cat dry-sr.log; fail "--dry-run with stochastically rounded bf16 variables"; }
+grep -qx "  precision: compute float32, variables bfloat16 (stochastic rounding), optimizer slots float32" dry-sr.log || { cat dry-sr.log; fail "no precision line for stochastic rounding"; }
 mpirun -n 2 "$lm1b" train --config "$config" --run-dir dry --dry-run --set model.activation_dtype=bfloat16 --set train.optimizer_slot_dtype=bfloat16 > dry-bf16c.log 2>&1 || { cat dry-bf16c.log; fail "--dry-run with bf16 compute and slots"; }
 grep -Eqx "  precision: compute bfloat16 \((oneDNN|emulated).*\), variables float32, optimizer slots bfloat16" dry-bf16c.log || { cat dry-bf16c.log; fail "no precision line for bf16 compute and slots"; }
 # --print-config with mesh: auto / layout: auto: the plan these ranks would run, as comments under

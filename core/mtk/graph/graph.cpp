@@ -123,7 +123,7 @@ const VariableAttrs& Graph::variable_attrs(int i) const {
   return *static_cast<const VariableAttrs*>(o.attributes.get());
 }
 
-void Graph::set_variable_storage(const std::string& name, DType storage) {
+void Graph::set_variable_storage(const std::string& name, DType storage, Rounding rounding) {
   const char* where = "mtk::Graph::set_variable_storage";
   const auto it = variable_by_name_.find(name);
   if (it == variable_by_name_.end())
@@ -133,8 +133,12 @@ void Graph::set_variable_storage(const std::string& name, DType storage) {
   if (storage != DType::float32 && (storage != DType::bfloat16 || dtype != DType::float32))
     fail(where, cat("variable '", name, "' of ", dtype_name(dtype), " cannot be stored as ",
                     dtype_name(storage), " (float32 variables: float32 or bfloat16)"));
+  if (rounding == Rounding::stochastic && storage != DType::bfloat16)
+    fail(where, cat("variable '", name, "': stochastic rounding needs bfloat16 storage, not ",
+                    dtype_name(storage)));
   VariableAttrs a = variable_attrs(it->second);
   a.storage = storage;
+  a.rounding = rounding;
   o.attributes = std::make_shared<const VariableAttrs>(a);
 }
 

@@ -68,13 +68,20 @@ struct Initializer {
   }
 };
 
+/// How assignments round into bfloat16 storage (train.variable_rounding).
+enum class Rounding {
+  nearest,    ///< to nearest even: updates below half an ulp are lost
+  stochastic  ///< up with probability the fraction of an ulp (kernels::store_bfloat16_stochastic)
+};
+
 /// How a variable starts and whether the optimizer trains it (the attributes of a variable op).
 struct VariableAttrs {
   Initializer init;
   bool trainable = true;  ///< false for optimizer slots and counters
   /// How the values are stored between runs: float32, or bfloat16 for a float32 variable (read as
-  /// a float32 tensor, assignments rounded to nearest even; Graph::set_variable_storage).
+  /// a float32 tensor, assignments rounded by `rounding`; Graph::set_variable_storage).
   DType storage = DType::float32;
+  Rounding rounding = Rounding::nearest;  ///< stochastic only with bfloat16 storage
 };
 
 struct TensorInfo {
@@ -130,8 +137,10 @@ class Graph {
   /// The attributes of variable op i.
   const VariableAttrs& variable_attrs(int i) const;
   /// Stores float32 variable `name` as `storage` (float32 or bfloat16) from now on: its tensor
-  /// stays float32, lowering keeps the slice in that type (Mesh-TF's master dtype).
-  void set_variable_storage(const std::string& name, DType storage);
+  /// stays float32, lowering keeps the slice in that type (Mesh-TF's master dtype); assignments
+  /// round into bfloat16 by `rounding` (stochastic needs bfloat16).
+  void set_variable_storage(const std::string& name, DType storage,
+                            Rounding rounding = Rounding::nearest);
 
   /// Indices of the variable operations, in creation order.
   const std::vector<int>& variable_ops() const { return variable_ops_; }

@@ -1,11 +1,10 @@
 // mtk::kernels random kernels — see random.hpp.
 //
-// Counter-based: the value of global element g is a pure function of (seed, g, draw counter),
-// hashed with splitmix64's finaliser. No generator state is carried between elements, so any
-// slicing of the global tensor (any mesh, any layout, any backend) yields the same numbers.
+// Counter-based (kernels/impl/counter_random.hpp): the value of global element g is a pure
+// function of (seed, g, draw counter), so any slicing of the global tensor yields the same numbers.
 
 #include <mtk/base/error.hpp>
-#include <mtk/kernels/impl/index.hpp>
+#include <mtk/kernels/impl/counter_random.hpp>
 #include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/kernels.hpp>
 
@@ -19,24 +18,6 @@
 namespace mtk::kernels {
 namespace random_detail {
 
-using Policy = Kokkos::RangePolicy<std::int64_t>;
-
-/// splitmix64's finaliser: a bijective 64-bit mix with full avalanche.
-KOKKOS_INLINE_FUNCTION std::uint64_t mix64(std::uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-/// 64 random bits for draw `counter` of element `g` under `seed`.
-KOKKOS_INLINE_FUNCTION std::uint64_t bits(std::uint64_t seed, std::uint64_t g,
-                                          std::uint64_t counter) {
-  std::uint64_t h = mix64(seed);
-  h = mix64(h ^ g);
-  return mix64(h ^ (counter * 0xD6E8FEB86659FD93ull));
-}
-
 /// Uniform in [0, 1) from the top 24 bits (exactly representable as float).
 KOKKOS_INLINE_FUNCTION float uniform01(std::uint64_t seed, std::uint64_t g, std::uint64_t counter) {
   return static_cast<float>(bits(seed, g, counter) >> 40) * (1.0f / 16777216.0f);
@@ -47,52 +28,6 @@ KOKKOS_INLINE_FUNCTION float normal01(std::uint64_t seed, std::uint64_t g, std::
   const float u1 = 1.0f - uniform01(seed, g, 2 * c);  // (0, 1]: log is finite
   const float u2 = uniform01(seed, g, 2 * c + 1);
   return ::sqrtf(-2.0f * ::logf(u1)) * ::cosf(6.2831853071795864f * u2);
-}
-
-/// Maps the row-major position k in the local slice to the global row-major index.
-struct GlobalIndex {
-  int rank = 0;
-  std::int64_t extent[max_rank] = {};         // local sizes
-  std::int64_t origin[max_rank] = {};         // slice origin in the global tensor
-  std::int64_t global_stride[max_rank] = {};  // row-major strides of the global shape
-
-  KOKKOS_INLINE_FUNCTION std::uint64_t operator()(std::int64_t k) const {
-    std::int64_t g = 0;
-    for (int i = rank - 1; i >= 0; --i) {
-      g += (k % extent[i] + origin[i]) * global_stride[i];
-      k /= extent[i];
-    }
-    return static_cast<std::uint64_t>(g);
-  }
-};
-
-GlobalIndex global_index(const char* where, const Shape& global_shape, const Shape& local_shape,
-                         const std::vector<std::int64_t>& origin) {
-  if (global_shape.rank() > max_rank)
-    fail(where, cat("shape ", global_shape.to_string(), " exceeds rank ", max_rank));
-  bool ok = local_shape.rank() == global_shape.rank() &&
-            static_cast<int>(origin.size()) == global_shape.rank();
-  for (int i = 0; ok && i < global_shape.rank(); ++i) {
-    const auto o = origin[static_cast<size_t>(i)];
-    ok = local_shape[i].name == global_shape[i].name && o >= 0 &&
-         o + local_shape[i].size <= global_shape[i].size;
-  }
-  if (!ok) {
-    std::string o = "(";
-    for (size_t i = 0; i < origin.size(); ++i)
-      o += (i ? ", " : "") + std::to_string(origin[i]);
-    fail(where, cat("slice ", local_shape.to_string(), " at origin ", o, ") does not fit in ",
-                    global_shape.to_string()));
-  }
-  GlobalIndex gi;
-  gi.rank = global_shape.rank();
-  const auto strides = global_shape.strides();
-  for (int i = 0; i < gi.rank; ++i) {
-    gi.extent[i] = local_shape[i].size;
-    gi.origin[i] = origin[static_cast<size_t>(i)];
-    gi.global_stride[i] = strides[static_cast<size_t>(i)];
-  }
-  return gi;
 }
 
 }  // namespace random_detail

@@ -6,6 +6,9 @@
 #include <mtk/ops/impl/builder_checks.hpp>
 #include <mtk/ops/state.hpp>
 
+#include <cstdint>
+#include <utility>
+
 namespace mtk {
 namespace {
 
@@ -36,15 +39,34 @@ struct AssignAttrs {
 // run. The run still sees the old value: its steps read the float32 copy the variable's read step
 // made before (ops/sources.cpp), and nothing reads the storage again in the run (recomputed reads
 // run before the backward, and updates come after it).
-void lower_bfloat16_assign(Lowering& l, AssignMode mode, int val, Program::Buffer* storage) {
+// Stochastic rounding draws its bits from (the variable's name, Program::step(), the element's
+// global index): the same on every mesh and layout, fresh each step, and after a restart the same
+// as without one (checkpoints keep Program::step()).
+void lower_bfloat16_assign(Lowering& l, AssignMode mode, int var, int val,
+                           Program::Buffer* storage) {
   const float sign = mode == AssignMode::set ? 0.f : mode == AssignMode::add ? 1.f : -1.f;
-  l.add_step(
-      l.label() + " (bfloat16 storage)", {val}, {},
-      [=](Buffers& b, const ExecSpace& space) {
-        kernels::store_bfloat16(space, b[static_cast<size_t>(val)].view<float>(), sign,
-                                storage->view<std::uint16_t>());
-      },
-      0, Program::Category::other);
+  const Graph& g = l.graph();
+  const int producer = g.tensor_info(var).producer;
+  Program::StepFn body;
+  if (g.variable_attrs(producer).rounding == Rounding::stochastic) {
+    const Shape gs = l.layout(var).shape(), ls = l.local(var);
+    const auto origin = l.layout(var).slice_origin(l.coords());
+    // Salted so that the bits differ from a random op seeded with the same hash.
+    const std::uint64_t seed = kernels::hash_name(g.op(producer).name) ^ 0x5352424631360000ull;
+    const Program* p = l.program();
+    body = [=](Buffers& b, const ExecSpace& space) {
+      kernels::store_bfloat16_stochastic(space, b[static_cast<size_t>(val)].view<float>(), sign,
+                                         storage->view<std::uint16_t>(), gs, ls, origin, seed,
+                                         static_cast<std::uint64_t>(p->step()));
+    };
+  } else {
+    body = [=](Buffers& b, const ExecSpace& space) {
+      kernels::store_bfloat16(space, b[static_cast<size_t>(val)].view<float>(), sign,
+                              storage->view<std::uint16_t>());
+    };
+  }
+  l.add_step(l.label() + " (bfloat16 storage)", {val}, {}, std::move(body), 0,
+             Program::Category::other);
 }
 
 void lower_assign(Lowering& l, const AssignAttrs& attrs) {
@@ -57,7 +79,7 @@ void lower_assign(Lowering& l, const AssignAttrs& attrs) {
   const Graph& g = l.graph();
   if (g.variable_attrs(g.tensor_info(var).producer).storage == DType::bfloat16) {
     l.note_assignment(var, val, mode == AssignMode::set);
-    lower_bfloat16_assign(l, mode, val, storage);
+    lower_bfloat16_assign(l, mode, var, val, storage);
     return;
   }
   l.add_assignment(

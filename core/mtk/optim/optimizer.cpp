@@ -24,18 +24,23 @@ Tensor slot_variable(const Tensor& var, const std::string& suffix, const Shape& 
   return slot;
 }
 
-void Optimizer::set_state_dtypes(DType variables, DType slots) {
+void Optimizer::set_state_dtypes(DType variables, DType slots, Rounding variable_rounding) {
+  const char* where = "mtk::optim::Optimizer::set_state_dtypes";
   for (DType d : {variables, slots})
     if (d != DType::float32 && d != DType::bfloat16)
-      fail("mtk::optim::Optimizer::set_state_dtypes",
+      fail(where,
            cat("variables and slots are stored as float32 or bfloat16, not ", dtype_name(d)));
+  // float32 variables are not rounded: accepting it would be a silent no-op.
+  if (variable_rounding == Rounding::stochastic && variables != DType::bfloat16)
+    fail(where, cat("stochastic rounding needs bfloat16 variables, not ", dtype_name(variables)));
   variable_dtype_ = variables;
   slot_dtype_ = slots;
+  variable_rounding_ = variable_rounding;
 }
 
 void Optimizer::store_variables(const std::vector<Tensor>& vars) const {
   for (const Tensor& v : vars)
-    v.graph().set_variable_storage(v.name(), variable_dtype_);
+    v.graph().set_variable_storage(v.name(), variable_dtype_, variable_rounding_);
 }
 
 Tensor global_norm(const std::vector<Tensor>& tensors) {

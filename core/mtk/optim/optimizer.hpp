@@ -22,10 +22,12 @@ class Optimizer {
                      const Tensor& step, const Tensor& lr) = 0;
   /// How the trained variables (Mesh-TF's master dtype) and the optimizer's slots are stored:
   /// float32 or bfloat16 (read as float32, updates computed in float32 and rounded to nearest
-  /// even). Gradients stay float32.
-  void set_state_dtypes(DType variables, DType slots);
+  /// even, or for bfloat16 variables stochastically: `variable_rounding`). Gradients stay float32.
+  void set_state_dtypes(DType variables, DType slots,
+                        Rounding variable_rounding = Rounding::nearest);
   DType variable_dtype() const { return variable_dtype_; }
   DType slot_dtype() const { return slot_dtype_; }
+  Rounding variable_rounding() const { return variable_rounding_; }
   /// Updates variables replicated over the data-parallel mesh dim by shards (mtk/optim/zero.hpp,
   /// docs/sharded-optimizer.md); off until called. Lower the graph with layout_rules().
   void set_sharding(ShardOptions o) { zero_ = ZeroSharding(std::move(o)); }
@@ -39,13 +41,14 @@ class Optimizer {
   }
 
  protected:
-  /// Stores each of `vars` as variable_dtype().
+  /// Stores each of `vars` as variable_dtype(), rounded by variable_rounding().
   void store_variables(const std::vector<Tensor>& vars) const;
   ZeroSharding& zero() { return zero_; }
 
  private:
   DType variable_dtype_ = DType::float32;
   DType slot_dtype_ = DType::float32;
+  Rounding variable_rounding_ = Rounding::nearest;
   ZeroSharding zero_;
 };
 

@@ -100,7 +100,12 @@ Schema<OptimizerSettings> make_optimizer_schema() {
                                                              {"bfloat16", DType::bfloat16}};
   s.choice("variable_dtype", &O::variable_dtype, stored,
            "how trained variables are stored (master dtype); bfloat16 halves their bytes, read as "
-           "float32, updates rounded to nearest even")
+           "float32, updates rounded by variable_rounding")
+      .choice("variable_rounding", &O::variable_rounding,
+              {{"nearest", Rounding::nearest}, {"stochastic", Rounding::stochastic}},
+              "how updates round into bfloat16 variables: nearest even (updates below half an "
+              "ulp are lost) or stochastic (unbiased; needs variable_dtype: bfloat16); "
+              "docs/memory.md#bfloat16-variables-and-slots")
       .choice("optimizer_slot_dtype", &O::slot_dtype, stored,
               "how optimizer slots (Adam m, v; Adafactor's moments) are stored; bfloat16 halves "
               "their bytes")
@@ -132,7 +137,8 @@ bool optimizer_has_options(const std::string& name) {
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const OptimizerSettings& settings) {
   auto optimizer = optimizer_kind(settings.name).make(settings);
-  optimizer->set_state_dtypes(settings.variable_dtype, settings.slot_dtype);
+  optimizer->set_state_dtypes(settings.variable_dtype, settings.slot_dtype,
+                              settings.variable_rounding);
   return optimizer;
 }
 

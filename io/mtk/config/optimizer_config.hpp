@@ -3,7 +3,8 @@
 // (train.optimizer, the names written once, in optimizer_config.cpp), every hyperparameter of its
 // options struct (train.adafactor.*, train.adam.*; SGD has none), and the learning-rate schedule
 // (train.learning_rate.*), and how variables and slots are stored (train.variable_dtype,
-// train.optimizer_slot_dtype) and whether the update is sharded (train.shard_optimizer). Defaults are the option structs' own.
+// train.variable_rounding, train.optimizer_slot_dtype) and whether the update is sharded
+// (train.shard_optimizer). Defaults are the option structs' own.
 
 #include <mtk/config/schema.hpp>
 #include <mtk/optim/optim.hpp>
@@ -21,6 +22,9 @@ struct OptimizerSettings {
   optim::AdamOptions adam;
   /// train.variable_dtype: how the trained variables are stored (Mesh-TF's master dtype).
   DType variable_dtype = DType::float32;
+  /// train.variable_rounding: how updates round into bfloat16 variables (stochastic needs
+  /// variable_dtype bfloat16).
+  Rounding variable_rounding = Rounding::nearest;
   /// train.optimizer_slot_dtype: how the optimizer's slots are stored (Adam's m and v,
   /// Adafactor's second moments and momentum).
   DType slot_dtype = DType::float32;

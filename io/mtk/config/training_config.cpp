@@ -94,6 +94,16 @@ TrainingSettings read_training_settings(const Config& config) {
     parse_byte_size(s.memory_per_rank, "mtk::config::read_training_settings",
                     config.origin() + ": train.memory_per_rank");
   s = checkpoint_schema().read(config, "checkpoint", s);
+  // float32 variables are never rounded: stochastic would silently do nothing.
+  if (s.optimizer.variable_rounding == Rounding::stochastic &&
+      s.optimizer.variable_dtype != DType::bfloat16)
+    fail("mtk::config::read_training_settings",
+         cat(config.origin(),
+             ": train.variable_rounding = 'stochastic' needs "
+             "train.variable_dtype: bfloat16, not '",
+             dtype_name(s.optimizer.variable_dtype),
+             "': float32 variables are not rounded; set train.variable_dtype: bfloat16 or "
+             "train.variable_rounding: nearest"));
   // Hyperparameters of another optimizer would silently do nothing.
   for (const auto& name : optimizer_names()) {
     const auto keys = config.keys("train." + name);
