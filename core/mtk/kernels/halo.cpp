@@ -9,6 +9,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace mtk::kernels {
@@ -152,11 +153,33 @@ View<T> halo_assemble(const ExecSpace& space, const Shape& shape, const View<T>&
   return out;
 }
 
+namespace {
+
+// halo_fold's value at (o, b, m, j, i) of the result: its own gradient, then the right halo of the
+// block before, then the left halo of the block after (the strips for the end blocks).
 template <class T>
-View<T> halo_fold(const ExecSpace& space, const Shape& shape, const View<T>& dy, int blocks_dim,
+struct Fold {
+  Frame f;
+  View<T> dy, from_left, from_right;
+  std::int64_t nb, n, m2, left, right;
+
+  KOKKOS_INLINE_FUNCTION T value(std::int64_t o, std::int64_t b, std::int64_t m, std::int64_t j,
+                                 std::int64_t i) const {
+    T v = dy(f.at(o, b, m, j + left, i, nb, m2));
+    if (j < right)
+      v += b > 0 ? dy(f.at(o, b - 1, m, n + left + j, i, nb, m2))
+                 : from_left(f.at(o, 0, m, j, i, 1, right));
+    if (j >= n - left)
+      v += b + 1 < nb ? dy(f.at(o, b + 1, m, j - (n - left), i, nb, m2))
+                      : from_right(f.at(o, 0, m, j - (n - left), i, 1, left));
+    return v;
+  }
+};
+
+template <class T>
+Fold<T> make_fold(const char* w, const Shape& shape, const View<T>& dy, int blocks_dim,
                   int block_dim, const View<T>& from_left, const View<T>& from_right,
                   std::int64_t left, std::int64_t right) {
-  const char* w = "mtk::kernels::halo_fold";
   check(w, shape, static_cast<std::int64_t>(dy.extent(0)), blocks_dim, block_dim);
   const std::int64_t nb = shape[blocks_dim].size, m2 = shape[block_dim].size, n = m2 - left - right;
   if (left < 0 || right < 0 || left > n || right > n)
@@ -167,22 +190,56 @@ View<T> halo_fold(const ExecSpace& space, const Shape& shape, const View<T>& dy,
       static_cast<std::int64_t>(from_right.extent(0)) != strip * left)
     fail(w, cat("halo strips of ", from_left.extent(0), " and ", from_right.extent(0),
                 " elements do not fit ", shape.to_string()));
-  const std::int64_t total = strip * nb * n;
-  auto out = impl::alloc<T>(w, total);
+  return Fold<T>{f, dy, from_left, from_right, nb, n, m2, left, right};
+}
+
+// Positions [begin, begin + width) of block `block` of the fold's result: their values.
+template <class T>
+void fold_edge(const char* w, const ExecSpace& space, const Fold<T>& fold, const View<T>& out,
+               std::int64_t block, std::int64_t begin, std::int64_t width) {
+  if (width <= 0)
+    return;
+  const std::int64_t nb = fold.nb, n = fold.n;
   for_each_element(
-      w, space, f, nb, n,
-      KOKKOS_LAMBDA(std::int64_t k, std::int64_t o, std::int64_t b, std::int64_t m, std::int64_t j,
+      w, space, fold.f, 1, width,
+      KOKKOS_LAMBDA(std::int64_t, std::int64_t o, std::int64_t, std::int64_t m, std::int64_t j,
                     std::int64_t i) {
-        T v = dy(f.at(o, b, m, j + left, i, nb, m2));
-        if (j < right)  // the right halo of the block before
-          v += b > 0 ? dy(f.at(o, b - 1, m, n + left + j, i, nb, m2))
-                     : from_left(f.at(o, 0, m, j, i, 1, right));
-        if (j >= n - left)  // the left halo of the block after
-          v += b + 1 < nb ? dy(f.at(o, b + 1, m, j - (n - left), i, nb, m2))
-                          : from_right(f.at(o, 0, m, j - (n - left), i, 1, left));
-        out(k) = v;
+        out(fold.f.at(o, block, m, begin + j, i, nb, n)) = fold.value(o, block, m, begin + j, i);
       });
+}
+
+}  // namespace
+
+template <class T>
+View<T> halo_fold(const ExecSpace& space, const Shape& shape, const View<T>& dy, int blocks_dim,
+                  int block_dim, const View<T>& from_left, const View<T>& from_right,
+                  std::int64_t left, std::int64_t right) {
+  const char* w = "mtk::kernels::halo_fold";
+  const Fold<T> fold =
+      make_fold(w, shape, dy, blocks_dim, block_dim, from_left, from_right, left, right);
+  auto out = impl::alloc<T>(w, fold.f.outer * fold.f.mid * fold.f.inner * fold.nb * fold.n);
+  for_each_element(
+      w, space, fold.f, fold.nb, fold.n,
+      KOKKOS_LAMBDA(std::int64_t k, std::int64_t o, std::int64_t b, std::int64_t m, std::int64_t j,
+                    std::int64_t i) { out(k) = fold.value(o, b, m, j, i); });
   return out;
+}
+
+template <class T>
+void halo_fold_edges(const ExecSpace& space, const Shape& shape, const View<T>& dy, int blocks_dim,
+                     int block_dim, const View<T>& from_left, const View<T>& from_right,
+                     std::int64_t left, std::int64_t right, const View<T>& out) {
+  const char* w = "mtk::kernels::halo_fold_edges";
+  const Fold<T> fold =
+      make_fold(w, shape, dy, blocks_dim, block_dim, from_left, from_right, left, right);
+  const std::int64_t nb = fold.nb, n = fold.n;
+  if (static_cast<std::int64_t>(out.extent(0)) != fold.f.outer * fold.f.mid * fold.f.inner * nb * n)
+    fail(w, cat("a result of ", out.extent(0), " elements for the blocks of ", shape.to_string(),
+                " less their halos"));
+  fold_edge(w, space, fold, out, 0, 0, right);
+  // The last block's left-halo positions, less those the first block's edge wrote (one block).
+  const std::int64_t lo = std::max(n - left, nb == 1 ? right : std::int64_t(0));
+  fold_edge(w, space, fold, out, nb - 1, lo, n - lo);
 }
 
 namespace {
@@ -223,6 +280,9 @@ void halo_place(const ExecSpace& space, const Shape& shape, const View<T>& y, in
                                     const View<T>&, const View<T>&, std::int64_t, std::int64_t); \
   template View<T> halo_fold<T>(const ExecSpace&, const Shape&, const View<T>&, int, int,        \
                                 const View<T>&, const View<T>&, std::int64_t, std::int64_t);     \
+  template void halo_fold_edges<T>(const ExecSpace&, const Shape&, const View<T>&, int, int,     \
+                                   const View<T>&, const View<T>&, std::int64_t, std::int64_t,   \
+                                   const View<T>&);                                              \
   template void halo_place<T>(const ExecSpace&, const Shape&, const View<T>&, int, int,          \
                               const View<T>&, const View<T>&, std::int64_t, std::int64_t);
 

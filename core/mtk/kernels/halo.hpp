@@ -36,6 +36,13 @@ View<T> halo_fold(const ExecSpace& space, const Shape& shape, const View<T>& dy,
                   int block_dim, const View<T>& from_left, const View<T>& from_right,
                   std::int64_t left, std::int64_t right);
 
+/// Rewrites, in place, the positions of `out` (halo_fold's result, computed with placeholder
+/// strips) that read a strip: halo_fold's values there, bitwise, with the strips that arrived.
+template <class T>
+void halo_fold_edges(const ExecSpace& space, const Shape& shape, const View<T>& dy, int blocks_dim,
+                     int block_dim, const View<T>& from_left, const View<T>& from_right,
+                     std::int64_t left, std::int64_t right, const View<T>& out);
+
 /// Overwrites, in place, the first block's left halo of `y` (shape `shape`: blocks widened by
 /// left + right) with `from_left` and the last block's right halo with `from_right`: what an
 /// overlapped exchange does when the strips arrive after halo_assemble ran with placeholders.

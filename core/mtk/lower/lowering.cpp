@@ -161,6 +161,12 @@ void Lowering::count_step(const Program::Step& step, double flops) {
   p_->counters_.op_calls[kind] += 1;
   std::int64_t& bytes = p_->counters_.op_bytes[kind];
   const char* where = "mtk::lower";
+  if (kind.traits().halo) {  // an exchange's steps move its strips, not their buffers: flops
+    bytes = checked_add(bytes, static_cast<std::int64_t>(flops) * 2 * 4, where,
+                        [&] { return cat("the bytes moved by '", step.what, "'"); });
+    p_->counters_.flops[kind.traits().flops] += flops;
+    return;
+  }
   for (int t : step.reads)
     bytes = checked_add(bytes, local_bytes(t), where,
                         [&] { return cat("the bytes read by '", step.what, "'"); });

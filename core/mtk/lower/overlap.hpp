@@ -135,8 +135,11 @@ std::shared_ptr<ReductionsInFlight> overlap_reductions(
 
 /// The kind of the step that starts an overlapped halo exchange (pack, post the transfers).
 StepKind halo_start_kind();
+/// The kind of a halo op's local copying (an unsplit dim's copy; a split exchange's interior,
+/// between its start and its finish): fresh output storage, not the exchange's time.
+StepKind halo_copy_kind();
 
-/// Moves every halo start step (kind halo_start_kind(), writing a token buffer and its output)
+/// Moves every halo start step (kind halo_start_kind(), writing a token buffer)
 /// up past the steps before it and its finish step (the next step reading the token) down past
 /// the steps after it, as far as no step in between reads or writes what the moved step writes or
 /// writes what it reads, nor updates in place (a blocking allreduce of a pending sum) a buffer
@@ -147,7 +150,8 @@ StepKind halo_start_kind();
 /// between that depend on that product), unless another exchange would lose its only product
 /// (the second and third split dims' halo_reduce take a filter gradient's einsum and allreduce).
 /// Only the order of independent steps changes, the same on every rank; each exchange's messages
-/// keep their order. Returns how many exchanges have steps between their start and their finish.
+/// keep their order. Returns how many exchanges have steps between their start and their finish
+/// besides their own interior copy.
 int overlap_halos(std::vector<Program::Step>& steps);
 
 /// Per halo start step of `steps` (in their final order), the exchange it starts: its halo

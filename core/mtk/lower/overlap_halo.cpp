@@ -16,10 +16,19 @@ namespace {
 constexpr auto halo_start_step =
     make_op_kind<NoAttrs>("halo_start", {FlopClass::none, true, true}, nullptr);
 
+// A halo op's local copying: the copy along an unsplit dim, and a split exchange's interior
+// (assembled or folded with placeholder strips). Its output is fresh storage.
+constexpr auto halo_copy_step =
+    make_op_kind<NoAttrs>("halo_copy", {FlopClass::elementwise}, nullptr);
+
 }  // namespace
 
 StepKind halo_start_kind() {
   return halo_start_step.def;
+}
+
+StepKind halo_copy_kind() {
+  return halo_copy_step.def;
 }
 
 namespace {
@@ -54,7 +63,8 @@ class StorageRoots {
   void build() const {  // when first asked: most programs have no in-place step to move over
     built_ = true;
     for (const Program::Step& st : steps_) {
-      const bool fresh = !st.gemms.empty() || st.kind == halo_start_step.def;
+      const bool fresh =
+          !st.gemms.empty() || st.kind == halo_start_step.def || st.kind == halo_copy_step.def;
       std::set<int> from;
       if (!fresh)
         for (int t : st.reads)
@@ -234,8 +244,12 @@ int overlap_halos(std::vector<Program::Step>& steps) {
       std::swap(steps[static_cast<size_t>(f)], steps[static_cast<size_t>(f + 1)]);
       ++f;
     }
-    if (f > start + 1)
-      ++overlapped;
+    // Overlapped: a step between that is not the exchange's own interior copy.
+    for (int k = start + 1; k < f; ++k)
+      if (steps[static_cast<size_t>(k)].kind != halo_copy_step.def) {
+        ++overlapped;
+        break;
+      }
   }
   return overlapped + sink_products(steps, roots);
 }

@@ -271,7 +271,7 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
       overlap_->progress();
       charge("collectives", nullptr, "allreduce_progress");
     }
-    if (halos_ && halos_->in_flight()) {
+    if (halos_ && !steps_[s].gemms.empty() && halos_->in_flight()) {  // after the long steps
       halos_->progress();
       charge("collectives", nullptr, "halo_progress");
     }

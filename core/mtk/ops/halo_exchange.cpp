@@ -85,23 +85,43 @@ FView halo_adjoint(const ExecSpace& space, const HaloPlan& p, const FView& dy) {
                             a.right);
 }
 
-// Along a dim the mesh does not split, the halo is a local copy: its own step kind, so profiles and
-// the cost model tell it from the exchanges (OpTraits::halo).
-constexpr auto halo_copy_step =
-    make_op_kind<NoAttrs>("halo_copy", {FlopClass::elementwise}, nullptr);
-
 // The exchange in flight of one lowered halo op, from its start step to its finish step (a
 // recomputed segment's copies run later: the token orders each start after the last finish).
 struct HaloFlights {
   std::deque<std::unique_ptr<HaloExchange<float>>> in_flight;
 };
 
-// Split over a mesh dim: a start step (pack the strips, post the transfers) and a finish step
-// (wait, then assemble or fold with the strips). Forward, the start already assembles y with
-// placeholder strips and the finish only places the remote strips; adjoint, the finish folds
-// (each position's terms in halo_fold's order). Adjacent they compute what halo_forward and
-// halo_adjoint do, bitwise; MTK_OVERLAP_HALO moves them apart (overlap_halos). `token`: the
-// receive buffer, which ties the finish to its start.
+// The local work of a split exchange (kind halo_copy_kind()), between its start and its finish:
+// forward, y assembled from x with the fill in the remote strips' places; adjoint, the fold with
+// zero strips. The finish then writes only the positions the strips reach.
+void add_local_step(Lowering& l, const HaloPlan& p, bool adjoint, int xin, int mid) {
+  const HaloAttrs a = p.a;
+  const std::int64_t strip =
+      p.local.num_elements() / p.local[p.blocks].size / p.local[p.block].size;
+  const std::int64_t first = strip * (adjoint ? a.right : a.left);
+  const std::int64_t second = strip * (adjoint ? a.left : a.right);
+  const float fill = adjoint ? 0.0f : static_cast<float>(a.fill);
+  l.add_step_of(
+      halo_copy_kind(), cat(l.label(), adjoint ? " fold" : " assemble"), {xin}, {mid},
+      [=](Buffers& b, const ExecSpace& space) {
+        const FView x = view_of<float>(b, xin);
+        const FView from_left = filled(space, first, fill),
+                    from_right = filled(space, second, fill);
+        b[static_cast<size_t>(mid)] = Program::Buffer(
+            adjoint ? kernels::halo_fold(space, p.local, x, p.blocks, p.block, from_left,
+                                         from_right, a.left, a.right)
+                    : kernels::halo_assemble(space, p.local, x, p.blocks, p.block, from_left,
+                                             from_right, a.left, a.right));
+      },
+      static_cast<double>(l.local(mid).num_elements()), Program::Category::compute);
+}
+
+// Split over a mesh dim: a start step (pack the strips, post the transfers), the local step
+// (add_local_step) and a finish step (wait, then write what the strips reach: forward, place
+// them; adjoint, the folded values at the edges, each position's terms in halo_fold's order).
+// Adjacent they compute what halo_forward and halo_adjoint do, bitwise; MTK_OVERLAP_HALO moves
+// the start up and the finish down (overlap_halos). `token`: the receive buffer, which ties the
+// finish to its start.
 void add_split_steps(Lowering& l, const HaloPlan& p, bool adjoint, int xin, int token, int mid) {
   auto flights = std::make_shared<HaloFlights>();
   const std::shared_ptr<HalosInFlight> registry = l.halos_in_flight();
@@ -118,8 +138,7 @@ void add_split_steps(Lowering& l, const HaloPlan& p, bool adjoint, int xin, int 
                           FView(Kokkos::subview(recv, std::make_pair(first, first + second))));
   };
   l.add_step_of(
-      halo_start_kind(), cat(l.label(), " start"), {xin},
-      adjoint ? std::vector<int>{token} : std::vector<int>{token, mid},
+      halo_start_kind(), cat(l.label(), " start"), {xin}, {token},
       [=](Buffers& b, const ExecSpace& space) {
         // A finish always runs before the next start (the token orders them): one left over is
         // a run that failed between them.
@@ -140,16 +159,13 @@ void add_split_steps(Lowering& l, const HaloPlan& p, bool adjoint, int xin, int 
             p.mesh, p.axis, p.periodic(), to_left, to_right, from_left, from_right));
         registry->add(flights->in_flight.back().get());
         b[static_cast<size_t>(token)] = Program::Buffer(recv);
-        if (!adjoint)  // the local blocks' halos now; the remote strips' places hold the fill
-          b[static_cast<size_t>(mid)] = Program::Buffer(kernels::halo_assemble(
-              space, p.local, x, p.blocks, p.block, filled(space, first, fill),
-              filled(space, second, fill), a.left, a.right));
       },
       0, Program::Category::collective);
+  add_local_step(l, p, adjoint, xin, mid);
   const Shape out = l.local(mid);
   l.add_step(
       cat(l.label(), " finish"),
-      adjoint ? std::vector<int>{token, xin} : std::vector<int>{token, mid}, {mid},
+      adjoint ? std::vector<int>{token, xin, mid} : std::vector<int>{token, mid}, {mid},
       [=](Buffers& b, const ExecSpace& space) {
         if (flights->in_flight.empty())
           fail("mtk::halo_exchange",
@@ -159,14 +175,13 @@ void add_split_steps(Lowering& l, const HaloPlan& p, bool adjoint, int xin, int 
         flights->in_flight.pop_front();
         const auto [from_left, from_right] = halves(view_of<float>(b, token));
         if (adjoint)
-          b[static_cast<size_t>(mid)] =
-              Program::Buffer(kernels::halo_fold(space, p.local, view_of<float>(b, xin), p.blocks,
-                                                 p.block, from_left, from_right, a.left, a.right));
+          kernels::halo_fold_edges(space, p.local, view_of<float>(b, xin), p.blocks, p.block,
+                                   from_left, from_right, a.left, a.right, view_of<float>(b, mid));
         else
           kernels::halo_place(space, out, view_of<float>(b, mid), p.blocks, p.block, from_left,
                               from_right, a.left, a.right);
       },
-      static_cast<double>(out.num_elements()));
+      static_cast<double>(2 * (first + second)));  // the strips packed and written
 }
 
 void lower_halo(Lowering& l, const HaloAttrs& a, bool adjoint) {
@@ -191,7 +206,7 @@ void lower_halo(Lowering& l, const HaloAttrs& a, bool adjoint) {
     add_split_steps(l, p, adjoint, xin, token, mid);
   } else {  // a local copy
     l.add_step_of(
-        halo_copy_step.def, l.label(), {xin}, {mid},
+        halo_copy_kind(), l.label(), {xin}, {mid},
         [=](Buffers& b, const ExecSpace& space) {
           const FView in = view_of<float>(b, xin);
           b[static_cast<size_t>(mid)] =
