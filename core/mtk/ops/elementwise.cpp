@@ -43,8 +43,8 @@ Tensor unary_gradient(const UnaryAttrs& a, const Tensor& x, const Tensor& y, con
       return multiply(dy * x, 2.0);
     case UnaryFn::reciprocal:
       return negative(dy * square(y));
-    case UnaryFn::relu:
-      return dy * unary(UnaryFn::relu_mask, x);
+    case UnaryFn::relu:  // from y, as y > 0 exactly where x > 0: x need not live to the backward
+      return dy * unary(UnaryFn::relu_mask, y);
     case UnaryFn::gelu:
       return dy * unary(UnaryFn::gelu_grad, x);
     case UnaryFn::tanh:
