@@ -87,6 +87,8 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs,
   };
   grad.emplace(loss.id(), constant(g, loss.shape(), 1.0));
   for (size_t i = 0; i < initial.size(); ++i) {
+    if (!initial[i].valid())  // no running sum for this x
+      continue;
     if (initial[i].shape() != xs[i].shape())
       fail("mtk::gradients",
            cat("initial gradient '", initial[i].name(), "' ", initial[i].shape().to_string(),
@@ -130,9 +132,9 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs,
       fail("mtk::gradients", "a tensor of another graph");
     auto it = grad.find(x.id());
     const size_t i = out.size();
-    out.push_back(it != grad.end()  ? it->second
-                  : initial.empty() ? constant(g, x.shape(), 0.0)
-                                    : initial[i]);
+    out.push_back(it != grad.end()                         ? it->second
+                  : initial.empty() || !initial[i].valid() ? constant(g, x.shape(), 0.0)
+                                                           : initial[i]);
   }
   return out;
 }

@@ -15,9 +15,9 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs)
 /// The same plus `initial[i]` for each x (a running sum, e.g. the gradients of earlier
 /// microbatches): each part of d(loss)/d(x) is added to it as the sweep makes it, so that the
 /// part dies at once instead of living to the end of the backward. `initial` is empty or has one
-/// tensor of x's shape per x. A part made by a two-operand einsum (a weight's gradient) is
-/// contracted straight into the sum (einsum_accumulate: no buffer for the part), unless
-/// set_fused_gradient_sums(false).
+/// tensor of x's shape per x (an invalid one: no running sum for that x). A part made by a
+/// two-operand einsum (a weight's gradient) is contracted straight into the sum (einsum_accumulate:
+/// no buffer for the part), unless set_fused_gradient_sums(false).
 std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs,
                               const std::vector<Tensor>& initial);
 

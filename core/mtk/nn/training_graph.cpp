@@ -116,8 +116,8 @@ std::vector<Tensor> slice_gradients(
       xs.push_back(gathered.rows);
       of.push_back(v);
       gathers.push_back(gathered);
-      if (!sums.empty())
-        initial.push_back(constant(g, gathered.rows.shape(), 0.0));
+      if (!sums.empty())  // no running sum: gathers whose rows share a gradient share its buffer
+        initial.push_back(Tensor());
     }
   }
   const std::vector<Tensor> d = gradients(loss, xs, initial);
