@@ -190,6 +190,35 @@ TEST(EinsumAccumulate, BuilderErrorsNameTheTensors) {
   }
 }
 
+// An invalid tensor in `initial` gives its x no running sum: its gradient is the plain one, and
+// two xs that receive the same incoming gradient return the same tensor (one buffer), as the
+// microbatch slices' embedding gathers use it.
+TEST(GradientsInitial, AnInvalidInitialIsNoRunningSum) {
+  Graph g;
+  const Tensor w = variable(g, "w", Shape{{"d", 3}}, Initializer::normal(1.0f));
+  const Tensor a = placeholder(g, "a", Shape{{"d", 3}});
+  const Tensor b = placeholder(g, "b", Shape{{"d", 3}});
+  const Tensor sum = placeholder(g, "sum", Shape{{"d", 3}});
+  const Tensor loss = reduce_sum(square(a + b) * w);
+  const std::vector<Tensor> d = gradients(loss, {a, b, w}, {Tensor(), Tensor(), sum});
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[0].id(), d[1].id());  // the add passes one gradient to both
+  // Replicated on every rank of the test: each computes the whole result.
+  auto program =
+      lower(g, Mesh(MeshShape::parse("x:" + std::to_string(world_size())), MPI_COMM_WORLD),
+            LayoutRules());
+  const std::vector<float> av{1, 2, 3}, bv{0.5f, -1, 2}, sv{10, 20, 30};
+  const auto out = program->run({{a.id(), HostTensor::floats(a.shape(), av)},
+                                 {b.id(), HostTensor::floats(b.shape(), bv)},
+                                 {sum.id(), HostTensor::floats(sum.shape(), sv)}},
+                                {d[0], d[2], w});
+  for (int i = 0; i < 3; ++i) {
+    const float s = av[i] + bv[i], wv = out[2].data<float>()[i];
+    EXPECT_FLOAT_EQ(out[0].data<float>()[i], 2 * s * wv) << i;
+    EXPECT_FLOAT_EQ(out[1].data<float>()[i], sv[i] + s * s) << i;
+  }
+}
+
 namespace {
 
 struct Trained {
