@@ -189,6 +189,7 @@ void ReductionsInFlight::start(int k, Program::Buffers& b) {
   if (f.started)
     fail("mtk::Program::run", cat("overlapped allreduce ", k, " started twice"));
   Kokkos::View<float*> data;
+  bool in_place = true;  // the collective runs on the tensor's own storage
   if (bucket.gather_out >= 0) {
     const GatherSpec& g = bucket.gather;
     data = g.storage->view<float>();
@@ -196,44 +197,35 @@ void ReductionsInFlight::start(int k, Program::Buffers& b) {
     if (part.data() != data.data() + g.off)  // else the update wrote it in place
       Kokkos::deep_copy(Kokkos::subview(data, std::make_pair(g.off, g.off + g.count)), part);
     f.gather = start_allgather_in_place<float>(mesh_, g.axis, data);
-    f.in_place = data.data();
-    ++in_place_;
-    f.started = true;
-    f.complete = false;
-    in_flight_.push_back(k);
-    return;
-  }
-  if (bucket.scatter_out >= 0) {
+  } else if (bucket.scatter_out >= 0) {
     data = b[static_cast<size_t>(bucket.tensors.front())].view<float>();
     f.scatter = start_reduce_scatter(mesh_, bucket.axes.front(), bucket.scatter_local,
                                      bucket.scatter_dim, data);
-    f.in_place = data.data();
-    ++in_place_;
-    f.started = true;
-    f.complete = false;
-    in_flight_.push_back(k);
-    return;
-  }
-  if (bucket.tensors.size() == 1) {
-    data = b[static_cast<size_t>(bucket.tensors.front())].view<float>();
-    f.in_place = data.data();
-    ++in_place_;
   } else {
-    Kokkos::View<float*>& packed = packed_[static_cast<size_t>(k)];
-    if (packed.extent(0) == 0) {
-      const BufferPoolScope unpooled(nullptr);  // kept by this bucket for the program's life
-      packed = uninitialized_view<float>("mtk::allreduce_bucket", bucket.bytes / 4);
+    if (bucket.tensors.size() == 1) {
+      data = b[static_cast<size_t>(bucket.tensors.front())].view<float>();
+    } else {
+      in_place = false;
+      Kokkos::View<float*>& packed = packed_[static_cast<size_t>(k)];
+      if (packed.extent(0) == 0) {
+        const BufferPoolScope unpooled(nullptr);  // kept by this bucket for the program's life
+        packed = uninitialized_view<float>("mtk::allreduce_bucket", bucket.bytes / 4);
+      }
+      std::int64_t off = 0;
+      for (size_t m = 0; m < bucket.tensors.size(); ++m) {
+        const auto n = bucket.counts[m];
+        Kokkos::deep_copy(Kokkos::subview(packed, std::make_pair(off, off + n)),
+                          b[static_cast<size_t>(bucket.tensors[m])].view<float>());
+        off += n;
+      }
+      data = packed;
     }
-    std::int64_t off = 0;
-    for (size_t m = 0; m < bucket.tensors.size(); ++m) {
-      const auto n = bucket.counts[m];
-      Kokkos::deep_copy(Kokkos::subview(packed, std::make_pair(off, off + n)),
-                        b[static_cast<size_t>(bucket.tensors[m])].view<float>());
-      off += n;
-    }
-    data = packed;
+    f.op = start_allreduce(mesh_, bucket.axes, data);
   }
-  f.op = start_allreduce(mesh_, bucket.axes, data);
+  if (in_place) {
+    f.in_place = data.data();
+    ++in_place_;
+  }
   f.started = true;
   f.complete = false;
   in_flight_.push_back(k);
