@@ -240,14 +240,15 @@ std::string restore_weights(Program& program, const RunOptions& o, const Mesh& m
   if (!o.restore.empty()) {
     const std::string path = resolve_checkpoint_path(o.restore);
     restore_checkpoint(program, path, meta);
-    check_vocabulary(*meta, o, path, tool);  // every rank read the same metadata: fails alike
+    // Every rank read the same metadata: a failure is agreed (exit 1 on each, no MPI_Abort).
+    agree_on_failure(mesh.comm(), [&] { check_vocabulary(*meta, o, path, tool); });
     return path;
   }
   CheckpointManager manager(o.run_dir, 1000000, mesh);
   manager.set_logger([](const std::string& m) { say(m + "\n"); });
   std::string restored;  // the checkpoint actually restored, which `latest` may not name
   if (manager.restore_latest(program, meta, &restored)) {
-    check_vocabulary(*meta, o, restored, tool);
+    agree_on_failure(mesh.comm(), [&] { check_vocabulary(*meta, o, restored, tool); });
     return restored;
   }
   if (required)  // every rank sees the same run directory: fail together
