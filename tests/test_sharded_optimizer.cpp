@@ -6,7 +6,8 @@
 // reduce-scattered (overlapped or blocking), the slots are stored split over the batch's mesh dim
 // and read back whole, the overlapped allgather of the new variables equals the blocking one, a
 // checkpoint written with the option on restores with it off and the other way round, and small
-// variables keep the full update.
+// variables keep the full update. bfloat16 variables and slots, rounded to nearest or
+// stochastically, store the same values with and without it.
 
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/nn/nn.hpp>
@@ -43,6 +44,7 @@ struct Options {
   std::int64_t min_bytes = 0;    // the tiny model's variables are all small
   int microbatches = 0;          // > 0: nn::build_training with that many slices, else minimize()
   DType state = DType::float32;  // how variables and slots are stored
+  Rounding rounding = Rounding::nearest;  // of bfloat16 variables (train.variable_rounding)
 };
 
 // A lowered tiny Transformer with its optimizer and its one batch of feeds.
@@ -63,7 +65,7 @@ std::unique_ptr<Job> make_job(const Mesh& mesh, const LayoutRules& rules, const 
     opt = std::make_unique<optim::Adam>();
   else
     opt = std::make_unique<optim::Adafactor>();
-  opt->set_state_dtypes(o.state, o.state);
+  opt->set_state_dtypes(o.state, o.state, o.rounding);
   if (o.shard)
     opt->set_sharding({rules, mesh.shape(), "batch", o.min_bytes});
   if (o.microbatches > 0) {
@@ -270,19 +272,29 @@ TEST(ShardedOptimizer, MicrobatchesAndTheGradientNorm) {
 }
 
 TEST(ShardedOptimizer, Bfloat16VariablesAndSlots) {
-  // bfloat16 storage: the variable is gathered into a new buffer and rounded by its assignment.
+  // bfloat16 storage: the variable is gathered into a new buffer and rounded by its assignment,
+  // so stochastic rounding draws each element's bits by its index in the whole variable, as
+  // without sharding.
   for (const auto& mshape : meshes_of_size(world_size())) {
     Mesh mesh(mshape, MPI_COMM_WORLD);
     const auto rules = instantiate("vocab:@0;d_ff:@0;heads:@0;batch:@1", mshape);
     for (const std::string optimizer : {"adam", "adafactor"}) {
-      const std::string what = optimizer + " bfloat16 state " + mshape.to_string();
-      const Trained off = train(mesh, rules, {optimizer, false, 0, 0, DType::bfloat16});
-      const Trained on = train(mesh, rules, {optimizer, true, 0, 0, DType::bfloat16});
-      // Adafactor's reassociated means may round a value the other way: within bf16's step.
-      if (optimizer == "adam")
-        expect_same(on, off, what, true);
-      else
-        expect_close(on, off, what, 1e-2);
+      std::vector<float> nearest;  // the weights rounded to nearest, unsharded
+      for (const Rounding rounding : {Rounding::nearest, Rounding::stochastic}) {
+        const std::string what = cat(optimizer, " bfloat16 state ", mshape.to_string(),
+                                     rounding == Rounding::stochastic ? " stochastic" : "");
+        const Trained off = train(mesh, rules, {optimizer, false, 0, 0, DType::bfloat16, rounding});
+        const Trained on = train(mesh, rules, {optimizer, true, 0, 0, DType::bfloat16, rounding});
+        // Adafactor's reassociated means may round a value the other way: within bf16's step.
+        if (optimizer == "adam")
+          expect_same(on, off, what, true);
+        else
+          expect_close(on, off, what, 1e-2);
+        if (rounding == Rounding::nearest)
+          nearest = off.weights;
+        else  // the option took effect
+          EXPECT_NE(off.weights, nearest) << what;
+      }
     }
   }
 }
