@@ -4,10 +4,12 @@
 // callbacks) after a warm-up step and a second step, and the buffer pool's own high-water mark is
 // the predicted pool.
 
+#include <mtk/autodiff/gradients.hpp>
 #include <mtk/base/buffer_pool.hpp>
 #include <mtk/base/kokkos_bytes.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/nn/nn.hpp>
+#include <mtk/ops/ops.hpp>
 #include <mtk/optim/optim.hpp>
 
 #include <gtest/gtest.h>
@@ -177,4 +179,24 @@ TEST(MemoryPrediction, ReportNamesWhatIsAliveAtThePeak) {
   // The logits, [8, 32, 512] floats, are alive at the peak (the start of the backward).
   EXPECT_NE(text.find("vocab=512]"), std::string::npos) << text;
   EXPECT_NE(text.find("an offset plan"), std::string::npos) << text;
+}
+
+// x W: the weight's gradient part (dy x, the last read of the activation x) is made before x's
+// (dy W) whichever operand the weight is, so x dies before its gradient is allocated and the
+// operand order does not change the most live bytes.
+TEST(MemoryPrediction, WeightGradientFirstWhicheverOperandTheWeightIs) {
+  if (Communicator::world().size() != 1)
+    GTEST_SKIP() << "one rank";
+  const Shape hs{{"b", 64}, {"e", 1024}}, ys{{"b", 64}, {"f", 1024}};
+  auto live_peak = [&](bool weight_second) {
+    Graph g;
+    const Tensor x = placeholder(g, "x", Shape{{"b", 64}, {"d", 64}});
+    const Tensor w1 = variable(g, "w1", Shape{{"d", 64}, {"e", 1024}}, Initializer::normal(1.0f));
+    const Tensor w2 = variable(g, "w2", Shape{{"e", 1024}, {"f", 1024}}, Initializer::normal(1.0f));
+    const Tensor h = einsum({x, w1}, hs);
+    const Tensor y = weight_second ? einsum({h, w2}, ys) : einsum({w2, h}, ys);
+    gradients(reduce_sum(square(y)), {w1, w2});
+    return analyze(g, MeshShape::parse("all:1"), LayoutRules(), 0)->counters().live_peak_bytes;
+  };
+  EXPECT_EQ(live_peak(true), live_peak(false));
 }

@@ -38,10 +38,15 @@ void einsum_grad(GradientContext& c, const EinsumAttrs& attrs) {
   if (c.op().inputs.size() == 1) {
     c.add(0, einsum_to({c.dy()}, c.input(0).shape(), p));
   } else {
-    if (c.needs(0))
-      add_product(c, 0, {c.dy(), c.input(1)}, p);
-    if (c.needs(1))
-      add_product(c, 1, {c.dy(), c.input(0)}, p);
+    // x W: W's part first, its last read of the activation x, which may then die before x's part
+    // (dy W) is allocated. The parts are independent, so the values do not change.
+    auto is_variable = [&](size_t i) {
+      return c.graph().op(c.input(i).producer()).def->is_variable;
+    };
+    const bool weight_first = is_variable(1) && !is_variable(0);
+    for (const size_t i : weight_first ? std::vector<size_t>{1, 0} : std::vector<size_t>{0, 1})
+      if (c.needs(i))
+        add_product(c, i, {c.dy(), c.input(1 - i)}, p);
   }
 }
 
