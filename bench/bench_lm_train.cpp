@@ -22,12 +22,14 @@
 #include <mtk/nn/transformer.hpp>
 #include <mtk/optim/optim.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -35,6 +37,30 @@ long long max_over_ranks(long long v) {
   long long m = 0;
   MPI_Allreduce(&v, &m, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
   return m;
+}
+
+// Compute and collective seconds per step of the rank with the most compute, and the most compute
+// over the least. That rank never waits for another's compute, so its collective time is what the
+// step exposes of communication; the others' also holds their wait for it (unequal cores).
+struct SlowestRank {
+  double compute = 0, collectives = 0, imbalance = 1;
+};
+SlowestRank slowest_rank(double compute, double collectives) {
+  int ranks = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  std::vector<double> all(2 * static_cast<size_t>(ranks));
+  const double mine[2] = {compute, collectives};
+  MPI_Allgather(mine, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, MPI_COMM_WORLD);
+  SlowestRank s{all[0], all[1], 1};
+  double least = all[0];
+  for (int r = 1; r < ranks; ++r) {
+    const double c = all[2 * static_cast<size_t>(r)];
+    least = std::min(least, c);
+    if (c > s.compute)
+      s = {c, all[2 * static_cast<size_t>(r) + 1], 1};
+  }
+  s.imbalance = least > 0 ? s.compute / least : 1;
+  return s;
 }
 
 // Every matmul backend on 2048^3, all ranks at once (each rank's share of the machine), summed
@@ -213,6 +239,7 @@ int run(int argc, char** argv) {
   const double flops =
       6 * n_params * tokens + c.num_layers * 6.0 * 2 * c.batch * c.length * c.length * hk;
   auto split = program->time_split();
+  const SlowestRank slowest = slowest_rank(split["compute"] / steps, split["collectives"] / steps);
   const long long kokkos_peak = max_over_ranks(mtk::KokkosBytes::peak());
   const long long hwm = max_over_ranks(static_cast<long long>(mtk::peak_resident_bytes()));
   const long long pool = max_over_ranks(program->buffer_pool().bytes());
@@ -228,6 +255,8 @@ int run(int argc, char** argv) {
         "\"ceiling_gflops\":%.1f,\"ceiling_backend\":\"%s\",\"matmul_rates\":[%s],"
         "\"mfu\":%.3f,\"loss\":%.4f,"
         "\"time_split_s\":{\"compute\":%.4f,\"collectives\":%.4f,\"other\":%.4f},"
+        "\"slowest_rank_split_s\":{\"compute\":%.4f,\"collectives\":%.4f},"
+        "\"compute_imbalance\":%.3f,"
         "\"comm_bytes_per_step\":%lld,\"peak_bytes\":%lld,\"kokkos_peak_bytes\":%lld,"
         "\"vmhwm_bytes\":%lld,\"pool_bytes\":%lld,\"buffer_reuse\":%s,"
         "\"activation_dtype\":\"%s\",\"bf16_gemm\":\"%s\",\"fp32_gemm\":\"%s\","
@@ -239,8 +268,8 @@ int run(int argc, char** argv) {
         ranks, mesh_text.c_str(), layout_text.c_str(), opt.c_str(), tokens, step_s, tokens / step_s,
         flops / step_s / 1e9, ceiling, fastest.backend.c_str(), rates_json.c_str(),
         flops / step_s / 1e9 / ceiling, loss, split["compute"] / steps,
-        split["collectives"] / steps, split["other"] / steps,
-        static_cast<long long>(program->counters().total_comm_bytes()),
+        split["collectives"] / steps, split["other"] / steps, slowest.compute, slowest.collectives,
+        slowest.imbalance, static_cast<long long>(program->counters().total_comm_bytes()),
         static_cast<long long>(program->counters().peak_bytes), kokkos_peak, hwm, pool,
         program->buffer_reuse() ? "true" : "false", c.activation_dtype.c_str(), bf16_path.c_str(),
         mtk::kernels::fp32_gemm_description().c_str(), flops, mtk::nn::to_string(c.recompute),
