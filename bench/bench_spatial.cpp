@@ -91,6 +91,10 @@ struct Measured {
   // The split exchanges' steps (start, finish: OpTraits::halo), the local copies along unsplit
   // dims (halo_copy), the whole step; per step, averaged over the profiled steps.
   double halo_s = 0, copy_s = 0, profiled_s = 0;
+  // The exchange's steps on the rank with the most time outside them: it never waits in them for
+  // another rank's compute, so this is the exchange's own cost (halo_s, the most over the ranks,
+  // also holds a faster rank's wait for a slower one).
+  double halo_slowest_rank_s = 0, profiled_slowest_rank_s = 0;
   int overlapped_halos = 0;
   mtk::cost::StepTime predicted;
 };
@@ -142,6 +146,13 @@ Measured measure(const mtk::Communicator& world, const mtk::Mesh& mesh, const Se
       halo += sec;
   }
   m.halo_s = world.max(halo) / s.steps;
+  const std::vector<double> others = world.allgather(total - halo);
+  const auto slowest =
+      static_cast<int>(std::max_element(others.begin(), others.end()) - others.begin());
+  double mine[2] = {halo, total};
+  world.broadcast_in_place(mine, 2, slowest);
+  m.halo_slowest_rank_s = mine[0] / s.steps;
+  m.profiled_slowest_rank_s = mine[1] / s.steps;
   m.copy_s = world.max(copy) / s.steps;
   m.profiled_s = world.max(total) / s.steps;
   m.overlapped_halos = program->overlapped_halos();
@@ -158,6 +169,9 @@ nlohmann::ordered_json to_json(const Measured& m) {
   j["halo_s"] = m.halo_s;
   j["halo_share"] = m.profiled_s > 0 ? m.halo_s / m.profiled_s : 0.0;
   j["halo_copy_s"] = m.copy_s;
+  j["halo_slowest_rank_s"] = m.halo_slowest_rank_s;
+  j["halo_share_slowest_rank"] =
+      m.profiled_slowest_rank_s > 0 ? m.halo_slowest_rank_s / m.profiled_slowest_rank_s : 0.0;
   j["overlapped_halos"] = m.overlapped_halos;
   const auto& p = m.predicted;
   const auto halo = p.comm_s.find(mtk::Collective::halo);
