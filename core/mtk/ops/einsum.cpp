@@ -43,8 +43,8 @@ void einsum_grad(GradientContext& c, const EinsumAttrs& attrs) {
     auto is_variable = [&](size_t i) {
       return c.graph().op(c.input(i).producer()).def->is_variable;
     };
-    const bool weight_first = is_variable(1) && !is_variable(0);
-    for (const size_t i : weight_first ? std::vector<size_t>{1, 0} : std::vector<size_t>{0, 1})
+    const size_t first = is_variable(1) && !is_variable(0) ? 1 : 0;
+    for (const size_t i : {first, 1 - first})
       if (c.needs(i))
         add_product(c, i, {c.dy(), c.input(1 - i)}, p);
   }
