@@ -67,6 +67,18 @@ paste <(all_losses run2/metrics.jsonl) <(all_losses micro/metrics.jsonl) > micro
 awk '{ d = $4 - $2; if (d < 0) d = -d; tol = $1 <= 20 ? 1e-4 : 1e-2; if ($1 != $3 || d > tol * ($2 > 1 ? $2 : 1)) { print "step " $1 ": " $2 " vs " $4; bad = 1 } } END { exit bad }' micro.txt ||
   fail "microbatched losses differ from the whole batch's"
 
+# Sequence parallelism (docs/spatial.md): local attention (window 8) with `length` split over 2
+# ranks (and `batch` over 2 more) gives the 1-rank losses; each rank feeds its batch rows whole
+# and the program slices the length.
+window="--set model.attention_window=8"
+mpirun -n 1 "$lm1b" train --config "$config" --run-dir local1 --mesh batch:1 $window --set train.steps=10 > l1.log 2>&1 || { cat l1.log; fail "local attention on 1 rank"; }
+mpirun -n 4 "$lm1b" train --config "$config" --run-dir local4 --mesh "batch:2;seq:2" --layout "batch:batch;length:seq" $window --set train.steps=10 > l4.log 2>&1 || { cat l4.log; fail "local attention with a split length"; }
+paste <(losses local1/metrics.jsonl) <(losses local4/metrics.jsonl) > local.txt
+cat local.txt
+[ "$(wc -l < local.txt)" -eq 10 ] || { cat local.txt; fail "local attention: expected 10 steps"; }
+awk '{ d = $4 - $2; if (d < 0) d = -d; if ($1 != $3 || d > 1e-4 * ($2 > 1 ? $2 : 1)) { print "step " $1 ": " $2 " vs " $4; bad = 1 } } END { exit bad }' local.txt ||
+  fail "losses with a split length differ from 1 rank's"
+
 # Bad input: clear errors, non-zero exit, no hang (each run has a timeout).
 expect_error() {  # expect_error PATTERN COMMAND...
   local pattern="$1"; shift

@@ -149,6 +149,36 @@ Program::Buffer Program::slice_of_host(int tensor, const HostTensor& global) con
   });
 }
 
+// A local feed is this rank's slice along every split dim, or whole along some of them (an app
+// that reads its batch rows feeds them with every position; a split length is sliced here).
+Program::Buffer Program::slice_of_local(int tensor, const HostTensor& local) const {
+  const auto& l = layouts_.at(static_cast<size_t>(tensor));
+  const auto& info = graph_->tensor_info(tensor);
+  const Shape& ls = l.slice_shape();
+  const Shape& hs = local.shape();
+  bool fits = hs.rank() == ls.rank() && local.dtype() == info.dtype;
+  std::vector<std::int64_t> origin(static_cast<size_t>(ls.rank()), 0);
+  const auto slice_origin = l.slice_origin(mesh_.coordinates());
+  for (int i = 0; fits && i < ls.rank(); ++i) {
+    fits =
+        hs[i].name == ls[i].name && (hs[i].size == ls[i].size || hs[i].size == l.shape()[i].size);
+    if (fits && hs[i].size != ls[i].size)
+      origin[static_cast<size_t>(i)] = slice_origin[static_cast<size_t>(i)];
+  }
+  if (!fits || local.size() != hs.num_elements())
+    fail("mtk::Program::run", cat("local feed for '", info.name, "' has shape ", hs.to_string(),
+                                  " ", dtype_name(local.dtype()), "; this rank's slice is ",
+                                  ls.to_string(), " ", dtype_name(info.dtype),
+                                  " (each dim its slice, or whole: ", l.shape().to_string(), ")"));
+  return visit_dtype(info.dtype, [&](auto v) {
+    using T = decltype(v);
+    if (hs == ls)
+      return Buffer(upload(local.data<T>(), local.size(), "feed"));
+    const auto slice = host_slice(local.data<T>(), hs, ls, origin);
+    return Buffer(upload(slice.data(), static_cast<std::int64_t>(slice.size()), info.name));
+  });
+}
+
 HostTensor Program::gather_global(int tensor, const Buffer& buffer) {
   const auto& l = layouts_.at(static_cast<size_t>(tensor));
   return visit_dtype(graph_->tensor_info(tensor).dtype, [&](auto t) {
@@ -187,15 +217,7 @@ void Program::feed_placeholders(Buffers& buffers, const std::map<int, HostTensor
       if (g != feeds.end()) {
         buffers[static_cast<size_t>(t)] = slice_of_host(t, g->second);
       } else if (l != local_feeds.end()) {
-        const HostTensor& h = l->second;
-        const auto& ls = layouts_[static_cast<size_t>(t)].slice_shape();
-        if (h.shape() != ls)
-          fail("mtk::Program::run",
-               cat("local feed for '", graph_->tensor_info(t).name, "' has shape ",
-                   h.shape().to_string(), "; this rank's slice is ", ls.to_string()));
-        buffers[static_cast<size_t>(t)] = visit_dtype(h.dtype(), [&](auto v) {
-          return Buffer(upload(h.data<decltype(v)>(), h.size(), "feed"));
-        });
+        buffers[static_cast<size_t>(t)] = slice_of_local(t, l->second);
       } else {
         fail("mtk::Program::run",
              cat("placeholder '", graph_->tensor_info(t).name, "' ",

@@ -220,7 +220,9 @@ class Program {
 
   /// Runs one step of the program. `feeds` maps placeholder tensors to their global values
   /// (every rank passes the same values and keeps its own slice) or, with `local_feeds`, to this
-  /// rank's slice. Returns the global value of each fetched tensor on every rank.
+  /// rank's slice; a local feed may also be whole along some split dims (e.g. a rank's batch rows
+  /// with every position of a split `length`), which are then sliced here. Returns the global
+  /// value of each fetched tensor on every rank.
   std::vector<HostTensor> run(const std::map<int, HostTensor>& feeds,
                               const std::vector<Tensor>& fetches = {},
                               const std::map<int, HostTensor>& local_feeds = {});
@@ -324,6 +326,7 @@ class Program {
   // Lets the pool reuse a variable's storage once an assignment has replaced it.
   void adopt_variable_storage(const Buffer& b);
   Buffer slice_of_host(int tensor, const HostTensor& global) const;
+  Buffer slice_of_local(int tensor, const HostTensor& local) const;
 
   Mesh mesh_;
   ExecSpace space_;
