@@ -85,6 +85,11 @@ expect_error() {  # expect_error PATTERN COMMAND...
   if "$@" > err.log 2>&1; then cat err.log; fail "expected failure: $*"; fi
   grep -q -- "$pattern" err.log || { cat err.log; fail "error lacks '$pattern': $*"; }
 }
+# A run directory's model: evaluating it without its attention window is refused (the same
+# weights would compute another model); --restore uses them anyway, with a note.
+expect_error "was trained with model.attention_window = 8 (this config: 0)" mpirun -n 1 "$lm1b" eval --config "$config" --run-dir local1 --mesh batch:1
+mpirun -n 1 "$lm1b" eval --config "$config" --run-dir bad --mesh batch:1 --restore local1/checkpoints/step-000000010 > note.log 2>&1 || { cat note.log; fail "eval with --restore of another model"; }
+grep -q "note: --restore .* was trained with model.attention_window = 8" note.log || { cat note.log; fail "no note on --restore of another model"; }
 expect_error "unknown key 'train.stepz'" mpirun -n 2 "$lm1b" train --config "$config" --run-dir bad --set train.stepz=3
 expect_error "not divisible" mpirun -n 2 "$lm1b" train --config "$config" --run-dir bad --set model.num_heads=3 --mesh model:2 --layout heads:model
 expect_error "prepare" mpirun -n 2 "$lm1b" train --config "$config" --run-dir bad --set data.dir=nowhere
