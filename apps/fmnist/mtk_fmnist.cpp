@@ -162,8 +162,8 @@ Figures train(const Settings& s, const Mesh& mesh, const fmnist::Dataset& data) 
         "epoch %lld: %lld steps, train loss %.4f, test loss %.4f, test accuracy %.4f, %.1f s\n",
         static_cast<long long>(epoch + 1), static_cast<long long>(done),
         done ? sum / double(done) : 0.0, test.loss, test.correct, f.epoch_seconds.back());
-    if (done < per_epoch)
-      break;
+    if (done < per_epoch || (s.steps && f.losses.size() >= size_t(s.steps)))
+      break;  // train.steps reached: no epoch of 0 steps after it
   }
   f.seconds = std::chrono::duration<double>(clock::now() - start).count();
   return f;
