@@ -7,11 +7,13 @@
 #include <mtk/lower/lowering.hpp>
 #include <mtk/lower/overlap.hpp>
 #include <mtk/nn/conv.hpp>
+#include <mtk/nn/training_graph.hpp>
 #include <mtk/ops/ops.hpp>
 #include <mtk/optim/optim.hpp>
 
 #include <gtest/gtest.h>
 
+#include "model_fixtures.hpp"
 #include "option_scope.hpp"
 #include "test_machine.hpp"
 #include <algorithm>
@@ -402,6 +404,36 @@ TEST(SpatialSearch, ProposesSpatialSplitsWhenTheBatchCannotUseTheProcessors) {
     spatial = spatial || splits_blocks;
   }
   EXPECT_TRUE(spatial);
+}
+
+TEST(SpatialSearch, LocalAttentionOffersTheLengthAndASplitLengthIsPriced) {
+  // Sequence parallelism: a model with local attention offers `length` (its halo is the window),
+  // full attention does not; with one sequence the search proposes length splits, with halos.
+  for (const std::int64_t window : {0, 4}) {
+    nn::TransformerConfig c = mtk::test::tiny_transformer();
+    c.length = 32;
+    c.batch = 1;
+    c.attention_window = window;
+    Graph g;
+    optim::Adafactor opt;
+    nn::build_training(g, c, 1, opt, optim::LearningRateSchedule(), 1);
+    const auto& offered = g.offered_splits();
+    const bool offers = std::find(offered.begin(), offered.end(), "length") != offered.end();
+    EXPECT_EQ(offers, window > 0) << "window " << window;
+    if (window == 0)
+      continue;
+    cost::SearchOptions o;
+    o.processors = 4;
+    const cost::SearchResult r = cost::search_layouts(g, test::test_machine(), o);
+    bool proposed = false;
+    for (const auto& cand : r.ranked) {
+      const bool splits_length = cand.rules.to_string().find("length:") != std::string::npos;
+      if (splits_length)
+        EXPECT_GT(halo_bytes(cand.counters), 0) << cand.rules.to_string();
+      proposed = proposed || splits_length;
+    }
+    EXPECT_TRUE(proposed);
+  }
 }
 
 // With the overlap, every candidate (each order of the mesh dims, whose links differ) prices its

@@ -70,6 +70,8 @@ Tensor local_self_attention(const LayerContext& ctx, const std::string& name, co
   check_inputs(x, segments, d_model, length_dim, window, block);
   Graph& g = *ctx.graph;
   g.offer_split(heads.name);
+  // Sequence parallelism: only a halo of the window crosses a split of the length.
+  g.offer_split(length_dim);
   const Dimension length = x.shape().dim(length_dim);
   // [.., length, ..] -> [.., length = blocks, attention_block, ..]: the blocks dim keeps the
   // length's name, and so its layout rule and split (a local reshape).
