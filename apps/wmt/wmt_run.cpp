@@ -174,12 +174,24 @@ void read_sentences(const Communicator& world, const TranslateOptions& t,
   });
 }
 
-// The incremental decoder with the checkpoint's weights (its path and metadata in `path`, `meta`).
-std::unique_ptr<decode::IncrementalDecoder> load_decoder(const Communicator& world,
-                                                         const app::RunOptions& o, const Setup& s,
-                                                         const nn::DecodingShape& shape,
-                                                         std::string& path,
-                                                         CheckpointMetadata& meta) {
+// The decoder translate runs: step-wise with caches for a dense model; a mixture of experts routes
+// by the whole sequence, so its model is re-run on every whole prefix (decode::FullDecoder, as
+// `mtk-lm1b sample` does): the same function as training's, slower by about the length.
+struct Translator {
+  std::unique_ptr<decode::IncrementalDecoder> incremental;
+  std::unique_ptr<decode::FullDecoder> full;
+  void encode(const std::vector<std::vector<std::int32_t>>& rows) {
+    incremental ? incremental->encode(rows) : full->encode(rows);
+  }
+  std::vector<std::vector<decode::Hypothesis>> beam_search(const decode::BeamSearchOptions& bo) {
+    return incremental ? incremental->beam_search(bo) : full->beam_search(bo);
+  }
+};
+
+// The decoder with the checkpoint's weights (its path and metadata in `path`, `meta`).
+Translator load_decoder(const Communicator& world, const app::RunOptions& o, const Setup& s,
+                        const nn::DecodingShape& shape, std::string& path,
+                        CheckpointMetadata& meta) {
   Mesh mesh(s.mesh_shape, world);
   Graph g;
   agree_on_failure(world, [&] {
@@ -187,19 +199,28 @@ std::unique_ptr<decode::IncrementalDecoder> load_decoder(const Communicator& wor
   });
   auto program = lower(g, mesh, s.rules);
   path = app::restore_weights(*program, o, mesh, &meta, true, "mtk-wmt");
-  std::unique_ptr<decode::IncrementalDecoder> decoder;
+  Translator t;
   agree_on_failure(world, [&] {
     app::batch_slice(s.rules, mesh, shape.batch, "the translate batch", "mtk-wmt translate");
-    decoder = std::make_unique<decode::IncrementalDecoder>(s.model, shape, mesh, s.rules);
+    if (s.model.moe_every > 0)
+      t.full = std::make_unique<decode::FullDecoder>(s.model, shape, mesh, s.rules);
+    else
+      t.incremental = std::make_unique<decode::IncrementalDecoder>(s.model, shape, mesh, s.rules);
   });
-  decoder->load_weights(*program);
-  return decoder;  // the training-shaped program is no longer needed
+  if (t.full) {
+    app::say(cat("  model.moe_every = ", s.model.moe_every,
+                 ": each position re-runs the model on the whole prefix (a mixture of experts "
+                 "routes by the sequence; no step-wise caches)\n"));
+    t.full->load_weights(*program);
+  } else {
+    t.incremental->load_weights(*program);
+  }
+  return t;  // the training-shaped program is no longer needed
 }
 
 // Every source translated, in batches of sentences sorted by length (so that a batch's beam
 // searches end together); the best hypothesis of each, in the sources' order.
-std::vector<std::string> translate_sentences(decode::IncrementalDecoder& decoder,
-                                             const Vocab& vocab,
+std::vector<std::string> translate_sentences(Translator& decoder, const Vocab& vocab,
                                              const std::vector<std::string>& sources,
                                              std::int64_t length, std::int64_t batch,
                                              const decode::BeamSearchOptions& bo) {
@@ -381,10 +402,10 @@ int translate_main(const Communicator& world, const std::vector<std::string>& ar
   read_sentences(world, t, sources, references);
   std::string path;
   CheckpointMetadata meta;
-  const auto decoder = load_decoder(world, o, s, shape, path, meta);
+  Translator decoder = load_decoder(world, o, s, shape, path, meta);
   const auto start_time = std::chrono::steady_clock::now();
   const std::vector<std::string> translations =
-      translate_sentences(*decoder, s.vocab, sources, s.model.length, shape.batch, bo);
+      translate_sentences(decoder, s.vocab, sources, s.model.length, shape.batch, bo);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
   write_translations(world, translations, t.output);

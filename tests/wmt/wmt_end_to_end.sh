@@ -81,6 +81,25 @@ mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir run --mesh "model:2" \
   --layout "d_ff:model;heads:model" --input corpus/test.en --output test3.fr \
   > /dev/null || fail "model-parallel translate failed"
 cmp test1.fr test3.fr || fail "model-parallel translations differ"
+# A mixture of experts in every layer: translate re-runs the model on each whole prefix (MoE
+# routes by the sequence; no step-wise caches); BLEU > 90, the same translations on 1 rank and
+# with the experts split over 2.
+moe="--set model.moe_every=1 --set model.moe.num_experts=4"
+mpirun -n 2 "$wmt" train --config tiny.yaml --run-dir mrun $moe > /dev/null || fail "train (MoE)"
+mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir mrun $moe --input corpus/test.en.sgm \
+  --reference corpus/test.fr.sgm --output mtest2.fr > mreport.txt || fail "translate (MoE)"
+cat mreport.txt
+grep -q "re-runs the model on the whole prefix" mreport.txt || fail "MoE translate: no note"
+mbleu=$(sed -n 's/^BLEU.* = \([0-9.]*\) .*/\1/p' mreport.txt)
+/usr/bin/python3 -c "import sys; sys.exit(0 if float('$mbleu') > 90 else 1)" ||
+  fail "MoE copy task BLEU $mbleu <= 90"
+mpirun -n 1 "$wmt" translate --config tiny.yaml --run-dir mrun $moe --mesh "batch:1" \
+  --input corpus/test.en --output mtest1.fr > /dev/null || fail "MoE translate on 1 rank failed"
+cmp mtest1.fr mtest2.fr || fail "MoE: 1-rank and 2-rank translations differ"
+mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir mrun $moe --mesh "model:2" \
+  --layout "experts:model" --input corpus/test.en --output mtest3.fr > /dev/null ||
+  fail "MoE translate with the experts split failed"
+cmp mtest1.fr mtest3.fr || fail "MoE: translations with the experts split differ"
 # Resume: from the newest checkpoint and its data position, logging on in metrics.jsonl.
 out=$(mpirun -n 2 "$wmt" train --config tiny.yaml --run-dir run --set train.steps=320) ||
   fail "resumed train failed: $out"

@@ -243,4 +243,23 @@ std::vector<float> log_softmax_rows(const float* logits, std::int64_t rows,
   return out;
 }
 
+std::vector<std::vector<Hypothesis>> search_in_decoder(const StepFunction& step, std::int64_t batch,
+                                                       std::int64_t beam, std::int64_t max_length,
+                                                       std::int64_t vocab_size,
+                                                       const BeamSearchOptions& options,
+                                                       const char* where) {
+  if (options.beam_size != beam)
+    fail(where, cat("beam_size ", options.beam_size, " differs from the programs' beam ", beam));
+  if (options.max_length > max_length)
+    fail(where,
+         cat("max_length ", options.max_length, " exceeds the programs' max_length ", max_length));
+  if (beam == 1) {
+    std::vector<std::vector<Hypothesis>> out;
+    for (auto& h : greedy_search(step, batch, vocab_size, options))
+      out.push_back({std::move(h)});
+    return out;
+  }
+  return beam_search(step, batch, vocab_size, options);
+}
+
 }  // namespace mtk::decode

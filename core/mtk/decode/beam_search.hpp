@@ -56,6 +56,15 @@ std::vector<std::vector<Hypothesis>> beam_search(const StepFunction& step, std::
                                                  std::int64_t vocab_size,
                                                  const BeamSearchOptions& options);
 
+/// What a decoder built for `batch` rows of `beam` hypotheses and at most `max_length` positions
+/// runs: greedy_search for beam 1 (one hypothesis per row), else beam_search. Options of another
+/// beam or a longer max_length fail naming `where` and the sizes.
+std::vector<std::vector<Hypothesis>> search_in_decoder(const StepFunction& step, std::int64_t batch,
+                                                       std::int64_t beam, std::int64_t max_length,
+                                                       std::int64_t vocab_size,
+                                                       const BeamSearchOptions& options,
+                                                       const char* where);
+
 /// Greedy search: at each position the most probable token (ties: the lower id), until EOS or
 /// max_length. `step` is called with batch x 1 hypotheses (parents all 0); options.beam_size is
 /// ignored. One hypothesis per row.

@@ -98,4 +98,9 @@ StepFunction FullDecoder::step_function() {
   };
 }
 
+std::vector<std::vector<Hypothesis>> FullDecoder::beam_search(const BeamSearchOptions& options) {
+  return search_in_decoder(step_function(), shape_.batch, shape_.beam, shape_.max_length,
+                           config_.vocab_size, options, "mtk::decode::FullDecoder::beam_search");
+}
+
 }  // namespace mtk::decode

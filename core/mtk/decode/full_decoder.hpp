@@ -31,6 +31,8 @@ class FullDecoder {
   HostTensor step(std::int64_t position, const std::vector<std::int32_t>& tokens,
                   const std::vector<std::int32_t>& parents);
   StepFunction step_function();
+  /// Beam search (greedy for beam 1) of the encoded rows, as IncrementalDecoder::beam_search.
+  std::vector<std::vector<Hypothesis>> beam_search(const BeamSearchOptions& options);
   Program& program() { return *program_; }
 
  private:

@@ -104,20 +104,9 @@ StepFunction IncrementalDecoder::step_function() {
 
 std::vector<std::vector<Hypothesis>> IncrementalDecoder::beam_search(
     const BeamSearchOptions& options) {
-  const char* where = "mtk::decode::IncrementalDecoder::beam_search";
-  if (options.beam_size != shape_.beam)
-    fail(where,
-         cat("beam_size ", options.beam_size, " differs from the programs' beam ", shape_.beam));
-  if (options.max_length > shape_.max_length)
-    fail(where, cat("max_length ", options.max_length, " exceeds the programs' max_length ",
-                    shape_.max_length));
-  if (shape_.beam == 1) {
-    std::vector<std::vector<Hypothesis>> out;
-    for (auto& h : greedy_search(step_function(), shape_.batch, config_.vocab_size, options))
-      out.push_back({std::move(h)});
-    return out;
-  }
-  return decode::beam_search(step_function(), shape_.batch, config_.vocab_size, options);
+  return search_in_decoder(step_function(), shape_.batch, shape_.beam, shape_.max_length,
+                           config_.vocab_size, options,
+                           "mtk::decode::IncrementalDecoder::beam_search");
 }
 
 }  // namespace mtk::decode
