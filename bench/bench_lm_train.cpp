@@ -9,7 +9,8 @@
 // --variable-dtype, --slot-dtype float32|bfloat16: train.variable_dtype,
 // train.optimizer_slot_dtype. --variable-rounding nearest|stochastic: train.variable_rounding.
 // --shard-optimizer: the sharded optimizer update
-// (docs/sharded-optimizer.md).
+// (docs/sharded-optimizer.md). --window W: model.attention_window (local attention; `length` may
+// then be split: --mesh seq:2 --layout length:seq, docs/spatial.md).
 
 #include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
@@ -164,6 +165,8 @@ int run(int argc, char** argv) {
       c.recompute = recompute_of(v);
     else if (k == "--loss-chunks")
       c.loss_chunks = std::stoll(v);
+    else if (k == "--window")
+      c.attention_window = std::stoll(v);
     else if (k == "--variable-dtype" && mtk::dtype_from_name(v, variable_dtype))
       continue;
     else if (k == "--slot-dtype" && mtk::dtype_from_name(v, slot_dtype))
@@ -231,13 +234,16 @@ int run(int argc, char** argv) {
   const double step_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
   const double tokens = static_cast<double>(c.batch * c.length);
-  // The peer's model-FLOPs formula: 6 x non-embedding params x tokens + attention.
+  // The peer's model-FLOPs formula: 6 x non-embedding params x tokens + attention (each query
+  // against every position, or with local attention against its block and the window before it).
   const double hk = static_cast<double>(c.num_heads * c.d_kv);
+  const double keys = static_cast<double>(
+      c.local_attention() ? c.local_block() + c.attention_window - 1 : c.length);
   const double n_params =
       static_cast<double>(c.num_layers) * (4.0 * c.d_model * hk + 2.0 * c.d_model * c.d_ff) +
       static_cast<double>(c.vocab_size) * c.d_model;
   const double flops =
-      6 * n_params * tokens + c.num_layers * 6.0 * 2 * c.batch * c.length * c.length * hk;
+      6 * n_params * tokens + c.num_layers * 6.0 * 2 * c.batch * c.length * keys * hk;
   auto split = program->time_split();
   const SlowestRank slowest = slowest_rank(split["compute"] / steps, split["collectives"] / steps);
   const long long kokkos_peak = max_over_ranks(mtk::KokkosBytes::peak());
@@ -264,7 +270,8 @@ int run(int argc, char** argv) {
         "\"variable_bytes\":%lld,\"recomputed_steps\":%lld,\"program_flops_per_step\":%.0f,"
         "\"live_peak_bytes\":%lld,\"pool_peak_bytes\":%lld,\"predicted_over_kokkos\":%.3f,"
         "\"loss_chunks\":%lld,\"variable_dtype\":\"%s\",\"slot_dtype\":\"%s\","
-        "\"variable_rounding\":\"%s\",\"shard_optimizer\":%s}\n",
+        "\"variable_rounding\":\"%s\",\"shard_optimizer\":%s,\"attention_window\":%lld,"
+        "\"length\":%lld,\"batch\":%lld}\n",
         ranks, mesh_text.c_str(), layout_text.c_str(), opt.c_str(), tokens, step_s, tokens / step_s,
         flops / step_s / 1e9, ceiling, fastest.backend.c_str(), rates_json.c_str(),
         flops / step_s / 1e9 / ceiling, loss, split["compute"] / steps,
@@ -280,7 +287,9 @@ int run(int argc, char** argv) {
         static_cast<long long>(c.loss_chunks), mtk::dtype_name(variable_dtype),
         mtk::dtype_name(slot_dtype),
         variable_rounding == mtk::Rounding::stochastic ? "stochastic" : "nearest",
-        shard_optimizer ? "true" : "false");
+        shard_optimizer ? "true" : "false",
+        static_cast<long long>(c.local_attention() ? c.attention_window : 0),
+        static_cast<long long>(c.length), static_cast<long long>(c.batch));
   }
   if (rank == 0 && std::getenv("MTK_BENCH_DETAIL")) {
     for (const auto& [k, v] : program->time_by_kind())
