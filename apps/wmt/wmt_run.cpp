@@ -400,6 +400,14 @@ int translate_main(const Communicator& world, const std::vector<std::string>& ar
   decoding_settings(t, settings, s.model, bo, shape);
   std::vector<std::string> sources, references;
   read_sentences(world, t, sources, references);
+  // Fewer sentences than a batch: a smaller program (rows still divide over the mesh dim that
+  // splits `batch`). Rows are decoded independently, unless MoE routing groups span rows.
+  if (s.model.moe_every == 0 || s.model.moe.group_size == 0) {
+    const int axis = s.rules.mesh_axis_for("batch", s.mesh_shape);
+    const std::int64_t split = axis < 0 ? 1 : s.mesh_shape[axis].size;
+    const auto needed = static_cast<std::int64_t>(std::max<std::size_t>(sources.size(), 1));
+    shape.batch = std::min(shape.batch, (needed + split - 1) / split * split);
+  }
   std::string path;
   CheckpointMetadata meta;
   Translator decoder = load_decoder(world, o, s, shape, path, meta);
