@@ -183,6 +183,18 @@ inline void add_data_movement_cases(std::vector<GraphCase>& cases) {
                    },
                    {"b:@0", "b:@0;lp:@1", "lc:@0;b:@1", "ls:@0"}});
 
+  // cumsum along a split dim: each part starts from the parts before it.
+  cases.push_back({"cumsum_split",
+                   [=](Graph& g) {
+                     Tensor x = var(g, "x", {b, l16});
+                     Tensor counts = greater(x, constant(g, Shape(), 0.0));  // 0 or 1
+                     std::vector<Tensor> outs = {cumsum(x, "l"), cumsum(x, "l", true),
+                                                 cumsum(counts, "l", true) * x};
+                     return BuiltGraph{outs, weighted_loss(g, outs), {}};
+                   },
+                   {"l:@0", "l:@0;b:@1", "b:@0;l:@1"},
+                   true});
+
   cases.push_back({"broadcast_random_dropout",
                    [=](Graph& g) {
                      Tensor x = var(g, "x", {b, i});

@@ -354,6 +354,52 @@ TEST(Cumsum, InclusiveAndExclusiveAlongEveryDim) {
                {"mtk::kernels::cumsum"});
 }
 
+TEST(Cumsum, PartsStartedFromTheLeadingPartsTotalsEqualTheWhole) {
+  // A split dim: [a, b=6, c] as three parts of 2 along b; each part scanned from the totals of
+  // the parts before it (what a split cumsum's ranks do) gives the whole scan.
+  const Shape s{{"a", 3}, {"b", 6}, {"c", 5}}, part{{"a", 3}, {"b", 2}, {"c", 5}};
+  auto x = random_ids(s.num_elements(), 43, 0, 2);  // counts: exact in every order
+  std::vector<double> xf(x.begin(), x.end());
+  const mtk::ExecSpace space;
+  auto part_of = [&](int p) {
+    std::vector<double> v;
+    for (std::int64_t i = 0; i < 3; ++i)
+      for (std::int64_t j = 2 * p; j < 2 * p + 2; ++j)
+        for (std::int64_t l = 0; l < 5; ++l)
+          v.push_back(xf[static_cast<size_t>((i * 6 + j) * 5 + l)]);
+    return v;
+  };
+  const std::int64_t rows = 15;
+  Kokkos::View<double*> totals("totals", 3 * rows);
+  for (int p = 0; p < 3; ++p) {
+    const auto t = k::cumsum_row_totals(space, part, to_view<float>(part_of(p)), 1);
+    ASSERT_EQ(static_cast<std::int64_t>(t.extent(0)), rows);
+    Kokkos::deep_copy(Kokkos::subview(totals, std::make_pair(p * rows, (p + 1) * rows)), t);
+  }
+  for (bool exclusive : {false, true}) {
+    const auto whole = to_vector(k::cumsum(space, s, to_view<float>(xf), 1, exclusive));
+    for (int p = 0; p < 3; ++p) {
+      const auto start = k::sum_of_leading_parts(space, totals, rows, p);
+      const auto got =
+          to_vector(k::cumsum(space, part, to_view<float>(part_of(p)), 1, exclusive, start));
+      size_t at = 0;
+      for (std::int64_t i = 0; i < 3; ++i)
+        for (std::int64_t j = 2 * p; j < 2 * p + 2; ++j)
+          for (std::int64_t l = 0; l < 5; ++l, ++at)
+            EXPECT_EQ(got[at], whole[static_cast<size_t>((i * 6 + j) * 5 + l)])
+                << "part " << p << " exclusive " << exclusive;
+    }
+  }
+  expect_error(
+      [&] {
+        k::cumsum(space, part, to_view<float>(part_of(0)), 1, false,
+                  Kokkos::View<double*>("short", 4));
+      },
+      {"mtk::kernels::cumsum", "4 values", "15 rows"});
+  expect_error([&] { k::sum_of_leading_parts(space, totals, rows, 4); },
+               {"mtk::kernels::sum_of_leading_parts"});
+}
+
 TEST(Top1, MaxAndFirstPosition) {
   const Shape s{{"a", 3}, {"b", 4}, {"c", 5}};
   auto x = random_ids(s.num_elements(), 51, 0, 3);  // many ties

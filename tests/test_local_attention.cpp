@@ -292,6 +292,23 @@ TEST(LocalAttentionModel, TrainingWithASplitLengthEqualsOneProcessor) {
   }
 }
 
+TEST(LocalAttentionModel, MixtureOfExpertsWithASplitLengthEqualsOneProcessor) {
+  // Routing scans the length (each token's place in its expert's buffer: a cumsum), which a split
+  // length scans part by part from the parts before.
+  nn::TransformerConfig c = tiny_transformer(/*moe=*/true);
+  c.length = 32;
+  c.attention_window = 4;
+  const Trained ref = train(c, single_processor_mesh(), LayoutRules());
+  ASSERT_LT(ref.losses.back(), ref.losses.front()) << "the model learns";
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    Mesh mesh(mshape, MPI_COMM_WORLD);
+    for (const std::string layout :
+         {"length:@0", "length:@0;experts:@1", "batch:@0;length:@1;experts:@2"})
+      expect_close(train(c, mesh, instantiate(layout, mshape)), ref,
+                   "MoE on " + mshape.to_string() + " layout " + layout);
+  }
+}
+
 TEST(LocalAttentionModel, FeedsOfTheRanksBatchRowsAreSlicedAlongASplitLength) {
   // The apps feed each rank its batch rows with every position; a split length is sliced by the
   // program: the same run, bitwise, as global feeds.

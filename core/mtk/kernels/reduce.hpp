@@ -24,8 +24,18 @@ FView softmax(const ExecSpace& space, const Shape& shape, const FView& x, int di
 FView softmax_grad(const ExecSpace& space, const Shape& shape, const FView& y, const FView& dy,
                    int dim, bool log, const FView& into = {},
                    const View<std::uint16_t>& bf16_into = {});
-/// Inclusive (or exclusive) cumulative sum along `dim`.
-FView cumsum(const ExecSpace& space, const Shape& shape, const FView& x, int dim, bool exclusive);
+/// Inclusive (or exclusive) cumulative sum along `dim`, accumulated in double. `start` (one value
+/// per row: the outer * inner positions around `dim`, row-major) is added before the first element
+/// of each row: the sum of the rows' earlier parts held elsewhere (a split dim).
+FView cumsum(const ExecSpace& space, const Shape& shape, const FView& x, int dim, bool exclusive,
+             const View<double>& start = {});
+/// Each row's sum along `dim` in double, in cumsum's order (what a following part of the row
+/// starts from).
+View<double> cumsum_row_totals(const ExecSpace& space, const Shape& shape, const FView& x, int dim);
+/// parts holds parts of `rows` values each, one after the other; the sum of the first `count` of
+/// them, part by part in order, for each row.
+View<double> sum_of_leading_parts(const ExecSpace& space, const View<double>& parts,
+                                  std::int64_t rows, std::int64_t count);
 /// Max along `dim` (whole locally) and its position; out_shape = shape without `dim`.
 void top_1(const ExecSpace& space, const Shape& shape, const FView& x, int dim, FView& values,
            IView& indices);

@@ -12,7 +12,8 @@
 
 namespace mtk::kernels {
 
-FView cumsum(const ExecSpace& space, const Shape& shape, const FView& x, int dim, bool exclusive) {
+FView cumsum(const ExecSpace& space, const Shape& shape, const FView& x, int dim, bool exclusive,
+             const View<double>& start) {
   using impl::alloc;
   using impl::check_dim;
   using impl::check_size;
@@ -21,13 +22,17 @@ FView cumsum(const ExecSpace& space, const Shape& shape, const FView& x, int dim
   check_size(where, shape, x, "input");
   const Around a(shape, dim);
   const std::int64_t n = a.n, inner = a.inner, rows = a.outer * a.inner;
+  const bool offset = start.extent(0) > 0;
+  if (offset && static_cast<std::int64_t>(start.extent(0)) != rows)
+    fail(where, cat("start holds ", start.extent(0), " values; ", shape.to_string(), " along dim ",
+                    dim, " has ", rows, " rows"));
   FView y = alloc<float>(where, shape.num_elements());
   if (shape.num_elements() == 0)
     return y;
   Kokkos::parallel_for(
       where, impl::Range(space, 0, rows), KOKKOS_LAMBDA(std::int64_t r) {
         const std::int64_t base = (r / inner) * n * inner + r % inner;
-        double acc = 0.0;
+        double acc = offset ? start(r) : 0.0;
         for (std::int64_t i = 0; i < n; ++i) {
           const std::int64_t k = base + i * inner;
           const float v = x(k);
@@ -41,6 +46,43 @@ FView cumsum(const ExecSpace& space, const Shape& shape, const FView& x, int dim
         }
       });
   return y;
+}
+
+View<double> cumsum_row_totals(const ExecSpace& space, const Shape& shape, const FView& x,
+                               int dim) {
+  using impl::check_dim;
+  using impl::check_size;
+  const char* where = "mtk::kernels::cumsum_row_totals";
+  check_dim(where, shape, dim);
+  check_size(where, shape, x, "input");
+  const Around a(shape, dim);
+  const std::int64_t n = a.n, inner = a.inner, rows = a.outer * a.inner;
+  View<double> t = impl::alloc<double>(where, rows);
+  Kokkos::parallel_for(
+      where, impl::Range(space, 0, rows), KOKKOS_LAMBDA(std::int64_t r) {
+        const std::int64_t base = (r / inner) * n * inner + r % inner;
+        double acc = 0.0;  // cumsum's accumulator, in cumsum's order
+        for (std::int64_t i = 0; i < n; ++i)
+          acc += x(base + i * inner);
+        t(r) = acc;
+      });
+  return t;
+}
+
+View<double> sum_of_leading_parts(const ExecSpace& space, const View<double>& parts,
+                                  std::int64_t rows, std::int64_t count) {
+  const char* where = "mtk::kernels::sum_of_leading_parts";
+  if (rows < 0 || count < 0 || count * rows > static_cast<std::int64_t>(parts.extent(0)))
+    fail(where, cat(count, " parts of ", rows, " rows do not fit in ", parts.extent(0), " values"));
+  View<double> s = impl::alloc<double>(where, rows);
+  Kokkos::parallel_for(
+      where, impl::Range(space, 0, rows), KOKKOS_LAMBDA(std::int64_t r) {
+        double acc = 0.0;
+        for (std::int64_t j = 0; j < count; ++j)  // in part order: the same sum on every rank
+          acc += parts(j * rows + r);
+        s(r) = acc;
+      });
+  return s;
 }
 
 void top_1(const ExecSpace& space, const Shape& shape, const FView& x, int dim, FView& values,
