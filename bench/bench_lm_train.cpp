@@ -122,6 +122,19 @@ int run(int argc, char** argv) {
   c.batch = 8;
   for (int i = 1; i < argc; i += 2) {
     std::string k = argv[i];
+    if (k == "--help" || k == "-h") {
+      if (rank == 0)
+        std::printf(
+            "bench_lm_train: training throughput and peak memory of the standard benchmark model "
+            "(one JSON object).\nOptions: --mesh M --layout L --steps N (0: the prediction only) "
+            "--optimizer adam|adafactor|sgd\n  --d_model --d_ff --heads --d_kv --layers --vocab "
+            "--seq --batch N --window W (local attention)\n  --recompute none|attention|layer "
+            "--microbatches K --loss-chunks C --bf16 --shard-optimizer\n  --variable-dtype "
+            "float32|bfloat16 --slot-dtype float32|bfloat16 --variable-rounding "
+            "nearest|stochastic\nSee the comment at the top of bench/bench_lm_train.cpp and "
+            "docs/performance.md.\n");
+      return 0;
+    }
     if (k == "--shard-optimizer") {
       shard_optimizer = true;
       --i;
@@ -174,7 +187,8 @@ int run(int argc, char** argv) {
     else if (k == "--variable-rounding" && (v == "nearest" || v == "stochastic"))
       variable_rounding = v == "nearest" ? mtk::Rounding::nearest : mtk::Rounding::stochastic;
     else
-      mtk::fail("bench_lm_train", "unknown option " + k);
+      mtk::fail("bench_lm_train",
+                "unknown option or value: " + k + " " + v + " (--help lists them)");
   }
   const auto rates = machine_matmul_rates();
   const auto precision =

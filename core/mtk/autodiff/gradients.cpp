@@ -65,10 +65,18 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs,
     return static_cast<size_t>(id) < depends.size() && depends[static_cast<size_t>(id)];
   };
   std::map<int, Tensor> grad;  // tensor id -> accumulated gradient
-  std::set<int> summed;        // the xs given an initial sum (microbatches)
+  // The xs whose later gradient parts may be contracted into the sum so far: those given an
+  // initial sum (microbatches) and every x with fan-in (a weight read by several ops: the loss
+  // head's slices, a shared table), so that no part is alive apart from the sum.
+  std::set<int> summed;
+  if (fused_gradient_sums())
+    for (const auto& x : xs)
+      if (x.valid() && &x.graph() == &g)
+        summed.insert(x.id());
+  std::set<int> no_sum;  // the xs given no running sum (an invalid initial): parts kept apart
   auto running_sum = [&](int id) {
     auto it = grad.find(id);
-    return summed.count(id) && it != grad.end() ? it->second : Tensor();
+    return summed.count(id) && !no_sum.count(id) && it != grad.end() ? it->second : Tensor();
   };
   auto accumulate = [&](int id, const Tensor& d) {
     if (!d.valid() || !needs(id))
@@ -87,16 +95,16 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs,
   };
   grad.emplace(loss.id(), constant(g, loss.shape(), 1.0));
   for (size_t i = 0; i < initial.size(); ++i) {
-    if (!initial[i].valid())  // no running sum for this x
+    if (!initial[i].valid()) {  // no running sum for this x
+      no_sum.insert(xs[i].id());
       continue;
+    }
     if (initial[i].shape() != xs[i].shape())
       fail("mtk::gradients",
            cat("initial gradient '", initial[i].name(), "' ", initial[i].shape().to_string(),
                " for '", xs[i].name(), "' ", xs[i].shape().to_string()));
     if (needs(xs[i].id()))
       grad.emplace(xs[i].id(), initial[i]);
-    if (fused_gradient_sums())
-      summed.insert(xs[i].id());
   }
 
   for (int oi = last_op; oi >= 0; --oi) {

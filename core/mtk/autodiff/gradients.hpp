@@ -9,7 +9,10 @@
 namespace mtk {
 
 /// d(loss)/d(x) for each x in `xs` (loss: a float32 tensor, usually a scalar; a non-scalar loss
-/// is summed). Fan-in is summed. A tensor the loss does not depend on gets zeros.
+/// is summed). Fan-in is summed; an x read by several ops (a weight of the chunked loss head, a
+/// shared table) has each later part made by a two-operand einsum contracted into the sum of the
+/// parts before (einsum_accumulate: no buffer for the part), unless set_fused_gradient_sums(false).
+/// A tensor the loss does not depend on gets zeros.
 std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs);
 
 /// The same plus `initial[i]` for each x (a running sum, e.g. the gradients of earlier
@@ -21,8 +24,8 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs)
 std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& xs,
                               const std::vector<Tensor>& initial);
 
-/// Whether gradients(loss, xs, initial) contracts einsum parts into the running sums (default on);
-/// off: each part is made, then added (tests, benchmarks).
+/// Whether gradients() contracts the xs' einsum parts into their running sums, initial or of the
+/// parts before (default on); off: each part is made, then added (tests, benchmarks).
 void set_fused_gradient_sums(bool on);
 bool fused_gradient_sums();
 
