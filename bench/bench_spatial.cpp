@@ -2,10 +2,11 @@
 // mesh (docs/spatial.md): every rank holds a block of `block`^3 positions whatever the mesh, the
 // blocks dims `db`, `hb`, `wb` are split over mesh dims named `d`, `h`, `w` where the mesh has
 // them. One training step (forward and the filters' gradients) is timed, the best of `rounds`
-// rounds of `steps` steps; `steps` more profiled steps give the time per step kind and the split
-// halo exchanges' time (local copies along unsplit dims apart, halo_copy). With `--overlap both`
-// (the default) the same is run with the halo exchanges blocking (MTK_OVERLAP_HALO=0) and
-// overlapped (=1): the exchange time, the time hidden and the hidden fraction, next to the cost
+// rounds of `steps` steps; `rounds` more profiled rounds give the time per step kind and the split
+// halo exchanges' time (local copies along unsplit dims apart, halo_copy; medians over the
+// rounds). With `--overlap both` (the default) the same is run with the halo exchanges blocking
+// (MTK_OVERLAP_HALO=0) and overlapped (=1), the two programs' rounds interleaved: the exchange
+// time, the time hidden and the hidden fraction, next to the cost
 // model's predicted halo share (hidden per exchange behind the products between its start and its
 // finish). One JSON object per run.
 // `--layer transpose` makes each layer a transposed convolution, `--layer pool` a convolution
@@ -31,8 +32,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,7 +90,7 @@ struct Measured {
   std::vector<double> rounds_s;
   nlohmann::ordered_json profile_s;
   // The split exchanges' steps (start, finish: OpTraits::halo), the local copies along unsplit
-  // dims (halo_copy), the whole step; per step, averaged over the profiled steps.
+  // dims (halo_copy), the whole step; per step, the median over the profiled rounds.
   double halo_s = 0, copy_s = 0, profiled_s = 0;
   // The exchange's steps on the rank with the most time outside them: it never waits in them for
   // another rank's compute, so this is the exchange's own cost (halo_s, the most over the ranks,
@@ -107,59 +108,105 @@ std::string layout_rules(const mtk::MeshShape& mshape) {
   return rules;
 }
 
-Measured measure(const mtk::Communicator& world, const mtk::Mesh& mesh, const Settings& s,
-                 const mtk::cost::Machine& machine, bool overlap) {
-  setenv("MTK_OVERLAP_HALO", overlap ? "1" : "0", 1);  // read by nn::conv and by lower()
-  mtk::reload_runtime_options();
+// One mode's program, built and lowered with MTK_OVERLAP_HALO as `overlap` says.
+struct Mode {
+  bool overlap = false;
   mtk::Graph g;
+  std::unique_ptr<mtk::Program> program;
+  std::vector<mtk::Tensor> fetch;
+  std::map<int, mtk::HostTensor> feeds;
+  Measured m;
+  // Per profiled round, per step: halo, copies, whole; on the slowest rank: halo, whole.
+  std::vector<double> halo, copy, total, halo_slowest, total_slowest;
+  std::map<std::string, double> by_kind;  // summed over the profiled rounds, most over the ranks
+};
+
+void build_mode(Mode& md, const mtk::Mesh& mesh, const Settings& s) {
+  setenv("MTK_OVERLAP_HALO", md.overlap ? "1" : "0", 1);  // read by nn::conv and by lower()
+  mtk::reload_runtime_options();
   mtk::Tensor x;
-  const std::vector<mtk::Tensor> fetch = build(g, mesh.shape(), s, x);
-  auto program = mtk::lower(g, mesh, mtk::LayoutRules::parse(layout_rules(mesh.shape())));
+  md.fetch = build(md.g, mesh.shape(), s, x);
+  md.program = mtk::lower(md.g, mesh, mtk::LayoutRules::parse(layout_rules(mesh.shape())));
   std::vector<float> values(static_cast<size_t>(x.shape().num_elements()));
   for (size_t k = 0; k < values.size(); ++k)
     values[k] = static_cast<float>((k * 7919) % 1000) / 1000.0f - 0.5f;
-  const std::map<int, mtk::HostTensor> feeds{{x.id(), mtk::HostTensor::floats(x.shape(), values)}};
-  program->run(feeds, fetch);  // warm-up
-  Measured m;
-  for (int r = 0; r < s.rounds; ++r) {
-    world.barrier();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < s.steps; ++i)
-      program->run(feeds, fetch);
-    world.barrier();
-    m.rounds_s.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / s.steps);
-  }
-  m.best_step_s = *std::min_element(m.rounds_s.begin(), m.rounds_s.end());
-  program->set_profiling(true);
-  program->reset_time_split();
+  md.feeds = {{x.id(), mtk::HostTensor::floats(x.shape(), values)}};
+  md.program->run(md.feeds, md.fetch);  // warm-up
+}
+
+void timed_round(Mode& md, const mtk::Communicator& world, const Settings& s) {
+  world.barrier();
+  const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < s.steps; ++i)
-    program->run(feeds, fetch);
-  m.profile_s = nlohmann::ordered_json::object();
+    md.program->run(md.feeds, md.fetch);
+  world.barrier();
+  md.m.rounds_s.push_back(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / s.steps);
+}
+
+void profiled_round(Mode& md, const mtk::Communicator& world, const Settings& s) {
+  mtk::Program& p = *md.program;
+  p.set_profiling(true);
+  p.reset_time_split();
+  for (int i = 0; i < s.steps; ++i)
+    p.run(md.feeds, md.fetch);
+  p.set_profiling(false);
   double total = 0, halo = 0, copy = 0;
-  for (const auto& [kind, sec] : program->time_by_kind()) {  // every rank has the same kinds
-    m.profile_s[kind] = world.max(sec) / s.steps;
+  for (const auto& [kind, sec] : p.time_by_kind()) {  // every rank has the same kinds
+    md.by_kind[kind] += world.max(sec) / s.steps;
     total += sec;
     if (kind == "halo_copy")
       copy += sec;
     else if (kind.rfind("halo_", 0) == 0)
       halo += sec;
   }
-  m.halo_s = world.max(halo) / s.steps;
+  md.halo.push_back(world.max(halo) / s.steps);
+  md.copy.push_back(world.max(copy) / s.steps);
+  md.total.push_back(world.max(total) / s.steps);
   const std::vector<double> others = world.allgather(total - halo);
   const auto slowest =
       static_cast<int>(std::max_element(others.begin(), others.end()) - others.begin());
   double mine[2] = {halo, total};
   world.broadcast_in_place(mine, 2, slowest);
-  m.halo_slowest_rank_s = mine[0] / s.steps;
-  m.profiled_slowest_rank_s = mine[1] / s.steps;
-  m.copy_s = world.max(copy) / s.steps;
-  m.profiled_s = world.max(total) / s.steps;
-  m.overlapped_halos = program->overlapped_halos();
-  mtk::cost::StepTimeOptions o;
-  o.overlap_halo = overlap;
-  m.predicted = mtk::cost::predict_step_time(program->counters(), mesh.shape(), machine, o);
-  return m;
+  md.halo_slowest.push_back(mine[0] / s.steps);
+  md.total_slowest.push_back(mine[1] / s.steps);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Every mode's rounds interleaved (blocking, overlapped, blocking, ...), so that a slow spell of
+// the host falls on both modes alike; then as many profiled rounds, interleaved the same way, whose
+// medians are the figures.
+void measure(std::vector<Mode*> modes, const mtk::Communicator& world, const mtk::Mesh& mesh,
+             const Settings& s, const mtk::cost::Machine& machine) {
+  for (Mode* md : modes)
+    build_mode(*md, mesh, s);
+  for (int r = 0; r < s.rounds; ++r)
+    for (Mode* md : modes)
+      timed_round(*md, world, s);
+  for (int r = 0; r < s.rounds; ++r)
+    for (Mode* md : modes)
+      profiled_round(*md, world, s);
+  for (Mode* md : modes) {
+    Measured& m = md->m;
+    m.best_step_s = *std::min_element(m.rounds_s.begin(), m.rounds_s.end());
+    m.profile_s = nlohmann::ordered_json::object();
+    for (const auto& [kind, sec] : md->by_kind)
+      m.profile_s[kind] = sec / s.rounds;
+    m.halo_s = median(md->halo);
+    m.copy_s = median(md->copy);
+    m.profiled_s = median(md->total);
+    m.halo_slowest_rank_s = median(md->halo_slowest);
+    m.profiled_slowest_rank_s = median(md->total_slowest);
+    m.overlapped_halos = md->program->overlapped_halos();
+    mtk::cost::StepTimeOptions o;
+    o.overlap_halo = md->overlap;
+    m.predicted = mtk::cost::predict_step_time(md->program->counters(), mesh.shape(), machine, o);
+  }
 }
 
 nlohmann::ordered_json to_json(const Measured& m) {
@@ -241,23 +288,33 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
   j["layers"] = s.layers;
   j["layer"] = s.layer;
   j["machine"] = machine_file.empty() ? "reference" : machine_file;
-  std::optional<Measured> off, on;
+  Mode off, on;
+  on.overlap = true;
+  std::vector<Mode*> modes;
   if (overlap != "on")
-    off = measure(world, mesh, s, machine, false);
+    modes.push_back(&off);
   if (overlap != "off")
-    on = measure(world, mesh, s, machine, true);
-  if (off)
-    j["blocking"] = to_json(*off);
-  if (on)
-    j["overlapped"] = to_json(*on);
-  if (off && on) {
-    // The exchange's time blocking, what of it the overlapped run still waits for, the rest hidden.
-    const double hidden = off->halo_s - on->halo_s;
-    j["exchange_s"] = off->halo_s;
-    j["exposed_s"] = on->halo_s;
+    modes.push_back(&on);
+  measure(modes, world, mesh, s, machine);
+  if (overlap != "on")
+    j["blocking"] = to_json(off.m);
+  if (overlap != "off")
+    j["overlapped"] = to_json(on.m);
+  if (overlap == "both") {
+    // The exchange's time blocking, what of it the overlapped run still waits for, the rest hidden
+    // (medians of the profiled rounds); on the slowest rank too, where no wait for another rank's
+    // compute is in it.
+    const Measured &a = off.m, &b = on.m;
+    const double hidden = a.halo_s - b.halo_s;
+    j["exchange_s"] = a.halo_s;
+    j["exposed_s"] = b.halo_s;
     j["hidden_s"] = hidden;
-    j["hidden_fraction"] = off->halo_s > 0 ? hidden / off->halo_s : 0.0;
-    j["step_saved_s"] = off->best_step_s - on->best_step_s;
+    j["hidden_fraction"] = a.halo_s > 0 ? hidden / a.halo_s : 0.0;
+    j["hidden_fraction_slowest_rank"] =
+        a.halo_slowest_rank_s > 0
+            ? (a.halo_slowest_rank_s - b.halo_slowest_rank_s) / a.halo_slowest_rank_s
+            : 0.0;
+    j["step_saved_s"] = a.best_step_s - b.best_step_s;
   }
   if (world.rank() == 0)
     std::printf("%s\n", j.dump().c_str());
