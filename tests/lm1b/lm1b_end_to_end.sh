@@ -78,6 +78,15 @@ cat local.txt
 [ "$(wc -l < local.txt)" -eq 10 ] || { cat local.txt; fail "local attention: expected 10 steps"; }
 awk '{ d = $4 - $2; if (d < 0) d = -d; if ($1 != $3 || d > 1e-4 * ($2 > 1 ? $2 : 1)) { print "step " $1 ": " $2 " vs " $4; bad = 1 } } END { exit bad }' local.txt ||
   fail "losses with a split length differ from 1 rank's"
+# The same with mixture-of-experts layers: their routing scans the split length part by part.
+moe="$window --set model.moe_every=2 --set model.moe.num_experts=4"
+mpirun -n 1 "$lm1b" train --config "$config" --run-dir moe1 --mesh batch:1 $moe --set train.steps=5 > m1.log 2>&1 || { cat m1.log; fail "MoE with local attention on 1 rank"; }
+mpirun -n 4 "$lm1b" train --config "$config" --run-dir moe4 --mesh "batch:2;seq:2" --layout "batch:batch;length:seq;experts:seq" $moe --set train.steps=5 > m4.log 2>&1 || { cat m4.log; fail "MoE with a split length"; }
+paste <(losses moe1/metrics.jsonl) <(losses moe4/metrics.jsonl) > moe.txt
+cat moe.txt
+[ "$(wc -l < moe.txt)" -eq 5 ] || { cat moe.txt; fail "MoE, split length: expected 5 steps"; }
+awk '{ d = $4 - $2; if (d < 0) d = -d; if ($1 != $3 || d > 1e-4 * ($2 > 1 ? $2 : 1)) { print "step " $1 ": " $2 " vs " $4; bad = 1 } } END { exit bad }' moe.txt ||
+  fail "MoE losses with a split length differ from 1 rank's"
 
 # Bad input: clear errors, non-zero exit, no hang (each run has a timeout).
 expect_error() {  # expect_error PATTERN COMMAND...
