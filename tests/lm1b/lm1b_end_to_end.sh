@@ -73,20 +73,20 @@ awk '{ d = $4 - $2; if (d < 0) d = -d; tol = $1 <= 20 ? 1e-4 : 1e-2; if ($1 != $
 window="--set model.attention_window=8"
 mpirun -n 1 "$lm1b" train --config "$config" --run-dir local1 --mesh batch:1 $window --set train.steps=10 > l1.log 2>&1 || { cat l1.log; fail "local attention on 1 rank"; }
 mpirun -n 4 "$lm1b" train --config "$config" --run-dir local4 --mesh "batch:2;seq:2" --layout "batch:batch;length:seq" $window --set train.steps=10 > l4.log 2>&1 || { cat l4.log; fail "local attention with a split length"; }
-paste <(losses local1/metrics.jsonl) <(losses local4/metrics.jsonl) > local.txt
-cat local.txt
-[ "$(wc -l < local.txt)" -eq 10 ] || { cat local.txt; fail "local attention: expected 10 steps"; }
-awk '{ d = $4 - $2; if (d < 0) d = -d; if ($1 != $3 || d > 1e-4 * ($2 > 1 ? $2 : 1)) { print "step " $1 ": " $2 " vs " $4; bad = 1 } } END { exit bad }' local.txt ||
-  fail "losses with a split length differ from 1 rank's"
+# same_losses RUN_A RUN_B STEPS WHAT: both runs' first STEPS losses, equal to 1e-4 (relative above 1).
+same_losses() {
+  paste <(losses "$1/metrics.jsonl") <(losses "$2/metrics.jsonl") > "$2.txt"
+  cat "$2.txt"
+  [ "$(wc -l < "$2.txt")" -eq "$3" ] || { cat "$2.txt"; fail "$4: expected $3 steps"; }
+  awk '{ d = $4 - $2; if (d < 0) d = -d; if ($1 != $3 || d > 1e-4 * ($2 > 1 ? $2 : 1)) { print "step " $1 ": " $2 " vs " $4; bad = 1 } } END { exit bad }' "$2.txt" ||
+    fail "$4: losses differ from 1 rank's"
+}
+same_losses local1 local4 10 "local attention with a split length"
 # The same with mixture-of-experts layers: their routing scans the split length part by part.
 moe="$window --set model.moe_every=2 --set model.moe.num_experts=4"
 mpirun -n 1 "$lm1b" train --config "$config" --run-dir moe1 --mesh batch:1 $moe --set train.steps=5 > m1.log 2>&1 || { cat m1.log; fail "MoE with local attention on 1 rank"; }
 mpirun -n 4 "$lm1b" train --config "$config" --run-dir moe4 --mesh "batch:2;seq:2" --layout "batch:batch;length:seq;experts:seq" $moe --set train.steps=5 > m4.log 2>&1 || { cat m4.log; fail "MoE with a split length"; }
-paste <(losses moe1/metrics.jsonl) <(losses moe4/metrics.jsonl) > moe.txt
-cat moe.txt
-[ "$(wc -l < moe.txt)" -eq 5 ] || { cat moe.txt; fail "MoE, split length: expected 5 steps"; }
-awk '{ d = $4 - $2; if (d < 0) d = -d; if ($1 != $3 || d > 1e-4 * ($2 > 1 ? $2 : 1)) { print "step " $1 ": " $2 " vs " $4; bad = 1 } } END { exit bad }' moe.txt ||
-  fail "MoE losses with a split length differ from 1 rank's"
+same_losses moe1 moe4 5 "MoE with a split length"
 
 # Bad input: clear errors, non-zero exit, no hang (each run has a timeout).
 expect_error() {  # expect_error PATTERN COMMAND...
