@@ -7,6 +7,7 @@
 #include <mtk/parallel/collective_wait.hpp>
 #include <mtk/parallel/communicator.hpp>
 #include <mtk/parallel/mpi_interop.hpp>
+#include <mtk/parallel/node_reducer.hpp>
 
 #include <gtest/gtest.h>
 
@@ -304,4 +305,97 @@ TEST(CollectiveWait, ChosenFromTheEnvironmentOrTheNodesCores) {
   set(had ? saved.c_str() : nullptr);
   EXPECT_STREQ(to_string(CollectiveWait::yield), "yield");
   EXPECT_STREQ(to_string(CollectiveWait::spin), "spin");
+}
+
+// Non-blocking float reductions through shared memory (mtk/parallel/node_reducer.hpp; every
+// rank of these tests shares one node): several in flight at once, of both float types and
+// every op, waited for in an order unlike the start order, over rounds that reuse their regions;
+// each element the fold over the ranks in rank order, bitwise, on every rank; the same through
+// MPI (MTK_NODE_ALLREDUCE=0) up to the order of the sum.
+namespace {
+
+// Not inlined: one compiled body, so every caller gets the same bits (contractions into FMAs
+// differ between inlined copies).
+template <class T>
+[[gnu::noinline]] T element_of(int r, std::size_t i) {
+  return static_cast<T>(static_cast<double>((i * 31 + static_cast<std::size_t>(r) * 17) % 1013) *
+                            1.0e-3 -
+                        0.37 * r + 1.0e-7 * static_cast<double>(i % 7));
+}
+
+template <class T>
+T rank_ordered(int n, std::size_t i, ReduceOp op) {
+  T acc = element_of<T>(0, i);
+  for (int q = 1; q < n; ++q) {
+    const T v = element_of<T>(q, i);
+    acc = op == ReduceOp::sum ? acc + v : op == ReduceOp::max ? std::max(acc, v) : std::min(acc, v);
+  }
+  return acc;
+}
+
+struct Reduction {
+  std::vector<float> f;
+  std::vector<double> d;
+  ReduceOp op;
+  Communicator::Request request;
+};
+
+void check_node_reductions(bool shared_memory) {
+  set_node_allreduce(shared_memory);
+  const Communicator world = Communicator::world();
+  const int me = world.rank(), n = world.size();
+  // float and double; below and above the shared-memory minimum; parts not a multiple of 16
+  const std::vector<std::pair<bool, std::size_t>> kinds = {
+      {true, 100003}, {false, 3001}, {true, 1000}, {true, 4097}, {false, 250000}, {true, 8}};
+  const ReduceOp ops[] = {ReduceOp::sum, ReduceOp::max, ReduceOp::min};
+  const std::uint64_t before = detail::NodeReducer::started_total();
+  for (int round = 0; round < 3; ++round) {
+    std::vector<Reduction> flights(kinds.size());
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      Reduction& x = flights[k];
+      x.op = ops[(k + static_cast<size_t>(round)) % 3];
+      if (kinds[k].first) {
+        for (std::size_t i = 0; i < kinds[k].second; ++i)
+          x.f.push_back(element_of<float>(me, i));
+        x.request = world.start_allreduce_in_place(x.f.data(), x.f.size(), x.op);
+      } else {
+        for (std::size_t i = 0; i < kinds[k].second; ++i)
+          x.d.push_back(element_of<double>(me, i));
+        x.request = world.start_allreduce_in_place(x.d.data(), x.d.size(), x.op);
+      }
+      flights[k / 2].request.test();  // progress while others are in flight
+    }
+    for (size_t j = 0; j < flights.size(); ++j) {  // waited for from the middle outwards
+      const size_t k = (j + flights.size() / 2 + static_cast<size_t>(round)) % flights.size();
+      Reduction& x = flights[k];
+      x.request.wait();
+      EXPECT_FALSE(x.request.active());
+      // shared memory sums in rank order; MPI (small ones too) in its own order past two ranks
+      const bool exact = n <= 2 || (shared_memory && (x.f.size() * 4 + x.d.size() * 8) >=
+                                                         detail::NodeReducer::min_bytes());
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < x.f.size(); ++i) {
+        const float want = rank_ordered<float>(n, i, x.op);
+        wrong += exact ? x.f[i] != want : std::abs(x.f[i] - want) > 1e-5f * (1 + std::abs(want));
+      }
+      for (std::size_t i = 0; i < x.d.size(); ++i) {
+        const double want = rank_ordered<double>(n, i, x.op);
+        wrong += exact ? x.d[i] != want : std::abs(x.d[i] - want) > 1e-12 * (1 + std::abs(want));
+      }
+      EXPECT_EQ(wrong, 0u) << "round " << round << ", reduction " << k << " of "
+                           << (x.f.empty() ? x.d.size() : x.f.size()) << " values";
+    }
+  }
+  // four of each round's six are large enough for shared memory
+  EXPECT_EQ(detail::NodeReducer::started_total() - before, shared_memory && n > 1 ? 12u : 0u);
+  set_node_allreduce(true);
+}
+
+}  // namespace
+
+TEST(Communicator, NonBlockingFloatReductionsThroughSharedMemoryAndMpi) {
+  for (bool shared_memory : {true, false}) {
+    SCOPED_TRACE(shared_memory ? "shared memory" : "MPI");
+    for_each_wait_mode([&] { check_node_reductions(shared_memory); });
+  }
 }

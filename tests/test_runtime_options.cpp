@@ -59,7 +59,7 @@ TEST(RuntimeOptions, OneTableWithDefaultsTheTableAllows) {
     EXPECT_GT(std::string(spec.doc).size(), 20u) << spec.name;
     env.set(spec.name, nullptr);
   }
-  EXPECT_EQ(names.size(), 18u);  // MTK_SHA256_IMPL went with the hand-written SHA-256 (OpenSSL)
+  EXPECT_EQ(names.size(), 19u);  // MTK_SHA256_IMPL went with the hand-written SHA-256 (OpenSSL)
   reload_runtime_options();      // every default is accepted
   const RuntimeOptions& o = runtime_options();
   for (const auto& spec : runtime_option_specs()) {
@@ -74,6 +74,7 @@ TEST(RuntimeOptions, OneTableWithDefaultsTheTableAllows) {
   EXPECT_TRUE(o.overlap_allgather());
   EXPECT_TRUE(o.bf16_copies());
   EXPECT_FALSE(o.overlap_halo());
+  EXPECT_TRUE(o.node_allreduce());
   EXPECT_EQ(o.allreduce_bucket_mib(), 4);
   EXPECT_FALSE(o.profile_steps());
   EXPECT_FALSE(o.ckpt_timing());

@@ -52,6 +52,10 @@ const std::vector<RuntimeOptionSpec>& runtime_option_specs() {
        "1: a split halo exchange is posted as soon as its input is final and waited for where its "
        "output is first read, convolutions computing their interior meanwhile (more, smaller "
        "steps: a gain only where ranks have cores of their own); 0: blocking"},
+      {"MTK_NODE_ALLREDUCE", T::flag, "1", "0|1",
+       "a non-blocking float allreduce among ranks that all share one node's memory runs through "
+       "shared memory (each rank sums its part of the values, then copies the others' parts); 0: "
+       "through MPI"},
       {"MTK_ALLREDUCE_BUCKET_MIB", T::choice, "4", "0|1|2|4|8|16|32|64",
        "overlapped allreduces of tensors under this many MiB share buckets of at most this size "
        "(one call each); larger ones go alone; 0: every tensor alone"},
@@ -174,6 +178,7 @@ RuntimeOptions RuntimeOptions::from_environment() {
   o.bf16_copies_ = o.text("MTK_BF16_COPIES") == "1";
   o.in_place_updates_ = o.text("MTK_IN_PLACE_UPDATES") == "1";
   o.overlap_halo_ = o.text("MTK_OVERLAP_HALO") == "1";
+  o.node_allreduce_ = o.text("MTK_NODE_ALLREDUCE") == "1";
   o.allreduce_bucket_mib_ = std::stoll(o.text("MTK_ALLREDUCE_BUCKET_MIB"));
   o.profile_steps_ = o.text("MTK_PROFILE_STEPS") == "1";
   o.ckpt_timing_ = o.text("MTK_CKPT_TIMING") == "1";

@@ -70,6 +70,9 @@ class RuntimeOptions {
   /// MTK_OVERLAP_HALO: split halo exchanges run while the steps that do not need them run, and
   /// convolutions compute their interior before their halos arrive (docs/spatial.md).
   bool overlap_halo() const { return overlap_halo_; }
+  /// MTK_NODE_ALLREDUCE: non-blocking float allreduces among the ranks of one node go through
+  /// shared memory (mtk/parallel/node_reducer.hpp).
+  bool node_allreduce() const { return node_allreduce_; }
   /// MTK_ALLREDUCE_BUCKET_MIB: the bucket size of overlapped allreduces, MiB (0: no buckets).
   long long allreduce_bucket_mib() const { return allreduce_bucket_mib_; }
   /// MTK_PROFILE_STEPS: a profiled Program also times every step by its full label.
@@ -107,6 +110,7 @@ class RuntimeOptions {
   bool bf16_copies_ = true;
   bool in_place_updates_ = true;
   bool overlap_halo_ = false;
+  bool node_allreduce_ = true;
   long long allreduce_bucket_mib_ = 4;
   bool profile_steps_ = false;
   bool ckpt_timing_ = false;

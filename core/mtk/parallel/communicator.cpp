@@ -1,6 +1,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/parallel/collective_wait.hpp>
 #include <mtk/parallel/mpi_interop.hpp>
+#include <mtk/parallel/node_reducer.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <limits>
 #include <thread>
 #include <tuple>
+#include <utility>
 
 namespace mtk {
 
@@ -15,6 +17,7 @@ struct Communicator::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
   bool owned = false;
   int rank = 0, size = 1;
+  mutable detail::NodeReducerSlot node;  // shared-memory reductions (node_reducer.hpp)
   Impl(MPI_Comm c, bool own) : comm(c), owned(own) {
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
@@ -291,6 +294,8 @@ struct Communicator::Request::State {
   std::size_t count = 0;
   detail::Datatype type = detail::Datatype::f32;
   ReduceOp op = ReduceOp::sum;
+  std::shared_ptr<detail::NodeReducer> node;  // or a shared-memory reduction (ticket >= 0)
+  std::int64_t ticket = -1;
   void finish() {
     if (partner.empty())
       return;
@@ -328,12 +333,14 @@ bool Communicator::Request::active() const {
   for (MPI_Request r : state_->requests)
     if (r != MPI_REQUEST_NULL)
       return true;
-  return !state_->partner.empty();
+  return !state_->partner.empty() || state_->ticket >= 0;
 }
 
 bool Communicator::Request::test() {
   if (!active())
     return true;
+  if (state_->ticket >= 0)
+    return state_->node->test(state_->ticket);
   int done = 0;
   auto& q = state_->requests;
   MPI_Testall(static_cast<int>(q.size()), q.data(), &done, MPI_STATUSES_IGNORE);
@@ -345,6 +352,8 @@ bool Communicator::Request::test() {
 void Communicator::Request::wait() {
   if (!active())
     return;
+  if (state_->ticket >= 0)
+    return state_->node->wait(std::exchange(state_->ticket, -1));
   auto& q = state_->requests;
   if (collective_wait() != CollectiveWait::yield)
     MPI_Waitall(static_cast<int>(q.size()), q.data(), MPI_STATUSES_IGNORE);
@@ -362,17 +371,18 @@ Communicator::Request Communicator::start_allreduce_raw(void* data, std::size_t 
   Request r;
   r.state_ = std::make_unique<Request::State>();
   auto& st = *r.state_;
+  if ((st.ticket = impl_->node.start(impl_->comm, data, count, type, op)) >= 0) {
+    st.node = impl_->node.reducer;
+    return r;
+  }
+  const std::size_t bytes = static_cast<std::size_t>(type_bytes(t));
   // Two ranks exchange their values and combine them: MPICH's non-blocking allreduce cost 2-3x
   // the CPU time of the blocking one in its progress calls (2 ranks, this VM); a send and a receive
   // per piece cost one copy.
   if (size() == 2 && count > 0 &&
       (type == detail::Datatype::f32 || type == detail::Datatype::f64)) {
-    const std::size_t bytes = static_cast<std::size_t>(type_bytes(t));
     st.partner = take_buffer(count * bytes);
-    st.data = data;
-    st.count = count;
-    st.type = type;
-    st.op = op;
+    std::tie(st.data, st.count, st.type, st.op) = std::make_tuple(data, count, type, op);
     const int other = 1 - rank();
     for_each_piece(data, count, t, [&](void* at, int n) {
       const std::size_t off =

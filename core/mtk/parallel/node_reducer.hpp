@@ -1,0 +1,73 @@
+#pragma once
+// Non-blocking allreduces among ranks that share one node's memory, through shared memory instead
+// of MPI's messages (docs/performance.md). With one rank per core no core is idle to move the
+// values, so an allreduce costs the calling ranks its copies and sums: MPI's two-rank exchange
+// copies every value into the partner and adds it there (about three copies' time per value on
+// Zen 4); here each rank copies into its shared region only the parts other ranks sum, sums its
+// own part reading the others' regions directly, and copies the others' sums back (two).
+//
+// Each reduction's values are cut into size() contiguous parts; rank r sums part r over the ranks
+// in rank order (the same bits on every rank; with two ranks a + b, as MPI's exchange gives).
+// Progress is made by whichever call of the reducer comes next on a rank (start, test or wait):
+// every rank must start the same reductions in the same order, as for MPI's collectives.
+
+#include <mtk/parallel/communicator.hpp>
+#include <mtk/parallel/mpi_interop.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace mtk {
+
+/// Whether non-blocking float allreduces among the ranks of one node go through shared memory
+/// (MTK_NODE_ALLREDUCE, default on). Set it alike on every rank.
+bool node_allreduce();
+void set_node_allreduce(bool on);
+
+namespace detail {
+
+class NodeReducer {
+ public:
+  /// Collective over `comm`: a reducer when node_allreduce() on every rank, the ranks all share
+  /// one node's memory and its shared control block could be made; else null (use MPI).
+  static std::shared_ptr<NodeReducer> create(MPI_Comm comm);
+  ~NodeReducer();
+  NodeReducer(const NodeReducer&) = delete;
+  NodeReducer& operator=(const NodeReducer&) = delete;
+
+  /// How many reductions this process has run through shared memory (for tests and reports).
+  static std::uint64_t started_total();
+  /// The smallest reduction, in bytes, worth taking (smaller ones cost less through MPI).
+  static std::size_t min_bytes();
+  /// Whether start() takes a reduction of this kind: float or double, `bytes` at least a few KiB
+  /// (smaller ones cost less through MPI). The same answer on every rank for the same call.
+  bool takes(Datatype type, std::size_t bytes) const;
+  /// Starts reducing `data` (count elements) in place; -1 where no shared region could be made
+  /// (every rank then gets -1 and falls back to MPI; later calls do too). Collective when it
+  /// makes a new shared region. `data` must be neither read nor written until wait() returns.
+  std::int64_t start(void* data, std::size_t count, Datatype type, ReduceOp op);
+  /// Moves every reduction in flight as far as it can go; whether `ticket` is complete.
+  bool test(std::int64_t ticket);
+  /// Until `ticket` is complete (yielding the core between checks where collective_wait() says
+  /// yield); then its region may be reused. Every started ticket must be waited for.
+  void wait(std::int64_t ticket);
+
+  struct Impl;
+
+ private:
+  explicit NodeReducer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// A communicator's reducer, made at its first reduction that could go through shared memory.
+struct NodeReducerSlot {
+  std::shared_ptr<NodeReducer> reducer;
+  bool checked = false;
+  /// Starts `data` through the reducer (making it first, a collective over `comm`) where it
+  /// takes the reduction: its ticket; else -1 (use MPI). The same answer on every rank.
+  std::int64_t start(MPI_Comm comm, void* data, std::size_t count, Datatype type, ReduceOp op);
+};
+
+}  // namespace detail
+}  // namespace mtk
