@@ -307,20 +307,21 @@ TEST(CollectiveWait, ChosenFromTheEnvironmentOrTheNodesCores) {
   EXPECT_STREQ(to_string(CollectiveWait::spin), "spin");
 }
 
-// Non-blocking float reductions through shared memory (mtk/parallel/node_reducer.hpp; every
-// rank of these tests shares one node): several in flight at once, of both float types and
-// every op, waited for in an order unlike the start order, over rounds that reuse their regions;
-// each element the fold over the ranks in rank order, bitwise, on every rank; the same through
-// MPI (MTK_NODE_ALLREDUCE=0) up to the order of the sum.
+// Non-blocking float allreduces, reduce-scatters and allgathers through shared memory
+// (mtk/parallel/node_reducer.hpp; every rank of these tests shares one node): several in flight
+// at once, of both float types and every op, waited for in an order unlike the start order, over
+// rounds that reuse their regions; each element the fold over the ranks in rank order, bitwise, on
+// every rank; the same through MPI (MTK_NODE_ALLREDUCE=0) up to the order of the sum.
 namespace {
 
-// Not inlined: one compiled body, so every caller gets the same bits (contractions into FMAs
-// differ between inlined copies).
+// One rounding of an integer ratio: the same bits wherever the compiler puts it (a sum of
+// products could be contracted into FMAs differently at different call sites), and sums that
+// depend on their order.
 template <class T>
-[[gnu::noinline]] T element_of(int r, std::size_t i) {
-  return static_cast<T>(static_cast<double>((i * 31 + static_cast<std::size_t>(r) * 17) % 1013) *
-                            1.0e-3 -
-                        0.37 * r + 1.0e-7 * static_cast<double>(i % 7));
+T element_of(int r, std::size_t i) {
+  const long long k = static_cast<long long>((i * 31 + static_cast<std::size_t>(r) * 17) % 1013) -
+                      300 * r + static_cast<long long>(i % 7);
+  return static_cast<T>(k) / static_cast<T>(1013);
 }
 
 template <class T>
@@ -365,6 +366,22 @@ void check_node_reductions(bool shared_memory) {
       }
       flights[k / 2].request.test();  // progress while others are in flight
     }
+    // a reduce-scatter and an allgather in flight with them (the sharded optimizer's), and a
+    // reduce-scatter too small for shared memory
+    const std::size_t block = 5003, small = 7;
+    std::vector<float> scattered(block * static_cast<size_t>(n)), gathered(scattered.size(), -1.f);
+    std::vector<double> tiny(small * static_cast<size_t>(n));
+    for (std::size_t i = 0; i < scattered.size(); ++i)
+      scattered[i] = element_of<float>(me, i);
+    for (std::size_t i = 0; i < block; ++i)
+      gathered[block * static_cast<size_t>(me) + i] = element_of<float>(me, i);
+    for (std::size_t i = 0; i < tiny.size(); ++i)
+      tiny[i] = element_of<double>(me, i);
+    std::size_t at = 0, tiny_at = 0;
+    auto scatter = world.start_reduce_scatter_in_place(scattered.data(), block, ReduceOp::sum, &at);
+    auto gather = world.start_allgather_in_place(gathered.data(), block);
+    auto scatter_tiny =
+        world.start_reduce_scatter_in_place(tiny.data(), small, ReduceOp::max, &tiny_at);
     for (size_t j = 0; j < flights.size(); ++j) {  // waited for from the middle outwards
       const size_t k = (j + flights.size() / 2 + static_cast<size_t>(round)) % flights.size();
       Reduction& x = flights[k];
@@ -385,15 +402,33 @@ void check_node_reductions(bool shared_memory) {
       EXPECT_EQ(wrong, 0u) << "round " << round << ", reduction " << k << " of "
                            << (x.f.empty() ? x.d.size() : x.f.size()) << " values";
     }
+    gather.wait();
+    scatter_tiny.wait();
+    scatter.wait();
+    std::size_t wrong = 0;
+    const std::size_t mine = block * static_cast<size_t>(me);
+    for (std::size_t i = 0; i < block; ++i) {
+      const float want = rank_ordered<float>(n, mine + i, ReduceOp::sum);
+      wrong += n <= 2 || shared_memory
+                   ? scattered[at + i] != want
+                   : std::abs(scattered[at + i] - want) > 1e-5f * (1 + std::abs(want));
+      for (int q = 0; q < n; ++q)
+        wrong += gathered[block * static_cast<size_t>(q) + i] != element_of<float>(q, i);
+    }
+    for (std::size_t i = 0; i < small; ++i)
+      wrong += tiny[tiny_at + i] !=
+               rank_ordered<double>(n, small * static_cast<size_t>(me) + i, ReduceOp::max);
+    EXPECT_EQ(wrong, 0u) << "round " << round << ": reduce-scatter or allgather";
   }
-  // four of each round's six are large enough for shared memory
-  EXPECT_EQ(detail::NodeReducer::started_total() - before, shared_memory && n > 1 ? 12u : 0u);
+  // four of each round's six allreduces, its large reduce-scatter and its allgather are large
+  // enough for shared memory
+  EXPECT_EQ(detail::NodeReducer::started_total() - before, shared_memory && n > 1 ? 18u : 0u);
   set_node_allreduce(true);
 }
 
 }  // namespace
 
-TEST(Communicator, NonBlockingFloatReductionsThroughSharedMemoryAndMpi) {
+TEST(Communicator, NonBlockingFloatCollectivesThroughSharedMemoryAndMpi) {
   for (bool shared_memory : {true, false}) {
     SCOPED_TRACE(shared_memory ? "shared memory" : "MPI");
     for_each_wait_mode([&] { check_node_reductions(shared_memory); });

@@ -202,26 +202,6 @@ void Communicator::idle_barrier() const {
   }
 }
 
-Communicator Communicator::split(int color, int key) const {
-  if (color < 0)
-    fail("mtk::Communicator::split", cat("color ", color, " is negative"));
-  MPI_Comm sub = MPI_COMM_NULL;
-  MPI_Comm_split(impl_->comm, color, key, &sub);
-  return adopt(sub);
-}
-
-Communicator Communicator::split_node() const {
-  MPI_Comm node = MPI_COMM_NULL;
-  MPI_Comm_split_type(impl_->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  return adopt(node);
-}
-
-bool Communicator::same_ranks(const Communicator& other) const {
-  int result = MPI_UNEQUAL;
-  MPI_Comm_compare(impl_->comm, other.impl_->comm, &result);
-  return result != MPI_UNEQUAL;
-}
-
 bool Communicator::operator==(const Communicator& other) const {
   return impl_->comm == other.impl_->comm;
 }
@@ -371,7 +351,8 @@ Communicator::Request Communicator::start_allreduce_raw(void* data, std::size_t 
   Request r;
   r.state_ = std::make_unique<Request::State>();
   auto& st = *r.state_;
-  if ((st.ticket = impl_->node.start(impl_->comm, data, count, type, op)) >= 0) {
+  using Kind = detail::NodeReducer::Kind;
+  if ((st.ticket = impl_->node.start(impl_->comm, Kind::allreduce, data, count, type, op)) >= 0) {
     st.node = impl_->node.reducer;
     return r;
   }
@@ -410,10 +391,17 @@ Communicator::Request Communicator::start_reduce_scatter_raw(void* data, std::si
   r.state_ = std::make_unique<Request::State>();
   auto& st = *r.state_;
   const std::size_t bytes = static_cast<std::size_t>(type_bytes(t));
+  *at = static_cast<std::size_t>(rank()) * count;  // MPI_Ireduce_scatter_block's: 0 (below)
+  const auto all = count * static_cast<std::size_t>(size());
+  using Kind = detail::NodeReducer::Kind;
+  if ((st.ticket = impl_->node.start(impl_->comm, Kind::reduce_scatter, data, all, type, op)) >=
+      0) {
+    st.node = impl_->node.reducer;
+    return r;
+  }
   if (size() == 2 && count > 0 &&
       (type == detail::Datatype::f32 || type == detail::Datatype::f64)) {
     const int me = rank(), other = 1 - me;  // as start_allreduce_raw: one copy, cheap progress
-    *at = static_cast<std::size_t>(me) * count;
     char* mine = static_cast<char*>(data) + *at * bytes;
     st.partner = take_buffer(count * bytes);
     std::tie(st.data, st.count, st.type, st.op) = std::make_tuple(mine, count, type, op);
@@ -439,6 +427,13 @@ Communicator::Request Communicator::start_allgather_raw(void* data, std::size_t 
   Request r;
   r.state_ = std::make_unique<Request::State>();
   auto& q = r.state_->requests;
+  const auto all = count * static_cast<std::size_t>(size());
+  using Kind = detail::NodeReducer::Kind;
+  auto& st = *r.state_;
+  if ((st.ticket = impl_->node.start(impl_->comm, Kind::allgather, data, all, type, {})) >= 0) {
+    st.node = impl_->node.reducer;
+    return r;
+  }
   if (size() == 2 && count > 0) {  // as the two-rank reductions: a send and a receive per piece
     const std::size_t bytes = static_cast<std::size_t>(type_bytes(t));
     const int me = rank(), other = 1 - me;
@@ -512,16 +507,6 @@ Communicator::Request Communicator::start_sendrecv_raw(const void* send, int des
   MPI_Isend(const_cast<void*>(send), n, mpi_type(type), dest < 0 ? MPI_PROC_NULL : dest, tag,
             impl_->comm, &q[1]);
   return r;
-}
-
-std::pair<int, int> Communicator::cart_shift(int direction, int displacement) const {
-  int status = MPI_UNDEFINED;
-  MPI_Topo_test(impl_->comm, &status);
-  if (status != MPI_CART)
-    fail("mtk::Communicator::cart_shift", "the communicator has no Cartesian topology");
-  int source = MPI_PROC_NULL, dest = MPI_PROC_NULL;
-  MPI_Cart_shift(impl_->comm, direction, displacement, &source, &dest);
-  return {source == MPI_PROC_NULL ? -1 : source, dest == MPI_PROC_NULL ? -1 : dest};
 }
 
 namespace {

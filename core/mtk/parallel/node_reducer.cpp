@@ -102,6 +102,7 @@ struct NodeReducer::Impl {
     std::size_t count = 0, esize = 4;
     Datatype type = Datatype::f32;
     ReduceOp op = ReduceOp::sum;
+    Kind kind = Kind::allreduce;
     int window = 0;
     std::size_t off = 0;
     std::uint64_t after = 0;  // its region is written once every rank consumed this sequence
@@ -123,7 +124,8 @@ struct NodeReducer::Impl {
   // The part of an op's elements rank q sums: [first, last).
   std::pair<std::size_t, std::size_t> part(const Op& o, int q) const {
     const std::size_t n = static_cast<std::size_t>(size);
-    const std::size_t chunk = ((o.count + n - 1) / n + 15) / 16 * 16;
+    const std::size_t chunk =
+        o.kind == Kind::allreduce ? ((o.count + n - 1) / n + 15) / 16 * 16 : o.count / n;
     const std::size_t first = std::min(o.count, chunk * static_cast<std::size_t>(q));
     return {first, std::min(o.count, first + chunk)};
   }
@@ -186,8 +188,8 @@ T combine(T a, T b, ReduceOp op) {
   return op == ReduceOp::sum ? a + b : op == ReduceOp::max ? std::max(a, b) : std::min(a, b);
 }
 
-// dst_values[i] = dst_region[i] = src[0][i] (op) src[1][i] (op) ... in rank order, in blocks that
-// stay in L1.
+// dst_values[i] = dst_region[i] (unless null) = src[0][i] (op) src[1][i] (op) ... in rank order,
+// in blocks that stay in L1.
 template <class T>
 void reduce_part(const std::vector<const T*>& src, T* dst_values, T* dst_region, std::size_t n,
                  ReduceOp op) {
@@ -206,7 +208,8 @@ void reduce_part(const std::vector<const T*>& src, T* dst_values, T* dst_region,
           acc[i] = combine(acc[i], s[i], op);
     }
     std::memcpy(dst_values + b, acc, m * sizeof(T));
-    std::memcpy(dst_region + b, acc, m * sizeof(T));
+    if (dst_region != nullptr)
+      std::memcpy(dst_region + b, acc, m * sizeof(T));
   }
 }
 
@@ -270,18 +273,21 @@ bool NodeReducer::Impl::place(Op& o) {
   return false;
 }
 
-// Phase 0: the parts the other ranks sum, into this rank's region.
+// Phase 0: the parts the other ranks sum (an allgather: this rank's block), into its region.
 void NodeReducer::Impl::post(Op& o) {
   char* mine = region(o, rank);
   for (int q = 0; q < size; ++q)
-    if (q != rank) {
+    if ((q != rank) == (o.kind != Kind::allgather)) {
       const auto [first, last] = part(o, q);
       std::memcpy(mine + first * o.esize, o.data + first * o.esize, (last - first) * o.esize);
     }
 }
 
-// Phase 1: this rank's part over every rank (its own values from `data`).
+// Phase 1: this rank's part over every rank (its own values from `data`), into `data` and, where
+// the others copy it from there (allreduce), its region.
 void NodeReducer::Impl::sum(Op& o) {
+  if (o.kind == Kind::allgather)
+    return;
   const auto [first, last] = part(o, rank);
   const auto run = [&](auto tag) {
     using T = decltype(tag);
@@ -289,8 +295,10 @@ void NodeReducer::Impl::sum(Op& o) {
     for (int q = 0; q < size; ++q)
       src[static_cast<size_t>(q)] =
           reinterpret_cast<const T*>(q == rank ? o.data : region(o, q)) + first;
-    reduce_part<T>(src, reinterpret_cast<T*>(o.data) + first,
-                   reinterpret_cast<T*>(region(o, rank)) + first, last - first, o.op);
+    reduce_part<T>(
+        src, reinterpret_cast<T*>(o.data) + first,
+        o.kind == Kind::allreduce ? reinterpret_cast<T*>(region(o, rank)) + first : nullptr,
+        last - first, o.op);
   };
   if (o.type == Datatype::f32)
     run(float{});
@@ -298,8 +306,10 @@ void NodeReducer::Impl::sum(Op& o) {
     run(double{});
 }
 
-// Phase 2: the other ranks' sums from their regions.
+// Phase 2: the other ranks' sums (blocks) from their regions.
 void NodeReducer::Impl::consume(Op& o) {
+  if (o.kind == Kind::reduce_scatter)
+    return;
   for (int q = 0; q < size; ++q)
     if (q != rank) {
       const auto [first, last] = part(o, q);
@@ -409,9 +419,14 @@ bool NodeReducer::takes(Datatype type, std::size_t bytes) const {
          (type == Datatype::f32 || type == Datatype::f64);
 }
 
-std::int64_t NodeReducer::start(void* data, std::size_t count, Datatype type, ReduceOp op) {
+std::int64_t NodeReducer::start(Kind kind, void* data, std::size_t count, Datatype type,
+                                ReduceOp op) {
   Impl& m = *impl_;
+  if (kind != Kind::allreduce && count % static_cast<std::size_t>(m.size) != 0)
+    fail("mtk::NodeReducer::start", cat(count, " elements are not ", m.size,
+                                        " blocks of one size (reduce-scatter, allgather)"));
   Impl::Op o;
+  o.kind = kind;
   o.ticket = static_cast<std::int64_t>(m.next_seq);
   o.seq = m.next_seq;
   o.data = static_cast<char*>(data);
@@ -466,8 +481,8 @@ void NodeReducer::wait(std::int64_t ticket) {
     m.ops.pop_front();
 }
 
-std::int64_t NodeReducerSlot::start(MPI_Comm comm, void* data, std::size_t count, Datatype type,
-                                    ReduceOp op) {
+std::int64_t NodeReducerSlot::start(MPI_Comm comm, NodeReducer::Kind kind, void* data,
+                                    std::size_t count, Datatype type, ReduceOp op) {
   const std::size_t esize = type == Datatype::f32 ? 4 : 8;
   if ((type != Datatype::f32 && type != Datatype::f64) || count * esize < kMinBytes ||
       !node_allreduce())
@@ -476,8 +491,9 @@ std::int64_t NodeReducerSlot::start(MPI_Comm comm, void* data, std::size_t count
     reducer = NodeReducer::create(comm);
     checked = true;
   }
-  return reducer && reducer->takes(type, count * esize) ? reducer->start(data, count, type, op)
-                                                        : -1;
+  return reducer && reducer->takes(type, count * esize)
+             ? reducer->start(kind, data, count, type, op)
+             : -1;
 }
 
 }  // namespace detail

@@ -8,6 +8,8 @@
 //
 // Each reduction's values are cut into size() contiguous parts; rank r sums part r over the ranks
 // in rank order (the same bits on every rank; with two ranks a + b, as MPI's exchange gives).
+// Reduce-scatters (the parts are the blocks; rank r keeps its sum) and allgathers (each rank
+// copies the others' blocks from their regions) go the same way, for the sharded optimizer.
 // Progress is made by whichever call of the reducer comes next on a rank (start, test or wait):
 // every rank must start the same reductions in the same order, as for MPI's collectives.
 
@@ -43,10 +45,17 @@ class NodeReducer {
   /// Whether start() takes a reduction of this kind: float or double, `bytes` at least a few KiB
   /// (smaller ones cost less through MPI). The same answer on every rank for the same call.
   bool takes(Datatype type, std::size_t bytes) const;
-  /// Starts reducing `data` (count elements) in place; -1 where no shared region could be made
-  /// (every rank then gets -1 and falls back to MPI; later calls do too). Collective when it
-  /// makes a new shared region. `data` must be neither read nor written until wait() returns.
-  std::int64_t start(void* data, std::size_t count, Datatype type, ReduceOp op);
+  /// What a reduction computes. `data` holds `count` elements; for reduce_scatter and allgather
+  /// size() blocks of count / size(), this rank's at rank().
+  enum class Kind {
+    allreduce,       ///< every element reduced over the ranks
+    reduce_scatter,  ///< this rank's block reduced (the other blocks are left as they were)
+    allgather,       ///< every rank's own block, as is
+  };
+  /// Starts a reduction of `data` in place; -1 where no shared region could be made (every rank
+  /// then gets -1 and falls back to MPI; later calls do too). Collective when it makes a new
+  /// shared region. `data` must be neither read nor written until wait() returns.
+  std::int64_t start(Kind kind, void* data, std::size_t count, Datatype type, ReduceOp op);
   /// Moves every reduction in flight as far as it can go; whether `ticket` is complete.
   bool test(std::int64_t ticket);
   /// Until `ticket` is complete (yielding the core between checks where collective_wait() says
@@ -66,7 +75,8 @@ struct NodeReducerSlot {
   bool checked = false;
   /// Starts `data` through the reducer (making it first, a collective over `comm`) where it
   /// takes the reduction: its ticket; else -1 (use MPI). The same answer on every rank.
-  std::int64_t start(MPI_Comm comm, void* data, std::size_t count, Datatype type, ReduceOp op);
+  std::int64_t start(MPI_Comm comm, NodeReducer::Kind kind, void* data, std::size_t count,
+                     Datatype type, ReduceOp op);
 };
 
 }  // namespace detail
