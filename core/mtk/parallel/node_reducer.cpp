@@ -16,6 +16,7 @@
 #include <mtk/base/runtime_options.hpp>
 #include <mtk/parallel/collective_wait.hpp>
 #include <mtk/parallel/node_reducer.hpp>
+#include <mtk/version.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -484,8 +485,9 @@ void NodeReducer::wait(std::int64_t ticket) {
 std::int64_t NodeReducerSlot::start(MPI_Comm comm, NodeReducer::Kind kind, void* data,
                                     std::size_t count, Datatype type, ReduceOp op) {
   const std::size_t esize = type == Datatype::f32 ? 4 : 8;
+  // A CUDA-aware MPI is handed device memory, which these copies cannot read.
   if ((type != Datatype::f32 && type != Datatype::f64) || count * esize < kMinBytes ||
-      !node_allreduce())
+      !node_allreduce() || MTK_CUDA_AWARE_MPI != 0)
     return -1;
   if (!checked) {  // every rank comes here at the same call
     reducer = NodeReducer::create(comm);

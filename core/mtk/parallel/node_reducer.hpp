@@ -23,7 +23,8 @@
 namespace mtk {
 
 /// Whether non-blocking float allreduces among the ranks of one node go through shared memory
-/// (MTK_NODE_ALLREDUCE, default on). Set it alike on every rank.
+/// (MTK_NODE_ALLREDUCE, default on; never in a build for a CUDA-aware MPI, which is handed device
+/// memory). Set it alike on every rank.
 bool node_allreduce();
 void set_node_allreduce(bool on);
 
