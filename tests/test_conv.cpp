@@ -1,18 +1,24 @@
 // Convolutions, transposed convolutions and pooling over 1 to 3 named spatial dims on one
 // processor, against direct float64 loops (tests/spatial_reference.hpp): SAME and VALID, strides
-// 1 and 2, odd and even filters, dilation; the gradients of input and filter; the errors.
+// 1 and 2, odd and even filters, dilation; the gradients of input and filter; the errors. The patch
+// kernels themselves (kernels/patches.hpp) bit for bit against naive loops.
 #include <mtk/autodiff/gradients.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/kernels/patches.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/nn/conv.hpp>
 #include <mtk/ops/ops.hpp>
 
+#include <Kokkos_Core.hpp>
 #include <gtest/gtest.h>
 
 #include "error_text.hpp"
 #include "mtk_invariance_check.hpp"
 #include "spatial_reference.hpp"
+#include <algorithm>
+#include <cstring>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -236,6 +242,243 @@ TEST(Conv, ClearErrors) {
   Tensor f9 = placeholder(g, "f9", {{"kh", 9}, {"c", 2}, {"co", 4}});
   expect_parts(error_of([&] { nn::conv(xb, f9, {sd("h", "kh", 1, "hb")}, "c", "co"); }),
                {"mtk::halo_exchange", "'blocked'", "wider than its blocks", "3 positions"});
+}
+
+// ------------------------------------------------------------------ the patch kernels themselves
+
+using kernels::PatchGeometry;
+
+// A patch geometry: the input's shape (its spatial dims among batch, group and channel dims) and
+// 1 to 3 geometries, in any order of dims.
+struct PatchCase {
+  Shape shape;
+  std::vector<PatchGeometry> axes;
+};
+
+std::string name_of(const PatchCase& c) {
+  std::string t = c.shape.to_string();
+  for (const auto& g : c.axes)
+    t += cat(" [dim ", g.dim, " taps ", g.taps, " stride ", g.stride, " dilation ", g.dilation,
+             " pad ", g.pad_before, " out ", g.out, "]");
+  return t;
+}
+
+// layout 0: channels last; 1: a spatial dim last; 2: any order.
+PatchCase random_patch_case(std::mt19937& gen, int naxes, std::int64_t channels, int layout,
+                            std::int64_t stride, std::int64_t dilation, std::int64_t max_taps = 4) {
+  const auto pick = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(gen);
+  };
+  std::vector<Dimension> dims{{"b", pick(1, 2)}};
+  if (pick(0, 1))
+    dims.push_back({"g", pick(1, 2)});
+  for (int a = 0; a < naxes; ++a)
+    dims.push_back({cat("s", a), pick(1, naxes == 3 ? 5 : 7)});
+  std::shuffle(dims.begin(), dims.end(), gen);
+  if (layout == 0)
+    dims.push_back({"c", channels});
+  else
+    dims.insert(dims.begin() + (layout == 1 ? 0 : pick(0, static_cast<std::int64_t>(dims.size()))),
+                {"c", channels});
+  if (layout == 1)  // a spatial dim last
+    std::iter_swap(
+        std::find_if(dims.begin(), dims.end(), [](const Dimension& d) { return d.name[0] == 's'; }),
+        dims.end() - 1);
+  PatchCase c{Shape(dims), {}};
+  for (int a = 0; a < naxes; ++a) {
+    PatchGeometry g;
+    g.dim = c.shape.index_of(cat("s", a));
+    g.taps = pick(max_taps > 4 ? 4 : 1, max_taps);
+    g.stride = stride;
+    g.dilation = dilation;
+    g.pad_before = pick(0, 2);
+    const std::int64_t n = c.shape[g.dim].size, span = (g.taps - 1) * dilation + 1;
+    const std::int64_t room = n + g.pad_before + pick(0, 2) - span;
+    g.out = std::max<std::int64_t>(room < 0 ? 0 : room / stride + 1, 0) + (pick(0, 5) == 0);
+    c.axes.push_back(g);
+  }
+  std::shuffle(c.axes.begin(), c.axes.end(), gen);
+  return c;
+}
+
+// The patches' dims: the input's with the spatial ones resized, then the taps.
+std::vector<std::int64_t> patch_extents(const PatchCase& c) {
+  std::vector<std::int64_t> e;
+  for (int d = 0; d < c.shape.rank(); ++d)
+    e.push_back(c.shape[d].size);
+  for (const auto& g : c.axes) {
+    e[static_cast<size_t>(g.dim)] = g.out;
+    e.push_back(g.taps);
+  }
+  return e;
+}
+
+std::vector<std::int64_t> unflatten(const std::vector<std::int64_t>& e, std::int64_t f) {
+  std::vector<std::int64_t> idx(e.size());
+  for (size_t d = e.size(); d-- > 0;) {
+    idx[d] = f % e[d];
+    f /= e[d];
+  }
+  return idx;
+}
+
+// Naive extract: every patch entry's source computed directly from its multi-index.
+template <class T>
+std::vector<T> reference_extract(const PatchCase& c, const std::vector<T>& x, T pad_value) {
+  const std::vector<std::int64_t> e = patch_extents(c);
+  std::int64_t total = 1;
+  for (std::int64_t v : e)
+    total *= v;
+  std::vector<T> y(static_cast<size_t>(total));
+  const size_t rank = static_cast<size_t>(c.shape.rank());
+  for (std::int64_t f = 0; f < total; ++f) {
+    std::vector<std::int64_t> idx = unflatten(e, f);
+    bool inside = true;
+    for (size_t a = 0; a < c.axes.size(); ++a) {
+      const PatchGeometry& g = c.axes[a];
+      const std::int64_t i =
+          idx[static_cast<size_t>(g.dim)] * g.stride + idx[rank + a] * g.dilation - g.pad_before;
+      inside = inside && i >= 0 && i < c.shape[g.dim].size;
+      idx[static_cast<size_t>(g.dim)] = i;
+    }
+    std::int64_t src = 0;
+    for (size_t d = 0; d < rank; ++d)
+      src = src * c.shape[static_cast<int>(d)].size + idx[d];
+    y[static_cast<size_t>(f)] = inside ? x[static_cast<size_t>(src)] : pad_value;
+  }
+  return y;
+}
+
+// Naive fold: every input element sums, from T(0) and in row-major tap order, the patch entries
+// that read it.
+template <class T>
+std::vector<T> reference_fold(const PatchCase& c, const std::vector<T>& p) {
+  const std::vector<std::int64_t> e = patch_extents(c);
+  const size_t rank = static_cast<size_t>(c.shape.rank());
+  std::vector<std::int64_t> in_e(e.begin(), e.begin() + static_cast<std::ptrdiff_t>(rank)),
+      taps(e.begin() + static_cast<std::ptrdiff_t>(rank), e.end());
+  for (size_t d = 0; d < rank; ++d)
+    in_e[d] = c.shape[static_cast<int>(d)].size;
+  std::int64_t all_taps = 1;
+  for (std::int64_t t : taps)
+    all_taps *= t;
+  std::vector<T> y(static_cast<size_t>(c.shape.num_elements()));
+  for (std::int64_t f = 0; f < c.shape.num_elements(); ++f) {
+    const std::vector<std::int64_t> i = unflatten(in_e, f);
+    T sum = T(0);
+    for (std::int64_t t = 0; t < all_taps; ++t) {
+      const std::vector<std::int64_t> ti = unflatten(taps, t);
+      std::vector<std::int64_t> o = i;
+      bool lands = true;
+      for (size_t a = 0; a < c.axes.size(); ++a) {
+        const PatchGeometry& g = c.axes[a];
+        const std::int64_t num = i[static_cast<size_t>(g.dim)] + g.pad_before - ti[a] * g.dilation;
+        lands = lands && num >= 0 && num % g.stride == 0 && num / g.stride < g.out;
+        o[static_cast<size_t>(g.dim)] = num / g.stride;
+      }
+      if (!lands)
+        continue;
+      std::int64_t off = 0;
+      for (size_t d = 0; d < rank; ++d)
+        off = off * e[d] + o[d];
+      sum += p[static_cast<size_t>(off * all_taps + t)];
+    }
+    y[static_cast<size_t>(f)] = sum;
+  }
+  return y;
+}
+
+template <class T>
+kernels::View<T> device_copy(const std::vector<T>& v) {
+  kernels::View<T> d("patch test", v.size());
+  auto h = Kokkos::create_mirror_view(d);
+  for (size_t k = 0; k < v.size(); ++k)
+    h(k) = v[k];
+  Kokkos::deep_copy(d, h);
+  return d;
+}
+
+// Bitwise equality, element by element.
+template <class T>
+void expect_bitwise(const kernels::View<T>& got, const std::vector<T>& want,
+                    const std::string& what) {
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), got);
+  ASSERT_EQ(h.extent(0), want.size()) << what;
+  for (size_t k = 0; k < want.size(); ++k)
+    ASSERT_EQ(std::memcmp(&h(k), &want[k], sizeof(T)), 0)
+        << what << " at " << k << ": " << h(k) << " against " << want[k];
+}
+
+template <class T>
+void check_patch_kernels(std::mt19937& gen, const PatchCase& c) {
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<T> x(static_cast<size_t>(c.shape.num_elements()));
+  for (auto& v : x)
+    v = static_cast<T>(dist(gen));
+  const T pad = static_cast<T>(-0.75);
+  const std::string what = name_of(c);
+  const auto patches = reference_extract(c, x, pad);
+  expect_bitwise(kernels::extract_patches(ExecSpace(), c.shape, device_copy(x), c.axes, pad),
+                 patches, "extract " + what);
+  std::vector<T> p(patches.size());  // fractions: their sums depend on the order of the adds
+  for (auto& v : p)
+    v = static_cast<T>(dist(gen));
+  expect_bitwise(kernels::fold_patches(ExecSpace(), c.shape, device_copy(p), c.axes),
+                 reference_fold(c, p), "fold " + what);
+}
+
+TEST(PatchKernels, BitwiseEqualTheNaiveLoops) {
+  std::mt19937 gen(2024);
+  int cases = 0;
+  for (int naxes = 1; naxes <= 3; ++naxes)
+    for (std::int64_t channels : {1, 3, 16, 17})
+      for (int layout = 0; layout < 3; ++layout)
+        for (std::int64_t stride : {1, 2})
+          for (std::int64_t dilation : {1, 2})
+            for (int rep = 0; rep < 4; ++rep, ++cases) {
+              const PatchCase c = random_patch_case(gen, naxes, channels, layout, stride, dilation);
+              if (cases % 2)
+                check_patch_kernels<float>(gen, c);
+              else
+                check_patch_kernels<double>(gen, c);
+              if (HasFatalFailure())
+                return;
+            }
+}
+
+// More taps than a block sweep holds (fold_patches then gathers on the host too).
+TEST(PatchKernels, ManyTapsEqualTheNaiveLoops) {
+  std::mt19937 gen(99);
+  int many = 0;  // cases with more than 64 taps and some output
+  for (std::int64_t channels : {1, 16, 17})
+    for (int layout = 0; layout < 3; ++layout)
+      for (std::int64_t stride : {1, 2})
+        for (int rep = 0; rep < 2; ++rep) {
+          const PatchCase c = random_patch_case(gen, 3, channels, layout, stride, 1, 6);
+          std::int64_t taps = 1, positions = 1;
+          for (const auto& g : c.axes) {
+            taps *= g.taps;
+            positions *= g.out;
+          }
+          many += taps > 64 && positions > 0;
+          check_patch_kernels<float>(gen, c);
+          if (HasFatalFailure())
+            return;
+        }
+  EXPECT_GE(many, 12);
+}
+
+// The benchmark's shapes ([db, d, hb, h, wb, w, c], 3x3x3 taps, halo'd or padded) against the
+// naive loops.
+TEST(PatchKernels, BenchmarkShapes) {
+  std::mt19937 gen(7);
+  for (std::int64_t n : {16, 18}) {
+    PatchCase c{Shape{{"db", 1}, {"d", n}, {"hb", 1}, {"h", n}, {"wb", 1}, {"w", n}, {"c", 16}},
+                {}};
+    for (int a = 0; a < 3; ++a)
+      c.axes.push_back({2 * a + 1, 3, 1, 1, n == 16 ? 1 : 0, 16});
+    check_patch_kernels<float>(gen, c);
+  }
 }
 
 }  // namespace

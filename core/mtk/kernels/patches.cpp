@@ -1,5 +1,13 @@
 // mtk::kernels patch kernels — see patches.hpp. PatchMap carries the geometry into the kernels
 // by value (fixed capacity: no std::vector on the device).
+//
+// With the channels last (the last input dim not spatial: [batch, spatial..., channels]) every
+// output position owns a [channels][taps] block of the patches. extract_patches fills a block tap
+// by tap from the input's contiguous channel vectors, each tap's bounds tested once for all the
+// channels. fold_patches on the host reads the blocks once, in order (fold_sweep); elsewhere every
+// input position gathers its taps (fold_gather). Other layouts take the general loops. Whatever
+// the path, each input element sums its taps from T(0) in row-major tap order, so the results are
+// the same bit for bit.
 
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/impl/launch.hpp>
@@ -7,12 +15,16 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace mtk::kernels {
 namespace {
 
 constexpr int kMaxRank = 12, kMaxAxes = 3;
+// The most taps whose offsets a work item lists (extract_patches; fold_sweep takes no more), and
+// fold_sweep's channels moved and added together.
+constexpr int kListed = 64, kLanes = 16;
 
 struct PatchMap {
   int rank = 0, naxes = 0;
@@ -28,6 +40,61 @@ struct PatchMap {
   // Per geometry, padded to kMaxAxes with a single tap: the patches' stride of its output
   // position and of its tap.
   std::int64_t out_stride[kMaxAxes] = {}, tap_stride[kMaxAxes] = {};
+  // Per geometry, padded likewise: the input's extent and stride of its dim (1 and 0 past naxes).
+  std::int64_t in_size[kMaxAxes] = {}, in_step[kMaxAxes] = {};
+
+  // Output position `pos` (row-major over the patches' dims before `end`): its spatial
+  // coordinates (o) and the input offset of its other dims.
+  KOKKOS_INLINE_FUNCTION std::int64_t decode_out(std::int64_t pos, int end, std::int64_t* o) const {
+    std::int64_t base = 0;
+    for (int d = end - 1; d >= 0; --d) {
+      const std::int64_t c = pos % out_extent[d];
+      pos /= out_extent[d];
+      if (axis_of[d] < 0)
+        base += c * in_stride[d];
+      else
+        o[axis_of[d]] = c;
+    }
+    return base;
+  }
+
+  // Input position `pos` (row-major over the input's dims before `end`): its spatial coordinates
+  // (i) and the patches offset of its other dims.
+  KOKKOS_INLINE_FUNCTION std::int64_t decode_in(std::int64_t pos, int end, std::int64_t* i) const {
+    std::int64_t base = 0;
+    for (int d = end - 1; d >= 0; --d) {
+      const std::int64_t c = pos % in_extent[d];
+      pos /= in_extent[d];
+      if (axis_of[d] < 0)
+        base += c * col_stride[d];
+      else
+        i[axis_of[d]] = c;
+    }
+    return base;
+  }
+
+  // extract_patches: f(tap, inside, offset) for each tap of output position o (spatial
+  // coordinates) in row-major tap order, with the input offset from the other dims' base
+  // (meaningful where inside). Nested per geometry: no division per tap.
+  template <class F>
+  KOKKOS_INLINE_FUNCTION void visit_sources(const std::int64_t* o, std::int64_t base,
+                                            const F& f) const {
+    std::int64_t t = 0;
+    for (std::int64_t t0 = 0; t0 < taps[0]; ++t0) {
+      const std::int64_t i0 = o[0] * stride[0] + t0 * dilation[0] - pad[0];
+      const bool in0 = i0 >= 0 && i0 < in_size[0];
+      const std::int64_t off0 = base + i0 * in_step[0];
+      for (std::int64_t t1 = 0; t1 < taps[1]; ++t1) {
+        const std::int64_t i1 = o[1] * stride[1] + t1 * dilation[1] - pad[1];
+        const bool in1 = in0 && i1 >= 0 && i1 < in_size[1];
+        const std::int64_t off1 = off0 + i1 * in_step[1];
+        for (std::int64_t t2 = 0; t2 < taps[2]; ++t2) {
+          const std::int64_t i2 = o[2] * stride[2] + t2 * dilation[2] - pad[2];
+          f(t++, in1 && i2 >= 0 && i2 < in_size[2], off1 + i2 * in_step[2]);
+        }
+      }
+    }
+  }
 
   // Whether input position i, read by tap t of geometry a, belongs to an output position (o).
   KOKKOS_INLINE_FUNCTION bool lands(int a, std::int64_t i, std::int64_t t, std::int64_t& o) const {
@@ -102,14 +169,77 @@ PatchMap make_map(const char* where, const Shape& s, const std::vector<PatchGeom
   std::int64_t tap = 1;
   for (int a = kMaxAxes - 1; a >= 0; --a) {
     if (a >= naxes) {  // a single tap reading position 0
-      m.taps[a] = m.stride[a] = m.dilation[a] = m.out[a] = 1;
+      m.taps[a] = m.stride[a] = m.dilation[a] = m.out[a] = m.in_size[a] = 1;
       continue;
     }
+    m.in_size[a] = m.in_extent[m.dim[a]];
+    m.in_step[a] = m.in_stride[m.dim[a]];
     m.out_stride[a] = m.col_stride[m.dim[a]];
     m.tap_stride[a] = tap;
     tap *= m.taps[a];
   }
   return m;
+}
+
+// extract_patches, channels last: tap t of an output position's block (at dst + t), the channel
+// vector at x + from, or the pad value where from < 0.
+template <class T>
+KOKKOS_INLINE_FUNCTION void put_tap(T* dst, std::int64_t taps, std::int64_t channels, const T* x,
+                                    std::int64_t from, T pad_value) {
+  if (from >= 0)
+    for (std::int64_t c = 0; c < channels; ++c)
+      dst[c * taps] = x[from + c];
+  else
+    for (std::int64_t c = 0; c < channels; ++c)
+      dst[c * taps] = pad_value;
+}
+
+// Channels last: one work item per line of output positions along the dim before the channels
+// (decoded once); each position's [channels][taps] block written tap by tap from contiguous
+// channel vectors (the block stays in cache while it is transposed), the taps' sources listed
+// first where there are at most kListed.
+template <class T>
+void extract_channels_last(const char* w, const ExecSpace& space, const PatchMap& m, const T* x,
+                           T* out, std::int64_t total, T pad_value) {
+  const int run = m.rank - 2, axis = m.axis_of[run];
+  const std::int64_t channels = m.in_extent[run + 1], taps = m.all_taps, block = channels * taps;
+  const std::int64_t n = m.out_extent[run], step = axis < 0 ? m.in_stride[run] : 0;
+  const std::int64_t lines = block * n > 0 ? total / (block * n) : 0;
+  const bool listed = taps <= kListed;
+  Kokkos::parallel_for(
+      w, impl::Range(space, 0, lines), KOKKOS_LAMBDA(std::int64_t line) {
+        std::int64_t o[kMaxAxes] = {}, from[kListed];
+        std::int64_t base = m.decode_out(line, run, o);
+        T* dst = out + line * n * block;
+        for (std::int64_t j = 0; j < n; ++j, base += step, dst += block) {
+          if (axis >= 0)
+            o[axis] = j;
+          m.visit_sources(o, base, [&](std::int64_t t, bool inside, std::int64_t off) {
+            if (listed)
+              from[t] = inside ? off : -1;
+            else
+              put_tap(dst + t, taps, channels, x, inside ? off : -1, pad_value);
+          });
+          for (std::int64_t t = 0; listed && t < taps; ++t)
+            put_tap(dst + t, taps, channels, x, from[t], pad_value);
+        }
+      });
+}
+
+// Any layout: one work item per row of all_taps entries (its position decoded once).
+template <class T>
+void extract_general(const char* w, const ExecSpace& space, const PatchMap& m, const T* x, T* out,
+                     std::int64_t total, T pad_value) {
+  const std::int64_t taps = m.all_taps;
+  Kokkos::parallel_for(
+      w, impl::Range(space, 0, total / taps), KOKKOS_LAMBDA(std::int64_t row) {
+        std::int64_t o[kMaxAxes] = {};
+        const std::int64_t base = m.decode_out(row, m.rank, o);
+        T* dst = out + row * taps;
+        m.visit_sources(o, base, [&](std::int64_t t, bool inside, std::int64_t off) {
+          dst[t] = inside ? x[off] : pad_value;
+        });
+      });
 }
 
 }  // namespace
@@ -126,40 +256,198 @@ View<T> extract_patches(const ExecSpace& space, const Shape& in_shape, const Vie
   for (int d = 0; d < m.rank; ++d)
     total *= m.out_extent[d];
   auto out = impl::alloc<T>(w, total);
-  // One work item per output position (a row of all_taps entries): the position is decoded once.
-  const std::int64_t rows = total / m.all_taps;
+  if (m.axis_of[m.rank - 1] < 0)
+    extract_channels_last(w, space, m, x.data(), out.data(), total, pad_value);
+  else
+    extract_general(w, space, m, x.data(), out.data(), total, pad_value);
+  return out;
+}
+
+namespace {
+
+// fold_sweep: the input offsets (from the slab's base) that the taps of block o add into, -1 for
+// those outside [lo, hi) per geometry; `first` holds the offsets of a block's taps from its first.
+KOKKOS_INLINE_FUNCTION void block_targets(const PatchMap& m, const std::int64_t* o,
+                                          const std::int64_t* lo, const std::int64_t* hi,
+                                          const std::int64_t* first, std::int64_t* to) {
+  std::int64_t i[kMaxAxes], base = 0;
+  bool whole = true;  // every tap inside
+  for (int a = 0; a < kMaxAxes; ++a) {
+    i[a] = o[a] * m.stride[a] - m.pad[a];
+    base += i[a] * m.in_step[a];
+    whole = whole && i[a] >= lo[a] && i[a] + (m.taps[a] - 1) * m.dilation[a] < hi[a];
+  }
+  std::int64_t t = 0;
+  if (whole) {
+    for (; t < m.all_taps; ++t)
+      to[t] = base + first[t];
+    return;
+  }
+  for (std::int64_t t0 = 0; t0 < m.taps[0]; ++t0) {
+    const std::int64_t i0 = i[0] + t0 * m.dilation[0];
+    const bool in0 = i0 >= lo[0] && i0 < hi[0];
+    for (std::int64_t t1 = 0; t1 < m.taps[1]; ++t1) {
+      const std::int64_t i1 = i[1] + t1 * m.dilation[1];
+      const bool in1 = in0 && i1 >= lo[1] && i1 < hi[1];
+      for (std::int64_t t2 = 0; t2 < m.taps[2]; ++t2, ++t) {
+        const std::int64_t i2 = i[2] + t2 * m.dilation[2];
+        to[t] = in1 && i2 >= lo[2] && i2 < hi[2]
+                    ? i0 * m.in_step[0] + i1 * m.in_step[1] + i2 * m.in_step[2]
+                    : -1;
+      }
+    }
+  }
+}
+
+// fold_sweep: adds the taps of one [channels][taps] block into y (tap t at y + to[t], skipped
+// where to[t] < 0). kLanes channels at a time the block is transposed in registers and cache, then
+// added a tap row at a time; the channels past the last kLanes one by one.
+template <class T>
+KOKKOS_INLINE_FUNCTION void add_block(const T* blk, std::int64_t channels, std::int64_t taps,
+                                      const std::int64_t* to, T* y) {
+  std::int64_t c0 = 0;
+  for (; c0 + kLanes <= channels; c0 += kLanes) {
+    T rows[kListed * kLanes];  // rows[t * kLanes + c]: channel c0 + c of tap t
+    const T* src = blk + c0 * taps;
+    for (std::int64_t t = 0; t < taps; ++t)
+      for (int c = 0; c < kLanes; ++c)
+        rows[t * kLanes + c] = src[c * taps + t];
+    for (std::int64_t t = 0; t < taps; ++t) {
+      if (to[t] < 0)
+        continue;
+      T* yr = y + to[t] + c0;
+      T sum[kLanes];
+      for (int c = 0; c < kLanes; ++c)
+        sum[c] = yr[c] + rows[t * kLanes + c];
+      for (int c = 0; c < kLanes; ++c)
+        yr[c] = sum[c];
+    }
+  }
+  for (std::int64_t t = 0; c0 < channels && t < taps; ++t)
+    if (to[t] >= 0)
+      for (std::int64_t c = c0; c < channels; ++c)
+        y[to[t] + c] += blk[c * taps + t];
+}
+
+// Channels last, on the host: the patches read once, in order. One work item per `group`
+// coordinates of geometry 0 (and per coordinate of the other dims that are not spatial): it
+// zeroes its slab of the input, then sweeps the blocks that reach it from the last to the first
+// (in geometry order) and adds each block's taps into the slab. An input element meets its taps'
+// blocks in decreasing order of output position, that is in row-major order of the taps: the sums
+// fold_gather makes, bit for bit. At most kListed taps.
+template <class T>
+void fold_sweep(const char* w, const ExecSpace& space, const PatchMap& m, const T* p, T* out,
+                std::int64_t total, std::int64_t group) {
+  const int last = m.rank - 1;
+  const std::int64_t channels = m.in_extent[last], taps = m.all_taps, n0 = m.in_size[0];
+  const std::int64_t slab = channels * n0 * m.in_size[1] * m.in_size[2];
+  const std::int64_t groups = (n0 + group - 1) / group;
+  const std::int64_t items = slab > 0 ? total / slab * groups : 0;
   Kokkos::parallel_for(
-      w, impl::Range(space, 0, rows), KOKKOS_LAMBDA(std::int64_t row) {
-        std::int64_t o[kMaxAxes] = {}, base = 0, r = row;
-        for (int d = m.rank - 1; d >= 0; --d) {
-          const std::int64_t c = r % m.out_extent[d];
-          r /= m.out_extent[d];
-          if (m.axis_of[d] < 0)
-            base += c * m.in_stride[d];
-          else
-            o[m.axis_of[d]] = c;
-        }
-        // The taps in row-major order, nested per geometry (no division per tap); geometries
-        // past naxes have one tap reading position 0 (make_map).
-        T* dst = &out(row * m.all_taps);
-        for (std::int64_t t0 = 0; t0 < m.taps[0]; ++t0) {
-          const std::int64_t i0 = o[0] * m.stride[0] + t0 * m.dilation[0] - m.pad[0];
-          const bool in0 = i0 >= 0 && i0 < m.in_extent[m.dim[0]];
-          const std::int64_t off0 = base + i0 * m.in_stride[m.dim[0]];
-          for (std::int64_t t1 = 0; t1 < m.taps[1]; ++t1) {
-            const std::int64_t i1 = o[1] * m.stride[1] + t1 * m.dilation[1] - m.pad[1];
-            const bool in1 = in0 && (m.naxes < 2 || (i1 >= 0 && i1 < m.in_extent[m.dim[1]]));
-            const std::int64_t off1 = m.naxes < 2 ? off0 : off0 + i1 * m.in_stride[m.dim[1]];
-            for (std::int64_t t2 = 0; t2 < m.taps[2]; ++t2) {
-              const std::int64_t i2 = o[2] * m.stride[2] + t2 * m.dilation[2] - m.pad[2];
-              const bool in2 = in1 && (m.naxes < 3 || (i2 >= 0 && i2 < m.in_extent[m.dim[2]]));
-              *dst++ = in2 ? x(m.naxes < 3 ? off1 : off1 + i2 * m.in_stride[m.dim[2]]) : pad_value;
+      w, impl::Range(space, 0, items), KOKKOS_LAMBDA(std::int64_t item) {
+        std::int64_t ybase = 0, pbase = 0, r = item / groups;
+        for (int d = last - 1; d >= 0; --d)
+          if (m.axis_of[d] < 0) {
+            const std::int64_t c = r % m.in_extent[d];
+            r /= m.in_extent[d];
+            ybase += c * m.in_stride[d];
+            pbase += c * m.col_stride[d];
+          }
+        const std::int64_t lo[kMaxAxes] = {item % groups * group, 0, 0};
+        const std::int64_t hi[kMaxAxes] = {lo[0] + group < n0 ? lo[0] + group : n0, m.in_size[1],
+                                           m.in_size[2]};
+        T* y = out + ybase;
+        for (std::int64_t i0 = lo[0]; i0 < hi[0]; ++i0)
+          for (std::int64_t i1 = 0; i1 < hi[1]; ++i1)
+            for (std::int64_t i2 = 0; i2 < hi[2]; ++i2)
+              for (std::int64_t c = 0; c < channels; ++c)
+                y[i0 * m.in_step[0] + i1 * m.in_step[1] + i2 * m.in_step[2] + c] = T(0);
+        std::int64_t first[kListed], to[kListed], o[kMaxAxes] = {}, t = 0;
+        for (std::int64_t t0 = 0; t0 < m.taps[0]; ++t0)
+          for (std::int64_t t1 = 0; t1 < m.taps[1]; ++t1)
+            for (std::int64_t t2 = 0; t2 < m.taps[2]; ++t2)
+              first[t++] = t0 * m.dilation[0] * m.in_step[0] + t1 * m.dilation[1] * m.in_step[1] +
+                           t2 * m.dilation[2] * m.in_step[2];
+        // The blocks along geometry 0 with a tap in [lo, hi): o * stride - pad + t * dilation.
+        const std::int64_t from = lo[0] + m.pad[0] - (m.taps[0] - 1) * m.dilation[0];
+        const std::int64_t top = (hi[0] - 1 + m.pad[0]) / m.stride[0];
+        for (o[0] = top < m.out[0] ? top : m.out[0] - 1; o[0] >= 0 && o[0] * m.stride[0] >= from;
+             --o[0])
+          for (o[1] = m.out[1] - 1; o[1] >= 0; --o[1])
+            for (o[2] = m.out[2] - 1; o[2] >= 0; --o[2]) {
+              block_targets(m, o, lo, hi, first, to);
+              const T* blk = p + pbase + o[0] * m.out_stride[0] + o[1] * m.out_stride[1] +
+                             o[2] * m.out_stride[2];
+              add_block(blk, channels, taps, to, y);
             }
+      });
+}
+
+// Channels last, elsewhere (and maps with more than kListed taps): one work item per line of
+// input positions along the dim before the channels (decoded once); per position its channels
+// four at a time, each summing its taps in its own register.
+template <class T>
+void fold_gather(const char* w, const ExecSpace& space, const PatchMap& m, const T* p, T* out,
+                 std::int64_t total) {
+  const int run = m.rank - 2, axis = m.axis_of[run];
+  const std::int64_t channels = m.in_extent[run + 1], taps = m.all_taps, n = m.in_extent[run];
+  const std::int64_t step = axis < 0 ? m.col_stride[run] : 0;
+  const std::int64_t lines = channels * n > 0 ? total / (channels * n) : 0;
+  Kokkos::parallel_for(
+      w, impl::Range(space, 0, lines), KOKKOS_LAMBDA(std::int64_t line) {
+        std::int64_t i[kMaxAxes] = {};
+        const T* src = p + m.decode_in(line, run, i);
+        T* dst = out + line * n * channels;
+        for (std::int64_t j = 0; j < n; ++j, src += step, dst += channels) {
+          if (axis >= 0)
+            i[axis] = j;
+          std::int64_t c = 0;
+          for (; c + 4 <= channels; c += 4) {
+            const T* q = src + c * taps;
+            T s0 = T(0), s1 = T(0), s2 = T(0), s3 = T(0);
+            m.visit_taps(i, [&](std::int64_t off) {
+              s0 += q[off];
+              s1 += q[off + taps];
+              s2 += q[off + 2 * taps];
+              s3 += q[off + 3 * taps];
+            });
+            dst[c] = s0;
+            dst[c + 1] = s1;
+            dst[c + 2] = s2;
+            dst[c + 3] = s3;
+          }
+          for (; c < channels; ++c) {
+            const T* q = src + c * taps;
+            T sum = T(0);
+            m.visit_taps(i, [&](std::int64_t off) { sum += q[off]; });
+            dst[c] = sum;
           }
         }
       });
-  return out;
 }
+
+// A spatial dim last: one work item per line of it (its position decoded once); each element
+// sums its taps.
+template <class T>
+void fold_general(const char* w, const ExecSpace& space, const PatchMap& m, const T* p, T* out,
+                  std::int64_t total) {
+  const int last = m.rank - 1, axis = m.axis_of[last];
+  const std::int64_t line = m.in_extent[last], lines = line > 0 ? total / line : 0;
+  Kokkos::parallel_for(
+      w, impl::Range(space, 0, lines), KOKKOS_LAMBDA(std::int64_t row) {
+        std::int64_t i[kMaxAxes] = {};
+        const std::int64_t base = m.decode_in(row, last, i);
+        T* dst = out + row * line;
+        for (std::int64_t c = 0; c < line; ++c) {
+          i[axis] = c;
+          T sum = T(0);
+          m.visit_taps(i, [&](std::int64_t off) { sum += p[base + off]; });
+          dst[c] = sum;
+        }
+      });
+}
+
+}  // namespace
 
 template <class T>
 View<T> fold_patches(const ExecSpace& space, const Shape& in_shape, const View<T>& patches,
@@ -174,39 +462,23 @@ View<T> fold_patches(const ExecSpace& space, const Shape& in_shape, const View<T
                 in_shape.to_string(), " have ", cols));
   const std::int64_t total = in_shape.num_elements();
   auto out = impl::alloc<T>(w, total);
-  // One work item per line of the last dim: its position decoded once (per element the division
-  // chain cost more than the sum); each element sums its taps in row-major order either way.
-  const int last = m.rank - 1;
-  const std::int64_t line = m.in_extent[last], lines = line > 0 ? total / line : 0;
-  Kokkos::parallel_for(
-      w, impl::Range(space, 0, lines), KOKKOS_LAMBDA(std::int64_t row) {
-        std::int64_t i[kMaxAxes] = {}, base = 0, r = row;
-        for (int d = last - 1; d >= 0; --d) {
-          const std::int64_t c = r % m.in_extent[d];
-          r /= m.in_extent[d];
-          if (m.axis_of[d] < 0)
-            base += c * m.col_stride[d];
-          else
-            i[m.axis_of[d]] = c;
-        }
-        const std::int64_t first = row * line;
-        if (m.axis_of[last] < 0) {  // a line of channels: each tap's test once for the line
-          const std::int64_t cs = m.col_stride[last];
-          for (std::int64_t c = 0; c < line; ++c)
-            out(first + c) = T(0);
-          m.visit_taps(i, [&](std::int64_t off) {
-            for (std::int64_t c = 0; c < line; ++c)
-              out(first + c) += patches(base + off + c * cs);
-          });
-          return;
-        }
-        for (std::int64_t c = 0; c < line; ++c) {
-          i[m.axis_of[last]] = c;
-          T sum = T(0);
-          m.visit_taps(i, [&](std::int64_t off) { sum += patches(base + off); });
-          out(first + c) = sum;
-        }
-      });
+  if (m.axis_of[m.rank - 1] >= 0) {
+    fold_general(w, space, m, patches.data(), out.data(), total);
+    return out;
+  }
+  if constexpr (impl::host_exec) {
+    if (m.all_taps <= kListed) {
+      // As many groups of geometry 0's coordinates as the space runs work items at once (a block
+      // that reaches two groups is read twice): on one thread, one sweep.
+      const std::int64_t n0 = std::max<std::int64_t>(m.in_size[0], 1);
+      const std::int64_t slab = m.in_extent[m.rank - 1] * n0 * m.in_size[1] * m.in_size[2];
+      const std::int64_t outer = slab > 0 ? std::max<std::int64_t>(total / slab, 1) : 1;
+      const std::int64_t parts = std::clamp<std::int64_t>(space.concurrency() / outer, 1, n0);
+      fold_sweep(w, space, m, patches.data(), out.data(), total, (n0 + parts - 1) / parts);
+      return out;
+    }
+  }
+  fold_gather(w, space, m, patches.data(), out.data(), total);
   return out;
 }
 
