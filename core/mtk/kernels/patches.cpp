@@ -43,34 +43,28 @@ struct PatchMap {
   // Per geometry, padded likewise: the input's extent and stride of its dim (1 and 0 past naxes).
   std::int64_t in_size[kMaxAxes] = {}, in_step[kMaxAxes] = {};
 
-  // Output position `pos` (row-major over the patches' dims before `end`): its spatial
-  // coordinates (o) and the input offset of its other dims.
-  KOKKOS_INLINE_FUNCTION std::int64_t decode_out(std::int64_t pos, int end, std::int64_t* o) const {
+  // Position `pos`, row-major over dims [0, end) of `extent`: its spatial coordinates (x) and
+  // the offset, by `stride`, of its other dims.
+  KOKKOS_INLINE_FUNCTION std::int64_t decode(std::int64_t pos, int end, const std::int64_t* extent,
+                                             const std::int64_t* stride, std::int64_t* x) const {
     std::int64_t base = 0;
     for (int d = end - 1; d >= 0; --d) {
-      const std::int64_t c = pos % out_extent[d];
-      pos /= out_extent[d];
+      const std::int64_t c = pos % extent[d];
+      pos /= extent[d];
       if (axis_of[d] < 0)
-        base += c * in_stride[d];
+        base += c * stride[d];
       else
-        o[axis_of[d]] = c;
+        x[axis_of[d]] = c;
     }
     return base;
   }
-
-  // Input position `pos` (row-major over the input's dims before `end`): its spatial coordinates
-  // (i) and the patches offset of its other dims.
+  // An output position: its spatial coordinates and the input offset of its other dims.
+  KOKKOS_INLINE_FUNCTION std::int64_t decode_out(std::int64_t pos, int end, std::int64_t* o) const {
+    return decode(pos, end, out_extent, in_stride, o);
+  }
+  // An input position: its spatial coordinates and the patches offset of its other dims.
   KOKKOS_INLINE_FUNCTION std::int64_t decode_in(std::int64_t pos, int end, std::int64_t* i) const {
-    std::int64_t base = 0;
-    for (int d = end - 1; d >= 0; --d) {
-      const std::int64_t c = pos % in_extent[d];
-      pos /= in_extent[d];
-      if (axis_of[d] < 0)
-        base += c * col_stride[d];
-      else
-        i[axis_of[d]] = c;
-    }
-    return base;
+    return decode(pos, end, in_extent, col_stride, i);
   }
 
   // extract_patches: f(tap, inside, offset) for each tap of output position o (spatial

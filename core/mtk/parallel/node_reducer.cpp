@@ -323,39 +323,24 @@ void NodeReducer::Impl::consume(Op& o) {
 bool NodeReducer::Impl::advance() {
   bool moved = false;
   Control& me = mine();
-  const std::uint64_t consumed = least(&Control::consumed);
-  for (Op& o : ops) {
-    if (o.phase > 0)
-      continue;
-    if (o.after > consumed)
-      break;
-    post(o);
-    me.posted.value.store(o.seq, std::memory_order_release);
-    o.phase = 1;
-    moved = true;
-  }
-  const std::uint64_t posted = least(&Control::posted);
-  for (Op& o : ops) {
-    if (o.phase != 1)
-      continue;
-    if (o.seq > posted)
-      break;
-    sum(o);
-    me.summed.value.store(o.seq, std::memory_order_release);
-    o.phase = 2;
-    moved = true;
-  }
-  const std::uint64_t summed = least(&Control::summed);
-  for (Op& o : ops) {
-    if (o.phase != 2)
-      continue;
-    if (o.seq > summed)
-      break;
-    consume(o);
-    me.consumed.value.store(o.seq, std::memory_order_release);
-    o.phase = 3;
-    moved = true;
-  }
+  // The ops in phase `from` whose gate every rank passed (each gate read after the phase before
+  // moved): `work`, then `done` published and the next phase.
+  const auto phase = [&](int from, std::uint64_t gate, void (Impl::*work)(Op&),
+                         Counter Control::*done) {
+    for (Op& o : ops) {
+      if (o.phase != from)
+        continue;
+      if ((from == 0 ? o.after : o.seq) > gate)
+        break;
+      (this->*work)(o);
+      (me.*done).value.store(o.seq, std::memory_order_release);
+      o.phase = from + 1;
+      moved = true;
+    }
+  };
+  phase(0, least(&Control::consumed), &Impl::post, &Control::posted);
+  phase(1, least(&Control::posted), &Impl::sum, &Control::summed);
+  phase(2, least(&Control::summed), &Impl::consume, &Control::consumed);
   return moved;
 }
 
