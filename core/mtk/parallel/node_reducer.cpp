@@ -289,7 +289,9 @@ void NodeReducer::Impl::post(Op& o) {
 void NodeReducer::Impl::sum(Op& o) {
   if (o.kind == Kind::allgather)
     return;
-  const auto [first, last] = part(o, rank);
+  // Plain names, not a structured binding: C++17 lambdas cannot capture those.
+  const std::pair<std::size_t, std::size_t> mine = part(o, rank);
+  const std::size_t first = mine.first, last = mine.second;
   const auto run = [&](auto tag) {
     using T = decltype(tag);
     std::vector<const T*> src(static_cast<size_t>(size));
