@@ -1,7 +1,7 @@
 // mtk-layout calibrate: measures this machine's numbers for the step-time model with short runs
 // of MTK's own kernels (einsum through gemm at several sizes, elementwise adds, exps and sums) and
-// collectives (allreduce by size over groups of consecutive ranks and of ranks a stride apart),
-// on every rank at once; writes a machine file.
+// collectives (allreduce and neighbour exchange by size over groups of consecutive ranks and of
+// ranks a stride apart), on every rank at once; writes a machine file.
 //   OPENBLAS_NUM_THREADS=1 mpiexec -n 2 mtk-layout calibrate --out layouts/machines/mine.yaml
 
 #include <mtk/app/exit_status.hpp>
@@ -10,9 +10,11 @@
 #include <mtk/cost/step_time.hpp>
 #include <mtk/kernels/einsum.hpp>
 #include <mtk/kernels/elementwise.hpp>
+#include <mtk/kernels/matmul_ceiling.hpp>
 #include <mtk/kernels/reduce.hpp>
 #include <mtk/parallel/collective_wait.hpp>
 #include <mtk/parallel/collectives.hpp>
+#include <mtk/parallel/halo.hpp>
 #include <mtk/parallel/mesh.hpp>
 
 #include "cli.hpp"
@@ -88,21 +90,48 @@ int parse_options(const Communicator& world, const std::vector<std::string>& arg
 // matmul by gemm size: [b, s, s] x [b, s, s] -> [b, s, s] through the einsum kernel (one gemm
 // per batch entry, as the attention products run), b chosen for ~1e9 FLOPs per run (long enough
 // to see this rank's sustained share of a core when ranks share one, as steps do); the
-// largest size, s = n, is matmul_flops.
+// largest size, s = n, is matmul_flops, and the same in bfloat16 matmul_bf16_flops (the path a
+// bf16 run's einsums take: oneDNN's native bf16, or rounded operands through the fp32 gemm).
 void measure_matmul(const Communicator& world, const ExecSpace& space, const CalibrateOptions& o,
                     cost::Machine& m) {
-  const std::int64_t n = o.n;
-  for (std::int64_t sz = 16; sz <= n; sz = sz * 2 > n && sz < n ? n : sz * 2) {
+  auto rate = [&](std::int64_t sz, Precision precision) {
     const double each = 2.0 * static_cast<double>(sz) * sz * sz;
     const std::int64_t b = std::max<std::int64_t>(1, static_cast<std::int64_t>(1e9 / each));
     const Shape a{{"b", b}, {"i", sz}, {"k", sz}}, y{{"b", b}, {"k", sz}, {"j", sz}},
         c{{"b", b}, {"i", sz}, {"j", sz}};
     auto xa = kernels::fill<float>(space, b * sz * sz, 1.0f);
     auto xb = kernels::fill<float>(space, b * sz * sz, 0.5f);
-    const double s = best_seconds(world, o.reps, [&] { kernels::einsum(space, a, xa, y, xb, c); });
-    m.matmul_sizes.push_back({each, each * static_cast<double>(b) / s});
-  }
+    const double s =
+        best_seconds(world, o.reps, [&] { kernels::einsum(space, a, xa, y, xb, c, precision); });
+    return cost::MatmulPoint{each, each * static_cast<double>(b) / s};
+  };
+  const std::int64_t n = o.n;
+  for (std::int64_t sz = 16; sz <= n; sz = sz * 2 > n && sz < n ? n : sz * 2)
+    m.matmul_sizes.push_back(rate(sz, Precision::float32));
   m.matmul_flops = m.matmul_sizes.back().flops;
+  m.matmul_bf16_flops = rate(n, Precision::bfloat16).flops;
+}
+
+// Every matrix-product backend the build has on one [n, n] x [n, n] product, on every rank at
+// once (a rank's share of the node), the slowest rank's rate each; for the file's comment and the
+// report: which library is the ceiling for each dtype.
+std::string measure_backends(const Communicator& world, const ExecSpace& space,
+                             const CalibrateOptions& o) {
+  world.barrier();
+  std::vector<kernels::MatmulRate> rates = kernels::measure_matmul_rates(space, o.n, o.reps);
+  for (kernels::MatmulRate& r : rates)
+    r.gflops = world.min(r.gflops);
+  std::string text = cat("Matmul backends on [", o.n, ", ", o.n, "] x [", o.n, ", ", o.n,
+                         "], GFLOP/s per rank (the slowest rank's):");
+  for (const kernels::MatmulRate& r : rates)
+    text += cat("\n  ", r.backend, ": ", precision_name(r.precision), " ",
+                static_cast<long long>(r.gflops + 0.5));
+  for (Precision p : {Precision::float32, Precision::bfloat16}) {
+    const kernels::MatmulRate best = kernels::fastest_matmul(rates, p);
+    text += cat("\n  fastest for ", precision_name(p), ": ", best.backend, ", ",
+                static_cast<long long>(best.gflops + 0.5));
+  }
+  return text;
 }
 
 // Elementwise traffic: an add, an exp and a sum over the last dim of 1M floats (activation
@@ -157,8 +186,8 @@ void measure_step_overhead(const Communicator& world, const ExecSpace& space, in
   m.op_overhead_s = s / k;
 }
 
-// The time of allreduces over `axis` of `mesh` (groups of P ranks) by size, every group at
-// once, and the latency and bandwidth fitted to its ends.
+// The time of allreduces and of neighbour exchanges over `axis` of `mesh` (groups of P ranks) by
+// size, every group at once, and the latency and bandwidth fitted to the allreduces' ends.
 void measure_link(const Communicator& world, const ExecSpace& space, int reps, const Mesh& mesh,
                   int axis, int P, cost::LinkLevel& l) {
   // Per call, as steps meet collectives: each after ~1 ms of kernel work on every rank, the
@@ -168,18 +197,6 @@ void measure_link(const Communicator& world, const ExecSpace& space, int reps, c
   const Shape ws{{"i", work_n}};
   auto wx = kernels::fill<float>(space, work_n, 1.0f);
   auto work = [&] { kernels::binary<float>(space, BinaryFn::add, ws, wx, ws, wx, ws); };
-  auto time_allreduce = [&](std::int64_t count, int k, bool after_work) {
-    Kokkos::View<float*> v("calibrate", static_cast<size_t>(count));
-    return best_seconds(world, reps,
-                        [&] {
-                          for (int i = 0; i < k; ++i) {
-                            if (after_work)
-                              work();
-                            allreduce<float>(mesh, {axis}, v);
-                          }
-                        }) /
-           k;
-  };
   const int k_work = 100;
   const double work_alone = best_seconds(world, reps,
                                          [&] {
@@ -187,16 +204,39 @@ void measure_link(const Communicator& world, const ExecSpace& space, int reps, c
                                              work();
                                          }) /
                             k_work;
+  // Seconds of one call of `call` on `count` floats: after work (less the work) and, for the
+  // small sizes (20 calls), alone; the slower.
+  auto time_call = [&](std::int64_t count, const std::function<void()>& call) {
+    const int k = count <= (std::int64_t{1} << 15) ? 20 : 4;
+    auto timed = [&](bool after_work) {
+      return best_seconds(world, reps,
+                          [&] {
+                            for (int i = 0; i < k; ++i) {
+                              if (after_work)
+                                work();
+                              call();
+                            }
+                          }) /
+             k;
+    };
+    return std::max({0.0, timed(true) - work_alone, k > 4 ? timed(false) : 0.0});
+  };
   // 32 B to 8 MiB by factors of 4: MPI libraries switch protocols (eager, pipelined cells,
   // single copy) between them, and with ranks sharing a core every hand-over of a pipeline
   // waits for the scheduler, so the time is a step function of the size.
   l.sizes_group = P;
   for (std::int64_t count = 8; count <= (std::int64_t{1} << 21); count *= 4) {
-    const int k = count <= (std::int64_t{1} << 15) ? 20 : 4;
-    const double after_work = time_allreduce(count, k, true) - work_alone;
-    l.allreduce_sizes.push_back(
-        {4.0 * static_cast<double>(count),
-         std::max({0.0, after_work, k > 4 ? time_allreduce(count, k, false) : 0.0})});
+    Kokkos::View<float*> v("calibrate", static_cast<size_t>(count));
+    l.allreduce_sizes.push_back({4.0 * static_cast<double>(count),
+                                 time_call(count, [&] { allreduce<float>(mesh, {axis}, v); })});
+    // A halo exchange of the same bytes in all: half to each neighbour along a ring.
+    const auto strip = static_cast<size_t>(count / 2);
+    Kokkos::View<float*> to_left("to_left", strip), to_right("to_right", strip),
+        from_left("from_left", strip), from_right("from_right", strip);
+    l.halo_sizes.push_back(
+        {4.0 * static_cast<double>(count), time_call(count, [&] {
+           HaloExchange<float>(mesh, axis, true, to_left, to_right, from_left, from_right).finish();
+         })});
   }
   const double steps = 2 * std::min(P - 1.0, std::ceil(std::log2(static_cast<double>(P))));
   l.latency = l.allreduce_sizes.front().seconds / steps;
@@ -236,17 +276,19 @@ void measure_links(const Communicator& world, const ExecSpace& space, int reps, 
 }
 
 // The machine file's comment: how it was measured.
-std::string calibration_comment(int ranks, const CalibrateOptions& o) {
-  return cat(
-      "Measured by `mtk-layout calibrate` on ", ranks, " ranks, every rank busy at once; best of ",
-      o.reps, " runs of: batched\neinsums [b,s,s]x[b,s,s] (s = 16..", o.n,
-      ", ~1e9 FLOPs a run), 20 x (add + exp + sum of 1M floats), per\nstep kind 100 adds, 25 x "
-      "(scale, square, rsqrt, relu) and 20 row sums of 1M floats, 20000 one-element\nadds, "
-      "allreduces of 32 B to 8 MiB by factors of 4 (20 calls up to 128 KiB, 4 above; each "
-      "after 1 ms\nof adds, the adds' time subtracted, and alone up to 128 KiB; the slower) "
-      "per "
-      "group of consecutive\nranks and per group of ranks a stride apart. Collective waits: ",
-      to_string(collective_wait()), " (MTK_COLLECTIVE_WAIT; run the jobs\nwith the same policy).");
+std::string calibration_comment(int ranks, const CalibrateOptions& o, const std::string& backends) {
+  return cat("Measured by `mtk-layout calibrate` on ", ranks,
+             " ranks, every rank busy at once; best of ", o.reps,
+             " runs of:\nbatched einsums [b,s,s]x[b,s,s] (s = 16..", o.n,
+             ", ~1e9 FLOPs a run; float32 by size, bfloat16 at s = ", o.n,
+             "),\n20 x (add + exp + sum of 1M floats), per step kind 100 adds, 25 x (scale, "
+             "square, rsqrt,\nrelu) and 20 row sums of 1M floats, 20000 one-element adds, "
+             "allreduces and neighbour\nexchanges (ring) of 32 B to 8 MiB by factors of 4 (20 "
+             "calls up to 128 KiB, 4 above; each\nafter 1 ms of adds, the adds' time subtracted, "
+             "and alone up to 128 KiB; the slower) per group\nof consecutive ranks and per group "
+             "of ranks a stride apart. Collective waits: ",
+             to_string(collective_wait()),
+             "\n(MTK_COLLECTIVE_WAIT; run the jobs with the same policy).\n", backends);
 }
 
 }  // namespace
@@ -262,13 +304,14 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
   gethostname(host, sizeof host - 1);
   m.name = o.name.empty() ? cat(host, ", ", R, " ranks (mtk-layout calibrate)") : o.name;
   measure_matmul(world, space, o, m);
+  const std::string backends = measure_backends(world, space, o);
   measure_elementwise(world, space, o.reps, m);
   measure_step_overhead(world, space, o.reps, m);
   m.memory_bytes = static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) *
                    static_cast<std::int64_t>(sysconf(_SC_PAGESIZE)) / R;
   measure_links(world, space, o.reps, m);
   m.validate();
-  const std::string yaml = machine_to_yaml(m, calibration_comment(R, o));
+  const std::string yaml = machine_to_yaml(m, calibration_comment(R, o, backends));
   if (world.rank() == 0) {
     std::printf("%s", yaml.c_str());
     if (!o.out.empty()) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `mtk-layout calibrate` end to end on 2 and 4 ranks: the machine file it writes loads, has every
 # measured part (matmul by size, elementwise rates by step kind, allreduce time by size per link
-# level, a strided level on 4 ranks, the collectives' wait policy), and `mtk-layout search` ranks
+# level, neighbour exchange time by size, the bf16 rate and every matmul backend, a strided
+# level on 4 ranks, the collectives' wait policy), and `mtk-layout search` ranks
 # layouts with it.
 #   calibrate.sh MTK_LAYOUT MPIEXEC CONFIG WORKDIR
 set -euo pipefail
@@ -13,9 +14,14 @@ for np in 2 4; do
   timeout 300 "$MPIEXEC" -n "$np" "$LAYOUT" calibrate --matmul-size 32 --reps 1 --name "test $np" \
     --out "$file" >"$WORK/calibrate-$np.out" 2>&1 || fail "calibrate on $np ranks: $(tail -5 "$WORK/calibrate-$np.out")"
   for key in 'name: "test '"$np"'"' 'matmul_sizes:' 'elementwise_by_kind:' '  binary: ' '  unary: ' \
-      '  reduce: ' "group: 2" 'allreduce_sizes:' 'size9: {bytes: 8388608' 'Collective waits: '; do
+      '  reduce: ' "group: 2" 'allreduce_sizes:' 'halo_sizes:' 'size9: {bytes: 8388608' \
+      'Collective waits: ' '# Matmul backends on [32, 32]' '#   fastest for float32: ' \
+      '#   fastest for bfloat16: '; do
     grep -qF -- "$key" "$file" || fail "$np ranks: '$key' missing from $file"
   done
+  # bf16 einsums run on every CPU (natively or through the fp32 gemm): a rate, never 0.
+  grep -qE '^matmul_bf16_flops: [1-9]' "$file" || fail "$np ranks: no bf16 matmul rate in $file"
+  [ "$(grep -c 'size9: {bytes: 8388608' "$file")" -ge 2 ] || fail "$np ranks: allreduce and halo sizes up to 8 MiB"
   if [ "$np" = 4 ]; then
     grep -q "stride: 2" "$file" || fail "4 ranks: no strided level"
     grep -q "group: 4" "$file" || fail "4 ranks: no level measured on groups of 4"

@@ -461,6 +461,48 @@ TEST(StepTime, AllreducesMeasuredBySizeTakeTheirPoints) {
     EXPECT_THROW(machine_from_config(Config::from_string(base + bad)), Error) << bad;
 }
 
+TEST(StepTime, HaloExchangesMeasuredBySizeTakeTheirPoints) {
+  // A link whose neighbour exchanges were measured by size: 20 us up to 1 KiB, 100 us at 64 KiB
+  // (the calls into MPI, not latency + bytes / bandwidth's 1 us).
+  cost::LinkLevel l{0, 1e9, 1e-6};
+  EXPECT_LT(l.measured_halo_seconds(1024), 0);  // none measured
+  EXPECT_NEAR(cost::collective_seconds(Collective::halo, 1024, 1, 2, l), 1e-6 + 1024 / 1e9, 1e-15);
+  l.halo_sizes = {{1024, 20e-6}, {65536, 100e-6}};
+  EXPECT_DOUBLE_EQ(l.measured_halo_seconds(64), 20e-6);      // below: the first point
+  EXPECT_NEAR(l.measured_halo_seconds(8192), 60e-6, 1e-15);  // halfway in log(bytes)
+  EXPECT_NEAR(l.measured_halo_seconds(65536 + 1e6), 100e-6 + 1e6 / 1e9, 1e-15);  // + bandwidth
+  // Any group size (two partners each); allreduces keep the formula (no allreduce_sizes).
+  for (std::int64_t p : {2, 4, 8})
+    EXPECT_NEAR(cost::collective_seconds(Collective::halo, 2 * 8192, 2, p, l), 120e-6, 1e-15);
+  EXPECT_NEAR(cost::collective_seconds(Collective::allreduce, 1024, 1, 2, l),
+              2 * (1e-6 + 512 / 1e9), 1e-15);
+  // The step model's exchanges take them.
+  cost::Machine mc = test::test_machine();
+  mc.links = {l};
+  Counters c;
+  c.flops[FlopClass::einsum] = 1;
+  const Counters::CommGroup g{Collective::halo, {0}};
+  c.group_bytes[g] = 3 * 8192;
+  c.group_calls[g] = 3;
+  const MeshShape m = MeshShape::parse("d:4");
+  EXPECT_NEAR(cost::predict_step_time(c, m, mc).comm_s.at(Collective::halo), 180e-6, 1e-15);
+  // Machine files: round trip (also a level with halo points only), validation.
+  mc.validate();
+  const cost::Machine back = machine_from_config(Config::from_string(machine_to_yaml(mc)));
+  ASSERT_EQ(back.links[0].halo_sizes.size(), 2u);
+  EXPECT_DOUBLE_EQ(back.links[0].halo_sizes[1].bytes, 65536);
+  EXPECT_DOUBLE_EQ(back.links[0].halo_sizes[1].seconds, 100e-6);
+  EXPECT_TRUE(back.links[0].allreduce_sizes.empty());
+  const std::string base = "matmul_flops: 1e9\nelementwise_bytes: 1e9\n";
+  for (const std::string bad :
+       {"links: {a: {bandwidth: 1e9, halo_sizes: {x: {bytes: 0, seconds: 1}}}}",
+        "links: {a: {bandwidth: 1e9, halo_sizes: {x: {bytes: 8, seconds: -1}}}}",
+        "links: {a: {bandwidth: 1e9, halo_sizes: {x: {bytes: 8, second: 1}}}}",
+        "links: {a: {bandwidth: 1e9, halo_sizes: {x: {bytes: 8, seconds: 1}, "
+        "y: {bytes: 8, seconds: 2}}}}"})
+    EXPECT_THROW(machine_from_config(Config::from_string(base + bad)), Error) << bad;
+}
+
 TEST(StepTime, ElementwiseRatesByStepKind) {
   // Steps of a kind with its own rate use it; other kinds the general elementwise rate.
   cost::Machine mc = test::test_machine();  // elementwise_bytes 1e10

@@ -31,6 +31,17 @@ void Machine::validate() const {
   }
   if (links.empty())
     fail(where, "no links: give at least one level {span, bandwidth, latency}");
+  // Collective times measured by size: positive, increasing sizes.
+  auto check_points = [&](const std::string& key, const std::vector<CollectivePoint>& pts) {
+    for (size_t j = 0; j < pts.size(); ++j) {
+      if (!(pts[j].bytes > 0) || !(pts[j].seconds >= 0))
+        fail(where, cat(key, "[", j, "]: bytes ", pts[j].bytes, ", seconds ", pts[j].seconds,
+                        "; need bytes > 0, seconds >= 0"));
+      if (j > 0 && !(pts[j].bytes > pts[j - 1].bytes))
+        fail(where, cat(key, "[", j, "]: bytes ", pts[j].bytes,
+                        " must be larger than the previous point's ", pts[j - 1].bytes));
+    }
+  };
   const LinkLevel* prev = nullptr;  // the previous span level
   bool any_span_level = false;
   for (size_t i = 0; i < links.size(); ++i) {
@@ -41,16 +52,8 @@ void Machine::validate() const {
     if (!l.allreduce_sizes.empty() && l.sizes_group < 2)
       fail(where, cat("links[", i, "]: allreduce_sizes need the group size they were measured on ",
                       "(group >= 2), got ", l.sizes_group));
-    for (size_t j = 0; j < l.allreduce_sizes.size(); ++j) {
-      const CollectivePoint& p = l.allreduce_sizes[j];
-      if (!(p.bytes > 0) || !(p.seconds >= 0))
-        fail(where, cat("links[", i, "].allreduce_sizes[", j, "]: bytes ", p.bytes, ", seconds ",
-                        p.seconds, "; need bytes > 0, seconds >= 0"));
-      if (j > 0 && !(p.bytes > l.allreduce_sizes[j - 1].bytes))
-        fail(where,
-             cat("links[", i, "].allreduce_sizes[", j, "]: bytes ", p.bytes,
-                 " must be larger than the previous point's ", l.allreduce_sizes[j - 1].bytes));
-    }
+    check_points(cat("links[", i, "].allreduce_sizes"), l.allreduce_sizes);
+    check_points(cat("links[", i, "].halo_sizes"), l.halo_sizes);
     if (l.stride != 0) {
       if (l.stride < 2)
         fail(where,
@@ -66,21 +69,35 @@ void Machine::validate() const {
     fail(where, "only strided links: give at least one level without a stride");
 }
 
-double LinkLevel::measured_allreduce_seconds(double bytes, std::int64_t p) const {
-  if (allreduce_sizes.empty() || p != sizes_group)
-    return -1;
-  const auto& pts = allreduce_sizes;
+namespace {
+
+// Seconds at `bytes` from points measured by size: the first point's time below it, linear in
+// log(bytes) between points, and beyond the last its time plus the extra bytes at `rate` B/s.
+double interpolate_seconds(const std::vector<CollectivePoint>& pts, double bytes, double rate) {
   if (bytes <= pts.front().bytes)
     return pts.front().seconds;
-  if (bytes >= pts.back().bytes)  // the ring's bandwidth term for the bytes beyond
-    return pts.back().seconds + 2 * (static_cast<double>(p) - 1) * (bytes - pts.back().bytes) /
-                                    (static_cast<double>(p) * bandwidth);
+  if (bytes >= pts.back().bytes)
+    return pts.back().seconds + (bytes - pts.back().bytes) / rate;
   size_t i = 1;
   while (pts[i].bytes < bytes)
     ++i;
   const CollectivePoint &lo = pts[i - 1], &hi = pts[i];
   const double w = std::log(bytes / lo.bytes) / std::log(hi.bytes / lo.bytes);
   return (1 - w) * lo.seconds + w * hi.seconds;
+}
+
+}  // namespace
+
+double LinkLevel::measured_allreduce_seconds(double bytes, std::int64_t p) const {
+  if (allreduce_sizes.empty() || p != sizes_group)
+    return -1;
+  // Beyond the last point: the ring's bandwidth term, 2 (p - 1) / p bytes per byte.
+  const double P = static_cast<double>(p);
+  return interpolate_seconds(allreduce_sizes, bytes, P * bandwidth / (2 * (P - 1)));
+}
+
+double LinkLevel::measured_halo_seconds(double bytes) const {
+  return halo_sizes.empty() ? -1 : interpolate_seconds(halo_sizes, bytes, bandwidth);
 }
 
 double Machine::elementwise_rate(const std::string& kind) const {

@@ -40,6 +40,14 @@ struct LinkLevel {
   /// Interpolated linearly in log(bytes); below the first point its time; beyond the last, the
   /// last plus the bandwidth cost of the extra bytes.
   double measured_allreduce_seconds(double bytes, std::int64_t p) const;
+  /// Optional: seconds of one neighbour exchange (halo_exchange's: a strip sent to each
+  /// neighbour and one received from each, started and waited for) by the bytes of both strips,
+  /// by increasing bytes. The calls into MPI and the hand-over cost tens of microseconds where
+  /// latency + bytes / bandwidth says one; any group size (an exchange has two partners).
+  std::vector<CollectivePoint> halo_sizes = {};
+  /// Seconds of one neighbour exchange of `bytes` from halo_sizes (interpolated as allreduces;
+  /// beyond the last point its time plus the extra bytes at `bandwidth`), else < 0.
+  double measured_halo_seconds(double bytes) const;
 };
 
 /// The matmul rate measured at one gemm size (FLOPs of one gemm call).

@@ -22,7 +22,8 @@ double collective_seconds(Collective kind, std::int64_t bytes, std::int64_t call
     per_call = std::min(ring, tree);
   } else if (kind == Collective::halo) {
     // Two strips, one to each neighbour, sent at once whatever the group's size.
-    per_call = a + n / B;
+    const double measured_halo = link.measured_halo_seconds(n);
+    per_call = measured_halo >= 0 ? measured_halo : a + n / B;
   } else if (kind == Collective::allconcat || kind == Collective::reduce_scatter) {
     per_call = (P - 1) * (a + n / B);  // n: the slice each member sends (keeps) per step
   } else {  // alltoall and anything that moves a share of its input to every member

@@ -71,7 +71,8 @@ struct StepTime {
 /// allreduce also has the tree 2 log2(p)(a + n/B); the cheaper one is taken per call; a halo
 /// exchange (both neighbours' strips at once) a + n/B. An
 /// allreduce over a link whose allreduce_sizes were measured for groups of `p` takes those
-/// instead (LinkLevel::measured_allreduce_seconds).
+/// instead (LinkLevel::measured_allreduce_seconds); a halo exchange over a link with halo_sizes
+/// takes those (LinkLevel::measured_halo_seconds).
 double collective_seconds(Collective kind, std::int64_t bytes, std::int64_t calls, std::int64_t p,
                           const LinkLevel& link);
 

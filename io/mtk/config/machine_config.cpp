@@ -51,8 +51,9 @@ cost::Machine machine_from_config(const Config& config) {
     fail("mtk::machine_from_config", config.origin() + ": key 'links' is missing");
   for (const auto& level : config.keys("links")) {
     const std::string k = "links." + level;
-    reject_unknown_keys(config, k,
-                        {"span", "bandwidth", "latency", "stride", "group", "allreduce_sizes"});
+    reject_unknown_keys(
+        config, k,
+        {"span", "bandwidth", "latency", "stride", "group", "allreduce_sizes", "halo_sizes"});
     cost::LinkLevel l;
     l.span = config.get_int(k + ".span", 0);
     l.stride = config.get_int(k + ".stride", 0);
@@ -62,6 +63,9 @@ cost::Machine machine_from_config(const Config& config) {
     if (config.has(k + ".allreduce_sizes"))
       l.allreduce_sizes =
           read_points<cost::CollectivePoint>(config, k + ".allreduce_sizes", "bytes", "seconds");
+    if (config.has(k + ".halo_sizes"))
+      l.halo_sizes =
+          read_points<cost::CollectivePoint>(config, k + ".halo_sizes", "bytes", "seconds");
     m.links.push_back(l);
   }
   try {
@@ -109,7 +113,7 @@ std::string machine_to_yaml(const cost::Machine& m, const std::string& comment) 
        "strided level first\n";
   for (size_t i = 0; i < m.links.size(); ++i) {
     const cost::LinkLevel& l = m.links[i];
-    if (l.allreduce_sizes.empty()) {
+    if (l.allreduce_sizes.empty() && l.halo_sizes.empty()) {
       s << "  level" << i << ": {span: " << l.span;
       if (l.stride != 0)
         s << ", stride: " << l.stride;
@@ -119,13 +123,23 @@ std::string machine_to_yaml(const cost::Machine& m, const std::string& comment) 
     s << "  level" << i << ":\n    span: " << l.span << "\n";
     if (l.stride != 0)
       s << "    stride: " << l.stride << "\n";
-    s << "    bandwidth: " << num(l.bandwidth) << "\n    latency: " << num(l.latency)
-      << "\n    group: " << l.sizes_group
-      << "   # allreduce_sizes were measured on groups of this many\n"
-      << "    allreduce_sizes:   # seconds of one allreduce call by payload bytes per processor\n";
-    for (size_t j = 0; j < l.allreduce_sizes.size(); ++j)
-      s << "      size" << j << ": {bytes: " << static_cast<long long>(l.allreduce_sizes[j].bytes)
-        << ", seconds: " << num(l.allreduce_sizes[j].seconds) << "}\n";
+    s << "    bandwidth: " << num(l.bandwidth) << "\n    latency: " << num(l.latency) << "\n";
+    auto points = [&](const char* key, const char* what,
+                      const std::vector<cost::CollectivePoint>& pts) {
+      if (pts.empty())
+        return;
+      s << "    " << key << ":   # " << what << "\n";
+      for (size_t j = 0; j < pts.size(); ++j)
+        s << "      size" << j << ": {bytes: " << static_cast<long long>(pts[j].bytes)
+          << ", seconds: " << num(pts[j].seconds) << "}\n";
+    };
+    if (!l.allreduce_sizes.empty())
+      s << "    group: " << l.sizes_group
+        << "   # allreduce_sizes were measured on groups of this many\n";
+    points("allreduce_sizes", "seconds of one allreduce call by payload bytes per processor",
+           l.allreduce_sizes);
+    points("halo_sizes", "seconds of one neighbour exchange by the bytes of its two strips",
+           l.halo_sizes);
   }
   return s.str();
 }
