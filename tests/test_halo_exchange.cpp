@@ -7,6 +7,7 @@
 #include <mtk/lower/lowering.hpp>
 #include <mtk/ops/ops.hpp>
 #include <mtk/parallel/halo.hpp>
+#include <mtk/parallel/node_halo.hpp>
 
 #include <gtest/gtest.h>
 
@@ -244,6 +245,55 @@ TEST(HaloExchange, NeighboursOnTheCartesianMesh) {
         auto r = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), from_right);
         EXPECT_EQ(l(2), want_left >= 0 ? 200.0 + want_left : -1.0);
         EXPECT_EQ(r(1), want_right >= 0 ? 100.0 + want_right : -1.0);
+      }
+    }
+  }
+}
+
+// Where the axis's ranks share a node and the exchange has a HaloSite, it goes through shared
+// memory (node_halo.hpp) once it exchanged HaloSite::kSharedMemoryAfter times through MPI: the same
+// values as MPI's, round after round through the channel's two slots, on every mesh dim, periodic
+// or not; a strip is there as soon as its sender posted it (no rank need be inside MPI: after a
+// barrier every test() is true); with MTK_NODE_ALLREDUCE off, through MPI.
+TEST(HaloExchange, ThroughSharedMemoryAsThroughMpi) {
+  for (bool shared_memory : {true, false}) {
+    SCOPED_TRACE(shared_memory ? "shared memory" : "MPI");
+    const OptionScope o({{"MTK_NODE_ALLREDUCE", shared_memory ? "1" : "0"}});
+    for (const auto& mshape : meshes_of_size(world_size())) {
+      Mesh mesh(mshape, MPI_COMM_WORLD);
+      for (int axis = 0; axis < mesh.ndims(); ++axis) {
+        const int n = static_cast<int>(mshape[axis].size), c = mesh.coordinate(axis);
+        if (n == 1)
+          continue;
+        for (bool periodic : {false, true}) {
+          const Neighbours nb = neighbours(mesh, axis, periodic);
+          HaloSite site;
+          const std::uint64_t before = detail::NodeHaloChannel::posted_total();
+          const int first = HaloSite::kSharedMemoryAfter, rounds = first + 5;
+          for (int round = 0; round < rounds; ++round) {
+            Kokkos::View<float*> to_left("to_left", 5000), to_right("to_right", 3),
+                from_left("from_left", 3), from_right("from_right", 5000);
+            Kokkos::deep_copy(to_left, 1000.0f * round + 100.0f + c);
+            Kokkos::deep_copy(to_right, 1000.0f * round + 200.0f + c);
+            Kokkos::deep_copy(from_left, -1.0f);
+            Kokkos::deep_copy(from_right, -1.0f);
+            HaloExchange<float> h(mesh, axis, periodic, to_left, to_right, from_left, from_right,
+                                  &site);
+            mesh.axes_comm({axis}).barrier();
+            if (shared_memory && round >= first)
+              EXPECT_TRUE(h.test()) << "posted before the barrier, yet not arrived";
+            h.finish();
+            auto l = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), from_left);
+            auto r = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), from_right);
+            for (int e : {0, 2})
+              EXPECT_EQ(l(e), nb.left >= 0 ? 1000.0f * round + 200.0f + nb.left : -1.0f)
+                  << mshape.to_string() << " axis " << axis << " round " << round;
+            for (int e : {0, 4999})
+              EXPECT_EQ(r(e), nb.right >= 0 ? 1000.0f * round + 100.0f + nb.right : -1.0f)
+                  << mshape.to_string() << " axis " << axis << " round " << round;
+          }
+          EXPECT_EQ(detail::NodeHaloChannel::posted_total() - before, shared_memory ? 5u : 0u);
+        }
       }
     }
   }

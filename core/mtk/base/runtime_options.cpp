@@ -54,8 +54,8 @@ const std::vector<RuntimeOptionSpec>& runtime_option_specs() {
        "steps: a gain only where ranks have cores of their own); 0: blocking"},
       {"MTK_NODE_ALLREDUCE", T::flag, "1", "0|1",
        "a non-blocking float allreduce among ranks that all share one node's memory runs through "
-       "shared memory (each rank sums its part of the values, then copies the others' parts); 0: "
-       "through MPI"},
+       "shared memory (each rank sums its part of the values, then copies the others' parts), and "
+       "so do a halo exchange site's exchanges from its ninth on; 0: through MPI"},
       {"MTK_ALLREDUCE_BUCKET_MIB", T::choice, "4", "0|1|2|4|8|16|32|64",
        "overlapped allreduces of tensors under this many MiB share buckets of at most this size "
        "(one call each); larger ones go alone; 0: every tensor alone"},

@@ -70,8 +70,8 @@ class RuntimeOptions {
   /// MTK_OVERLAP_HALO: split halo exchanges run while the steps that do not need them run, and
   /// convolutions compute their interior before their halos arrive (docs/spatial.md).
   bool overlap_halo() const { return overlap_halo_; }
-  /// MTK_NODE_ALLREDUCE: non-blocking float allreduces among the ranks of one node go through
-  /// shared memory (mtk/parallel/node_reducer.hpp).
+  /// MTK_NODE_ALLREDUCE: non-blocking float allreduces and halo exchanges among the ranks of one
+  /// node go through shared memory (mtk/parallel/node_reducer.hpp, node_halo.hpp).
   bool node_allreduce() const { return node_allreduce_; }
   /// MTK_ALLREDUCE_BUCKET_MIB: the bucket size of overlapped allreduces, MiB (0: no buckets).
   long long allreduce_bucket_mib() const { return allreduce_bucket_mib_; }

@@ -89,6 +89,7 @@ FView halo_adjoint(const ExecSpace& space, const HaloPlan& p, const FView& dy) {
 // recomputed segment's copies run later: the token orders each start after the last finish).
 struct HaloFlights {
   std::deque<std::unique_ptr<HaloExchange<float>>> in_flight;
+  HaloSite site;  // the shared-memory channel where the axis's ranks share a node
 };
 
 // The local work of a split exchange (kind halo_copy_kind()), between its start and its finish:
@@ -155,8 +156,9 @@ void add_split_steps(Lowering& l, const HaloPlan& p, bool adjoint, int xin, int 
         const std::int64_t w = adjoint ? a.right : a.left;
         const FView to_right =
             kernels::halo_strip(space, p.local, x, p.blocks, p.block, nb - 1, n - w, w);
-        flights->in_flight.push_back(std::make_unique<HaloExchange<float>>(
-            p.mesh, p.axis, p.periodic(), to_left, to_right, from_left, from_right));
+        flights->in_flight.push_back(
+            std::make_unique<HaloExchange<float>>(p.mesh, p.axis, p.periodic(), to_left, to_right,
+                                                  from_left, from_right, &flights->site));
         registry->add(flights->in_flight.back().get());
         b[static_cast<size_t>(token)] = Program::Buffer(recv);
       },

@@ -18,6 +18,11 @@ CollectiveWait collective_wait() {
   return g_wait.load(std::memory_order_relaxed);
 }
 
+void pause_between_polls(unsigned polls) {
+  if (polls >= 1000 || collective_wait() == CollectiveWait::yield)
+    std::this_thread::yield();
+}
+
 void set_collective_wait(CollectiveWait wait) {
   g_wait.store(wait, std::memory_order_relaxed);
 }

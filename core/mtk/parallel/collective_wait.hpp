@@ -20,6 +20,11 @@ CollectiveWait collective_wait();
 void set_collective_wait(CollectiveWait wait);
 const char* to_string(CollectiveWait wait);
 
+/// Between two polls of a wait on shared memory (node_reducer, node_halo), `polls` made so far:
+/// yields the core under CollectiveWait::yield and, past 1000 polls, under spin too (as MPI
+/// libraries' progress loops do), so that a rank whose partner shares its core lets it run.
+void pause_between_polls(unsigned polls);
+
 /// Whether the ranks of `comm` on this node outnumber the CPUs they may run on (the union of their
 /// affinity masks). Collective over `comm`.
 bool node_oversubscribed(const Communicator& comm);

@@ -37,7 +37,12 @@ struct CommunicatorAccess {
     return Communicator(std::make_shared<const Communicator::Impl>(comm, own));
   }
   static MPI_Comm get(const Communicator& c) { return c.impl_->comm; }
+  static detail::NodeReducerSlot& node(const Communicator& c) { return c.impl_->node; }
 };
+
+std::shared_ptr<detail::NodeReducer> node_reducer_of(const Communicator& comm) {
+  return CommunicatorAccess::node(comm).get(CommunicatorAccess::get(comm));
+}
 
 namespace {
 

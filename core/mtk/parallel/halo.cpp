@@ -1,5 +1,6 @@
 #include <mtk/base/error.hpp>
 #include <mtk/parallel/halo.hpp>
+#include <mtk/parallel/node_halo.hpp>
 #include <mtk/version.hpp>
 
 #include <algorithm>
@@ -39,7 +40,8 @@ Neighbours neighbours(const Mesh& mesh, int axis, bool periodic) {
 template <class T>
 HaloExchange<T>::HaloExchange(const Mesh& mesh, int axis, bool periodic,
                               const Kokkos::View<T*>& to_left, const Kokkos::View<T*>& to_right,
-                              const Kokkos::View<T*>& from_left, const Kokkos::View<T*>& from_right)
+                              const Kokkos::View<T*>& from_left, const Kokkos::View<T*>& from_right,
+                              HaloSite* site)
     : views_{to_left, to_right, from_left, from_right} {
   if (to_left.extent(0) != from_right.extent(0) || to_right.extent(0) != from_left.extent(0))
     fail("mtk::HaloExchange",
@@ -47,6 +49,24 @@ HaloExchange<T>::HaloExchange(const Mesh& mesh, int axis, bool periodic,
              " elements but receives of ", from_right.extent(0), " and ", from_left.extent(0)));
   Kokkos::Profiling::pushRegion("mtk::HaloExchange::start");
   const Neighbours nb = neighbours(mesh, axis, periodic);
+  const Communicator& comm = mesh.axes_comm({axis});
+  if (site != nullptr && MTK_CUDA_AWARE_MPI == 0 && mpi_reads_view<T>) {
+    // Made at a site's kSharedMemoryAfter-th exchange (every rank of the axis comes there at
+    // once): a program run a few times does not pay for the shared files (a collective each).
+    if (!site->checked && site->exchanges++ == HaloSite::kSharedMemoryAfter) {
+      if (const auto node = node_reducer_of(comm))
+        site->channel = detail::NodeHaloChannel::create(
+            node, nb.left, nb.right, to_left.extent(0) * sizeof(T), to_right.extent(0) * sizeof(T));
+      site->checked = true;
+    }
+    if (site->channel) {
+      Kokkos::fence();  // the kernels packing the sends are done
+      channel_ = site->channel;
+      channel_->post(to_left.data(), to_right.data());
+      Kokkos::Profiling::popRegion();
+      return;
+    }
+  }
   std::vector<T*> data;
   if constexpr (mpi_reads_view<T>) {
     Kokkos::fence();  // the kernels packing the sends are done
@@ -59,7 +79,6 @@ HaloExchange<T>::HaloExchange(const Mesh& mesh, int axis, bool periodic,
       data.push_back(host_[k].data());
     }
   }
-  const Communicator& comm = mesh.axes_comm({axis});
   // Rightward: my to_right into the right neighbour's from_left; leftward the other way.
   requests_.push_back(
       comm.start_sendrecv(data[1], nb.right, data[2], nb.left, to_right.extent(0), kToRightTag));
@@ -70,6 +89,8 @@ HaloExchange<T>::HaloExchange(const Mesh& mesh, int axis, bool periodic,
 
 template <class T>
 bool HaloExchange<T>::test() {
+  if (channel_)
+    return channel_->arrived();
   bool done = true;
   for (auto& r : requests_)
     done = r.test() && done;
@@ -79,6 +100,10 @@ bool HaloExchange<T>::test() {
 template <class T>
 void HaloExchange<T>::finish() {
   Kokkos::Profiling::pushRegion("mtk::HaloExchange::finish");
+  if (channel_) {
+    channel_->receive(views_[2].data(), views_[3].data());
+    channel_.reset();
+  }
   for (auto& r : requests_)
     r.wait();
   requests_.clear();

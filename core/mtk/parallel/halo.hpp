@@ -2,13 +2,16 @@
 // Neighbour exchanges along one mesh axis (Cabana::Grid's halo pattern in one dimension): each
 // processor sends one buffer to the processor before it and one to the processor after it along
 // the axis, found by MPI_Cart_shift on the axis's Cartesian sub-communicator, with non-blocking
-// sends and receives. What the buffers hold (packed strips of a tensor's blocks) is the caller's.
+// sends and receives, or through shared memory where the axis's ranks share a node and a HaloSite
+// is given (node_halo.hpp). What the buffers hold (packed strips of a tensor's blocks) is the
+// caller's.
 
 #include <mtk/parallel/communicator.hpp>
 #include <mtk/parallel/mesh.hpp>
 
 #include <Kokkos_Core.hpp>
 
+#include <memory>
 #include <vector>
 
 namespace mtk {
@@ -19,6 +22,22 @@ struct Neighbours {
   int left = -1, right = -1;
 };
 Neighbours neighbours(const Mesh& mesh, int axis, bool periodic);
+
+namespace detail {
+class NodeHaloChannel;
+}
+
+/// What one exchange site (a lowered halo op) keeps from one exchange to the next: where every
+/// rank of the axis shares a node, the shared-memory channel its exchanges take (node_halo.hpp),
+/// made once it has exchanged kSharedMemoryAfter times through MPI (a collective over the axis;
+/// tens of milliseconds with ranks sharing cores). Every exchange of a site has the same axis,
+/// neighbours and sizes.
+struct HaloSite {
+  static constexpr int kSharedMemoryAfter = 8;
+  std::shared_ptr<detail::NodeHaloChannel> channel;
+  bool checked = false;
+  int exchanges = 0;  // started, until the channel is made or not
+};
 
 /// A neighbour exchange in flight along one mesh axis. `to_left` goes to the left neighbour, where
 /// it arrives in `from_right`; `to_right` goes to the right neighbour's `from_left`. A receive
@@ -31,7 +50,7 @@ class HaloExchange {
   HaloExchange() = default;
   HaloExchange(const Mesh& mesh, int axis, bool periodic, const Kokkos::View<T*>& to_left,
                const Kokkos::View<T*>& to_right, const Kokkos::View<T*>& from_left,
-               const Kokkos::View<T*>& from_right);
+               const Kokkos::View<T*>& from_right, HaloSite* site = nullptr);
   /// Whether both transfers completed (progresses them).
   bool test();
   /// Waits for both transfers and copies staged receive buffers back.
@@ -42,6 +61,7 @@ class HaloExchange {
   std::vector<Kokkos::View<T*>> views_;  // to_left, to_right, from_left, from_right
   std::vector<Host> host_;               // MPI's copies where it cannot read the Views
   std::vector<Communicator::Request> requests_;
+  std::shared_ptr<detail::NodeHaloChannel> channel_;  // shared memory, else MPI's requests
 };
 
 /// The neighbour exchanges of a program in flight, for MPI_Test between its steps: a strip above

@@ -1,10 +1,9 @@
 // Shared-memory allreduces among the ranks of one node — see node_reducer.hpp.
 //
-// Each rank owns shared files (POSIX shm, reserved with posix_fallocate so a full /dev/shm is an
-// error at creation, not a SIGBUS later) that every rank of the node maps: a control block of
-// three counters and data regions. Reductions carry a sequence number (the same on every rank);
-// each rank moves each reduction through three phases, in sequence order, publishing the last
-// sequence number done in each phase:
+// Each rank owns shared files (shared_block.hpp) that every rank of the node maps: a control
+// block of three counters and data regions. Reductions carry a sequence number (the same on every
+// rank); each rank moves each reduction through three phases, in sequence order, publishing the
+// last sequence number done in each phase:
 //   posted:   this rank copied the parts the other ranks sum into its region;
 //   summed:   this rank summed its own part (its values and the others' regions, in rank order)
 //             into its values and into its region;
@@ -16,18 +15,14 @@
 #include <mtk/base/runtime_options.hpp>
 #include <mtk/parallel/collective_wait.hpp>
 #include <mtk/parallel/node_reducer.hpp>
+#include <mtk/parallel/shared_block.hpp>
 #include <mtk/version.hpp>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstring>
 #include <deque>
-#include <fcntl.h>
 #include <string>
-#include <sys/mman.h>
-#include <thread>
-#include <unistd.h>
 #include <vector>
 
 namespace mtk {
@@ -40,14 +35,10 @@ constexpr std::size_t kMinBytes = std::size_t{16} << 10;
 constexpr std::size_t kAlign = 4096;
 std::atomic<std::uint64_t> g_started{0};
 
-struct alignas(64) Counter {
-  std::atomic<std::uint64_t> value{0};
-};
+using Counter = detail::SharedCounter;
 struct Control {
   Counter posted, summed, consumed;
 };
-static_assert(std::atomic<std::uint64_t>::is_always_lock_free,
-              "shared counters must be lock-free atomics (address-free across processes)");
 
 }  // namespace
 
@@ -62,24 +53,10 @@ void set_node_allreduce(bool on) {
 
 namespace detail {
 
-// One shared file per rank, each mapped by every rank: at[q] is rank q's.
-struct SharedBlock {
-  std::size_t bytes = 0;
-  std::vector<char*> at;
-  void unmap() {
-    for (char*& p : at)
-      if (p != nullptr) {
-        munmap(p, bytes);
-        p = nullptr;
-      }
-  }
-};
-
 struct NodeReducer::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0, size = 1;
-  std::vector<long long> ids;  // per rank: pid and this reducer's number there
-  int blocks_made = 0;
+  std::unique_ptr<SharedNames> names;
   bool broken = false;  // a shared region could not be made: MPI from then on (every rank)
   SharedBlock control;
   struct Window {
@@ -133,7 +110,7 @@ struct NodeReducer::Impl {
   char* region(const Op& o, int q) {
     return windows[static_cast<size_t>(o.window)].block.at[static_cast<size_t>(q)] + o.off;
   }
-  bool make_block(SharedBlock& b, std::size_t bytes);
+  bool make_block(SharedBlock& b, std::size_t bytes) { return names->make(b, bytes); }
   bool place(Op& o);
   void post(Op& o);
   void sum(Op& o);
@@ -143,46 +120,6 @@ struct NodeReducer::Impl {
 };
 
 namespace {
-
-std::string shm_name(long long pid, long long reducer, int block) {
-  return "/mtk-node-" + std::to_string(pid) + "-" + std::to_string(reducer) + "-" +
-         std::to_string(block);
-}
-
-// This rank's shared file of `bytes`, mapped; nullptr (and errno) on failure.
-char* make_own(const std::string& name, std::size_t bytes) {
-  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0 && errno == EEXIST) {  // left by a process that died with this pid
-    shm_unlink(name.c_str());
-    fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  }
-  if (fd < 0)
-    return nullptr;
-  void* p = MAP_FAILED;
-  if (posix_fallocate(fd, 0, static_cast<off_t>(bytes)) == 0)
-    p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) {
-    shm_unlink(name.c_str());
-    return nullptr;
-  }
-  return static_cast<char*>(p);
-}
-
-char* map_other(const std::string& name, std::size_t bytes) {
-  const int fd = shm_open(name.c_str(), O_RDWR, 0600);
-  if (fd < 0)
-    return nullptr;
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
-}
-
-bool all_ranks(MPI_Comm comm, bool ok) {
-  int mine = ok ? 1 : 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm);
-  return all == 1;
-}
 
 template <class T>
 T combine(T a, T b, ReduceOp op) {
@@ -215,30 +152,6 @@ void reduce_part(const std::vector<const T*>& src, T* dst_values, T* dst_region,
 }
 
 }  // namespace
-
-// Collective: every rank makes its file of `bytes`, then maps the others'. False on every rank
-// where any rank failed (nothing is left mapped or named).
-bool NodeReducer::Impl::make_block(SharedBlock& b, std::size_t bytes) {
-  const int index = blocks_made++;
-  b.bytes = bytes;
-  b.at.assign(static_cast<size_t>(size), nullptr);
-  const auto name = [&](int q) {
-    return shm_name(ids[2 * static_cast<size_t>(q)], ids[2 * static_cast<size_t>(q) + 1], index);
-  };
-  b.at[static_cast<size_t>(rank)] = make_own(name(rank), bytes);
-  bool ok = all_ranks(comm, b.at[static_cast<size_t>(rank)] != nullptr);
-  if (ok) {
-    for (int q = 0; q < size; ++q)
-      if (q != rank)
-        ok = (b.at[static_cast<size_t>(q)] = map_other(name(q), bytes)) != nullptr && ok;
-    ok = all_ranks(comm, ok);  // also: every rank mapped every file before any name goes
-  }
-  if (b.at[static_cast<size_t>(rank)] != nullptr)
-    shm_unlink(name(rank).c_str());  // the mappings keep the memory; nothing is left to clean up
-  if (!ok)
-    b.unmap();
-  return ok;
-}
 
 // A region for `o` in the first window with room (first fit), or in a new window. The choice
 // depends only on the reductions started and waited for here, the same on every rank.
@@ -366,25 +279,19 @@ NodeReducer::~NodeReducer() {
 }
 
 std::shared_ptr<NodeReducer> NodeReducer::create(MPI_Comm comm) {
-  static std::atomic<long long> made{0};
-  int size = 1, rank = 0, node_size = 0;
+  int size = 1;
   MPI_Comm_size(comm, &size);
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm node = MPI_COMM_NULL;
-  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  MPI_Comm_size(node, &node_size);
-  // Every rank alike: one node (each rank's node holds all of them) and asked for everywhere.
-  if (!all_ranks(comm, node_size == size && node_allreduce()) || size < 2) {
-    MPI_Comm_free(&node);
+  // Every rank alike: one node and asked for everywhere.
+  if (size < 2 || !all_ranks(comm, node_allreduce()))
     return nullptr;
-  }
+  MPI_Comm node = node_comm_of(comm);
+  if (node == MPI_COMM_NULL)
+    return nullptr;
   auto impl = std::make_unique<Impl>();
   impl->comm = node;
   MPI_Comm_rank(node, &impl->rank);
   impl->size = size;
-  const long long mine[2] = {static_cast<long long>(getpid()), made++};
-  impl->ids.resize(2 * static_cast<size_t>(size));
-  MPI_Allgather(mine, 2, MPI_LONG_LONG, impl->ids.data(), 2, MPI_LONG_LONG, node);
+  impl->names = std::make_unique<SharedNames>(node);
   if (!impl->make_block(impl->control, sizeof(Control))) {
     MPI_Comm_free(&impl->comm);
     return nullptr;
@@ -442,11 +349,9 @@ void NodeReducer::wait(std::int64_t ticket) {
   Impl::Op* o = m.find(ticket);
   if (o == nullptr)
     fail("mtk::NodeReducer::wait", cat("no reduction in flight with ticket ", ticket));
-  const bool yield = collective_wait() == CollectiveWait::yield;
   for (unsigned spins = 0; o->phase != 3; ++spins) {
     if (!m.advance()) {
-      if (yield)
-        std::this_thread::yield();
+      pause_between_polls(spins);
       if (spins % 1024 == 1023) {  // let MPI move what other ranks wait for meanwhile
         int flag = 0;
         MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, m.comm, &flag, MPI_STATUS_IGNORE);
@@ -469,6 +374,22 @@ void NodeReducer::wait(std::int64_t ticket) {
     m.ops.pop_front();
 }
 
+bool NodeReducer::make_shared(SharedBlock& block, std::size_t bytes) {
+  return impl_->make_block(block, bytes);
+}
+
+MPI_Comm NodeReducer::comm() const {
+  return impl_->comm;
+}
+
+std::shared_ptr<NodeReducer> NodeReducerSlot::get(MPI_Comm comm) {
+  if (!checked) {  // every rank comes here at the same call
+    reducer = NodeReducer::create(comm);
+    checked = true;
+  }
+  return reducer;
+}
+
 std::int64_t NodeReducerSlot::start(MPI_Comm comm, NodeReducer::Kind kind, void* data,
                                     std::size_t count, Datatype type, ReduceOp op) {
   const std::size_t esize = type == Datatype::f32 ? 4 : 8;
@@ -476,10 +397,7 @@ std::int64_t NodeReducerSlot::start(MPI_Comm comm, NodeReducer::Kind kind, void*
   if ((type != Datatype::f32 && type != Datatype::f64) || count * esize < kMinBytes ||
       !node_allreduce() || MTK_CUDA_AWARE_MPI != 0)
     return -1;
-  if (!checked) {  // every rank comes here at the same call
-    reducer = NodeReducer::create(comm);
-    checked = true;
-  }
+  get(comm);
   return reducer && reducer->takes(type, count * esize)
              ? reducer->start(kind, data, count, type, op)
              : -1;

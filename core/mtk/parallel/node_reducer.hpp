@@ -15,6 +15,7 @@
 
 #include <mtk/parallel/communicator.hpp>
 #include <mtk/parallel/mpi_interop.hpp>
+#include <mtk/parallel/shared_block.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -63,6 +64,12 @@ class NodeReducer {
   /// yield); then its region may be reused. Every started ticket must be waited for.
   void wait(std::int64_t ticket);
 
+  /// Collective over the reducer's ranks: a shared file of `bytes` per rank, mapped by every
+  /// rank (node_halo's channels); false on every rank where any rank failed.
+  bool make_shared(SharedBlock& block, std::size_t bytes);
+  /// The reducer's node communicator (the same ranks, in the same order, as its creator's).
+  MPI_Comm comm() const;
+
   struct Impl;
 
  private:
@@ -74,6 +81,9 @@ class NodeReducer {
 struct NodeReducerSlot {
   std::shared_ptr<NodeReducer> reducer;
   bool checked = false;
+  /// The reducer, made first (a collective over `comm`) where this is the first call; null
+  /// where the ranks do not share a node or node_allreduce() is off.
+  std::shared_ptr<NodeReducer> get(MPI_Comm comm);
   /// Starts `data` through the reducer (making it first, a collective over `comm`) where it
   /// takes the reduction: its ticket; else -1 (use MPI). The same answer on every rank.
   std::int64_t start(MPI_Comm comm, NodeReducer::Kind kind, void* data, std::size_t count,
@@ -81,4 +91,9 @@ struct NodeReducerSlot {
 };
 
 }  // namespace detail
+
+/// The shared-memory reducer of `comm`'s ranks (made at the first call on `comm` or at its first
+/// reduction that goes through shared memory: a collective then), or null.
+std::shared_ptr<detail::NodeReducer> node_reducer_of(const Communicator& comm);
+
 }  // namespace mtk
