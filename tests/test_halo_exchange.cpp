@@ -250,6 +250,38 @@ TEST(HaloExchange, NeighboursOnTheCartesianMesh) {
   }
 }
 
+// A lowered exchange's site goes through shared memory from its (kSharedMemoryAfter + 1)-th run
+// on, its strips packed straight into the sender's slot and read from there in place: outputs
+// and gradients stay bitwise those of one processor, blocking and overlapped, for a wide periodic
+// halo and a one-sided one with a fill (a missing neighbour keeps the fill), on every mesh.
+TEST(HaloExchange, LoweredExchangesThroughSharedMemoryAreBitwiseOneProcessor) {
+  const int runs = HaloSite::kSharedMemoryAfter + 3;
+  const std::uint64_t before = detail::NodeHaloChannel::posted_total();
+  for (const size_t k : {1, 2}) {
+    const GraphCase c = halo_case(variants()[k]);
+    // The loss's random weights are drawn afresh each run: the same number of runs.
+    const Result want = run_case(c, single_processor_mesh(), LayoutRules(), runs);
+    for (const char* overlap : {"0", "1"}) {
+      const OptionScope o({{"MTK_OVERLAP_HALO", overlap}});
+      for (const auto& mshape : meshes_of_size(world_size())) {
+        const Mesh mesh(mshape, MPI_COMM_WORLD);
+        for (const auto& layout :
+             std::vector<std::string>(c.layouts.begin(), c.layouts.begin() + 3)) {
+          const LayoutRules rules = instantiate(layout, mshape);
+          const Result got = run_case(c, mesh, rules, runs);
+          for (size_t t = 0; t < got.values.size(); ++t)
+            for (std::int64_t e = 0; want.labels[t] != "loss" && e < got.values[t].size(); ++e)
+              ASSERT_EQ(got.values[t].at(e), want.values[t].at(e))
+                  << c.name << " on " << mshape.to_string() << " under " << rules.to_string()
+                  << ", overlap " << overlap << ": " << want.labels[t] << " at " << e;
+        }
+      }
+    }
+  }
+  if (world_size() > 1)
+    EXPECT_GT(detail::NodeHaloChannel::posted_total() - before, 0u) << "no shared-memory exchange";
+}
+
 // Where the axis's ranks share a node and the exchange has a HaloSite, it goes through shared
 // memory (node_halo.hpp) once it exchanged HaloSite::kSharedMemoryAfter times through MPI: the same
 // values as MPI's, round after round through the channel's two slots, on every mesh dim, periodic

@@ -100,8 +100,9 @@ void check(const char* where, const Shape& s, std::int64_t elements, int blocks_
 }  // namespace
 
 template <class T>
-View<T> halo_strip(const ExecSpace& space, const Shape& shape, const View<T>& x, int blocks_dim,
-                   int block_dim, std::int64_t block, std::int64_t begin, std::int64_t width) {
+void halo_strip_into(const ExecSpace& space, const Shape& shape, const View<T>& x, int blocks_dim,
+                     int block_dim, std::int64_t block, std::int64_t begin, std::int64_t width,
+                     const View<T>& out) {
   const char* w = "mtk::kernels::halo_strip";
   check(w, shape, static_cast<std::int64_t>(x.extent(0)), blocks_dim, block_dim);
   const std::int64_t nb = shape[blocks_dim].size, nj = shape[block_dim].size;
@@ -109,11 +110,24 @@ View<T> halo_strip(const ExecSpace& space, const Shape& shape, const View<T>& x,
     fail(w, cat("block ", block, " positions [", begin, ", ", begin + width, ") outside ",
                 shape.to_string()));
   const Frame f(shape, blocks_dim, block_dim);
-  auto out = impl::alloc<T>(w, f.outer * f.mid * f.inner * width);
+  if (static_cast<std::int64_t>(out.extent(0)) != f.outer * f.mid * f.inner * width)
+    fail(w, cat("a strip of ", out.extent(0), " elements for ", width, " positions of blocks of ",
+                shape.to_string()));
   for_each_element(
       w, space, f, 1, width,
       KOKKOS_LAMBDA(std::int64_t k, std::int64_t o, std::int64_t, std::int64_t m, std::int64_t j,
                     std::int64_t i) { out(k) = x(f.at(o, block, m, begin + j, i, nb, nj)); });
+}
+
+template <class T>
+View<T> halo_strip(const ExecSpace& space, const Shape& shape, const View<T>& x, int blocks_dim,
+                   int block_dim, std::int64_t block, std::int64_t begin, std::int64_t width) {
+  check("mtk::kernels::halo_strip", shape, static_cast<std::int64_t>(x.extent(0)), blocks_dim,
+        block_dim);
+  const Frame f(shape, blocks_dim, block_dim);
+  auto out = impl::alloc<T>("mtk::kernels::halo_strip",
+                            std::max<std::int64_t>(0, f.outer * f.mid * f.inner * width));
+  halo_strip_into(space, shape, x, blocks_dim, block_dim, block, begin, width, out);
   return out;
 }
 
@@ -276,6 +290,8 @@ void halo_place(const ExecSpace& space, const Shape& shape, const View<T>& y, in
 #define MTK_HALO_INSTANTIATE(T)                                                                  \
   template View<T> halo_strip<T>(const ExecSpace&, const Shape&, const View<T>&, int, int,       \
                                  std::int64_t, std::int64_t, std::int64_t);                      \
+  template void halo_strip_into<T>(const ExecSpace&, const Shape&, const View<T>&, int, int,     \
+                                   std::int64_t, std::int64_t, std::int64_t, const View<T>&);    \
   template View<T> halo_assemble<T>(const ExecSpace&, const Shape&, const View<T>&, int, int,    \
                                     const View<T>&, const View<T>&, std::int64_t, std::int64_t); \
   template View<T> halo_fold<T>(const ExecSpace&, const Shape&, const View<T>&, int, int,        \

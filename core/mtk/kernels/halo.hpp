@@ -19,6 +19,12 @@ template <class T>
 View<T> halo_strip(const ExecSpace& space, const Shape& shape, const View<T>& x, int blocks_dim,
                    int block_dim, std::int64_t block, std::int64_t begin, std::int64_t width);
 
+/// halo_strip written into `out` (its size), e.g. a shared-memory slot the strip is sent from.
+template <class T>
+void halo_strip_into(const ExecSpace& space, const Shape& shape, const View<T>& x, int blocks_dim,
+                     int block_dim, std::int64_t block, std::int64_t begin, std::int64_t width,
+                     const View<T>& out);
+
 /// Every block of x widened by `left` positions of the block before it and `right` of the block
 /// after it along `block_dim`; the first block's left halo is `from_left` (a strip of width
 /// `left`), the last block's right halo `from_right` (width `right`).

@@ -9,6 +9,7 @@
 #include <mtk/ops/halo_exchange.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
 #include <mtk/parallel/halo.hpp>
+#include <mtk/parallel/node_halo.hpp>
 
 #include <deque>
 #include <memory>
@@ -30,7 +31,7 @@ struct HaloAttrs {
 // blocks (-1: none, or a mesh dim of size 1: a local copy).
 struct HaloPlan {
   Mesh mesh;
-  Shape local;
+  Shape local, local_out;  // x's and (split) the result's local shapes
   int blocks = 0, block = 0, axis = -1;
   HaloAttrs a;
   bool periodic() const { return a.boundary == HaloBoundary::periodic; }
@@ -85,13 +86,6 @@ FView halo_adjoint(const ExecSpace& space, const HaloPlan& p, const FView& dy) {
                             a.right);
 }
 
-// The exchange in flight of one lowered halo op, from its start step to its finish step (a
-// recomputed segment's copies run later: the token orders each start after the last finish).
-struct HaloFlights {
-  std::deque<std::unique_ptr<HaloExchange<float>>> in_flight;
-  HaloSite site;  // the shared-memory channel where the axis's ranks share a node
-};
-
 // The local work of a split exchange (kind halo_copy_kind()), between its start and its finish:
 // forward, y assembled from x with the fill in the remote strips' places; adjoint, the fold with
 // zero strips. The finish then writes only the positions the strips reach.
@@ -117,80 +111,158 @@ void add_local_step(Lowering& l, const HaloPlan& p, bool adjoint, int xin, int m
       static_cast<double>(l.local(mid).num_elements()), Program::Category::compute);
 }
 
+// One lowered halo op split over a mesh dim: its exchange in flight from its start step to its
+// finish step (a recomputed segment's copies run later: the token orders each start after the
+// last finish). Where the axis's ranks share a node (HaloSite) the strips are packed straight into
+// this rank's shared slot and read where the neighbours packed theirs; else through MPI with the
+// token's halves as receive buffers.
+struct SplitExchange {
+  explicit SplitExchange(HaloPlan plan) : p(std::move(plan)) {}
+  HaloPlan p;
+  bool adjoint = false;
+  std::int64_t first = 0, second = 0;  // the token's halves: from the left, from the right
+  float fill = 0.0f;
+  std::shared_ptr<HalosInFlight> registry;
+  std::deque<std::unique_ptr<HaloExchange<float>>> in_flight;  // through MPI
+  bool shared_in_flight = false;                               // through the site's channel
+  HaloSite site;
+  FView zeros_left, zeros_right;  // the adjoint's strips from a missing neighbour (made once)
+  bool zeros_made = false;
+
+  std::pair<FView, FView> halves(const FView& recv) const {
+    return {FView(Kokkos::subview(recv, std::make_pair(std::int64_t(0), first))),
+            FView(Kokkos::subview(recv, std::make_pair(first, first + second)))};
+  }
+  // Forward: my last block's tail to the right, my first block's head to the left; adjoint: my
+  // first block's left halo to the left, my last block's right halo to the right.
+  void pack(const ExecSpace& space, const FView& x, const FView& to_left,
+            const FView& to_right) const {
+    const HaloAttrs& a = p.a;
+    const std::int64_t nb = p.local[p.blocks].size, n = p.local[p.block].size;
+    const std::int64_t w = adjoint ? a.right : a.left;
+    kernels::halo_strip_into(space, p.local, x, p.blocks, p.block, 0, 0, adjoint ? a.left : a.right,
+                             to_left);
+    kernels::halo_strip_into(space, p.local, x, p.blocks, p.block, nb - 1, n - w, w, to_right);
+  }
+
+  void start(const ExecSpace& space, const FView& x, Buffers& b, int token) {
+    // A finish always runs before the next start (the token orders them): one left over is a run
+    // that failed between them.
+    if (!in_flight.empty() || shared_in_flight)
+      fail("mtk::Program::run", cat(p.a.blocks, "/", p.a.block, ": a halo exchange of a failed ",
+                                    "run is still in flight; lower the program again"));
+    const auto bytes = [](std::int64_t n) { return static_cast<std::size_t>(n) * sizeof(float); };
+    if (detail::NodeHaloChannel* channel =
+            site.shared_channel(p.mesh, p.axis, p.periodic(), bytes(second), bytes(first))) {
+      const detail::NodeHaloChannel::Strips slot = channel->slots();
+      pack(space, x, FView(static_cast<float*>(slot.to_left), second),
+           FView(static_cast<float*>(slot.to_right), first));
+      space.fence();  // packed before the neighbours may read
+      channel->publish();
+      shared_in_flight = true;
+      b[static_cast<size_t>(token)] =
+          Program::Buffer(uninitialized_view<float>("mtk::halo_exchange::token", first + second));
+      return;
+    }
+    const FView recv = filled(space, first + second, fill);
+    const auto [from_left, from_right] = halves(recv);
+    const FView to_left = uninitialized_view<float>("mtk::halo_exchange::to_left", second);
+    const FView to_right = uninitialized_view<float>("mtk::halo_exchange::to_right", first);
+    pack(space, x, to_left, to_right);
+    in_flight.push_back(std::make_unique<HaloExchange<float>>(p.mesh, p.axis, p.periodic(), to_left,
+                                                              to_right, from_left, from_right));
+    registry->add(in_flight.back().get());
+    b[static_cast<size_t>(token)] = Program::Buffer(recv);
+  }
+
+  // Waits for the strips, then writes what they reach: forward, places them; adjoint, the folded
+  // values at the edges, each position's terms in halo_fold's order.
+  void finish(const ExecSpace& space, const FView& recv, const FView& x, const FView& out) {
+    if (shared_in_flight) {
+      shared_in_flight = false;
+      const detail::NodeHaloChannel::Received r = site.channel->received();
+      const auto strip = [](const void* at, std::int64_t n) {
+        return FView(const_cast<float*>(static_cast<const float*>(at)), n);
+      };
+      if (adjoint) {
+        if (!zeros_made) {
+          zeros_left = filled(space, first, 0.0f);
+          zeros_right = filled(space, second, 0.0f);
+          zeros_made = true;
+        }
+        write(space, r.from_left ? strip(r.from_left, first) : zeros_left,
+              r.from_right ? strip(r.from_right, second) : zeros_right, x, out);
+      } else {  // a missing neighbour's side keeps the fill the local step wrote
+        kernels::halo_place(space, p.local_out, out, p.blocks, p.block,
+                            r.from_left ? strip(r.from_left, first) : FView(),
+                            r.from_right ? strip(r.from_right, second) : FView(),
+                            r.from_left ? p.a.left : 0, r.from_right ? p.a.right : 0);
+      }
+      space.fence();  // read before the neighbours may write the slots again
+      site.channel->release();
+      return;
+    }
+    if (in_flight.empty())
+      fail("mtk::halo_exchange",
+           cat(p.a.blocks, "/", p.a.block, ": finish with nothing in flight"));
+    registry->remove(in_flight.front().get());
+    in_flight.front()->finish();
+    in_flight.pop_front();
+    const auto [from_left, from_right] = halves(recv);
+    write(space, from_left, from_right, x, out);
+  }
+
+  void write(const ExecSpace& space, const FView& from_left, const FView& from_right,
+             const FView& x, const FView& out) const {
+    const HaloAttrs& a = p.a;
+    if (adjoint)
+      kernels::halo_fold_edges(space, p.local, x, p.blocks, p.block, from_left, from_right, a.left,
+                               a.right, out);
+    else
+      kernels::halo_place(space, p.local_out, out, p.blocks, p.block, from_left, from_right, a.left,
+                          a.right);
+  }
+};
+
 // Split over a mesh dim: a start step (pack the strips, post the transfers), the local step
-// (add_local_step) and a finish step (wait, then write what the strips reach: forward, place
-// them; adjoint, the folded values at the edges, each position's terms in halo_fold's order).
-// Adjacent they compute what halo_forward and halo_adjoint do, bitwise; MTK_OVERLAP_HALO moves
-// the start up and the finish down (overlap_halos). `token`: the receive buffer, which ties the
-// finish to its start.
-void add_split_steps(Lowering& l, const HaloPlan& p, bool adjoint, int xin, int token, int mid) {
-  auto flights = std::make_shared<HaloFlights>();
-  const std::shared_ptr<HalosInFlight> registry = l.halos_in_flight();
-  const std::int64_t nb = p.local[p.blocks].size, n = p.local[p.block].size;
-  const std::int64_t strip = p.local.num_elements() / nb / n;
+// (add_local_step) and a finish step (SplitExchange::finish). Adjacent they compute what
+// halo_forward and halo_adjoint do, bitwise; MTK_OVERLAP_HALO moves the start up and the finish
+// down (overlap_halos). `token`: the receive buffer, which ties the finish to its start.
+void add_split_steps(Lowering& l, HaloPlan p, bool adjoint, int xin, int token, int mid) {
   const HaloAttrs a = p.a;
+  const std::int64_t strip =
+      p.local.num_elements() / p.local[p.blocks].size / p.local[p.block].size;
+  p.local_out = l.local(mid);
+  auto ex = std::make_shared<SplitExchange>(p);
+  ex->adjoint = adjoint;
   // Forward: the left neighbour's tail arrives first in the token, then the right one's head.
   // Adjoint: the left neighbour's right halo (width right), then the right one's left halo.
-  const std::int64_t first = strip * (adjoint ? a.right : a.left);
-  const std::int64_t second = strip * (adjoint ? a.left : a.right);
-  const float fill = adjoint ? 0.0f : static_cast<float>(a.fill);
-  auto halves = [=](const FView& recv) {
-    return std::make_pair(FView(Kokkos::subview(recv, std::make_pair(std::int64_t(0), first))),
-                          FView(Kokkos::subview(recv, std::make_pair(first, first + second))));
-  };
+  ex->first = strip * (adjoint ? a.right : a.left);
+  ex->second = strip * (adjoint ? a.left : a.right);
+  ex->fill = adjoint ? 0.0f : static_cast<float>(a.fill);
+  ex->registry = l.halos_in_flight();
   l.add_step_of(
       halo_start_kind(), cat(l.label(), " start"), {xin}, {token},
       [=](Buffers& b, const ExecSpace& space) {
-        // A finish always runs before the next start (the token orders them): one left over is
-        // a run that failed between them.
-        if (!flights->in_flight.empty())
-          fail("mtk::Program::run", cat(a.blocks, "/", a.block, ": a halo exchange of a failed ",
-                                        "run is still in flight; lower the program again"));
-        const FView x = view_of<float>(b, xin);
-        const FView recv = filled(space, first + second, fill);
-        const auto [from_left, from_right] = halves(recv);
-        // Forward: my last block's tail to the right, my first block's head to the left; adjoint:
-        // my first block's left halo to the left, my last block's right halo to the right.
-        const FView to_left = kernels::halo_strip(space, p.local, x, p.blocks, p.block, 0, 0,
-                                                  adjoint ? a.left : a.right);
-        const std::int64_t w = adjoint ? a.right : a.left;
-        const FView to_right =
-            kernels::halo_strip(space, p.local, x, p.blocks, p.block, nb - 1, n - w, w);
-        flights->in_flight.push_back(
-            std::make_unique<HaloExchange<float>>(p.mesh, p.axis, p.periodic(), to_left, to_right,
-                                                  from_left, from_right, &flights->site));
-        registry->add(flights->in_flight.back().get());
-        b[static_cast<size_t>(token)] = Program::Buffer(recv);
+        ex->start(space, view_of<float>(b, xin), b, token);
       },
       0, Program::Category::collective);
   add_local_step(l, p, adjoint, xin, mid);
-  const Shape out = l.local(mid);
   l.add_step(
       cat(l.label(), " finish"),
       adjoint ? std::vector<int>{token, xin, mid} : std::vector<int>{token, mid}, {mid},
       [=](Buffers& b, const ExecSpace& space) {
-        if (flights->in_flight.empty())
-          fail("mtk::halo_exchange",
-               cat(a.blocks, "/", a.block, ": finish with nothing in flight"));
-        registry->remove(flights->in_flight.front().get());
-        flights->in_flight.front()->finish();
-        flights->in_flight.pop_front();
-        const auto [from_left, from_right] = halves(view_of<float>(b, token));
-        if (adjoint)
-          kernels::halo_fold_edges(space, p.local, view_of<float>(b, xin), p.blocks, p.block,
-                                   from_left, from_right, a.left, a.right, view_of<float>(b, mid));
-        else
-          kernels::halo_place(space, out, view_of<float>(b, mid), p.blocks, p.block, from_left,
-                              from_right, a.left, a.right);
+        ex->finish(space, view_of<float>(b, token), adjoint ? view_of<float>(b, xin) : FView(),
+                   view_of<float>(b, mid));
       },
-      static_cast<double>(2 * (first + second)));  // the strips packed and written
+      static_cast<double>(2 * (ex->first + ex->second)));  // the strips packed and written
 }
 
 void lower_halo(Lowering& l, const HaloAttrs& a, bool adjoint) {
   const int x = l.op().inputs[0], y = l.op().outputs[0];
   l.materialize(x);
   const int xin = l.gather_dims(x, {a.block});
-  HaloPlan p{l.mesh(), l.local(xin), 0, 0, -1, a};
+  HaloPlan p{l.mesh(), l.local(xin), Shape(), 0, 0, -1, a};
   p.blocks = p.local.index_of(a.blocks);
   p.block = p.local.index_of(a.block);
   const int axis = l.axes(xin)[static_cast<size_t>(p.blocks)];

@@ -37,6 +37,25 @@ Neighbours neighbours(const Mesh& mesh, int axis, bool periodic) {
   return nb;
 }
 
+detail::NodeHaloChannel* HaloSite::shared_channel(const Mesh& mesh, int axis, bool periodic,
+                                                  std::size_t to_left_bytes,
+                                                  std::size_t to_right_bytes) {
+  // Host memory only: a CUDA-aware MPI reads device buffers, which the slots' copies could not.
+  if (MTK_CUDA_AWARE_MPI != 0 || !mpi_reads_view<char>)
+    return nullptr;
+  // Made at a site's kSharedMemoryAfter-th exchange (every rank of the axis comes there at
+  // once): a program run a few times does not pay for the shared files (a collective each).
+  if (!checked && exchanges++ == kSharedMemoryAfter) {
+    if (const auto node = node_reducer_of(mesh.axes_comm({axis}))) {
+      const Neighbours nb = neighbours(mesh, axis, periodic);
+      channel =
+          detail::NodeHaloChannel::create(node, nb.left, nb.right, to_left_bytes, to_right_bytes);
+    }
+    checked = true;
+  }
+  return channel.get();
+}
+
 template <class T>
 HaloExchange<T>::HaloExchange(const Mesh& mesh, int axis, bool periodic,
                               const Kokkos::View<T*>& to_left, const Kokkos::View<T*>& to_right,
@@ -50,23 +69,15 @@ HaloExchange<T>::HaloExchange(const Mesh& mesh, int axis, bool periodic,
   Kokkos::Profiling::pushRegion("mtk::HaloExchange::start");
   const Neighbours nb = neighbours(mesh, axis, periodic);
   const Communicator& comm = mesh.axes_comm({axis});
-  if (site != nullptr && MTK_CUDA_AWARE_MPI == 0 && mpi_reads_view<T>) {
-    // Made at a site's kSharedMemoryAfter-th exchange (every rank of the axis comes there at
-    // once): a program run a few times does not pay for the shared files (a collective each).
-    if (!site->checked && site->exchanges++ == HaloSite::kSharedMemoryAfter) {
-      if (const auto node = node_reducer_of(comm))
-        site->channel = detail::NodeHaloChannel::create(
-            node, nb.left, nb.right, to_left.extent(0) * sizeof(T), to_right.extent(0) * sizeof(T));
-      site->checked = true;
-    }
-    if (site->channel) {
+  if (site != nullptr)
+    if (site->shared_channel(mesh, axis, periodic, to_left.extent(0) * sizeof(T),
+                             to_right.extent(0) * sizeof(T)) != nullptr) {
       Kokkos::fence();  // the kernels packing the sends are done
       channel_ = site->channel;
       channel_->post(to_left.data(), to_right.data());
       Kokkos::Profiling::popRegion();
       return;
     }
-  }
   std::vector<T*> data;
   if constexpr (mpi_reads_view<T>) {
     Kokkos::fence();  // the kernels packing the sends are done

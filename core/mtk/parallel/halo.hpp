@@ -11,6 +11,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <cstddef>
 #include <memory>
 #include <vector>
 
@@ -34,6 +35,12 @@ class NodeHaloChannel;
 /// neighbours and sizes.
 struct HaloSite {
   static constexpr int kSharedMemoryAfter = 8;
+  /// Counts an exchange along `axis` (its neighbours as neighbours(mesh, axis, periodic)) that
+  /// sends `to_left_bytes` and `to_right_bytes`: the site's channel, made at the
+  /// kSharedMemoryAfter-th, or null (through MPI: not yet, across nodes, device memory).
+  detail::NodeHaloChannel* shared_channel(const Mesh& mesh, int axis, bool periodic,
+                                          std::size_t to_left_bytes, std::size_t to_right_bytes);
+
   std::shared_ptr<detail::NodeHaloChannel> channel;
   bool checked = false;
   int exchanges = 0;  // started, until the channel is made or not

@@ -81,15 +81,25 @@ NodeHaloChannel::~NodeHaloChannel() {
 }
 
 void NodeHaloChannel::post(const void* to_left, const void* to_right) {
+  const Strips slot = slots();
+  std::memcpy(slot.to_left, to_left, impl_->to_left);
+  std::memcpy(slot.to_right, to_right, impl_->to_right);
+  publish();
+}
+
+NodeHaloChannel::Strips NodeHaloChannel::slots() {
   Impl& m = *impl_;
-  const std::uint64_t k = m.next++;
+  const std::uint64_t k = m.next;
   // The slot's last reader (exchange k - 2) is done: already so by program order.
   if (k > 2)
     m.wait_until([&] { return m.read(m.left, k - 2) && m.read(m.right, k - 2); });
   char* slot = m.slot(m.rank, k);
-  std::memcpy(slot, to_left, m.to_left);
-  std::memcpy(slot + rounded(m.to_left), to_right, m.to_right);
-  m.of(m.rank).posted.value.store(k, std::memory_order_release);
+  return {slot, slot + rounded(m.to_left)};
+}
+
+void NodeHaloChannel::publish() {
+  Impl& m = *impl_;
+  m.of(m.rank).posted.value.store(m.next++, std::memory_order_release);
   g_posted.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -99,18 +109,33 @@ bool NodeHaloChannel::arrived() const {
 }
 
 void NodeHaloChannel::receive(void* from_left, void* from_right) {
+  const Received r = received();
+  if (r.from_left != nullptr)
+    std::memcpy(from_left, r.from_left, impl_->to_right);
+  if (r.from_right != nullptr)
+    std::memcpy(from_right, r.from_right, impl_->to_left);
+  release();
+}
+
+NodeHaloChannel::Received NodeHaloChannel::received() {
   Impl& m = *impl_;
   const std::uint64_t k = m.next - 1;
   if (k == 0)
-    fail("mtk::NodeHaloChannel::receive", "no exchange posted");
+    fail("mtk::NodeHaloChannel::received", "no exchange posted");
   m.wait_until([&] { return m.posted(m.left, k) && m.posted(m.right, k); });
   // The left neighbour's to_right (the right one's to_left) is this rank's from_left
   // (from_right): every rank's strips have the same sizes.
+  Received r;
   if (m.left >= 0)
-    std::memcpy(from_left, m.slot(m.left, k) + rounded(m.to_left), m.to_right);
+    r.from_left = m.slot(m.left, k) + rounded(m.to_left);
   if (m.right >= 0)
-    std::memcpy(from_right, m.slot(m.right, k), m.to_left);
-  m.of(m.rank).read.value.store(k, std::memory_order_release);
+    r.from_right = m.slot(m.right, k);
+  return r;
+}
+
+void NodeHaloChannel::release() {
+  Impl& m = *impl_;
+  m.of(m.rank).read.value.store(m.next - 1, std::memory_order_release);
 }
 
 std::uint64_t NodeHaloChannel::posted_total() {

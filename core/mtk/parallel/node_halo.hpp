@@ -33,15 +33,35 @@ class NodeHaloChannel {
   NodeHaloChannel(const NodeHaloChannel&) = delete;
   NodeHaloChannel& operator=(const NodeHaloChannel&) = delete;
 
+  /// This rank's strips in shared memory: where the next exchange's are written (slots()), or
+  /// where the neighbours' strips of the last one are read (received(); null: no neighbour).
+  struct Strips {
+    void* to_left = nullptr;
+    void* to_right = nullptr;
+  };
+  struct Received {
+    const void* from_left = nullptr;
+    const void* from_right = nullptr;
+  };
+
   /// Starts the next exchange: copies the strips (of the sizes given at creation) into this
-  /// rank's slot and publishes them.
+  /// rank's slot and publishes them (slots(), the copies, publish()).
   void post(const void* to_left, const void* to_right);
+  /// The slot of the next exchange, for a caller that packs its strips there in place; publish()
+  /// then starts the exchange. Until then the slot is this rank's alone.
+  Strips slots();
+  void publish();
   /// Whether both neighbours posted the exchange this rank posted last.
   bool arrived() const;
   /// Waits for arrival (spinning or yielding as collective_wait() says), then copies the left
   /// neighbour's to_right into `from_left` and the right one's to_left into `from_right` (a
-  /// missing neighbour's buffer is left as it is): the exchange is complete.
+  /// missing neighbour's buffer is left as it is): the exchange is complete (received(), the
+  /// copies, release()).
   void receive(void* from_left, void* from_right);
+  /// Waits for arrival, then where the neighbours' strips are, to be read in place until
+  /// release(), which hands their slots back to them.
+  Received received();
+  void release();
   /// How many exchanges this process has posted through shared memory (for tests and reports).
   static std::uint64_t posted_total();
 
