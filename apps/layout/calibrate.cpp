@@ -10,6 +10,7 @@
 #include <mtk/cost/step_time.hpp>
 #include <mtk/kernels/einsum.hpp>
 #include <mtk/kernels/elementwise.hpp>
+#include <mtk/kernels/halo.hpp>
 #include <mtk/kernels/matmul_ceiling.hpp>
 #include <mtk/kernels/reduce.hpp>
 #include <mtk/parallel/collective_wait.hpp>
@@ -134,6 +135,53 @@ std::string measure_backends(const Communicator& world, const ExecSpace& space,
   return text;
 }
 
+// The split exchanges' own work, which Counters::op_bytes counts as 16 bytes per strip element
+// (packed, then placed or folded in), per finish step kind: strips one position wide on either
+// side of a block of 16 positions by 16 runs of 256 contiguous floats, as a 3x3x3 convolution's
+// block of 16^3 positions by 16 channels split along its second spatial dim moves them. Each call
+// timed alone after 8 MiB written elsewhere: in a step the block was written a layer before. The
+// strips' moves between cores are the exchange's own time (halo_sizes).
+void measure_halo_steps(const Communicator& world, const ExecSpace& space, int reps,
+                        cost::Machine& m) {
+  const Shape block{{"o", 16}, {"b", 1}, {"n", 16}, {"i", 256}};
+  const Shape wide{{"o", 16}, {"b", 1}, {"n", 18}, {"i", 256}};
+  const std::int64_t strip = 16 * 256;
+  auto x = kernels::fill<float>(space, block.num_elements(), 1.0f);
+  auto y = kernels::fill<float>(space, wide.num_elements(), 2.0f);
+  auto out = kernels::fill<float>(space, block.num_elements(), 0.0f);
+  auto left = kernels::fill<float>(space, strip, 3.0f);
+  auto right = kernels::fill<float>(space, strip, 4.0f);
+  auto flush = kernels::fill<float>(space, std::int64_t(1) << 21, 0.0f);
+  const int calls = 100;
+  auto rate = [&](const std::function<void()>& fn) {
+    double best = 1e300;
+    for (int r = 0; r <= reps; ++r) {  // the first a warm-up
+      double s = 0;
+      for (int i = 0; i < calls; ++i) {
+        Kokkos::deep_copy(space, flush, static_cast<float>(i));
+        space.fence();
+        const auto t0 = std::chrono::steady_clock::now();
+        fn();
+        space.fence();
+        s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+      if (r > 0)
+        best = std::min(best, world.max(s));
+    }
+    return 16.0 * 2 * static_cast<double>(strip) * calls / best;
+  };
+  m.elementwise_by_kind["halo_exchange"] = rate([&] {
+    kernels::halo_strip_into(space, block, x, 1, 2, 0, 0, 1, left);
+    kernels::halo_strip_into(space, block, x, 1, 2, 0, 15, 1, right);
+    kernels::halo_place(space, wide, y, 1, 2, left, right, 1, 1);
+  });
+  m.elementwise_by_kind["halo_reduce"] = rate([&] {
+    kernels::halo_strip_into(space, wide, y, 1, 2, 0, 0, 1, left);
+    kernels::halo_strip_into(space, wide, y, 1, 2, 0, 17, 1, right);
+    kernels::halo_fold_edges(space, wide, y, 1, 2, left, right, 1, 1, out);
+  });
+}
+
 // Elementwise traffic: an add, an exp and a sum over the last dim of 1M floats (activation
 // sized), bytes read + written over the time of all three, as Counters::op_bytes counts them; and
 // per step kind.
@@ -171,6 +219,7 @@ void measure_elementwise(const Communicator& world, const ExecSpace& space, int 
   m.elementwise_by_kind["reduce"] = rate(4.0 * static_cast<double>(e + rows), 20, [&] {
     kernels::reduce<float>(space, ReduceFn::sum, s2, x, s3);
   });
+  measure_halo_steps(world, space, reps, m);
 }
 
 // Per-step overhead: a kernel step on 1 element (launch, output allocation), 20000 in a row.
@@ -221,6 +270,29 @@ void measure_link(const Communicator& world, const ExecSpace& space, int reps, c
     };
     return std::max({0.0, timed(true) - work_alone, k > 4 ? timed(false) : 0.0});
   };
+  // A neighbour exchange costs microseconds, below the noise of the work's milliseconds: each
+  // call timed alone after the work (which leaves the strips out of cache, as in a step); the
+  // median call, the most over the ranks (a rank the host paused makes its neighbour wait).
+  auto time_exchange = [&](std::int64_t count, const std::function<void()>& call) {
+    const int k = count <= (std::int64_t{1} << 15) ? 20 : 4;
+    call();  // warm-up
+    std::vector<double> calls;
+    for (int r = 0; r < reps; ++r) {
+      world.barrier();
+      for (int i = 0; i < k; ++i) {
+        work();
+        Kokkos::fence();
+        const auto t0 = std::chrono::steady_clock::now();
+        call();
+        Kokkos::fence();
+        calls.push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+    }
+    std::nth_element(calls.begin(), calls.begin() + static_cast<std::ptrdiff_t>(calls.size() / 2),
+                     calls.end());
+    return world.max(calls[calls.size() / 2]);
+  };
   // 32 B to 8 MiB by factors of 4: MPI libraries switch protocols (eager, pipelined cells,
   // single copy) between them, and with ranks sharing a core every hand-over of a pipeline
   // waits for the scheduler, so the time is a step function of the size.
@@ -235,11 +307,15 @@ void measure_link(const Communicator& world, const ExecSpace& space, int reps, c
     Kokkos::View<float*> to_left("to_left", strip), to_right("to_right", strip),
         from_left("from_left", strip), from_right("from_right", strip);
     HaloSite site;
-    l.halo_sizes.push_back({4.0 * static_cast<double>(count), time_call(count, [&] {
-                              HaloExchange<float>(mesh, axis, true, to_left, to_right, from_left,
-                                                  from_right, &site)
-                                  .finish();
-                            })});
+    // The strips cross from core to core as a lowered exchange moves them (packed into the
+    // sender's shared slot, placed from it), here copied into and out of it; the packing and
+    // placing themselves are priced as the finish steps' elementwise work.
+    const auto exchange = [&] {
+      HaloExchange<float>(mesh, axis, true, to_left, to_right, from_left, from_right, &site)
+          .finish();
+    };
+    l.halo_sizes.push_back({4.0 * static_cast<double>(count), time_exchange(count, exchange)});
+    l.halo_by_copies = site.channel != nullptr;
   }
   const double steps = 2 * std::min(P - 1.0, std::ceil(std::log2(static_cast<double>(P))));
   l.latency = l.allreduce_sizes.front().seconds / steps;

@@ -493,13 +493,18 @@ TEST(StepTime, HaloExchangesMeasuredBySizeTakeTheirPoints) {
   EXPECT_DOUBLE_EQ(back.links[0].halo_sizes[1].bytes, 65536);
   EXPECT_DOUBLE_EQ(back.links[0].halo_sizes[1].seconds, 100e-6);
   EXPECT_TRUE(back.links[0].allreduce_sizes.empty());
+  EXPECT_FALSE(back.links[0].halo_by_copies);
+  mc.links[0].halo_by_copies = true;
+  EXPECT_TRUE(
+      machine_from_config(Config::from_string(machine_to_yaml(mc))).links[0].halo_by_copies);
   const std::string base = "matmul_flops: 1e9\nelementwise_bytes: 1e9\n";
   for (const std::string bad :
        {"links: {a: {bandwidth: 1e9, halo_sizes: {x: {bytes: 0, seconds: 1}}}}",
         "links: {a: {bandwidth: 1e9, halo_sizes: {x: {bytes: 8, seconds: -1}}}}",
         "links: {a: {bandwidth: 1e9, halo_sizes: {x: {bytes: 8, second: 1}}}}",
         "links: {a: {bandwidth: 1e9, halo_sizes: {x: {bytes: 8, seconds: 1}, "
-        "y: {bytes: 8, seconds: 2}}}}"})
+        "y: {bytes: 8, seconds: 2}}}}",
+        "links: {a: {bandwidth: 1e9, halo_by_copies: maybe}}"})
     EXPECT_THROW(machine_from_config(Config::from_string(base + bad)), Error) << bad;
 }
 

@@ -372,6 +372,14 @@ TEST(SpatialCost, HiddenIsTheLesserOfEachExchangeAndItsProducts) {
   // Products between that outlast the exchange hide all of it.
   c.halo_exchanges[0].gemm_between.begin()->second = {1e4 * each, 10000};
   EXPECT_DOUBLE_EQ(cost::predict_step_time(c, mesh, m, on).halo_exchanges[0].exposed_s, 0);
+  // Unless the link's exchanges are the cores' own copies (shared memory): nothing hidden.
+  cost::Machine copies = m;
+  for (cost::LinkLevel& l : copies.links)
+    l.halo_by_copies = true;
+  const cost::StepTime by_copies = cost::predict_step_time(c, mesh, copies, on);
+  EXPECT_EQ(by_copies.halo_hidden_s, 0);
+  EXPECT_DOUBLE_EQ(by_copies.halo_exposed_s, 2 * exchange);
+  EXPECT_DOUBLE_EQ(by_copies.total_s, cost::predict_step_time(c, mesh, copies, off).total_s);
   // No records: the fallback bound by all of the step's products.
   c.halo_exchanges.clear();
   const cost::StepTime fallback = cost::predict_step_time(c, mesh, m, on);

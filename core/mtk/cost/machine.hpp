@@ -45,6 +45,11 @@ struct LinkLevel {
   /// by increasing bytes. The calls into MPI and the hand-over cost tens of microseconds where
   /// latency + bytes / bandwidth says one; any group size (an exchange has two partners).
   std::vector<CollectivePoint> halo_sizes = {};
+  /// Whether this level's neighbour exchanges go through shared memory (node_halo.hpp): the
+  /// strips cross between cores in the ranks' own copies (packed into the sender's slot, placed
+  /// from it), work of the ranks' cores that no overlap hides; through a network the transfer
+  /// runs while the ranks compute.
+  bool halo_by_copies = false;
   /// Seconds of one neighbour exchange of `bytes` from halo_sizes (interpolated as allreduces;
   /// beyond the last point its time plus the extra bytes at `bandwidth`), else < 0.
   double measured_halo_seconds(double bytes) const;

@@ -68,10 +68,10 @@ void split_halo(const Counters& counters, const MeshShape& mesh, const Machine& 
   for (const Counters::Exchange& e : counters.halo_exchanges) {
     StepTime::Exchange x;
     const auto& [kind, axes] = e.group;
-    x.halo_s = collective_seconds(kind, e.bytes, 1, group_processors(mesh, axes),
-                                  machine.link_for(mesh, axes));
+    const LinkLevel& link = machine.link_for(mesh, axes);
+    x.halo_s = collective_seconds(kind, e.bytes, 1, group_processors(mesh, axes), link);
     x.between_s = gemm_seconds(e.gemm_between, machine, scale);
-    x.hidden_s = overlap ? std::min(x.halo_s, x.between_s) : 0.0;
+    x.hidden_s = overlap && !link.halo_by_copies ? std::min(x.halo_s, x.between_s) : 0.0;
     x.exposed_s = x.halo_s - x.hidden_s;
     t.halo_hidden_s += x.hidden_s;
     t.halo_exchanges.push_back(x);

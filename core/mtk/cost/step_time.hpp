@@ -37,14 +37,15 @@ struct StepTime {
   /// Of comm_s[halo]: the part hidden behind the matrix products and the part left exposed.
   /// With overlap_halo, per exchange of Counters::halo_exchanges hidden = min(its time, the time
   /// of the gemm calls between its start and its finish); exposed = the rest. Without
-  /// overlap_halo, exposed = halo and hidden = 0.
+  /// overlap_halo, or on a link whose exchanges are the cores' own copies
+  /// (LinkLevel::halo_by_copies), exposed = halo and hidden = 0.
   double halo_hidden_s = 0;
   double halo_exposed_s = 0;
   /// One split halo exchange's figures (Counters::Exchange, in the same order).
   struct Exchange {
     double halo_s = 0;     ///< its modeled time (collective_seconds, one call)
     double between_s = 0;  ///< the gemm calls between its start and its finish
-    double hidden_s = 0;   ///< min(halo_s, between_s) with overlap_halo, else 0
+    double hidden_s = 0;   ///< min(halo_s, between_s) with overlap_halo (not by copies), else 0
     double exposed_s = 0;  ///< halo_s - hidden_s
   };
   std::vector<Exchange> halo_exchanges;

@@ -86,6 +86,32 @@ void for_each_element(const char* label, const ExecSpace& space, const Frame& f,
   }
 }
 
+// dst(to(o, b, m, j) + i) = src(from(o, b, m, j) + i) for every line (o, b, m, j) of a tensor
+// framed by f with `nb` blocks of `nj` positions and every i < f.inner: a strip packed or placed.
+// On the host a contiguous copy per line (the exchanges' own work, which no overlap hides).
+template <class T, class To, class From>
+void copy_lines(const char* label, const ExecSpace& space, const Frame& f, std::int64_t nb,
+                std::int64_t nj, const View<T>& dst, const To& to, const View<T>& src,
+                const From& from) {
+  const std::int64_t lines = f.outer * nb * f.mid * nj, inner = f.inner;
+  if constexpr (impl::host_exec) {
+    Kokkos::parallel_for(
+        label, impl::Range(space, 0, lines), KOKKOS_LAMBDA(std::int64_t line) {
+          std::int64_t o, b, m, j;
+          f.split_line(line, nb, nj, o, b, m, j);
+          const T* s = src.data() + from(o, b, m, j);
+          std::copy(s, s + inner, dst.data() + to(o, b, m, j));
+        });
+  } else {
+    Kokkos::parallel_for(
+        label, impl::Range(space, 0, lines * inner), KOKKOS_LAMBDA(std::int64_t k) {
+          std::int64_t o, b, m, j, i;
+          f.split(k, nb, nj, o, b, m, j, i);
+          dst(to(o, b, m, j) + i) = src(from(o, b, m, j) + i);
+        });
+  }
+}
+
 void check(const char* where, const Shape& s, std::int64_t elements, int blocks_dim,
            int block_dim) {
   if (blocks_dim < 0 || block_dim < 0 || blocks_dim >= s.rank() || block_dim >= s.rank() ||
@@ -113,10 +139,15 @@ void halo_strip_into(const ExecSpace& space, const Shape& shape, const View<T>& 
   if (static_cast<std::int64_t>(out.extent(0)) != f.outer * f.mid * f.inner * width)
     fail(w, cat("a strip of ", out.extent(0), " elements for ", width, " positions of blocks of ",
                 shape.to_string()));
-  for_each_element(
-      w, space, f, 1, width,
-      KOKKOS_LAMBDA(std::int64_t k, std::int64_t o, std::int64_t, std::int64_t m, std::int64_t j,
-                    std::int64_t i) { out(k) = x(f.at(o, block, m, begin + j, i, nb, nj)); });
+  copy_lines(
+      w, space, f, 1, width, out,
+      KOKKOS_LAMBDA(std::int64_t o, std::int64_t, std::int64_t m, std::int64_t j) {
+        return f.at(o, 0, m, j, 0, 1, width);  // the strip: one block of `width` positions
+      },
+      x,
+      KOKKOS_LAMBDA(std::int64_t o, std::int64_t, std::int64_t m, std::int64_t j) {
+        return f.at(o, block, m, begin + j, 0, nb, nj);
+      });
 }
 
 template <class T>
@@ -267,10 +298,15 @@ void put_strip(const char* w, const ExecSpace& space, const Frame& f, const View
   if (static_cast<std::int64_t>(strip.extent(0)) != total || at < 0 || at + width > nj)
     fail(w, cat("a strip of ", strip.extent(0), " elements for positions [", at, ", ", at + width,
                 ") of blocks of ", nj, " (", total, " elements expected)"));
-  for_each_element(
-      w, space, f, 1, width,
-      KOKKOS_LAMBDA(std::int64_t k, std::int64_t o, std::int64_t, std::int64_t m, std::int64_t j,
-                    std::int64_t i) { x(f.at(o, block, m, at + j, i, nb, nj)) = strip(k); });
+  copy_lines(
+      w, space, f, 1, width, x,
+      KOKKOS_LAMBDA(std::int64_t o, std::int64_t, std::int64_t m, std::int64_t j) {
+        return f.at(o, block, m, at + j, 0, nb, nj);
+      },
+      strip,
+      KOKKOS_LAMBDA(std::int64_t o, std::int64_t, std::int64_t m, std::int64_t j) {
+        return f.at(o, 0, m, j, 0, 1, width);
+      });
 }
 
 }  // namespace

@@ -51,9 +51,9 @@ cost::Machine machine_from_config(const Config& config) {
     fail("mtk::machine_from_config", config.origin() + ": key 'links' is missing");
   for (const auto& level : config.keys("links")) {
     const std::string k = "links." + level;
-    reject_unknown_keys(
-        config, k,
-        {"span", "bandwidth", "latency", "stride", "group", "allreduce_sizes", "halo_sizes"});
+    reject_unknown_keys(config, k,
+                        {"span", "bandwidth", "latency", "stride", "group", "allreduce_sizes",
+                         "halo_sizes", "halo_by_copies"});
     cost::LinkLevel l;
     l.span = config.get_int(k + ".span", 0);
     l.stride = config.get_int(k + ".stride", 0);
@@ -66,6 +66,7 @@ cost::Machine machine_from_config(const Config& config) {
     if (config.has(k + ".halo_sizes"))
       l.halo_sizes =
           read_points<cost::CollectivePoint>(config, k + ".halo_sizes", "bytes", "seconds");
+    l.halo_by_copies = config.get_bool_checked(k + ".halo_by_copies", false);
     m.links.push_back(l);
   }
   try {
@@ -140,6 +141,9 @@ std::string machine_to_yaml(const cost::Machine& m, const std::string& comment) 
            l.allreduce_sizes);
     points("halo_sizes", "seconds of one neighbour exchange by the bytes of its two strips",
            l.halo_sizes);
+    if (l.halo_by_copies)
+      s << "    halo_by_copies: true   # through shared memory: the cores' own copies, never "
+           "hidden\n";
   }
   return s.str();
 }
