@@ -18,6 +18,7 @@
 #include <mtk/parallel/halo.hpp>
 #include <mtk/parallel/mesh.hpp>
 
+#include "calibrate_halo.hpp"
 #include "cli.hpp"
 #include "layout_commands.hpp"
 #include <algorithm>
@@ -135,53 +136,6 @@ std::string measure_backends(const Communicator& world, const ExecSpace& space,
   return text;
 }
 
-// The split exchanges' own work, which Counters::op_bytes counts as 16 bytes per strip element
-// (packed, then placed or folded in), per finish step kind: strips one position wide on either
-// side of a block of 16 positions by 16 runs of 256 contiguous floats, as a 3x3x3 convolution's
-// block of 16^3 positions by 16 channels split along its second spatial dim moves them. Each call
-// timed alone after 8 MiB written elsewhere: in a step the block was written a layer before. The
-// strips' moves between cores are the exchange's own time (halo_sizes).
-void measure_halo_steps(const Communicator& world, const ExecSpace& space, int reps,
-                        cost::Machine& m) {
-  const Shape block{{"o", 16}, {"b", 1}, {"n", 16}, {"i", 256}};
-  const Shape wide{{"o", 16}, {"b", 1}, {"n", 18}, {"i", 256}};
-  const std::int64_t strip = 16 * 256;
-  auto x = kernels::fill<float>(space, block.num_elements(), 1.0f);
-  auto y = kernels::fill<float>(space, wide.num_elements(), 2.0f);
-  auto out = kernels::fill<float>(space, block.num_elements(), 0.0f);
-  auto left = kernels::fill<float>(space, strip, 3.0f);
-  auto right = kernels::fill<float>(space, strip, 4.0f);
-  auto flush = kernels::fill<float>(space, std::int64_t(1) << 21, 0.0f);
-  const int calls = 100;
-  auto rate = [&](const std::function<void()>& fn) {
-    double best = 1e300;
-    for (int r = 0; r <= reps; ++r) {  // the first a warm-up
-      double s = 0;
-      for (int i = 0; i < calls; ++i) {
-        Kokkos::deep_copy(space, flush, static_cast<float>(i));
-        space.fence();
-        const auto t0 = std::chrono::steady_clock::now();
-        fn();
-        space.fence();
-        s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      }
-      if (r > 0)
-        best = std::min(best, world.max(s));
-    }
-    return 16.0 * 2 * static_cast<double>(strip) * calls / best;
-  };
-  m.elementwise_by_kind["halo_exchange"] = rate([&] {
-    kernels::halo_strip_into(space, block, x, 1, 2, 0, 0, 1, left);
-    kernels::halo_strip_into(space, block, x, 1, 2, 0, 15, 1, right);
-    kernels::halo_place(space, wide, y, 1, 2, left, right, 1, 1);
-  });
-  m.elementwise_by_kind["halo_reduce"] = rate([&] {
-    kernels::halo_strip_into(space, wide, y, 1, 2, 0, 0, 1, left);
-    kernels::halo_strip_into(space, wide, y, 1, 2, 0, 17, 1, right);
-    kernels::halo_fold_edges(space, wide, y, 1, 2, left, right, 1, 1, out);
-  });
-}
-
 // Elementwise traffic: an add, an exp and a sum over the last dim of 1M floats (activation
 // sized), bytes read + written over the time of all three, as Counters::op_bytes counts them; and
 // per step kind.
@@ -219,7 +173,6 @@ void measure_elementwise(const Communicator& world, const ExecSpace& space, int 
   m.elementwise_by_kind["reduce"] = rate(4.0 * static_cast<double>(e + rows), 20, [&] {
     kernels::reduce<float>(space, ReduceFn::sum, s2, x, s3);
   });
-  measure_halo_steps(world, space, reps, m);
 }
 
 // Per-step overhead: a kernel step on 1 element (launch, output allocation), 20000 in a row.
@@ -237,8 +190,9 @@ void measure_step_overhead(const Communicator& world, const ExecSpace& space, in
 
 // The time of allreduces and of neighbour exchanges over `axis` of `mesh` (groups of P ranks) by
 // size, every group at once, and the latency and bandwidth fitted to the allreduces' ends.
+// `rates`: where the exchanges' packing and placing rates go, measured on this level's path.
 void measure_link(const Communicator& world, const ExecSpace& space, int reps, const Mesh& mesh,
-                  int axis, int P, cost::LinkLevel& l) {
+                  int axis, int P, cost::LinkLevel& l, cost::Machine* rates = nullptr) {
   // Per call, as steps meet collectives: each after ~1 ms of kernel work on every rank, the
   // work alone subtracted; the mean of k calls, not the luckiest, because ranks sharing a core
   // wait for each other to be scheduled and every call of a step pays that.
@@ -272,7 +226,8 @@ void measure_link(const Communicator& world, const ExecSpace& space, int reps, c
   };
   // A neighbour exchange costs microseconds, below the noise of the work's milliseconds: each
   // call timed alone after the work (which leaves the strips out of cache, as in a step); the
-  // median call, the most over the ranks (a rank the host paused makes its neighbour wait).
+  // median call, the most over the ranks: ranks arrive at an exchange a few microseconds apart
+  // (a host's jitter over the work), and every rank waits at some of a step's exchanges.
   auto time_exchange = [&](std::int64_t count, const std::function<void()>& call) {
     const int k = count <= (std::int64_t{1} << 15) ? 20 : 4;
     call();  // warm-up
@@ -307,15 +262,13 @@ void measure_link(const Communicator& world, const ExecSpace& space, int reps, c
     Kokkos::View<float*> to_left("to_left", strip), to_right("to_right", strip),
         from_left("from_left", strip), from_right("from_right", strip);
     HaloSite site;
-    // The strips cross from core to core as a lowered exchange moves them (packed into the
-    // sender's shared slot, placed from it), here copied into and out of it; the packing and
-    // placing themselves are priced as the finish steps' elementwise work.
-    const auto exchange = [&] {
-      HaloExchange<float>(mesh, axis, true, to_left, to_right, from_left, from_right, &site)
-          .finish();
-    };
-    l.halo_sizes.push_back({4.0 * static_cast<double>(count), time_exchange(count, exchange)});
+    l.halo_sizes.push_back({4.0 * static_cast<double>(count), time_exchange(count, [&] {
+                              halo_hand_over(mesh, axis, site, to_left, to_right, from_left,
+                                             from_right);
+                            })});
     l.halo_by_copies = site.channel != nullptr;
+    if (rates != nullptr && count == 2 * kHaloRateStrip)  // the rates' strips, this path's slots
+      measure_halo_steps(world, space, reps, site.channel.get(), *rates);
   }
   const double steps = 2 * std::min(P - 1.0, std::ceil(std::log2(static_cast<double>(P))));
   l.latency = l.allreduce_sizes.front().seconds / steps;
@@ -334,7 +287,8 @@ void measure_links(const Communicator& world, const ExecSpace& space, int reps, 
     Mesh mesh(MeshShape::parse(cat("outer:", R / span, ";inner:", span)), world);
     cost::LinkLevel l;
     l.span = span == R ? 0 : span;
-    measure_link(world, space, reps, mesh, mesh.axis("inner"), span, l);
+    measure_link(world, space, reps, mesh, mesh.axis("inner"), span, l,
+                 m.links.empty() ? &m : nullptr);
     m.links.push_back(l);
   }
   // Groups of ranks `stride` apart (a mesh dim that is not the last one), for every stride
