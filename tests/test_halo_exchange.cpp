@@ -282,6 +282,31 @@ TEST(HaloExchange, LoweredExchangesThroughSharedMemoryAreBitwiseOneProcessor) {
     EXPECT_GT(detail::NodeHaloChannel::posted_total() - before, 0u) << "no shared-memory exchange";
 }
 
+// The same with the blocks dim after the block dim ([h, hb, c]: each strip is `c`-long runs
+// strided by the blocks), through MPI and, from each site's 9th run, the shared slots.
+TEST(HaloExchange, SplitBlocksDimAfterTheBlockDimIsBitwiseOneProcessor) {
+  const GraphCase c{"halo_block_first",
+                    [](Graph& g) {
+                      Tensor x = var(g, "x", Shape{{"h", 3}, {"hb", 8}, {"c", 2}});
+                      Tensor y = halo_exchange(x, "hb", "h", 1, 2, HaloBoundary::periodic);
+                      Tensor r = halo_reduce(y * y, "hb", "h", 1, 2, HaloBoundary::zero);
+                      return BuiltGraph{{y, r}, weighted_loss(g, {y, r}), {}};
+                    },
+                    {"hb:@0"}};
+  const int runs = HaloSite::kSharedMemoryAfter + 3;
+  const Result want = run_case(c, single_processor_mesh(), LayoutRules(), runs);
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    const Mesh mesh(mshape, MPI_COMM_WORLD);
+    const LayoutRules rules = instantiate(c.layouts[0], mshape);
+    const Result got = run_case(c, mesh, rules, runs);
+    for (size_t t = 0; t < got.values.size(); ++t)
+      for (std::int64_t e = 0; want.labels[t] != "loss" && e < got.values[t].size(); ++e)
+        ASSERT_EQ(got.values[t].at(e), want.values[t].at(e))
+            << mshape.to_string() << " under " << rules.to_string() << ": " << want.labels[t]
+            << " at " << e;
+  }
+}
+
 // Where the axis's ranks share a node and the exchange has a HaloSite, it goes through shared
 // memory (node_halo.hpp) once it exchanged HaloSite::kSharedMemoryAfter times through MPI: the same
 // values as MPI's, round after round through the channel's two slots, on every mesh dim, periodic
