@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `mtk-layout calibrate` end to end on 2 and 4 ranks: the machine file it writes loads, has every
 # measured part (matmul by size, elementwise rates by step kind, allreduce time by size per link
-# level, neighbour exchange time by size, the bf16 rate and every matmul backend, a strided
-# level on 4 ranks, the collectives' wait policy), and `mtk-layout search` ranks
-# layouts with it.
+# level, neighbour exchange time by size and whether it goes through shared memory, the halo
+# packing rates, the bf16 rate and every matmul backend, a strided level on 4 ranks, the
+# collectives' wait policy), and `mtk-layout search` ranks layouts with it.
 #   calibrate.sh MTK_LAYOUT MPIEXEC CONFIG WORKDIR
 set -euo pipefail
 LAYOUT=$1 MPIEXEC=$2 CONFIG=$3 WORK=$4
@@ -22,6 +22,13 @@ for np in 2 4; do
   # bf16 einsums run on every CPU (natively or through the fp32 gemm): a rate, never 0.
   grep -qE '^matmul_bf16_flops: [1-9]' "$file" || fail "$np ranks: no bf16 matmul rate in $file"
   [ "$(grep -c 'size9: {bytes: 8388608' "$file")" -ge 2 ] || fail "$np ranks: allreduce and halo sizes up to 8 MiB"
+  # Ranks of one node exchange halos through shared slots: the level says so, and the finish
+  # kinds' packing rates were measured.
+  if [ "${MTK_NODE_ALLREDUCE:-1}" != 0 ]; then
+    grep -q "halo_by_copies: true" "$file" || fail "$np ranks: no level with halo_by_copies"
+  fi
+  grep -qE '^  halo_exchange: [1-9]' "$file" || fail "$np ranks: no halo_exchange rate"
+  grep -qE '^  halo_reduce: [1-9]' "$file" || fail "$np ranks: no halo_reduce rate"
   if [ "$np" = 4 ]; then
     grep -q "stride: 2" "$file" || fail "4 ranks: no strided level"
     grep -q "group: 4" "$file" || fail "4 ranks: no level measured on groups of 4"
