@@ -61,24 +61,37 @@ struct Frame {
   }
 };
 
+// line_body(line, o, b, m, j) for every line of `inner` contiguous elements of a tensor framed
+// by f with `nb` blocks of `nj` positions: the division chain once per line (per element it cost
+// more than the copy). Host only.
+template <class LineBody>
+void for_each_line(const char* label, const ExecSpace& space, const Frame& f, std::int64_t nb,
+                   std::int64_t nj, const LineBody& line_body) {
+  Kokkos::parallel_for(
+      label, impl::Range(space, 0, f.outer * nb * f.mid * nj), KOKKOS_LAMBDA(std::int64_t line) {
+        std::int64_t o, b, m, j;
+        f.split_line(line, nb, nj, o, b, m, j);
+        line_body(line, o, b, m, j);
+      });
+}
+
 // body(k, o, b, m, j, i) for every element k of a tensor framed by f with `nb` blocks of `nj`
-// positions. On the host a line of `inner` contiguous elements at a time, the division chain once
-// per line (per element it cost more than the copy); on GPUs one element per thread.
+// positions: on the host a line at a time (for_each_line), on GPUs one element per thread.
 template <class Body>
 void for_each_element(const char* label, const ExecSpace& space, const Frame& f, std::int64_t nb,
                       std::int64_t nj, const Body& body) {
-  const std::int64_t lines = f.outer * nb * f.mid * nj, inner = f.inner;
+  const std::int64_t inner = f.inner;
   if constexpr (impl::host_exec) {
-    Kokkos::parallel_for(
-        label, impl::Range(space, 0, lines), KOKKOS_LAMBDA(std::int64_t line) {
-          std::int64_t o, b, m, j;
-          f.split_line(line, nb, nj, o, b, m, j);
+    for_each_line(
+        label, space, f, nb, nj,
+        [&](std::int64_t line, std::int64_t o, std::int64_t b, std::int64_t m, std::int64_t j) {
           for (std::int64_t i = 0; i < inner; ++i)
             body(line * inner + i, o, b, m, j, i);
         });
   } else {
     Kokkos::parallel_for(
-        label, impl::Range(space, 0, lines * inner), KOKKOS_LAMBDA(std::int64_t k) {
+        label, impl::Range(space, 0, f.outer * nb * f.mid * nj * inner),
+        KOKKOS_LAMBDA(std::int64_t k) {
           std::int64_t o, b, m, j, i;
           f.split(k, nb, nj, o, b, m, j, i);
           body(k, o, b, m, j, i);
@@ -93,22 +106,19 @@ template <class T, class To, class From>
 void copy_lines(const char* label, const ExecSpace& space, const Frame& f, std::int64_t nb,
                 std::int64_t nj, const View<T>& dst, const To& to, const View<T>& src,
                 const From& from) {
-  const std::int64_t lines = f.outer * nb * f.mid * nj, inner = f.inner;
   if constexpr (impl::host_exec) {
-    Kokkos::parallel_for(
-        label, impl::Range(space, 0, lines), KOKKOS_LAMBDA(std::int64_t line) {
-          std::int64_t o, b, m, j;
-          f.split_line(line, nb, nj, o, b, m, j);
+    const std::int64_t inner = f.inner;
+    for_each_line(
+        label, space, f, nb, nj,
+        [&](std::int64_t, std::int64_t o, std::int64_t b, std::int64_t m, std::int64_t j) {
           const T* s = src.data() + from(o, b, m, j);
           std::copy(s, s + inner, dst.data() + to(o, b, m, j));
         });
   } else {
-    Kokkos::parallel_for(
-        label, impl::Range(space, 0, lines * inner), KOKKOS_LAMBDA(std::int64_t k) {
-          std::int64_t o, b, m, j, i;
-          f.split(k, nb, nj, o, b, m, j, i);
-          dst(to(o, b, m, j) + i) = src(from(o, b, m, j) + i);
-        });
+    for_each_element(
+        label, space, f, nb, nj,
+        KOKKOS_LAMBDA(std::int64_t, std::int64_t o, std::int64_t b, std::int64_t m, std::int64_t j,
+                      std::int64_t i) { dst(to(o, b, m, j) + i) = src(from(o, b, m, j) + i); });
   }
 }
 
