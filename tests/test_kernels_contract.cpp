@@ -1,6 +1,9 @@
 // Contractions: einsum in float32 and bfloat16, against host references.
 
+#include <mtk/kernels/bfloat16_convert.hpp>
+
 #include "kernel_contract_util.hpp"
+#include <cstring>
 #include <random>
 
 namespace {
@@ -309,6 +312,62 @@ TEST(EinsumBf16, RoundsToNearestEven) {
             std::numeric_limits<float>::infinity());
   EXPECT_EQ(k::round_to_bfloat16(std::numeric_limits<float>::max()),
             std::numeric_limits<float>::infinity());
+}
+
+// The bulk conversions give the scalar rounding's bits on every ISA this CPU can run (each one
+// forced in turn), on rounding ties, NaN payloads, infinities, overflow, subnormals and random bit
+// patterns, at a length that ends inside a block and inside a vector.
+TEST(EinsumBf16, BulkConversionsGiveTheScalarBitsOnEveryIsa) {
+  std::vector<std::uint32_t> patterns = {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu,
+                                         0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x7f7fffffu,
+                                         0xff7fffffu, 0x7f800000u, 0xff800000u, 0x7f800001u,
+                                         0xffc12345u, 0x7fbfffffu, 0x7fff8000u, 0x0000ffffu};
+  std::mt19937 gen(7);
+  while (patterns.size() < 3 * (1u << 14) + 37)
+    patterns.push_back(static_cast<std::uint32_t>(gen()));
+  const auto n = static_cast<std::int64_t>(patterns.size());
+  std::vector<float> x(patterns.size());
+  std::memcpy(x.data(), patterns.data(), x.size() * sizeof(float));
+  const k::FView xv(x.data(), x.size());
+  const k::FView host_x = Kokkos::create_mirror_view_and_copy(mtk::MemSpace(), xv);
+  const mtk::ExecSpace space;
+  int ran = 0;
+  for (k::Bf16ConvertIsa isa :
+       {k::Bf16ConvertIsa::baseline, k::Bf16ConvertIsa::avx2, k::Bf16ConvertIsa::avx512bw}) {
+    if (!k::bf16_convert_isa_available(isa)) {
+      std::printf("%s conversions: not on this CPU or build\n",
+                  k::bf16_convert_isa_name(isa).c_str());
+      continue;
+    }
+    k::force_bf16_convert_isa(isa);
+    Kokkos::View<std::uint16_t*> bits("bits", x.size());
+    k::FView rounded("rounded", x.size()), in_place("in place", x.size());
+    Kokkos::deep_copy(in_place, host_x);
+    k::convert_to_bfloat16_bits(space, "test", host_x.data(), bits.data(), n);
+    k::round_values_to_bfloat16(space, "test", host_x.data(), rounded.data(), n);
+    k::round_values_to_bfloat16(space, "test", in_place.data(), in_place.data(), n);
+    space.fence();
+    k::reset_bf16_convert_isa();
+    const auto b = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), bits);
+    const auto r = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), rounded);
+    const auto ip = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), in_place);
+    int bad = 0;
+    for (std::int64_t i = 0; i < n && bad < 5; ++i) {
+      const float want = k::round_to_bfloat16(x[i]);
+      const bool same = std::memcmp(&want, &r(i), 4) == 0 && std::memcmp(&want, &ip(i), 4) == 0 &&
+                        b(i) == k::to_bfloat16_bits(x[i]);
+      if (!same)
+        ++bad;
+      EXPECT_TRUE(same) << k::bf16_convert_isa_name(isa) << " at " << i << ": pattern 0x"
+                        << std::hex << patterns[i] << " gives bits 0x" << b(i) << ", want 0x"
+                        << k::to_bfloat16_bits(x[i]);
+    }
+    ++ran;
+  }
+  EXPECT_GE(ran, 1);
+  EXPECT_TRUE(k::bf16_convert_isa_available(k::bf16_convert_isa()));
+  std::printf("bulk bf16 conversions run with %s here\n",
+              k::bf16_convert_isa_name(k::bf16_convert_isa()).c_str());
 }
 
 TEST(EinsumBf16, EmulatedMatchesReference) {

@@ -1,6 +1,7 @@
 // bfloat16 storage: widen, narrow and store in place (labelled kernels on the caller's space).
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/bfloat16.hpp>
+#include <mtk/kernels/bfloat16_convert.hpp>
 #include <mtk/kernels/bfloat16_storage.hpp>
 #include <mtk/kernels/impl/counter_random.hpp>
 #include <mtk/kernels/impl/launch.hpp>
@@ -23,9 +24,7 @@ FView widen_bfloat16(const ExecSpace& space, const BView& stored) {
 BView narrow_bfloat16(const ExecSpace& space, const FView& x) {
   const auto n = static_cast<std::int64_t>(x.extent(0));
   BView out = impl::alloc<std::uint16_t>("mtk::kernels::narrow_bfloat16", n);
-  Kokkos::parallel_for(
-      "mtk::kernels::narrow_bfloat16", impl::Range(space, 0, n),
-      KOKKOS_LAMBDA(std::int64_t k) { out(k) = to_bfloat16_bits(x(k)); });
+  convert_to_bfloat16_bits(space, "mtk::kernels::narrow_bfloat16", x.data(), out.data(), n);
   return out;
 }
 

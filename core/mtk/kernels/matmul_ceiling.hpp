@@ -1,7 +1,7 @@
 #pragma once
 // The matmul rates this process can reach (kernels/matmul_ceiling.cpp): every matrix-product
-// backend the build has, measured through einsum on one square product, and the fastest per
-// precision, the ceiling MFU is reported against (benchmarks, mtk-layout calibrate, metrics).
+// backend the build has, measured on one square product, and the fastest per precision, the
+// ceiling MFU is reported against (benchmarks, mtk-layout calibrate, metrics).
 
 #include <mtk/base/exec_space.hpp>
 #include <mtk/base/precision.hpp>
@@ -20,8 +20,10 @@ struct MatmulRate {
 };
 
 /// Every backend this build and execution space has (host BLAS or Kokkos Kernels' gemm; oneDNN
-/// f32; oneDNN bf16 where the CPU has a native one, else emulated bf16), each timed through
-/// einsum on [n, n] x [n, n] with its path forced, best of `reps` after a warm-up. Measures this
+/// f32; oneDNN bf16 where the CPU has a native one, else emulated bf16), each timed on
+/// [n, n] x [n, n], best of `reps` after a warm-up: the float32 and emulated backends through
+/// einsum with the path forced, oneDNN's bf16 matmul on operands already in bf16 (the library's
+/// rate; MTK's conversions are its own cost, which MFU against this ceiling shows). Measures this
 /// process alone: callers that want a rank's share of a node run it on all ranks at once.
 std::vector<MatmulRate> measure_matmul_rates(const ExecSpace& space, std::int64_t n = 2048,
                                              int reps = 3);

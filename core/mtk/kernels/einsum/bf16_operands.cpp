@@ -3,7 +3,7 @@
 // the host, so every body (transposed copies, elementwise products, gemm, oneDNN) sees the same
 // bf16 operands: oneDNN's bf16 conversion of them is exact, and the fp32 gemm multiplies them
 // exactly and sums in float32.
-#include <mtk/kernels/bfloat16.hpp>
+#include <mtk/kernels/bfloat16_convert.hpp>
 #include <mtk/kernels/impl/einsum_spec.hpp>
 #include <mtk/kernels/impl/launch.hpp>
 
@@ -46,9 +46,7 @@ FView rounded(const ExecSpace& space, const FView& x, FView& reuse) {
     (void)reuse;
     out = impl::alloc<float>("mtk::kernels::einsum bf16 operand", n);
   }
-  Kokkos::parallel_for(
-      "mtk::kernels::einsum bf16 rounding", impl::Range(space, 0, n),
-      KOKKOS_LAMBDA(std::int64_t i) { out(i) = round_to_bfloat16(x(i)); });
+  round_values_to_bfloat16(space, "mtk::kernels::einsum bf16 rounding", x.data(), out.data(), n);
   return out;
 }
 

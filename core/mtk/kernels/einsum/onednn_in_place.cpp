@@ -2,7 +2,7 @@
 // strides (impl/einsum_in_place.hpp), float32 or bfloat16 (impl/einsum_spec.hpp). bf16 operands
 // are converted to bf16 storage in one vectorised pass each: the same values round_to_bfloat16
 // gives, so every bf16 path multiplies the same numbers.
-#include <mtk/kernels/bfloat16.hpp>
+#include <mtk/kernels/bfloat16_convert.hpp>
 #include <mtk/kernels/impl/einsum_in_place.hpp>
 #include <mtk/kernels/impl/einsum_spec.hpp>
 #include <mtk/kernels/impl/launch.hpp>
@@ -34,9 +34,8 @@ BitBuffers& bit_buffers() {
 
 // x as bf16 bit patterns in out (at least as long).
 void convert(const ExecSpace& space, const FView& x, const Bits& out) {
-  Kokkos::parallel_for(
-      "mtk::kernels::einsum bf16 conversion", impl::Range(space, 0, std::int64_t(x.extent(0))),
-      KOKKOS_LAMBDA(std::int64_t i) { out(i) = to_bfloat16_bits(x(i)); });
+  convert_to_bfloat16_bits(space, "mtk::kernels::einsum bf16 conversion", x.data(), out.data(),
+                           static_cast<std::int64_t>(x.extent(0)));
 }
 
 // x as bf16 bit patterns in `reuse` (grown when too small).
