@@ -8,17 +8,20 @@
 
 namespace mtk::kernels {
 
-/// `x` rounded to the nearest bfloat16 (ties to even), returned as a float; NaN stays NaN, and
-/// values beyond bfloat16's range round to infinity as the hardware conversion does.
-KOKKOS_INLINE_FUNCTION float round_to_bfloat16(float x) {
+/// The float32 bits of `x` rounded to the nearest bfloat16 (ties to even; the low 16 bits zero);
+/// NaN stays NaN (quieted, the payload's top bits kept), and values beyond bfloat16's range round
+/// to infinity as the hardware conversion does. Branch-free, so that loops over it vectorise.
+KOKKOS_INLINE_FUNCTION std::uint32_t rounded_bfloat16_bits(float x) {
   std::uint32_t u = 0;
   memcpy(&u, &x, sizeof u);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0) {
-    u |= 0x00400000u;  // quiet NaN, payload's top bits kept
-  } else {
-    u += 0x7fffu + ((u >> 16) & 1u);
-  }
-  u &= 0xffff0000u;
+  const std::uint32_t nearest = u + 0x7fffu + ((u >> 16) & 1u);
+  const std::uint32_t quiet = u | 0x00400000u;
+  return ((u & 0x7fffffffu) > 0x7f800000u ? quiet : nearest) & 0xffff0000u;
+}
+
+/// `x` rounded to the nearest bfloat16, returned as a float (rounded_bfloat16_bits).
+KOKKOS_INLINE_FUNCTION float round_to_bfloat16(float x) {
+  const std::uint32_t u = rounded_bfloat16_bits(x);
   float y = 0;
   memcpy(&y, &u, sizeof y);
   return y;
@@ -26,10 +29,7 @@ KOKKOS_INLINE_FUNCTION float round_to_bfloat16(float x) {
 
 /// The top 16 bits of round_to_bfloat16(x): the bfloat16 bit pattern.
 KOKKOS_INLINE_FUNCTION std::uint16_t to_bfloat16_bits(float x) {
-  const float r = round_to_bfloat16(x);
-  std::uint32_t u = 0;
-  memcpy(&u, &r, sizeof u);
-  return static_cast<std::uint16_t>(u >> 16);
+  return static_cast<std::uint16_t>(rounded_bfloat16_bits(x) >> 16);
 }
 
 /// The float32 value of bfloat16 bit pattern `bits` (exact).

@@ -22,24 +22,14 @@
 namespace mtk::kernels {
 namespace {
 
-// to_bfloat16_bits without its branch, so that the loops vectorise: the same bits for every input
-// (checked on all 2^32 patterns when written).
-inline std::uint32_t rounded_bits(float x) {
-  std::uint32_t u = 0;
-  std::memcpy(&u, &x, sizeof u);
-  const std::uint32_t nearest = u + 0x7fffu + ((u >> 16) & 1u);
-  const std::uint32_t quiet = u | 0x00400000u;  // NaN: quieted, payload's top bits kept
-  return ((u & 0x7fffffffu) > 0x7f800000u ? quiet : nearest) & 0xffff0000u;
-}
-
 inline void bits_loop(const float* x, std::uint16_t* out, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i)
-    out[i] = static_cast<std::uint16_t>(rounded_bits(x[i]) >> 16);
+    out[i] = to_bfloat16_bits(x[i]);
 }
 
 inline void round_loop(const float* x, float* out, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
-    const std::uint32_t u = rounded_bits(x[i]);
+    const std::uint32_t u = rounded_bfloat16_bits(x[i]);
     std::memcpy(out + i, &u, sizeof u);
   }
 }
@@ -123,6 +113,12 @@ void run(const Space& space, const char* label, std::int64_t n, HostLoop host, D
 }
 
 }  // namespace
+
+namespace impl {
+void host_bfloat16_bits_run(const float* x, std::uint16_t* out, std::int64_t n) {
+  loops(bf16_convert_isa()).bits(x, out, n);
+}
+}  // namespace impl
 
 void convert_to_bfloat16_bits(const ExecSpace& space, const char* label, const float* x,
                               std::uint16_t* out, std::int64_t n) {

@@ -7,12 +7,31 @@
 // (kernels/bfloat16_convert.cpp)
 
 #include <mtk/base/exec_space.hpp>
+#include <mtk/kernels/bfloat16.hpp>
 #include <mtk/kernels/view.hpp>
+
+#include <Kokkos_Core.hpp>
 
 #include <cstdint>
 #include <string>
 
 namespace mtk::kernels {
+
+namespace impl {
+/// The host loop of the ISA in use over one run of values (bf16_bits_run).
+void host_bfloat16_bits_run(const float* x, std::uint16_t* out, std::int64_t n);
+}  // namespace impl
+
+/// Inside a kernel: out[i] = to_bfloat16_bits(x[i]) for one thread's run of n values (a row in
+/// cache), through the host's vector loop on the host.
+KOKKOS_INLINE_FUNCTION void bf16_bits_run(const float* x, std::uint16_t* out, std::int64_t n) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(__SYCL_DEVICE_ONLY__)
+  for (std::int64_t i = 0; i < n; ++i)
+    out[i] = to_bfloat16_bits(x[i]);
+#else
+  impl::host_bfloat16_bits_run(x, out, n);
+#endif
+}
 
 /// The host loops' instruction sets, widest last.
 enum class Bf16ConvertIsa { baseline, avx2, avx512bw };

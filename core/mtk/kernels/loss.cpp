@@ -5,6 +5,7 @@
 
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/bfloat16.hpp>
+#include <mtk/kernels/bfloat16_convert.hpp>
 #include <mtk/kernels/impl/fast_exp.hpp>
 #include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/kernels.hpp>
@@ -211,8 +212,7 @@ FView cross_entropy_grad(const ExecSpace& space, const Shape& shape, const FView
           if (t >= 0 && t < V)
             o[t] -= g * keep;
           if (bits)
-            for (std::int64_t j = 0; j < V; ++j)
-              bits[base + j] = to_bfloat16_bits(o[j]);
+            bf16_bits_run(o, bits + base, V);
         });
     return out;
   }
