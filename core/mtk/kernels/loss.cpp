@@ -123,13 +123,12 @@ void cross_entropy_rebase(const ExecSpace& space, FView& stats, const FView& glo
   if (static_cast<std::int64_t>(stats.extent(0)) != 4 * n)
     fail("mtk::kernels::cross_entropy_rebase",
          cat("statistics hold ", stats.extent(0), " values for ", n, " rows (need 4 per row)"));
-  FView st = stats;
   Kokkos::parallel_for(
       "mtk::kernels::cross_entropy_rebase", impl::Range(space, 0, n),
       KOKKOS_LAMBDA(std::int64_t row) {
         const float M = global_max(row);
-        st(n + row) *= impl::fast_exp(st(row) - M);
-        st(row) = M;
+        stats(n + row) *= impl::fast_exp(stats(row) - M);
+        stats(row) = M;
       });
 }
 
@@ -144,13 +143,12 @@ void cross_entropy_from_stats(const ExecSpace& space, const FView& stats, double
   const float keep = static_cast<float>(1.0 - label_smoothing);
   const float spread = static_cast<float>(label_smoothing / static_cast<double>(vocab_size));
   const float z = static_cast<float>(z_loss);
-  const FView st = stats;
   Kokkos::parallel_for(
       "mtk::kernels::cross_entropy_from_stats", impl::Range(space, 0, n),
       KOKKOS_LAMBDA(std::int64_t k) {
-        const float l = st(k) + ::logf(st(n + k));
+        const float l = stats(k) + ::logf(stats(n + k));
         l_out(k) = l;
-        out(k) = l - keep * st(2 * n + k) - spread * st(3 * n + k) + z * l * l;
+        out(k) = l - keep * stats(2 * n + k) - spread * stats(3 * n + k) + z * l * l;
       });
   loss = out;
   lse = l_out;
