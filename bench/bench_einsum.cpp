@@ -6,8 +6,13 @@
 // then one object per case and path (fp32 through the host BLAS, fp32 through oneDNN, fp32 as
 // `auto` chooses, bf16 as `auto` chooses):
 //   {"bench":"einsum","case":...,"path":...,"gflops":...,"gflops_raw_gemm":...,"ratio":...}
+// and, where oneDNN has a native bf16 matmul, its rate alone on the same matrices already in bf16
+// (the library's rate for the case, without MTK's conversions and arrangement):
+//   {"bench":"einsum_raw_bf16","case":...,"impl":...,"gflops":...,"ms":...}
 // Run with OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 (one core). Options: --reps N (default 5; the
 // best counts), --ceiling-size N (default 2048).
+#include <mtk/kernels/bfloat16_convert.hpp>
+#include <mtk/kernels/impl/onednn_matmul.hpp>
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/parallel/environment.hpp>
 
@@ -76,6 +81,41 @@ double best_of(int reps, const std::function<void()>& f) {
   return best;
 }
 
+// oneDNN's bf16 matmul alone on the case's matrices (nb contiguous entries, as the raw gemm reads
+// them), converted to bf16 beforehand.
+void run_raw_bf16(const Case& c, const k::FView& a, const k::FView& b, int reps) {
+  if (!k::impl::onednn_available() || !k::impl::onednn_has_bf16() ||
+      !Kokkos::SpaceAccessibility<Kokkos::HostSpace, mtk::MemSpace>::accessible)
+    return;
+  using Bits = Kokkos::View<std::uint16_t*>;
+  const Bits a16("bench::a16", a.extent(0)), b16("bench::b16", b.extent(0));
+  const mtk::ExecSpace space;
+  k::convert_to_bfloat16_bits(space, "bench::a16", a.data(), a16.data(), std::int64_t(a.extent(0)));
+  k::convert_to_bfloat16_bits(space, "bench::b16", b.data(), b16.data(), std::int64_t(b.extent(0)));
+  const k::FView out("bench::c_bf16", static_cast<size_t>(c.nb * c.m * c.n));
+  k::impl::StridedMatmul p;
+  p.bf16 = true;
+  p.batch_rank = 1;
+  p.batch[0] = c.nb;
+  p.m = c.m, p.n = c.n, p.k = c.kk;
+  // Row-major op(A) [M][K] and op(B) [K][N]: 'T' reads the stored matrix transposed.
+  p.a_strides[0] = c.m * c.kk, p.b_strides[0] = c.kk * c.n, p.c_strides[0] = c.m * c.n;
+  p.a_strides[1] = c.ta == 'N' ? c.kk : 1, p.a_strides[2] = c.ta == 'N' ? 1 : c.m;
+  p.b_strides[1] = c.tb == 'N' ? c.n : 1, p.b_strides[2] = c.tb == 'N' ? 1 : c.kk;
+  p.c_strides[1] = c.n, p.c_strides[2] = 1;
+  const std::string impl = k::impl::onednn_matmul_impl(p);
+  if (impl.empty())
+    return;
+  const double t =
+      best_of(reps, [&] { k::impl::onednn_matmul(p, a16.data(), b16.data(), out.data()); });
+  const double flops = 2.0 * static_cast<double>(c.nb * c.m) * static_cast<double>(c.n * c.kk);
+  std::printf(
+      "{\"bench\":\"einsum_raw_bf16\",\"case\":\"%s\",\"impl\":\"%s\","
+      "\"gflops\":%.2f,\"ms\":%.3f}\n",
+      c.name.c_str(), impl.c_str(), flops / t * 1e-9, t * 1e3);
+  std::fflush(stdout);
+}
+
 // One path of the einsum: a float32 path forced, or `auto`, in a precision.
 struct Path {
   const char* name;
@@ -125,6 +165,7 @@ void run_case(const Case& c, int reps, const std::string& core) {
     std::fflush(stdout);
   }
   k::reset_fp32_gemm();
+  run_raw_bf16(c, a, b, reps);
 }
 
 }  // namespace
