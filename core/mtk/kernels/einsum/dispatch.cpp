@@ -4,6 +4,7 @@
 // set_fp32_gemm / MTK_FP32_GEMM).
 #include <mtk/base/error.hpp>
 #include <mtk/base/runtime_options.hpp>
+#include <mtk/kernels/bfloat16_convert.hpp>
 #include <mtk/kernels/einsum.hpp>
 #include <mtk/kernels/impl/einsum_spec.hpp>
 #include <mtk/kernels/impl/onednn_matmul.hpp>
@@ -200,7 +201,8 @@ std::string bf16_gemm_description() {
                "), slower than fp32: forced (MTK_BF16_GEMM=onednn)");
   if (bf16_gemm() == Bf16Gemm::onednn)
     return cat("oneDNN bf16 matmul (", chosen, ")",
-               onednn_is_native() ? "" : ": oneDNN's reference code, slower than fp32");
+               onednn_is_native() ? "" : ": oneDNN's reference code, slower than fp32",
+               "; operands converted by the ", bf16_convert_isa_name(bf16_convert_isa()), " loops");
   return cat("emulated: operands rounded to bf16 and multiplied by the fp32 gemm (oneDNN: ", chosen,
              ")",
              onednn_is_native() ? "" : "; this CPU has no native bf16 matmul (avx512_bf16/amx)",
