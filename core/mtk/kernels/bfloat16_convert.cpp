@@ -60,7 +60,7 @@ void round_avx512(const float* x, float* out, std::int64_t n) {
 }
 #endif
 
-Bf16ConvertIsa widest() {
+Bf16ConvertIsa detect() {
 #if defined(MTK_BF16_ISA_CLONES)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -70,6 +70,12 @@ Bf16ConvertIsa widest() {
     return Bf16ConvertIsa::avx2;
 #endif
   return Bf16ConvertIsa::baseline;
+}
+
+// The widest, detected once.
+Bf16ConvertIsa widest() {
+  static const Bf16ConvertIsa best = detect();
+  return best;
 }
 
 std::atomic<int> g_forced{-1};
@@ -137,14 +143,12 @@ void round_values_to_bfloat16(const ExecSpace& space, const char* label, const f
 }
 
 Bf16ConvertIsa bf16_convert_isa() {
-  static const Bf16ConvertIsa best = widest();
   const int forced = g_forced.load(std::memory_order_relaxed);
-  return forced < 0 ? best : static_cast<Bf16ConvertIsa>(forced);
+  return forced < 0 ? widest() : static_cast<Bf16ConvertIsa>(forced);
 }
 
 bool bf16_convert_isa_available(Bf16ConvertIsa isa) {
-  static const Bf16ConvertIsa best = widest();
-  return static_cast<int>(isa) <= static_cast<int>(best);
+  return static_cast<int>(isa) <= static_cast<int>(widest());
 }
 
 void force_bf16_convert_isa(Bf16ConvertIsa isa) {

@@ -2,6 +2,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/bfloat16_convert.hpp>
 #include <mtk/kernels/einsum.hpp>
+#include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/impl/onednn_matmul.hpp>
 #include <mtk/kernels/matmul_ceiling.hpp>
 
@@ -28,21 +29,15 @@ FView filled(std::int64_t n, float scale) {
 
 // oneDNN's bf16 matmul itself on [n, n] x [n, n] bf16 operands into a float32 result written
 // before: the library's rate, as a program that keeps its operands in bf16 gets it. (Through
-// einsum the float32 operands' conversion counted too: on an AMX Xeon 647 GFLOP/s where the
-// library runs at 1595.)
+// einsum the float32 operands' conversion counted too: on an AMX Xeon 647-672 GFLOP/s where the
+// library runs at 720-797.)
 double onednn_bf16_seconds(const ExecSpace& space, std::int64_t n, const FView& a, const FView& b,
                            int reps) {
-  using Bits = Kokkos::View<std::uint16_t*>;
-  const Bits a16(Kokkos::view_alloc(std::string("mtk::kernels::matmul_ceiling bf16 operand"),
-                                    Kokkos::WithoutInitializing),
-                 static_cast<size_t>(n * n));
-  const Bits b16(Kokkos::view_alloc(std::string("mtk::kernels::matmul_ceiling bf16 operand"),
-                                    Kokkos::WithoutInitializing),
-                 static_cast<size_t>(n * n));
-  convert_to_bfloat16_bits(space, "mtk::kernels::matmul_ceiling bf16 operand", a.data(), a16.data(),
-                           n * n);
-  convert_to_bfloat16_bits(space, "mtk::kernels::matmul_ceiling bf16 operand", b.data(), b16.data(),
-                           n * n);
+  const char* label = "mtk::kernels::matmul_ceiling bf16 operand";
+  const auto a16 = impl::alloc<std::uint16_t>(label, n * n);
+  const auto b16 = impl::alloc<std::uint16_t>(label, n * n);
+  convert_to_bfloat16_bits(space, label, a.data(), a16.data(), n * n);
+  convert_to_bfloat16_bits(space, label, b.data(), b16.data(), n * n);
   const FView c(std::string("mtk::kernels::matmul_ceiling result"), static_cast<size_t>(n * n));
   impl::StridedMatmul p;
   p.bf16 = true;
