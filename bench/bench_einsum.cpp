@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
                "bench_einsum"};
   mtk::cli::configure(app);
   int reps = 5;
-  std::int64_t ceiling_n = 2048;
+  std::int64_t ceiling_n = k::matmul_ceiling_size();
   app.add_option("--reps", reps, "timed repetitions per measurement; the best counts")
       ->check(mtk::cli::integer_in(1, 1000));
   app.add_option("--ceiling-size", ceiling_n, "n of the n^3 product the ceilings are measured on")

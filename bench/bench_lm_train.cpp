@@ -64,11 +64,13 @@ SlowestRank slowest_rank(double compute, double collectives) {
   return s;
 }
 
-// Every matmul backend on 2048^3, all ranks at once (each rank's share of the machine), summed
-// over the ranks: the ceiling of the whole machine per backend (kernels/matmul_ceiling.hpp).
+// Every matmul backend on n^3 (2048 on the host, 8192 on a GPU), all ranks at once (each rank's
+// share of the machine), summed over the ranks: the ceiling of the whole machine per backend
+// (kernels/matmul_ceiling.hpp).
 std::vector<mtk::kernels::MatmulRate> machine_matmul_rates() {
   MPI_Barrier(MPI_COMM_WORLD);
-  auto rates = mtk::kernels::measure_matmul_rates(mtk::ExecSpace(), 2048, 3);
+  auto rates =
+      mtk::kernels::measure_matmul_rates(mtk::ExecSpace(), mtk::kernels::matmul_ceiling_size(), 3);
   for (auto& r : rates) {
     double sum = 0;
     MPI_Allreduce(&r.gflops, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);

@@ -1,14 +1,16 @@
 // Contractions that add into their destination (kernels::einsum_accumulate, gemm beta = 1 /
 // oneDNN's sum post-op): against einsum then an add on the same path, on every backend (the host
-// BLAS in place, the packed KokkosBlas gemm, oneDNN f32; bf16 emulated and through oneDNN), with
-// operands read in place through strides (attention's per-head matrices), results written in
-// out's order, as its transpose, or in neither (added apart), and the elementwise special cases.
+// BLAS in place, the packed KokkosBlas gemm, oneDNN f32; bf16 emulated, through oneDNN and, on
+// GPUs, through cuBLAS), with operands read in place through strides (attention's per-head
+// matrices), results written in out's order, as its transpose, or in neither (added apart), and
+// the elementwise special cases.
 // Bitwise where the gemm adds the sum after the whole dot product (the BLAS up to K = 64 here and
 // 256 measured, oneDNN's brgemm kernels at any K); otherwise within float32 reassociation (a BLAS
 // that splits K adds each block's part into the sum in turn; oneDNN's jit gemm, held to AVX2 in
 // test_kernels_accumulate_avx2, starts the dot product from the sum).
 
 #include <mtk/kernels/einsum_accumulate.hpp>
+#include <mtk/kernels/impl/cublas_gemm.hpp>
 #include <mtk/kernels/impl/onednn_matmul.hpp>
 
 #include "kernel_contract_util.hpp"
@@ -68,6 +70,10 @@ std::vector<Path> paths() {
     v.push_back(
         {"bf16 oneDNN", P::bfloat16, [] { k::set_bf16_gemm(k::Bf16Gemm::onednn); }, bf16, bf16});
   }
+  // cuBLAS may split K and add each part's product into the sum in turn: within reassociation.
+  if (mtk::kernels::impl::cublas_available())
+    v.push_back(
+        {"bf16 cuBLAS", P::bfloat16, [] { k::set_bf16_gemm(k::Bf16Gemm::cublas); }, false, false});
   return v;
 }
 

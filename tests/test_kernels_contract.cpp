@@ -401,6 +401,26 @@ TEST(EinsumBf16, OneDnnMatchesReference) {
     EXPECT_NE(r.rfind("KokkosBlas::gemm", 0), 0u) << r;
 }
 
+// cuBLAS's bf16 matmul (GPU builds): the same contract as every other path; elsewhere asking for
+// it is a clear error.
+TEST(EinsumBf16, CublasMatchesReference) {
+  try {
+    k::set_bf16_gemm(k::Bf16Gemm::cublas);
+  } catch (const mtk::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cuBLAS"), std::string::npos) << e.what();
+    k::set_bf16_gemm(k::Bf16Gemm::automatic);
+    GTEST_SKIP() << e.what();
+  }
+  Bf16PathScope scope(k::Bf16Gemm::cublas);
+  EXPECT_EQ(k::bf16_gemm(), k::Bf16Gemm::cublas);
+  EXPECT_FALSE(k::bf16_gemm_is_emulated());
+  EXPECT_FALSE(k::bf16_copies_used());
+  EXPECT_NE(k::bf16_gemm_description().find("cuBLAS"), std::string::npos)
+      << k::bf16_gemm_description();
+  std::printf("bf16 path: %s\n", k::bf16_gemm_description().c_str());
+  bf16_cases();
+}
+
 TEST(EinsumBf16, AutomaticPathSaysWhatItDoes) {
   Bf16PathScope scope(k::Bf16Gemm::automatic);
   const std::string d = k::bf16_gemm_description();

@@ -18,10 +18,10 @@ expect() {
   grep -qF -- "$1" <<<"$plan" || fail "the plan lacks: $1"
 }
 expect "ctest --test-dir $build --output-on-failure --timeout 1800 -L unit > $out/ctest.log"
-expect "$build/bench/bench_einsum 5 > $out/bench_einsum.jsonl"
-expect "$build/bench/bench_lm_train --steps 3 --mesh batch:1 --layout batch:batch --d_model 512 --d_ff 2048 --heads 8 --d_kv 64 --layers 6 --vocab 32000 --seq 256 --batch 8 >"
-expect "$build/bench/bench_lm_train --steps 3 --mesh batch:1 --layout batch:batch --d_model 1024 --d_ff 4096 --heads 4 --d_kv 256 --layers 6 --vocab 32000 --seq 256 --batch 128 >"
+expect "$build/bench/bench_einsum --reps 5 > $out/bench_einsum.jsonl"
 for prec in "" " --bf16"; do
+  expect "$build/bench/bench_lm_train --steps 3 --mesh batch:1 --layout batch:batch --d_model 512 --d_ff 2048 --heads 8 --d_kv 64 --layers 6 --vocab 32000 --seq 256 --batch 8$prec >"
+  expect "$build/bench/bench_lm_train --steps 3 --mesh batch:1 --layout batch:batch --d_model 1024 --d_ff 4096 --heads 4 --d_kv 256 --layers 6 --vocab 32000 --seq 256 --batch 128$prec >"
   expect "torch_lm_bench.py --device cuda --steps 3 --d_model 512 --d_ff 2048 --heads 8 --d_kv 64 --layers 6 --vocab 32000 --seq 256 --batch 8$prec >"
   expect "torch_lm_bench.py --device cuda --steps 3 --d_model 1024 --d_ff 4096 --heads 4 --d_kv 256 --layers 6 --vocab 32000 --seq 256 --batch 128$prec >"
 done

@@ -18,9 +18,10 @@ const std::vector<RuntimeOptionSpec>& runtime_option_specs() {
       {"MTK_EINSUM_IN_PLACE", T::flag, "1", "0|1",
        "host BLAS contractions read and write operands in place through leading dimensions; 0: "
        "transposed copies (the path every backend has)"},
-      {"MTK_BF16_GEMM", T::choice, "auto", "auto|onednn|emulate",
-       "how bfloat16 contractions run on the host: auto picks oneDNN where this CPU has a native "
-       "bf16 matmul, else emulate (bf16-rounded operands through the fp32 gemm)"},
+      {"MTK_BF16_GEMM", T::choice, "auto", "auto|onednn|emulate|cublas",
+       "how bfloat16 contractions run: auto picks cuBLAS's bf16 matmul on an NVIDIA GPU, oneDNN "
+       "where this CPU has a native bf16 matmul, else emulate (bf16-rounded operands through the "
+       "fp32 gemm)"},
       {"MTK_FP32_GEMM", T::choice, "auto", "auto|onednn|blas",
        "how float32 contractions run on the host: auto takes oneDNN's f32 matmul for the products "
        "it has brgemm (AVX-512) kernels for, else the host BLAS; onednn: oneDNN wherever it can; "

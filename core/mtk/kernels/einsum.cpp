@@ -89,9 +89,10 @@ FView two_operands(const ExecSpace& space, const Shape& a_shape, const FView& a_
   presum(space, b, a.shape, out_shape);
   const Plan plan = make_plan(a.shape, b.shape, out_shape, sizes);
   const bool special = is_special_case(out_shape, plan);
-  // The oneDNN body converts bf16 operands to bf16 storage itself (the same values).
+  // The oneDNN and cuBLAS bf16 bodies convert bf16 operands to bf16 storage themselves (the same
+  // values).
   if (precision == Precision::bfloat16 && a.x.extent(0) > 0 && b.x.extent(0) > 0 &&
-      (special || backend != Backend::onednn_in_place))
+      (special || !converts_bf16_operands(backend)))
     round_operands_to_bf16(space, a, b);
   FView out;
   if (!special_case(space, a, b, out_shape, plan, out))

@@ -37,14 +37,15 @@ FView einsum(const ExecSpace& space, const Shape& a_shape, const FView& a, const
 void set_einsum_in_place(bool on);
 /// One operand: sums the dims out_shape lacks and reorders the rest.
 FView einsum(const ExecSpace& space, const Shape& a_shape, const FView& a, const Shape& out_shape);
-/// Multiply-add count of einsum(a, b) -> out: the product of the sizes of all distinct dims.
-/// How bfloat16 contractions run on host execution spaces. automatic: oneDNN when it was built
-/// in and picks a native (non-reference) bf16 matmul on this CPU, otherwise emulated.
-enum class Bf16Gemm { automatic, onednn, emulate };
+/// How bfloat16 contractions run. automatic: on an NVIDIA GPU (Kokkos' CUDA space) cuBLAS's bf16
+/// matmul on the tensor cores; on the host oneDNN when it was built in and picks a native
+/// (non-reference) bf16 matmul on this CPU; otherwise emulated (operands rounded to bf16 values,
+/// the fp32 gemm). All multiply the same bf16 values and accumulate in float32.
+enum class Bf16Gemm { automatic, onednn, emulate, cublas };
 /// Forces a path (tests, benchmarks); the default comes from the environment variable
-/// MTK_BF16_GEMM = auto | onednn | emulate. onednn without oneDNN in the build throws.
+/// MTK_BF16_GEMM = auto | onednn | emulate | cublas. A path this build lacks throws.
 void set_bf16_gemm(Bf16Gemm path);
-/// The path bf16 contractions take now: onednn or emulate (automatic resolved).
+/// The path bf16 contractions take now: onednn, emulate or cublas (automatic resolved).
 Bf16Gemm bf16_gemm();
 /// One line saying how bf16 contractions run here, e.g. "oneDNN bf16 matmul (brg:avx512_core_amx)"
 /// or "emulated: operands rounded to bf16 and multiplied by the fp32 gemm (oneDNN: ref:any)".
@@ -76,6 +77,7 @@ bool bf16_gemm_is_emulated();
 /// matmul), i.e. whether kept copies (Bf16Reuse) save anything.
 bool bf16_copies_used();
 
+/// Multiply-add count of einsum(a, b) -> out: the product of the sizes of all distinct dims.
 std::int64_t einsum_macs(const Shape& a_shape, const Shape& b_shape, const Shape& out_shape);
 
 }  // namespace mtk::kernels

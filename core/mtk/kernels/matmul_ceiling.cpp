@@ -2,6 +2,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/bfloat16_convert.hpp>
 #include <mtk/kernels/einsum.hpp>
+#include <mtk/kernels/impl/cublas_gemm.hpp>
 #include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/impl/onednn_matmul.hpp>
 #include <mtk/kernels/matmul_ceiling.hpp>
@@ -27,12 +28,12 @@ FView filled(std::int64_t n, float scale) {
   return v;
 }
 
-// oneDNN's bf16 matmul itself on [n, n] x [n, n] bf16 operands into a float32 result written
-// before: the library's rate, as a program that keeps its operands in bf16 gets it. (Through
-// einsum the float32 operands' conversion counted too: on an AMX Xeon 647-672 GFLOP/s where the
-// library runs at 720-797.)
-double onednn_bf16_seconds(const ExecSpace& space, std::int64_t n, const FView& a, const FView& b,
-                           int reps) {
+// The library's own bf16 matmul (oneDNN's, or cuBLAS's on a GPU) on [n, n] x [n, n] bf16
+// operands into a float32 result written before: its rate as a program that keeps its operands in
+// bf16 gets it. (Through einsum the float32 operands' conversion counted too: on an AMX Xeon
+// 647-672 GFLOP/s where oneDNN runs at 720-797.)
+double library_bf16_seconds(const ExecSpace& space, std::int64_t n, const FView& a, const FView& b,
+                            int reps) {
   const char* label = "mtk::kernels::matmul_ceiling bf16 operand";
   const auto a16 = impl::alloc<std::uint16_t>(label, n * n);
   const auto b16 = impl::alloc<std::uint16_t>(label, n * n);
@@ -46,11 +47,17 @@ double onednn_bf16_seconds(const ExecSpace& space, std::int64_t n, const FView& 
     s[0] = n;
     s[1] = 1;
   }
+  impl::BatchedGemm g;
+  g.m = g.n = g.k = n;
   space.fence();
   double best = std::numeric_limits<double>::infinity();
   for (int r = 0; r <= reps; ++r) {  // r == 0 warms up (the primitive)
     const auto t0 = std::chrono::steady_clock::now();
-    impl::onednn_matmul(p, a16.data(), b16.data(), c.data());
+    if constexpr (impl::cublas_available())
+      impl::cublas_gemm_bf16(space, g, a16.data(), b16.data(), c.data());
+    else
+      impl::onednn_matmul(p, a16.data(), b16.data(), c.data());
+    space.fence();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (r > 0)
       best = std::min(best, s);
@@ -67,6 +74,10 @@ struct PathsRestored {
 };
 
 }  // namespace
+
+std::int64_t matmul_ceiling_size() {
+  return impl::cublas_available() ? 8192 : 2048;
+}
 
 std::vector<MatmulRate> measure_matmul_rates(const ExecSpace& space, std::int64_t n, int reps) {
   if (n < 1 || reps < 1)
@@ -91,7 +102,9 @@ std::vector<MatmulRate> measure_matmul_rates(const ExecSpace& space, std::int64_
   const PathsRestored restore;
   std::vector<MatmulRate> out;
   set_fp32_gemm(Fp32Gemm::blas);
-  out.push_back({host_blas_name(), Precision::float32, rate(Precision::float32)});
+  out.push_back({impl::cublas_available() ? cat("cuBLAS sgemm (", impl::cublas_name(), ")")
+                                          : host_blas_name(),
+                 Precision::float32, rate(Precision::float32)});
   if (impl::onednn_available() &&
       Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
     set_fp32_gemm(Fp32Gemm::onednn);
@@ -102,8 +115,11 @@ std::vector<MatmulRate> measure_matmul_rates(const ExecSpace& space, std::int64_
   if (impl::onednn_available() && impl::onednn_has_bf16() &&
       Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
     out.push_back({cat("oneDNN bf16 (", impl::onednn_bf16_impl(), ")"), Precision::bfloat16,
-                   flops / onednn_bf16_seconds(space, n, a, b, reps) * 1e-9});
+                   flops / library_bf16_seconds(space, n, a, b, reps) * 1e-9});
   }
+  if constexpr (impl::cublas_available())
+    out.push_back({cat("cuBLAS bf16 (", impl::cublas_name(), ")"), Precision::bfloat16,
+                   flops / library_bf16_seconds(space, n, a, b, reps) * 1e-9});
   set_bf16_gemm(Bf16Gemm::emulate);
   out.push_back({"emulated bf16 (rounded operands, fp32 gemm)", Precision::bfloat16,
                  rate(Precision::bfloat16)});
@@ -123,7 +139,7 @@ MatmulRate fastest_matmul(const std::vector<MatmulRate>& rates, Precision precis
 MatmulRate matmul_ceiling(Precision precision) {
   static std::once_flag once;
   static std::vector<MatmulRate> rates;
-  std::call_once(once, [] { rates = measure_matmul_rates(ExecSpace()); });
+  std::call_once(once, [] { rates = measure_matmul_rates(ExecSpace(), matmul_ceiling_size()); });
   return fastest_matmul(rates, precision);
 }
 

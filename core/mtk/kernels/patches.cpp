@@ -23,8 +23,10 @@ namespace {
 
 constexpr int kMaxRank = 12, kMaxAxes = 3;
 // The most taps whose offsets a work item lists (extract_patches; fold_sweep takes no more), and
-// fold_sweep's channels moved and added together.
-constexpr int kListed = 64, kLanes = 16;
+// fold_sweep's channels moved and added together (fold_sweep runs on host spaces only: unused in
+// device builds).
+constexpr int kListed = 64;
+[[maybe_unused]] constexpr int kLanes = 16;
 
 struct PatchMap {
   int rank = 0, naxes = 0;
@@ -261,9 +263,11 @@ namespace {
 
 // fold_sweep: the input offsets (from the slab's base) that the taps of block o add into, -1 for
 // those outside [lo, hi) per geometry; `first` holds the offsets of a block's taps from its first.
-KOKKOS_INLINE_FUNCTION void block_targets(const PatchMap& m, const std::int64_t* o,
-                                          const std::int64_t* lo, const std::int64_t* hi,
-                                          const std::int64_t* first, std::int64_t* to) {
+[[maybe_unused]] KOKKOS_INLINE_FUNCTION void block_targets(const PatchMap& m, const std::int64_t* o,
+                                                           const std::int64_t* lo,
+                                                           const std::int64_t* hi,
+                                                           const std::int64_t* first,
+                                                           std::int64_t* to) {
   std::int64_t i[kMaxAxes], base = 0;
   bool whole = true;  // every tap inside
   for (int a = 0; a < kMaxAxes; ++a) {

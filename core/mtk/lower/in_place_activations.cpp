@@ -80,7 +80,8 @@ InPlaceActivationsPlan plan_in_place_activations(
   plan.in_place.resize(steps.size());
   for (size_t s = 0; s < steps.size(); ++s) {
     const auto& st = steps[s];
-    for (const auto& [out, in] : st.may_overwrite) {
+    for (const auto& pair : st.may_overwrite) {
+      const int out = pair.first, in = pair.second;  // named: lambdas capture no bindings (C++17)
       const bool taken = std::any_of(st.in_place.begin(), st.in_place.end(),
                                      [&](const auto& p) { return p.first == out; }) ||
                          std::any_of(plan.in_place[s].begin(), plan.in_place[s].end(),

@@ -135,6 +135,7 @@ void Lowering::add_step_of(StepKind kind, const std::string& what, std::vector<i
                         std::move(scratch_),
                         {},
                         {},
+                        {},
                         {}});
   scratch_.clear();
   communicates_ = false;
@@ -423,6 +424,7 @@ void Lowering::add_assignment(const std::string& what, int value, int variable, 
                           {value},
                           {variable},
                           std::move(fn),
+                          {},
                           {},
                           {},
                           {},

@@ -381,6 +381,7 @@ std::shared_ptr<ReductionsInFlight> overlap_reductions(
             {},
             {},
             {},
+            {},
             {}};
   };
   auto start_of = [&](int k) -> Program::Step {
@@ -393,6 +394,7 @@ std::shared_ptr<ReductionsInFlight> overlap_reductions(
             gather ? std::vector<int>{b.gather.part, b.gather.variable} : b.tensors,
             {},
             [state, k](Program::Buffers& bs, const ExecSpace&) { state->start(k, bs); },
+            {},
             {},
             {},
             {},

@@ -2,6 +2,8 @@
 // write its new values over the parameter and slots it reads (Lowering::allow_overwrite): the
 // in-place pass hands it their storage when nothing reads the old values later.
 #include <mtk/base/error.hpp>
+// make_op_kind names gradient<A> (defined there) also for ops without a gradient.
+#include <mtk/graph/gradient_context.hpp>
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>

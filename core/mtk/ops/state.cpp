@@ -1,6 +1,8 @@
 // Training state: stop_gradient, assign (set, add, subtract).
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/bfloat16_storage.hpp>
+// make_op_kind names gradient<A> (defined there) also for ops without a gradient.
+#include <mtk/graph/gradient_context.hpp>
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>

@@ -6,6 +6,7 @@
 #include <mtk/base/runtime_options.hpp>
 #include <mtk/kernels/bfloat16_convert.hpp>
 #include <mtk/kernels/einsum.hpp>
+#include <mtk/kernels/impl/cublas_gemm.hpp>
 #include <mtk/kernels/impl/einsum_spec.hpp>
 #include <mtk/kernels/impl/onednn_matmul.hpp>
 
@@ -37,6 +38,7 @@ Bf16Gemm requested_bf16_gemm() {
   const std::string& s = runtime_options().bf16_gemm();
   return s == "onednn"    ? Bf16Gemm::onednn
          : s == "emulate" ? Bf16Gemm::emulate
+         : s == "cublas"  ? Bf16Gemm::cublas
                           : Bf16Gemm::automatic;
 }
 
@@ -76,6 +78,13 @@ Backend choose_backend(Precision precision) {
   return Backend::packed_kokkos_gemm;
 }
 
+bool converts_bf16_operands(Backend backend) {
+  if (backend == Backend::onednn_in_place)
+    return true;
+  return backend == Backend::packed_kokkos_gemm && impl::cublas_available() &&
+         bf16_gemm() == Bf16Gemm::cublas;
+}
+
 FView contract(const ExecSpace& space, Backend backend, const Operand& a, const Operand& b,
                const Shape& out_shape, const Plan& plan, const Sizes& sizes, Precision precision,
                const Sources& sources, const FView& into) {
@@ -101,7 +110,8 @@ FView contract(const ExecSpace& space, Backend backend, const Operand& a, const 
     case Backend::packed_kokkos_gemm:
       break;
   }
-  return packed_gemm(space, a, b, out_shape, plan, sizes, into);
+  return packed_gemm(space, a, b, out_shape, plan, sizes, into,
+                     precision == Precision::bfloat16 && converts_bf16_operands(backend));
 }
 
 }  // namespace einsum_impl
@@ -123,6 +133,10 @@ void set_bf16_gemm(Bf16Gemm path) {
     fail("mtk::kernels::set_bf16_gemm",
          "the oneDNN path was asked for but this MTK was built without oneDNN "
          "(MTK_ENABLE_ONEDNN; Debian package libdnnl-dev)");
+  if (path == Bf16Gemm::cublas && !impl::cublas_available())
+    fail("mtk::kernels::set_bf16_gemm",
+         "the cuBLAS path was asked for but this MTK does not run on an NVIDIA GPU (a build for "
+         "Kokkos' CUDA space with Kokkos Kernels' cuBLAS, docs/building.md#cuda)");
   einsum_impl::g_bf16_path.store(path, std::memory_order_relaxed);
   einsum_impl::g_bf16_forced.store(true, std::memory_order_relaxed);
 }
@@ -160,6 +174,8 @@ Fp32Gemm fp32_gemm() {
 std::string fp32_gemm_description() {
   using namespace einsum_impl;
   const std::string blas = host_blas_name();
+  if (impl::cublas_available())
+    return cat("cuBLAS sgemm, strided-batched (", impl::cublas_name(), ")");
   if (!host_space)
     return "Kokkos Kernels gemm on this execution space";
   if (fp32_gemm() == Fp32Gemm::onednn)
@@ -177,23 +193,36 @@ Bf16Gemm bf16_gemm() {
   if (r == Bf16Gemm::onednn && !impl::onednn_available())
     fail("mtk::kernels::einsum",
          "MTK_BF16_GEMM=onednn but this MTK was built without oneDNN (MTK_ENABLE_ONEDNN)");
+  if (r == Bf16Gemm::cublas && !impl::cublas_available())
+    fail("mtk::kernels::einsum",
+         "MTK_BF16_GEMM=cublas but this MTK does not run on an NVIDIA GPU (docs/building.md#cuda)");
+  if (r == Bf16Gemm::onednn && !host_space)
+    return Bf16Gemm::emulate;  // oneDNN reads host memory only
   if (r != Bf16Gemm::automatic)
     return r;
+  if (impl::cublas_available())
+    return Bf16Gemm::cublas;
   return onednn_is_native() ? Bf16Gemm::onednn : Bf16Gemm::emulate;
 }
 
 bool bf16_gemm_is_emulated() {
-  return !einsum_impl::host_space || bf16_gemm() == Bf16Gemm::emulate ||
-         !einsum_impl::onednn_is_native();
+  using namespace einsum_impl;
+  if (impl::cublas_available())
+    return bf16_gemm() != Bf16Gemm::cublas;
+  return !host_space || bf16_gemm() == Bf16Gemm::emulate || !onednn_is_native();
 }
 
 bool bf16_copies_used() {
-  return !bf16_gemm_is_emulated();
+  return einsum_impl::host_space && bf16_gemm() == Bf16Gemm::onednn &&
+         einsum_impl::onednn_is_native();
 }
 
 std::string bf16_gemm_description() {
   using namespace einsum_impl;
   const std::string chosen = impl::onednn_available() ? impl::onednn_bf16_impl() : "not built in";
+  if (bf16_gemm() == Bf16Gemm::cublas)
+    return cat("cuBLAS bf16 matmul on the tensor cores, strided-batched (", impl::cublas_name(),
+               "); operands converted on the GPU");
   if (!host_space)
     return "emulated on this execution space: operands rounded to bf16, fp32 gemm";
   if (bf16_gemm() == Bf16Gemm::onednn && !impl::onednn_has_bf16())

@@ -1,9 +1,11 @@
-// einsum body: operands packed into gemm order, then KokkosBlas::gemm per batch entry
-// (impl/einsum_spec.hpp). Each operand is used in place when its memory
-// order is [batch][M][K] / [batch][K][M] (a) or [batch][K][N] / [batch][N][K] (b), as gemm's "N" /
-// "T"; otherwise a transposed copy is made. The result is written straight into out when out's
-// order is [batch][M][N], or [batch][N][M] (computing C^T = B^T A^T); otherwise into a temporary
-// that is transposed into out.
+// einsum body: operands packed into gemm order, then KokkosBlas::gemm per batch entry, or on an
+// NVIDIA GPU one strided-batched cuBLAS call for the whole batch (impl/einsum_spec.hpp). Each
+// operand is used in place when its memory order is [batch][M][K] / [batch][K][M] (a) or
+// [batch][K][N] / [batch][N][K] (b), as gemm's "N" / "T"; otherwise a transposed copy is made. The
+// result is written straight into out when out's order is [batch][M][N], or [batch][N][M]
+// (computing C^T = B^T A^T); otherwise into a temporary that is transposed into out.
+#include <mtk/kernels/bfloat16_convert.hpp>
+#include <mtk/kernels/impl/cublas_gemm.hpp>
 #include <mtk/kernels/impl/einsum_spec.hpp>
 #include <mtk/kernels/impl/launch.hpp>
 
@@ -85,10 +87,35 @@ void kokkos_gemm_batch(const ExecSpace& space, const Plan& p, const FView& a, ch
   }
 }
 
+// The batch in one cuBLAS call (swapped: the operands exchanged and their ops flipped, as above);
+// bf16: the packed operands converted to bf16 storage first.
+void cublas_batch(const ExecSpace& space, const Plan& p, const FView& a, char ta, const FView& b,
+                  char tb, const FView& c, bool swapped, float beta, bool bf16) {
+  impl::BatchedGemm g;
+  g.nb = p.nb;
+  g.k = p.k;
+  g.beta = beta;
+  g.m = swapped ? p.n : p.m;
+  g.n = swapped ? p.m : p.n;
+  g.ta = swapped ? flip(tb) : ta;
+  g.tb = swapped ? flip(ta) : tb;
+  const float* x = swapped ? b.data() : a.data();
+  const float* y = swapped ? a.data() : b.data();
+  if (!bf16)
+    return impl::cublas_gemm(space, g, x, y, c.data());
+  const char* label = "mtk::kernels::einsum bf16 operand";
+  const std::int64_t nx = g.nb * g.m * g.k, ny = g.nb * g.k * g.n;
+  const auto x16 = impl::alloc<std::uint16_t>(label, nx);
+  const auto y16 = impl::alloc<std::uint16_t>(label, ny);
+  convert_to_bfloat16_bits(space, label, x, x16.data(), nx);
+  convert_to_bfloat16_bits(space, label, y, y16.data(), ny);
+  impl::cublas_gemm_bf16(space, g, x16.data(), y16.data(), c.data());
+}
+
 }  // namespace
 
 FView packed_gemm(const ExecSpace& space, Operand a, Operand b, const Shape& out_shape,
-                  const Plan& plan, const Sizes& sizes, const FView& into) {
+                  const Plan& plan, const Sizes& sizes, const FView& into, bool bf16) {
   const Names& k_dims = k_order(a, b, plan);
   const char ta = pack(space, a, plan.batch, plan.m_dims, k_dims, sizes);
   const char tb = pack(space, b, plan.batch, k_dims, plan.n_dims, sizes);
@@ -99,7 +126,10 @@ FView packed_gemm(const ExecSpace& space, Operand a, Operand b, const Shape& out
   // Accumulating (beta = 1) straight into `into` when the result lies in out's order.
   const bool add = into.data() && (direct || swapped);
   FView c = add ? into : impl::alloc<float>("mtk::kernels::einsum", out_shape.num_elements());
-  kokkos_gemm_batch(space, plan, a.x, ta, b.x, tb, c, swapped, add ? 1.0f : 0.0f);
+  if constexpr (impl::cublas_available())
+    cublas_batch(space, plan, a.x, ta, b.x, tb, c, swapped, add ? 1.0f : 0.0f, bf16);
+  else
+    kokkos_gemm_batch(space, plan, a.x, ta, b.x, tb, c, swapped, add ? 1.0f : 0.0f);
   if (!direct && !swapped)
     c = permuted(space, shape_of(c_mn, sizes), c, out_shape);
   return c;

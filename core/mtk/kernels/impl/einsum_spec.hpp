@@ -7,10 +7,12 @@
 //                        operands and result read and written in place through leading dims
 //   packed_kokkos_gemm   einsum/packed.cpp: operands copied into [batch][M][K] / [batch][K][N]
 //                        order where they are not stored so, KokkosBlas::gemm per batch entry
+//                        (on an NVIDIA GPU one strided-batched cuBLAS call, impl/cublas_gemm.hpp,
+//                        in bf16 on the tensor cores where bf16_gemm() is cublas)
 //   onednn_in_place      einsum/onednn_in_place.cpp: one oneDNN matmul (f32 or bf16) with every
 //                        operand read in place through its strides (kernels/onednn_matmul.cpp)
 // bfloat16 operands are rounded before the fp32 bodies (einsum/bf16_operands.cpp) and converted to
-// bf16 storage by the oneDNN body: every body multiplies the same bf16 values.
+// bf16 storage by the oneDNN and cuBLAS bf16 bodies: every body multiplies the same bf16 values.
 // `into` (einsum_accumulate): a body whose result lies in out's order adds the product into it
 // (gemm beta = 1, oneDNN's sum post-op) and returns it; otherwise it returns a new result and the
 // entry adds that.
@@ -48,6 +50,10 @@ struct Sources {
   const float *a = nullptr, *b = nullptr;  // the caller's operands
 };
 
+/// Whether `backend` converts bf16 operands to bf16 storage itself (oneDNN; cuBLAS where
+/// bf16_gemm() is cublas), so they reach it unrounded.
+bool converts_bf16_operands(Backend backend);
+
 /// a x b -> out through `backend` (a plan with nb, m, n, k > 0 and no elementwise special case).
 /// bf16 operands arrive rounded except on the oneDNN body (which converts them itself).
 FView contract(const ExecSpace& space, Backend backend, const Operand& a, const Operand& b,
@@ -59,9 +65,10 @@ FView contract(const ExecSpace& space, Backend backend, const Operand& a, const 
 /// The host BLAS in place (only where Kokkos Kernels has a BLAS TPL; host memory).
 FView host_blas_in_place(const ExecSpace& space, Operand a, Operand b, const Shape& out_shape,
                          const Plan& plan, const Sizes& sizes, const FView& into = {});
-/// Packed operands, then KokkosBlas::gemm per batch entry (any execution space).
+/// Packed operands, then KokkosBlas::gemm per batch entry (any execution space; cuBLAS on a
+/// GPU). bf16: the operands go to cuBLAS's bf16 matmul as bf16 storage (GPU builds only).
 FView packed_gemm(const ExecSpace& space, Operand a, Operand b, const Shape& out_shape,
-                  const Plan& plan, const Sizes& sizes, const FView& into = {});
+                  const Plan& plan, const Sizes& sizes, const FView& into = {}, bool bf16 = false);
 /// One oneDNN matmul on the operands in place (host memory): true with the result in `out`, or
 /// false when oneDNN declines the product (no descriptor, its reference code, or not its brgemm
 /// kernels when `only_brgemm`); a and b are left arranged (impl/einsum_in_place.hpp) either way,

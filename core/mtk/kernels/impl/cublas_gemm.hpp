@@ -1,0 +1,45 @@
+#pragma once
+// Batched matrix products through cuBLAS on an NVIDIA GPU (kernels/cublas_gemm.cpp): row-major
+// float32 or bfloat16 operands in device memory, one strided-batched call per product on the
+// execution space's stream, float32 accumulation and result. No cuBLAS type appears here; in a
+// build without CUDA every call but cublas_available() fails.
+
+#include <mtk/base/exec_space.hpp>
+
+#include <KokkosKernels_config.h>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+namespace mtk::kernels::impl {
+
+/// Whether MTK's kernels run on Kokkos' CUDA space with Kokkos Kernels' cuBLAS, where
+/// contractions go through cuBLAS.
+constexpr bool cublas_available() {
+#if defined(KOKKOS_ENABLE_CUDA) && defined(KOKKOSKERNELS_ENABLE_TPL_CUBLAS)
+  return std::is_same_v<ExecSpace, Kokkos::Cuda>;
+#else
+  return false;
+#endif
+}
+
+/// c_i = op(a_i) op(b_i) + beta c_i for i < nb. Every matrix is row-major and packed, one after
+/// another: a_i is [m][k] ('N') or [k][m] ('T') at a + i m k, b_i [k][n] ('N') or [n][k] ('T') at
+/// b + i k n, c_i [m][n] at c + i m n.
+struct BatchedGemm {
+  char ta = 'N', tb = 'N';
+  std::int64_t nb = 1, m = 0, n = 0, k = 0;
+  float beta = 0.0f;
+};
+
+/// `g` on float32 operands (cuBLAS's sgemm: float32 arithmetic, no TF32).
+void cublas_gemm(const ExecSpace& space, const BatchedGemm& g, const float* a, const float* b,
+                 float* c);
+/// `g` on bfloat16 operands (bit patterns) on the tensor cores, float32 accumulation and result.
+void cublas_gemm_bf16(const ExecSpace& space, const BatchedGemm& g, const std::uint16_t* a,
+                      const std::uint16_t* b, float* c);
+/// "cuBLAS <version> on <GPU name> (sm_<cc>)", or "" without CUDA.
+std::string cublas_name();
+
+}  // namespace mtk::kernels::impl
