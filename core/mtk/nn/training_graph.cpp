@@ -88,7 +88,7 @@ std::map<size_t, std::vector<Gathered>> gathered_tables(Graph& g, const std::vec
 // slice). The tables in `tables` are differentiated at their gathers' rows instead: the rows'
 // gradients go to `deferred`, and their running sums stay unmade (an invalid tensor).
 std::vector<Tensor> slice_gradients(
-    Graph& g, const Tensor& loss, const std::vector<Tensor>& vars, const std::vector<Tensor>& sums,
+    const Tensor& loss, const std::vector<Tensor>& vars, const std::vector<Tensor>& sums,
     const std::map<size_t, std::vector<Gathered>>& tables,
     std::map<size_t, std::vector<std::pair<Gathered, Tensor>>>& deferred) {
   std::vector<Tensor> xs, initial;
@@ -181,7 +181,7 @@ TrainingGraph build_training(Graph& g, const TransformerConfig& config, int micr
     if (i == 0)
       vars = g.trainable_variables();
     // Each part of this slice's gradients is added to the earlier slices' sum as it is made.
-    grads = slice_gradients(g, loss, vars, grads, gathered_tables(g, vars, first_op), deferred);
+    grads = slice_gradients(loss, vars, grads, gathered_tables(g, vars, first_op), deferred);
     loss_sum = plus(loss_sum, m.loss_sum);
     cross_entropy_sum = plus(cross_entropy_sum, m.cross_entropy_sum);
     z_loss_sum = plus(z_loss_sum, m.z_loss_sum);
