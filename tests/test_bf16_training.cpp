@@ -177,6 +177,7 @@ TEST(Bf16Reuse, KeepsVariablesAndCloseReadersOnly) {
                     {},
                     {},
                     {},
+                    {},
                     {}};
     s.reads = bf16_reads;
     s.writes = std::move(writes);

@@ -278,8 +278,9 @@ TEST(HaloExchange, LoweredExchangesThroughSharedMemoryAreBitwiseOneProcessor) {
       }
     }
   }
-  if (world_size() > 1)
+  if (world_size() > 1) {
     EXPECT_GT(detail::NodeHaloChannel::posted_total() - before, 0u) << "no shared-memory exchange";
+  }
 }
 
 // The same with the blocks dim after the block dim ([h, hb, c]: each strip is `c`-long runs
@@ -337,8 +338,9 @@ TEST(HaloExchange, ThroughSharedMemoryAsThroughMpi) {
             HaloExchange<float> h(mesh, axis, periodic, to_left, to_right, from_left, from_right,
                                   &site);
             mesh.axes_comm({axis}).barrier();
-            if (shared_memory && round >= first)
+            if (shared_memory && round >= first) {
               EXPECT_TRUE(h.test()) << "posted before the barrier, yet not arrived";
+            }
             h.finish();
             auto l = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), from_left);
             auto r = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), from_right);

@@ -43,6 +43,7 @@ Program::Step step(std::vector<int> reads, std::vector<int> writes, std::vector<
           {},
           {},
           {},
+          {},
           {}};
 }
 
@@ -181,8 +182,17 @@ TEST(OverlapInFlight, BucketsAndInPlaceReductionsSumOverTheRanks) {
   b[1] = b[0];  // the same storage under another name, without an alias step
   b[2] = Program::Buffer(filled(7, 2));
   b[3] = Program::Buffer(filled(5, 3));
-  std::vector<ReductionBucket> plan = {{{0}, {1000}, {0}, 0, 5, 4000},
-                                       {{2, 3}, {7, 5}, {0}, 0, 5, 48}};
+  auto bucket = [](std::vector<int> tensors, std::vector<std::int64_t> counts, std::int64_t bytes) {
+    ReductionBucket r;  // allreduces over axis 0, started after step 0, waited for before step 5
+    r.tensors = std::move(tensors);
+    r.counts = std::move(counts);
+    r.axes = {0};
+    r.start_after = 0;
+    r.wait_before = 5;
+    r.bytes = bytes;
+    return r;
+  };
+  std::vector<ReductionBucket> plan = {bucket({0}, {1000}, 4000), bucket({2, 3}, {7, 5}, 48)};
   ReductionsInFlight flights(mesh, plan);
   for (int run = 0; run < 2; ++run) {  // the bucket buffer is reused by the second run
     if (run == 1) {

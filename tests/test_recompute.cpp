@@ -204,6 +204,7 @@ TEST(Recompute, BufferDeathsFollowEachValue) {
                          {},
                          {},
                          {},
+                         {},
                          {}};
   };
   // 0 writes 1; 1 reads 1 writes 2; 2 writes 1 again (a recomputation); 3 reads 1 and 2.

@@ -188,8 +188,9 @@ TEST(ShardedOptimizer, BlockingReduceScatterEqualsTheOverlappedOne) {
   const OptionScope o({{"MTK_OVERLAP_COLLECTIVES", "0"}});
   const Trained blocking = train(mesh, rules, {"adam", true});
   expect_same(blocking, overlapped, "MTK_OVERLAP_COLLECTIVES=0 vs 1", true);
-  if (world_size() > 1)
+  if (world_size() > 1) {
     EXPECT_NE(overlapped.explain.find("reduce_scatter(sum) start"), std::string::npos);
+  }
 }
 
 TEST(ShardedOptimizer, BlockingAllgatherEqualsTheOverlappedOne) {

@@ -228,6 +228,7 @@ Program::Step step(StepKind kind, std::vector<int> reads, std::vector<int> write
                   {},
                   {},
                   {},
+                  {},
                   {}};
   s.gemms = std::move(gemms);
   return s;
@@ -436,8 +437,9 @@ TEST(SpatialSearch, LocalAttentionOffersTheLengthAndASplitLengthIsPriced) {
     bool proposed = false;
     for (const auto& cand : r.ranked) {
       const bool splits_length = cand.rules.to_string().find("length:") != std::string::npos;
-      if (splits_length)
+      if (splits_length) {
         EXPECT_GT(halo_bytes(cand.counters), 0) << cand.rules.to_string();
+      }
       proposed = proposed || splits_length;
     }
     EXPECT_TRUE(proposed);
