@@ -328,8 +328,8 @@ TEST(EinsumBf16, BulkConversionsGiveTheScalarBitsOnEveryIsa) {
   const auto n = static_cast<std::int64_t>(patterns.size());
   std::vector<float> x(patterns.size());
   std::memcpy(x.data(), patterns.data(), x.size() * sizeof(float));
-  const k::FView xv(x.data(), x.size());
-  const k::FView host_x = Kokkos::create_mirror_view_and_copy(mtk::MemSpace(), xv);
+  const Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> xv(x.data(), x.size());
+  const k::FView host_x = Kokkos::create_mirror_view_and_copy(mtk::MemSpace(), xv);  // on device
   const mtk::ExecSpace space;
   int ran = 0;
   for (k::Bf16ConvertIsa isa :

@@ -169,6 +169,46 @@ TEST(KernelsElementwise, UnaryInt32) {
   EXPECT_EQ(l[0], -2147483648.0);
 }
 
+// Integer powers are exact (a GPU's pow is not correctly rounded: 202^2 gave 40803), saturate at
+// the int32 range and truncate toward zero for negative exponents, as the double pow would.
+TEST(KernelsElementwise, IntegerPowersAreExact) {
+  const double max = 2147483647, min = -2147483648.0;
+  const std::vector<std::vector<double>> cases = {// x, e, x^e
+                                                  {202, 2, 40804},
+                                                  {-202, 2, 40804},
+                                                  {46340, 2, 2147395600},
+                                                  {46341, 2, max},
+                                                  {-2, 31, min},
+                                                  {2, 31, max},
+                                                  {-3, 3, -27},
+                                                  {-2, 32, max},
+                                                  {0, 0, 1},
+                                                  {5, 0, 1},
+                                                  {0, 3, 0},
+                                                  {0, -1, max},
+                                                  {-1, -3, -1},
+                                                  {1, -7, 1},
+                                                  {2, -1, 0},
+                                                  {-1, 1073741825, -1},
+                                                  {7, 11, 1977326743}};
+  std::vector<double> x, e, want;
+  for (const auto& c : cases) {
+    x.push_back(c[0]);
+    e.push_back(c[1]);
+    want.push_back(c[2]);
+  }
+  const Shape s{{"i", static_cast<std::int64_t>(cases.size())}};
+  const mtk::ExecSpace space;
+  EXPECT_EQ(to_vector(k::binary(space, BinaryFn::pow, s, to_view<I32>(x), s, to_view<I32>(e), s)),
+            want);
+  for (const auto& c : cases) {
+    const auto y = to_vector(k::unary(space, UnaryFn::pow_scalar, to_view<I32>({c[0]}), c[1]));
+    EXPECT_EQ(y[0], c[2]) << c[0] << "^" << c[1];
+  }
+  // A fractional scalar exponent goes through double pow, truncated.
+  EXPECT_EQ(to_vector(k::unary(space, UnaryFn::pow_scalar, to_view<I32>({10}), 0.5))[0], 3.0);
+}
+
 // ------------------------------------------------------------------ binary, compare, where
 
 struct BroadcastCase {

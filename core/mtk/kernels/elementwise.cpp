@@ -42,6 +42,32 @@ KOKKOS_INLINE_FUNCTION std::int32_t to_int32(float v) {
   return to_int32(static_cast<double>(v));
 }
 
+/// x^e for integers, exactly, saturated to the int32 range and truncated toward zero for e < 0:
+/// what to_int32(pow(x, e)) gives with a correctly rounded pow. (A GPU's pow is not correctly
+/// rounded: 202^2 came out as 40803.99..., truncated to 40803.)
+KOKKOS_INLINE_FUNCTION std::int32_t int_pow(std::int64_t x, std::int64_t e) {
+  const bool negative = x < 0 && (e % 2 != 0);
+  if (e < 0) {
+    if (x == 0)
+      return 2147483647;  // 1 / 0 = inf
+    return x == 1 || x == -1 ? (negative ? -1 : 1) : 0;
+  }
+  if (e == 0)
+    return 1;
+  if (x == 0 || x == 1)
+    return static_cast<std::int32_t>(x);
+  if (x == -1)
+    return negative ? -1 : 1;
+  const std::int64_t limit = std::int64_t(1) << 31;
+  std::int64_t r = 1;
+  for (std::int64_t i = 0; i < e; ++i) {  // |x| >= 2: out of range within 31 factors
+    r *= x;
+    if (r >= limit || r <= -limit)
+      return negative ? -2147483647 - 1 : 2147483647;
+  }
+  return static_cast<std::int32_t>(r);
+}
+
 /// One element of cast<To, From>; outside the kernel's lambda because nvcc's extended lambdas
 /// cannot first-capture a variable inside `if constexpr`.
 template <class To, class From>
@@ -139,6 +165,11 @@ struct UnaryOp {
       return x > 0 ? x : 0;
     } else if constexpr (F == UnaryFn::relu_mask) {
       return x > 0 ? 1 : 0;
+    } else if constexpr (F == UnaryFn::pow_scalar) {
+      if (p == static_cast<double>(static_cast<std::int64_t>(p)) && p > -2147483648.0 &&
+          p < 2147483648.0)
+        return int_pow(w, static_cast<std::int64_t>(p));
+      return to_int32(unary_real<F, double>(static_cast<double>(x), p));
     } else {
       // add_scalar, mul_scalar, pow_scalar and the transcendental functions: computed in double.
       return to_int32(unary_real<F, double>(static_cast<double>(x), p));
@@ -198,7 +229,7 @@ struct BinaryOp {
       return a < b ? a : b;
     } else {
       static_assert(F == BinaryFn::pow, "unhandled BinaryFn");
-      return to_int32(math::pow(static_cast<double>(a), static_cast<double>(b)));
+      return int_pow(x, y);
     }
   }
 };
