@@ -107,8 +107,9 @@ void cublas_batch(const ExecSpace& space, const Plan& p, const FView& a, char ta
   const std::int64_t nx = g.nb * g.m * g.k, ny = g.nb * g.k * g.n;
   const auto x16 = impl::alloc<std::uint16_t>(label, nx);
   const auto y16 = impl::alloc<std::uint16_t>(label, ny);
-  convert_to_bfloat16_bits(space, label, x, x16.data(), nx);
-  convert_to_bfloat16_bits(space, label, y, y16.data(), ny);
+  const char* conversion = "mtk::kernels::einsum bf16 conversion";  // as the oneDNN body's
+  convert_to_bfloat16_bits(space, conversion, x, x16.data(), nx);
+  convert_to_bfloat16_bits(space, conversion, y, y16.data(), ny);
   impl::cublas_gemm_bf16(space, g, x16.data(), y16.data(), c.data());
 }
 
