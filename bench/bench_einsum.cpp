@@ -12,6 +12,7 @@
 // Run with OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 (one core). Options: --reps N (default 5; the
 // best counts), --ceiling-size N (default 2048).
 #include <mtk/kernels/bfloat16_convert.hpp>
+#include <mtk/kernels/impl/cublas_gemm.hpp>
 #include <mtk/kernels/impl/onednn_matmul.hpp>
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/parallel/environment.hpp>
@@ -58,9 +59,11 @@ k::FView filled(std::int64_t n, unsigned seed) {
   return v;
 }
 
-// The kernel set OpenBLAS chose ("Haswell", "SkylakeX", ...; OPENBLAS_CORETYPE overrides it), or
-// "unknown" when the BLAS library is not OpenBLAS.
+// The kernel set OpenBLAS chose ("Haswell", "SkylakeX", ...; OPENBLAS_CORETYPE overrides it),
+// "cuBLAS" on a GPU, or "unknown" when the BLAS library is not OpenBLAS.
 std::string blas_core() {
+  if (k::impl::cublas_available())
+    return "cuBLAS";
   using Fn = char* (*)();
   auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
   return fn ? std::string(fn()) : std::string("unknown");
@@ -81,11 +84,20 @@ double best_of(int reps, const std::function<void()>& f) {
   return best;
 }
 
-// oneDNN's bf16 matmul alone on the case's matrices (nb contiguous entries, as the raw gemm reads
-// them), converted to bf16 beforehand.
+// The case as one batched gemm description (row-major, nb contiguous entries).
+k::impl::BatchedGemm batched(const Case& c) {
+  k::impl::BatchedGemm g;
+  g.ta = c.ta, g.tb = c.tb;
+  g.nb = c.nb, g.m = c.m, g.n = c.n, g.k = c.kk;
+  return g;
+}
+
+// The library's bf16 matmul alone (oneDNN's, or cuBLAS's on a GPU) on the case's matrices (nb
+// contiguous entries, as the raw gemm reads them), converted to bf16 beforehand.
 void run_raw_bf16(const Case& c, const k::FView& a, const k::FView& b, int reps) {
-  if (!k::impl::onednn_available() || !k::impl::onednn_has_bf16() ||
-      !Kokkos::SpaceAccessibility<Kokkos::HostSpace, mtk::MemSpace>::accessible)
+  const bool cublas = k::impl::cublas_available();
+  if (!cublas && (!k::impl::onednn_available() || !k::impl::onednn_has_bf16() ||
+                  !Kokkos::SpaceAccessibility<Kokkos::HostSpace, mtk::MemSpace>::accessible))
     return;
   using Bits = Kokkos::View<std::uint16_t*>;
   const Bits a16("bench::a16", a.extent(0)), b16("bench::b16", b.extent(0));
@@ -103,11 +115,15 @@ void run_raw_bf16(const Case& c, const k::FView& a, const k::FView& b, int reps)
   p.a_strides[1] = c.ta == 'N' ? c.kk : 1, p.a_strides[2] = c.ta == 'N' ? 1 : c.m;
   p.b_strides[1] = c.tb == 'N' ? c.n : 1, p.b_strides[2] = c.tb == 'N' ? 1 : c.kk;
   p.c_strides[1] = c.n, p.c_strides[2] = 1;
-  const std::string impl = k::impl::onednn_matmul_impl(p);
+  const std::string impl = cublas ? k::impl::cublas_name() : k::impl::onednn_matmul_impl(p);
   if (impl.empty())
     return;
-  const double t =
-      best_of(reps, [&] { k::impl::onednn_matmul(p, a16.data(), b16.data(), out.data()); });
+  const double t = best_of(reps, [&] {
+    if (cublas)
+      k::impl::cublas_gemm_bf16(space, batched(c), a16.data(), b16.data(), out.data());
+    else
+      k::impl::onednn_matmul(p, a16.data(), b16.data(), out.data());
+  });
   const double flops = 2.0 * static_cast<double>(c.nb * c.m) * static_cast<double>(c.n * c.kk);
   std::printf(
       "{\"bench\":\"einsum_raw_bf16\",\"case\":\"%s\",\"impl\":\"%s\","
@@ -129,6 +145,8 @@ void run_case(const Case& c, int reps, const std::string& core) {
   const char ta[2] = {c.ta, 0}, tb[2] = {c.tb, 0};
   const int m = static_cast<int>(c.m), n = static_cast<int>(c.n), kk = static_cast<int>(c.kk);
   auto raw = [&] {
+    if constexpr (k::impl::cublas_available())  // the batch in one call, as einsum makes it
+      return k::impl::cublas_gemm(mtk::ExecSpace(), batched(c), a.data(), b.data(), c_raw.data());
     for (std::int64_t i = 0; i < c.nb; ++i) {
       const CMat ai(a.data() + i * c.m * c.kk, c.ta == 'N' ? m : kk, c.ta == 'N' ? kk : m);
       const CMat bi(b.data() + i * c.kk * c.n, c.tb == 'N' ? kk : n, c.tb == 'N' ? n : kk);
