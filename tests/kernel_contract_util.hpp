@@ -29,6 +29,7 @@ namespace mtk::test::contract {
 using mtk::Dimension;
 using mtk::ReduceFn;
 using mtk::Shape;
+using mtk::test::DevicePaths;
 using mtk::test::to_vector;
 using mtk::test::to_view;
 namespace k = mtk::kernels;

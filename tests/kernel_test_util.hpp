@@ -5,6 +5,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/base/functions.hpp>
 #include <mtk/base/shape.hpp>
+#include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/view.hpp>
 
 #include <gtest/gtest.h>
@@ -60,6 +61,19 @@ inline std::vector<std::int64_t> unflatten(const Shape& s, std::int64_t k) {
   return idx;
 }
 
+/// While alive, the kernels take their GPU-shaped paths (kernels::impl::device_paths) on the host
+/// too where `on`: those paths are tested on every CPU, not only where a GPU runs the suite.
+class DevicePaths {
+ public:
+  explicit DevicePaths(bool on) : was_(mtk::kernels::impl::forced_device_paths().exchange(on)) {}
+  ~DevicePaths() { mtk::kernels::impl::forced_device_paths() = was_; }
+  DevicePaths(const DevicePaths&) = delete;
+  DevicePaths& operator=(const DevicePaths&) = delete;
+
+ private:
+  bool was_;
+};
+
 /// Expects `f` to throw mtk::Error whose message contains every string of `parts`.
 inline void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
   try {
@@ -82,6 +96,7 @@ using mtk::BinaryFn;
 using mtk::CompareFn;
 using mtk::Shape;
 using mtk::UnaryFn;
+using mtk::test::DevicePaths;
 using mtk::test::expect_error;
 using mtk::test::random_ints;
 using mtk::test::random_values;

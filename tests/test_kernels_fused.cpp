@@ -100,49 +100,53 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
 }
 
 TEST(FusedCrossEntropy, StatisticsLossAndGradientMatchTheUnfusedFormula) {
-  // Rows contiguous (vocabulary last, 37 = not a multiple of the 8 lanes) and strided.
-  for (const auto& [s, dim] :
-       std::vector<std::pair<Shape, int>>{{Shape{{"b", 5}, {"v", 37}}, 1},
-                                          {Shape{{"b", 3}, {"v", 1000}}, 1},
-                                          {Shape{{"a", 3}, {"v", 21}, {"c", 4}}, 1}}) {
-    const mtk::Around a(s, dim);
-    const std::int64_t rows = a.outer * a.inner;
-    const auto x = random_values(s.num_elements(), -30, 30, 7);
-    const auto t = random_ints(rows, 0, static_cast<int>(a.n) - 1, 8);
-    const auto dy = random_values(rows, -2, 2, 9);
-    for (const auto& [ls, z] : std::vector<std::pair<double, double>>{{0, 0}, {0.1, 1e-2}}) {
-      const auto ref = ref_cross_entropy(s, dim, x, t, dy, ls, z);
-      const mtk::ExecSpace space;
-      const auto X = to_view<float>(x);
-      const auto T = to_view<I32>(t);
-      auto st = k::cross_entropy_stats(space, s, X, dim, T, 0);
-      k::FView loss, lse;
-      k::cross_entropy_from_stats(space, st, ls, a.n, z, loss, lse);
-      expect_close(to_vector(lse), ref.lse, 2e-6, "lse");
-      expect_close(to_vector(loss), ref.loss, 2e-5, "loss");
-      const auto g =
-          k::cross_entropy_grad(space, s, X, dim, T, 0, lse, to_view<float>(dy), ls, a.n, z);
-      expect_close(to_vector(g), ref.grad, 2e-6, "gradient");
-      // Written over the logits (as the lowering does when they die there): the same values.
-      const auto X2 = to_view<float>(x);
-      const auto g2 =
-          k::cross_entropy_grad(space, s, X2, dim, T, 0, lse, to_view<float>(dy), ls, a.n, z, X2);
-      ASSERT_EQ(g2.data(), X2.data());
-      EXPECT_EQ(to_vector(g2), to_vector(g)) << "in place";
-      // With the bf16 copy written beside it (in place and not): the gradient's bit patterns.
-      for (bool in_place : {false, true}) {
-        const auto X3 = to_view<float>(x);
-        Kokkos::View<std::uint16_t*> bits("bits", X3.extent(0));
-        const auto g3 = k::cross_entropy_grad(space, s, X3, dim, T, 0, lse, to_view<float>(dy), ls,
-                                              a.n, z, in_place ? X3 : k::FView(), bits);
-        const auto gv = to_vector(g3);
-        ASSERT_EQ(gv, to_vector(g));
-        auto hb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), bits);
-        for (size_t e = 0; e < gv.size(); ++e)
-          ASSERT_EQ(hb(e), mtk::kernels::to_bfloat16_bits(static_cast<float>(gv[e]))) << e;
+  // Rows contiguous (vocabulary last, 37 = not a multiple of the 8 lanes) and strided; also in the
+  // GPU's form (a team per row for the statistics, a thread per element for the gradient).
+  for (const bool device : {false, true})
+    for (const auto& [s, dim] :
+         std::vector<std::pair<Shape, int>>{{Shape{{"b", 5}, {"v", 37}}, 1},
+                                            {Shape{{"b", 3}, {"v", 1000}}, 1},
+                                            {Shape{{"a", 3}, {"v", 21}, {"c", 4}}, 1}}) {
+      const DevicePaths paths(device);
+      SCOPED_TRACE(s.to_string() + (device ? " (device paths)" : ""));
+      const mtk::Around a(s, dim);
+      const std::int64_t rows = a.outer * a.inner;
+      const auto x = random_values(s.num_elements(), -30, 30, 7);
+      const auto t = random_ints(rows, 0, static_cast<int>(a.n) - 1, 8);
+      const auto dy = random_values(rows, -2, 2, 9);
+      for (const auto& [ls, z] : std::vector<std::pair<double, double>>{{0, 0}, {0.1, 1e-2}}) {
+        const auto ref = ref_cross_entropy(s, dim, x, t, dy, ls, z);
+        const mtk::ExecSpace space;
+        const auto X = to_view<float>(x);
+        const auto T = to_view<I32>(t);
+        auto st = k::cross_entropy_stats(space, s, X, dim, T, 0);
+        k::FView loss, lse;
+        k::cross_entropy_from_stats(space, st, ls, a.n, z, loss, lse);
+        expect_close(to_vector(lse), ref.lse, 2e-6, "lse");
+        expect_close(to_vector(loss), ref.loss, 2e-5, "loss");
+        const auto g =
+            k::cross_entropy_grad(space, s, X, dim, T, 0, lse, to_view<float>(dy), ls, a.n, z);
+        expect_close(to_vector(g), ref.grad, 2e-6, "gradient");
+        // Written over the logits (as the lowering does when they die there): the same values.
+        const auto X2 = to_view<float>(x);
+        const auto g2 =
+            k::cross_entropy_grad(space, s, X2, dim, T, 0, lse, to_view<float>(dy), ls, a.n, z, X2);
+        ASSERT_EQ(g2.data(), X2.data());
+        EXPECT_EQ(to_vector(g2), to_vector(g)) << "in place";
+        // With the bf16 copy written beside it (in place and not): the gradient's bit patterns.
+        for (bool in_place : {false, true}) {
+          const auto X3 = to_view<float>(x);
+          Kokkos::View<std::uint16_t*> bits("bits", X3.extent(0));
+          const auto g3 = k::cross_entropy_grad(space, s, X3, dim, T, 0, lse, to_view<float>(dy),
+                                                ls, a.n, z, in_place ? X3 : k::FView(), bits);
+          const auto gv = to_vector(g3);
+          ASSERT_EQ(gv, to_vector(g));
+          auto hb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), bits);
+          for (size_t e = 0; e < gv.size(); ++e)
+            ASSERT_EQ(hb(e), mtk::kernels::to_bfloat16_bits(static_cast<float>(gv[e]))) << e;
+        }
       }
     }
-  }
 }
 
 TEST(FusedCrossEntropy, SlicesRebasedOnTheGlobalMaxAddUpToTheWholeRow) {
@@ -249,36 +253,39 @@ RefNorm ref_layer_norm(const Shape& s, int dim, const std::vector<double>& x,
 }
 
 TEST(FusedLayerNorm, ForwardAndGradientMatchTheUnfusedFormula) {
-  for (const auto& [s, dim] : std::vector<std::pair<Shape, int>>{
-           {Shape{{"b", 6}, {"d", 33}}, 1}, {Shape{{"a", 3}, {"d", 10}, {"c", 5}}, 1}}) {
-    const mtk::Around a(s, dim);
-    auto x = random_values(s.num_elements(), -3, 3, 11);
-    for (auto& v : x)
-      v += 100;  // a large mean: the centred second pass keeps the variance exact
-    const auto scale = random_values(a.n, 0.5, 1.5, 12), bias = random_values(a.n, -1, 1, 13);
-    const auto dy = random_values(s.num_elements(), -1, 1, 14);
-    const double eps = 1e-5;
-    const auto ref = ref_layer_norm(s, dim, x, scale, bias, dy, eps);
-    const mtk::ExecSpace space;
-    const auto X = to_view<float>(x), S = to_view<float>(scale), B = to_view<float>(bias),
-               DY = to_view<float>(dy);
-    auto s1 = k::layer_norm_sums(space, s, X, dim, k::FView(), a.n);
-    auto s2 = k::layer_norm_sums(space, s, X, dim, s1, a.n);
-    k::FView mean, rstd;
-    k::layer_norm_moments(space, s1, s2, a.n, eps, mean, rstd);
-    expect_close(to_vector(k::layer_norm_apply(space, s, X, dim, mean, rstd, S, B)), ref.y, 2e-5,
-                 "y");
-    auto sums = k::layer_norm_grad_sums(space, s, X, dim, mean, rstd, S, DY);
-    k::FView dx, dyh;
-    k::layer_norm_grad_apply(space, s, X, dim, mean, rstd, S, DY, sums, a.n, dx, dyh);
-    expect_close(to_vector(dx), ref.dx, 1e-4, "dx");
-    // d scale = dy xhat summed over rows.
-    const auto h = to_vector(dyh);
-    std::vector<double> dscale(a.n, 0.0);
-    for (std::int64_t k = 0; k < s.num_elements(); ++k)
-      dscale[(k / a.inner) % a.n] += h[k];
-    expect_close(dscale, ref.dscale, 1e-4, "dscale");
-  }
+  for (const bool device : {false, true})  // the GPU's form too: teams per row, thread per element
+    for (const auto& [s, dim] : std::vector<std::pair<Shape, int>>{
+             {Shape{{"b", 6}, {"d", 33}}, 1}, {Shape{{"a", 3}, {"d", 10}, {"c", 5}}, 1}}) {
+      const DevicePaths paths(device);
+      SCOPED_TRACE(s.to_string() + (device ? " (device paths)" : ""));
+      const mtk::Around a(s, dim);
+      auto x = random_values(s.num_elements(), -3, 3, 11);
+      for (auto& v : x)
+        v += 100;  // a large mean: the centred second pass keeps the variance exact
+      const auto scale = random_values(a.n, 0.5, 1.5, 12), bias = random_values(a.n, -1, 1, 13);
+      const auto dy = random_values(s.num_elements(), -1, 1, 14);
+      const double eps = 1e-5;
+      const auto ref = ref_layer_norm(s, dim, x, scale, bias, dy, eps);
+      const mtk::ExecSpace space;
+      const auto X = to_view<float>(x), S = to_view<float>(scale), B = to_view<float>(bias),
+                 DY = to_view<float>(dy);
+      auto s1 = k::layer_norm_sums(space, s, X, dim, k::FView(), a.n);
+      auto s2 = k::layer_norm_sums(space, s, X, dim, s1, a.n);
+      k::FView mean, rstd;
+      k::layer_norm_moments(space, s1, s2, a.n, eps, mean, rstd);
+      expect_close(to_vector(k::layer_norm_apply(space, s, X, dim, mean, rstd, S, B)), ref.y, 2e-5,
+                   "y");
+      auto sums = k::layer_norm_grad_sums(space, s, X, dim, mean, rstd, S, DY);
+      k::FView dx, dyh;
+      k::layer_norm_grad_apply(space, s, X, dim, mean, rstd, S, DY, sums, a.n, dx, dyh);
+      expect_close(to_vector(dx), ref.dx, 1e-4, "dx");
+      // d scale = dy xhat summed over rows.
+      const auto h = to_vector(dyh);
+      std::vector<double> dscale(a.n, 0.0);
+      for (std::int64_t k = 0; k < s.num_elements(); ++k)
+        dscale[(k / a.inner) % a.n] += h[k];
+      expect_close(dscale, ref.dscale, 1e-4, "dscale");
+    }
 }
 
 TEST(FusedLayerNorm, SliceSumsAddUpToTheWholeRow) {

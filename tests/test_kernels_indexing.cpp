@@ -146,23 +146,26 @@ TEST(ScatterAdd, SumsEachRowInUpdateOrderBitwise) {
   const std::int64_t origin = 1, id_size = 6;
   const Shape ids_shape{{"b", 5}, {"l", 9}};
   const auto ids = skewed_ids(ids_shape.num_elements(), 7, 8);
-  for (int table_dim = 0; table_dim < 2; ++table_dim) {
-    const Shape table_shape =
-        table_dim == 0 ? Shape{{"vocab", id_size}, {"d", 3}} : Shape{{"d", 3}, {"vocab", id_size}};
-    for (const Shape& upd :
-         {Shape{{"b", 5}, {"l", 9}, {"d", 3}}, Shape{{"d", 3}, {"l", 9}, {"b", 5}},
-          Shape{{"l", 9}, {"d", 3}, {"b", 5}}}) {
-      SCOPED_TRACE(table_shape.to_string() + " <- " + upd.to_string());
-      const auto u = adversarial_values(upd.num_elements(), 11);
-      const auto got =
-          to_vector(k::scatter_add(mtk::ExecSpace(), ids_shape, to_view<std::int32_t>(ids), upd,
-                                   to_view<float>(u), table_shape, table_dim, origin));
-      const auto ref = sequential_scatter_add(ids_shape, ids, upd, u, table_shape, origin, id_size);
-      ASSERT_EQ(got.size(), ref.size());
-      for (size_t i = 0; i < ref.size(); ++i)
-        EXPECT_EQ(static_cast<float>(got[i]), ref[i]) << "table element " << i;
+  for (const bool device : {false, true})  // the GPU's form too: a thread per table element
+    for (int table_dim = 0; table_dim < 2; ++table_dim) {
+      const DevicePaths paths(device);
+      const Shape table_shape = table_dim == 0 ? Shape{{"vocab", id_size}, {"d", 3}}
+                                               : Shape{{"d", 3}, {"vocab", id_size}};
+      for (const Shape& upd :
+           {Shape{{"b", 5}, {"l", 9}, {"d", 3}}, Shape{{"d", 3}, {"l", 9}, {"b", 5}},
+            Shape{{"l", 9}, {"d", 3}, {"b", 5}}}) {
+        SCOPED_TRACE(table_shape.to_string() + " <- " + upd.to_string());
+        const auto u = adversarial_values(upd.num_elements(), 11);
+        const auto got =
+            to_vector(k::scatter_add(mtk::ExecSpace(), ids_shape, to_view<std::int32_t>(ids), upd,
+                                     to_view<float>(u), table_shape, table_dim, origin));
+        const auto ref =
+            sequential_scatter_add(ids_shape, ids, upd, u, table_shape, origin, id_size);
+        ASSERT_EQ(got.size(), ref.size());
+        for (size_t i = 0; i < ref.size(); ++i)
+          EXPECT_EQ(static_cast<float>(got[i]), ref[i]) << "table element " << i;
+      }
     }
-  }
 }
 
 // Table rows of two dims ([vocab, h, d]): where the output keeps them last and in the table's
@@ -174,22 +177,25 @@ TEST(Indexing, RowsOfSeveralDimsAsRunsOrValueByValue) {
   const auto ids = skewed_ids(ids_shape.num_elements(), 19, 8);
   const Shape table_shape{{"vocab", id_size}, {"h", 2}, {"d", 3}};
   const auto table = random_values(table_shape.num_elements(), 23);
-  for (const Shape& out : {Shape{{"b", 3}, {"l", 4}, {"h", 2}, {"d", 3}},
-                           Shape{{"b", 3}, {"l", 4}, {"d", 3}, {"h", 2}},
-                           Shape{{"h", 2}, {"b", 3}, {"l", 4}, {"d", 3}}}) {
-    SCOPED_TRACE(out.to_string());
-    const auto got = to_vector(k::gather(mtk::ExecSpace(), table_shape, to_view<float>(table), 0,
-                                         origin, ids_shape, to_view<std::int32_t>(ids), out));
-    EXPECT_EQ(got, gather_reference(ids_shape, ids, table_shape, table, out, origin, id_size));
-    const auto u = adversarial_values(out.num_elements(), 29);
-    const auto sums =
-        to_vector(k::scatter_add(mtk::ExecSpace(), ids_shape, to_view<std::int32_t>(ids), out,
-                                 to_view<float>(u), table_shape, 0, origin));
-    const auto sref = sequential_scatter_add(ids_shape, ids, out, u, table_shape, origin, id_size);
-    ASSERT_EQ(sums.size(), sref.size());
-    for (size_t i = 0; i < sref.size(); ++i)
-      EXPECT_EQ(static_cast<float>(sums[i]), sref[i]) << "table element " << i;
-  }
+  for (const bool device : {false, true})  // the GPU's form too: a thread per element
+    for (const Shape& out : {Shape{{"b", 3}, {"l", 4}, {"h", 2}, {"d", 3}},
+                             Shape{{"b", 3}, {"l", 4}, {"d", 3}, {"h", 2}},
+                             Shape{{"h", 2}, {"b", 3}, {"l", 4}, {"d", 3}}}) {
+      const DevicePaths paths(device);
+      SCOPED_TRACE(out.to_string() + (device ? " (device paths)" : ""));
+      const auto got = to_vector(k::gather(mtk::ExecSpace(), table_shape, to_view<float>(table), 0,
+                                           origin, ids_shape, to_view<std::int32_t>(ids), out));
+      EXPECT_EQ(got, gather_reference(ids_shape, ids, table_shape, table, out, origin, id_size));
+      const auto u = adversarial_values(out.num_elements(), 29);
+      const auto sums =
+          to_vector(k::scatter_add(mtk::ExecSpace(), ids_shape, to_view<std::int32_t>(ids), out,
+                                   to_view<float>(u), table_shape, 0, origin));
+      const auto sref =
+          sequential_scatter_add(ids_shape, ids, out, u, table_shape, origin, id_size);
+      ASSERT_EQ(sums.size(), sref.size());
+      for (size_t i = 0; i < sref.size(); ++i)
+        EXPECT_EQ(static_cast<float>(sums[i]), sref[i]) << "table element " << i;
+    }
 }
 
 // Large enough for every thread of a threaded backend to take part; repeated, every run must

@@ -60,6 +60,19 @@ TEST(Reduce, EverySubsetOfDimsEveryFunction) {
     check_reduce_all<std::int32_t>(fn, in, ids);
 }
 
+// The GPU's forms (kernels::impl::device_paths) forced on the host: a team per row where rows are
+// contiguous, otherwise chunks of rows (b: 40 and d: 33 make several chunks and teams of a row).
+TEST(Reduce, DevicePathsEverySubsetOfDimsEveryFunction) {
+  const DevicePaths device(true);
+  const Shape in{{"a", 3}, {"b", 40}, {"c", 5}, {"d", 33}};
+  const auto x = random_values(in.num_elements(), 17);
+  for (ReduceFn fn : {ReduceFn::sum, ReduceFn::max, ReduceFn::min})
+    check_reduce_all<float>(fn, in, x);
+  const auto ids = random_ids(in.num_elements(), 18, -50, 50);
+  for (ReduceFn fn : {ReduceFn::sum, ReduceFn::max, ReduceFn::min})
+    check_reduce_all<std::int32_t>(fn, in, ids);
+}
+
 TEST(Reduce, SumOfSquaresIsTheSumOfTheSquaresBitwise) {
   // Every subset of dims and the blocked full sum: reduce(sum_squares, x) == reduce(sum,
   // square(x)) bit for bit (each square rounded to float, summed in the same order).
@@ -137,25 +150,29 @@ TEST(Reduce, LargeFullSum) {
 TEST(Reduce, LeadingDimsSummedOverManyColumns) {
   // [reduced][kept] with kept sizes around the host kernel's 256-column blocks: every function, the
   // sum equal to a float64 column sum in row order rounded once.
-  for (std::int64_t cols : {1, 255, 256, 257, 700}) {
-    const Shape in{{"r", 37}, {"k", cols}};
-    const auto x = random_values(in.num_elements(), 16);
-    for (ReduceFn fn : {ReduceFn::sum, ReduceFn::max, ReduceFn::min}) {
-      SCOPED_TRACE(std::string(mtk::reduce_name(fn)) + " " + in.to_string());
-      std::vector<double> ref(static_cast<size_t>(cols));
-      for (std::int64_t k = 0; k < cols; ++k) {
-        double a = fn == ReduceFn::sum ? 0.0 : static_cast<float>(x[static_cast<size_t>(k)]);
-        for (std::int64_t r = fn == ReduceFn::sum ? 0 : 1; r < 37; ++r) {
-          const double v = static_cast<float>(x[static_cast<size_t>(r * cols + k)]);
-          a = fn == ReduceFn::sum ? a + v : fn == ReduceFn::max ? std::max(a, v) : std::min(a, v);
+  // Also in the GPU's form (chunks of 32 rows merged in order; double partial sums of 37 floats
+  // are exact, so bitwise too).
+  for (const bool device : {false, true})
+    for (std::int64_t cols : {1, 255, 256, 257, 700}) {
+      const DevicePaths paths(device);
+      const Shape in{{"r", 37}, {"k", cols}};
+      const auto x = random_values(in.num_elements(), 16);
+      for (ReduceFn fn : {ReduceFn::sum, ReduceFn::max, ReduceFn::min}) {
+        SCOPED_TRACE(std::string(mtk::reduce_name(fn)) + " " + in.to_string());
+        std::vector<double> ref(static_cast<size_t>(cols));
+        for (std::int64_t k = 0; k < cols; ++k) {
+          double a = fn == ReduceFn::sum ? 0.0 : static_cast<float>(x[static_cast<size_t>(k)]);
+          for (std::int64_t r = fn == ReduceFn::sum ? 0 : 1; r < 37; ++r) {
+            const double v = static_cast<float>(x[static_cast<size_t>(r * cols + k)]);
+            a = fn == ReduceFn::sum ? a + v : fn == ReduceFn::max ? std::max(a, v) : std::min(a, v);
+          }
+          ref[static_cast<size_t>(k)] = static_cast<float>(a);
         }
-        ref[static_cast<size_t>(k)] = static_cast<float>(a);
+        EXPECT_EQ(to_vector(k::reduce<float>(mtk::ExecSpace(), fn, in, to_view<float>(x),
+                                             Shape{{"k", cols}})),
+                  ref);
       }
-      EXPECT_EQ(to_vector(k::reduce<float>(mtk::ExecSpace(), fn, in, to_view<float>(x),
-                                           Shape{{"k", cols}})),
-                ref);
     }
-  }
 }
 
 TEST(Reduce, Errors) {

@@ -277,7 +277,29 @@ void scatter_into(const char* where, const ExecSpace& space, const Shape& ids_sh
   std::int64_t run = 1;
   for (int i = table_upd.rank - 1; i > table_dim && table_upd.stride[i] == run; --i)
     run *= table_upd.extent[i];
-  if (impl::host_exec && run == id_stride && id_stride > 1 && !add) {
+  if (impl::device_paths()) {
+    // A thread per table element, consecutive threads on consecutive elements of a row (coalesced
+    // where the updates hold the row contiguously): a thread per row gives a GPU one thread per
+    // vocabulary entry, serial over d_model. Each element sums its bucket in the same order as
+    // below, so the result is bitwise the host's.
+    Kokkos::parallel_for(
+        where, impl::Range(space, 0, n_table), KOKKOS_LAMBDA(std::int64_t t) {
+          const std::int64_t id = (t / id_stride) % id_size;
+          const std::int64_t first = start(id), last = start(id + 1);
+          if (first == last) {
+            if (!add)
+              table(t) = 0.f;
+            return;
+          }
+          const std::int64_t base = table_upd.offset(t);
+          float sum = 0.f;
+          for (std::int64_t s = first; s < last; ++s)
+            sum += updates(base + pos_upd.offset(order(s)));
+          table(t) = add ? table(t) + sum : sum;
+        });
+    return;
+  }
+  if (run == id_stride && id_stride > 1 && !add) {
     Kokkos::parallel_for(
         where, impl::Range(space, 0, n_table / id_stride), KOKKOS_LAMBDA(std::int64_t r) {
           const std::int64_t id = r % id_size, t0 = r * id_stride;

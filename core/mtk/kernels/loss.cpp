@@ -10,6 +10,7 @@
 #include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/kernels.hpp>
 
+#include <cstdint>
 #include <limits>
 
 namespace mtk::kernels {
@@ -34,6 +35,45 @@ void check_rows(const char* where, const Rows& r, std::int64_t n, const char* wh
     fail(where, cat(what, " holds ", n, " values for ", r.rows(), " rows"));
 }
 
+using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
+
+// cross_entropy_stats off the host: a team per row, its threads reading the row side by side (a
+// thread per row is a few thousand GPU threads, each sweeping a 32000-value row alone).
+void stats_by_teams(const ExecSpace& space, const char* where, const FView& x, const IView& targets,
+                    std::int64_t origin, std::int64_t n, std::int64_t V, std::int64_t inner,
+                    const FView& st) {
+  if (n > std::numeric_limits<int>::max())
+    fail(where, cat("too many rows (", n, ") for a team each"));
+  Kokkos::parallel_for(
+      where, TeamPolicy(space, static_cast<int>(n), Kokkos::AUTO),
+      KOKKOS_LAMBDA(const TeamPolicy::member_type& tm) {
+        const std::int64_t row = tm.league_rank();
+        const std::int64_t base = (row / inner) * V * inner + row % inner;
+        const auto range = Kokkos::TeamThreadRange(tm, V);
+        float m = 0;
+        Kokkos::parallel_reduce(
+            range,
+            [&](std::int64_t j, float& lm) {
+              const float v = x(base + j * inner);
+              lm = v > lm ? v : lm;
+            },
+            Kokkos::Max<float>(m));
+        double sum = 0, s = 0;
+        Kokkos::parallel_reduce(
+            range, [&](std::int64_t j, double& a) { a += x(base + j * inner); }, sum);
+        Kokkos::parallel_reduce(
+            range, [&](std::int64_t j, double& a) { a += impl::fast_exp(x(base + j * inner) - m); },
+            s);
+        Kokkos::single(Kokkos::PerTeam(tm), [&]() {
+          const std::int64_t t = targets(row) - origin;
+          st(row) = m;
+          st(n + row) = static_cast<float>(s);
+          st(2 * n + row) = (t >= 0 && t < V) ? x(base + t * inner) : 0.0f;
+          st(3 * n + row) = static_cast<float>(sum);
+        });
+      });
+}
+
 }  // namespace detail::loss_impl
 
 using detail::loss_impl::Rows;
@@ -48,6 +88,10 @@ FView cross_entropy_stats(const ExecSpace& space, const Shape& shape, const FVie
   const std::int64_t n = r.rows(), V = r.v, inner = r.inner;
   FView st = impl::alloc<float>(where, 4 * n);
   const float lowest = -std::numeric_limits<float>::infinity();
+  if (impl::device_paths()) {
+    detail::loss_impl::stats_by_teams(space, where, x, targets, origin, n, V, inner, st);
+    return st;
+  }
   if (inner == 1) {
     // Contiguous rows: lanes of independent accumulators so that both sweeps vectorise; the
     // second sweep reads the row from cache.
@@ -179,6 +223,24 @@ FView cross_entropy_grad(const ExecSpace& space, const Shape& shape, const FView
   const float keep = static_cast<float>(1.0 - label_smoothing);
   const float spread = static_cast<float>(label_smoothing / static_cast<double>(vocab_size));
   const float z2 = static_cast<float>(2.0 * z_loss);
+  if (impl::device_paths()) {
+    // A thread per element, the host's formula and order of operations (bitwise its result).
+    Kokkos::parallel_for(
+        "mtk::kernels::cross_entropy_grad",
+        impl::Range(space, 0, static_cast<std::int64_t>(x.extent(0))),
+        KOKKOS_LAMBDA(std::int64_t k) {
+          const std::int64_t i = k % inner, rest = k / inner, j = rest % V,
+                             row = rest / V * inner + i;
+          const float l = lse(row), g = dy(row), gs = g * (1.0f + z2 * l), gd = g * spread;
+          float o = impl::fast_exp(x(k) - l) * gs - gd;
+          if (targets(row) - origin == j)
+            o -= g * keep;
+          out(k) = o;
+          if (bits)
+            bits[k] = to_bfloat16_bits(o);
+        });
+    return out;
+  }
   if (inner == 1) {  // rows contiguous (the vocabulary is the last dim): no index division
     // In place, each block of the row is copied to the stack first: the vectorised exponential
     // loop that loads and stores the same addresses runs at half the speed (measured on AVX-512

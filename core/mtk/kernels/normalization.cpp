@@ -1,5 +1,6 @@
-// mtk::kernels fused layer norm — see normalization.hpp. One thread per row; the row's values are
-// read with the stride of `dim` (1 when it is the last dim, as in a transformer's activations).
+// mtk::kernels fused layer norm — see normalization.hpp. On the host one thread per row; the row's
+// values are read with the stride of `dim` (1 when it is the last dim, as in a transformer's
+// activations). Off the host a team per row for the sums and a thread per element otherwise.
 
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/impl/index.hpp>
@@ -7,6 +8,9 @@
 #include <mtk/kernels/normalization.hpp>
 
 #include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <limits>
 
 namespace mtk::kernels {
 namespace detail::norm_impl {
@@ -59,11 +63,46 @@ KOKKOS_INLINE_FUNCTION double row_sum(const float* x, std::int64_t base, std::in
   return lane_sum(n, [&](std::int64_t j) { return f(x[base + j * inner], j); });
 }
 
+using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
+
+// Off the host (device_paths): a team per row for the row sums, its threads reading the row side
+// by side (a thread per row gives a GPU a few thousand threads with serial loops), summed in
+// double by the team's reduction. `f(k, j)` is the term of element k, the row's j-th.
+template <class F>
+void team_row_sums(const ExecSpace& space, const char* where, std::int64_t rows, std::int64_t n,
+                   std::int64_t inner, const FView& out, const F& f) {
+  if (rows > std::numeric_limits<int>::max())
+    fail(where, cat("too many rows (", rows, ") for a team each"));
+  Kokkos::parallel_for(
+      where, TeamPolicy(space, static_cast<int>(rows), Kokkos::AUTO),
+      KOKKOS_LAMBDA(const TeamPolicy::member_type& t) {
+        const std::int64_t row = t.league_rank();
+        const std::int64_t base = (row / inner) * n * inner + row % inner;
+        double sum = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(t, n),
+            [&](std::int64_t j, double& s) { s += f(row, base + j * inner, j); }, sum);
+        Kokkos::single(Kokkos::PerTeam(t), [&]() { out(row) = static_cast<float>(sum); });
+      });
+}
+
+// Element k of [outer][n][inner] as its row (as Rows numbers them) and its position j in it:
+// the elementwise passes run a thread per element off the host.
+struct RowOf {
+  std::int64_t n, inner;
+  KOKKOS_INLINE_FUNCTION std::int64_t row(std::int64_t k) const {
+    return (k / (n * inner)) * inner + k % inner;
+  }
+  KOKKOS_INLINE_FUNCTION std::int64_t j(std::int64_t k) const { return (k / inner) % n; }
+};
+
 }  // namespace detail::norm_impl
 
 using detail::norm_impl::lane_sum;
 using detail::norm_impl::row_sum;
+using detail::norm_impl::RowOf;
 using detail::norm_impl::Rows;
+using detail::norm_impl::team_row_sums;
 
 FView layer_norm_sums(const ExecSpace& space, const Shape& shape, const FView& x, int dim,
                       const FView& row_sums, std::int64_t d_total) {
@@ -76,6 +115,17 @@ FView layer_norm_sums(const ExecSpace& space, const Shape& shape, const FView& x
   const std::int64_t n = r.n, inner = r.inner;
   const double inv_d = 1.0 / static_cast<double>(d_total);
   const float* xp = x.data();
+  if (impl::device_paths()) {
+    team_row_sums(
+        space, where, r.rows, n, inner, out,
+        KOKKOS_LAMBDA(std::int64_t row, std::int64_t k, std::int64_t) {
+          if (!centred)
+            return double(xp[k]);
+          const double c = xp[k] - row_sums(row) * inv_d;
+          return c * c;
+        });
+    return out;
+  }
   Kokkos::parallel_for(
       where, impl::Range(space, 0, r.rows), KOKKOS_LAMBDA(std::int64_t row) {
         const std::int64_t base = (row / inner) * n * inner + row % inner;
@@ -123,6 +173,15 @@ FView layer_norm_apply(const ExecSpace& space, const Shape& shape, const FView& 
   r.check(where, bias, r.n, "bias");
   FView y = impl::alloc<float>(where, shape.num_elements());
   const std::int64_t n = r.n, inner = r.inner;
+  if (impl::device_paths()) {
+    const RowOf at{n, inner};
+    Kokkos::parallel_for(
+        where, impl::Range(space, 0, shape.num_elements()), KOKKOS_LAMBDA(std::int64_t k) {
+          const std::int64_t row = at.row(k), j = at.j(k);
+          y(k) = (x(k) - mean(row)) * rstd(row) * scale(j) + bias(j);
+        });
+    return y;
+  }
   Kokkos::parallel_for(
       where, impl::Range(space, 0, r.rows), KOKKOS_LAMBDA(std::int64_t row) {
         const std::int64_t base = (row / inner) * n * inner + row % inner;
@@ -147,6 +206,21 @@ FView layer_norm_grad_sums(const ExecSpace& space, const Shape& shape, const FVi
   const std::int64_t n = r.n, inner = r.inner, rows = r.rows;
   FView out = impl::alloc<float>(where, 2 * rows);
   const float *xp = x.data(), *dyp = dy.data(), *sp = scale.data();
+  if (impl::device_paths()) {
+    const FView a = Kokkos::subview(out, Kokkos::make_pair(std::int64_t(0), rows));
+    const FView b = Kokkos::subview(out, Kokkos::make_pair(rows, 2 * rows));
+    team_row_sums(
+        space, where, rows, n, inner, a,
+        KOKKOS_LAMBDA(std::int64_t, std::int64_t k, std::int64_t j) {
+          return double(dyp[k] * sp[j]);
+        });
+    team_row_sums(
+        space, where, rows, n, inner, b,
+        KOKKOS_LAMBDA(std::int64_t row, std::int64_t k, std::int64_t j) {
+          return double(dyp[k] * sp[j] * ((xp[k] - mean(row)) * rstd(row)));
+        });
+    return out;
+  }
   Kokkos::parallel_for(
       where, impl::Range(space, 0, rows), KOKKOS_LAMBDA(std::int64_t row) {
         const std::int64_t base = (row / inner) * n * inner + row % inner;
@@ -178,6 +252,21 @@ void layer_norm_grad_apply(const ExecSpace& space, const Shape& shape, const FVi
   FView d = impl::alloc<float>("mtk::kernels::layer_norm_grad::dx", shape.num_elements());
   FView dh = impl::alloc<float>("mtk::kernels::layer_norm_grad::dy_xhat", shape.num_elements());
   const float inv_d = static_cast<float>(1.0 / static_cast<double>(d_total));
+  dx = d;
+  dy_xhat = dh;
+  if (impl::device_paths()) {
+    const RowOf at{n, inner};
+    Kokkos::parallel_for(
+        where, impl::Range(space, 0, shape.num_elements()), KOKKOS_LAMBDA(std::int64_t k) {
+          const std::int64_t row = at.row(k), j = at.j(k);
+          const float s = rstd(row);
+          const float a = sums(row) * inv_d, b = sums(rows + row) * inv_d;
+          const float xh = (x(k) - mean(row)) * s, g = dy(k);
+          d(k) = s * (g * scale(j) - a - xh * b);
+          dh(k) = g * xh;
+        });
+    return;
+  }
   Kokkos::parallel_for(
       where, impl::Range(space, 0, rows), KOKKOS_LAMBDA(std::int64_t row) {
         const std::int64_t base = (row / inner) * n * inner + row % inner;
@@ -190,8 +279,6 @@ void layer_norm_grad_apply(const ExecSpace& space, const Shape& shape, const FVi
           dh(k) = g * xh;
         }
       });
-  dx = d;
-  dy_xhat = dh;
 }
 
 }  // namespace mtk::kernels

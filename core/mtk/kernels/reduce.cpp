@@ -1,5 +1,4 @@
-// mtk::kernels reductions: reduce, softmax / log-softmax and their gradient (cumsum and top_1:
-// scan.cpp).
+// mtk::kernels reductions: reduce (softmax: softmax.cpp; cumsum and top_1: scan.cpp).
 // See reduce.hpp for the contracts.
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/bfloat16.hpp>
@@ -175,6 +174,91 @@ View<T> column_sums_by_rows(const ExecSpace& space, const View<T>& x, const View
   return out;
 }
 
+// Two accumulators of one output merged (chunked_reduction's second pass).
+template <class Acc, ReduceFn F>
+KOKKOS_INLINE_FUNCTION void merge(Acc& a, Acc b) {
+  if constexpr (F == ReduceFn::sum || F == ReduceFn::sum_squares)
+    a += b;
+  else if constexpr (F == ReduceFn::max)
+    a = b > a ? b : a;
+  else
+    a = b < a ? b : a;
+}
+
+// The reduced range of every output cut into chunks of `rows` (a function of the shape alone, so
+// the result does not depend on the device): thread (chunk, k) reduces its chunk of output k, then
+// each output merges its chunks in order. A thread per output (reduce's host form) gives a GPU a
+// few thousand threads with long serial loops; here there are ~2^18, and for [reduced][kept]
+// consecutive threads read consecutive columns. `at(k, r)` is the offset in x of output k's
+// reduced element r.
+template <class T, ReduceFn F, class At>
+void chunked_reduction(const ExecSpace& space, const View<T>& x, const View<T>& out,
+                       std::int64_t out_n, std::int64_t nred, const At& at) {
+  using Acc = AccOf<T, F>;
+  using C = Combine<T, Acc, F>;
+  const char* label = "mtk::kernels::reduce";
+  constexpr std::int64_t threads = std::int64_t(1) << 18, min_rows = 32;
+  const std::int64_t want = std::max<std::int64_t>(1, threads / out_n);
+  const std::int64_t rows = std::max(min_rows, (nred + want - 1) / want);
+  const std::int64_t chunks = (nred + rows - 1) / rows;
+  const Acc init = identity<T, F>();
+  if (chunks == 1) {
+    Kokkos::parallel_for(
+        label, impl::Range(space, 0, out_n), KOKKOS_LAMBDA(std::int64_t k) {
+          Acc a = init;
+          for (std::int64_t r = 0; r < nred; ++r)
+            C::apply(a, x(at(k, r)));
+          out(k) = static_cast<T>(a);
+        });
+    return;
+  }
+  const View<Acc> part = alloc<Acc>("mtk::kernels::reduce::chunks", chunks * out_n);
+  Kokkos::parallel_for(
+      label, impl::Range(space, 0, chunks * out_n), KOKKOS_LAMBDA(std::int64_t i) {
+        const std::int64_t c = i / out_n, k = i % out_n;
+        const std::int64_t lo = c * rows, hi = lo + rows < nred ? lo + rows : nred;
+        Acc a = init;
+        for (std::int64_t r = lo; r < hi; ++r)
+          C::apply(a, x(at(k, r)));
+        part(i) = a;
+      });
+  Kokkos::parallel_for(
+      label, impl::Range(space, 0, out_n), KOKKOS_LAMBDA(std::int64_t k) {
+        Acc a = part(k);
+        for (std::int64_t c = 1; c < chunks; ++c)
+          merge<Acc, F>(a, part(c * out_n + k));
+        out(k) = static_cast<T>(a);
+      });
+}
+
+// [kept][reduced] (contiguous rows) off the host: a team per row, its threads reading the row
+// side by side. Team reductions give the same result for the same launch, whatever runs beside.
+template <class T, ReduceFn F>
+void row_reduction_by_teams(const ExecSpace& space, const View<T>& x, const View<T>& out,
+                            std::int64_t out_n, std::int64_t nred) {
+  using Acc = AccOf<T, F>;
+  using C = Combine<T, Acc, F>;
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  if (out_n > std::numeric_limits<int>::max())
+    fail("mtk::kernels::reduce", cat("too many rows (", out_n, ") for a team each"));
+  const Acc init = identity<T, F>();
+  Kokkos::parallel_for(
+      "mtk::kernels::reduce", Policy(space, static_cast<int>(out_n), Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Policy::member_type& t) {
+        const std::int64_t base = static_cast<std::int64_t>(t.league_rank()) * nred;
+        Acc a = init;
+        const auto body = [&](std::int64_t r, Acc& la) { C::apply(la, x(base + r)); };
+        const auto range = Kokkos::TeamThreadRange(t, nred);
+        if constexpr (F == ReduceFn::max)
+          Kokkos::parallel_reduce(range, body, Kokkos::Max<Acc>(a));
+        else if constexpr (F == ReduceFn::min)
+          Kokkos::parallel_reduce(range, body, Kokkos::Min<Acc>(a));
+        else
+          Kokkos::parallel_reduce(range, body, a);
+        Kokkos::single(Kokkos::PerTeam(t), [&]() { out(t.league_rank()) = static_cast<T>(a); });
+      });
+}
+
 // Every element reduced to one value.
 template <class T, ReduceFn F>
 AccOf<T, F> full_reduction(const ExecSpace& space, const View<T>& x) {
@@ -248,6 +332,20 @@ View<T> run(const ExecSpace& space, const Plan& plan, const View<T>& x, std::int
     return out;
   }
   const Group& g0 = plan.groups.front();
+  if (impl::device_paths()) {  // many threads per output
+    if (plan.groups.size() == 2 && g0.kept && nred >= 32) {
+      row_reduction_by_teams<T, F>(space, x, out, out_n, nred);
+    } else if (plan.groups.size() == 2 && !g0.kept) {
+      chunked_reduction<T, F>(
+          space, x, out, out_n, nred,
+          KOKKOS_LAMBDA(std::int64_t k, std::int64_t r) { return r * out_n + k; });
+    } else {
+      chunked_reduction<T, F>(
+          space, x, out, out_n, nred,
+          KOKKOS_LAMBDA(std::int64_t k, std::int64_t r) { return om.offset(k) + rm.offset(r); });
+    }
+    return out;
+  }
   if (plan.groups.size() == 2 && g0.kept) {  // [kept][reduced]: contiguous rows
     Kokkos::parallel_for(
         label, impl::Range(space, 0, out_n), KOKKOS_LAMBDA(std::int64_t k) {
@@ -260,18 +358,8 @@ View<T> run(const ExecSpace& space, const Plan& plan, const View<T>& x, std::int
     return out;
   }
   if constexpr (host_exec) {
-    if (plan.groups.size() == 2)  // [reduced][kept] on the host: rows streamed
+    if (plan.groups.size() == 2)  // [reduced][kept]: rows streamed
       return column_sums_by_rows<T, F>(space, x, out, out_n, nred);
-  }
-  if (plan.groups.size() == 2) {  // [reduced][kept]: one column per output element
-    Kokkos::parallel_for(
-        label, impl::Range(space, 0, out_n), KOKKOS_LAMBDA(std::int64_t k) {
-          Acc a = init;
-          for (std::int64_t r = 0; r < nred; ++r)
-            C::apply(a, x(r * out_n + k));
-          out(k) = static_cast<T>(a);
-        });
-    return out;
   }
   Kokkos::parallel_for(
       label, impl::Range(space, 0, out_n), KOKKOS_LAMBDA(std::int64_t k) {
@@ -283,206 +371,6 @@ View<T> run(const ExecSpace& space, const Plan& plan, const View<T>& x, std::int
       });
   return out;
 }
-
-// ---------------------------------------------------------------- row-wise kernels
-//
-// softmax, log-softmax and their gradients run one skeleton (for_each_row): a body written once
-// against a row's three primitives (max, sum, for_each over the row's elements, each given its
-// element index) and three ways of running a row:
-//   HostRow     host, contiguous rows: plain loops the compiler vectorises (an integer max, lanes
-//   of
-//               independent sums), each row swept while it sits in cache (softmax only)
-//   TeamRow     contiguous rows elsewhere: one team per row, team-parallel reductions
-//   StridedRow  rows `inner` apart (a dim other than the last): one thread per row, serial loops
-
-struct HostRow {
-  std::int64_t base, n;
-  template <class V>
-  KOKKOS_INLINE_FUNCTION float max(const V& x) const {
-    std::int32_t km = impl::float_key(x(base));
-    for (std::int64_t i = 1; i < n; ++i) {
-      const std::int32_t k = impl::float_key(x(base + i));
-      km = k > km ? k : km;
-    }
-    return impl::key_float(km);
-  }
-  template <class F>
-  KOKKOS_INLINE_FUNCTION float sum(const F& f) const {
-    constexpr int L = 8;
-    float acc[L] = {};
-    std::int64_t i = 0;
-    for (; i + L <= n; i += L)
-      for (int l = 0; l < L; ++l)
-        acc[l] += f(base + i + l);
-    for (; i < n; ++i)
-      acc[0] += f(base + i);
-    float s = 0.f;
-    for (int l = 0; l < L; ++l)
-      s += acc[l];
-    return s;
-  }
-  template <class F>
-  KOKKOS_INLINE_FUNCTION void for_each(const F& f) const {
-    for (std::int64_t j = 0; j < n; ++j)
-      f(base + j);
-  }
-};
-
-using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
-
-struct TeamRow {
-  const TeamPolicy::member_type& t;
-  std::int64_t base, n;
-  template <class V>
-  KOKKOS_INLINE_FUNCTION float max(const V& x) const {
-    float m = 0.f;
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(t, n),
-        [&](std::int64_t i, float& lm) {
-          if (x(base + i) > lm)
-            lm = x(base + i);
-        },
-        Kokkos::Max<float>(m));
-    return m;
-  }
-  template <class F>
-  KOKKOS_INLINE_FUNCTION float sum(const F& f) const {
-    float s = 0.f;
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(t, n), [&](std::int64_t i, float& ls) { ls += f(base + i); }, s);
-    return s;
-  }
-  template <class F>
-  KOKKOS_INLINE_FUNCTION void for_each(const F& f) const {
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(t, n), [&](std::int64_t i) { f(base + i); });
-  }
-};
-
-struct StridedRow {
-  std::int64_t base, n, inner;
-  template <class V>
-  KOKKOS_INLINE_FUNCTION float max(const V& x) const {
-    float m = x(base);
-    for (std::int64_t i = 1; i < n; ++i)
-      if (x(base + i * inner) > m)
-        m = x(base + i * inner);
-    return m;
-  }
-  template <class F>
-  KOKKOS_INLINE_FUNCTION float sum(const F& f) const {
-    float s = 0.f;
-    for (std::int64_t i = 0; i < n; ++i)
-      s += f(base + i * inner);
-    return s;
-  }
-  template <class F>
-  KOKKOS_INLINE_FUNCTION void for_each(const F& f) const {
-    for (std::int64_t i = 0; i < n; ++i)
-      f(base + i * inner);
-  }
-};
-
-/// Whether the rows of `shape` along `dim` are contiguous and on the host (HostRow's case).
-bool contiguous_host_rows(const Shape& shape, int dim) {
-  return Around(shape, dim).inner == 1 && host_exec;
-}
-
-/// Runs `body(row)` for every row of `shape` along `dim` (a non-empty shape): HostRow where
-/// `host_rows` and contiguous_host_rows(), else TeamRow (contiguous rows) or StridedRow.
-template <class Body>
-void for_each_row(const ExecSpace& space, const char* where, const char* label, const Shape& shape,
-                  int dim, const Body& body, bool host_rows) {
-  const Around a(shape, dim);
-  const std::int64_t n = a.n, inner = a.inner, rows = a.outer * a.inner;
-  if (host_rows && contiguous_host_rows(shape, dim)) {
-    Kokkos::parallel_for(
-        label, impl::Range(space, 0, rows), KOKKOS_LAMBDA(std::int64_t r) {
-          body(HostRow{r * n, n});
-        });
-    return;
-  }
-  if (inner == 1) {  // contiguous rows: one team per row
-    if (rows > std::numeric_limits<int>::max())
-      fail(where, cat("too many rows in ", shape.to_string()));
-    Kokkos::parallel_for(
-        label, TeamPolicy(space, static_cast<int>(rows), Kokkos::AUTO),
-        KOKKOS_LAMBDA(const TeamPolicy::member_type& t) {
-          body(TeamRow{t, static_cast<std::int64_t>(t.league_rank()) * n, n});
-        });
-    return;
-  }
-  Kokkos::parallel_for(
-      label, impl::Range(space, 0, rows), KOKKOS_LAMBDA(std::int64_t r) {
-        body(StridedRow{(r / inner) * n * inner + r % inner, n, inner});
-      });
-}
-
-/// softmax or log-softmax (`log`) of one row: one exponential per element, written once and then
-/// scaled (or, for log-softmax, only summed); fast_exp vectorises where expf is a call per
-/// element. `Log` is std::true_type / std::false_type where the host rows run (a branch in their
-/// loops stops vectorisation) and bool elsewhere (strided rows: there the compile-time form turns
-/// the stores into scatters and runs ~20% slower).
-template <class Log>
-struct SoftmaxBody {
-  FView x, y;
-  Log log;
-  // The flag as a bool, by Log::value for the compile-time forms (their operator bool is a host
-  // function to nvcc).
-  KOKKOS_INLINE_FUNCTION static constexpr bool is_log(const Log& l) {
-    if constexpr (std::is_same_v<Log, bool>)
-      return l;
-    else
-      return Log::value;
-  }
-  template <class Row>
-  KOKKOS_INLINE_FUNCTION void operator()(const Row& row) const {
-    const bool take_log = is_log(log);
-    const float m = row.max(x);
-    const float s = row.sum([&](std::int64_t k) {
-      const float e = impl::fast_exp(x(k) - m);
-      if (!take_log)
-        y(k) = e;
-      return e;
-    });
-    if (take_log) {
-      const float shift = m + ::logf(s);
-      row.for_each([&](std::int64_t k) { y(k) = x(k) - shift; });
-    } else {
-      const float inv = 1.f / s;
-      row.for_each([&](std::int64_t k) { y(k) *= inv; });
-    }
-  }
-};
-
-/// The gradient of one row: softmax dx = y * (dy - sum(dy * y)); log-softmax
-/// dx = dy - exp(y) * sum(dy). dx may be dy (each value read before it is written). Where `bits`
-/// holds storage, dx's bf16 bit patterns are written too, while the row is in cache (the copy its
-/// bf16 contractions read). `Log` and `Bits` as SoftmaxBody's `Log`: compile-time on host rows.
-template <class Log, class Bits>
-struct SoftmaxGradBody {
-  FView y, dy, dx;
-  View<std::uint16_t> bits;
-  Log log;
-  Bits with_bits;
-  template <class F>
-  KOKKOS_INLINE_FUNCTION static constexpr bool flag(const F& f) {
-    if constexpr (std::is_same_v<F, bool>)
-      return f;
-    else
-      return F::value;
-  }
-  template <class Row>
-  KOKKOS_INLINE_FUNCTION void operator()(const Row& row) const {
-    const bool take_log = flag(log), write_bits = flag(with_bits);
-    const float s = row.sum([&](std::int64_t k) { return take_log ? dy(k) : dy(k) * y(k); });
-    row.for_each([&](std::int64_t k) {
-      const float g = take_log ? dy(k) - impl::fast_exp(y(k)) * s : y(k) * (dy(k) - s);
-      dx(k) = g;
-      if (write_bits)
-        bits(k) = to_bfloat16_bits(g);
-    });
-  }
-};
 
 }  // namespace detail::reduce_impl
 
@@ -520,57 +408,5 @@ template View<float> reduce<float>(const ExecSpace&, ReduceFn, const Shape&, con
                                    const Shape&);
 template View<std::int32_t> reduce<std::int32_t>(const ExecSpace&, ReduceFn, const Shape&,
                                                  const View<std::int32_t>&, const Shape&);
-
-// ---------------------------------------------------------------- softmax
-
-FView softmax(const ExecSpace& space, const Shape& shape, const FView& x, int dim, bool log) {
-  using namespace detail::reduce_impl;
-  const char* where = "mtk::kernels::softmax";
-  const char* label = log ? "mtk::kernels::log_softmax" : where;
-  check_dim(where, shape, dim);
-  check_size(where, shape, x, "input");
-  FView y = alloc<float>(label, shape.num_elements());
-  if (shape.num_elements() == 0)
-    return y;
-  if (!contiguous_host_rows(shape, dim))
-    for_each_row(space, where, label, shape, dim, SoftmaxBody<bool>{x, y, log}, true);
-  else if (log)
-    for_each_row(space, where, label, shape, dim, SoftmaxBody<std::true_type>{x, y, {}}, true);
-  else
-    for_each_row(space, where, label, shape, dim, SoftmaxBody<std::false_type>{x, y, {}}, true);
-  return y;
-}
-
-FView softmax_grad(const ExecSpace& space, const Shape& shape, const FView& y, const FView& dy,
-                   int dim, bool log, const FView& into, const View<std::uint16_t>& bf16_into) {
-  using namespace detail::reduce_impl;
-  using std::false_type, std::true_type;
-  const char* where = "mtk::kernels::softmax_grad";
-  const char* label = log ? "mtk::kernels::log_softmax_grad" : where;
-  check_dim(where, shape, dim);
-  check_size(where, shape, y, "output y");
-  check_size(where, shape, dy, "gradient dy");
-  if (into.data())
-    check_size(where, shape, into, "given output dx");
-  if (bf16_into.data() && static_cast<std::int64_t>(bf16_into.extent(0)) != shape.num_elements())
-    fail(where, cat("the given bf16 copy holds ", bf16_into.extent(0), " values, the shape ",
-                    shape.to_string(), " ", shape.num_elements()));
-  FView dx = into.data() ? into : alloc<float>(label, shape.num_elements());
-  if (shape.num_elements() == 0)
-    return dx;
-  const bool bits = bf16_into.data() != nullptr;
-  const auto run = [&](auto body) { for_each_row(space, where, label, shape, dim, body, true); };
-  if (!contiguous_host_rows(shape, dim))
-    run(SoftmaxGradBody<bool, bool>{y, dy, dx, bf16_into, log, bits});
-  else if (log && bits)
-    run(SoftmaxGradBody<true_type, true_type>{y, dy, dx, bf16_into, {}, {}});
-  else if (log)
-    run(SoftmaxGradBody<true_type, false_type>{y, dy, dx, bf16_into, {}, {}});
-  else if (bits)
-    run(SoftmaxGradBody<false_type, true_type>{y, dy, dx, bf16_into, {}, {}});
-  else
-    run(SoftmaxGradBody<false_type, false_type>{y, dy, dx, bf16_into, {}, {}});
-  return dx;
-}
 
 }  // namespace mtk::kernels

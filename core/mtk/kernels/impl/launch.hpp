@@ -6,6 +6,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -20,6 +21,19 @@ Kokkos::View<T*> alloc(const char* label, std::int64_t n) {
 /// Whether kernels run on the host (plain loops over raw pointers vectorise there; teams suit
 /// GPUs).
 constexpr bool host_exec = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
+
+/// Set by tests to run the GPU-shaped kernels (device_paths) on the host too.
+inline std::atomic<bool>& forced_device_paths() {
+  static std::atomic<bool> forced{false};
+  return forced;
+}
+
+/// Whether kernels take their GPU-shaped paths (many threads per output, a thread per element,
+/// coalesced reads) instead of the host's (a thread per row or column, loops that vectorise):
+/// always on a device, on the host where a test forces them.
+inline bool device_paths() {
+  return !host_exec || forced_device_paths().load(std::memory_order_relaxed);
+}
 
 /// [0, n) on `space`.
 using Range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
