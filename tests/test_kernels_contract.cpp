@@ -63,6 +63,23 @@ TEST(Einsum, BatchedAttention) {
   check_einsum(q, kk, {{"q", Q}, {"b", B}, {"k", K}, {"h", H}});
 }
 
+// The GPU's transposed copies (kernels::impl::device_paths: a thread per element) forced on the
+// host, with operands packed (every order gemm cannot take is copied): the same results.
+TEST(Einsum, DevicePathsTransposedCopies) {
+  const DevicePaths device(true);
+  const InPlaceScope packed(false);
+  const std::int64_t B = 2, H = 3, Q = 5, K = 4, D = 6;
+  const Shape q{{"b", B}, {"q", Q}, {"h", H}, {"d", D}}, kk{{"b", B}, {"h", H}, {"k", K}, {"d", D}};
+  const Shape s{{"b", B}, {"h", H}, {"q", Q}, {"k", K}};
+  check_einsum(q, kk, s);
+  check_einsum(s, kk, q);
+  check_einsum(s, q, kk);
+  check_einsum({{"k1", 5}, {"m1", 3}, {"k2", 2}, {"m2", 4}}, {{"k2", 2}, {"n1", 6}, {"k1", 5}},
+               {{"n1", 6}, {"m2", 4}, {"m1", 3}});
+  check_einsum({{"m1", 3}, {"k", 5}, {"m2", 4}}, {{"k", 5}, {"n1", 2}, {"n2", 3}},
+               {{"m2", 4}, {"n1", 2}, {"m1", 3}, {"n2", 3}});
+}
+
 TEST(Einsum, OuterProductAndOddOutputOrders) {
   check_einsum({{"i", 4}}, {{"j", 3}}, {{"i", 4}, {"j", 3}});
   check_einsum({{"i", 4}}, {{"j", 3}}, {{"j", 3}, {"i", 4}});

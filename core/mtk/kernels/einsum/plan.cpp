@@ -124,6 +124,12 @@ FView permuted(const ExecSpace& space, const Shape& in, const FView& x, const Sh
     rows.extent[i] = out[i].size;
     rows.stride[i] = in_strides[static_cast<size_t>(in.index_of(out[i].name))];
   }
+  if (impl::device_paths()) {  // a thread per element: consecutive threads write consecutively
+    Kokkos::parallel_for(
+        label, impl::Range(space, 0, out.num_elements()),
+        KOKKOS_LAMBDA(std::int64_t k) { y(k) = x(rows.offset(k / run) + (k % run) * step); });
+    return y;
+  }
   Kokkos::parallel_for(
       label, impl::Range(space, 0, out.num_elements() / run), KOKKOS_LAMBDA(std::int64_t r) {
         const std::int64_t src = rows.offset(r), dst = r * run;
