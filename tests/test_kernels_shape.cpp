@@ -259,4 +259,15 @@ TEST(KernelsLayout, ShiftInt32) {
   check_shift<I32>();
 }
 
+// The GPU's forms (kernels::impl::device_paths: a thread per element) forced on the host.
+TEST(KernelsLayout, DevicePathsTransposeSliceConcatPadShift) {
+  const DevicePaths device(true);
+  check_transpose<float>();
+  check_transpose<I32>();
+  check_slice<float>();
+  check_concat<I32>();
+  check_pad<float>();
+  check_shift<float>();
+}
+
 }  // namespace

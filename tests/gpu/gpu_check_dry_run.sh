@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu_check_dry_run.sh SCRIPT BUILD OUT: scripts/gpu-check parses, its --dry-run plans the whole
-# GPU check (tests, both benchmarks, MTK and the PyTorch peer on both models, fp32 and bf16) and
-# runs nothing, and bad arguments are usage errors (exit 2).
+# GPU check (tests, both benchmarks, MTK and the PyTorch peer on both models, fp32 and bf16, the
+# profiled MTK runs) and runs nothing, and bad arguments are usage errors (exit 2).
 set -uo pipefail
 script="$1" build="$2" out="$3"
 fail() {
@@ -24,8 +24,12 @@ for prec in "" " --bf16"; do
   expect "$build/bench/bench_lm_train --steps 3 --mesh batch:1 --layout batch:batch --d_model 1024 --d_ff 4096 --heads 4 --d_kv 256 --layers 6 --vocab 32000 --seq 256 --batch 128$prec >"
   expect "torch_lm_bench.py --device cuda --steps 3 --d_model 512 --d_ff 2048 --heads 8 --d_kv 64 --layers 6 --vocab 32000 --seq 256 --batch 8$prec >"
   expect "torch_lm_bench.py --device cuda --steps 3 --d_model 1024 --d_ff 4096 --heads 4 --d_kv 256 --layers 6 --vocab 32000 --seq 256 --batch 128$prec >"
+  expect "env MTK_BENCH_DETAIL=1 MTK_PROFILE_STEPS=1 "
+  expect "$build/bench/bench_lm_train --steps 3 --mesh batch:1 --layout batch:batch --d_model 1024 --d_ff 4096 --heads 4 --d_kv 256 --layers 6 --vocab 32000 --seq 256 --batch 128$prec > $out/profile-size_m1-"
 done
 expect "[summary] $out/summary.md"
+plan_np="$(bash "$script" --dry-run --build "$build" --out "$out" --skip-profile)" || fail "--skip-profile exited $?"
+! grep -q "MTK_PROFILE_STEPS" <<<"$plan_np" || fail "--skip-profile still profiles"
 for bad in "--steps 0" "--rounds x" "--peak-tflops fast" "--frobnicate" "--out"; do
   # shellcheck disable=SC2086
   bash "$script" --dry-run $bad >/dev/null 2>&1

@@ -284,7 +284,7 @@ void scatter_into(const char* where, const ExecSpace& space, const Shape& ids_sh
     // below, so the result is bitwise the host's.
     Kokkos::parallel_for(
         where, impl::Range(space, 0, n_table), KOKKOS_LAMBDA(std::int64_t t) {
-          const std::int64_t id = (t / id_stride) % id_size;
+          const std::int64_t id = fast_mod(fast_div(t, id_stride), id_size);
           const std::int64_t first = start(id), last = start(id + 1);
           if (first == last) {
             if (!add)

@@ -7,6 +7,7 @@
 #include <mtk/kernels/bfloat16.hpp>
 #include <mtk/kernels/bfloat16_convert.hpp>
 #include <mtk/kernels/impl/fast_exp.hpp>
+#include <mtk/kernels/impl/index.hpp>
 #include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/kernels.hpp>
 
@@ -229,8 +230,8 @@ FView cross_entropy_grad(const ExecSpace& space, const Shape& shape, const FView
         "mtk::kernels::cross_entropy_grad",
         impl::Range(space, 0, static_cast<std::int64_t>(x.extent(0))),
         KOKKOS_LAMBDA(std::int64_t k) {
-          const std::int64_t i = k % inner, rest = k / inner, j = rest % V,
-                             row = rest / V * inner + i;
+          const std::int64_t i = fast_mod(k, inner), rest = fast_div(k, inner);
+          const std::int64_t j = fast_mod(rest, V), row = fast_div(rest, V) * inner + i;
           const float l = lse(row), g = dy(row), gs = g * (1.0f + z2 * l), gd = g * spread;
           float o = impl::fast_exp(x(k) - l) * gs - gd;
           if (targets(row) - origin == j)

@@ -91,9 +91,11 @@ void team_row_sums(const ExecSpace& space, const char* where, std::int64_t rows,
 struct RowOf {
   std::int64_t n, inner;
   KOKKOS_INLINE_FUNCTION std::int64_t row(std::int64_t k) const {
-    return (k / (n * inner)) * inner + k % inner;
+    return fast_div(k, n * inner) * inner + fast_mod(k, inner);
   }
-  KOKKOS_INLINE_FUNCTION std::int64_t j(std::int64_t k) const { return (k / inner) % n; }
+  KOKKOS_INLINE_FUNCTION std::int64_t j(std::int64_t k) const {
+    return fast_mod(fast_div(k, inner), n);
+  }
 };
 
 }  // namespace detail::norm_impl

@@ -215,7 +215,7 @@ void chunked_reduction(const ExecSpace& space, const View<T>& x, const View<T>& 
   const View<Acc> part = alloc<Acc>("mtk::kernels::reduce::chunks", chunks * out_n);
   Kokkos::parallel_for(
       label, impl::Range(space, 0, chunks * out_n), KOKKOS_LAMBDA(std::int64_t i) {
-        const std::int64_t c = i / out_n, k = i % out_n;
+        const std::int64_t c = fast_div(i, out_n), k = fast_mod(i, out_n);
         const std::int64_t lo = c * rows, hi = lo + rows < nred ? lo + rows : nred;
         Acc a = init;
         for (std::int64_t r = lo; r < hi; ++r)

@@ -49,8 +49,9 @@ View<T> copy(const ExecSpace& space, const char* label, const View<T>& x) {
   return out;
 }
 
-// A row of out's last dim per work item: the offset decoded once per row (per element the
-// division chain cost more than the copy), the row read at that dim's stride.
+// On the host a row of out's last dim per work item: the offset decoded once per row (per element
+// the division chain cost more than the copy), the row read at that dim's stride. Off the host a
+// thread per element.
 template <class T>
 View<T> gather_by_map(const ExecSpace& space, const char* label, const View<T>& x,
                       const IndexMap& map, std::int64_t n) {
@@ -63,6 +64,13 @@ View<T> gather_by_map(const ExecSpace& space, const char* label, const View<T>& 
     rows.rank = map.rank - 1;
     run = map.extent[map.rank - 1];
     step = map.stride[map.rank - 1];
+  }
+  if (impl::device_paths()) {  // a thread per element: consecutive threads write consecutively
+    Kokkos::parallel_for(
+        label, Policy(space, 0, n), KOKKOS_LAMBDA(std::int64_t k) {
+          out(k) = x(rows.offset(fast_div(k, run)) + fast_mod(k, run) * step);
+        });
+    return out;
   }
   Kokkos::parallel_for(
       label, Policy(space, 0, n / run), KOKKOS_LAMBDA(std::int64_t r) {
@@ -79,7 +87,7 @@ View<T> gather_by_map(const ExecSpace& space, const char* label, const View<T>& 
 template <class Body>
 void for_each_around(const char* label, const ExecSpace& space, std::int64_t outer, std::int64_t m,
                      std::int64_t inner, const Body& body) {
-  if constexpr (impl::host_exec) {
+  if (!impl::device_paths()) {
     Kokkos::parallel_for(
         label, Policy(space, 0, outer * m), KOKKOS_LAMBDA(std::int64_t r) {
           const std::int64_t j = r % m, o = r / m;
@@ -89,8 +97,8 @@ void for_each_around(const char* label, const ExecSpace& space, std::int64_t out
   } else {
     Kokkos::parallel_for(
         label, Policy(space, 0, outer * m * inner), KOKKOS_LAMBDA(std::int64_t k) {
-          const std::int64_t i = k % inner, r = k / inner;
-          body(k, r / m, r % m, i);
+          const std::int64_t i = fast_mod(k, inner), r = fast_div(k, inner);
+          body(k, fast_div(r, m), fast_mod(r, m), i);
         });
   }
 }

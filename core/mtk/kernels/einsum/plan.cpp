@@ -126,8 +126,9 @@ FView permuted(const ExecSpace& space, const Shape& in, const FView& x, const Sh
   }
   if (impl::device_paths()) {  // a thread per element: consecutive threads write consecutively
     Kokkos::parallel_for(
-        label, impl::Range(space, 0, out.num_elements()),
-        KOKKOS_LAMBDA(std::int64_t k) { y(k) = x(rows.offset(k / run) + (k % run) * step); });
+        label, impl::Range(space, 0, out.num_elements()), KOKKOS_LAMBDA(std::int64_t k) {
+          y(k) = x(rows.offset(fast_div(k, run)) + fast_mod(k, run) * step);
+        });
     return y;
   }
   Kokkos::parallel_for(

@@ -15,6 +15,19 @@ constexpr int max_rank = 8;
 
 using mtk::Around;
 
+/// a / b and a % b (a >= 0, b > 0), in 32 bits where both fit: a 64-bit division is a long
+/// emulated sequence on GPUs, and the per-element kernels divide once or twice per element.
+KOKKOS_INLINE_FUNCTION std::int64_t fast_div(std::int64_t a, std::int64_t b) {
+  if (a <= 0xffffffffLL && b <= 0xffffffffLL)
+    return static_cast<std::uint32_t>(a) / static_cast<std::uint32_t>(b);
+  return a / b;
+}
+KOKKOS_INLINE_FUNCTION std::int64_t fast_mod(std::int64_t a, std::int64_t b) {
+  if (a <= 0xffffffffLL && b <= 0xffffffffLL)
+    return static_cast<std::uint32_t>(a) % static_cast<std::uint32_t>(b);
+  return a % b;
+}
+
 /// Extents plus per-dim strides into some buffer (0 for a broadcast dim).
 struct IndexMap {
   int rank = 0;
