@@ -233,9 +233,11 @@ TEST(Einsum, NoCopiesWhenOrdersFitGemm) {
     Recorder rec;
     check_einsum(c[0], c[1], c[2]);
     for (const auto& name : Recorder::kernels())
-      EXPECT_EQ(name.rfind("mtk::kernels::", 0), std::string::npos)
-          << c[0].to_string() << " x " << c[1].to_string() << " -> " << c[2].to_string() << " ran "
-          << name;
+      if (name != "mtk::kernels::einsum batch addresses") {  // cuBLAS in place: pointers, no copy
+        EXPECT_EQ(name.rfind("mtk::kernels::", 0), std::string::npos)
+            << c[0].to_string() << " x " << c[1].to_string() << " -> " << c[2].to_string()
+            << " ran " << name;
+      }
   }
 }
 

@@ -84,6 +84,57 @@ void cublas_gemm_bf16(const ExecSpace& space, const BatchedGemm& g, const std::u
         g, "cublasGemmStridedBatchedEx (bf16)");
 }
 
+namespace {
+
+void check_pointers(cublasStatus_t s, const PointerGemm& g, const char* call) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    fail(where, cat(call, " failed (", cublasGetStatusString(s), ") on ", g.nb,
+                    " column-major products of [", g.m, ", ", g.k, "] x [", g.k, ", ", g.n,
+                    "], op ", g.ta, g.tb, ", ld ", g.lda, " ", g.ldb, " ", g.ldc));
+}
+
+struct Ints {
+  int m, n, k, lda, ldb, ldc, nb;
+};
+
+Ints ints(const PointerGemm& g) {
+  using einsum_impl::blas_int;
+  return {blas_int(where, g.m, "M"),         blas_int(where, g.n, "N"),
+          blas_int(where, g.k, "K"),         blas_int(where, g.lda, "lda"),
+          blas_int(where, g.ldb, "ldb"),     blas_int(where, g.ldc, "ldc"),
+          blas_int(where, g.nb, "the batch")};
+}
+
+cublasHandle_t handle_for(const ExecSpace& space, const PointerGemm& g) {
+  cublasHandle_t h = KokkosBlas::Impl::CudaBlasSingleton::singleton().handle;
+  check_pointers(cublasSetStream(h, space.cuda_stream()), g, "cublasSetStream");
+  return h;
+}
+
+}  // namespace
+
+void cublas_gemm_pointers(const ExecSpace& space, const PointerGemm& g, const float* const* a,
+                          const float* const* b, float* const* c) {
+  const Ints i = ints(g);
+  const float one = 1.0f;
+  check_pointers(cublasSgemmBatched(handle_for(space, g), op(g.ta), op(g.tb), i.m, i.n, i.k, &one,
+                                    a, i.lda, b, i.ldb, &g.beta, c, i.ldc, i.nb),
+                 g, "cublasSgemmBatched");
+}
+
+void cublas_gemm_pointers_bf16(const ExecSpace& space, const PointerGemm& g,
+                               const std::uint16_t* const* a, const std::uint16_t* const* b,
+                               float* const* c) {
+  const Ints i = ints(g);
+  const float one = 1.0f;
+  check_pointers(cublasGemmBatchedEx(handle_for(space, g), op(g.ta), op(g.tb), i.m, i.n, i.k, &one,
+                                     reinterpret_cast<const void* const*>(a), CUDA_R_16BF, i.lda,
+                                     reinterpret_cast<const void* const*>(b), CUDA_R_16BF, i.ldb,
+                                     &g.beta, reinterpret_cast<void* const*>(c), CUDA_R_32F, i.ldc,
+                                     i.nb, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 g, "cublasGemmBatchedEx (bf16)");
+}
+
 std::string cublas_name() {
   int version = 0, device = 0;
   cublasGetVersion(KokkosBlas::Impl::CudaBlasSingleton::singleton().handle, &version);
@@ -110,6 +161,14 @@ void cublas_gemm(const ExecSpace&, const BatchedGemm&, const float*, const float
 }
 void cublas_gemm_bf16(const ExecSpace&, const BatchedGemm&, const std::uint16_t*,
                       const std::uint16_t*, float*) {
+  unavailable();
+}
+void cublas_gemm_pointers(const ExecSpace&, const PointerGemm&, const float* const*,
+                          const float* const*, float* const*) {
+  unavailable();
+}
+void cublas_gemm_pointers_bf16(const ExecSpace&, const PointerGemm&, const std::uint16_t* const*,
+                               const std::uint16_t* const*, float* const*) {
   unavailable();
 }
 std::string cublas_name() {

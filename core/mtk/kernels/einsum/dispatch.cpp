@@ -69,6 +69,8 @@ bool onednn_is_native() {
 }  // namespace
 
 Backend choose_backend(Precision precision) {
+  if (impl::cublas_available() && in_place_enabled())
+    return Backend::cublas_in_place;
   if (precision == Precision::bfloat16 && host_space && bf16_gemm() == Bf16Gemm::onednn)
     return Backend::onednn_in_place;
   if (precision == Precision::float32 && host_space && fp32_gemm() == Fp32Gemm::onednn)
@@ -81,8 +83,8 @@ Backend choose_backend(Precision precision) {
 bool converts_bf16_operands(Backend backend) {
   if (backend == Backend::onednn_in_place)
     return true;
-  return backend == Backend::packed_kokkos_gemm && impl::cublas_available() &&
-         bf16_gemm() == Bf16Gemm::cublas;
+  return (backend == Backend::packed_kokkos_gemm || backend == Backend::cublas_in_place) &&
+         impl::cublas_available() && bf16_gemm() == Bf16Gemm::cublas;
 }
 
 FView contract(const ExecSpace& space, Backend backend, const Operand& a, const Operand& b,
@@ -107,6 +109,9 @@ FView contract(const ExecSpace& space, Backend backend, const Operand& a, const 
         return host_blas_in_place(space, x, y, out_shape, plan, sizes, into);
       return packed_gemm(space, x, y, out_shape, plan, sizes, into);
     }
+    case Backend::cublas_in_place:
+      return cublas_in_place(space, a, b, out_shape, plan, sizes, into,
+                             precision == Precision::bfloat16 && converts_bf16_operands(backend));
     case Backend::packed_kokkos_gemm:
       break;
   }
@@ -175,7 +180,9 @@ std::string fp32_gemm_description() {
   using namespace einsum_impl;
   const std::string blas = host_blas_name();
   if (impl::cublas_available())
-    return cat("cuBLAS sgemm, strided-batched (", impl::cublas_name(), ")");
+    return cat("cuBLAS sgemm, ",
+               in_place_enabled() ? "operands in place (pointer-batched)" : "strided-batched", " (",
+               impl::cublas_name(), ")");
   if (!host_space)
     return "Kokkos Kernels gemm on this execution space";
   if (fp32_gemm() == Fp32Gemm::onednn)
@@ -221,8 +228,9 @@ std::string bf16_gemm_description() {
   using namespace einsum_impl;
   const std::string chosen = impl::onednn_available() ? impl::onednn_bf16_impl() : "not built in";
   if (bf16_gemm() == Bf16Gemm::cublas)
-    return cat("cuBLAS bf16 matmul on the tensor cores, strided-batched (", impl::cublas_name(),
-               "); operands converted on the GPU");
+    return cat("cuBLAS bf16 matmul on the tensor cores, ",
+               in_place_enabled() ? "operands in place (pointer-batched)" : "strided-batched", " (",
+               impl::cublas_name(), "); operands converted on the GPU");
   if (!host_space)
     return "emulated on this execution space: operands rounded to bf16, fp32 gemm";
   if (bf16_gemm() == Bf16Gemm::onednn && !impl::onednn_has_bf16())

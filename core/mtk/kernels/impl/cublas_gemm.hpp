@@ -1,8 +1,8 @@
 #pragma once
 // Batched matrix products through cuBLAS on an NVIDIA GPU (kernels/cublas_gemm.cpp): row-major
-// float32 or bfloat16 operands in device memory, one strided-batched call per product on the
-// execution space's stream, float32 accumulation and result. No cuBLAS type appears here; in a
-// build without CUDA every call but cublas_available() fails.
+// float32 or bfloat16 operands in device memory, one strided-batched (or pointer-batched) call
+// per product on the execution space's stream, float32 accumulation and result. No cuBLAS type
+// appears here; in a build without CUDA every call but cublas_available() fails.
 
 #include <mtk/base/exec_space.hpp>
 
@@ -39,6 +39,23 @@ void cublas_gemm(const ExecSpace& space, const BatchedGemm& g, const float* a, c
 /// `g` on bfloat16 operands (bit patterns) on the tensor cores, float32 accumulation and result.
 void cublas_gemm_bf16(const ExecSpace& space, const BatchedGemm& g, const std::uint16_t* a,
                       const std::uint16_t* b, float* c);
+/// nb column-major products C_i = op(A_i) op(B_i) + beta C_i as a column-major sgemm takes them
+/// (the caller has made BLAS's view of its row-major matrices, as for the host BLAS), each matrix
+/// anywhere: their addresses are device arrays of nb pointers, so operands with two batch dims at
+/// different strides (attention's [batch, length, heads, d_kv]) are read in place.
+struct PointerGemm {
+  char ta = 'N', tb = 'N';
+  std::int64_t m = 0, n = 0, k = 0, lda = 1, ldb = 1, ldc = 1, nb = 1;
+  float beta = 0.0f;
+};
+
+/// `g` on float32 matrices (sgemm, batched by pointers).
+void cublas_gemm_pointers(const ExecSpace& space, const PointerGemm& g, const float* const* a,
+                          const float* const* b, float* const* c);
+/// `g` on bfloat16 matrices (bit patterns) on the tensor cores, float32 accumulation and result.
+void cublas_gemm_pointers_bf16(const ExecSpace& space, const PointerGemm& g,
+                               const std::uint16_t* const* a, const std::uint16_t* const* b,
+                               float* const* c);
 /// "cuBLAS <version> on <GPU name> (sm_<cc>)", or "" without CUDA.
 std::string cublas_name();
 

@@ -11,6 +11,9 @@
 //                        in bf16 on the tensor cores where bf16_gemm() is cublas)
 //   onednn_in_place      einsum/onednn_in_place.cpp: one oneDNN matmul (f32 or bf16) with every
 //                        operand read in place through its strides (kernels/onednn_matmul.cpp)
+//   cublas_in_place      einsum/cublas_in_place.cpp: on an NVIDIA GPU one pointer-batched cuBLAS
+//                        call (sgemm, or bf16 on the tensor cores) with operands and result in
+//                        place through leading dims, as host_blas_in_place
 // bfloat16 operands are rounded before the fp32 bodies (einsum/bf16_operands.cpp) and converted to
 // bf16 storage by the oneDNN and cuBLAS bf16 bodies: every body multiplies the same bf16 values.
 // `into` (einsum_accumulate): a body whose result lies in out's order adds the product into it
@@ -34,13 +37,14 @@ constexpr bool have_host_blas = true;
 constexpr bool have_host_blas = false;
 #endif
 
-enum class Backend { host_blas_in_place, packed_kokkos_gemm, onednn_in_place };
+enum class Backend { host_blas_in_place, packed_kokkos_gemm, onednn_in_place, cublas_in_place };
 
-/// The body a two-operand contraction in `precision` takes here and now: oneDNN where
-/// bf16_gemm() / fp32_gemm() say so (host memory only), else the host BLAS in place where it is
-/// built in and not switched off (set_einsum_in_place, MTK_EINSUM_IN_PLACE), else the packed
-/// KokkosBlas gemm. A product oneDNN declines (its reference code; under fp32 `automatic`, any
-/// kernel but its brgemm) takes the host BLAS / packed path instead, decided in contract().
+/// The body a two-operand contraction in `precision` takes here and now: on an NVIDIA GPU cuBLAS
+/// in place unless in place is switched off (set_einsum_in_place, MTK_EINSUM_IN_PLACE); on the
+/// host oneDNN where bf16_gemm() / fp32_gemm() say so, else the host BLAS in place where it is
+/// built in and not switched off; else the packed KokkosBlas gemm (cuBLAS strided-batched). A
+/// product oneDNN declines (its reference code; under fp32 `automatic`, any kernel but its brgemm)
+/// takes the host BLAS / packed path instead, decided in contract().
 Backend choose_backend(Precision precision);
 
 /// Where the oneDNN bf16 body finds and keeps operand copies (kernels/bf16_copies.hpp): only for
@@ -50,8 +54,8 @@ struct Sources {
   const float *a = nullptr, *b = nullptr;  // the caller's operands
 };
 
-/// Whether `backend` converts bf16 operands to bf16 storage itself (oneDNN; cuBLAS where
-/// bf16_gemm() is cublas), so they reach it unrounded.
+/// Whether `backend` converts bf16 operands to bf16 storage itself (oneDNN; the cuBLAS bodies
+/// where bf16_gemm() is cublas), so they reach it unrounded.
 bool converts_bf16_operands(Backend backend);
 
 /// a x b -> out through `backend` (a plan with nb, m, n, k > 0 and no elementwise special case).
@@ -69,6 +73,10 @@ FView host_blas_in_place(const ExecSpace& space, Operand a, Operand b, const Sha
 /// GPU). bf16: the operands go to cuBLAS's bf16 matmul as bf16 storage (GPU builds only).
 FView packed_gemm(const ExecSpace& space, Operand a, Operand b, const Shape& out_shape,
                   const Plan& plan, const Sizes& sizes, const FView& into = {}, bool bf16 = false);
+/// One pointer-batched cuBLAS call on the operands in place (CUDA builds; elsewhere it fails).
+/// bf16: the operands converted to bf16 storage whole, the product on the tensor cores.
+FView cublas_in_place(const ExecSpace& space, Operand a, Operand b, const Shape& out_shape,
+                      const Plan& plan, const Sizes& sizes, const FView& into, bool bf16);
 /// One oneDNN matmul on the operands in place (host memory): true with the result in `out`, or
 /// false when oneDNN declines the product (no descriptor, its reference code, or not its brgemm
 /// kernels when `only_brgemm`); a and b are left arranged (impl/einsum_in_place.hpp) either way,
