@@ -164,6 +164,24 @@ nn::TransformerConfig windowed(bool encdec) {
   return c;
 }
 
+// The ring cache split over the mesh (sequence-parallel decoding: each rank holds W / P slots)
+// where the mesh's first dim divides the window, alone and beside the batch; the step program's
+// cache is then split along cache_length (checked), its softmax over the slots spans the ranks.
+std::vector<std::string> ring_split_layouts(const nn::TransformerConfig& c, const MeshShape& ms) {
+  if (c.attention_window % ms[0].size != 0)
+    return {};
+  std::vector<std::string> out = {"cache_length:@0"};
+  if (ms.ndims() > 1)
+    out.push_back("cache_length:@0;batch:@1");
+  return out;
+}
+
+void expect_ring_split(IncrementalDecoder& d, const std::string& what) {
+  const TensorLayout& l =
+      d.step_program().variable_layout("decoding/layer_0/self_attention/k_cache");
+  EXPECT_TRUE(l.is_split(l.shape().index_of("cache_length"))) << what << ": " << l.to_string();
+}
+
 nn::DecodingShape full_cache(nn::DecodingShape s) {
   s.full_cache = true;
   return s;
@@ -205,6 +223,14 @@ TEST(IncrementalDecoding, LocalAttentionWindowStepsEqualFullDecoding) {
         expect_steps_match(inc, ref, encdec, 2,
                            what + " on " + ms.to_string() + " layout " + layout);
       }
+      for (const auto& layout : ring_split_layouts(c, ms)) {
+        IncrementalDecoder inc(c, shape(2), mesh, instantiate(layout, ms));
+        FullDecoder ref(c, shape(2), single_processor_mesh(), LayoutRules());
+        const std::string on = what + " on " + ms.to_string() + " layout " + layout;
+        if (ms.num_processors() > 1)
+          expect_ring_split(inc, on);
+        expect_steps_match(inc, ref, encdec, 2, on);
+      }
     }
   }
 }
@@ -233,7 +259,10 @@ TEST(IncrementalDecoding, LocalAttentionRingCacheSearchesEqualTheFullCache) {
     expect_same(search(ring3, encdec, 3), beams, what + " beam 3 on one processor");
     for (const auto& ms : meshes_of_size(world_size())) {
       Mesh mesh(ms, MPI_COMM_WORLD);
-      for (const auto& layout : kLayouts) {
+      std::vector<std::string> layouts = kLayouts;
+      for (const auto& l : ring_split_layouts(c, ms))
+        layouts.push_back(l);
+      for (const auto& layout : layouts) {
         IncrementalDecoder d(c, shape(3), mesh, instantiate(layout, ms));
         expect_same(search(d, encdec, 3), beams,
                     what + " beam 3 on " + ms.to_string() + " layout " + layout);
