@@ -254,8 +254,6 @@ void layer_norm_grad_apply(const ExecSpace& space, const Shape& shape, const FVi
   FView d = impl::alloc<float>("mtk::kernels::layer_norm_grad::dx", shape.num_elements());
   FView dh = impl::alloc<float>("mtk::kernels::layer_norm_grad::dy_xhat", shape.num_elements());
   const float inv_d = static_cast<float>(1.0 / static_cast<double>(d_total));
-  dx = d;
-  dy_xhat = dh;
   if (impl::device_paths()) {
     const RowOf at{n, inner};
     Kokkos::parallel_for(
@@ -267,6 +265,8 @@ void layer_norm_grad_apply(const ExecSpace& space, const Shape& shape, const FVi
           d(k) = s * (g * scale(j) - a - xh * b);
           dh(k) = g * xh;
         });
+    dx = d;  // after the kernel: dx or dy_xhat may be the caller's x or dy
+    dy_xhat = dh;
     return;
   }
   Kokkos::parallel_for(
@@ -281,6 +281,8 @@ void layer_norm_grad_apply(const ExecSpace& space, const Shape& shape, const FVi
           dh(k) = g * xh;
         }
       });
+  dx = d;
+  dy_xhat = dh;
 }
 
 }  // namespace mtk::kernels
