@@ -3,6 +3,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/base/functions.hpp>
 #include <mtk/base/shape.hpp>
+#include <mtk/kernels/impl/index.hpp>
 #include <mtk/kernels/kernels.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -257,6 +258,53 @@ TEST(KernelsLayout, ShiftFloat) {
 }
 TEST(KernelsLayout, ShiftInt32) {
   check_shift<I32>();
+}
+
+// Index maps and the per-element kernels divide in 32 bits where the index and the divisor fit:
+// the same offsets as 64-bit arithmetic below, at and above 2^32 elements and with extents beyond
+// 2^32 (no memory is touched: the maps are arithmetic only).
+TEST(KernelsLayout, IndexArithmeticIn32BitsEqualsThe64BitOffsets) {
+  const std::int64_t big = std::int64_t(1) << 33;
+  std::vector<mtk::kernels::IndexMap> maps(3);
+  maps[0].rank = 3;  // [7][65536][12345], strides of a permuted buffer
+  const std::int64_t e0[] = {7, 65536, 12345}, s0[] = {12345, 7 * 12345, 1};
+  maps[1].rank = 2;  // a dim beyond 2^32
+  const std::int64_t e1[] = {3, big}, s1[] = {1, 3};
+  maps[2].rank = 4;  // with a broadcast dim
+  const std::int64_t e2[] = {5, 9, 1 << 20, 11}, s2[] = {11, 0, 55, 1};
+  const std::int64_t* ext[] = {e0, e1, e2};
+  const std::int64_t* str[] = {s0, s1, s2};
+  for (size_t m = 0; m < maps.size(); ++m)
+    for (int i = 0; i < maps[m].rank; ++i) {
+      maps[m].extent[i] = ext[m][i];
+      maps[m].stride[i] = str[m][i];
+    }
+  const auto reference = [](const mtk::kernels::IndexMap& map, std::int64_t k) {
+    std::int64_t off = 0;
+    for (int i = map.rank - 1; i >= 0; --i) {
+      off += (k % map.extent[i]) * map.stride[i];
+      k /= map.extent[i];
+    }
+    return off;
+  };
+  const std::int64_t edge = 0xffffffffLL;
+  for (const auto& map : maps) {
+    std::int64_t total = 1;
+    for (int i = 0; i < map.rank; ++i)
+      total *= map.extent[i];
+    for (std::int64_t k :
+         {std::int64_t(0), std::int64_t(1), std::int64_t(12344), std::int64_t(12345), edge - 1,
+          edge, edge + 1, edge + 12345, total - 1}) {
+      if (k >= total)
+        continue;
+      EXPECT_EQ(map.offset(k), reference(map, k)) << "k = " << k;
+    }
+  }
+  for (std::int64_t a : {std::int64_t(0), std::int64_t(7), edge, edge + 1, big + 5})
+    for (std::int64_t b : {std::int64_t(1), std::int64_t(3), std::int64_t(65536), edge, edge + 1}) {
+      EXPECT_EQ(mtk::kernels::fast_div(a, b), a / b) << a << " / " << b;
+      EXPECT_EQ(mtk::kernels::fast_mod(a, b), a % b) << a << " % " << b;
+    }
 }
 
 // The GPU's forms (kernels::impl::device_paths: a thread per element) forced on the host.
