@@ -1,7 +1,10 @@
 // kernels/bf16_copies.hpp
 #include <mtk/kernels/bf16_copies.hpp>
+#include <mtk/kernels/bfloat16_convert.hpp>
+#include <mtk/kernels/impl/launch.hpp>
 
 #include <algorithm>
+#include <string>
 
 namespace mtk::kernels {
 
@@ -31,6 +34,51 @@ void Bf16Copies::forget(const void* source) {
 void Bf16Copies::clear() {
   entries_.clear();
   bytes_ = 0;
+}
+
+namespace {
+
+using Bits = Bf16Copies::Bits;
+
+void convert(const ExecSpace& space, const FView& x, const Bits& out) {
+  convert_to_bfloat16_bits(space, "mtk::kernels::einsum bf16 conversion", x.data(), out.data(),
+                           static_cast<std::int64_t>(x.extent(0)));
+}
+
+// x as bf16 bit patterns in `*scratch` (grown when too small), or in a buffer from the pool.
+Bits to_bits(const ExecSpace& space, const FView& x, Bits* scratch) {
+  const auto n = static_cast<std::int64_t>(x.extent(0));
+  if (!scratch) {
+    const Bits out = impl::alloc<std::uint16_t>("mtk::kernels::einsum bf16 operand", n);
+    convert(space, x, out);
+    return out;
+  }
+  if (static_cast<std::int64_t>(scratch->extent(0)) < n) {
+    *scratch = Bits();  // free before allocating the larger one
+    *scratch = Bits(Kokkos::view_alloc(std::string("mtk::kernels::einsum bf16 operand"),
+                                       Kokkos::WithoutInitializing),
+                    static_cast<size_t>(n));
+  }
+  convert(space, x, *scratch);
+  return *scratch;
+}
+
+}  // namespace
+
+Bits bf16_operand(const ExecSpace& space, const FView& x, const float* source,
+                  const Bf16Reuse* reuse, bool second, Bits* scratch) {
+  const auto n = static_cast<std::int64_t>(x.extent(0));
+  if (!reuse || !reuse->copies || x.data() != source)
+    return to_bits(space, x, scratch);
+  if (Bits kept = reuse->copies->find(source, n); kept.data())
+    return kept;
+  if (!(second ? reuse->keep_b : reuse->keep_a))
+    return to_bits(space, x, scratch);
+  // From the program's buffer pool: the same sizes come back every run.
+  const Bits own = impl::alloc<std::uint16_t>("mtk::kernels::einsum bf16 operand copy", n);
+  convert(space, x, own);
+  reuse->copies->keep(source, n, own);
+  return own;
 }
 
 }  // namespace mtk::kernels

@@ -6,6 +6,7 @@
 // tensors to keep and when to drop their copies; a copy is found by its source's address and size.
 // (kernels/bf16_copies.cpp)
 
+#include <mtk/base/exec_space.hpp>
 #include <mtk/kernels/view.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -48,5 +49,14 @@ struct Bf16Reuse {
   Bf16Copies* copies = nullptr;
   bool keep_a = false, keep_b = false;
 };
+
+/// The bf16 bit patterns of contraction operand `x` (b where `second`, else a), for the bodies that
+/// take bf16 storage (oneDNN, cuBLAS): the kept copy of its source when `reuse` has one, else `x`
+/// converted into a new buffer that `reuse` keeps (when asked to), else into `*scratch` (grown
+/// when too small) or, without scratch, a buffer from the program's pool. Only an operand still
+/// at its caller's address (x.data() == source) is looked up or kept.
+Bf16Copies::Bits bf16_operand(const ExecSpace& space, const FView& x, const float* source,
+                              const Bf16Reuse* reuse, bool second,
+                              Bf16Copies::Bits* scratch = nullptr);
 
 }  // namespace mtk::kernels

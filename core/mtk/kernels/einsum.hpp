@@ -73,8 +73,9 @@ std::string host_blas_name();
 /// Whether bf16 contractions are emulated on the host, i.e. no faster than fp32 (the warning the
 /// applications print once when a model runs in bf16).
 bool bf16_gemm_is_emulated();
-/// Whether bf16 contractions convert their operands to bf16 storage here (oneDNN's native bf16
-/// matmul), i.e. whether kept copies (Bf16Reuse) save anything.
+/// Whether bf16 contractions convert their operands to bf16 storage here at their sources
+/// (oneDNN's native bf16 matmul; on a GPU cuBLAS with operands in place), i.e. whether kept copies
+/// (Bf16Reuse) save anything.
 bool bf16_copies_used();
 
 /// Multiply-add count of einsum(a, b) -> out: the product of the sizes of all distinct dims.

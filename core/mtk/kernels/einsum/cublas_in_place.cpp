@@ -1,9 +1,9 @@
 // einsum body on an NVIDIA GPU: one pointer-batched cuBLAS call with every operand and the result
 // read and written in place through leading dims (the arrangement the host BLAS body uses,
 // impl/einsum_in_place.hpp), so attention's [batch, length, heads, d_kv] operands need no
-// transposed copies; bf16 operands converted whole (their layout kept) and multiplied on the
-// tensor cores.
-#include <mtk/kernels/bfloat16_convert.hpp>
+// transposed copies; bf16 operands converted whole (their layout kept; a weight's copy kept for
+// the run where the program's bf16 reuse plan says so) and multiplied on the tensor cores.
+#include <mtk/kernels/bf16_copies.hpp>
 #include <mtk/kernels/impl/cublas_gemm.hpp>
 #include <mtk/kernels/impl/einsum_in_place.hpp>
 #include <mtk/kernels/impl/einsum_spec.hpp>
@@ -38,7 +38,8 @@ Kokkos::View<std::uintptr_t*> addresses(const ExecSpace& space, const InPlacePro
 }  // namespace
 
 FView cublas_in_place(const ExecSpace& space, Operand a, Operand b, const Shape& out_shape,
-                      const Plan& plan, const Sizes& sizes, const FView& into, bool bf16) {
+                      const Plan& plan, const Sizes& sizes, const FView& into, bool bf16,
+                      const Sources& sources) {
   const char* where = "mtk::kernels::einsum";
   const InPlaceProduct p = arrange_in_place(space, a, b, out_shape, plan, sizes);
   // Accumulating (beta = 1) straight into `into` when the result lies in out's order.
@@ -67,14 +68,9 @@ FView cublas_in_place(const ExecSpace& space, Operand a, Operand b, const Shape&
     else
       impl::cublas_gemm_pointers(space, g, at + nb, at, ct);
   } else {
-    const char* label = "mtk::kernels::einsum bf16 operand";
-    const char* conversion = "mtk::kernels::einsum bf16 conversion";  // as the other bodies'
-    const auto na = static_cast<std::int64_t>(a.x.extent(0));
-    const auto nbx = static_cast<std::int64_t>(b.x.extent(0));
-    const auto a16 = impl::alloc<std::uint16_t>(label, na);
-    const auto b16 = impl::alloc<std::uint16_t>(label, nbx);
-    convert_to_bfloat16_bits(space, conversion, a.x.data(), a16.data(), na);
-    convert_to_bfloat16_bits(space, conversion, b.x.data(), b16.data(), nbx);
+    // Converted whole (layout kept), or the copy a bf16 reuse plan keeps of the source.
+    const auto a16 = bf16_operand(space, a.x, sources.a, sources.reuse, false);
+    const auto b16 = bf16_operand(space, b.x, sources.b, sources.reuse, true);
     const auto ptr = addresses(space, p, nb, a16.data(), 2, b16.data(), 2, c.data());
     const auto* at = reinterpret_cast<const std::uint16_t* const*>(ptr.data());
     const auto* ct = reinterpret_cast<float* const*>(ptr.data() + 2 * nb);

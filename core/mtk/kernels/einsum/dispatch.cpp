@@ -111,7 +111,8 @@ FView contract(const ExecSpace& space, Backend backend, const Operand& a, const 
     }
     case Backend::cublas_in_place:
       return cublas_in_place(space, a, b, out_shape, plan, sizes, into,
-                             precision == Precision::bfloat16 && converts_bf16_operands(backend));
+                             precision == Precision::bfloat16 && converts_bf16_operands(backend),
+                             sources);
     case Backend::packed_kokkos_gemm:
       break;
   }
@@ -220,8 +221,10 @@ bool bf16_gemm_is_emulated() {
 }
 
 bool bf16_copies_used() {
-  return einsum_impl::host_space && bf16_gemm() == Bf16Gemm::onednn &&
-         einsum_impl::onednn_is_native();
+  using namespace einsum_impl;
+  if (impl::cublas_available())  // the in-place cuBLAS body reads operands at their sources
+    return bf16_gemm() == Bf16Gemm::cublas && in_place_enabled();
+  return host_space && bf16_gemm() == Bf16Gemm::onednn && onednn_is_native();
 }
 
 std::string bf16_gemm_description() {

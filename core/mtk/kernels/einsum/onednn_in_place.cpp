@@ -32,44 +32,6 @@ BitBuffers& bit_buffers() {
   return *r;
 }
 
-// x as bf16 bit patterns in out (at least as long).
-void convert(const ExecSpace& space, const FView& x, const Bits& out) {
-  convert_to_bfloat16_bits(space, "mtk::kernels::einsum bf16 conversion", x.data(), out.data(),
-                           static_cast<std::int64_t>(x.extent(0)));
-}
-
-// x as bf16 bit patterns in `reuse` (grown when too small).
-Bits to_bits(const ExecSpace& space, const FView& x, Bits& reuse) {
-  const auto n = static_cast<std::int64_t>(x.extent(0));
-  if (static_cast<std::int64_t>(reuse.extent(0)) < n) {
-    reuse = Bits();  // free before allocating the larger one
-    reuse = Bits(Kokkos::view_alloc(std::string("mtk::kernels::einsum bf16 operand"),
-                                    Kokkos::WithoutInitializing),
-                 static_cast<size_t>(n));
-  }
-  convert(space, x, reuse);
-  return reuse;
-}
-
-// The bf16 copy of operand x (`second`: b): the kept copy of its source when reuse has one, else
-// converted into a new buffer it keeps (when asked to) or into `scratch`. Only an operand still
-// at its caller's address is looked up or kept.
-Bits bf16_operand(const ExecSpace& space, const FView& x, const float* source,
-                  const Bf16Reuse* reuse, bool second, Bits& scratch) {
-  const auto n = static_cast<std::int64_t>(x.extent(0));
-  if (!reuse || !reuse->copies || x.data() != source)
-    return to_bits(space, x, scratch);
-  if (Bits kept = reuse->copies->find(source, n); kept.data())
-    return kept;
-  if (!(second ? reuse->keep_b : reuse->keep_a))
-    return to_bits(space, x, scratch);
-  // From the program's buffer pool: the same sizes come back every run.
-  const Bits own = impl::alloc<std::uint16_t>("mtk::kernels::einsum bf16 operand copy", n);
-  convert(space, x, own);
-  reuse->copies->keep(source, n, own);
-  return own;
-}
-
 // Row and column strides of a row-major [rows][cols] matrix stored as op ('N') or transposed.
 void matrix_strides(char op, std::int64_t ld, std::int64_t* s) {
   s[0] = op == 'N' ? ld : 1;
@@ -134,8 +96,8 @@ bool onednn_in_place(const ExecSpace& space, Operand& a, Operand& b, const Shape
     const void *ap = a.x.data(), *bp = b.x.data();
     Bits a16, b16;
     if (bf16) {
-      a16 = bf16_operand(space, a.x, sources.a, sources.reuse, false, bit_buffers().a);
-      b16 = bf16_operand(space, b.x, sources.b, sources.reuse, true, bit_buffers().b);
+      a16 = bf16_operand(space, a.x, sources.a, sources.reuse, false, &bit_buffers().a);
+      b16 = bf16_operand(space, b.x, sources.b, sources.reuse, true, &bit_buffers().b);
       ap = a16.data();
       bp = b16.data();
     }

@@ -47,8 +47,9 @@ enum class Backend { host_blas_in_place, packed_kokkos_gemm, onednn_in_place, cu
 /// takes the host BLAS / packed path instead, decided in contract().
 Backend choose_backend(Precision precision);
 
-/// Where the oneDNN bf16 body finds and keeps operand copies (kernels/bf16_copies.hpp): only for
-/// an operand still at its source address (no presum or transposed copy in between).
+/// Where the oneDNN and cuBLAS in-place bf16 bodies find and keep operand copies
+/// (kernels/bf16_copies.hpp): only for an operand still at its source address (no presum or
+/// transposed copy in between).
 struct Sources {
   const Bf16Reuse* reuse = nullptr;
   const float *a = nullptr, *b = nullptr;  // the caller's operands
@@ -74,9 +75,11 @@ FView host_blas_in_place(const ExecSpace& space, Operand a, Operand b, const Sha
 FView packed_gemm(const ExecSpace& space, Operand a, Operand b, const Shape& out_shape,
                   const Plan& plan, const Sizes& sizes, const FView& into = {}, bool bf16 = false);
 /// One pointer-batched cuBLAS call on the operands in place (CUDA builds; elsewhere it fails).
-/// bf16: the operands converted to bf16 storage whole, the product on the tensor cores.
+/// bf16: the operands converted to bf16 storage whole (or their kept copies, `sources`), the
+/// product on the tensor cores.
 FView cublas_in_place(const ExecSpace& space, Operand a, Operand b, const Shape& out_shape,
-                      const Plan& plan, const Sizes& sizes, const FView& into, bool bf16);
+                      const Plan& plan, const Sizes& sizes, const FView& into, bool bf16,
+                      const Sources& sources = {});
 /// One oneDNN matmul on the operands in place (host memory): true with the result in `out`, or
 /// false when oneDNN declines the product (no descriptor, its reference code, or not its brgemm
 /// kernels when `only_brgemm`); a and b are left arranged (impl/einsum_in_place.hpp) either way,
