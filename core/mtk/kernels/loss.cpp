@@ -43,10 +43,8 @@ using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
 void stats_by_teams(const ExecSpace& space, const char* where, const FView& x, const IView& targets,
                     std::int64_t origin, std::int64_t n, std::int64_t V, std::int64_t inner,
                     const FView& st) {
-  if (n > std::numeric_limits<int>::max())
-    fail(where, cat("too many rows (", n, ") for a team each"));
   Kokkos::parallel_for(
-      where, TeamPolicy(space, static_cast<int>(n), Kokkos::AUTO),
+      where, TeamPolicy(space, impl::team_league(where, n), Kokkos::AUTO),
       KOKKOS_LAMBDA(const TeamPolicy::member_type& tm) {
         const std::int64_t row = tm.league_rank();
         const std::int64_t base = (row / inner) * V * inner + row % inner;

@@ -10,7 +10,6 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
-#include <limits>
 
 namespace mtk::kernels {
 namespace detail::norm_impl {
@@ -71,10 +70,8 @@ using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
 template <class F>
 void team_row_sums(const ExecSpace& space, const char* where, std::int64_t rows, std::int64_t n,
                    std::int64_t inner, const FView& out, const F& f) {
-  if (rows > std::numeric_limits<int>::max())
-    fail(where, cat("too many rows (", rows, ") for a team each"));
   Kokkos::parallel_for(
-      where, TeamPolicy(space, static_cast<int>(rows), Kokkos::AUTO),
+      where, TeamPolicy(space, impl::team_league(where, rows), Kokkos::AUTO),
       KOKKOS_LAMBDA(const TeamPolicy::member_type& t) {
         const std::int64_t row = t.league_rank();
         const std::int64_t base = (row / inner) * n * inner + row % inner;

@@ -239,11 +239,10 @@ void row_reduction_by_teams(const ExecSpace& space, const View<T>& x, const View
   using Acc = AccOf<T, F>;
   using C = Combine<T, Acc, F>;
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  if (out_n > std::numeric_limits<int>::max())
-    fail("mtk::kernels::reduce", cat("too many rows (", out_n, ") for a team each"));
+  const char* label = "mtk::kernels::reduce";
   const Acc init = identity<T, F>();
   Kokkos::parallel_for(
-      "mtk::kernels::reduce", Policy(space, static_cast<int>(out_n), Kokkos::AUTO),
+      label, Policy(space, impl::team_league(label, out_n), Kokkos::AUTO),
       KOKKOS_LAMBDA(const Policy::member_type& t) {
         const std::int64_t base = static_cast<std::int64_t>(t.league_rank()) * nred;
         Acc a = init;

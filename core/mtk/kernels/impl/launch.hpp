@@ -2,12 +2,14 @@
 // Allocation and launch policy shared by every kernel: labelled, uninitialised Views and ranges on
 // the caller's execution space instance.
 
+#include <mtk/base/error.hpp>
 #include <mtk/base/exec_space.hpp>
 
 #include <Kokkos_Core.hpp>
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 namespace mtk::kernels::impl {
@@ -33,6 +35,14 @@ inline std::atomic<bool>& forced_device_paths() {
 /// always on a device, on the host where a test forces them.
 inline bool device_paths() {
   return !host_exec || forced_device_paths().load(std::memory_order_relaxed);
+}
+
+/// A league of one team per row (the GPU forms of row reductions): `rows` as the int that
+/// Kokkos::TeamPolicy takes, or an error naming `where`.
+inline int team_league(const char* where, std::int64_t rows) {
+  if (rows > std::numeric_limits<int>::max())
+    fail(where, cat("too many rows (", rows, ") for a team each"));
+  return static_cast<int>(rows);
 }
 
 /// [0, n) on `space`.
