@@ -3,7 +3,8 @@
 // the same band mask, forward and gradients; split over the length (with batch and heads) on 1,
 // 2, 4 and 8 ranks against one; a window of the whole length is full causal attention; a tiny
 // language model with a window trains alike on every layout, and in blocks wider than the window
-// (model.local_attention_block) as in blocks of the window; the errors.
+// (model.local_attention_block) as in blocks of the window; with the overlap every exchange has a
+// product between its start and finish; the errors.
 
 #include <mtk/base/error.hpp>
 #include <mtk/nn/nn.hpp>
@@ -14,6 +15,7 @@
 #include "error_text.hpp"
 #include "model_fixtures.hpp"
 #include "mtk_invariance_check.hpp"
+#include "option_scope.hpp"
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -398,6 +400,28 @@ TEST(LocalAttentionLowering, ASplitLengthStaysSplit) {
   const auto& calls = p->counters().comm_calls;
   EXPECT_EQ(calls.count(Collective::allconcat), 0u) << p->explain();
   EXPECT_EQ(calls.count(Collective::alltoall), 0u) << p->explain();
+}
+
+// With the overlap (MTK_OVERLAP_HALO=1) every exchange of the layer, forward and backward, has a
+// matrix product between its start and its finish: the keys' runs while the values are
+// projected; the values' and the mask's (positions, segment ids) while the logits are made, as a
+// finish moves down with the reshapes and elementwise steps on its output to the first product
+// that reads it; backward, the halo_reduces while the other gradient products run.
+TEST(LocalAttentionLowering, EveryExchangeHasAProductBetween) {
+  if (world_size() == 1)
+    GTEST_SKIP() << "no exchange to overlap on one rank";
+  const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});
+  Graph g;
+  BuiltGraph b = attention_case("split", Kind::local, 3, 4, {}).build(g);
+  gradients(b.loss, g.trainable_variables());
+  Mesh mesh(MeshShape::parse("x:" + std::to_string(world_size())), MPI_COMM_WORLD);
+  auto p = lower(g, mesh, LayoutRules::parse("length:x"));
+  const auto& records = p->counters().halo_exchanges;
+  EXPECT_EQ(records.size(), 6u);  // k, v, positions, segments; the gradients of k and v
+  for (const auto& e : records)
+    EXPECT_FALSE(e.gemm_between.empty())
+        << "exchange of " << e.bytes << " bytes, steps " << e.start << ".." << e.finish;
+  EXPECT_EQ(p->overlapped_halos(), 6);
 }
 
 // -------------------------------------------------------------------------------- errors

@@ -168,10 +168,8 @@ std::vector<int> sunk_order(const StepRefs& steps, int k, int s, const std::vect
 // dims' exchanges, whose inputs and outputs chain to the layer's other steps) takes one from
 // before its start, with the steps between that depend on it, if no exchange loses its last
 // product: a filter gradient's einsum and allreduce, which the input gradient does not wait for.
-// Returns how many exchanges had no step at all between before.
-int sink_products(std::vector<Program::Step>& steps, const StorageRoots& roots) {
+void sink_products(std::vector<Program::Step>& steps, const StorageRoots& roots) {
   constexpr int kTries = 16, kReach = 256;  // products looked at, steps back, per exchange
-  int gained = 0;
   StepRefs cur;
   for (auto& st : steps)
     cur.push_back(&st);
@@ -183,7 +181,7 @@ int sink_products(std::vector<Program::Step>& steps, const StorageRoots& roots) 
     std::vector<bool> is_halo(cur.size(), false);
     for (const auto& [a, b] : ws)
       is_halo[static_cast<size_t>(a)] = is_halo[static_cast<size_t>(b)] = true;
-    const auto [s, f] = ws[e];
+    const int s = ws[e].first;
     int tries = 0;
     for (int k = s - 1; k >= std::max(0, s - kReach) && tries < kTries; --k) {
       if (cur[static_cast<size_t>(k)]->gemms.empty() || is_halo[static_cast<size_t>(k)])
@@ -201,7 +199,6 @@ int sink_products(std::vector<Program::Step>& steps, const StorageRoots& roots) 
         keeps = keeps && (!had[w] || now[w]);
       if (!keeps)
         continue;
-      gained += f == s + 1;
       cur = std::move(next);
       had = now;
       break;
@@ -212,13 +209,46 @@ int sink_products(std::vector<Program::Step>& steps, const StorageRoots& roots) 
   for (Program::Step* st : cur)
     out.push_back(std::move(*st));
   steps = std::move(out);
-  return gained;
+}
+
+// Moves finish `f` down with the steps that need its output and make no product (a reshape of
+// the widened block, the elementwise steps on it), past every step that needs none of them, until
+// a product or another exchange's step needs what moves: the window then ends at the first
+// product reading the halo, not at a reshape of it.
+void sink_finish(std::vector<Program::Step>& steps, int f, const StorageRoots& roots) {
+  auto conflict = [&](const Program::Step& a, const Program::Step& b) {
+    return !independent(a, b, roots) || !independent(b, a, roots);
+  };
+  std::vector<int> tokens;  // a finish reads its start's token
+  for (const Program::Step& st : steps)
+    if (st.kind == halo_start_step.def && !st.writes.empty())
+      tokens.push_back(st.writes.front());
+  auto exchange_step = [&](const Program::Step& st) {
+    return st.kind == halo_start_step.def || st.kind == halo_copy_step.def ||
+           meets(st.reads, tokens);
+  };
+  const int n = static_cast<int>(steps.size());
+  int begin = f, end = f + 1;  // what moves: [begin, end), the finish first
+  while (end < n) {
+    const Program::Step& t = steps[static_cast<size_t>(end)];
+    bool needs = false;
+    for (int m = begin; m < end && !needs; ++m)
+      needs = conflict(steps[static_cast<size_t>(m)], t);
+    if (!needs) {  // t goes before what moves
+      std::rotate(steps.begin() + begin, steps.begin() + end, steps.begin() + end + 1);
+      ++begin;
+      ++end;
+      continue;
+    }
+    if (!t.gemms.empty() || exchange_step(t) || end - begin == kMaxMoved)
+      break;
+    ++end;  // t moves along
+  }
 }
 
 }  // namespace
 
 int overlap_halos(std::vector<Program::Step>& steps) {
-  int overlapped = 0;
   const int n = static_cast<int>(steps.size());
   const StorageRoots roots(steps);  // the moves change no step's reads or writes
   for (int s = 0; s < n; ++s) {
@@ -238,20 +268,21 @@ int overlap_halos(std::vector<Program::Step>& steps) {
       std::swap(steps[static_cast<size_t>(start)], steps[static_cast<size_t>(start - 1)]);
       --start;
     }
-    // Down, until the output's first reader.
-    while (f + 1 < n &&
-           independent(steps[static_cast<size_t>(f)], steps[static_cast<size_t>(f + 1)], roots)) {
-      std::swap(steps[static_cast<size_t>(f)], steps[static_cast<size_t>(f + 1)]);
-      ++f;
-    }
-    // Overlapped: a step between that is not the exchange's own interior copy.
-    for (int k = start + 1; k < f; ++k)
+    sink_finish(steps, f, roots);
+  }
+  sink_products(steps, roots);
+  // Overlapped, in the final order: a step between that is not an exchange's interior copy.
+  StepRefs refs;
+  for (auto& st : steps)
+    refs.push_back(&st);
+  int overlapped = 0;
+  for (const auto& [s, f] : windows(refs))
+    for (int k = s + 1; k < f; ++k)
       if (steps[static_cast<size_t>(k)].kind != halo_copy_step.def) {
         ++overlapped;
         break;
       }
-  }
-  return overlapped + sink_products(steps, roots);
+  return overlapped;
 }
 
 std::vector<Counters::Exchange> record_halo_exchanges(const std::vector<Program::Step>& steps) {
