@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -389,14 +390,20 @@ TEST(LocalAttentionModel, RecomputeOnASplitLengthIsBitwiseNone) {
   }
 }
 
+// The layer (window 3, blocks of 4) and its gradients in `g`, lowered with the length split over
+// every rank.
+std::unique_ptr<Program> lowered_split_layer(Graph& g) {
+  BuiltGraph b = attention_case("split", Kind::local, 3, 4, {}).build(g);
+  gradients(b.loss, g.trainable_variables());
+  const Mesh mesh(MeshShape::parse("x:" + std::to_string(world_size())), MPI_COMM_WORLD);
+  return lower(g, mesh, LayoutRules::parse("length:x"));
+}
+
 TEST(LocalAttentionLowering, ASplitLengthStaysSplit) {
   // The blocked reshapes are local and the halo goes to the neighbours: no allconcat or alltoall
   // of the length, forward or backward (halo traffic is not yet counted, docs/spatial.md).
   Graph g;
-  BuiltGraph b = attention_case("split", Kind::local, 3, 4, {}).build(g);
-  gradients(b.loss, g.trainable_variables());
-  Mesh mesh(MeshShape::parse("x:" + std::to_string(world_size())), MPI_COMM_WORLD);
-  auto p = lower(g, mesh, LayoutRules::parse("length:x"));
+  const auto p = lowered_split_layer(g);
   const auto& calls = p->counters().comm_calls;
   EXPECT_EQ(calls.count(Collective::allconcat), 0u) << p->explain();
   EXPECT_EQ(calls.count(Collective::alltoall), 0u) << p->explain();
@@ -412,10 +419,7 @@ TEST(LocalAttentionLowering, EveryExchangeHasAProductBetween) {
     GTEST_SKIP() << "no exchange to overlap on one rank";
   const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});
   Graph g;
-  BuiltGraph b = attention_case("split", Kind::local, 3, 4, {}).build(g);
-  gradients(b.loss, g.trainable_variables());
-  Mesh mesh(MeshShape::parse("x:" + std::to_string(world_size())), MPI_COMM_WORLD);
-  auto p = lower(g, mesh, LayoutRules::parse("length:x"));
+  const auto p = lowered_split_layer(g);
   const auto& records = p->counters().halo_exchanges;
   EXPECT_EQ(records.size(), 6u);  // k, v, positions, segments; the gradients of k and v
   for (const auto& e : records)

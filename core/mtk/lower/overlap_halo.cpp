@@ -215,14 +215,12 @@ void sink_products(std::vector<Program::Step>& steps, const StorageRoots& roots)
 // the widened block, the elementwise steps on it), past every step that needs none of them, until
 // a product or another exchange's step needs what moves: the window then ends at the first
 // product reading the halo, not at a reshape of it.
-void sink_finish(std::vector<Program::Step>& steps, int f, const StorageRoots& roots) {
+// `tokens`: every start's token (a finish reads its start's).
+void sink_finish(std::vector<Program::Step>& steps, int f, const StorageRoots& roots,
+                 const std::vector<int>& tokens) {
   auto conflict = [&](const Program::Step& a, const Program::Step& b) {
     return !independent(a, b, roots) || !independent(b, a, roots);
   };
-  std::vector<int> tokens;  // a finish reads its start's token
-  for (const Program::Step& st : steps)
-    if (st.kind == halo_start_step.def && !st.writes.empty())
-      tokens.push_back(st.writes.front());
   auto exchange_step = [&](const Program::Step& st) {
     return st.kind == halo_start_step.def || st.kind == halo_copy_step.def ||
            meets(st.reads, tokens);
@@ -251,6 +249,10 @@ void sink_finish(std::vector<Program::Step>& steps, int f, const StorageRoots& r
 int overlap_halos(std::vector<Program::Step>& steps) {
   const int n = static_cast<int>(steps.size());
   const StorageRoots roots(steps);  // the moves change no step's reads or writes
+  std::vector<int> tokens;
+  for (const Program::Step& st : steps)
+    if (st.kind == halo_start_step.def && !st.writes.empty())
+      tokens.push_back(st.writes.front());
   for (int s = 0; s < n; ++s) {
     if (steps[static_cast<size_t>(s)].kind != halo_start_step.def)
       continue;
@@ -268,7 +270,7 @@ int overlap_halos(std::vector<Program::Step>& steps) {
       std::swap(steps[static_cast<size_t>(start)], steps[static_cast<size_t>(start - 1)]);
       --start;
     }
-    sink_finish(steps, f, roots);
+    sink_finish(steps, f, roots, tokens);
   }
   sink_products(steps, roots);
   // Overlapped, in the final order: a step between that is not an exchange's interior copy.
