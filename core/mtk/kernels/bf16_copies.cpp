@@ -16,6 +16,11 @@ Bf16Copies::Bits Bf16Copies::find(const float* source, std::int64_t n) const {
   return it->second.bits;
 }
 
+Bf16Copies::Bits Bf16Copies::take(const float* source, std::int64_t n) const {
+  const auto it = entries_.find(source);
+  return it == entries_.end() || it->second.n != n ? Bits() : it->second.bits;
+}
+
 void Bf16Copies::keep(const float* source, std::int64_t n, Bits bits) {
   forget(source);
   bytes_ += static_cast<std::int64_t>(bits.extent(0) * sizeof(std::uint16_t));

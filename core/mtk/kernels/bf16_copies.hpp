@@ -21,6 +21,9 @@ class Bf16Copies {
   using Bits = Kokkos::View<std::uint16_t*>;
   /// The copy of the `n` floats at `source`, or an empty View.
   Bits find(const float* source, std::int64_t n) const;
+  /// find() for a holder that takes the copy over (mtk/lower/bf16_activations.hpp), not
+  /// counted in hits().
+  Bits take(const float* source, std::int64_t n) const;
   /// Keeps `bits` as the copy of the `n` floats at `source` (replacing an older one).
   void keep(const float* source, std::int64_t n, Bits bits);
   /// Drops the copy of the floats at `source`, if any (its source is rewritten or freed).

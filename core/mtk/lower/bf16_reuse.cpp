@@ -7,7 +7,8 @@ namespace mtk {
 
 Bf16ReusePlan plan_bf16_reuse(std::vector<Program::Step>& steps, std::size_t tensors,
                               const std::set<int>& variables,
-                              const std::vector<std::int64_t>& elements) {
+                              const std::vector<std::int64_t>& elements,
+                              const std::map<int, int>& stored) {
   Bf16ReusePlan plan;
   plan.keep.assign(tensors, false);
   plan.drop_after.assign(steps.size(), {});
@@ -20,9 +21,19 @@ Bf16ReusePlan plan_bf16_reuse(std::vector<Program::Step>& steps, std::size_t ten
       last[k] = static_cast<int>(s);
       ++reads[k];
     }
+  for (const auto& [t, narrow] : stored) {
+    const auto k = static_cast<size_t>(t);
+    plan.keep[k] = true;
+    ++plan.kept_tensors;
+    if (first[k] < 0 || first[k] >= narrow)
+      continue;  // no bf16 reader before the bits are made: nothing to hold
+    const std::int64_t words = (elements[k] + 1) / 2;
+    for (int s = first[k]; s < narrow; ++s)
+      steps[static_cast<size_t>(s)].scratch.emplace_back(DType::float32, words);
+  }
   for (size_t k = 0; k < tensors; ++k) {
     const int t = static_cast<int>(k);
-    if (reads[k] < 2)
+    if (reads[k] < 2 || stored.count(t))
       continue;
     const bool variable = variables.count(t) > 0;
     // A tensor rewritten in place between its readers (an allreduce of a pending sum) is not kept.

@@ -11,6 +11,7 @@
 #include <mtk/lower/program.hpp>
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -29,9 +30,14 @@ constexpr int bf16_copy_window = 8;
 /// The plan for `steps` over `tensors` tensors; `variables`: the variable tensors; `elements[t]`:
 /// elements of t's slice. Adds each kept copy of a non-variable (2 bytes per element) to the
 /// scratch of every step it is held across, so the memory prediction counts it; the variables'
-/// copies are in variable_copy_bytes.
+/// copies are in variable_copy_bytes. `stored`: activations kept as bf16
+/// (mtk/lower/bf16_activations.hpp), each with the index of the step that makes its bits: they
+/// keep their copies (the forward's first bf16 reader makes it, and that step takes it; each
+/// value made again from the bits carries them as its copy), held as scratch from that reader to
+/// the step before.
 Bf16ReusePlan plan_bf16_reuse(std::vector<Program::Step>& steps, std::size_t tensors,
                               const std::set<int>& variables,
-                              const std::vector<std::int64_t>& elements);
+                              const std::vector<std::int64_t>& elements,
+                              const std::map<int, int>& stored = {});
 
 }  // namespace mtk

@@ -70,6 +70,7 @@ std::unique_ptr<Program> Lowering::run() {
         runtime_options().overlap_allgather() ? gathers_ : GatherSpecs());  // MTK_OVERLAP_ALLGATHER
   if (runtime_options().overlap_halo())                                     // MTK_OVERLAP_HALO
     p_->overlapped_halos_ = overlap_halos(p_->steps_);
+  store_bf16_activations();
   plan_bf16_copies();
   plan_in_place_updates();
   finish();
@@ -446,7 +447,8 @@ void Lowering::plan_bf16_copies() {
   std::vector<std::int64_t> elements(p_->layouts_.size());
   for (size_t t = 0; t < elements.size(); ++t)
     elements[t] = local(static_cast<int>(t)).num_elements();
-  Bf16ReusePlan plan = plan_bf16_reuse(p_->steps_, elements.size(), variables, elements);
+  Bf16ReusePlan plan =
+      plan_bf16_reuse(p_->steps_, elements.size(), variables, elements, bf16_stored_);
   p_->bf16_keep_ = std::move(plan.keep);
   p_->bf16_drop_after_ = std::move(plan.drop_after);
   p_->bf16_kept_tensors_ = plan.kept_tensors;

@@ -132,6 +132,10 @@ class Lowering {
   void mark_bf16_reads(std::vector<int> tensors) {
     p_->steps_.back().bf16_reads = std::move(tensors);
   }
+  /// Of those, the tensors the step reads only through their bf16 rounding (Step::bf16_exact_reads).
+  void mark_bf16_exact_reads(std::vector<int> tensors) {
+    p_->steps_.back().bf16_exact_reads = std::move(tensors);
+  }
   /// Declares that tensor t's buffer is a variable's own storage (written in place by its step):
   /// the memory prediction counts no bytes for it.
   void mark_in_variable_storage(int t) { in_variable_storage_.insert(t); }
@@ -203,6 +207,7 @@ class Lowering {
  private:
   int reduce_scatter_pending(int t, const std::vector<int>& to);
   void plan_bf16_copies();
+  void store_bf16_activations();
   void plan_in_place_updates();
   void rewiden_bf16_variables();
   void finish();
@@ -224,6 +229,7 @@ class Lowering {
   std::map<int, std::vector<std::pair<int, bool>>> assigned_;  // variable -> (value, replaces)
   std::set<int> widened_variables_;            // bfloat16 variables: their tensor is a float32 copy
   std::int64_t bf16_variable_copy_bytes_ = 0;  // plan_bf16_copies()
+  std::map<int, int> bf16_stored_;  // store_bf16_activations(): tensor -> its narrowing step
   std::vector<std::pair<DType, std::int64_t>> stored_;   // bfloat16 variables' storage (elements)
   bool communicates_ = false;                            // count_comm since the last step
   std::vector<std::pair<DType, std::int64_t>> scratch_;  // add_scratch since the last step

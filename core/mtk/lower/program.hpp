@@ -216,6 +216,10 @@ class Program {
     /// passes that copy and move steps, for Counters::halo_exchanges.
     std::vector<std::pair<double, std::int64_t>> gemms = {};
     std::vector<std::pair<Counters::CommGroup, std::int64_t>> comm = {};
+    /// Of bf16_reads, the tensors whose values enter the step only through their bf16 rounding
+    /// (an operand with no dim summed before the rounding): bf16 values in their place give the
+    /// same result (mtk/lower/bf16_activations.hpp).
+    std::vector<int> bf16_exact_reads = {};
   };
 
   /// Runs one step of the program. `feeds` maps placeholder tensors to their global values

@@ -163,8 +163,23 @@ void add_contraction_step(Lowering& l, int a, int c, int y, Precision precision,
       flops + (sum >= 0 ? static_cast<double>(ly.num_elements()) : 0.0));
   if (sum >= 0)
     l.allow_overwrite(y, sum);  // the sum is read before its place is written
-  if (bf16)
-    l.mark_bf16_reads({a, c});
+  if (!bf16)
+    return;
+  l.mark_bf16_reads({a, c});
+  // An operand with a dim neither the other operand nor the output has is summed in float32
+  // before its rounding (kernels/einsum.hpp): its exact values matter.
+  auto rounded_only = [&](const Shape& x, const Shape& other) {
+    for (const auto& d : x.dims())
+      if (!other.contains(d.name) && !ly.contains(d.name))
+        return false;
+    return true;
+  };
+  std::vector<int> exact;
+  if (a != sum && rounded_only(la, lc))
+    exact.push_back(a);
+  if (c != sum && c != a && rounded_only(lc, la))
+    exact.push_back(c);
+  l.mark_bf16_exact_reads(std::move(exact));
 }
 
 void lower_einsum(Lowering& l, const EinsumAttrs& attrs) {
