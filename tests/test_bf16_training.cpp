@@ -4,6 +4,7 @@
 
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/einsum.hpp>
+#include <mtk/lower/bf16_activations.hpp>
 #include <mtk/lower/bf16_reuse.hpp>
 #include <mtk/lower/overlap.hpp>
 #include <mtk/nn/nn.hpp>
@@ -73,6 +74,49 @@ std::vector<double> train(const std::string& dtype, const Mesh& mesh, const Layo
   if (inspect)
     inspect(*p);
   return losses;
+}
+
+// A bf16 run with activations stored as bf16 (MTK_BF16_ACTIVATIONS = `stored`) or not: its
+// losses, every variable after it, and the value of `fetch` (a graph tensor; -1: none) in its last
+// step.
+struct Bf16Run {
+  std::vector<double> losses;
+  std::vector<std::vector<float>> weights;
+  std::vector<float> fetched;
+  std::vector<int> stored;
+  std::int64_t peak = 0, copies_left = 0;
+};
+
+Bf16Run run_bf16(const Mesh& mesh, const LayoutRules& rules, const char* stored, int fetch = -1,
+                 int steps = 3) {
+  const OptionScope o({{"MTK_BF16_ACTIVATIONS", stored}});
+  Graph g;
+  const auto c = small_config("bfloat16");
+  nn::ModelGraph m = nn::build_transformer(g, c, /*training=*/true, /*seed=*/3);
+  optim::Adam opt;
+  optim::LearningRateSchedule lr;
+  lr.kind = optim::LearningRateSchedule::Kind::constant;
+  lr.value = 0.01;
+  optim::minimize(m.loss, opt, lr);
+  std::map<int, HostTensor> feeds;
+  feed(m, c, feeds);
+  auto p = lower(g, mesh, rules);
+  Bf16Run r;
+  for (int s = 0; s < steps; ++s) {
+    std::vector<Tensor> fetches{m.loss};
+    if (fetch >= 0 && s + 1 == steps)
+      fetches.emplace_back(&g, fetch);
+    const auto out = p->run(feeds, fetches);
+    r.losses.push_back(out[0].at(0));
+    if (fetches.size() > 1)
+      r.fetched = out[1].values<float>();
+  }
+  for (const auto& name : p->variable_names())
+    r.weights.push_back(p->variable_value(name).values<float>());
+  r.stored = p->bf16_stored_activations();
+  r.peak = p->counters().peak_bytes;
+  r.copies_left = p->bf16_copies().bytes();
+  return r;
 }
 
 // Kokkos kernel and region counts while alive: bf16 rounding passes and two-operand einsums.
@@ -278,4 +322,125 @@ TEST(Bf16Training, ConfigNamesTheAllowedDtypes) {
   EXPECT_EQ(small_config("bfloat16").contraction_precision(), Precision::bfloat16);
   EXPECT_EQ(small_config("float32").contraction_precision(), Precision::float32);
   EXPECT_NE(small_config("bfloat16").to_string().find("bfloat16"), std::string::npos);
+}
+
+// Activations kept as bf16 between the forward and the backward (MTK_BF16_ACTIVATIONS,
+// mtk/lower/bf16_activations.hpp) are read only by bf16 contractions, which round them anyway:
+// training is bitwise the same with and without, on each bf16 path, every mesh of the world and
+// data and model parallel layouts, and the prediction holds less.
+TEST(Bf16Activations, StoredActivationsChangeNothing) {
+  std::vector<kernels::Bf16Gemm> paths{kernels::Bf16Gemm::emulate};
+  try {
+    kernels::set_bf16_gemm(kernels::Bf16Gemm::onednn);
+    if (kernels::bf16_copies_used())
+      paths.push_back(kernels::Bf16Gemm::onednn);
+  } catch (const Error&) {
+  }
+  kernels::reset_bf16_gemm();
+  for (const auto path : paths) {
+    kernels::set_bf16_gemm(path);
+    for (const auto& mshape : meshes_of_size(world_size())) {
+      const Mesh mesh(mshape, MPI_COMM_WORLD);
+      for (const std::string layout : {"batch:@0", "vocab:@0;d_ff:@0;heads:@0"}) {
+        const std::string where =
+            kernels::bf16_gemm_description() + ", " + mshape.to_string() + " layout " + layout;
+        const Bf16Run off = run_bf16(mesh, instantiate(layout, mshape), "0");
+        const Bf16Run on = run_bf16(mesh, instantiate(layout, mshape), "1");
+        EXPECT_TRUE(off.stored.empty()) << where;
+        EXPECT_FALSE(on.stored.empty()) << where;
+        EXPECT_EQ(on.losses, off.losses) << where;
+        EXPECT_EQ(on.weights, off.weights) << where;
+        EXPECT_LT(on.peak, off.peak) << where << ": the prediction holds no less";
+        EXPECT_EQ(on.copies_left, 0) << where << ": copies outlived the run";
+      }
+    }
+    kernels::reset_bf16_gemm();
+  }
+}
+
+// A run that fetches a stored activation gets its float32 values, not the bf16 ones its distant
+// readers see, and the same results.
+TEST(Bf16Activations, AFetchedActivationKeepsItsFloat32Values) {
+  const Mesh mesh(MeshShape::parse("b:" + std::to_string(world_size())), MPI_COMM_WORLD);
+  const LayoutRules rules = LayoutRules::parse("batch:b");
+  const std::vector<int> stored = run_bf16(mesh, rules, "1", -1, 1).stored;
+  ASSERT_FALSE(stored.empty());
+  const int t = *std::min_element(stored.begin(), stored.end());  // a graph tensor
+  const Bf16Run off = run_bf16(mesh, rules, "0", t);
+  const Bf16Run on = run_bf16(mesh, rules, "1", t);
+  ASSERT_FALSE(off.fetched.empty());
+  EXPECT_EQ(on.fetched, off.fetched);
+  EXPECT_EQ(on.losses, off.losses);
+  EXPECT_EQ(on.weights, off.weights);
+  std::int64_t inexact = 0;  // a float32 activation holds values bf16 does not
+  for (float v : on.fetched)
+    inexact += static_cast<float>(kernels::round_to_bfloat16(v)) != v ? 1 : 0;
+  EXPECT_GT(inexact, 0);
+}
+
+// The plan (synthetic steps): where the bits are made and the float32 values made again.
+TEST(Bf16Activations, PlansTheBitsAfterTheLastOtherUseAndReloadsAfterEachGap) {
+  auto step = [](std::vector<int> reads, std::vector<int> writes, std::vector<int> exact = {}) {
+    Program::Step s{reduction_wait_kind(),
+                    "step",
+                    Program::Category::compute,
+                    false,
+                    {},
+                    {},
+                    {},
+                    {},
+                    {},
+                    {},
+                    {},
+                    {},
+                    {}};
+    s.reads = std::move(reads);
+    s.writes = std::move(writes);
+    s.bf16_reads = exact;
+    s.bf16_exact_reads = std::move(exact);
+    return s;
+  };
+  std::vector<Program::Step> steps(40, step({}, {}));
+  // 0: written at 0, read exactly at 1, otherwise at 3, exactly at 20, 22 and 35: bits after 3,
+  //    values again before 20 and 35.
+  steps[0] = step({}, {0, 1, 2, 3, 4});
+  steps[1] = step({0}, {}, {0});
+  steps[3] = step({0}, {});
+  steps[20] = step({0, 1}, {}, {0, 1});  // 1: read exactly at 20 but otherwise at 21
+  steps[21] = step({1}, {});
+  steps[22] = step({0}, {}, {0});
+  steps[35] = step({0, 2}, {}, {0, 2});  // 2: excluded
+  // 3: renamed to 5 at 4 (one buffer); 3 read exactly at 6 and 30, 5 at 7, 29 and 39: bits
+  //    after 7, 5's values again before 29 and 39, 3's before 30.
+  steps[4] = step({3}, {5});
+  steps[6] = step({3}, {}, {3});
+  steps[7] = step({5}, {}, {5});
+  steps[30] = step({3}, {}, {3});
+  steps[29] = step({5}, {}, {5});
+  steps[39] = step({5}, {}, {5});
+  steps[8] = step({4}, {}, {4});  // 4: readers 8 and 11, each within 8 steps of the use before
+  steps[11] = step({4}, {}, {4});
+  Bf16ActivationInputs in;
+  in.excluded = {2};
+  in.renames = [&](const Program::Step& s) { return &s == &steps[4]; };
+  const auto plan = plan_bf16_activations(steps, 6, in);
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[0].names, std::vector<int>{0});
+  EXPECT_EQ(plan[0].narrow_after, 3);
+  EXPECT_EQ(plan[0].widen_before, (std::vector<std::pair<int, int>>{{20, 0}, {35, 0}}));
+  EXPECT_EQ(plan[0].readers, (std::vector<int>{20, 22, 35}));
+  EXPECT_EQ(plan[1].names, (std::vector<int>{3, 5}));
+  EXPECT_EQ(plan[1].narrow_after, 7);
+  EXPECT_EQ(plan[1].widen_before, (std::vector<std::pair<int, int>>{{29, 5}, {30, 3}, {39, 5}}));
+  EXPECT_EQ(plan[1].readers, (std::vector<int>{29, 30, 39}));
+  std::vector<int> at;
+  const auto out = apply_bf16_activations(
+      steps, {plan[0]}, {6}, [&](std::size_t) { return step({0}, {6}); },
+      [&](std::size_t, int name) { return step({6}, {name}); }, at);
+  ASSERT_EQ(out.size(), steps.size() + 3);
+  EXPECT_EQ(at, std::vector<int>{4});
+  EXPECT_EQ(out[4].writes, std::vector<int>{6});          // the bits, after step 3
+  EXPECT_EQ(out[21].writes, std::vector<int>{0});         // the values again, before step 20
+  EXPECT_EQ(out[22].reads, (std::vector<int>{0, 1, 6}));  // its readers hold the bits
+  EXPECT_EQ(out[37].writes, std::vector<int>{0});         // and before step 35
 }

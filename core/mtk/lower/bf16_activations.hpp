@@ -14,16 +14,19 @@
 #include <cstdint>
 #include <functional>
 #include <set>
+#include <utility>
 #include <vector>
 
 namespace mtk {
 
 /// One activation kept as bf16 across a distance.
 struct Bf16StoredActivation {
-  int tensor = -1;
-  int narrow_after = -1;          ///< the step after which its bits are made (index in the input)
-  std::vector<int> widen_before;  ///< the steps before which its float32 values are made again
-  std::vector<int> readers;       ///< its readers after narrow_after (bf16 contractions only)
+  /// The tensor, written by a kernel, then the names renames gave its buffer.
+  std::vector<int> names;
+  int narrow_after = -1;  ///< the step after which its bits are made (index in the input)
+  /// (step, name): before the step, that name's float32 values are made again.
+  std::vector<std::pair<int, int>> widen_before;
+  std::vector<int> readers;  ///< its readers after narrow_after (bf16 contractions only)
 };
 
 struct Bf16ActivationInputs {
@@ -32,29 +35,31 @@ struct Bf16ActivationInputs {
   /// not: the in-place passes, which run later, see it read or written again.)
   std::set<int> excluded;
   /// Steps whose output may share the input's buffer (reshapes, aliases, relayouts that move
-  /// nothing): the buffer lives while either name does, so neither name is stored.
+  /// nothing): the names of one buffer are stored together, after the last rename.
   std::function<bool(const Program::Step&)> renames;
   /// The least distance (in steps) between a reader and the previous use worth the conversions.
   int gap = 8;
 };
 
-/// The activations of `steps` (over `slots` tensors) to keep as bf16: each written by one step
-/// that does not read it, neither read nor written by a rename, and after its last reader that is not an exact bf16
-/// read (or its writer), read only by exact bf16 reads, at least one of them more than `gap`
-/// steps after the previous use. The bits are made after the use before the first such gap, and
-/// float32 values again before every reader that follows a gap.
+/// The activations of `steps` (over `slots` tensors) to keep as bf16: each a tensor written by
+/// one step that does not read it, with the names renames give its buffer (each written once),
+/// that after its last use other than an exact bf16 read of one of them (a rename is such a use)
+/// is read only by exact bf16 reads, at least one of them more than `gap` steps after the
+/// previous use. The bits are made after the use before the first such gap, and a name's float32
+/// values again before each of its readers more than `gap` steps after the last reader of the
+/// values made before (or the first).
 std::vector<Bf16StoredActivation> plan_bf16_activations(const std::vector<Program::Step>& steps,
                                                         std::size_t slots,
                                                         const Bf16ActivationInputs& in);
 
 /// The stored activations' steps placed: for plan[k], narrow(k) right after its narrow_after and
-/// widen(k) right before each widen_before. `bits[k]`, the slot narrow(k) writes and widen(k)
-/// reads, is added to the reads of plan[k]'s readers, so the slot lives while a widened value's
-/// readers may take it as their kept copy. `narrow_at[k]` receives narrow(k)'s index in the
-/// returned steps.
+/// widen(k, name) right before each (step, name) of widen_before. `bits[k]`, the slot narrow(k)
+/// writes and widen(k) reads, is added to the reads of plan[k]'s readers, so the slot lives while a
+/// widened value's readers may take it as their kept copy. `narrow_at[k]` receives narrow(k)'s
+/// index in the returned steps.
 std::vector<Program::Step> apply_bf16_activations(
     const std::vector<Program::Step>& steps, const std::vector<Bf16StoredActivation>& plan,
     const std::vector<int>& bits, const std::function<Program::Step(std::size_t)>& narrow,
-    const std::function<Program::Step(std::size_t)>& widen, std::vector<int>& narrow_at);
+    const std::function<Program::Step(std::size_t, int)>& widen, std::vector<int>& narrow_at);
 
 }  // namespace mtk

@@ -8,7 +8,7 @@ namespace mtk {
 Bf16ReusePlan plan_bf16_reuse(std::vector<Program::Step>& steps, std::size_t tensors,
                               const std::set<int>& variables,
                               const std::vector<std::int64_t>& elements,
-                              const std::map<int, int>& stored) {
+                              const std::vector<std::pair<std::vector<int>, int>>& stored) {
   Bf16ReusePlan plan;
   plan.keep.assign(tensors, false);
   plan.drop_after.assign(steps.size(), {});
@@ -21,19 +21,23 @@ Bf16ReusePlan plan_bf16_reuse(std::vector<Program::Step>& steps, std::size_t ten
       last[k] = static_cast<int>(s);
       ++reads[k];
     }
-  for (const auto& [t, narrow] : stored) {
-    const auto k = static_cast<size_t>(t);
-    plan.keep[k] = true;
-    ++plan.kept_tensors;
-    if (first[k] < 0 || first[k] >= narrow)
-      continue;  // no bf16 reader before the bits are made: nothing to hold
-    const std::int64_t words = (elements[k] + 1) / 2;
-    for (int s = first[k]; s < narrow; ++s)
+  std::vector<bool> is_stored(tensors, false);
+  for (const auto& [names, narrow] : stored) {
+    int from = narrow;  // the first bf16 reader of any name before the bits are made
+    for (int t : names) {
+      const auto k = static_cast<size_t>(t);
+      is_stored[k] = plan.keep[k] = true;
+      ++plan.kept_tensors;
+      if (first[k] >= 0)
+        from = std::min(from, first[k]);
+    }
+    const std::int64_t words = (elements[static_cast<size_t>(names.front())] + 1) / 2;
+    for (int s = from; s < narrow; ++s)
       steps[static_cast<size_t>(s)].scratch.emplace_back(DType::float32, words);
   }
   for (size_t k = 0; k < tensors; ++k) {
     const int t = static_cast<int>(k);
-    if (reads[k] < 2 || stored.count(t))
+    if (reads[k] < 2 || is_stored[k])
       continue;
     const bool variable = variables.count(t) > 0;
     // A tensor rewritten in place between its readers (an allreduce of a pending sum) is not kept.

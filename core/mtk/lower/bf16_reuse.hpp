@@ -4,15 +4,16 @@
 // copy goes. A tensor keeps it when several bf16 contractions read it and either it is a variable
 // (constant within a run: one conversion per weight and step instead of one per use) or its
 // readers lie within a few steps (an output gradient read by both of its gradient products, the
-// logits' gradient), so the copy costs memory only briefly. Activations read in the forward and
-// again far later in the backward are converted at each use: keeping them would add half of their
-// bytes to the peak.
+// logits' gradient), so the copy costs memory only briefly. An activation read in the forward and
+// again far later in the backward keeps no copy beside its float32 buffer (half of its bytes more
+// at the peak); where only bf16 contractions read it there, mtk/lower/bf16_activations.hpp keeps
+// the bits instead of the float32 buffer.
 
 #include <mtk/lower/program.hpp>
 
 #include <cstdint>
-#include <map>
 #include <set>
+#include <utility>
 #include <vector>
 
 namespace mtk {
@@ -31,13 +32,13 @@ constexpr int bf16_copy_window = 8;
 /// elements of t's slice. Adds each kept copy of a non-variable (2 bytes per element) to the
 /// scratch of every step it is held across, so the memory prediction counts it; the variables'
 /// copies are in variable_copy_bytes. `stored`: activations kept as bf16
-/// (mtk/lower/bf16_activations.hpp), each with the index of the step that makes its bits: they
-/// keep their copies (the forward's first bf16 reader makes it, and that step takes it; each
-/// value made again from the bits carries them as its copy), held as scratch from that reader to
-/// the step before.
+/// (mtk/lower/bf16_activations.hpp), each the names of one buffer with the index of the step that
+/// makes its bits: they keep their copies (the forward's first bf16 reader of any name makes it,
+/// and that step takes it; each value made again from the bits carries them as its copy), one
+/// copy per buffer held as scratch from that reader to the step before.
 Bf16ReusePlan plan_bf16_reuse(std::vector<Program::Step>& steps, std::size_t tensors,
                               const std::set<int>& variables,
                               const std::vector<std::int64_t>& elements,
-                              const std::map<int, int>& stored = {});
+                              const std::vector<std::pair<std::vector<int>, int>>& stored = {});
 
 }  // namespace mtk

@@ -132,7 +132,8 @@ class Lowering {
   void mark_bf16_reads(std::vector<int> tensors) {
     p_->steps_.back().bf16_reads = std::move(tensors);
   }
-  /// Of those, the tensors the step reads only through their bf16 rounding (Step::bf16_exact_reads).
+  /// Of those, the tensors the step reads only through their bf16 rounding
+  /// (Step::bf16_exact_reads).
   void mark_bf16_exact_reads(std::vector<int> tensors) {
     p_->steps_.back().bf16_exact_reads = std::move(tensors);
   }
@@ -229,7 +230,8 @@ class Lowering {
   std::map<int, std::vector<std::pair<int, bool>>> assigned_;  // variable -> (value, replaces)
   std::set<int> widened_variables_;            // bfloat16 variables: their tensor is a float32 copy
   std::int64_t bf16_variable_copy_bytes_ = 0;  // plan_bf16_copies()
-  std::map<int, int> bf16_stored_;  // store_bf16_activations(): tensor -> its narrowing step
+  // store_bf16_activations(): each stored buffer's names and the step that makes its bits.
+  std::vector<std::pair<std::vector<int>, int>> bf16_stored_;
   std::vector<std::pair<DType, std::int64_t>> stored_;   // bfloat16 variables' storage (elements)
   bool communicates_ = false;                            // count_comm since the last step
   std::vector<std::pair<DType, std::int64_t>> scratch_;  // add_scratch since the last step

@@ -287,6 +287,9 @@ class Program {
   const kernels::Bf16Copies& bf16_copies() const { return *bf16_copies_; }
   /// Tensors whose bf16 copy is kept between contractions.
   int bf16_kept_tensors() const { return bf16_kept_tensors_; }
+  /// Activations kept as bf16 across a distance (MTK_BF16_ACTIVATIONS,
+  /// mtk/lower/bf16_activations.hpp), by tensor id (graph tensors and the lowering's temporaries).
+  const std::vector<int>& bf16_stored_activations() const { return bf16_stored_; }
   /// Variables whose update step writes into their storage (MTK_IN_PLACE_UPDATES,
   /// mtk/lower/in_place_updates.hpp); a run that fetches one keeps its old value instead.
   int in_place_updates() const { return static_cast<int>(in_place_aliases_.size()); }
@@ -349,6 +352,7 @@ class Program {
   std::vector<bool> bf16_keep_;
   std::vector<std::vector<int>> bf16_drop_after_;
   int bf16_kept_tensors_ = 0;
+  std::vector<int> bf16_stored_;
   std::unique_ptr<kernels::Bf16Copies> bf16_copies_ = std::make_unique<kernels::Bf16Copies>();
   std::map<std::string, int> variable_tensor_;  // name -> tensor id
   std::vector<std::string> variable_order_;
