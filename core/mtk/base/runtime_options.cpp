@@ -45,10 +45,11 @@ const std::vector<RuntimeOptionSpec>& runtime_option_specs() {
        "a tensor that several bf16 contractions read close together (a weight; an output "
        "gradient) is converted to bf16 once per run and the copy kept until its last reader; 0: "
        "every contraction converts its operands"},
-      {"MTK_BF16_ACTIVATIONS", T::flag, "1", "0|1",
+      {"MTK_BF16_ACTIVATIONS", T::choice, "auto", "auto|1|0",
        "an activation that only bf16 contractions read after a distance (the backward's weight "
        "gradients) is kept there as its bf16 values, half its bytes, and made float32 again "
-       "before those readers: the same results; 0: kept in float32"},
+       "before those readers: the same results; auto: where that lowers the predicted peak; 1: "
+       "always; 0: kept in float32"},
       {"MTK_IN_PLACE_UPDATES", T::flag, "1", "0|1",
        "an optimizer writes a float32 variable's and its slots' new values into their storage "
        "when nothing later in the run reads the old ones; 0: new buffers, swapped in at the end of "
@@ -181,7 +182,7 @@ RuntimeOptions RuntimeOptions::from_environment() {
   o.overlap_collectives_ = o.text("MTK_OVERLAP_COLLECTIVES") == "1";
   o.overlap_allgather_ = o.text("MTK_OVERLAP_ALLGATHER") == "1";
   o.bf16_copies_ = o.text("MTK_BF16_COPIES") == "1";
-  o.bf16_activations_ = o.text("MTK_BF16_ACTIVATIONS") == "1";
+  o.bf16_activations_ = o.text("MTK_BF16_ACTIVATIONS");
   o.in_place_updates_ = o.text("MTK_IN_PLACE_UPDATES") == "1";
   o.overlap_halo_ = o.text("MTK_OVERLAP_HALO") == "1";
   o.node_allreduce_ = o.text("MTK_NODE_ALLREDUCE") == "1";

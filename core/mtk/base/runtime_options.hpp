@@ -64,8 +64,8 @@ class RuntimeOptions {
   bool overlap_allgather() const { return overlap_allgather_; }
   /// MTK_BF16_COPIES (mtk/lower/bf16_reuse.hpp).
   bool bf16_copies() const { return bf16_copies_; }
-  /// MTK_BF16_ACTIVATIONS (mtk/lower/bf16_activations.hpp).
-  bool bf16_activations() const { return bf16_activations_; }
+  /// MTK_BF16_ACTIVATIONS: auto, 1 or 0 (mtk/lower/bf16_activations.hpp).
+  const std::string& bf16_activations() const { return bf16_activations_; }
   /// MTK_IN_PLACE_UPDATES: optimizer updates write into the variables' storage
   /// (mtk/lower/in_place_updates.hpp).
   bool in_place_updates() const { return in_place_updates_; }
@@ -110,7 +110,7 @@ class RuntimeOptions {
   bool overlap_collectives_ = true;
   bool overlap_allgather_ = true;
   bool bf16_copies_ = true;
-  bool bf16_activations_ = true;
+  std::string bf16_activations_ = "auto";
   bool in_place_updates_ = true;
   bool overlap_halo_ = false;
   bool node_allreduce_ = true;

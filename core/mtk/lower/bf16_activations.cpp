@@ -1,5 +1,4 @@
 // mtk/lower/bf16_activations.hpp
-#include <mtk/base/runtime_options.hpp>
 #include <mtk/kernels/bfloat16_storage.hpp>
 #include <mtk/lower/bf16_activations.hpp>
 #include <mtk/lower/lowering_context.hpp>
@@ -174,13 +173,8 @@ std::vector<Program::Step> apply_bf16_activations(
 }
 
 // After every pass that moves steps, before the bf16 copies are planned (they take the stored
-// activations' copies into account).
+// activations' copies into account); Lowering::plan_buffers decides whether to run it.
 void Lowering::store_bf16_activations() {
-  bool any = false;
-  for (const auto& st : p_->steps_)
-    any = any || !st.bf16_exact_reads.empty();
-  if (!any || !runtime_options().bf16_activations())  // MTK_BF16_ACTIVATIONS
-    return;
   Bf16ActivationInputs in;
   in.excluded.insert(p_->persistent_.begin(), p_->persistent_.end());
   in.excluded.insert(p_->placeholders_.begin(), p_->placeholders_.end());

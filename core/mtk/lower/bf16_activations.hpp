@@ -7,7 +7,9 @@
 // mtk/lower/bf16_reuse.hpp) and the float32 buffer dies; before each distant reader a step makes
 // the float32 values again from the bits and leaves the bits as the kept copy, so the reader
 // converts nothing. Those readers round their operand to bf16 anyway (Step::bf16_exact_reads), so
-// results are bitwise unchanged, and the activation holds half its bytes in between.
+// results are bitwise unchanged, and the activation holds half its bytes in between (and half
+// more at those readers, where the values and the bits are both held: under `auto` the lowering
+// keeps the storage only where the predicted peak falls, Lowering::plan_buffers).
 
 #include <mtk/lower/program.hpp>
 

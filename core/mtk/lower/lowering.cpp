@@ -70,11 +70,37 @@ std::unique_ptr<Program> Lowering::run() {
         runtime_options().overlap_allgather() ? gathers_ : GatherSpecs());  // MTK_OVERLAP_ALLGATHER
   if (runtime_options().overlap_halo())                                     // MTK_OVERLAP_HALO
     p_->overlapped_halos_ = overlap_halos(p_->steps_);
-  store_bf16_activations();
-  plan_bf16_copies();
-  plan_in_place_updates();
-  finish();
+  plan_buffers();
   return std::move(p_);
+}
+
+// The passes on buffers, from the steps in their final order: bf16 activation storage
+// (mtk/lower/bf16_activations.hpp; under `auto` kept where it lowers the predicted peak), the bf16
+// copies, the in-place updates, the lifetimes and the prediction.
+void Lowering::plan_buffers() {
+  const std::string& mode = runtime_options().bf16_activations();  // MTK_BF16_ACTIVATIONS
+  const std::vector<Program::Step> steps = p_->steps_;
+  auto plan = [&](bool store) {
+    p_->steps_ = steps;
+    bf16_stored_.clear();
+    p_->bf16_stored_.clear();
+    if (store)
+      store_bf16_activations();
+    plan_bf16_copies();
+    plan_in_place_updates();
+    finish();
+    return p_->counters_.peak_bytes;
+  };
+  bool exact = false;
+  for (const auto& st : steps)
+    exact = exact || !st.bf16_exact_reads.empty();
+  if (!exact || mode != "auto") {
+    plan(exact && mode == "1");
+    return;
+  }
+  const std::int64_t float32 = plan(false);
+  if (plan(true) >= float32 && !bf16_stored_.empty())
+    plan(false);
 }
 
 std::string Lowering::label() const {

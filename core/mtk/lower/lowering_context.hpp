@@ -208,6 +208,7 @@ class Lowering {
  private:
   int reduce_scatter_pending(int t, const std::vector<int>& to);
   void plan_bf16_copies();
+  void plan_buffers();
   void store_bf16_activations();
   void plan_in_place_updates();
   void rewiden_bf16_variables();
