@@ -42,6 +42,9 @@ struct OpTraits {
   /// Its steps are a split halo exchange's (packing, transfer, placing or folding the strips):
   /// the cost model's and bench_spatial's halo time (not the local copies of an unsplit dim).
   bool halo = false;
+  /// Its steps give their output their input's buffer under another name (reshape, alias,
+  /// stop_gradient): the same values, one buffer.
+  bool rename = false;
 };
 
 /// The attributes of an op kind that has none.

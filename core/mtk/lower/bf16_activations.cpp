@@ -189,10 +189,7 @@ void Lowering::store_bf16_activations() {
       in.excluded.insert(t);
   // Pure renames share the buffer; other free steps (collectives, views of variables, halo
   // exchanges) leave their tensors alone.
-  in.renames = [](const Program::Step& st) {
-    const std::string kind = st.kind.name();
-    return kind == "alias" || kind == "reshape" || kind == "stop_gradient";
-  };
+  in.renames = [](const Program::Step& st) { return st.kind.traits().rename; };
   for (const auto& st : p_->steps_)
     if (st.kind.traits().free && !in.renames(st)) {
       in.excluded.insert(st.reads.begin(), st.reads.end());

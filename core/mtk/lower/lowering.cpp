@@ -26,7 +26,8 @@ namespace mtk {
 namespace {
 // The lowering's own step kinds. An alias names a buffer again; the allreduce of a partial sum
 // is costed as communication (Counters::comm_bytes), not as kernel work; a relayout copies.
-constexpr auto alias_step = make_op_kind<NoAttrs>("alias", {FlopClass::none, true}, nullptr);
+constexpr auto alias_step =
+    make_op_kind<NoAttrs>("alias", {FlopClass::none, true, false, true}, nullptr);
 constexpr auto allreduce_step =
     make_op_kind<NoAttrs>("allreduce", {FlopClass::none, true}, nullptr);
 constexpr auto relayout_step = make_op_kind<NoAttrs>("relayout", {FlopClass::none, false}, nullptr);

@@ -65,8 +65,8 @@ void lower_reshape(Lowering& l, const NoAttrs&) {
   l.add_alias(l.relayout(mid, l.axes(y)), y);
 }
 
-constexpr auto reshape_op =
-    make_op_kind<NoAttrs>("reshape", {FlopClass::none, true}, lower_reshape, reshape_grad);
+constexpr auto reshape_op = make_op_kind<NoAttrs>("reshape", {FlopClass::none, true, false, true},
+                                                  lower_reshape, reshape_grad);
 
 // ----------------------------------------------------------------------------- broadcast
 void broadcast_grad(GradientContext& c, const NoAttrs&) {

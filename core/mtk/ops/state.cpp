@@ -26,8 +26,8 @@ void lower_stop_gradient(Lowering& l, const NoAttrs&) {
   });
 }
 
-constexpr auto stop_gradient_op =
-    make_op_kind<NoAttrs>("stop_gradient", {FlopClass::none, true}, lower_stop_gradient);
+constexpr auto stop_gradient_op = make_op_kind<NoAttrs>(
+    "stop_gradient", {FlopClass::none, true, false, true}, lower_stop_gradient);
 
 // -------------------------------------------------------------------------------- assign
 enum class AssignMode { set, add, subtract };
