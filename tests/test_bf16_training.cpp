@@ -83,6 +83,7 @@ struct Bf16Run {
   std::vector<std::vector<float>> weights;
   std::vector<float> fetched;
   std::vector<int> stored;
+  int bits_only = 0;
   std::int64_t peak = 0, copies_left = 0;
 };
 
@@ -113,6 +114,7 @@ Bf16Run run_bf16(const Mesh& mesh, const LayoutRules& rules, const char* stored,
   for (const auto& name : p->variable_names())
     r.weights.push_back(p->variable_value(name).values<float>());
   r.stored = p->bf16_stored_activations();
+  r.bits_only = p->bf16_bits_only_tensors();
   r.peak = p->counters().peak_bytes;
   r.copies_left = p->bf16_copies().bytes();
   return r;
@@ -257,6 +259,26 @@ TEST(Bf16Reuse, KeepsVariablesAndCloseReadersOnly) {
       EXPECT_EQ(steps[s].scratch[0], std::make_pair(DType::float32, std::int64_t(150)));
     }
   }
+  EXPECT_EQ(plan.bits_only, std::vector<bool>(5, false));
+  // Tensor 1 read only through its rounding, its producer able to write the bits alone: with
+  // bits allowed (a set of fixed tensors given) and 1 not fixed, its copy is its buffer (no
+  // scratch); fixed (fetched, a feed) or not allowed, as above.
+  for (auto& st : steps)
+    st.bf16_exact_reads = st.bf16_reads;
+  steps[1].writes = {1};  // its producer
+  steps[1].bf16_bits_only = {1};
+  for (const std::set<int>& fixed : {std::set<int>{}, std::set<int>{1}}) {
+    auto fresh = steps;
+    for (auto& st : fresh)
+      st.scratch.clear();
+    const Bf16ReusePlan p = plan_bf16_reuse(fresh, 5, {0}, elements, {}, &fixed);
+    const bool alone = fixed.empty();
+    EXPECT_EQ(p.keep, plan.keep);
+    EXPECT_EQ(p.bits_only, (std::vector<bool>{false, alone, false, false, false}));
+    EXPECT_EQ(p.drop_after, plan.drop_after);
+    for (size_t s = 0; s < fresh.size(); ++s)
+      EXPECT_EQ(fresh[s].scratch.size(), !alone && s >= 1 && s <= 4 ? 1u : 0u) << s;
+  }
 }
 
 TEST(Bf16Training, LossFollowsFloat32WithinBf16Tolerance) {
@@ -353,10 +375,15 @@ TEST(Bf16Activations, StoredActivationsChangeNothing) {
         EXPECT_EQ(on.weights, off.weights) << where;
         EXPECT_EQ(automatic.losses, off.losses) << where;
         EXPECT_EQ(automatic.weights, off.weights) << where;
-        if (automatic.stored.empty())
-          EXPECT_EQ(automatic.peak, off.peak) << where;
-        else
+        // Stored activations only where they lower the peak; the logits' gradient as its bits
+        // alone where the copies are kept, never raising it (no float32 copy beside them).
+        if (!automatic.stored.empty())
           EXPECT_LT(automatic.peak, off.peak) << where;
+        else if (automatic.bits_only > 0)
+          EXPECT_LE(automatic.peak, off.peak) << where;
+        else
+          EXPECT_EQ(automatic.peak, off.peak) << where;
+        EXPECT_EQ(off.bits_only, 0) << where;
         EXPECT_EQ(on.copies_left, 0) << where << ": copies outlived the run";
       }
     }
@@ -387,6 +414,60 @@ TEST(Bf16Activations, AFetchedActivationKeepsItsFloat32Values) {
   for (float v : on.fetched)
     inexact += static_cast<float>(kernels::round_to_bfloat16(v)) != v ? 1 : 0;
   EXPECT_GT(inexact, 0);
+}
+
+// The id of the logits' gradient in run_bf16's graph.
+int logits_gradient() {
+  Graph g;
+  nn::ModelGraph m = nn::build_transformer(g, small_config("bfloat16"), true, 3);
+  optim::Adam opt;
+  optim::LearningRateSchedule lr;  // as run_bf16's
+  lr.kind = optim::LearningRateSchedule::Kind::constant;
+  lr.value = 0.01;
+  optim::minimize(m.loss, opt, lr);
+  for (int i = 0; i < g.num_ops(); ++i)
+    if (std::string(g.op(i).kind()) == "softmax_cross_entropy_grad")
+      return g.op(i).outputs[0];
+  return -1;
+}
+
+// Where oneDNN's bf16 matmul reads kept copies, the logits' gradient, read only by its two bf16
+// products, is written as its bf16 bits alone over the logits (no float32 gradient beside its
+// copy): the same training; a run that fetches it gets its float32 values.
+TEST(Bf16Activations, TheLogitsGradientIsHeldAsItsBitsAlone) {
+  try {
+    kernels::set_bf16_gemm(kernels::Bf16Gemm::onednn);
+  } catch (const Error& e) {
+    kernels::reset_bf16_gemm();
+    GTEST_SKIP() << e.what();
+  }
+  if (!kernels::bf16_copies_used()) {
+    kernels::reset_bf16_gemm();
+    GTEST_SKIP() << "no bf16 copies kept on this CPU: " << kernels::bf16_gemm_description();
+  }
+  const int dlogits = logits_gradient();
+  ASSERT_GE(dlogits, 0);
+  for (const auto& mshape : meshes_of_size(world_size())) {
+    const Mesh mesh(mshape, MPI_COMM_WORLD);
+    for (const std::string layout : {"batch:@0", "vocab:@0;d_ff:@0;heads:@0"}) {
+      const std::string where = mshape.to_string() + " layout " + layout;
+      const LayoutRules rules = instantiate(layout, mshape);
+      const Bf16Run off = run_bf16(mesh, rules, "0", dlogits);
+      const Bf16Run bits = run_bf16(mesh, rules, "auto", -1);
+      const Bf16Run fetched = run_bf16(mesh, rules, "auto", dlogits);
+      EXPECT_GE(bits.bits_only, 1) << where;
+      EXPECT_EQ(bits.losses, off.losses) << where;
+      EXPECT_EQ(bits.weights, off.weights) << where;
+      EXPECT_EQ(fetched.losses, off.losses) << where;
+      EXPECT_EQ(fetched.fetched, off.fetched) << where;
+      ASSERT_FALSE(off.fetched.empty());
+      std::int64_t inexact = 0;  // float32 values, not bf16 ones
+      for (float v : fetched.fetched)
+        inexact += static_cast<float>(kernels::round_to_bfloat16(v)) != v ? 1 : 0;
+      EXPECT_GT(inexact, 0) << where;
+    }
+  }
+  kernels::reset_bf16_gemm();
 }
 
 // The plan (synthetic steps): where the bits are made and the float32 values made again.

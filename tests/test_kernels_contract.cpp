@@ -3,7 +3,9 @@
 #include <mtk/kernels/bfloat16_convert.hpp>
 
 #include "kernel_contract_util.hpp"
+#include <array>
 #include <cstring>
+#include <limits>
 #include <random>
 
 namespace {
@@ -418,6 +420,69 @@ TEST(EinsumBf16, OneDnnMatchesReference) {
   EXPECT_TRUE(Recorder::saw_region("mtk::kernels::einsum"));
   for (const auto& r : Recorder::regions())
     EXPECT_NE(r.rfind("KokkosBlas::gemm", 0), 0u) << r;
+}
+
+// An operand held only as its kept bf16 copy (Bf16Copies::values_gone: the logits' gradient
+// written as bits alone over its float32 buffer) gives the product of its bf16 values on every
+// path: oneDNN's bf16 matmul reads the copy where the operand lies; a presum, a transposed copy,
+// an elementwise case or another body gets the values widened back from it.
+TEST(EinsumBf16, AnOperandHeldAsItsBitsAloneGivesItsBf16Product) {
+  std::vector<k::Bf16Gemm> paths{k::Bf16Gemm::emulate};
+  try {
+    k::set_bf16_gemm(k::Bf16Gemm::onednn);
+    paths.push_back(k::Bf16Gemm::onednn);
+  } catch (const mtk::Error&) {
+  }
+  k::set_bf16_gemm(k::Bf16Gemm::automatic);
+  const mtk::ExecSpace space;
+  const Shape x{{"batch", 2}, {"length", 16}, {"vocab", 40}}, w{{"vocab", 40}, {"d_model", 8}};
+  const Shape h{{"batch", 2}, {"length", 16}, {"d_model", 8}}, dw{{"vocab", 40}, {"d_model", 8}};
+  const Shape xt{{"vocab", 40}, {"batch", 2}, {"length", 16}}, s{{"batch", 2}, {"vocab", 40}};
+  const std::vector<std::array<Shape, 3>> cases{
+      {x, w, h},                                                 // in place
+      {x, h, dw},                                                // in place, transposed
+      {xt, {{"batch", 2}, {"d_model", 8}, {"length", 16}}, dw},  // a transposed copy of b
+      {x, w, {{"length", 16}, {"d_model", 8}}},                  // batch summed first in a
+      {x, {{"batch", 2}, {"length", 16}, {"vocab", 40}}, x},     // elementwise
+      {x, s, x}};                                                // broadcast multiply
+  for (const auto path : paths) {
+    Bf16PathScope scope(path);
+    for (size_t c = 0; c < cases.size(); ++c) {
+      const auto& [as, bs, os] = cases[c];
+      for (const bool second : {false, true}) {
+        SCOPED_TRACE(k::bf16_gemm_description() + ": " + as.to_string() + " x " + bs.to_string() +
+                     " -> " + os.to_string() + (second ? ", b as bits" : ", a as bits"));
+        const Shape& gone_shape = second ? bs : as;
+        const auto a = random_values(as.num_elements(), 5), b = random_values(bs.num_elements(), 6);
+        const auto values = rounded_bf16(second ? b : a);  // what the copy holds
+        // Reference: the operand given as its bf16 values.
+        const auto av = to_view<float>(second ? a : values),
+                   bv = to_view<float>(second ? values : b);
+        const auto want = to_vector(k::einsum(space, as, av, bs, bv, os, mtk::Precision::bfloat16));
+        // The operand's buffer holds NaN now; only its kept copy holds the values.
+        std::vector<double> nan(static_cast<size_t>(gone_shape.num_elements()),
+                                std::numeric_limits<double>::quiet_NaN());
+        const auto gone = to_view<float>(nan);
+        const auto n = static_cast<std::int64_t>(gone.extent(0));
+        Kokkos::View<std::uint16_t*> bits("bits", gone.extent(0));
+        const auto value_view = to_view<float>(values);
+        k::convert_to_bfloat16_bits(space, "bits", value_view.data(), bits.data(), n);
+        space.fence();
+        k::Bf16Copies copies;
+        copies.keep(gone.data(), n, bits, true);
+        EXPECT_TRUE(copies.values_gone(gone.data(), n));
+        EXPECT_EQ(copies.bytes(), 0) << "bits in their source's storage are not held twice";
+        const k::Bf16Reuse reuse{&copies, false, false};
+        const auto got = to_vector(k::einsum(space, as, second ? to_view<float>(a) : gone, bs,
+                                             second ? gone : to_view<float>(b), os,
+                                             mtk::Precision::bfloat16, &reuse));
+        EXPECT_EQ(got, want);
+        // oneDNN's bf16 matmul read the copy itself where the operand lies in place.
+        if (path == k::Bf16Gemm::onednn && k::bf16_copies_used() && (c < 2 || (c == 2 && !second)))
+          EXPECT_EQ(copies.hits(), 1);
+      }
+    }
+  }
 }
 
 // cuBLAS's bf16 matmul (GPU builds): the same contract as every other path; elsewhere asking for

@@ -145,6 +145,21 @@ TEST(FusedCrossEntropy, StatisticsLossAndGradientMatchTheUnfusedFormula) {
           for (size_t e = 0; e < gv.size(); ++e)
             ASSERT_EQ(hb(e), mtk::kernels::to_bfloat16_bits(static_cast<float>(gv[e]))) << e;
         }
+        // The bit patterns alone, in the first half of the output's own storage (in place over
+        // the logits, the rows' bits landing on rows already read, and not): the same bits.
+        for (bool in_place : {false, true}) {
+          const auto X4 = to_view<float>(x);
+          const auto g4 = k::cross_entropy_grad(space, s, X4, dim, T, 0, lse, to_view<float>(dy),
+                                                ls, a.n, z, in_place ? X4 : k::FView(), {}, true);
+          ASSERT_EQ(g4.data() == X4.data(), in_place);
+          const Kokkos::View<std::uint16_t*> in_g4(reinterpret_cast<std::uint16_t*>(g4.data()),
+                                                   g4.extent(0));
+          auto hb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), in_g4);
+          const auto gv = to_vector(g);
+          for (size_t e = 0; e < gv.size(); ++e)
+            ASSERT_EQ(hb(e), mtk::kernels::to_bfloat16_bits(static_cast<float>(gv[e])))
+                << e << (in_place ? " (in place)" : "");
+        }
       }
     }
 }

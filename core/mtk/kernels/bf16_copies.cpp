@@ -21,18 +21,31 @@ Bf16Copies::Bits Bf16Copies::take(const float* source, std::int64_t n) const {
   return it == entries_.end() || it->second.n != n ? Bits() : it->second.bits;
 }
 
-void Bf16Copies::keep(const float* source, std::int64_t n, Bits bits) {
+bool Bf16Copies::values_gone(const float* source, std::int64_t n) const {
+  const auto it = entries_.find(source);
+  return it != entries_.end() && it->second.n == n && it->second.values_gone;
+}
+
+namespace {
+
+std::int64_t held_bytes(const Bf16Copies::Bits& bits, bool values_gone) {
+  return values_gone ? 0 : static_cast<std::int64_t>(bits.extent(0) * sizeof(std::uint16_t));
+}
+
+}  // namespace
+
+void Bf16Copies::keep(const float* source, std::int64_t n, Bits bits, bool values_gone) {
   forget(source);
-  bytes_ += static_cast<std::int64_t>(bits.extent(0) * sizeof(std::uint16_t));
+  bytes_ += held_bytes(bits, values_gone);
   peak_bytes_ = std::max(peak_bytes_, bytes_);
-  entries_[source] = Entry{n, std::move(bits)};
+  entries_[source] = Entry{n, std::move(bits), values_gone};
 }
 
 void Bf16Copies::forget(const void* source) {
   const auto it = entries_.find(source);
   if (it == entries_.end())
     return;
-  bytes_ -= static_cast<std::int64_t>(it->second.bits.extent(0) * sizeof(std::uint16_t));
+  bytes_ -= held_bytes(it->second.bits, it->second.values_gone);
   entries_.erase(it);
 }
 

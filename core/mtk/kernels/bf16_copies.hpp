@@ -25,7 +25,13 @@ class Bf16Copies {
   /// counted in hits().
   Bits take(const float* source, std::int64_t n) const;
   /// Keeps `bits` as the copy of the `n` floats at `source` (replacing an older one).
-  void keep(const float* source, std::int64_t n, Bits bits);
+  /// `values_gone`: the bits lie in the first half of the floats' own storage, which holds no
+  /// float32 values any more (a producer that writes only its output's bits,
+  /// Program::bf16_bits_only): readers take the copy or widen it (einsum does), and its bytes are
+  /// not counted.
+  void keep(const float* source, std::int64_t n, Bits bits, bool values_gone = false);
+  /// Whether the floats at `source` are gone and only their kept copy holds the values.
+  bool values_gone(const float* source, std::int64_t n) const;
   /// Drops the copy of the floats at `source`, if any (its source is rewritten or freed).
   void forget(const void* source);
   /// Drops every copy (the end of a run).
@@ -40,6 +46,7 @@ class Bf16Copies {
   struct Entry {
     std::int64_t n = 0;
     Bits bits;
+    bool values_gone = false;
   };
   std::map<const void*, Entry> entries_;
   std::int64_t bytes_ = 0, peak_bytes_ = 0;

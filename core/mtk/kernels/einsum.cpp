@@ -14,8 +14,10 @@
 #include <mtk/base/checked.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/einsum_accumulate.hpp>
+#include <mtk/kernels/impl/einsum_in_place.hpp>
 #include <mtk/kernels/impl/einsum_spec.hpp>
 #include <mtk/kernels/impl/launch.hpp>
+#include <mtk/kernels/impl/onednn_matmul.hpp>
 #include <mtk/kernels/kernels.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -27,6 +29,14 @@
 namespace mtk::kernels {
 namespace einsum_impl {
 namespace {
+
+// Whether x has a dim that neither the other operand nor out has (summed before the product).
+bool summed_alone(const Shape& x, const Shape& other, const Shape& out) {
+  for (const auto& d : x.dims())
+    if (!other.contains(d.name) && !out.contains(d.name))
+      return true;
+  return false;
+}
 
 // Batched products of vectors are elementwise work, not matrix work: one gemm call per batch
 // entry would dominate. No contraction: a broadcast multiply. Only a contraction (M and N empty):
@@ -85,10 +95,22 @@ FView two_operands(const ExecSpace& space, const Shape& a_shape, const FView& a_
   Kokkos::Profiling::pushRegion(where);
   const Backend backend = choose_backend(precision);
   Operand a{a_shape, a_in}, b{b_shape, b_in};
+  // An operand held only as its bf16 copy is read from it by oneDNN's bf16 matmul where it lies;
+  // any other use (a presum, a transposed copy, another body) gets its values back first.
+  const bool reads_copies = precision == Precision::bfloat16 &&
+                            backend == Backend::onednn_in_place && impl::onednn_has_bf16();
+  if (!reads_copies || summed_alone(a.shape, b.shape, out_shape))
+    restore_gone_values(space, a, reuse);
+  if (!reads_copies || summed_alone(b.shape, a.shape, out_shape))
+    restore_gone_values(space, b, reuse);
   presum(space, a, b.shape, out_shape);
   presum(space, b, a.shape, out_shape);
   const Plan plan = make_plan(a.shape, b.shape, out_shape, sizes);
   const bool special = is_special_case(out_shape, plan);
+  if (special || !stays_in_place(a.shape, b.shape, plan, sizes, false))
+    restore_gone_values(space, a, reuse);
+  if (special || !stays_in_place(a.shape, b.shape, plan, sizes, true))
+    restore_gone_values(space, b, reuse);
   // The oneDNN and cuBLAS bf16 bodies convert bf16 operands to bf16 storage themselves (the same
   // values).
   if (precision == Precision::bfloat16 && a.x.extent(0) > 0 && b.x.extent(0) > 0 &&

@@ -30,11 +30,13 @@ void cross_entropy_from_stats(const ExecSpace& space, const FView& stats, double
                               std::int64_t vocab_size, double z_loss, FView& loss, FView& lse);
 /// d loss / d x[row, j] = dy[row] (p_j (1 + 2 z lse) - (1 - ls) [j == t] - ls / V), p = exp(x -
 /// lse), written in one pass over the logits: into `into` when given (x's size; x itself
-/// allowed, each value is read before it is written).
+/// allowed, each value is read before it is written). `bf16_into`: the gradient's bf16 bit
+/// patterns too. `bits_only`: only those bit patterns, in the first half of the output's own
+/// storage (no float32 values; bf16_into unused): a bf16 contraction's operand in half the bytes.
 FView cross_entropy_grad(const ExecSpace& space, const Shape& shape, const FView& x, int dim,
                          const IView& targets, std::int64_t origin, const FView& lse,
                          const FView& dy, double label_smoothing, std::int64_t vocab_size,
                          double z_loss, const FView& into = {},
-                         const View<std::uint16_t>& bf16_into = {});
+                         const View<std::uint16_t>& bf16_into = {}, bool bits_only = false);
 
 }  // namespace mtk::kernels

@@ -1,19 +1,32 @@
 // mtk/lower/bf16_reuse.hpp
+#include <mtk/base/runtime_options.hpp>
+#include <mtk/kernels/einsum.hpp>
 #include <mtk/lower/bf16_reuse.hpp>
+#include <mtk/lower/lowering_context.hpp>
 
 #include <algorithm>
 
 namespace mtk {
+namespace {
+
+bool has(const std::vector<int>& v, int t) {
+  return std::find(v.begin(), v.end(), t) != v.end();
+}
+
+}  // namespace
 
 Bf16ReusePlan plan_bf16_reuse(std::vector<Program::Step>& steps, std::size_t tensors,
                               const std::set<int>& variables,
                               const std::vector<std::int64_t>& elements,
-                              const std::vector<std::pair<std::vector<int>, int>>& stored) {
+                              const std::vector<std::pair<std::vector<int>, int>>& stored,
+                              const std::set<int>* fixed) {
   Bf16ReusePlan plan;
   plan.keep.assign(tensors, false);
+  plan.bits_only.assign(tensors, false);
   plan.drop_after.assign(steps.size(), {});
-  std::vector<int> first(tensors, -1), last(tensors, -1), reads(tensors, 0);
-  for (size_t s = 0; s < steps.size(); ++s)
+  std::vector<int> first(tensors, -1), last(tensors, -1), reads(tensors, 0), writers(tensors, 0);
+  std::vector<bool> rounded_only(tensors, true);  // every reader reads only its bf16 rounding
+  for (size_t s = 0; s < steps.size(); ++s) {
     for (int t : steps[s].bf16_reads) {
       const auto k = static_cast<size_t>(t);
       if (first[k] < 0)
@@ -21,6 +34,12 @@ Bf16ReusePlan plan_bf16_reuse(std::vector<Program::Step>& steps, std::size_t ten
       last[k] = static_cast<int>(s);
       ++reads[k];
     }
+    for (int t : steps[s].reads)
+      if (!has(steps[s].bf16_exact_reads, t))
+        rounded_only[static_cast<size_t>(t)] = false;
+    for (int t : steps[s].writes)
+      ++writers[static_cast<size_t>(t)];
+  }
   std::vector<bool> is_stored(tensors, false);
   for (const auto& [names, narrow] : stored) {
     int from = narrow;  // the first bf16 reader of any name before the bits are made
@@ -60,17 +79,52 @@ Bf16ReusePlan plan_bf16_reuse(std::vector<Program::Step>& steps, std::size_t ten
     plan.drop_after[static_cast<size_t>(last[k])].push_back(t);
     const std::int64_t words = (elements[k] + 1) / 2;  // bf16 pairs as float32 words
     int from = first[k];  // a producer that writes the copy holds it from its own step
-    for (int s = first[k] - 1; s >= 0; --s) {
-      const auto& w = steps[static_cast<size_t>(s)].bf16_writes;
-      if (std::find(w.begin(), w.end(), t) != w.end()) {
+    for (int s = first[k] - 1; s >= 0; --s)
+      if (has(steps[static_cast<size_t>(s)].bf16_writes, t)) {
         from = s;
         break;
       }
+    // Read only through its rounding: the producer may write the bits alone, in its own buffer.
+    if (from < first[k] && has(steps[static_cast<size_t>(from)].bf16_bits_only, t) &&
+        rounded_only[k] && writers[k] == 1 && fixed && !fixed->count(t)) {
+      plan.bits_only[k] = true;
+      continue;
     }
     for (int s = from; s <= last[k]; ++s)
       steps[static_cast<size_t>(s)].scratch.emplace_back(DType::float32, words);
   }
   return plan;
+}
+
+// bf16 operand copies (mtk/lower/bf16_reuse.hpp), where bf16 contractions run on oneDNN's bf16
+// matmul (the path that converts operands to bf16 storage).
+void Lowering::plan_bf16_copies() {
+  bool any = false;
+  for (const auto& st : p_->steps_)
+    any = any || !st.bf16_reads.empty();
+  if (!any || !runtime_options().bf16_copies() || !kernels::bf16_copies_used())
+    return;
+  std::set<int> variables;
+  for (const auto& [t, storage] : p_->variables_)
+    variables.insert(t);
+  std::vector<std::int64_t> elements(p_->layouts_.size());
+  for (size_t t = 0; t < elements.size(); ++t)
+    elements[t] = local(static_cast<int>(t)).num_elements();
+  // A gradient held as its bits alone is a bf16 activation too: MTK_BF16_ACTIVATIONS=0 keeps it
+  // float32, its copy beside it. Only oneDNN's body reads such an operand from its copy (others
+  // would widen it back, kernels/impl/einsum_spec.hpp).
+  const bool bits_only = runtime_options().bf16_activations() != "0" &&
+                         kernels::bf16_gemm() == kernels::Bf16Gemm::onednn;
+  std::set<int> fixed(keep_to_end_.begin(), keep_to_end_.end());
+  fixed.insert(p_->placeholders_.begin(), p_->placeholders_.end());
+  fixed.insert(p_->persistent_.begin(), p_->persistent_.end());
+  Bf16ReusePlan plan = plan_bf16_reuse(p_->steps_, elements.size(), variables, elements,
+                                       bf16_stored_, bits_only ? &fixed : nullptr);
+  p_->bf16_keep_ = std::move(plan.keep);
+  p_->bf16_bits_only_ = std::move(plan.bits_only);
+  p_->bf16_drop_after_ = std::move(plan.drop_after);
+  p_->bf16_kept_tensors_ = plan.kept_tensors;
+  bf16_variable_copy_bytes_ = plan.variable_copy_bytes;
 }
 
 }  // namespace mtk

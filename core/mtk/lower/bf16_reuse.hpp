@@ -21,6 +21,10 @@ namespace mtk {
 struct Bf16ReusePlan {
   std::vector<bool> keep;                    ///< by tensor: its first bf16 reader keeps a copy
   std::vector<std::vector<int>> drop_after;  ///< by step: tensors whose copies go after it
+  /// by tensor: its producer writes the copy alone, into the tensor's buffer (Step::bf16_bits_only;
+  /// every reader reads it only through its bf16 rounding, Step::bf16_exact_reads): no float32
+  /// values and no bytes of its own (Program::bf16_bits_only)
+  std::vector<bool> bits_only;
   int kept_tensors = 0;
   std::int64_t variable_copy_bytes = 0;  ///< the variables' copies, held through a run
 };
@@ -35,10 +39,12 @@ constexpr int bf16_copy_window = 8;
 /// (mtk/lower/bf16_activations.hpp), each the names of one buffer with the index of the step that
 /// makes its bits: they keep their copies (the forward's first bf16 reader of any name makes it,
 /// and that step takes it; each value made again from the bits carries them as its copy), one
-/// copy per buffer held as scratch from that reader to the step before.
+/// copy per buffer held as scratch from that reader to the step before. `fixed`: tensors whose
+/// float32 values must stay (fetched at the end, feeds), never bits_only; null: none is.
 Bf16ReusePlan plan_bf16_reuse(std::vector<Program::Step>& steps, std::size_t tensors,
                               const std::set<int>& variables,
                               const std::vector<std::int64_t>& elements,
-                              const std::vector<std::pair<std::vector<int>, int>>& stored = {});
+                              const std::vector<std::pair<std::vector<int>, int>>& stored = {},
+                              const std::set<int>* fixed = nullptr);
 
 }  // namespace mtk

@@ -1,9 +1,7 @@
 #include <mtk/base/checked.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/base/runtime_options.hpp>
-#include <mtk/kernels/einsum.hpp>
 #include <mtk/kernels/elementwise.hpp>
-#include <mtk/lower/bf16_reuse.hpp>
 #include <mtk/lower/bf16_rewiden.hpp>
 #include <mtk/lower/in_place_activations.hpp>
 #include <mtk/lower/in_place_updates.hpp>
@@ -458,28 +456,6 @@ void Lowering::add_assignment(const std::string& what, int value, int variable, 
                           {},
                           {},
                           {}});
-}
-
-// bf16 operand copies (mtk/lower/bf16_reuse.hpp), where bf16 contractions run on oneDNN's bf16
-// matmul (the path that converts operands to bf16 storage).
-void Lowering::plan_bf16_copies() {
-  bool any = false;
-  for (const auto& st : p_->steps_)
-    any = any || !st.bf16_reads.empty();
-  if (!any || !runtime_options().bf16_copies() || !kernels::bf16_copies_used())
-    return;
-  std::set<int> variables;
-  for (const auto& [t, storage] : p_->variables_)
-    variables.insert(t);
-  std::vector<std::int64_t> elements(p_->layouts_.size());
-  for (size_t t = 0; t < elements.size(); ++t)
-    elements[t] = local(static_cast<int>(t)).num_elements();
-  Bf16ReusePlan plan =
-      plan_bf16_reuse(p_->steps_, elements.size(), variables, elements, bf16_stored_);
-  p_->bf16_keep_ = std::move(plan.keep);
-  p_->bf16_drop_after_ = std::move(plan.drop_after);
-  p_->bf16_kept_tensors_ = plan.kept_tensors;
-  bf16_variable_copy_bytes_ = plan.variable_copy_bytes;
 }
 
 // bfloat16 variables widened again at distant readers (mtk/lower/bf16_rewiden.hpp), after

@@ -41,22 +41,33 @@ Kokkos::View<T*> in_place_output(const Buffers& b, int y, std::initializer_list<
 /// Inside a step that writes float32 output t and, in the same pass, its bf16 bit patterns
 /// (Step::bf16_writes): bits() to write when the plan keeps t's copy (else an empty View, the
 /// kernel writes none), keep() to hand the copy over once the output is written.
+/// bits_only(): the kernel writes the bits alone, into the first half of the output's own
+/// buffer (Program::bf16_bits_only); keep() then records that the float32 values are gone.
 class ProducedBf16Copy {
  public:
   ProducedBf16Copy(const Program& p, int t, std::int64_t n, const char* label)
-      : copies_(p.bf16_copies_for(t)), n_(n) {
-    if (copies_)
+      : copies_(p.bf16_copies_for(t)), n_(n), bits_only_(p.bf16_bits_only(t)) {
+    if (copies_ && !bits_only_)
       bits_ = uninitialized_view<std::uint16_t>(label, n);
   }
   const Kokkos::View<std::uint16_t*>& bits() const { return bits_; }
+  bool bits_only() const { return bits_only_; }
   void keep(const Kokkos::View<float*>& out) const {
-    if (copies_)
+    if (!copies_)
+      return;
+    if (bits_only_)  // unmanaged: the output's buffer holds it
+      copies_->keep(out.data(), n_,
+                    Kokkos::View<std::uint16_t*>(reinterpret_cast<std::uint16_t*>(out.data()),
+                                                 static_cast<size_t>(n_)),
+                    true);
+    else
       copies_->keep(out.data(), n_, bits_);
   }
 
  private:
   kernels::Bf16Copies* copies_;
   std::int64_t n_;
+  bool bits_only_;
   Kokkos::View<std::uint16_t*> bits_;
 };
 
@@ -125,7 +136,9 @@ class Lowering {
   /// The program's registry of split halo exchanges in flight (progressed between steps).
   std::shared_ptr<HalosInFlight> halos_in_flight();
   /// Marks the last step as one that can write its outputs `tensors`' kept bf16 copies.
-  void mark_bf16_writes(std::vector<int> tensors) {
+  void mark_bf16_writes(std::vector<int> tensors, bool bits_only = false) {
+    if (bits_only)
+      p_->steps_.back().bf16_bits_only = tensors;
     p_->steps_.back().bf16_writes = std::move(tensors);
   }
   /// Marks the last step as a bf16 contraction reading `tensors` (mtk/lower/bf16_reuse.hpp).

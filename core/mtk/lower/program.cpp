@@ -258,8 +258,11 @@ std::vector<HostTensor> Program::run(const std::map<int, HostTensor>& feeds,
   };
   std::vector<Buffer> buffers(layouts_.size());
   std::vector<bool> keep(layouts_.size(), false);
-  for (const auto& t : fetches)
+  fetching_.clear();
+  for (const auto& t : fetches) {
     keep.at(static_cast<size_t>(t.id())) = true;
+    fetching_.insert(t.id());
+  }
   for (const auto& [t, v] : variables_) {
     if (v.dtype() != graph_->tensor_info(t).dtype)
       continue;  // bfloat16 storage: a step of the program reads it as a float32 copy
@@ -372,6 +375,17 @@ kernels::Bf16Copies* Program::bf16_copies_for(int t) const {
   if (bf16_kept_tensors_ == 0 || !bf16_keep_[static_cast<size_t>(t)])
     return nullptr;
   return bf16_copies_.get();
+}
+
+bool Program::bf16_bits_only(int t) const {
+  return bf16_copies_for(t) && static_cast<size_t>(t) < bf16_bits_only_.size() &&
+         bf16_bits_only_[static_cast<size_t>(t)] && !fetching_.count(t);
+}
+
+int Program::bf16_bits_only_tensors() const {
+  return bf16_kept_tensors_ == 0
+             ? 0
+             : static_cast<int>(std::count(bf16_bits_only_.begin(), bf16_bits_only_.end(), true));
 }
 
 kernels::Bf16Reuse Program::bf16_reuse(int a, int b) const {

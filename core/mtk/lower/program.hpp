@@ -220,6 +220,9 @@ class Program {
     /// (an operand with no dim summed before the rounding): bf16 values in their place give the
     /// same result (mtk/lower/bf16_activations.hpp).
     std::vector<int> bf16_exact_reads = {};
+    /// Of bf16_writes, the outputs whose kernel can write the copy alone, into the output's own
+    /// buffer, instead of its float32 values (Program::bf16_bits_only).
+    std::vector<int> bf16_bits_only = {};
   };
 
   /// Runs one step of the program. `feeds` maps placeholder tensors to their global values
@@ -283,6 +286,13 @@ class Program {
   /// For a step producing tensor t (Step::bf16_writes): where to leave t's bf16 copy when the
   /// plan keeps one (it then calls keep() with t's address), else null.
   kernels::Bf16Copies* bf16_copies_for(int t) const;
+  /// For a step producing tensor t with a kept copy: whether it writes only the copy, into t's
+  /// own buffer (every reader of t reads it only through its bf16 rounding,
+  /// mtk/lower/bf16_reuse.hpp, and this run does not fetch t): t's float32 values are then gone
+  /// (Bf16Copies::values_gone).
+  bool bf16_bits_only(int t) const;
+  /// How many tensors the plan holds as their bf16 copy alone (bf16_bits_only, before fetches).
+  int bf16_bits_only_tensors() const;
   /// The bf16 copies kept now and their high-water mark (tests, benchmarks).
   const kernels::Bf16Copies& bf16_copies() const { return *bf16_copies_; }
   /// Tensors whose bf16 copy is kept between contractions.
@@ -351,6 +361,8 @@ class Program {
   // bf16 operand copies (mtk/lower/bf16_reuse.hpp): by tensor, kept; by step, dropped after it.
   std::vector<bool> bf16_keep_;
   std::vector<std::vector<int>> bf16_drop_after_;
+  std::vector<bool> bf16_bits_only_;  // by tensor (Bf16ReusePlan::bits_only)
+  std::set<int> fetching_;            // the tensors the run in progress fetches
   int bf16_kept_tensors_ = 0;
   std::vector<int> bf16_stored_;
   std::unique_ptr<kernels::Bf16Copies> bf16_copies_ = std::make_unique<kernels::Bf16Copies>();

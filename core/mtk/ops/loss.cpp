@@ -85,12 +85,12 @@ void lower_cross_entropy_grad(Lowering& l, const CrossEntropyAttrs& a) {
         const FView g = kernels::cross_entropy_grad(
             space, lx, view_of<float>(b, x), d, view_of<std::int32_t>(b, t), origin,
             view_of<float>(b, lse), view_of<float>(b, dy), ls, V, z,
-            in_place_output<float>(b, dx, {x}), copy.bits());
+            in_place_output<float>(b, dx, {x}), copy.bits(), copy.bits_only());
         b[static_cast<size_t>(dx)] = g;
         copy.keep(g);
       },
       3.0 * static_cast<double>(lx.num_elements()));
-  l.mark_bf16_writes({dx});
+  l.mark_bf16_writes({dx}, true);
   if (l.local(dx) == lx)
     l.allow_overwrite(dx, x);  // the logits die here: their gradient may take their buffer
 }

@@ -3,7 +3,9 @@
 // the host, so every body (transposed copies, elementwise products, gemm, oneDNN) sees the same
 // bf16 operands: oneDNN's bf16 conversion of them is exact, and the fp32 gemm multiplies them
 // exactly and sums in float32.
+#include <mtk/kernels/bf16_copies.hpp>
 #include <mtk/kernels/bfloat16_convert.hpp>
+#include <mtk/kernels/bfloat16_storage.hpp>
 #include <mtk/kernels/impl/einsum_spec.hpp>
 #include <mtk/kernels/impl/launch.hpp>
 
@@ -51,6 +53,13 @@ FView rounded(const ExecSpace& space, const FView& x, FView& reuse) {
 }
 
 }  // namespace
+
+void restore_gone_values(const ExecSpace& space, Operand& op, const Bf16Reuse* reuse) {
+  const auto n = static_cast<std::int64_t>(op.x.extent(0));
+  if (!reuse || !reuse->copies || !reuse->copies->values_gone(op.x.data(), n))
+    return;
+  op.x = widen_bfloat16(space, reuse->copies->take(op.x.data(), n));
+}
 
 void round_operands_to_bf16(const ExecSpace& space, Operand& a, Operand& b) {
   a.x = rounded(space, a.x, round_buffers().a);

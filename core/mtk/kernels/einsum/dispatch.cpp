@@ -102,7 +102,10 @@ FView contract(const ExecSpace& space, Backend backend, const Operand& a, const 
       if (onednn_in_place(space, x, y, out_shape, plan, sizes, precision, only_brgemm, out, sources,
                           into))
         return out;
-      // Declined: the operands as arranged, bf16 ones rounded, through the fp32 bodies.
+      // Declined: the operands as arranged, bf16 ones rounded, through the fp32 bodies (an
+      // operand held only as its bf16 copy, still in place, made float32 again first).
+      restore_gone_values(space, x, sources.reuse);
+      restore_gone_values(space, y, sources.reuse);
       if (precision == Precision::bfloat16 && impl::onednn_has_bf16())
         round_operands_to_bf16(space, x, y);
       if (have_host_blas && in_place_enabled())

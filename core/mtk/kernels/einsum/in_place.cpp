@@ -69,17 +69,28 @@ char as_matrix(const ExecSpace& space, Operand& op, const Names& batch, const Na
   return 'N';
 }
 
+// K's order: the one that lets more operands stay in place (a's on a tie).
+const Names& k_order(const Shape& a, const Shape& b, const Plan& plan, const Sizes& sizes) {
+  auto fits = [&](const Names& kk) {
+    return (fits_in_place(a, plan.batch, plan.m_dims, kk, sizes) ? 1 : 0) +
+           (fits_in_place(b, plan.batch, kk, plan.n_dims, sizes) ? 1 : 0);
+  };
+  return fits(plan.k_in_a) >= fits(plan.k_in_b) ? plan.k_in_a : plan.k_in_b;
+}
+
 }  // namespace
+
+bool stays_in_place(const Shape& a, const Shape& b, const Plan& plan, const Sizes& sizes,
+                    bool second) {
+  const Names& k_dims = k_order(a, b, plan, sizes);
+  return second ? fits_in_place(b, plan.batch, k_dims, plan.n_dims, sizes)
+                : fits_in_place(a, plan.batch, plan.m_dims, k_dims, sizes);
+}
 
 InPlaceProduct arrange_in_place(const ExecSpace& space, Operand& a, Operand& b,
                                 const Shape& out_shape, const Plan& plan, const Sizes& sizes) {
   const Names &batch = plan.batch, &m_dims = plan.m_dims, &n_dims = plan.n_dims;
-  // K's order: the one that lets more operands stay in place (a's on a tie).
-  auto fits = [&](const Names& kk) {
-    return (fits_in_place(a.shape, batch, m_dims, kk, sizes) ? 1 : 0) +
-           (fits_in_place(b.shape, batch, kk, n_dims, sizes) ? 1 : 0);
-  };
-  const Names& k_dims = fits(plan.k_in_a) >= fits(plan.k_in_b) ? plan.k_in_a : plan.k_in_b;
+  const Names& k_dims = k_order(a.shape, b.shape, plan, sizes);
   InPlaceProduct p;
   p.ta = as_matrix(space, a, batch, m_dims, k_dims, sizes, p.ia);
   p.tb = as_matrix(space, b, batch, k_dims, n_dims, sizes, p.ib);

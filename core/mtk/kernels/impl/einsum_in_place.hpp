@@ -31,6 +31,10 @@ struct InPlaceProduct {
   Shape c_shape;
 };
 
+/// Whether arrange_in_place reads operand a (b where `second`) where it lies, without a copy.
+bool stays_in_place(const Shape& a, const Shape& b, const Plan& plan, const Sizes& sizes,
+                    bool second);
+
 /// Arranges a x b -> out_shape: K in the order that lets more operands stay in place, operands
 /// copied (a.x / b.x and shapes replaced) only where neither order of theirs is in place.
 InPlaceProduct arrange_in_place(const ExecSpace& space, Operand& a, Operand& b,

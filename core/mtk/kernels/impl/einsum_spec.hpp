@@ -87,6 +87,10 @@ FView cublas_in_place(const ExecSpace& space, Operand a, Operand b, const Shape&
 bool onednn_in_place(const ExecSpace& space, Operand& a, Operand& b, const Shape& out_shape,
                      const Plan& plan, const Sizes& sizes, Precision precision, bool only_brgemm,
                      FView& out, const Sources& sources = {}, const FView& into = {});
+/// An operand whose float32 values are gone (only its kept bf16 copy holds them,
+/// Bf16Copies::values_gone, e.g. the logits' gradient written as bits alone) made float32 again
+/// from the copy (exact; a new buffer), for a body that would read its floats. Others unchanged.
+void restore_gone_values(const ExecSpace& space, Operand& op, const Bf16Reuse* reuse);
 /// Both operands rounded to bf16 values once, kept as floats (emulated bf16; host buffers reused
 /// from call to call).
 void round_operands_to_bf16(const ExecSpace& space, Operand& a, Operand& b);
