@@ -478,8 +478,10 @@ TEST(EinsumBf16, AnOperandHeldAsItsBitsAloneGivesItsBf16Product) {
                                              mtk::Precision::bfloat16, &reuse));
         EXPECT_EQ(got, want);
         // oneDNN's bf16 matmul read the copy itself where the operand lies in place.
-        if (path == k::Bf16Gemm::onednn && k::bf16_copies_used() && (c < 2 || (c == 2 && !second)))
+        if (path == k::Bf16Gemm::onednn && k::bf16_copies_used() &&
+            (c < 2 || (c == 2 && !second))) {
           EXPECT_EQ(copies.hits(), 1);
+        }
       }
     }
   }

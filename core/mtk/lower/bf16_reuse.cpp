@@ -93,6 +93,11 @@ Bf16ReusePlan plan_bf16_reuse(std::vector<Program::Step>& steps, std::size_t ten
     for (int s = from; s <= last[k]; ++s)
       steps[static_cast<size_t>(s)].scratch.emplace_back(DType::float32, words);
   }
+  // An operand without a kept copy is converted into a buffer held for its product only.
+  for (auto& st : steps)
+    for (int t : st.bf16_reads)
+      if (!plan.keep[static_cast<size_t>(t)])
+        st.scratch.emplace_back(DType::float32, (elements[static_cast<size_t>(t)] + 1) / 2);
   return plan;
 }
 

@@ -35,7 +35,8 @@ constexpr int bf16_copy_window = 8;
 /// The plan for `steps` over `tensors` tensors; `variables`: the variable tensors; `elements[t]`:
 /// elements of t's slice. Adds each kept copy of a non-variable (2 bytes per element) to the
 /// scratch of every step it is held across, so the memory prediction counts it; the variables'
-/// copies are in variable_copy_bytes. `stored`: activations kept as bf16
+/// copies are in variable_copy_bytes; an operand converted without a kept copy is scratch of its
+/// step. `stored`: activations kept as bf16
 /// (mtk/lower/bf16_activations.hpp), each the names of one buffer with the index of the step that
 /// makes its bits: they keep their copies (the forward's first bf16 reader of any name makes it,
 /// and that step takes it; each value made again from the bits carries them as its copy), one

@@ -18,20 +18,6 @@ namespace {
 
 using Bits = Kokkos::View<std::uint16_t*>;
 
-// Host buffers for the bf16 operands, grown as needed and released before Kokkos finalizes.
-struct BitBuffers {
-  Bits a, b;
-};
-
-BitBuffers& bit_buffers() {
-  static BitBuffers* r = [] {
-    auto* p = new BitBuffers();
-    Kokkos::push_finalize_hook([] { bit_buffers() = BitBuffers(); });
-    return p;
-  }();
-  return *r;
-}
-
 // Row and column strides of a row-major [rows][cols] matrix stored as op ('N') or transposed.
 void matrix_strides(char op, std::int64_t ld, std::int64_t* s) {
   s[0] = op == 'N' ? ld : 1;
@@ -96,8 +82,10 @@ bool onednn_in_place(const ExecSpace& space, Operand& a, Operand& b, const Shape
     const void *ap = a.x.data(), *bp = b.x.data();
     Bits a16, b16;
     if (bf16) {
-      a16 = bf16_operand(space, a.x, sources.a, sources.reuse, false, &bit_buffers().a);
-      b16 = bf16_operand(space, b.x, sources.b, sources.reuse, true, &bit_buffers().b);
+      // Unkept operands converted into buffers from the program's pool, held for this product
+      // only (the memory prediction counts them as the step's scratch, mtk/lower/bf16_reuse.hpp).
+      a16 = bf16_operand(space, a.x, sources.a, sources.reuse, false);
+      b16 = bf16_operand(space, b.x, sources.b, sources.reuse, true);
       ap = a16.data();
       bp = b16.data();
     }
