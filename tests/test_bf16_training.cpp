@@ -83,7 +83,7 @@ struct Bf16Run {
   std::vector<std::vector<float>> weights;
   std::vector<float> fetched;
   std::vector<int> stored;
-  int bits_only = 0;
+  int bits_only = 0, weight_conversions = 0;
   std::int64_t peak = 0, copies_left = 0;
 };
 
@@ -115,6 +115,7 @@ Bf16Run run_bf16(const Mesh& mesh, const LayoutRules& rules, const char* stored,
     r.weights.push_back(p->variable_value(name).values<float>());
   r.stored = p->bf16_stored_activations();
   r.bits_only = p->bf16_bits_only_tensors();
+  r.weight_conversions = p->bf16_weight_conversions();
   r.peak = p->counters().peak_bytes;
   r.copies_left = p->bf16_copies().bytes();
   return r;
@@ -266,6 +267,31 @@ TEST(Bf16Reuse, KeepsVariablesAndCloseReadersOnly) {
     EXPECT_EQ(steps[s].scratch, scratch(expected, s)) << s;
   }
   EXPECT_EQ(plan.bits_only, std::vector<bool>(5, false));
+  EXPECT_EQ(plan.variable_conversions, 1);
+  {
+    // Windows for variables: tensor 0, read at 0 and 30, gets a copy at each reader, dropped after
+    // it (500 words of scratch there), none held between, and nothing in variable_copy_bytes.
+    auto fresh = steps;
+    for (auto& st : fresh)
+      st.scratch.clear();
+    const Bf16ReusePlan w = plan_bf16_reuse(fresh, 5, {0}, elements, {}, nullptr, true);
+    EXPECT_EQ(w.keep, plan.keep);
+    EXPECT_EQ(w.variable_copy_bytes, 0);
+    EXPECT_EQ(w.variable_conversions, 2);
+    auto with_windows = expected;
+    with_windows.insert(with_windows.end(), {{0, 500}, {30, 500}});
+    for (size_t s = 0; s < fresh.size(); ++s) {
+      std::vector<int> drops = plan.drop_after[s];
+      if (s == 0 || s == 30)
+        drops.push_back(0);
+      EXPECT_EQ(w.drop_after[s], drops) << s;
+      auto want = scratch(with_windows, s);
+      std::sort(want.begin(), want.end());
+      auto got = fresh[s].scratch;
+      std::sort(got.begin(), got.end());
+      EXPECT_EQ(got, want) << s;
+    }
+  }
   // Tensor 1 read only through its rounding, its producer able to write the bits alone: with
   // bits allowed (a set of fixed tensors given) and 1 not fixed, its copy is its buffer (no
   // scratch); fixed (fetched, a feed) or not allowed, as above.
@@ -369,6 +395,7 @@ TEST(Bf16Activations, StoredActivationsChangeNothing) {
   } catch (const Error&) {
   }
   kernels::reset_bf16_gemm();
+  int remade = 0;  // runs whose weights' copies were made again in the backward
   for (const auto path : paths) {
     kernels::set_bf16_gemm(path);
     for (const auto& mshape : meshes_of_size(world_size())) {
@@ -394,10 +421,21 @@ TEST(Bf16Activations, StoredActivationsChangeNothing) {
         else
           EXPECT_EQ(automatic.peak, off.peak) << where;
         EXPECT_EQ(off.bits_only, 0) << where;
+        // A weight's copy is held through the run, or under `auto` made again by its backward
+        // readers where that lowers the peak (at most three copies per run), bitwise the same.
+        const int held = kernels::bf16_copies_used() ? 1 : 0;
+        EXPECT_EQ(off.weight_conversions, held) << where;
+        EXPECT_EQ(on.weight_conversions, held) << where;
+        EXPECT_GE(automatic.weight_conversions, held) << where;
+        EXPECT_LE(automatic.weight_conversions, 3 * held) << where;
+        remade += automatic.weight_conversions > 1 ? 1 : 0;
         EXPECT_EQ(on.copies_left, 0) << where << ": copies outlived the run";
       }
     }
     kernels::reset_bf16_gemm();
+  }
+  if (paths.size() > 1) {
+    EXPECT_GT(remade, 0) << "no run made the weights' copies again: the bitwise check missed it";
   }
   // On one rank the tiny model's stored activations lower its peak: `auto` keeps them.
   const Bf16Run off = run_bf16(single_processor_mesh(), LayoutRules(), "0");

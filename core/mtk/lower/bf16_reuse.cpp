@@ -13,13 +13,38 @@ bool has(const std::vector<int>& v, int t) {
   return std::find(v.begin(), v.end(), t) != v.end();
 }
 
+// A copy of t per run of its bf16 readers (from `first` to `last`) each within the window of the
+// one before: made by the run's first, dropped after its last, scratch of the steps between.
+// Returns the number of copies.
+int hold_in_windows(std::vector<Program::Step>& steps, Bf16ReusePlan& plan, int t, int first,
+                    int last, std::int64_t elements) {
+  int start = first, prev = first, copies = 0;
+  auto hold = [&](int from, int to) {
+    plan.drop_after[static_cast<size_t>(to)].push_back(t);
+    for (int s = from; s <= to; ++s)
+      steps[static_cast<size_t>(s)].scratch.emplace_back(DType::float32, (elements + 1) / 2);
+    ++copies;
+  };
+  for (int s = first + 1; s <= last; ++s) {
+    if (!has(steps[static_cast<size_t>(s)].bf16_reads, t))
+      continue;
+    if (s - prev > bf16_copy_window) {
+      hold(start, prev);
+      start = s;
+    }
+    prev = s;
+  }
+  hold(start, prev);
+  return copies;
+}
+
 }  // namespace
 
 Bf16ReusePlan plan_bf16_reuse(std::vector<Program::Step>& steps, std::size_t tensors,
                               const std::set<int>& variables,
                               const std::vector<std::int64_t>& elements,
                               const std::vector<std::pair<std::vector<int>, int>>& stored,
-                              const std::set<int>* fixed) {
+                              const std::set<int>* fixed, bool variable_windows) {
   Bf16ReusePlan plan;
   plan.keep.assign(tensors, false);
   plan.bits_only.assign(tensors, false);
@@ -72,8 +97,15 @@ Bf16ReusePlan plan_bf16_reuse(std::vector<Program::Step>& steps, std::size_t ten
     // A variable's copy is held through the run's end (its readers in the backward follow long
     // after; the copy goes with the run): counted as held throughout. Another's from its first
     // reader through its last: scratch of those steps.
-    if (variable) {
+    if (variable && !variable_windows) {
       plan.variable_copy_bytes += 2 * elements[k];
+      plan.variable_conversions = std::max(plan.variable_conversions, 1);
+      continue;
+    }
+    if (variable) {
+      plan.variable_conversions =
+          std::max(plan.variable_conversions,
+                   hold_in_windows(steps, plan, t, first[k], last[k], elements[k]));
       continue;
     }
     plan.drop_after[static_cast<size_t>(last[k])].push_back(t);
@@ -123,13 +155,15 @@ void Lowering::plan_bf16_copies() {
   std::set<int> fixed(keep_to_end_.begin(), keep_to_end_.end());
   fixed.insert(p_->placeholders_.begin(), p_->placeholders_.end());
   fixed.insert(p_->persistent_.begin(), p_->persistent_.end());
-  Bf16ReusePlan plan = plan_bf16_reuse(p_->steps_, elements.size(), variables, elements,
-                                       bf16_stored_, bits_only ? &fixed : nullptr);
+  Bf16ReusePlan plan =
+      plan_bf16_reuse(p_->steps_, elements.size(), variables, elements, bf16_stored_,
+                      bits_only ? &fixed : nullptr, bf16_variable_windows_);
   p_->bf16_keep_ = std::move(plan.keep);
   p_->bf16_bits_only_ = std::move(plan.bits_only);
   p_->bf16_drop_after_ = std::move(plan.drop_after);
   p_->bf16_kept_tensors_ = plan.kept_tensors;
   bf16_variable_copy_bytes_ = plan.variable_copy_bytes;
+  p_->bf16_variable_conversions_ = plan.variable_conversions;
 }
 
 }  // namespace mtk

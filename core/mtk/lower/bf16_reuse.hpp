@@ -27,6 +27,8 @@ struct Bf16ReusePlan {
   std::vector<bool> bits_only;
   int kept_tensors = 0;
   std::int64_t variable_copy_bytes = 0;  ///< the variables' copies, held through a run
+  /// The most copies one variable's readers make per run (1: held through it).
+  int variable_conversions = 0;
 };
 
 /// The steps' bf16 readers (Step::bf16_reads) apart at most this many steps share one copy.
@@ -42,10 +44,13 @@ constexpr int bf16_copy_window = 8;
 /// and that step takes it; each value made again from the bits carries them as its copy), one
 /// copy per buffer held as scratch from that reader to the step before. `fixed`: tensors whose
 /// float32 values must stay (fetched at the end, feeds), never bits_only; null: none is.
+/// `variable_windows`: a variable's copy, too, is kept only across readers each within the window
+/// of the one before, and made again by the next reader after a longer gap (the forward's and
+/// the backward's reads of a weight: two conversions per run, no copy held between them).
 Bf16ReusePlan plan_bf16_reuse(std::vector<Program::Step>& steps, std::size_t tensors,
                               const std::set<int>& variables,
                               const std::vector<std::int64_t>& elements,
                               const std::vector<std::pair<std::vector<int>, int>>& stored = {},
-                              const std::set<int>* fixed = nullptr);
+                              const std::set<int>* fixed = nullptr, bool variable_windows = false);
 
 }  // namespace mtk

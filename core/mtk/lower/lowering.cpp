@@ -75,14 +75,16 @@ std::unique_ptr<Program> Lowering::run() {
 
 // The passes on buffers, from the steps in their final order: bf16 activation storage
 // (mtk/lower/bf16_activations.hpp; under `auto` kept where it lowers the predicted peak), the bf16
-// copies, the in-place updates, the lifetimes and the prediction.
+// copies (under `auto` the weights' copies made again in the backward where that lowers it), the
+// in-place updates, the lifetimes and the prediction.
 void Lowering::plan_buffers() {
   const std::string& mode = runtime_options().bf16_activations();  // MTK_BF16_ACTIVATIONS
   const std::vector<Program::Step> steps = p_->steps_;
-  auto plan = [&](bool store) {
+  auto plan = [&](bool store, bool windows) {
     p_->steps_ = steps;
     bf16_stored_.clear();
     p_->bf16_stored_.clear();
+    bf16_variable_windows_ = windows;
     if (store)
       store_bf16_activations();
     plan_bf16_copies();
@@ -94,12 +96,17 @@ void Lowering::plan_buffers() {
   for (const auto& st : steps)
     exact = exact || !st.bf16_exact_reads.empty();
   if (!exact || mode != "auto") {
-    plan(exact && mode == "1");
+    plan(exact && mode == "1", false);
     return;
   }
-  const std::int64_t float32 = plan(false);
-  if (plan(true) >= float32 && !bf16_stored_.empty())
-    plan(false);
+  const std::int64_t float32 = plan(false, false), stored = plan(true, false);
+  const bool store = stored < float32 && !bf16_stored_.empty();
+  // The weights' bf16 copies made again by their backward readers instead of held from the
+  // forward: where that lowers the peak, for at most two more conversions of a weight per step
+  // (recomputation reads it a third time; microbatches 2k times: those keep their copies).
+  if (plan(store, true) < (store ? stored : float32) && p_->bf16_variable_conversions_ <= 3)
+    return;
+  plan(store, false);
 }
 
 std::string Lowering::label() const {

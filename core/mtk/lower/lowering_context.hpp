@@ -244,6 +244,7 @@ class Lowering {
   std::map<int, std::vector<std::pair<int, bool>>> assigned_;  // variable -> (value, replaces)
   std::set<int> widened_variables_;            // bfloat16 variables: their tensor is a float32 copy
   std::int64_t bf16_variable_copy_bytes_ = 0;  // plan_bf16_copies()
+  bool bf16_variable_windows_ = false;         // plan_bf16_copies(): plan_bf16_reuse's
   // store_bf16_activations(): each stored buffer's names and the step that makes its bits.
   std::vector<std::pair<std::vector<int>, int>> bf16_stored_;
   std::vector<std::pair<DType, std::int64_t>> stored_;   // bfloat16 variables' storage (elements)

@@ -293,6 +293,12 @@ class Program {
   bool bf16_bits_only(int t) const;
   /// How many tensors the plan holds as their bf16 copy alone (bf16_bits_only, before fetches).
   int bf16_bits_only_tensors() const;
+  /// The most bf16 copies of one weight a run makes: 1 when each is held from its forward reader
+  /// through the backward, 2 or more when it is made again after a gap (Lowering::plan_buffers,
+  /// under MTK_BF16_ACTIVATIONS=auto where that lowers the peak), 0 when none is kept.
+  int bf16_weight_conversions() const {
+    return bf16_kept_tensors_ ? bf16_variable_conversions_ : 0;
+  }
   /// The bf16 copies kept now and their high-water mark (tests, benchmarks).
   const kernels::Bf16Copies& bf16_copies() const { return *bf16_copies_; }
   /// Tensors whose bf16 copy is kept between contractions.
@@ -361,8 +367,9 @@ class Program {
   // bf16 operand copies (mtk/lower/bf16_reuse.hpp): by tensor, kept; by step, dropped after it.
   std::vector<bool> bf16_keep_;
   std::vector<std::vector<int>> bf16_drop_after_;
-  std::vector<bool> bf16_bits_only_;  // by tensor (Bf16ReusePlan::bits_only)
-  std::set<int> fetching_;            // the tensors the run in progress fetches
+  std::vector<bool> bf16_bits_only_;   // by tensor (Bf16ReusePlan::bits_only)
+  int bf16_variable_conversions_ = 0;  // Bf16ReusePlan::variable_conversions
+  std::set<int> fetching_;             // the tensors the run in progress fetches
   int bf16_kept_tensors_ = 0;
   std::vector<int> bf16_stored_;
   std::unique_ptr<kernels::Bf16Copies> bf16_copies_ = std::make_unique<kernels::Bf16Copies>();
