@@ -88,10 +88,11 @@ struct Bf16Run {
 };
 
 Bf16Run run_bf16(const Mesh& mesh, const LayoutRules& rules, const char* stored, int fetch = -1,
-                 int steps = 3) {
+                 int steps = 3, std::int64_t loss_chunks = 1) {
   const OptionScope o({{"MTK_BF16_ACTIVATIONS", stored}});
   Graph g;
-  const auto c = small_config("bfloat16");
+  auto c = small_config("bfloat16");
+  c.loss_chunks = loss_chunks;
   nn::ModelGraph m = nn::build_transformer(g, c, /*training=*/true, /*seed=*/3);
   optim::Adam opt;
   optim::LearningRateSchedule lr;
@@ -513,6 +514,12 @@ TEST(Bf16Activations, TheLogitsGradientIsHeldAsItsBitsAlone) {
       for (float v : fetched.fetched)
         inexact += static_cast<float>(kernels::round_to_bfloat16(v)) != v ? 1 : 0;
       EXPECT_GT(inexact, 0) << where;
+      // A chunked loss head: each slice's gradient as its bits alone, the same training.
+      const Bf16Run chunks_off = run_bf16(mesh, rules, "0", -1, 3, 2);
+      const Bf16Run chunks = run_bf16(mesh, rules, "auto", -1, 3, 2);
+      EXPECT_GE(chunks.bits_only, 2) << where;
+      EXPECT_EQ(chunks.losses, chunks_off.losses) << where;
+      EXPECT_EQ(chunks.weights, chunks_off.weights) << where;
     }
   }
   kernels::reset_bf16_gemm();
