@@ -103,10 +103,13 @@ void Lowering::plan_buffers() {
   const bool store = stored < float32 && !bf16_stored_.empty();
   // The weights' bf16 copies made again by their backward readers instead of held from the
   // forward: where that lowers the peak, for at most two more conversions of a weight per step
-  // (recomputation reads it a third time; microbatches 2k times: those keep their copies).
-  if (plan(store, true) < (store ? stored : float32) && p_->bf16_variable_conversions_ <= 3)
+  // (recomputation reads it a third time; microbatches 2k times: those keep their copies). Not
+  // planned where no weight's copy is kept (no oneDNN bf16 path): the same plan again.
+  const bool held = p_->bf16_variable_conversions_ > 0;
+  if (held && plan(store, true) < (store ? stored : float32) && p_->bf16_variable_conversions_ <= 3)
     return;
-  plan(store, false);
+  if (held || (!store && !bf16_stored_.empty()))
+    plan(store, false);
 }
 
 std::string Lowering::label() const {
