@@ -14,6 +14,13 @@ std::int64_t BufferPlan::total() const {
 
 namespace {
 
+std::int64_t arena_total(const std::vector<std::pair<int, std::int64_t>>& arenas) {
+  std::int64_t t = 0;
+  for (const auto& [type, size] : arenas)
+    t += size;
+  return t;
+}
+
 // An object's lifetimes, disjoint, by first event.
 using Intervals = std::map<std::int64_t, std::int64_t>;
 
@@ -130,10 +137,7 @@ BufferPlan plan_buffers(const std::vector<PlannedBuffer>& buffers) {
 }
 
 std::int64_t OffsetPlan::total() const {
-  std::int64_t t = 0;
-  for (const auto& [type, size] : arenas)
-    t += size;
-  return t;
+  return arena_total(arenas);
 }
 
 OffsetPlan plan_offsets(const std::vector<PlannedBuffer>& buffers) {
@@ -165,6 +169,33 @@ OffsetPlan plan_offsets(const std::vector<PlannedBuffer>& buffers) {
   for (const auto& [type, size] : arena)
     plan.arenas.push_back({type, size});
   return plan;
+}
+
+std::int64_t Placement::total() const {
+  return arena_total(arenas);
+}
+
+Placement plan_placement(const std::vector<PlannedBuffer>& buffers) {
+  Placement out;
+  const BufferPlan objects = plan_buffers(buffers);
+  OffsetPlan offsets = plan_offsets(buffers);
+  if (offsets.total() < objects.total()) {
+    // Arenas in type order, as plan_offsets lists them.
+    std::map<int, int> arena_of_type;
+    for (const auto& [type, size] : offsets.arenas) {
+      arena_of_type[type] = static_cast<int>(out.arenas.size());
+      out.arenas.push_back({type, size});
+    }
+    for (const auto& b : buffers)
+      out.arena_of.push_back(arena_of_type.at(b.type));
+    out.offset = std::move(offsets.offset);
+    return out;
+  }
+  out.arena_of = objects.object_of;
+  out.offset.assign(buffers.size(), 0);
+  for (size_t o = 0; o < objects.object_size.size(); ++o)
+    out.arenas.push_back({objects.object_type[o], objects.object_size[o]});
+  return out;
 }
 
 std::int64_t most_live(const std::vector<PlannedBuffer>& buffers) {

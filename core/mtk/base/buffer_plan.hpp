@@ -38,14 +38,25 @@ BufferPlan plan_buffers(const std::vector<PlannedBuffer>& buffers);
 /// An offset plan: each buffer at an offset in one arena per type (Pisarchyk and Lee's greedy by
 /// size for offsets: the largest buffers first, each into the smallest gap between the buffers
 /// already placed that overlap it in time, else above them). Buffers that overlap in time never
-/// overlap in the arena. What an arena pool would hold (BufferPool does not use it: one View per
-/// arena would leave use_count() unable to tell a free range, docs/memory.md).
+/// overlap in the arena.
 struct OffsetPlan {
   std::vector<std::int64_t> offset;                  ///< per buffer: where it starts in its arena
   std::vector<std::pair<int, std::int64_t>> arenas;  ///< (type, size) of each type's arena
   std::int64_t total() const;                        ///< the sum of the arenas' sizes
 };
 OffsetPlan plan_offsets(const std::vector<PlannedBuffer>& buffers);
+
+/// Where each buffer lives: arena `arena_of[i]` from element `offset[i]`; per arena its type and
+/// size. What BufferPool allocates (leased ranges, mtk/base/leased_view.hpp) and the memory
+/// prediction counts: the smaller total of plan_offsets (an arena per type) and plan_buffers (an
+/// arena per object, each buffer at its start); the object plan where the two tie.
+struct Placement {
+  std::vector<int> arena_of;
+  std::vector<std::int64_t> offset;
+  std::vector<std::pair<int, std::int64_t>> arenas;  ///< (type, size)
+  std::int64_t total() const;
+};
+Placement plan_placement(const std::vector<PlannedBuffer>& buffers);
 
 /// The most `size` alive at once: a lower bound of any plan's total (for tests and reports).
 std::int64_t most_live(const std::vector<PlannedBuffer>& buffers);

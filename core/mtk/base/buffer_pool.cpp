@@ -31,14 +31,15 @@ std::map<std::int64_t, std::int64_t> BufferPool::census() const {
   for (const auto& [type, by_size] : buffers_)
     for (const auto& [n, e] : by_size)
       ++out[e.bytes];
-  for (const auto& e : objects_)
+  for (const auto& e : arenas_)
     ++out[e.bytes];
   for (const auto& [k, e] : recorded_)
     ++out[e.bytes];
   return out;
 }
 
-BufferPool::Entry* BufferPool::planned_object(std::type_index type, std::int64_t n) {
+const BufferPool::Entry* BufferPool::planned_lease(std::type_index type, std::int64_t n,
+                                                   const std::string& label) {
   if (phase_ != Phase::planned)
     return nullptr;
   // The record's next request, or one a few further on (requests this run did not make).
@@ -52,15 +53,36 @@ BufferPool::Entry* BufferPool::planned_object(std::type_index type, std::int64_t
   }
   cursor_ = j + 1;
   const Traced& t = trace_[j];
-  if (t.object < 0)
+  if (t.arena < 0)
     return nullptr;  // held past the recorded run's end: the per-size path, as recorded
-  Entry& e = objects_[static_cast<size_t>(t.object)];
-  if (e.use_count(e.view) != 1) {
-    ++misses_;  // its object is still held (a value kept longer than in the recorded run)
+  if (!range_free(j)) {
+    ++misses_;  // a range over it is still held (a value kept longer than in the recorded run)
     return nullptr;
   }
+  Entry& lease = leases_[j];
+  if (!lease.view.has_value())
+    lease = t.lease(arenas_[static_cast<size_t>(t.arena)].view, t.offset, t.n, label);
+  out_.push_back(j);
   ++hits_;
-  return &e;
+  return &lease;
+}
+
+bool BufferPool::range_free(size_t j) {
+  const Traced& t = trace_[j];
+  bool free = true;
+  for (size_t i = 0; i < out_.size();) {
+    const Entry& held = leases_[out_[i]];
+    if (held.use_count(held.view) == 1) {
+      out_[i] = out_.back();  // let go since it was handed out
+      out_.pop_back();
+      continue;
+    }
+    const Traced& o = trace_[out_[i]];
+    if (o.arena == t.arena && o.offset < t.offset + t.span && t.offset < o.offset + o.span)
+      free = false;
+    ++i;
+  }
+  return free;
 }
 
 void BufferPool::observe_frees(std::int64_t k) {
@@ -77,7 +99,8 @@ void BufferPool::observe_frees(std::int64_t k) {
   }
 }
 
-// After a recorded run: buffers still held go to the per-size pool; the others share objects.
+// After a recorded run: buffers still held go to the per-size pool; the others are placed in
+// arenas.
 void BufferPool::make_plan() {
   observe_frees(acquires_in_run_);
   for (auto& [k, e] : recorded_)
@@ -91,32 +114,37 @@ void BufferPool::make_plan() {
     if (t.last < 0 || t.n == 0)
       continue;
     const int id = type_ids.emplace(t.type, static_cast<int>(type_ids.size())).first->second;
-    lives.push_back({id, t.n, t.first, t.last});
+    lives.push_back({id, t.span, t.first, t.last});
     traced.push_back(k);
   }
-  const BufferPlan plan = plan_buffers(lives);
-  // Per-size buffers nothing asked for lately go before the objects come, so the two never stack.
+  const Placement plan = plan_placement(lives);
+  // Per-size buffers nothing asked for lately go before the arenas come, so the two never stack.
   release(2);
-  std::vector<size_t> maker(plan.object_size.size());  // per object: an acquire of its type
+  std::vector<size_t> maker(plan.arenas.size());  // per arena: an acquire of its type
   for (size_t i = 0; i < traced.size(); ++i) {
-    trace_[traced[i]].object = plan.object_of[i];
-    maker[static_cast<size_t>(plan.object_of[i])] = traced[i];
+    trace_[traced[i]].arena = plan.arena_of[i];
+    trace_[traced[i]].offset = plan.offset[i];
+    maker[static_cast<size_t>(plan.arena_of[i])] = traced[i];
   }
-  for (size_t o = 0; o < plan.object_size.size(); ++o) {
-    objects_.push_back(trace_[maker[o]].make(plan.object_size[o]));
+  for (size_t a = 0; a < plan.arenas.size(); ++a) {
+    arenas_.push_back(trace_[maker[a]].make(plan.arenas[a].second));
     ++allocations_;
-    grow(objects_.back().bytes);
+    grow(arenas_.back().bytes);
   }
+  leases_.assign(trace_.size(), Entry{});
   phase_ = Phase::planned;
 }
 
-// Forgets the plan and its objects (freed when nothing holds them) and records the next run.
+// Forgets the plan and its arenas (each freed when no range of it is held) and records the next
+// run.
 void BufferPool::drop_plan() {
-  for (const auto& e : objects_)
+  for (const auto& e : arenas_)
     bytes_ -= e.bytes;
   for (const auto& [k, e] : recorded_)
     bytes_ -= e.bytes;
-  objects_.clear();
+  arenas_.clear();
+  leases_.clear();
+  out_.clear();
   recorded_.clear();
   trace_.clear();
   phase_ = Phase::recording;

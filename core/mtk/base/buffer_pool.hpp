@@ -8,17 +8,22 @@
 // per size the most buffers of that size ever alive at once. With a plan (set_planning,
 // MTK_BUFFER_PLAN) the first run is recorded: each acquire's type, size and the acquire before
 // which its buffer was seen free (the pool drops its copy then, so the run holds the live bytes
-// only). Its end plans shared objects (mtk/base/buffer_plan.hpp) holding about the most bytes alive
-// at once, and later runs answer each acquire with the first elements of its object when the
-// request matches the record's next one (or one a few further on: requests a run skips). Buffers
-// still held at the end of the recorded run (variables' new values, fetched results) and any
-// request that does not match take the per-size path.
+// only). Its end places every buffer at an offset in an arena (mtk/base/buffer_plan.hpp,
+// plan_placement: one arena per element type, or one per shared object where that is smaller),
+// holding about the most bytes alive at once, and later runs answer each acquire with its range
+// of its arena when the request matches the record's next one (or one a few further on: requests
+// a run skips). Buffers still held at the end of the recorded run (variables' new values, fetched
+// results) and any request that does not match take the per-size path.
 //
 // A buffer is free when the pool's copy of its View is the only reference (use_count() == 1; a
 // subview shares that count), so a buffer anyone still holds (a variable, a fetched value, a
-// kernel's other operand) is never handed out twice. On GPUs the kernels of a program run in order
-// on one execution space instance, so a buffer released by one kernel and reused by the next is
-// ordered by that instance.
+// kernel's other operand) is never handed out twice. A planned range is a leased view
+// (mtk/base/leased_view.hpp) with a count of its own: it is handed out only when no range of its
+// arena that overlaps it is held, and a range held past the plan keeps its arena allocated. On GPUs
+// the kernels of a program run in order on one execution space instance, so a buffer released by
+// one kernel and reused by the next is ordered by that instance.
+
+#include <mtk/base/leased_view.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -39,8 +44,8 @@ class BufferPool {
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
 
-  /// An uninitialised View of `n` elements: with a plan (set_planning), the first n elements of
-  /// this acquire's planned object when it matches the recorded run and no one holds the object;
+  /// An uninitialised View of `n` elements: with a plan (set_planning), this acquire's planned
+  /// range of its arena when it matches the recorded run and no one holds a range overlapping it;
   /// else a pooled buffer of that type and size that no one else holds, else a new one (labelled
   /// `label`) that the pool keeps.
   template <class T>
@@ -49,12 +54,9 @@ class BufferPool {
       const std::int64_t k = acquires_in_run_++;
       if (phase_ == Phase::recording)
         return record<T>(label, n, k);
-      if (Entry* object = planned_object(std::type_index(typeid(T)), n)) {
+      if (const Entry* lease = planned_lease(std::type_index(typeid(T)), n, label)) {
         ++reuses_;
-        const auto& v = std::any_cast<const Kokkos::View<T*>&>(object->view);
-        if (static_cast<std::int64_t>(v.extent(0)) == n)
-          return v;
-        return Kokkos::subview(v, std::make_pair(std::int64_t(0), n));
+        return std::any_cast<const Kokkos::View<T*>&>(lease->view);
       }
     }
     return pooled<T>(label, n);
@@ -77,12 +79,13 @@ class BufferPool {
   void set_fit_ratio(double r) { fit_ratio_ = r < 1 ? 1 : r; }
   double fit_ratio() const { return fit_ratio_; }
   /// Planned sharing (off by default; Program turns it on with MTK_BUFFER_PLAN): the next run is
-  /// recorded and planned. Turning it off drops the plan; its objects are freed once unheld.
+  /// recorded and planned. Turning it off drops the plan; its arenas are freed once no range of
+  /// them is held.
   void set_planning(bool on);
   bool planning() const { return planning_; }
   /// Whether runs are answered from a plan (false while none is made or one is being recorded).
   bool planned() const { return planning_ && phase_ == Phase::planned; }
-  /// Acquires of the last finished run answered by their planned object.
+  /// Acquires of the last finished run answered by their planned range.
   std::int64_t planned_hits() const { return last_hits_; }
   /// Times a plan was dropped because most of a run's acquires did not match it.
   int replans() const { return replans_; }
@@ -107,7 +110,7 @@ class BufferPool {
   std::int64_t reuses() const { return reuses_; }            ///< acquires answered from the pool
   std::int64_t bytes() const { return bytes_; }              ///< bytes the pool holds now
   std::int64_t peak_bytes() const { return peak_bytes_; }    ///< the most it ever held
-  /// The buffers it holds now (planned objects included): how many of each size in bytes.
+  /// The buffers it holds now (planned arenas included): how many of each size in bytes.
   std::map<std::int64_t, std::int64_t> census() const;
 
   /// The pool uninitialized_view() draws from on this thread (nullptr: plain allocations).
@@ -123,13 +126,18 @@ class BufferPool {
     int idle_runs = 0;  // end_run()s since it was last acquired or held
   };
   // One acquire of the recorded run: alive from acquire `first` until before acquire `last`
-  // (-1: still held at the end, not planned); `object` indexes objects_ (-1: none).
+  // (-1: still held at the end, not planned); planned at `offset` of arenas_[arena] (-1: not
+  // planned), where it takes `span` elements (n rounded up to whole cache lines).
   struct Traced {
     std::type_index type;
     std::int64_t n = 0;
     std::int64_t first = 0, last = -1;
-    int object = -1;
+    int arena = -1;
+    std::int64_t offset = 0, span = 0;
     Entry (*make)(std::int64_t n) = nullptr;  // a new buffer of this type
+    // A leased range of an arena of this type
+    Entry (*lease)(const std::any& arena, std::int64_t offset, std::int64_t n,
+                   const std::string& label) = nullptr;
   };
   enum class Phase { recording, planned };
 
@@ -142,9 +150,22 @@ class BufferPool {
   }
   // Zeroed: its pages are touched at the end of the recorded run, not in the next run's steps.
   template <class T>
-  static Entry make_object(std::int64_t n) {
-    return make_entry(Kokkos::View<T*>("mtk::BufferPool planned object", static_cast<size_t>(n)),
+  static Entry make_arena(std::int64_t n) {
+    return make_entry(Kokkos::View<T*>("mtk::BufferPool arena", static_cast<size_t>(n)), true);
+  }
+  template <class T>
+  static Entry make_lease(const std::any& arena, std::int64_t offset, std::int64_t n,
+                          const std::string& label) {
+    return make_entry(leased_view(std::any_cast<const Kokkos::View<T*>&>(arena), offset, n, label),
                       true);
+  }
+  // n elements of T rounded up to whole 64-byte lines, so every planned range starts on one.
+  template <class T>
+  static std::int64_t span_of(std::int64_t n) {
+    constexpr std::int64_t line = 64, size = static_cast<std::int64_t>(sizeof(T));
+    if (line % size != 0)
+      return n;
+    return (n * size + line - 1) / line * line / size;
   }
   // The exact-fit path: a free pooled buffer of n elements (within the fit ratio), else a new one.
   template <class T>
@@ -178,14 +199,18 @@ class BufferPool {
     observe_frees(k);
     Kokkos::View<T*> v(Kokkos::view_alloc(Kokkos::WithoutInitializing, label),
                        static_cast<size_t>(n));
-    trace_.push_back({std::type_index(typeid(T)), n, k, -1, -1, &make_object<T>});
+    trace_.push_back({std::type_index(typeid(T)), n, k, -1, -1, 0, span_of<T>(n), &make_arena<T>,
+                      &make_lease<T>});
     recorded_.emplace_back(trace_.size() - 1, make_entry(v, true));
     ++allocations_;
     grow(static_cast<std::int64_t>(sizeof(T)) * n);
     return v;
   }
-  // The object planned for the recorded request this one matches, when that object is free.
-  Entry* planned_object(std::type_index type, std::int64_t n);
+  // The lease planned for the recorded request this one matches, when no range overlapping it is
+  // held (made on its first use, labelled `label`).
+  const Entry* planned_lease(std::type_index type, std::int64_t n, const std::string& label);
+  // Whether no range overlapping the recorded request j's is held; forgets the ranges let go.
+  bool range_free(size_t j);
   // The recorded buffers no one holds any more died before acquire k: noted, and dropped.
   void observe_frees(std::int64_t k);
   void make_plan();
@@ -210,7 +235,9 @@ class BufferPool {
   Phase phase_ = Phase::recording;
   std::vector<Traced> trace_;
   std::vector<std::pair<size_t, Entry>> recorded_;  // live buffers of the recording: trace index
-  std::vector<Entry> objects_;
+  std::vector<Entry> arenas_;
+  std::vector<Entry> leases_;  // per recorded request: its leased range (made on first use)
+  std::vector<size_t> out_;    // recorded requests whose ranges were handed out and may be held
   std::int64_t acquires_in_run_ = 0;
   size_t cursor_ = 0;  // in a planned run: the recorded request the next one should match
   std::int64_t hits_ = 0, misses_ = 0, last_hits_ = 0;

@@ -80,24 +80,26 @@ class Replay {
     const auto& st = (*p_.steps)[static_cast<size_t>(b.first - 1)];
     return "step " + std::to_string(b.first - 1) + " " + st.what;
   }
-  void report_plan(const BufferPlan& plan, const std::vector<int>& of,
+  void report_plan(const Placement& plan, const std::vector<int>& of,
                    const std::vector<PlannedBuffer>& lives, std::int64_t kept) const {
     std::fprintf(stderr,
-                 "mtk::predict_memory: planned objects %.1f MiB (temporaries' most live %.1f MiB, "
-                 "an offset plan %.1f MiB), kept per size %.1f MiB:\n",
+                 "mtk::predict_memory: planned arenas %.1f MiB (temporaries' most live %.1f MiB, "
+                 "an object plan %.1f MiB, an offset plan %.1f MiB), kept per size %.1f MiB:\n",
                  static_cast<double>(plan.total()) / 1048576.0,
                  static_cast<double>(most_live(lives)) / 1048576.0,
+                 static_cast<double>(plan_buffers(lives).total()) / 1048576.0,
                  static_cast<double>(plan_offsets(lives).total()) / 1048576.0,
                  static_cast<double>(kept) / 1048576.0);
-    for (size_t o = 0; o < plan.object_size.size(); ++o) {
-      if (plan.object_size[o] < (1 << 20))
+    for (size_t a = 0; a < plan.arenas.size(); ++a) {
+      if (plan.arenas[a].second < (1 << 20))
         continue;
-      std::fprintf(stderr, "  object %zu: %.2f MiB\n", o,
-                   static_cast<double>(plan.object_size[o]) / 1048576.0);
+      std::fprintf(stderr, "  arena %zu: %.2f MiB\n", a,
+                   static_cast<double>(plan.arenas[a].second) / 1048576.0);
       for (size_t i = 0; i < of.size(); ++i)
-        if (plan.object_of[i] == static_cast<int>(o) && lives[i].size >= (1 << 20))
-          std::fprintf(stderr, "      %8.2f MiB [%lld..%lld) %s\n",
+        if (plan.arena_of[i] == static_cast<int>(a) && lives[i].size >= (1 << 20))
+          std::fprintf(stderr, "      %8.2f MiB at %8.2f [%lld..%lld) %s\n",
                        static_cast<double>(lives[i].size) / 1048576.0,
+                       static_cast<double>(plan.offset[i]) / 1048576.0,
                        static_cast<long long>(lives[i].first - 1),
                        static_cast<long long>(lives[i].last - 1),
                        writer(buffers_[static_cast<size_t>(of[i])]).substr(0, 60).c_str());
@@ -159,19 +161,21 @@ class Replay {
     for (size_t i = 0; i < buffers_.size(); ++i) {
       const Buffer& b = buffers_[i];
       if (b.planned && b.last >= 0 && b.key.second > 0) {
-        lives.push_back({static_cast<int>(b.key.first), b.key.second, b.first, b.last});
+        // Whole 64-byte lines, as BufferPool places them
+        const std::int64_t span = (b.key.second + 63) / 64 * 64;
+        lives.push_back({static_cast<int>(b.key.first), span, b.first, b.last});
         of.push_back(static_cast<int>(i));
         continue;
       }
       kept = checked_add(kept, b.key.second, where, "the bytes of the buffer pool");
       ++m.pool_census[b.key.second];
     }
-    const BufferPlan plan = plan_buffers(lives);
+    const Placement plan = plan_placement(lives);
     if (reporting_)
       report_plan(plan, of, lives, kept);
-    for (std::int64_t bytes : plan.object_size)
+    for (const auto& [type, bytes] : plan.arenas)
       ++m.pool_census[bytes];
-    // The recorded run holds the live buffers only; the planned runs the objects and the rest.
+    // The recorded run holds the live buffers only; the planned runs the arenas and the rest.
     m.planned_pool_bytes =
         std::max(checked_add(kept, plan.total(), where, "the planned pool"), peak_);
     for (const auto& [bytes, n] : m.pool_census)

@@ -58,7 +58,7 @@ struct MemoryPrediction {
   /// variables' storage among them.
   std::int64_t per_size_pool_bytes = 0;
   std::int64_t per_size_pool_buffers = 0;
-  /// With a plan (computed only then): the planned objects, the variables' storage and the buffers
+  /// With a plan (computed only then): the planned arenas, the variables' storage and the buffers
   /// held at the end of the run (kept per size); at least live_peak_bytes (the recorded first run
   /// holds that).
   std::int64_t planned_pool_bytes = 0;
