@@ -291,8 +291,9 @@ int arena_run(BufferPool& pool, bool hold_a, Kokkos::View<float*>* keep_c = null
     for (const float* p : {b.data(), c.data()})
       inside += p >= a_data && p < a_data + 1024 ? 1 : 0;
     EXPECT_TRUE(all_equal(b, 2.0f) && all_equal(c, 3.0f));
-    if (hold_a)
+    if (hold_a) {
       EXPECT_TRUE(all_equal(a, 1.0f));  // nothing was handed a range over a while it lived
+    }
     if (keep_c)
       *keep_c = c;
   }

@@ -3,6 +3,10 @@
 
 #include <algorithm>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 namespace mtk {
 
 namespace {
@@ -120,6 +124,11 @@ void BufferPool::make_plan() {
   const Placement plan = plan_placement(lives);
   // Per-size buffers nothing asked for lately go before the arenas come, so the two never stack.
   release(2);
+#if defined(__GLIBC__)
+  // The recorded run's buffers below the C library's mmap threshold were freed into its heap,
+  // where they stay resident; returned now, the arenas do not come on top of them (VmHWM).
+  malloc_trim(0);
+#endif
   std::vector<size_t> maker(plan.arenas.size());  // per arena: an acquire of its type
   for (size_t i = 0; i < traced.size(); ++i) {
     trace_[traced[i]].arena = plan.arena_of[i];
