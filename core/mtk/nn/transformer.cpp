@@ -20,9 +20,11 @@ Tensor Builder::encode(ModelGraph& m, Tensor& memory_segments) {
   memory_segments = rename_dimension(m.encoder_segments, "length", "memory_length");
   Tensor bias =
       attention_bias(g, length, memory_length, false, m.encoder_segments, memory_segments);
-  Tensor x = embed("encoder", m.encoder_inputs, m.encoder_positions);
+  int first = -1;
+  Tensor x = embed_stack_input("encoder", m.encoder_inputs, m.encoder_positions,
+                               c.num_encoder_layers, first);
   nonpadding = c.moe_every > 0 ? token_mask(m.encoder_segments) : Tensor();
-  x = stack("encoder", c.num_encoder_layers, x, bias);
+  x = stack("encoder", c.num_encoder_layers, x, bias, first);
   return rename_dimension(x, "length", "memory_length");
 }
 
@@ -35,9 +37,11 @@ Tensor Builder::decode(const ModelGraph& m, const Tensor& encoder_out,
     Tensor self_memory_segments = rename_dimension(m.segments, "length", "memory_length");
     self_bias = attention_bias(g, length, memory_length, true, m.segments, self_memory_segments);
   }
-  Tensor x = embed("decoder", m.inputs, m.positions);
+  int first = -1;
+  Tensor x = embed_stack_input("decoder", m.inputs, m.positions, c.num_layers, first);
   nonpadding = c.moe_every > 0 ? token_mask(m.segments) : Tensor();
-  Tensor y = stack("decoder", c.num_layers, x, self_bias, encoder_out, m.segments, memory_segments);
+  Tensor y =
+      stack("decoder", c.num_layers, x, self_bias, first, encoder_out, m.segments, memory_segments);
   local_segments = Tensor();
   return y;
 }

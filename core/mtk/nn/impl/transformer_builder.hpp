@@ -18,13 +18,16 @@
 namespace mtk::nn::impl {
 
 // The ops built in its lifetime form one recomputation segment (when `on`): the backward computes
-// their outputs again instead of keeping them (TransformerConfig::recompute).
+// their outputs again instead of keeping them (TransformerConfig::recompute). With `join` >= 0 they
+// join segment `join`, whose other ops were built in an earlier scope.
 class RecomputeSegment {
  public:
-  RecomputeSegment(Graph& g, bool on) : g_(g), saved_(g.recompute_tag()) {
+  RecomputeSegment(Graph& g, bool on, int join = -1) : g_(g), saved_(g.recompute_tag()) {
     if (on)
-      g_.set_recompute_tag(RecomputeTag{g_.new_recompute_segment(), false});
+      g_.set_recompute_tag(RecomputeTag{join >= 0 ? join : g_.new_recompute_segment(), false});
   }
+  /// The segment its ops join (-1: none).
+  int segment() const { return g_.recompute_tag().segment; }
   ~RecomputeSegment() { g_.set_recompute_tag(saved_); }
   RecomputeSegment(const RecomputeSegment&) = delete;
   RecomputeSegment& operator=(const RecomputeSegment&) = delete;
@@ -126,16 +129,29 @@ struct Builder {
     return residual(name + "/encdec_attention", x, y);
   }
 
+  // The embedding of `prefix`'s ids and positions (embed()); under `layer` recomputation in the
+  // segment the first layer of the stack joins (`segment`), so that its output, the first layer's
+  // input, is gathered again from the ids for that layer's backward instead of kept.
+  Tensor embed_stack_input(const std::string& prefix, const Tensor& ids, const Tensor& positions,
+                           std::int64_t num_layers, int& segment) {
+    RecomputeSegment first(g, c.recompute == Recompute::layer && num_layers > 0);
+    segment = first.segment();
+    return embed(prefix, ids, positions);
+  }
+
   // `num_layers` pre-norm layers "<prefix>/layer_<l>" over x and the final norm; the decoder of an
-  // encoder-decoder also attends to `encoder_out` (when valid).
+  // encoder-decoder also attends to `encoder_out` (when valid). Under `layer` recomputation the
+  // first layer joins segment `first` (embed_stack_input) and the final norm is in the last
+  // layer's segment: the last layer's output is made again for the norm's backward, not kept
+  // through the loss head.
   Tensor stack(const std::string& prefix, std::int64_t num_layers, Tensor x, const Tensor& bias,
-               const Tensor& encoder_out = Tensor(), const Tensor& segments = Tensor(),
+               int first, const Tensor& encoder_out = Tensor(), const Tensor& segments = Tensor(),
                const Tensor& memory_segments = Tensor()) {
     const bool layers = c.recompute == Recompute::layer;
     const bool blocks = c.recompute == Recompute::attention;
     for (std::int64_t l = 0; l < num_layers; ++l) {
       const std::string name = prefix + "/layer_" + std::to_string(l);
-      RecomputeSegment layer(g, layers);
+      RecomputeSegment layer(g, layers, l == 0 ? first : -1);
       {
         RecomputeSegment block(g, blocks);
         x = self_attention_block(name, x, bias);
@@ -145,6 +161,8 @@ struct Builder {
         x = encdec_attention_block(name, x, encoder_out, segments, memory_segments);
       }
       x = feed_forward_block(name, l, x);
+      if (l + 1 == num_layers)
+        return norm(prefix + "/final_norm", x);
     }
     return norm(prefix + "/final_norm", x);
   }
