@@ -98,9 +98,9 @@ BufferPlan greedy_by_size(const std::vector<PlannedBuffer>& buffers) {
   return placer.take();
 }
 
-// Greedy by breadth: the events with the most bytes alive first, each event's buffers from the
-// largest down.
-BufferPlan greedy_by_breadth(const std::vector<PlannedBuffer>& buffers) {
+// The order greedy by breadth places buffers in: the events with the most bytes alive first, each
+// event's buffers not yet placed from the largest down.
+std::vector<size_t> by_breadth(const std::vector<PlannedBuffer>& buffers) {
   std::map<std::int64_t, std::int64_t> breadth;  // by event: the bytes alive there
   for (const auto& b : buffers) {
     breadth[b.first] += 0;
@@ -112,43 +112,50 @@ BufferPlan greedy_by_breadth(const std::vector<PlannedBuffer>& buffers) {
   std::vector<std::pair<std::int64_t, std::int64_t>> events(breadth.begin(), breadth.end());
   std::stable_sort(events.begin(), events.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
-  const std::vector<size_t> order = by_size(buffers);
-  Placer placer(buffers);
-  size_t left = buffers.size();
+  const std::vector<size_t> sized = by_size(buffers);
+  std::vector<size_t> out;
+  std::vector<char> taken(buffers.size(), 0);
   for (const auto& [event, bytes] : events) {
-    for (size_t i : order)
-      if (!placer.placed(i) && buffers[i].first <= event && event < buffers[i].last) {
-        placer.place(i);
-        --left;
+    for (size_t i : sized)
+      if (!taken[i] && buffers[i].first <= event && event < buffers[i].last) {
+        taken[i] = 1;
+        out.push_back(i);
       }
-    if (left == 0)
+    if (out.size() == buffers.size())
       break;
   }
+  return out;
+}
+
+// The longest lives first, each length's buffers from the largest down.
+std::vector<size_t> by_duration(const std::vector<PlannedBuffer>& buffers) {
+  std::vector<size_t> order = by_size(buffers);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return buffers[a].last - buffers[a].first > buffers[b].last - buffers[b].first;
+  });
+  return order;
+}
+
+// Greedy by breadth: the events with the most bytes alive first, each event's buffers from the
+// largest down.
+BufferPlan greedy_by_breadth(const std::vector<PlannedBuffer>& buffers) {
+  Placer placer(buffers);
+  for (size_t i : by_breadth(buffers))
+    placer.place(i);
   return placer.take();
 }
 
-}  // namespace
-
-BufferPlan plan_buffers(const std::vector<PlannedBuffer>& buffers) {
-  // Neither strategy is best on every program (Pisarchyk and Lee): the smaller total.
-  BufferPlan size = greedy_by_size(buffers);
-  BufferPlan breadth = greedy_by_breadth(buffers);
-  return breadth.total() < size.total() ? breadth : size;
-}
-
-std::int64_t OffsetPlan::total() const {
-  return arena_total(arenas);
-}
-
-OffsetPlan plan_offsets(const std::vector<PlannedBuffer>& buffers) {
+// Offsets for the buffers in `order`: each into the smallest gap between the buffers of its type
+// already placed that are alive with it, else above them all.
+OffsetPlan offsets_in_order(const std::vector<PlannedBuffer>& buffers,
+                            const std::vector<size_t>& order) {
   OffsetPlan plan;
   plan.offset.assign(buffers.size(), 0);
   std::map<int, std::int64_t> arena;       // by type: its size so far
   std::map<int, std::vector<size_t>> put;  // by type: the buffers placed, by offset
-  for (size_t i : by_size(buffers)) {
+  for (size_t i : order) {
     const PlannedBuffer& b = buffers[i];
     auto& placed = put[b.type];
-    // The smallest gap between the placed buffers alive with b that b fits, else above them all.
     std::int64_t end = 0, best = -1, best_gap = 0;
     for (size_t j : placed) {
       const PlannedBuffer& o = buffers[j];
@@ -169,6 +176,31 @@ OffsetPlan plan_offsets(const std::vector<PlannedBuffer>& buffers) {
   for (const auto& [type, size] : arena)
     plan.arenas.push_back({type, size});
   return plan;
+}
+
+}  // namespace
+
+BufferPlan plan_buffers(const std::vector<PlannedBuffer>& buffers) {
+  // Neither strategy is best on every program (Pisarchyk and Lee): the smaller total.
+  BufferPlan size = greedy_by_size(buffers);
+  BufferPlan breadth = greedy_by_breadth(buffers);
+  return breadth.total() < size.total() ? breadth : size;
+}
+
+std::int64_t OffsetPlan::total() const {
+  return arena_total(arenas);
+}
+
+OffsetPlan plan_offsets(const std::vector<PlannedBuffer>& buffers) {
+  // Greedy by size is Pisarchyk and Lee's; by breadth or by lifetime packs tighter on some
+  // programs (microbatches, chunked loss heads): the smallest of the three.
+  OffsetPlan best = offsets_in_order(buffers, by_size(buffers));
+  for (const auto& order : {by_breadth(buffers), by_duration(buffers)}) {
+    OffsetPlan plan = offsets_in_order(buffers, order);
+    if (plan.total() < best.total())
+      best = std::move(plan);
+  }
+  return best;
 }
 
 std::int64_t Placement::total() const {

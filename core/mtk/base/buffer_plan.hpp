@@ -35,10 +35,10 @@ struct BufferPlan {
 /// Assigns every buffer to an object; buffers of one object never overlap in time. Deterministic.
 BufferPlan plan_buffers(const std::vector<PlannedBuffer>& buffers);
 
-/// An offset plan: each buffer at an offset in one arena per type (Pisarchyk and Lee's greedy by
-/// size for offsets: the largest buffers first, each into the smallest gap between the buffers
-/// already placed that overlap it in time, else above them). Buffers that overlap in time never
-/// overlap in the arena.
+/// An offset plan: each buffer at an offset in one arena per type (Pisarchyk and Lee's greedy for
+/// offsets: buffers in some order, each into the smallest gap between the buffers already placed
+/// that overlap it in time, else above them; the smallest total of three orders: largest first,
+/// by breadth, longest lives first). Buffers that overlap in time never overlap in the arena.
 struct OffsetPlan {
   std::vector<std::int64_t> offset;                  ///< per buffer: where it starts in its arena
   std::vector<std::pair<int, std::int64_t>> arenas;  ///< (type, size) of each type's arena
