@@ -30,9 +30,12 @@ struct ArenaReference {
 template <class T>
 Kokkos::View<T*> leased_view(const Kokkos::View<T*>& arena, std::int64_t offset, std::int64_t n,
                              const std::string& label) {
-  using Record = Kokkos::Impl::SharedAllocationRecord<Kokkos::HostSpace,
-                                                      impl::ArenaReference<Kokkos::View<T*>>>;
-  Record* record = Record::allocate(Kokkos::HostSpace(), label, 0);
+  // A record of the arena's own memory space (its header holds the label there), as Kokkos
+  // reads a View's label through the record of that space.
+  using Space = typename Kokkos::View<T*>::memory_space;
+  using Record =
+      Kokkos::Impl::SharedAllocationRecord<Space, impl::ArenaReference<Kokkos::View<T*>>>;
+  Record* record = Record::allocate(Space(), label, 0);
   record->m_destroy.arena = arena;
   Kokkos::Impl::SharedAllocationTracker track;
   track.assign_allocated_record_to_uninitialized(record);
