@@ -89,15 +89,6 @@ std::vector<size_t> by_size(const std::vector<PlannedBuffer>& buffers) {
   return order;
 }
 
-// Greedy by size: the largest buffers first (every object is then at least as large as the
-// buffer placed, so no object grows).
-BufferPlan greedy_by_size(const std::vector<PlannedBuffer>& buffers) {
-  Placer placer(buffers);
-  for (size_t i : by_size(buffers))
-    placer.place(i);
-  return placer.take();
-}
-
 // The order greedy by breadth places buffers in: the events with the most bytes alive first, each
 // event's buffers not yet placed from the largest down.
 std::vector<size_t> by_breadth(const std::vector<PlannedBuffer>& buffers) {
@@ -136,11 +127,12 @@ std::vector<size_t> by_duration(const std::vector<PlannedBuffer>& buffers) {
   return order;
 }
 
-// Greedy by breadth: the events with the most bytes alive first, each event's buffers from the
-// largest down.
-BufferPlan greedy_by_breadth(const std::vector<PlannedBuffer>& buffers) {
+// Objects for the buffers in `order` (Placer::place). Largest first, no object grows (every
+// object is at least as large as the buffer placed); by breadth, a free smaller one may.
+BufferPlan objects_in_order(const std::vector<PlannedBuffer>& buffers,
+                            const std::vector<size_t>& order) {
   Placer placer(buffers);
-  for (size_t i : by_breadth(buffers))
+  for (size_t i : order)
     placer.place(i);
   return placer.take();
 }
@@ -182,8 +174,8 @@ OffsetPlan offsets_in_order(const std::vector<PlannedBuffer>& buffers,
 
 BufferPlan plan_buffers(const std::vector<PlannedBuffer>& buffers) {
   // Neither strategy is best on every program (Pisarchyk and Lee): the smaller total.
-  BufferPlan size = greedy_by_size(buffers);
-  BufferPlan breadth = greedy_by_breadth(buffers);
+  BufferPlan size = objects_in_order(buffers, by_size(buffers));
+  BufferPlan breadth = objects_in_order(buffers, by_breadth(buffers));
   return breadth.total() < size.total() ? breadth : size;
 }
 
