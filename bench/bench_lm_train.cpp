@@ -3,7 +3,7 @@
 // rank (predicted by analyze(), Kokkos allocations measured, the process's VmHWM). One JSON object.
 //   mpiexec -n 2 bench_lm_train --mesh batch:2 --layout batch:batch --steps 3 [--bf16]
 // --bf16: model.activation_dtype bfloat16 (every contraction in bf16 with fp32 sums).
-// --recompute none|attention|layer, --microbatches k: model.recompute, train.microbatches
+// --recompute none|norms|attention|layer, --microbatches k: model.recompute, train.microbatches
 // (docs/memory.md; bench/run-memory-bench). --loss-chunks c: model.loss_chunks.
 // --steps 0: no step runs; prints analyze()'s prediction only (peak, variables, FLOPs).
 // --variable-dtype, --slot-dtype float32|bfloat16: train.variable_dtype,
@@ -83,7 +83,7 @@ mtk::nn::Recompute recompute_of(const std::string& v) {
   for (const auto& [name, value] : mtk::nn::recompute_names())
     if (name == v)
       return value;
-  mtk::fail("bench_lm_train", "--recompute " + v + ": not none, attention or layer");
+  mtk::fail("bench_lm_train", "--recompute " + v + ": not none, norms, attention or layer");
 }
 
 // --steps 0: analyze()'s figures of the lowered program, nothing run.
@@ -130,7 +130,7 @@ int run(int argc, char** argv) {
             "bench_lm_train: training throughput and peak memory of the standard benchmark model "
             "(one JSON object).\nOptions: --mesh M --layout L --steps N (0: the prediction only) "
             "--optimizer adam|adafactor|sgd\n  --d_model --d_ff --heads --d_kv --layers --vocab "
-            "--seq --batch N --window W (local attention)\n  --recompute none|attention|layer "
+            "--seq --batch N --window W (local attention)\n  --recompute none|norms|attention|layer "
             "--microbatches K --loss-chunks C --bf16 --shard-optimizer\n  --variable-dtype "
             "float32|bfloat16 --slot-dtype float32|bfloat16 --variable-rounding "
             "nearest|stochastic\nSee the comment at the top of bench/bench_lm_train.cpp and "

@@ -382,7 +382,7 @@ TEST(LocalAttentionModel, RecomputeOnASplitLengthIsBitwiseNone) {
   const LayoutRules rules = LayoutRules::parse("length:x");
   nn::TransformerConfig c = windowed(false);
   const Trained none = train(c, mesh, rules);
-  for (auto r : {nn::Recompute::attention, nn::Recompute::layer}) {
+  for (auto r : {nn::Recompute::norms, nn::Recompute::attention, nn::Recompute::layer}) {
     c.recompute = r;
     const Trained again = train(c, mesh, rules);
     EXPECT_EQ(again.losses, none.losses) << nn::to_string(r);

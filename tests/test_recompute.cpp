@@ -116,7 +116,7 @@ TEST(Recompute, BitwiseEqualToNoneOnEveryMeshAndLayout) {
         EXPECT_EQ(none.recomputed_steps, 0) << what;
         if (kind != Kind::bf16_dropout)  // bf16 rounding makes the 1-rank check loose
           expect_close(none, one, what + ": against one processor", 1e-4);
-        for (auto r : {nn::Recompute::attention, nn::Recompute::layer}) {
+        for (auto r : {nn::Recompute::norms, nn::Recompute::attention, nn::Recompute::layer}) {
           const Trained re = train(config_of(kind, r), mesh, rules);
           const std::string w = what + " recompute " + nn::to_string(r);
           EXPECT_GT(re.recomputed_steps, 0) << w;
@@ -177,8 +177,9 @@ TEST(Recompute, LowersThePeakOfLiveActivations) {
   nn::TransformerConfig c = tiny_transformer();
   c.num_layers = 4;
   c.length = 32;
-  std::int64_t peak[3] = {0, 0, 0};
-  for (auto r : {nn::Recompute::none, nn::Recompute::attention, nn::Recompute::layer}) {
+  std::int64_t peak[4] = {0, 0, 0, 0};
+  for (auto r : {nn::Recompute::none, nn::Recompute::norms, nn::Recompute::attention,
+                 nn::Recompute::layer}) {
     c.recompute = r;
     Graph g;
     nn::ModelGraph m = nn::build_transformer(g, c, /*training=*/true);
@@ -187,8 +188,9 @@ TEST(Recompute, LowersThePeakOfLiveActivations) {
     peak[static_cast<int>(r)] =
         analyze(g, MeshShape::parse("b:1"), LayoutRules())->counters().peak_bytes;
   }
-  EXPECT_LT(peak[1], peak[0]) << "attention recompute";
-  EXPECT_LT(peak[2], peak[1]) << "layer recompute";
+  EXPECT_LT(peak[1], peak[0]) << "norms recompute";
+  EXPECT_LT(peak[2], peak[1]) << "attention recompute";
+  EXPECT_LT(peak[3], peak[2]) << "layer recompute";
 }
 
 TEST(Recompute, BufferDeathsFollowEachValue) {

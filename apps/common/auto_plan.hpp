@@ -22,7 +22,7 @@ struct AutoPlan {
   bool mesh_auto = false, layout_auto = false;  ///< what the config left to the plan
   MeshShape mesh;
   LayoutRules rules;
-  nn::Recompute recompute = nn::Recompute::none;
+  nn::Recompute recompute = nn::Recompute::norms;
   std::int64_t microbatches = 1;
   std::int64_t loss_chunks = 1;
   double step_s = 0;              ///< predicted seconds per step

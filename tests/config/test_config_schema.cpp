@@ -168,7 +168,8 @@ TEST(ConfigSchema, ValuesOutOfRangeNameFileKeyValueAndRange) {
   e = train("train: {microbatches: 0}\n");
   EXPECT_TRUE(contains(e, "train.microbatches = 0 is not an integer in [1, 1048576]")) << e;
   e = model("model: {recompute: all}\n");
-  EXPECT_TRUE(contains(e, "model.recompute = 'all' is not one of none, attention, layer")) << e;
+  EXPECT_TRUE(contains(e, "model.recompute = 'all' is not one of none, norms, attention, layer"))
+      << e;
   e = train("checkpoint: {keep: 0}\n");
   EXPECT_TRUE(contains(e, "checkpoint.keep = 0 is not an integer in [1, 1000000]")) << e;
   e = model("model: {preset: paper_lm:9}\n");

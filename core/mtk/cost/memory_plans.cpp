@@ -26,7 +26,7 @@ std::vector<MemorySettings> memory_settings_to_try(const nn::TransformerConfig& 
                                                    const MemorySettings& configured) {
   std::vector<MemorySettings> out;
   for (const nn::Recompute r :
-       {nn::Recompute::none, nn::Recompute::attention, nn::Recompute::layer})
+       {nn::Recompute::none, nn::Recompute::norms, nn::Recompute::attention, nn::Recompute::layer})
     for (std::int64_t k = 1; k <= model.batch; ++k)
       for (const std::int64_t c : loss_chunks_to_try(model))
         if (model.batch % k == 0 && !(MemorySettings{r, k, c} == configured))

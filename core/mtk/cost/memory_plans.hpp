@@ -22,7 +22,7 @@ namespace mtk::cost {
 
 /// The training settings that trade compute or throughput for activation memory.
 struct MemorySettings {
-  nn::Recompute recompute = nn::Recompute::none;
+  nn::Recompute recompute = nn::Recompute::norms;
   std::int64_t microbatches = 1;
   std::int64_t loss_chunks = 1;
   /// The settings as command-line overrides: "--set model.recompute=layer --set

@@ -69,10 +69,13 @@ struct OpDef {
 /// Which recomputation segment an op belongs to (TransformerConfig::recompute): the forward ops of
 /// a segment (backward = false) have their outputs dropped after the forward and computed again,
 /// by the same steps, right before the first step of the segment's gradient ops (backward = true);
-/// mtk/lower/recompute.hpp. segment < 0: none.
+/// mtk/lower/recompute.hpp. segment < 0: none. A forward op with replay = false keeps its outputs:
+/// in a segment that replays only its norms, the other ops belong to it so that the norms'
+/// outputs are read by the segment's steps only.
 struct RecomputeTag {
   int segment = -1;
   bool backward = false;
+  bool replay = true;
 };
 
 /// One node of the graph: an op kind, its tensors and its attributes (read through the kind:

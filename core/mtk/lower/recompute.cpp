@@ -7,10 +7,12 @@ namespace mtk {
 
 namespace {
 
-// The steps of one segment: its forward steps and the first of its backward steps.
+// The steps of one segment: its forward steps, those of them that may run again, and its backward
+// steps.
 struct Segment {
   int id = -1;
   std::vector<int> forward;
+  std::vector<int> replayable;
   std::vector<int> backward;
   int replay_at = -1;
 };
@@ -49,14 +51,14 @@ bool written_between(const std::vector<std::vector<int>>& writers, int t, int af
 }
 
 // The forward steps of `g` to run again before its backward, ascending. Droppable buffers are
-// written by g's forward and touched by g's steps only; the copies compute those g's backward
-// reads. A step whose copy would see another value than the original (a kept buffer it reads or
-// writes changes before the backward) is not copied: its outputs become kept.
+// written by g's replayable forward steps and touched by g's steps only; the copies compute those
+// g's backward reads. A step whose copy would see another value than the original (a kept buffer it
+// reads or writes changes before the backward) is not copied: its outputs become kept.
 std::vector<int> choose_copies(const std::vector<Program::Step>& steps, const Segment& g,
                                const std::vector<int>& owner,
                                const std::vector<std::vector<int>>& writers) {
   std::vector<char> droppable(owner.size(), 0);
-  for (int s : g.forward)
+  for (int s : g.replayable)
     for (int t : steps[static_cast<size_t>(s)].writes)
       droppable[static_cast<size_t>(t)] = owner[static_cast<size_t>(t)] == g.id;
   for (;;) {
@@ -65,7 +67,7 @@ std::vector<int> choose_copies(const std::vector<Program::Step>& steps, const Se
       for (int t : steps[static_cast<size_t>(s)].reads)
         need[static_cast<size_t>(t)] = droppable[static_cast<size_t>(t)];
     std::vector<int> chosen;
-    for (auto it = g.forward.rbegin(); it != g.forward.rend(); ++it) {
+    for (auto it = g.replayable.rbegin(); it != g.replayable.rend(); ++it) {
       const auto& st = steps[static_cast<size_t>(*it)];
       if (std::none_of(st.writes.begin(), st.writes.end(),
                        [&](int t) { return need[static_cast<size_t>(t)] != 0; }))
@@ -114,6 +116,10 @@ RecomputePlan plan_recomputation(const std::vector<Program::Step>& steps,
     g.id = tag.segment;
     if (!tag.backward) {
       g.forward.push_back(s);
+      // A rename runs no kernel: a renamed replayed output (attention's keys read the norm's
+      // output as memory_length) is replayed with it.
+      if (tag.replay || steps[static_cast<size_t>(s)].kind.traits().rename)
+        g.replayable.push_back(s);
     } else {
       if (g.replay_at < 0)
         g.replay_at = s;

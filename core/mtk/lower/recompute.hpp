@@ -25,10 +25,11 @@ struct RecomputePlan {
 };
 
 /// Inserts, before the first backward step of each segment (`tags[s]`: the tag of the op step s
-/// was lowered for), copies of the segment's forward steps that compute the buffers its backward
-/// reads and that nothing outside the segment reads. A forward step whose copy would read a
-/// buffer that some step changes before the copy runs is not copied (its outputs are kept). The
-/// copies of in-place allreduces keep their Step::sum_axes. `num_buffers`: the buffer ids in use.
+/// was lowered for), copies of the segment's replayable forward steps (RecomputeTag::replay) that
+/// compute the buffers its backward reads and that nothing outside the segment reads. A forward
+/// step whose copy would read a buffer that some step changes before the copy runs is not copied
+/// (its outputs are kept). The copies of in-place allreduces keep their Step::sum_axes.
+/// `num_buffers`: the buffer ids in use.
 RecomputePlan plan_recomputation(const std::vector<Program::Step>& steps,
                                  const std::vector<RecomputeTag>& tags, int num_buffers);
 

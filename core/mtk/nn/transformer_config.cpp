@@ -13,7 +13,10 @@ const std::vector<std::string>& TransformerConfig::norm_choices() {
 
 const std::vector<std::pair<std::string, Recompute>>& recompute_names() {
   static const std::vector<std::pair<std::string, Recompute>> names{
-      {"none", Recompute::none}, {"attention", Recompute::attention}, {"layer", Recompute::layer}};
+      {"none", Recompute::none},
+      {"norms", Recompute::norms},
+      {"attention", Recompute::attention},
+      {"layer", Recompute::layer}};
   return names;
 }
 
@@ -135,7 +138,7 @@ std::string TransformerConfig::to_string() const {
   os << ", length " << length << ", batch " << batch;
   if (activation_dtype != "float32")
     os << ", " << activation_dtype;
-  if (recompute != Recompute::none)
+  if (recompute != Recompute::norms)
     os << ", recompute " << nn::to_string(recompute);
   if (loss_chunks != 1)
     os << ", loss chunks " << loss_chunks;

@@ -12,10 +12,11 @@
 namespace mtk::nn {
 
 /// What the backward recomputes from a layer's input instead of keeping from the forward
-/// (docs/memory.md): nothing; the attention blocks (norm, attention, residual); or every layer.
-/// Results are bitwise those of `none` (the same steps run again).
-enum class Recompute { none, attention, layer };
-/// The names of the values (`model.recompute`): none, attention, layer.
+/// (docs/memory.md): nothing; the norms' outputs; the attention blocks (norm, attention,
+/// residual) and the feed-forward blocks' norms; or every layer. Results are bitwise those of
+/// `none` (the same steps run again).
+enum class Recompute { none, norms, attention, layer };
+/// The names of the values (`model.recompute`): none, norms, attention, layer.
 const std::vector<std::pair<std::string, Recompute>>& recompute_names();
 const char* to_string(Recompute r);
 
@@ -43,8 +44,9 @@ struct TransformerConfig {
   /// (bf16 operands, fp32 sums). Variables, optimizer state, loss, softmax statistics and the
   /// activations between contractions stay float32.
   std::string activation_dtype = "float32";
-  /// Activations recomputed in the backward instead of kept (training graphs only).
-  Recompute recompute = Recompute::none;
+  /// Activations recomputed in the backward instead of kept (training graphs only). `norms` by
+  /// default: one elementwise pass per norm buys back every norm's output (docs/memory.md).
+  Recompute recompute = Recompute::norms;
   /// > 1: training graphs compute the logits and the cross-entropy in this many slices of
   /// `length` (docs/memory.md, "Chunked loss head"), all but the last a recomputation segment, so
   /// that one slice's logits and their gradient are alive at a time; the loss equals 1's within

@@ -93,9 +93,9 @@ Schema<TransformerConfig> make_model_schema() {
       .choice("activation_dtype", &T::activation_dtype, T::activation_dtype_choices(),
               "precision of the contractions (bfloat16: bf16 operands, fp32 sums)")
       .choice("recompute", &T::recompute, nn::recompute_names(),
-              "activations the backward recomputes instead of keeping: none; attention (each "
-              "attention block); layer (each layer); results are bitwise those of none "
-              "(docs/memory.md)")
+              "activations the backward recomputes instead of keeping: none; norms (each norm's "
+              "output); attention (each attention block, the feed-forward blocks' norms); "
+              "layer (each layer); results are bitwise those of none (docs/memory.md)")
       .integer("loss_chunks", &T::loss_chunks, 1, kMaxDim,
                "> 1: training computes the logits and the cross-entropy in this many slices of "
                "`length` (it must divide it), all but the last recomputed in the backward, so one "

@@ -19,18 +19,40 @@ namespace mtk::nn::impl {
 
 // The ops built in its lifetime form one recomputation segment (when `on`): the backward computes
 // their outputs again instead of keeping them (TransformerConfig::recompute). With `join` >= 0 they
-// join segment `join`, whose other ops were built in an earlier scope.
+// join segment `join`, whose other ops were built in an earlier scope. With `replay` false they
+// keep their outputs, but for those built under a ReplayedOps (the norms of Recompute::norms).
 class RecomputeSegment {
  public:
-  RecomputeSegment(Graph& g, bool on, int join = -1) : g_(g), saved_(g.recompute_tag()) {
+  RecomputeSegment(Graph& g, bool on, int join = -1, bool replay = true)
+      : g_(g), saved_(g.recompute_tag()) {
     if (on)
-      g_.set_recompute_tag(RecomputeTag{join >= 0 ? join : g_.new_recompute_segment(), false});
+      g_.set_recompute_tag(
+          RecomputeTag{join >= 0 ? join : g_.new_recompute_segment(), false, replay});
   }
   /// The segment its ops join (-1: none).
   int segment() const { return g_.recompute_tag().segment; }
   ~RecomputeSegment() { g_.set_recompute_tag(saved_); }
   RecomputeSegment(const RecomputeSegment&) = delete;
   RecomputeSegment& operator=(const RecomputeSegment&) = delete;
+
+ private:
+  Graph& g_;
+  RecomputeTag saved_;
+};
+
+// The ops built in its lifetime run again in their segment's backward (if they are in one) even
+// where the segment keeps its other ops' outputs: a norm's output is one elementwise pass over
+// its input, which the backward keeps anyway.
+class ReplayedOps {
+ public:
+  explicit ReplayedOps(Graph& g) : g_(g), saved_(g.recompute_tag()) {
+    RecomputeTag tag = saved_;
+    tag.replay = true;
+    g_.set_recompute_tag(tag);
+  }
+  ~ReplayedOps() { g_.set_recompute_tag(saved_); }
+  ReplayedOps(const ReplayedOps&) = delete;
+  ReplayedOps& operator=(const ReplayedOps&) = delete;
 
  private:
   Graph& g_;
@@ -66,6 +88,7 @@ struct Builder {
   }
 
   Tensor norm(const std::string& name, const Tensor& x) {
+    ReplayedOps replayed(g);
     return c.norm == "rms_norm" ? rms_norm(ctx, name, x, "d_model")
                                 : layer_norm(ctx, name, x, "d_model");
   }
@@ -149,18 +172,24 @@ struct Builder {
                const Tensor& memory_segments = Tensor()) {
     const bool layers = c.recompute == Recompute::layer;
     const bool blocks = c.recompute == Recompute::attention;
+    // Blocks whose norms alone run again: every block under `norms`, the feed-forward ones
+    // under `attention`.
+    const bool norms = c.recompute == Recompute::norms || blocks;
     for (std::int64_t l = 0; l < num_layers; ++l) {
       const std::string name = prefix + "/layer_" + std::to_string(l);
       RecomputeSegment layer(g, layers, l == 0 ? first : -1);
       {
-        RecomputeSegment block(g, blocks);
+        RecomputeSegment block(g, norms, -1, blocks);
         x = self_attention_block(name, x, bias);
       }
       if (encoder_out.valid()) {
-        RecomputeSegment block(g, blocks);
+        RecomputeSegment block(g, norms, -1, blocks);
         x = encdec_attention_block(name, x, encoder_out, segments, memory_segments);
       }
-      x = feed_forward_block(name, l, x);
+      {
+        RecomputeSegment block(g, norms, -1, false);
+        x = feed_forward_block(name, l, x);
+      }
       if (l + 1 == num_layers)
         return norm(prefix + "/final_norm", x);
     }
