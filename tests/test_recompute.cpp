@@ -1,8 +1,9 @@
-// Recomputation (model.recompute, mtk/lower/recompute.hpp): training with `attention` or `layer`
-// recompute is bitwise training with `none` (the same steps run again on the same inputs) on every
-// mesh and layout, for the dense language model, mixture of experts, the encoder-decoder, bf16
-// contractions and dropout; the distributed run equals one processor's within float32
-// reassociation; and recomputation lowers the peak of live activations.
+// Recomputation (model.recompute, mtk/lower/recompute.hpp): training with `norms`, `attention`
+// or `layer` recompute is bitwise training with `none` (the same steps run again on the same
+// inputs) on every mesh and layout, for the dense language model, mixture of experts, the
+// encoder-decoder, bf16 contractions and dropout; the distributed run equals one processor's
+// within float32 reassociation; recomputation lowers the peak of live activations; the planner
+// copies only a segment's replayable steps.
 
 #include <mtk/lower/overlap.hpp>
 #include <mtk/lower/recompute.hpp>
@@ -193,22 +194,46 @@ TEST(Recompute, LowersThePeakOfLiveActivations) {
   EXPECT_LT(peak[3], peak[2]) << "layer recompute";
 }
 
+namespace {
+
+Program::Step plain_step(std::vector<int> reads, std::vector<int> writes) {
+  return Program::Step{reduction_wait_kind(),
+                       "s",
+                       Program::Category::compute,
+                       false,
+                       std::move(reads),
+                       std::move(writes),
+                       nullptr,
+                       {},
+                       {},
+                       {},
+                       {},
+                       {},
+                       {}};
+}
+
+}  // namespace
+
+// A segment that replays only some of its forward steps (`norms`: the norm, not the projections
+// that read it): the backward's copies are those steps alone, even where it reads the outputs of
+// the others.
+TEST(Recompute, OnlyReplayableStepsAreCopied) {
+  // 0: the norm (replay) reads the kept input 0, writes 1; 1: a projection (kept) reads 1 and
+  // writes 2; 2: a step outside the segment reads 2; 3: the segment's backward reads 1 and 2.
+  const std::vector<Program::Step> steps = {plain_step({0}, {1}), plain_step({1}, {2}),
+                                            plain_step({2}, {3}), plain_step({1, 2}, {4})};
+  const std::vector<RecomputeTag> tags = {{0, false, true}, {0, false, false}, {}, {0, true, true}};
+  const RecomputePlan plan = plan_recomputation(steps, tags, 5);
+  EXPECT_EQ(plan.source, (std::vector<int>{0, 1, 2, 0, 3}));
+  EXPECT_EQ(plan.copy, (std::vector<bool>{false, false, false, true, false}));
+  // Nothing replayable: nothing copied, every output kept.
+  const std::vector<RecomputeTag> kept = {
+      {0, false, false}, {0, false, false}, {}, {0, true, true}};
+  EXPECT_EQ(plan_recomputation(steps, kept, 5).source, (std::vector<int>{0, 1, 2, 3}));
+}
+
 TEST(Recompute, BufferDeathsFollowEachValue) {
-  auto step = [](std::vector<int> reads, std::vector<int> writes) {
-    return Program::Step{reduction_wait_kind(),
-                         "s",
-                         Program::Category::compute,
-                         false,
-                         std::move(reads),
-                         std::move(writes),
-                         nullptr,
-                         {},
-                         {},
-                         {},
-                         {},
-                         {},
-                         {}};
-  };
+  const auto step = plain_step;
   // 0 writes 1; 1 reads 1 writes 2; 2 writes 1 again (a recomputation); 3 reads 1 and 2.
   const std::vector<Program::Step> steps = {step({}, {1}), step({1}, {2}), step({}, {1}),
                                             step({1, 2}, {3})};
