@@ -17,6 +17,7 @@
 #include "model_fixtures.hpp"
 #include "mtk_invariance_check.hpp"
 #include "option_scope.hpp"
+#include "program_fixtures.hpp"
 #include "training_fixtures.hpp"
 #include <cmath>
 #include <cstdlib>
@@ -32,19 +33,9 @@ namespace {
 
 // A step of a synthetic program: reads and writes, and for an allreduce the axes it sums over.
 Program::Step step(std::vector<int> reads, std::vector<int> writes, std::vector<int> sum = {}) {
-  return {reduction_wait_kind(),
-          "step",
-          Program::Category::compute,
-          false,
-          std::move(reads),
-          std::move(writes),
-          nullptr,
-          std::move(sum),
-          {},
-          {},
-          {},
-          {},
-          {}};
+  Program::Step s = synthetic_step(reduction_wait_kind(), std::move(reads), std::move(writes));
+  s.sum_axes = std::move(sum);
+  return s;
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "model_fixtures.hpp"
 #include "mtk_invariance_check.hpp"
+#include "program_fixtures.hpp"
 #include "training_fixtures.hpp"
 #include <cmath>
 #include <cstring>
@@ -197,19 +198,7 @@ TEST(Recompute, LowersThePeakOfLiveActivations) {
 namespace {
 
 Program::Step plain_step(std::vector<int> reads, std::vector<int> writes) {
-  return Program::Step{reduction_wait_kind(),
-                       "s",
-                       Program::Category::compute,
-                       false,
-                       std::move(reads),
-                       std::move(writes),
-                       nullptr,
-                       {},
-                       {},
-                       {},
-                       {},
-                       {},
-                       {}};
+  return synthetic_step(reduction_wait_kind(), std::move(reads), std::move(writes));
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "model_fixtures.hpp"
 #include "option_scope.hpp"
+#include "program_fixtures.hpp"
 #include "test_machine.hpp"
 #include <algorithm>
 #include <map>
@@ -217,19 +218,7 @@ TEST(SpatialCost, TheProductsBetweenAnExchangesStartAndFinish) {
 // and its finish (the next step reading its token), not those outside.
 Program::Step step(StepKind kind, std::vector<int> reads, std::vector<int> writes,
                    std::vector<std::pair<double, std::int64_t>> gemms = {}) {
-  Program::Step s{kind,
-                  "step",
-                  Program::Category::compute,
-                  false,
-                  std::move(reads),
-                  std::move(writes),
-                  nullptr,
-                  {},
-                  {},
-                  {},
-                  {},
-                  {},
-                  {}};
+  Program::Step s = test::synthetic_step(kind, std::move(reads), std::move(writes));
   s.gemms = std::move(gemms);
   return s;
 }

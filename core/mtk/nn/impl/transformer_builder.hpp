@@ -17,46 +17,37 @@
 
 namespace mtk::nn::impl {
 
-// The ops built in its lifetime form one recomputation segment (when `on`): the backward computes
-// their outputs again instead of keeping them (TransformerConfig::recompute). With `join` >= 0 they
-// join segment `join`, whose other ops were built in an earlier scope. With `replay` false they
-// keep their outputs, but for those built under a ReplayedOps (the norms of Recompute::norms).
-class RecomputeSegment {
+// Sets the graph's recomputation tag for the ops built in its lifetime, then restores it.
+class RecomputeTagScope {
  public:
-  RecomputeSegment(Graph& g, bool on, int join = -1, bool replay = true)
-      : g_(g), saved_(g.recompute_tag()) {
-    if (on)
-      g_.set_recompute_tag(
-          RecomputeTag{join >= 0 ? join : g_.new_recompute_segment(), false, replay});
+  RecomputeTagScope(Graph& g, RecomputeTag tag) : g_(g), saved_(g.recompute_tag()) {
+    g_.set_recompute_tag(tag);
   }
-  /// The segment its ops join (-1: none).
-  int segment() const { return g_.recompute_tag().segment; }
-  ~RecomputeSegment() { g_.set_recompute_tag(saved_); }
-  RecomputeSegment(const RecomputeSegment&) = delete;
-  RecomputeSegment& operator=(const RecomputeSegment&) = delete;
+  ~RecomputeTagScope() { g_.set_recompute_tag(saved_); }
+  RecomputeTagScope(const RecomputeTagScope&) = delete;
+  RecomputeTagScope& operator=(const RecomputeTagScope&) = delete;
 
  private:
   Graph& g_;
   RecomputeTag saved_;
 };
 
-// The ops built in its lifetime run again in their segment's backward (if they are in one) even
-// where the segment keeps its other ops' outputs: a norm's output is one elementwise pass over
-// its input, which the backward keeps anyway.
-class ReplayedOps {
+// The ops built in its lifetime form one recomputation segment (when `on`): the backward computes
+// their outputs again instead of keeping them (TransformerConfig::recompute). With `join` >= 0 they
+// join segment `join`, whose other ops were built in an earlier scope. With `replay` false they
+// keep their outputs, but for those built under a tag with replay set (the norms, Builder::norm).
+class RecomputeSegment {
  public:
-  explicit ReplayedOps(Graph& g) : g_(g), saved_(g.recompute_tag()) {
-    RecomputeTag tag = saved_;
-    tag.replay = true;
-    g_.set_recompute_tag(tag);
-  }
-  ~ReplayedOps() { g_.set_recompute_tag(saved_); }
-  ReplayedOps(const ReplayedOps&) = delete;
-  ReplayedOps& operator=(const ReplayedOps&) = delete;
+  RecomputeSegment(Graph& g, bool on, int join = -1, bool replay = true)
+      : g_(g),
+        scope_(g, on ? RecomputeTag{join >= 0 ? join : g.new_recompute_segment(), false, replay}
+                     : g.recompute_tag()) {}
+  /// The segment its ops join (-1: none).
+  int segment() const { return g_.recompute_tag().segment; }
 
  private:
   Graph& g_;
-  RecomputeTag saved_;
+  RecomputeTagScope scope_;
 };
 
 // Builds one model: the dims every layer shares, the pre-norm residual blocks, the encoder, the
@@ -87,8 +78,13 @@ struct Builder {
     return greater(segments, constant(g, Shape(), 0.0, DType::int32));  // float32 0/1
   }
 
+  // Within a segment the norm's ops run again in its backward even where the segment keeps its
+  // other ops' outputs: a norm's output is one elementwise pass over its input, which the backward
+  // keeps anyway.
   Tensor norm(const std::string& name, const Tensor& x) {
-    ReplayedOps replayed(g);
+    RecomputeTag tag = g.recompute_tag();
+    tag.replay = true;
+    RecomputeTagScope replayed(g, tag);
     return c.norm == "rms_norm" ? rms_norm(ctx, name, x, "d_model")
                                 : layer_norm(ctx, name, x, "d_model");
   }
