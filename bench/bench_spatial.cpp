@@ -12,9 +12,11 @@
 // `--layer transpose` makes each layer a transposed convolution, `--layer pool` a convolution
 // followed by a max pooling of 3 along d (stride 1; a 3-D window would take the patches past the
 // einsum's 8 dims), so their interior splits can be timed too.
+// `--blocks-per-rank 2` gives each rank 2^3 blocks: on one rank the layers are split all the
+// same, their exchanges local copies, so the split's extra work is timed without other ranks.
 //   mpiexec -n 8 bench_spatial --mesh "d:2;h:2;w:2" [--block 16] [--channels 8] [--layers 2]
 //                             [--layer conv|transpose|pool] [--overlap both|on|off]
-//                             [--machine FILE]
+//                             [--blocks-per-rank 1] [--machine FILE]
 
 #include <mtk/app/app_main.hpp>
 #include <mtk/autodiff/gradients.hpp>
@@ -43,6 +45,7 @@ struct Settings {
   std::string mesh = "d:1";
   std::string layer = "conv";  // conv, transpose or pool
   std::int64_t block = 16, channels = 8;
+  std::int64_t blocks_per_rank = 1;  // along each spatial dim
   int layers = 2, steps = 2, rounds = 3;
 };
 
@@ -55,7 +58,7 @@ std::vector<mtk::Tensor> build(mtk::Graph& g, const mtk::MeshShape& mesh, const 
   for (const char* d : {"d", "h", "w"}) {
     const std::string name(d);
     const int i = mesh.index_of(name);
-    const std::int64_t blocks = i >= 0 ? mesh[i].size : 1;
+    const std::int64_t blocks = (i >= 0 ? mesh[i].size : 1) * s.blocks_per_rank;
     dims.push_back({name + "b", blocks});
     dims.push_back({name, s.block});
     spatial.push_back({name, "k" + name, 1, 1, name + "b", 0});
@@ -258,6 +261,10 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
   app.add_option("--mesh", s.mesh, "Mesh with dims among d, h, w (default d:1)");
   app.add_option("--block", s.block, "Positions per rank along each spatial dim (default 16)")
       ->check(mtk::cli::integer_in(3, 1024));
+  app.add_option("--blocks-per-rank", s.blocks_per_rank,
+                 "Blocks of `block`^3 per rank along each spatial dim (default 1; more split the "
+                 "layers into interior and border on one rank too: their extra work alone)")
+      ->check(mtk::cli::integer_in(1, 16));
   app.add_option("--channels", s.channels, "Channels (default 8)")
       ->check(mtk::cli::integer_in(1, 4096));
   app.add_option("--layers", s.layers, "Layers (default 2)")->check(mtk::cli::integer_in(1, 100));
@@ -284,6 +291,7 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
   j["mesh"] = s.mesh;
   j["layout"] = layout_rules(mshape);
   j["block"] = s.block;
+  j["blocks_per_rank"] = s.blocks_per_rank;
   j["channels"] = s.channels;
   j["layers"] = s.layers;
   j["layer"] = s.layer;

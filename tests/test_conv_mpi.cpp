@@ -422,28 +422,49 @@ TEST(OverlappedConv, TransposeAndPoolingSplitsHideMore) {
   }
 }
 
-// Backward, every exchange has a product between its start and finish: the split dim's
-// halo_reduce moves past the filter gradient's in-place allreduce, the second dim's takes a filter
-// gradient product. Forward, the second split dim's exchange still has none (exposed).
-TEST(OverlappedConv, BackwardExchangesHaveProductsBetween) {
+// Every exchange, forward and backward, has a product between its start and finish, along every
+// split dim: forward, each exchange of the chain runs while the outputs that need none of its
+// halo are computed (nested interior/border split); backward, the halo_reduces likewise, the
+// split dim's past the filter gradient's in-place allreduce. A 2-D convolution and a 2-D
+// transposed convolution on 1-D and 2-D splits, at 8 ranks a 3-D convolution on a 3-D split.
+TEST(OverlappedConv, EveryExchangeHasAProductBetween) {
   if (world_size() == 1)
     GTEST_SKIP() << "no exchange to overlap on one rank";
   const int n = world_size();
-  const MeshShape mshape = MeshShape::parse(n == 2 ? "x:2" : "x:2;y:" + std::to_string(n / 2));
-  const Mesh mesh(mshape, MPI_COMM_WORLD);
+  struct Check {
+    GraphCase c;
+    std::string mesh, layout;
+    size_t exchanges;
+  };
+  const std::string two = n == 2 ? "x:2" : "x:2;y:" + std::to_string(n / 2);
+  const GraphCase conv2d = overlap_cases().at(0), transpose2d = overlap_cases().at(6);
+  ASSERT_EQ(transpose2d.name, "conv_transpose2d_stride2");
+  // Forward one exchange per split dim; backward one per split dim (the input's gradient).
+  std::vector<Check> checks = {{conv2d, two, "hb:@0", 2}, {transpose2d, two, "hb:@0", 2}};
+  if (n >= 4) {
+    checks.push_back({conv2d, two, "hb:@0;wb:@1", 4});
+    checks.push_back({transpose2d, two, "hb:@0;wb:@1", 4});
+  }
+  if (n == 8) {
+    const GraphCase conv3d = overlap_cases().at(3);
+    ASSERT_EQ(conv3d.name, "conv3d_3x3x3");
+    checks.push_back({conv3d, "x:2;y:2;z:2", "db:@0;hb:@1;wb:@2", 6});
+  }
   const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});
-  for (const char* layout : {"hb:@0", "hb:@0;wb:@1"}) {
-    const LayoutRules rules = instantiate(layout, mshape);
+  for (const Check& k : checks) {
+    const MeshShape mshape = MeshShape::parse(k.mesh);
+    const Mesh mesh(mshape, MPI_COMM_WORLD);
+    const LayoutRules rules = instantiate(k.layout, mshape);
     Graph g;
-    const BuiltGraph built = overlap_cases().at(0).build(g);
+    const BuiltGraph built = k.c.build(g);
     gradients(built.loss, g.trainable_variables());
     const auto& records = lower(g, mesh, rules)->counters().halo_exchanges;
     int without = 0;
     for (const auto& e : records)
       without += e.gemm_between.empty();
-    const bool two_d = rules.to_string().find("wb") != std::string::npos;
-    EXPECT_EQ(records.size(), two_d ? 4u : 2u) << layout;
-    EXPECT_EQ(without, two_d ? 1 : 0) << layout;
+    const std::string where = k.c.name + " under " + k.layout + " on " + k.mesh;
+    EXPECT_EQ(records.size(), k.exchanges) << where;
+    EXPECT_EQ(without, 0) << where;
   }
 }
 

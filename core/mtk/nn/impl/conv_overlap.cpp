@@ -6,9 +6,8 @@
 
 namespace mtk::nn::impl {
 
-// One split dim (the first exchanged one: the others' exchanges come first, so that one split
-// keeps the extra work to two border slabs; splitting every dim, nested, cost more than it hid on
-// 2-D and 3-D meshes, bench_spatial).
+// Every exchanged dim is split (nested: docs/spatial.md#overlap), so that each exchange of the
+// chain has a part of the layer to run while it travels.
 std::vector<Border> plan_borders(const Shape& s, const std::vector<SpatialDim>& dims,
                                  const std::vector<DimPlan>& plans) {
   std::vector<Border> out(dims.size());
@@ -20,8 +19,6 @@ std::vector<Border> plan_borders(const Shape& s, const std::vector<SpatialDim>& 
       continue;
     Border& b = out[k];
     b.exchange = true;
-    if (any)
-      continue;
     const std::int64_t n = s.size_of(dims[k].dim), l = p.halo_left;
     b.stride = p.patch.stride;
     b.span = p.patch.dilation * (p.patch.size - 1) + 1;
@@ -30,7 +27,7 @@ std::vector<Border> plan_borders(const Shape& s, const std::vector<SpatialDim>& 
     const std::int64_t past = l + n - b.span + 1;  // first output reading the right halo: ceil
     b.first = std::min(b.m, std::max<std::int64_t>(0, (past + b.stride - 1) / b.stride));
     if (b.first <= b.top)
-      return {};
+      return {};  // a dim without interior: the plain layer
     b.active = any = true;
   }
   return any ? out : std::vector<Border>{};
@@ -38,9 +35,9 @@ std::vector<Border> plan_borders(const Shape& s, const std::vector<SpatialDim>& 
 
 namespace {
 
-// The m outputs of a block along the split dim `d` from its three parts: the top and bottom
-// border rows around the interior rows. Each part is zero-padded to the m rows and summed (x + 0
-// is x): one pass per part, where the concat kernel measured 10-30x slower (bench_spatial).
+// The m outputs of a block along `d` from its three parts: the top and bottom border rows around
+// the inner rows. Each part is zero-padded to the m rows and summed (x + 0 is x): one pass per
+// part, where the concat kernel measured 10-30x slower (bench_spatial).
 Tensor join_rows(const std::string& d, std::int64_t m, const std::vector<Tensor>& parts) {
   Tensor y;
   std::int64_t at = 0;
@@ -53,21 +50,24 @@ Tensor join_rows(const std::string& d, std::int64_t m, const std::vector<Tensor>
   return y;
 }
 
-// The index of the split dim; blocked dims of one block get their halo as padding in `patches`.
-size_t split_dim(const std::vector<SpatialDim>& dims, const std::vector<DimPlan>& plans,
-                 const std::vector<Border>& borders, std::vector<PatchDim>& patches) {
-  size_t split = 0;
+// The exchanged dims in the order of their chain: the first one last, so that its corners travel
+// with it and its border slabs, the largest, come from the block widened along every dim. Blocked
+// dims of one block get their halo as padding in `patches`.
+std::vector<size_t> chain_of(const std::vector<SpatialDim>& dims, const std::vector<DimPlan>& plans,
+                             const std::vector<Border>& borders, std::vector<PatchDim>& patches) {
+  std::vector<size_t> chain;
   for (size_t k = 0; k < plans.size(); ++k) {
     if (dims[k].blocks.empty())
       continue;
     if (borders[k].active) {
-      split = k;
+      chain.push_back(k);
     } else if (!borders[k].exchange) {
       patches[k].pad_before = plans[k].halo_left;
       patches[k].pad_after = plans[k].halo_right;
     }
   }
-  return split;
+  std::rotate(chain.begin(), chain.begin() + 1, chain.end());
+  return chain;
 }
 
 std::vector<PatchDim> patches_of(const std::vector<DimPlan>& plans) {
@@ -86,73 +86,115 @@ Shape resized(const Shape& s, const std::string& dim, std::int64_t size) {
 
 }  // namespace
 
-// Built in the order the lowering keeps (docs/spatial.md#overlap): overlap_halos moves the split
-// exchange's wait after the interior.
+// Built in the order the lowering keeps (docs/spatial.md#overlap): with the chain's dims e_1..e_k,
+// the outputs interior along all of them come from the block while e_1's exchange travels; then
+// for each e_i, the outputs on its border (whole along e_1..e_{i-1}, interior along the rest) from
+// the block widened along e_1..e_i, while e_{i+1}'s exchange travels (overlap_halos moves each
+// exchange's wait after the part before it).
 Tensor overlapped_patches(const PatchCore& core, const Tensor& x,
                           const std::vector<SpatialDim>& dims, const std::vector<DimPlan>& plans,
                           const std::vector<Border>& borders, double fill) {
   std::vector<PatchDim> patches = patches_of(plans);
-  const size_t split = split_dim(dims, plans, borders, patches);
-  Tensor xo = x;  // x exchanged along every dim but the split one
-  for (size_t k = 0; k < plans.size(); ++k)
-    if (k != split && borders[k].exchange)
-      xo = halo_exchange(xo, dims[k].blocks, dims[k].dim, plans[k].halo_left, plans[k].halo_right,
+  const std::vector<size_t> chain = chain_of(dims, plans, borders, patches);
+  auto exchange = [&](const Tensor& t, size_t k) {
+    return halo_exchange(t, dims[k].blocks, dims[k].dim, plans[k].halo_left, plans[k].halo_right,
                          HaloBoundary::zero, fill);
-  const SpatialDim& d = dims[split];
-  const Border& b = borders[split];
-  const std::int64_t l = plans[split].halo_left;
-  const Tensor xh =
-      halo_exchange(xo, d.blocks, d.dim, l, plans[split].halo_right, HaloBoundary::zero, fill);
-  // The interior rows [top, first) read block rows only (widened row r is block row r - l).
-  const Tensor interior =
-      core(slice(xo, d.dim, b.begin(b.top) - l, b.rows(b.top, b.first)), patches);
-  std::vector<Tensor> parts;  // a one-sided halo has a border on one side only
-  if (b.top > 0)
-    parts.push_back(core(slice(xh, d.dim, 0, b.rows(0, b.top)), patches));
-  parts.push_back(interior);
-  if (b.first < b.m)
-    parts.push_back(core(slice(xh, d.dim, b.begin(b.first), b.rows(b.first, b.m)), patches));
-  return join_rows(d.dim, b.m, parts);
+  };
+  // The block rows that the interior outputs along chain[from..] read (widened row r is block row
+  // r - l).
+  auto interior = [&](Tensor t, size_t from) {
+    for (size_t i = from; i < chain.size(); ++i) {
+      const Border& b = borders[chain[i]];
+      t = slice(t, dims[chain[i]].dim, b.begin(b.top) - plans[chain[i]].halo_left,
+                b.rows(b.top, b.first));
+    }
+    return t;
+  };
+  Tensor next = exchange(x, chain[0]);
+  Tensor y = core(interior(x, 0), patches);
+  for (size_t i = 0; i < chain.size(); ++i) {
+    const Tensor widened = next;  // along chain[0..i]
+    if (i + 1 < chain.size())
+      next = exchange(widened, chain[i + 1]);
+    const Tensor base = interior(widened, i + 1);
+    const std::string& d = dims[chain[i]].dim;
+    const Border& b = borders[chain[i]];
+    std::vector<Tensor> parts;  // a one-sided halo has a border on one side only
+    if (b.top > 0)
+      parts.push_back(core(slice(base, d, 0, b.rows(0, b.top)), patches));
+    parts.push_back(y);
+    if (b.first < b.m)
+      parts.push_back(core(slice(base, d, b.begin(b.first), b.rows(b.first, b.m)), patches));
+    y = join_rows(d, b.m, parts);
+  }
+  return y;
 }
 
-// The border input rows write into the halo (and the block's edge rows), the interior rows into
-// the block only, so the halo_reduce of the border's contributions runs while the interior's are
-// computed. Sums are regrouped: equal to the plain fold to float32 reassociation.
+// The adjoint of overlapped_patches: the input rows on the border of the chain's last dim e_k
+// (whole along the others) are folded into the block widened along every dim and their
+// halo_reduce along e_k posted; while it travels, the rows on e_{k-1}'s border (interior along
+// e_k) are folded, and so on down to the rows interior along every dim, which write the block
+// only. Sums are regrouped: equal to the plain fold to float32 reassociation.
 Tensor overlapped_fold(const FoldCore& fold, const Tensor& x, const Shape& widened,
                        const std::vector<SpatialDim>& dims, const std::vector<DimPlan>& plans,
                        const std::vector<Border>& borders) {
   std::vector<PatchDim> patches = patches_of(plans);
-  const size_t split = split_dim(dims, plans, borders, patches);
+  const std::vector<size_t> chain = chain_of(dims, plans, borders, patches);
   Shape wide = widened;  // blocks of one block: folded with padding, which drops their halo
   for (size_t k = 0; k < dims.size(); ++k)
     if (!dims[k].blocks.empty() && !borders[k].exchange)
       wide = resized(wide, dims[k].dim,
                      widened.size_of(dims[k].dim) - plans[k].halo_left - plans[k].halo_right);
-  const SpatialDim& d = dims[split];
-  const Border& b = borders[split];
-  const std::int64_t l = plans[split].halo_left, r = plans[split].halo_right;
-  const std::int64_t w = wide.size_of(d.dim), n = w - l - r;
-  // Input rows [o0, o1) folded into the widened block, placed at its rows [o0 * stride, ...).
-  auto part = [&](std::int64_t o0, std::int64_t o1) {
-    const std::int64_t rows = b.rows(o0, o1);
-    const Tensor f = fold(slice(x, d.dim, o0, o1 - o0), resized(wide, d.dim, rows), patches);
-    return rows == w ? f : pad(f, d.dim, b.begin(o0), w - b.begin(o0) - rows);
+  // Input rows whole along chain[0..from), [o0, o1) along chain[border] and interior along the
+  // rest: folded, then placed in `into`.
+  auto part = [&](size_t from, size_t border, std::int64_t o0, std::int64_t o1, const Shape& into) {
+    Tensor rows_in = x;
+    Shape out = into;
+    std::vector<std::pair<std::string, std::int64_t>> at;  // (dim, first row) to pad at
+    for (size_t j = from; j < chain.size(); ++j) {
+      const Border& b = borders[chain[j]];
+      const std::string& d = dims[chain[j]].dim;
+      const std::int64_t a = j == border ? o0 : b.top, e = j == border ? o1 : b.first;
+      rows_in = slice(rows_in, d, a, e - a);
+      out = resized(out, d, b.rows(a, e));
+      // The border's rows write into the widened block, the interior's into the block only.
+      at.emplace_back(d, j == border ? b.begin(a) : b.begin(a) - plans[chain[j]].halo_left);
+    }
+    Tensor f = fold(rows_in, out, patches);
+    for (const auto& [d, first] : at) {
+      const std::int64_t size = into.size_of(d), rows = f.shape().size_of(d);
+      if (rows != size)
+        f = pad(f, d, first, size - first - rows);
+    }
+    return f;
   };
-  Tensor border;
-  if (b.top > 0)
-    border = part(0, b.top);
-  if (b.first < b.m)
-    border = border.valid() ? border + part(b.first, b.m) : part(b.first, b.m);
-  const Tensor reduced = halo_reduce(border, d.blocks, d.dim, l, r);
-  // The interior rows write block rows [top * stride - l, ...): no halo.
-  const std::int64_t rows = b.rows(b.top, b.first), at = b.begin(b.top) - l;
-  const Tensor inner =
-      fold(slice(x, d.dim, b.top, b.first - b.top), resized(wide, d.dim, rows), patches);
-  Tensor y = reduced + (rows == n ? inner : pad(inner, d.dim, at, n - at - rows));
-  for (size_t k = 0; k < dims.size(); ++k)
-    if (k != split && borders[k].exchange)
-      y = halo_reduce(y, dims[k].blocks, dims[k].dim, plans[k].halo_left, plans[k].halo_right);
-  return y;
+  // `wide` along chain[0..from), the block along chain[from..).
+  auto block_from = [&](size_t from) {
+    Shape s = wide;
+    for (size_t j = from; j < chain.size(); ++j) {
+      const size_t k = chain[j];
+      s = resized(s, dims[k].dim,
+                  wide.size_of(dims[k].dim) - plans[k].halo_left - plans[k].halo_right);
+    }
+    return s;
+  };
+  Tensor y;
+  for (size_t i = chain.size(); i-- > 0;) {
+    const Border& b = borders[chain[i]];
+    const Shape into = block_from(i + 1);
+    Tensor border;
+    if (b.top > 0)
+      border = part(i, i, 0, b.top, into);
+    if (b.first < b.m) {
+      const Tensor bottom = part(i, i, b.first, b.m, into);
+      border = border.valid() ? border + bottom : bottom;
+    }
+    y = y.valid() ? border + y : border;
+    const size_t k = chain[i];
+    y = halo_reduce(y, dims[k].blocks, dims[k].dim, plans[k].halo_left, plans[k].halo_right);
+  }
+  // The rows interior along every dim write the block only.
+  return y + part(0, chain.size(), 0, 0, block_from(0));
 }
 
 }  // namespace mtk::nn::impl
