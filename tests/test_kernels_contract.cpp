@@ -243,6 +243,39 @@ TEST(Einsum, NoCopiesWhenOrdersFitGemm) {
   }
 }
 
+// A small output in another order than its operands' (a convolution's filter gradient,
+// [positions, c_out] x [positions, c_in, taps] -> [taps, c_in, c_out]): the product reads the
+// operands where they lie and only the output is permuted, never a transposed copy of an operand.
+std::vector<std::uint64_t>& copy_bytes() {
+  static std::vector<std::uint64_t> v;
+  return v;
+}
+
+TEST(Einsum, SmallOutputPermutedInsteadOfItsOperands) {
+  const Shape dy{{"d", 8}, {"h", 8}, {"w", 8}, {"c1", 3}};
+  const Shape patches{{"d", 8}, {"h", 8}, {"w", 8}, {"c0", 2}, {"t", 27}};
+  const std::vector<Shape> outs = {Shape{{"t", 27}, {"c0", 2}, {"c1", 3}},
+                                   Shape{{"c0", 2}, {"t", 27}, {"c1", 3}},
+                                   Shape{{"c1", 3}, {"t", 27}, {"c0", 2}}};
+  for (const Shape& out : outs)
+    for (const bool in_place : {true, false}) {
+      SCOPED_TRACE(out.to_string() + (in_place ? " in place" : " copying"));
+      const InPlaceScope scope(in_place);
+      copy_bytes().clear();
+      Kokkos::Tools::Experimental::set_allocate_data_callback(
+          [](Kokkos::Profiling::SpaceHandle, const char* label, const void*, std::uint64_t size) {
+            if (std::string(label) == "mtk::kernels::einsum transposed copy")
+              copy_bytes().push_back(size);
+          });
+      check_einsum(dy, patches, out);
+      Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
+      if (in_place && k::host_blas_name().find("no BLAS") == std::string::npos) {
+        for (const std::uint64_t bytes : copy_bytes())
+          EXPECT_LE(bytes, static_cast<std::uint64_t>(out.num_elements()) * sizeof(float));
+      }
+    }
+}
+
 // ---------------------------------------------------------------- bfloat16 einsum
 
 std::vector<double> rounded_bf16(std::vector<double> v) {

@@ -71,6 +71,65 @@ bool special_case(const ExecSpace& space, const Operand& a, const Operand& b,
   return false;
 }
 
+// `out` with the positions of its M dims holding them in a's order and those of its N dims in b's;
+// `canonical`: [batch (out's order), M, N].
+Shape in_operand_order(const Shape& out, const Shape& a, const Shape& b, bool canonical) {
+  std::vector<Dimension> batch, m, n;
+  for (const auto& d : a.dims())
+    if (out.contains(d.name) && !b.contains(d.name))
+      m.push_back(d);
+  for (const auto& d : b.dims())
+    if (out.contains(d.name) && !a.contains(d.name))
+      n.push_back(d);
+  if (canonical) {
+    for (const auto& d : out.dims())
+      if (a.contains(d.name) && b.contains(d.name))
+        batch.push_back(d);
+    batch.insert(batch.end(), m.begin(), m.end());
+    batch.insert(batch.end(), n.begin(), n.end());
+    return Shape(batch);
+  }
+  std::vector<Dimension> dims;
+  size_t im = 0, in = 0;
+  for (const auto& d : out.dims()) {
+    const bool in_a = a.contains(d.name), in_b = b.contains(d.name);
+    dims.push_back(in_a && in_b ? d : in_a ? m[im++] : n[in++]);
+  }
+  return Shape(dims);
+}
+
+bool same_order(const Shape& x, const Shape& y) {
+  for (int i = 0; i < x.rank(); ++i)
+    if (x[i].name != y[i].name)
+      return false;
+  return true;
+}
+
+// The shape the product is made in: out, or, where out orders an operand's M (N) dims otherwise
+// than the operand does, so that the operand would be copied transposed, out with them in the
+// operands' orders when that output is smaller than the copies it saves; it is permuted into out
+// after (a convolution's filter gradient reads its [positions, channels, taps] patches in place
+// and permutes its [taps, channels, channels] result, 1/500 of their size). An output that small
+// is made as [batch, M, N], the gemm's own form (its transpose ran 2.5x slower there). `plan`
+// follows.
+Shape product_shape(const Shape& a, const Shape& b, const Shape& out, const Sizes& sizes,
+                    Plan& plan) {
+  const bool tiny = out.num_elements() * 64 <= a.num_elements() + b.num_elements();
+  const Shape natural = in_operand_order(out, a, b, tiny);
+  if (same_order(natural, out))
+    return out;
+  const Plan p = make_plan(a, b, natural, sizes);
+  std::int64_t saved = 0;
+  if (!stays_in_place(a, b, plan, sizes, false) && stays_in_place(a, b, p, sizes, false))
+    saved += a.num_elements();
+  if (!stays_in_place(a, b, plan, sizes, true) && stays_in_place(a, b, p, sizes, true))
+    saved += b.num_elements();
+  if (saved <= out.num_elements() && !tiny)
+    return out;
+  plan = p;
+  return natural;
+}
+
 }  // namespace
 }  // namespace einsum_impl
 
@@ -105,8 +164,11 @@ FView two_operands(const ExecSpace& space, const Shape& a_shape, const FView& a_
     restore_gone_values(space, b, reuse);
   presum(space, a, b.shape, out_shape);
   presum(space, b, a.shape, out_shape);
-  const Plan plan = make_plan(a.shape, b.shape, out_shape, sizes);
+  Plan plan = make_plan(a.shape, b.shape, out_shape, sizes);
   const bool special = is_special_case(out_shape, plan);
+  // A body accumulating into `into` writes out's order.
+  const Shape shape =
+      special || into.data() ? out_shape : product_shape(a.shape, b.shape, out_shape, sizes, plan);
   if (special || !stays_in_place(a.shape, b.shape, plan, sizes, false))
     restore_gone_values(space, a, reuse);
   if (special || !stays_in_place(a.shape, b.shape, plan, sizes, true))
@@ -118,8 +180,10 @@ FView two_operands(const ExecSpace& space, const Shape& a_shape, const FView& a_
     round_operands_to_bf16(space, a, b);
   FView out;
   if (!special_case(space, a, b, out_shape, plan, out))
-    out = contract(space, backend, a, b, out_shape, plan, sizes, precision,
+    out = contract(space, backend, a, b, shape, plan, sizes, precision,
                    reuse ? Sources{reuse, a_in.data(), b_in.data()} : Sources{}, into);
+  if (!same_order(shape, out_shape))
+    out = permuted(space, shape, out, out_shape);
   Kokkos::Profiling::popRegion();
   return out;
 }
