@@ -236,6 +236,9 @@ nlohmann::ordered_json to_json(const Measured& m) {
     shares.push_back(e.halo_s > 0 ? std::round(e.hidden_s / e.halo_s * 1000) / 1000 : 0.0);
   }
   j["predicted"] = {{"step_s", p.total_s},
+                    {"matmul_s", p.matmul_s},
+                    {"elementwise_s", p.elementwise_s},
+                    {"overhead_s", p.overhead_s},
                     {"halo_s", halo == p.comm_s.end() ? 0.0 : halo->second},
                     {"halo_hidden_s", p.halo_hidden_s},
                     {"halo_exposed_s", p.halo_exposed_s},
@@ -247,7 +250,8 @@ nlohmann::ordered_json to_json(const Measured& m) {
                     {"exchanges_fully_hidden", hidden},
                     {"exchanges_fully_exposed", exposed},
                     {"products_between_s", between},
-                    {"hidden_share_per_exchange", shares}};
+                    {"hidden_share_per_exchange", shares},
+                    {"by_kind_s", p.kind_s}};
   j["profile_s"] = m.profile_s;
   return j;
 }

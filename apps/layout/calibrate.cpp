@@ -19,6 +19,8 @@
 #include <mtk/parallel/mesh.hpp>
 
 #include "calibrate_halo.hpp"
+#include "calibrate_shapes.hpp"
+#include "calibrate_timing.hpp"
 #include "cli.hpp"
 #include "layout_commands.hpp"
 #include <algorithm>
@@ -33,22 +35,6 @@
 namespace mtk::layout_app {
 
 namespace {
-
-// Best (smallest) seconds of `reps` runs of `fn`, all ranks starting together; the slowest rank
-// counts.
-double best_seconds(const Communicator& comm, int reps, const std::function<void()>& fn) {
-  fn();  // warm-up
-  double best = 1e300;
-  for (int r = 0; r < reps; ++r) {
-    comm.barrier();
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    Kokkos::fence();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::min(best, comm.max(s));
-  }
-  return best;
-}
 
 // The bandwidth B with collective_seconds(allreduce, bytes, 1, p, {latency, B}) == seconds.
 double solve_bandwidth(double seconds, std::int64_t bytes, std::int64_t p, double latency) {
@@ -312,18 +298,20 @@ void measure_links(const Communicator& world, const ExecSpace& space, int reps, 
 
 // The machine file's comment: how it was measured.
 std::string calibration_comment(int ranks, const CalibrateOptions& o, const std::string& backends) {
-  return cat("Measured by `mtk-layout calibrate` on ", ranks,
-             " ranks, every rank busy at once; best of ", o.reps,
-             " runs of:\nbatched einsums [b,s,s]x[b,s,s] (s = 16..", o.n,
-             ", ~1e9 FLOPs a run; float32 by size, bfloat16 at s = ", o.n,
-             "),\n20 x (add + exp + sum of 1M floats), per step kind 100 adds, 25 x (scale, "
-             "square, rsqrt,\nrelu) and 20 row sums of 1M floats, 20000 one-element adds, "
-             "allreduces and neighbour\nexchanges (ring) of 32 B to 8 MiB by factors of 4 (20 "
-             "calls up to 128 KiB, 4 above; each\nafter 1 ms of adds, the adds' time subtracted, "
-             "and alone up to 128 KiB; the slower) per group\nof consecutive ranks and per group "
-             "of ranks a stride apart. Collective waits: ",
-             to_string(collective_wait()),
-             "\n(MTK_COLLECTIVE_WAIT; run the jobs with the same policy).\n", backends);
+  return cat(
+      "Measured by `mtk-layout calibrate` on ", ranks, " ranks, every rank busy at once; best of ",
+      o.reps, " runs of:\nbatched einsums [b,s,s]x[b,s,s] (s = 16..", o.n,
+      ", ~1e9 FLOPs a run; float32 by size, bfloat16 at s = ", o.n,
+      "),\nskinny einsums [512,512]x[512,d] and [512,d]x[d,512] (d = 2..128), the 3x3x3 patches "
+      "of a\n[16,16,16,16] block and their fold,\n20 x (add + exp + sum of 1M floats), per step "
+      "kind 100 adds, 25 x (scale, "
+      "square, rsqrt,\nrelu) and 20 row sums of 1M floats, 20000 one-element adds, "
+      "allreduces and neighbour\nexchanges (ring) of 32 B to 8 MiB by factors of 4 (20 "
+      "calls up to 128 KiB, 4 above; each\nafter 1 ms of adds, the adds' time subtracted, "
+      "and alone up to 128 KiB; the slower) per group\nof consecutive ranks and per group "
+      "of ranks a stride apart. Collective waits: ",
+      to_string(collective_wait()), "\n(MTK_COLLECTIVE_WAIT; run the jobs with the same policy).\n",
+      backends);
 }
 
 }  // namespace
@@ -342,6 +330,8 @@ int run_calibrate(const Communicator& world, const std::vector<std::string>& arg
   const std::string backends = measure_backends(world, space, o);
   measure_elementwise(world, space, o.reps, m);
   measure_step_overhead(world, space, o.reps, m);
+  measure_narrow_matmul(world, space, o.reps, m);
+  measure_patches(world, space, o.reps, m);
   m.memory_bytes = static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) *
                    static_cast<std::int64_t>(sysconf(_SC_PAGESIZE)) / R;
   measure_links(world, space, o.reps, m);

@@ -2,8 +2,9 @@
 # `mtk-layout calibrate` end to end on 2 and 4 ranks: the machine file it writes loads, has every
 # measured part (matmul by size, elementwise rates by step kind, allreduce time by size per link
 # level, neighbour exchange time by size and whether it goes through shared memory, the halo
-# packing rates, the bf16 rate and every matmul backend, a strided level on 4 ranks, the
-# collectives' wait policy), and `mtk-layout search` ranks layouts with it.
+# packing rates, the bf16 rate and every matmul backend, skinny products and patch kernels, a
+# strided level on 4 ranks, the collectives' wait policy), and `mtk-layout search` ranks layouts
+# with it.
 #   calibrate.sh MTK_LAYOUT MPIEXEC CONFIG WORKDIR
 set -euo pipefail
 LAYOUT=$1 MPIEXEC=$2 CONFIG=$3 WORK=$4
@@ -16,7 +17,8 @@ for np in 2 4; do
   for key in 'name: "test '"$np"'"' 'matmul_sizes:' 'elementwise_by_kind:' '  binary: ' '  unary: ' \
       '  reduce: ' "group: 2" 'allreduce_sizes:' 'halo_sizes:' 'size9: {bytes: 8388608' \
       'Collective waits: ' '# Matmul backends on [32, 32]' '#   fastest for float32: ' \
-      '#   fastest for bfloat16: '; do
+      '#   fastest for bfloat16: ' 'matmul_narrow:' '  outer:' '  inner:' '  extract_patches: ' \
+      '  fold_patches: '; do
     grep -qF -- "$key" "$file" || fail "$np ranks: '$key' missing from $file"
   done
   # bf16 einsums run on every CPU (natively or through the fp32 gemm): a rate, never 0.

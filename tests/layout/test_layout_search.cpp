@@ -574,9 +574,9 @@ TEST(StepTime, GemmsByTheirSizeTrafficAndOverheadPerKernelStep) {
   m.matmul_sizes = {{1e4, 1e9}, {1e8, 1e10}};
   m.op_overhead_s = 1e-5;
   Counters c;
-  c.flops[FlopClass::einsum] = 3e10;   // ignored once gemm_by_size is there
-  c.gemm_by_size[13] = {1e9, 100000};  // 1e4 FLOPs per gemm: 1e9 FLOP/s
-  c.gemm_by_size[30] = {2e10, 20};     // 1e9 each: held at 1e10
+  c.flops[FlopClass::einsum] = 3e10;                         // ignored once gemm_by_size is there
+  c.gemm_by_size[GemmClass::of_flops(1e4)] = {1e9, 100000};  // 1e4 FLOPs per gemm: 1e9 FLOP/s
+  c.gemm_by_size[GemmClass::of_flops(1e9)] = {2e10, 20};     // 1e9 each: held at 1e10
   c.op_calls = {{binary_kind.def, 10},
                 {einsum_kind.def, 3},
                 {alias_kind.def, 5},
@@ -614,11 +614,18 @@ TEST(StepTime, CountersGiveGemmSizesBytesAndSteps) {
   (void)v;
   const Counters c = analyze(g, MeshShape::parse("all:2"), LayoutRules::parse("b:all"))->counters();
   ASSERT_EQ(c.gemm_by_size.size(), 2u);
-  // per rank b is 2: 2 gemms of 8192 FLOPs (2^13), and v's single gemm of 2*2*8*32 = 1024 (2^10)
-  EXPECT_DOUBLE_EQ(c.gemm_by_size.at(13).first, 2 * 8192.0);
-  EXPECT_EQ(c.gemm_by_size.at(13).second, 2);
-  EXPECT_DOUBLE_EQ(c.gemm_by_size.at(10).first, 1024.0);
-  EXPECT_EQ(c.gemm_by_size.at(10).second, 1);
+  // per rank b is 2: 2 gemms [8, 16] x [16, 32] of 8192 FLOPs (2^13, narrowest M = 8), and v's
+  // single gemm [2, 8] x [8, 32] of 1024 (2^10, narrowest M = 2)
+  const GemmClass zc = GemmClass::of(8, 32, 16), vc = GemmClass::of(2, 32, 8);
+  EXPECT_EQ(zc.log2_flops, 13);
+  EXPECT_EQ(zc.narrow, 8);
+  EXPECT_FALSE(zc.inner);
+  EXPECT_EQ(vc.log2_flops, 10);
+  EXPECT_EQ(vc.narrow, 2);
+  EXPECT_DOUBLE_EQ(c.gemm_by_size.at(zc).first, 2 * 8192.0);
+  EXPECT_EQ(c.gemm_by_size.at(zc).second, 2);
+  EXPECT_DOUBLE_EQ(c.gemm_by_size.at(vc).first, 1024.0);
+  EXPECT_EQ(c.gemm_by_size.at(vc).second, 1);
   EXPECT_EQ(by_name(c.op_calls, "einsum"), 3);
   EXPECT_EQ(by_name(c.op_calls, "binary"), 1);
   EXPECT_EQ(by_name(c.op_bytes, "binary"), 3 * 2 * 8 * 32 * 4);

@@ -3,6 +3,8 @@
 // step-time model prices it, convolution layers offer their blocks and channel dims, and the
 // search proposes spatial splits where batch parallelism cannot use the processors.
 
+#include <mtk/base/error.hpp>
+#include <mtk/config/machine_config.hpp>
 #include <mtk/cost/layout_search.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/lower/overlap.hpp>
@@ -18,6 +20,7 @@
 #include "program_fixtures.hpp"
 #include "test_machine.hpp"
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -198,7 +201,7 @@ TEST(SpatialCost, TheProductsBetweenAnExchangesStartAndFinish) {
   EXPECT_EQ(e.bytes, 2 * 4 * (1 + 1) * 4);  // [b, c] strips, one each side, float32
   const double each = 2.0 * (2 * 1 * 6) * 4 * (3 * 4);
   ASSERT_EQ(e.gemm_between.size(), 1u);
-  EXPECT_EQ(e.gemm_between.at(Counters::gemm_size_key(each)),
+  EXPECT_EQ(e.gemm_between.at(GemmClass::of(2 * 1 * 6, 4, 3 * 4)),
             (std::pair<double, std::int64_t>{each, 1}));
   EXPECT_GT(e.finish, e.start + 1);
   // Plain layer, exchange blocking: nothing between, fully exposed.
@@ -220,7 +223,8 @@ TEST(SpatialCost, TheProductsBetweenAnExchangesStartAndFinish) {
 Program::Step step(StepKind kind, std::vector<int> reads, std::vector<int> writes,
                    std::vector<std::pair<double, std::int64_t>> gemms = {}) {
   Program::Step s = test::synthetic_step(kind, std::move(reads), std::move(writes));
-  s.gemms = std::move(gemms);
+  for (const auto& [each, calls] : gemms)
+    s.gemms.push_back({GemmClass::of_flops(each), each, calls});
   return s;
 }
 
@@ -242,8 +246,8 @@ TEST(SpatialCost, RecordsTheProductsBetweenEachStartAndFinish) {
   EXPECT_EQ(records[0].bytes, 64);
   EXPECT_EQ(records[0].start, 0);
   EXPECT_EQ(records[0].finish, 3);
-  const std::map<int, std::pair<double, std::int64_t>> between{
-      {Counters::gemm_size_key(1e6), {3e6, 3}}, {Counters::gemm_size_key(1e3), {3e3, 3}}};
+  const std::map<GemmClass, std::pair<double, std::int64_t>> between{
+      {GemmClass::of_flops(1e6), {3e6, 3}}, {GemmClass::of_flops(1e3), {3e3, 3}}};
   EXPECT_EQ(records[0].gemm_between, between);
   EXPECT_EQ(records[1].bytes, 32);
   EXPECT_EQ(records[1].finish, 5);
@@ -341,9 +345,8 @@ TEST(SpatialCost, HiddenIsTheLesserOfEachExchangeAndItsProducts) {
   c.comm_bytes[Collective::halo] = 2 * 1000000;
   c.comm_calls[Collective::halo] = 2;
   const double each = 1e5;  // 2e5 FLOPs between the first start and finish
-  c.gemm_by_size[Counters::gemm_size_key(each)] = {10 * each, 10};
-  c.halo_exchanges.push_back(
-      {halo, 1000000, 0, 3, {{Counters::gemm_size_key(each), {2 * each, 2}}}});
+  c.gemm_by_size[GemmClass::of_flops(each)] = {10 * each, 10};
+  c.halo_exchanges.push_back({halo, 1000000, 0, 3, {{GemmClass::of_flops(each), {2 * each, 2}}}});
   c.halo_exchanges.push_back({halo, 1000000, 4, 5, {}});
   const double exchange = cost::collective_seconds(Collective::halo, 1000000, 1, 2, link);
   const double between = 2 * each / m.matmul_rate(each);
@@ -465,6 +468,46 @@ TEST(SpatialSearch, RanksWithThePerExchangeBound) {
     EXPECT_DOUBLE_EQ(c.time.halo_hidden_s + c.time.halo_exposed_s, it->second);
   }
   EXPECT_GT(spatial, 0);
+}
+
+// Skinny products (a convolution's few channels) at the rate measured for their narrowest dim:
+// the lower of their size's rate and the narrow points' (log-log interpolated), a result dim
+// (outer) and the summed dim (inner) apart, no bound past the last point; the file keeps them.
+TEST(SpatialCost, SkinnyProductsAtTheirNarrowRate) {
+  cost::Machine m = test::test_machine();  // 1e10 FLOP/s at every size
+  m.matmul_narrow_outer = {{2, 1e9}, {128, 8e9}};
+  m.matmul_narrow_inner = {{2, 1e8}, {128, 1e9}};
+  EXPECT_DOUBLE_EQ(m.matmul_rate(1e6, 0, false), 1e10);
+  EXPECT_DOUBLE_EQ(m.matmul_rate(1e6, 1, true), 1e8);  // held below the first point
+  EXPECT_NEAR(m.matmul_rate(1e6, 16, true), std::sqrt(1e8 * 1e9), 1e-3);  // 16: log midpoint
+  EXPECT_NEAR(m.matmul_rate(1e6, 16, false), std::sqrt(1e9 * 8e9), 1e-3);
+  EXPECT_DOUBLE_EQ(m.matmul_rate(1e6, 200, true), 1e10);  // past the last point: no bound
+  cost::Machine slow = m;
+  slow.matmul_sizes = {{1e3, 1e7}, {1e9, 1e7}};
+  EXPECT_DOUBLE_EQ(slow.matmul_rate(1e6, 2, false), 1e7);  // the size's rate where lower
+  // A 3x3x3 convolution of 8 channels over 4096 positions: forward [4096, 216] x [216, 8]
+  // (a result dim narrow), its input gradient [4096, 8] x [8, 216] (the summed dim narrow).
+  const GemmClass forward = GemmClass::of(4096, 8, 216), input_grad = GemmClass::of(4096, 216, 8);
+  EXPECT_EQ(forward.narrow, 8);
+  EXPECT_FALSE(forward.inner);
+  EXPECT_EQ(input_grad.narrow, 8);
+  EXPECT_TRUE(input_grad.inner);
+  EXPECT_EQ(GemmClass::of(512, 512, 512).narrow, 0);
+  const double each = 2.0 * 4096 * 216 * 8;
+  Counters c;
+  c.gemm_by_size[forward] = {each, 1};
+  c.gemm_by_size[input_grad] = {3 * each, 3};
+  const cost::StepTime t = cost::predict_step_time(c, MeshShape::parse("rows:1"), m);
+  EXPECT_NEAR(t.matmul_s,
+              each / m.matmul_rate(each, 8, false) + 3 * each / m.matmul_rate(each, 8, true),
+              1e-12);
+  const cost::Machine back = machine_from_config(Config::from_string(machine_to_yaml(m)));
+  ASSERT_EQ(back.matmul_narrow_outer.size(), 2u);
+  ASSERT_EQ(back.matmul_narrow_inner.size(), 2u);
+  EXPECT_EQ(back.matmul_narrow_outer[1].flops, 8e9);
+  EXPECT_EQ(back.matmul_narrow_inner[0].narrow, 2);
+  m.matmul_narrow_inner = {{128, 1e9}, {2, 1e8}};
+  EXPECT_THROW(m.validate(), Error);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/cost/machine.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 namespace mtk::cost {
@@ -29,6 +30,17 @@ void Machine::validate() const {
       fail(where, cat("matmul_sizes[", i, "]: gemm_flops ", p.gemm_flops,
                       " must be larger than the previous size's ", matmul_sizes[i - 1].gemm_flops));
   }
+  for (const auto* pts : {&matmul_narrow_outer, &matmul_narrow_inner})
+    for (size_t i = 0; i < pts->size(); ++i) {
+      const char* key = pts == &matmul_narrow_outer ? "matmul_narrow.outer" : "matmul_narrow.inner";
+      const NarrowMatmulPoint& p = (*pts)[i];
+      if (!(p.narrow > 0) || !(p.flops > 0))
+        fail(where,
+             cat(key, "[", i, "]: narrow ", p.narrow, ", flops ", p.flops, "; both must be > 0"));
+      if (i > 0 && !(p.narrow > (*pts)[i - 1].narrow))
+        fail(where, cat(key, "[", i, "]: narrow ", p.narrow,
+                        " must be larger than the previous point's ", (*pts)[i - 1].narrow));
+    }
   if (links.empty())
     fail(where, "no links: give at least one level {span, bandwidth, latency}");
   // Collective times measured by size: positive, increasing sizes.
@@ -118,6 +130,22 @@ double Machine::matmul_rate(double gemm_flops) const {
   const MatmulPoint &lo = matmul_sizes[i - 1], &hi = matmul_sizes[i];
   const double w = std::log(gemm_flops / lo.gemm_flops) / std::log(hi.gemm_flops / lo.gemm_flops);
   return std::exp((1 - w) * std::log(lo.flops) + w * std::log(hi.flops));
+}
+
+double Machine::matmul_rate(double gemm_flops, std::int64_t narrow, bool inner) const {
+  const double rate = matmul_rate(gemm_flops);
+  const std::vector<NarrowMatmulPoint>& pts = inner ? matmul_narrow_inner : matmul_narrow_outer;
+  const double d = static_cast<double>(narrow);
+  if (narrow <= 0 || pts.empty() || d > pts.back().narrow)
+    return rate;
+  if (d <= pts.front().narrow)
+    return std::min(rate, pts.front().flops);
+  size_t i = 1;
+  while (pts[i].narrow < d)
+    ++i;
+  const NarrowMatmulPoint &lo = pts[i - 1], &hi = pts[i];
+  const double w = std::log(d / lo.narrow) / std::log(hi.narrow / lo.narrow);
+  return std::min(rate, std::exp((1 - w) * std::log(lo.flops) + w * std::log(hi.flops)));
 }
 
 std::int64_t group_span(const MeshShape& mesh, const std::vector<int>& axes) {

@@ -61,6 +61,12 @@ struct MatmulPoint {
   double flops = 0;       ///< FLOP/s per processor at that size
 };
 
+/// The matmul rate of gemm calls whose narrowest dim has `narrow` positions (the other two large).
+struct NarrowMatmulPoint {
+  double narrow = 0;  ///< the narrow dim's size
+  double flops = 0;   ///< FLOP/s per processor
+};
+
 struct Machine {
   std::string name;
   double matmul_flops = 0;       ///< FLOP/s per processor, float32 matmuls (einsum)
@@ -73,6 +79,10 @@ struct Machine {
   /// Optional: matmul rate by gemm size, for small and skinny products (batched attention
   /// products run one small gemm per batch entry). Empty: matmul_flops at every size.
   std::vector<MatmulPoint> matmul_sizes;
+  /// Optional: matmul rate of skinny gemm calls by the size of their narrowest dim, measured on
+  /// [512, 512] x [512, narrow] (`outer`: a dim of the result is narrow) and on
+  /// [512, narrow] x [narrow, 512] (`inner`: the summed dim is). Empty: no such bound.
+  std::vector<NarrowMatmulPoint> matmul_narrow_outer, matmul_narrow_inner;
   /// Optional: seconds of fixed cost per kernel step (launch, output allocation, dispatch).
   double op_overhead_s = 0;
   /// Span levels by increasing span, the last one with span 0; strided levels anywhere.
@@ -84,6 +94,11 @@ struct Machine {
   /// log(size) and log(rate), the end points held beyond the measured range; matmul_flops when
   /// matmul_sizes is empty.
   double matmul_rate(double gemm_flops) const;
+  /// The same for calls whose narrowest dim has `narrow` positions (0: none), the summed one
+  /// where `inner`: the lower of matmul_rate(gemm_flops) and the narrow points' rate
+  /// (interpolated in log(narrow) and log(rate), the first point held below it; no bound past
+  /// the last point).
+  double matmul_rate(double gemm_flops, std::int64_t narrow, bool inner) const;
   /// Bytes/s of steps of `kind`: elementwise_by_kind's entry, else elementwise_bytes.
   double elementwise_rate(const std::string& kind) const;
   /// The link used by a group over mesh `axes` of `mesh` (row-major ranks).

@@ -35,12 +35,13 @@ double collective_seconds(Collective kind, std::int64_t bytes, std::int64_t call
 namespace {
 
 // Seconds of gemm calls keyed as Counters::gemm_by_size, each size at its rate.
-double gemm_seconds(const std::map<int, std::pair<double, std::int64_t>>& by_size,
+double gemm_seconds(const std::map<GemmClass, std::pair<double, std::int64_t>>& by_size,
                     const Machine& machine, double scale) {
   double s = 0;
-  for (const auto& [log2_size, fc] : by_size) {
+  for (const auto& [cls, fc] : by_size) {
     const auto& [flops, calls] = fc;
-    s += flops / (scale * machine.matmul_rate(flops / static_cast<double>(calls)));
+    s += flops /
+         (scale * machine.matmul_rate(flops / static_cast<double>(calls), cls.narrow, cls.inner));
   }
   return s;
 }
@@ -96,11 +97,17 @@ StepTime predict_step_time(const Counters& counters, const MeshShape& mesh, cons
     t.matmul_s = counters.flops_of(FlopClass::einsum) / (scale * machine.matmul_flops);
   if (!counters.op_bytes.empty()) {
     for (const auto& [kind, bytes] : counters.op_bytes)
-      if (!kind.traits().free)
-        t.elementwise_s += static_cast<double>(bytes) / machine.elementwise_rate(kind.name());
+      if (!kind.traits().free) {
+        const double s = static_cast<double>(bytes) / machine.elementwise_rate(kind.name());
+        t.elementwise_s += s;
+        t.kind_s[kind.name()] += s;
+      }
     for (const auto& [kind, calls] : counters.op_calls)
-      if (!kind.traits().free)
+      if (!kind.traits().free) {
         t.kernel_steps += calls;
+        t.kind_s[kind.name()] += static_cast<double>(calls) * machine.op_overhead_s;
+      }
+    t.kind_s["einsum"] += t.matmul_s;
   } else {
     for (const auto& [kind, flops] : counters.flops)
       if (kind != FlopClass::einsum)

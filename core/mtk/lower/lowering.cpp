@@ -234,8 +234,8 @@ void Lowering::recompute() {
     count_step(p_->steps_[i], o.flops);
     for (const auto& c : o.comm)
       add_comm_counters(c);
-    for (const auto& [each, n] : o.gemms)
-      add_gemm_counters(each, n);
+    for (const GemmCalls& g : o.gemms)
+      add_gemm_counters(g);
     ++p_->recomputed_steps_;
   }
 }
@@ -266,17 +266,20 @@ void Lowering::add_alias(int from, int y) {
       0, Program::Category::compute);
 }
 
-void Lowering::count_gemms(double flops_each, std::int64_t gemms) {
-  if (gemms <= 0 || !(flops_each > 0))
+void Lowering::count_gemms(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t gemms) {
+  const double each =
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  if (gemms <= 0 || !(each > 0))
     return;
-  next_origin_.gemms.emplace_back(flops_each, gemms);
-  add_gemm_counters(flops_each, gemms);
+  const GemmCalls g{GemmClass::of(m, n, k), each, gemms};
+  next_origin_.gemms.push_back(g);
+  add_gemm_counters(g);
 }
 
-void Lowering::add_gemm_counters(double flops_each, std::int64_t gemms) {
-  auto& [flops, calls] = p_->counters_.gemm_by_size[Counters::gemm_size_key(flops_each)];
-  flops += flops_each * static_cast<double>(gemms);
-  calls += gemms;
+void Lowering::add_gemm_counters(const GemmCalls& g) {
+  auto& [flops, calls] = p_->counters_.gemm_by_size[g.cls];
+  flops += g.flops_each * static_cast<double>(g.calls);
+  calls += g.calls;
 }
 
 void Lowering::count_flops(FlopClass c, double flops) {

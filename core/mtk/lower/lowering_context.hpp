@@ -164,8 +164,8 @@ class Lowering {
   void allow_overwrite(int output, int input) {
     p_->steps_.back().may_overwrite.emplace_back(output, input);
   }
-  /// Counts `gemms` gemm calls of `flops_each` FLOPs (counters().gemm_by_size).
-  void count_gemms(double flops_each, std::int64_t gemms);
+  /// Counts `gemms` gemm calls of [m, k] x [k, n] (counters().gemm_by_size).
+  void count_gemms(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t gemms);
   /// Adds to counters().flops[c] (for work outside steps: assignments).
   void count_flops(FlopClass c, double flops);
   /// Appends a step computing output y by a kernel instantiated for every element type:
@@ -261,12 +261,12 @@ class Lowering {
     RecomputeTag tag;
     double flops = 0;
     std::vector<CommCount> comm;
-    std::vector<std::pair<double, std::int64_t>> gemms;  // count_gemms(flops_each, gemms)
+    std::vector<GemmCalls> gemms;  // count_gemms
   };
   std::vector<StepOrigin> origins_;  // by step
   StepOrigin next_origin_;           // counted since the last step
   void add_comm_counters(const CommCount& c);
-  void add_gemm_counters(double flops_each, std::int64_t gemms);
+  void add_gemm_counters(const GemmCalls& g);
   void count_step(const Program::Step& step, double flops);
   void recompute();
 };

@@ -305,10 +305,10 @@ std::vector<Counters::Exchange> record_halo_exchanges(const std::vector<Program:
         continue;
       Counters::Exchange e{group, bytes, s, f, {}};
       for (int k = s + 1; k < f; ++k)
-        for (const auto& [each, calls] : steps[static_cast<size_t>(k)].gemms) {
-          auto& [flops, c] = e.gemm_between[Counters::gemm_size_key(each)];
-          flops += each * static_cast<double>(calls);
-          c += calls;
+        for (const GemmCalls& g : steps[static_cast<size_t>(k)].gemms) {
+          auto& [flops, c] = e.gemm_between[g.cls];
+          flops += g.flops_each * static_cast<double>(g.calls);
+          c += g.calls;
         }
       out.push_back(std::move(e));
     }

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <set>
+#include <tuple>
 
 namespace mtk {
 
@@ -24,8 +25,29 @@ double Counters::total_flops() const {
   return t;
 }
 
-int Counters::gemm_size_key(double flops_each) {
-  return static_cast<int>(std::floor(std::log2(flops_each)));
+GemmClass GemmClass::of_flops(double flops_each) {
+  GemmClass c;
+  c.log2_flops = static_cast<int>(std::floor(std::log2(flops_each)));
+  return c;
+}
+
+GemmClass GemmClass::of(std::int64_t m, std::int64_t n, std::int64_t k) {
+  GemmClass c =
+      of_flops(2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k));
+  const std::int64_t smallest = std::min({m, n, k});
+  if (smallest < kNarrow) {
+    c.narrow = smallest;
+    c.inner = k == smallest && m > k && n > k;  // a tie with M or N: the result's dim
+  }
+  return c;
+}
+
+bool GemmClass::operator<(const GemmClass& o) const {
+  return std::tie(log2_flops, narrow, inner) < std::tie(o.log2_flops, o.narrow, o.inner);
+}
+
+bool GemmClass::operator==(const GemmClass& o) const {
+  return log2_flops == o.log2_flops && narrow == o.narrow && inner == o.inner;
 }
 
 double Counters::flops_of(FlopClass c) const {

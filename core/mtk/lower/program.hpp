@@ -93,6 +93,29 @@ class HostTensor {
 enum class Collective { allreduce, allconcat, alltoall, halo, reduce_scatter };
 const char* to_string(Collective c);
 
+/// A gemm call's class for the step model (Counters::gemm_by_size): its size and, where one of
+/// M, N, K is below kNarrow, that narrowest dim (skinny products run far below the rate of square
+/// ones of the same FLOPs: a convolution's few channels, attention's d_kv).
+struct GemmClass {
+  static constexpr std::int64_t kNarrow = 256;
+  int log2_flops = 0;       ///< floor(log2(FLOPs of one call))
+  std::int64_t narrow = 0;  ///< the smallest of M, N, K where below kNarrow; 0: none
+  bool inner = false;       ///< narrow is K, the summed dim (else a dim of the result)
+  /// The class of a call of `flops_each` FLOPs, without shape (narrow 0).
+  static GemmClass of_flops(double flops_each);
+  /// The class of an [m, k] x [k, n] call.
+  static GemmClass of(std::int64_t m, std::int64_t n, std::int64_t k);
+  bool operator<(const GemmClass& o) const;
+  bool operator==(const GemmClass& o) const;
+};
+
+/// A step's gemm calls of one class: `calls` calls of `flops_each` FLOPs.
+struct GemmCalls {
+  GemmClass cls;
+  double flops_each = 0;
+  std::int64_t calls = 0;
+};
+
 /// Exact per-rank costs of one run of the lowered program.
 struct Counters {
   std::map<FlopClass, double> flops;              ///< per op kind's FLOP class (OpTraits)
@@ -111,11 +134,9 @@ struct Counters {
   /// model's per-op overhead and elementwise memory traffic.
   std::map<StepKind, std::int64_t> op_calls;
   std::map<StepKind, std::int64_t> op_bytes;
-  /// Matrix products run as gemm calls, by size: key floor(log2(FLOPs of one gemm call)), value
-  /// {FLOPs, gemm calls}. Einsums the kernel runs as elementwise work are not here.
-  std::map<int, std::pair<double, std::int64_t>> gemm_by_size;
-  /// gemm_by_size's key of a gemm call of `flops_each` FLOPs.
-  static int gemm_size_key(double flops_each);
+  /// Matrix products run as gemm calls, by class (size and narrowest dim), value {FLOPs, gemm
+  /// calls}. Einsums the kernel runs as elementwise work are not here.
+  std::map<GemmClass, std::pair<double, std::int64_t>> gemm_by_size;
   /// One split halo exchange as the program runs it (in its final step order: after
   /// recomputation and the overlap passes): the work between its start and its finish is what
   /// can hide it (mtk/cost/step_time.hpp).
@@ -124,7 +145,7 @@ struct Counters {
     std::int64_t bytes = 0;     ///< payload of the call
     int start = 0, finish = 0;  ///< its start and finish steps
     /// The gemm calls of the steps strictly between start and finish, keyed as gemm_by_size.
-    std::map<int, std::pair<double, std::int64_t>> gemm_between;
+    std::map<GemmClass, std::pair<double, std::int64_t>> gemm_between;
   };
   /// Every split halo exchange, in start order; empty in counters made by hand.
   std::vector<Exchange> halo_exchanges;
@@ -211,10 +232,10 @@ class Program {
     /// The pairs of may_overwrite it does overwrite: run() hands the output the input's buffer
     /// (mtk/lower/in_place_updates.hpp).
     std::vector<std::pair<int, int>> in_place;
-    /// The gemm calls its kernels make, (FLOPs of one, calls), and the collectives it runs,
-    /// (group, payload bytes), as counted into Counters: they travel with the step through the
-    /// passes that copy and move steps, for Counters::halo_exchanges.
-    std::vector<std::pair<double, std::int64_t>> gemms = {};
+    /// The gemm calls its kernels make and the collectives it runs, (group, payload bytes), as
+    /// counted into Counters: they travel with the step through the passes that copy and move
+    /// steps, for Counters::halo_exchanges.
+    std::vector<GemmCalls> gemms = {};
     std::vector<std::pair<Counters::CommGroup, std::int64_t>> comm = {};
     /// Of bf16_reads, the tensors whose values enter the step only through their bf16 rounding
     /// (an operand with no dim summed before the rounding): bf16 values in their place give the

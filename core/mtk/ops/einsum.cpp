@@ -126,7 +126,7 @@ void count_einsum_gemms(Lowering& l, const Shape& la, const Shape& lc, const Sha
       has_k = true;
     }
   if (!(nb > 1 && (!has_k || (!has_m && !has_n))))
-    l.count_gemms(2.0 * static_cast<double>(m * n * k), nb);
+    l.count_gemms(m, n, k, nb);
 }
 
 // The step y = a x c, or with `sum` >= 0 y = sum + a x c contracted into sum's buffer when the

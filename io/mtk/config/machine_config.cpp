@@ -33,8 +33,8 @@ std::vector<Point> read_points(const Config& config, const std::string& key,
 cost::Machine machine_from_config(const Config& config) {
   reject_unknown_keys(
       config, "",
-      {"name", "matmul_flops", "matmul_bf16_flops", "matmul_sizes", "elementwise_bytes",
-       "elementwise_by_kind", "op_overhead_s", "memory_bytes", "links"});
+      {"name", "matmul_flops", "matmul_bf16_flops", "matmul_sizes", "matmul_narrow",
+       "elementwise_bytes", "elementwise_by_kind", "op_overhead_s", "memory_bytes", "links"});
   cost::Machine m;
   m.name = config.get_string("name", config.origin());
   m.matmul_flops = config.get_double("matmul_flops");
@@ -47,6 +47,15 @@ cost::Machine machine_from_config(const Config& config) {
   m.op_overhead_s = config.get_double("op_overhead_s", 0.0);
   if (config.has("matmul_sizes"))
     m.matmul_sizes = read_points<cost::MatmulPoint>(config, "matmul_sizes", "gemm_flops", "flops");
+  if (config.has("matmul_narrow")) {
+    reject_unknown_keys(config, "matmul_narrow", {"outer", "inner"});
+    if (config.has("matmul_narrow.outer"))
+      m.matmul_narrow_outer =
+          read_points<cost::NarrowMatmulPoint>(config, "matmul_narrow.outer", "narrow", "flops");
+    if (config.has("matmul_narrow.inner"))
+      m.matmul_narrow_inner =
+          read_points<cost::NarrowMatmulPoint>(config, "matmul_narrow.inner", "narrow", "flops");
+  }
   if (!config.has("links"))
     fail("mtk::machine_from_config", config.origin() + ": key 'links' is missing");
   for (const auto& level : config.keys("links")) {
@@ -99,6 +108,18 @@ std::string machine_to_yaml(const cost::Machine& m, const std::string& comment) 
     for (size_t i = 0; i < m.matmul_sizes.size(); ++i)
       s << "  size" << i << ": {gemm_flops: " << num(m.matmul_sizes[i].gemm_flops)
         << ", flops: " << num(m.matmul_sizes[i].flops) << "}\n";
+  }
+  if (!m.matmul_narrow_outer.empty() || !m.matmul_narrow_inner.empty()) {
+    s << "matmul_narrow:   # FLOP/s of skinny gemm calls by their narrowest dim: outer "
+         "[512, 512] x [512, narrow],\n                 # inner [512, narrow] x [narrow, 512]\n";
+    for (const auto* pts : {&m.matmul_narrow_outer, &m.matmul_narrow_inner}) {
+      if (pts->empty())
+        continue;
+      s << "  " << (pts == &m.matmul_narrow_outer ? "outer" : "inner") << ":\n";
+      for (size_t i = 0; i < pts->size(); ++i)
+        s << "    point" << i << ": {narrow: " << num((*pts)[i].narrow)
+          << ", flops: " << num((*pts)[i].flops) << "}\n";
+    }
   }
   s << "elementwise_bytes: " << num(m.elementwise_bytes)
     << "   # bytes/s per processor read + written by kernels\n";
