@@ -302,8 +302,9 @@ std::string calibration_comment(int ranks, const CalibrateOptions& o, const std:
       "Measured by `mtk-layout calibrate` on ", ranks, " ranks, every rank busy at once; best of ",
       o.reps, " runs of:\nbatched einsums [b,s,s]x[b,s,s] (s = 16..", o.n,
       ", ~1e9 FLOPs a run; float32 by size, bfloat16 at s = ", o.n,
-      "),\nskinny einsums [512,512]x[512,d] and [512,d]x[d,512] (d = 2..128), the 3x3x3 patches "
-      "of a\n[16,16,16,16] block and their fold,\n20 x (add + exp + sum of 1M floats), per step "
+      "),\nskinny einsums [4096,256]x[256,d] and [4096,d]x[d,256] (d = 2..128), the 3x3x3 patches "
+      "of a\n[16,16,16,16] block and their fold, [1024,16,64] -> [16,1024,64] reorders (einsum "
+      "operands),\n20 x (add + exp + sum of 1M floats), per step "
       "kind 100 adds, 25 x (scale, "
       "square, rsqrt,\nrelu) and 20 row sums of 1M floats, 20000 one-element adds, "
       "allreduces and neighbour\nexchanges (ring) of 32 B to 8 MiB by factors of 4 (20 "

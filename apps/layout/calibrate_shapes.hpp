@@ -9,7 +9,7 @@
 
 namespace mtk::layout_app {
 
-/// m.matmul_narrow_outer and _inner: einsums [512, 512] x [512, d] and [512, d] x [d, 512] for d
+/// m.matmul_narrow_outer and _inner: einsums [4096, 256] x [256, d] and [4096, d] x [d, 256] for d
 /// = 2, 8, 32 and 128, each repeated to ~2e8 FLOPs a run.
 void measure_narrow_matmul(const Communicator& world, const ExecSpace& space, int reps,
                            cost::Machine& m);

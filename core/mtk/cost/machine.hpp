@@ -80,8 +80,8 @@ struct Machine {
   /// products run one small gemm per batch entry). Empty: matmul_flops at every size.
   std::vector<MatmulPoint> matmul_sizes;
   /// Optional: matmul rate of skinny gemm calls by the size of their narrowest dim, measured on
-  /// [512, 512] x [512, narrow] (`outer`: a dim of the result is narrow) and on
-  /// [512, narrow] x [narrow, 512] (`inner`: the summed dim is). Empty: no such bound.
+  /// [4096, 256] x [256, narrow] (`outer`: a dim of the result is narrow) and on
+  /// [4096, narrow] x [narrow, 256] (`inner`: the summed dim is). Empty: no such bound.
   std::vector<NarrowMatmulPoint> matmul_narrow_outer, matmul_narrow_inner;
   /// Optional: seconds of fixed cost per kernel step (launch, output allocation, dispatch).
   double op_overhead_s = 0;

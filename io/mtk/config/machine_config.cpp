@@ -111,7 +111,7 @@ std::string machine_to_yaml(const cost::Machine& m, const std::string& comment) 
   }
   if (!m.matmul_narrow_outer.empty() || !m.matmul_narrow_inner.empty()) {
     s << "matmul_narrow:   # FLOP/s of skinny gemm calls by their narrowest dim: outer "
-         "[512, 512] x [512, narrow],\n                 # inner [512, narrow] x [narrow, 512]\n";
+         "[4096, 256] x [256, narrow],\n                 # inner [4096, narrow] x [narrow, 256]\n";
     for (const auto* pts : {&m.matmul_narrow_outer, &m.matmul_narrow_inner}) {
       if (pts->empty())
         continue;
