@@ -254,6 +254,19 @@ std::vector<GraphCase> overlap_transpose_and_pool_cases() {
                    return BuiltGraph{{m, a}, weighted_loss(g, {m, a}), {}};
                  },
                  {"lb:@0", "c:@0", "lb:@0;c:@1", "lb:@0;c:@1;b:@2"}});
+  // 3-D with every blocks dim exchanged: the reduces nested over three dims.
+  out.push_back(
+      {"conv_transpose3d_3x3x3",
+       [](Graph& g) {
+         Tensor x =
+             var(g, "x", {{"db", 8}, {"d", 3}, {"hb", 8}, {"h", 3}, {"wb", 2}, {"w", 3}, {"c", 2}});
+         Tensor f = var(g, "f", {{"kd", 3}, {"kh", 3}, {"kw", 3}, {"ci", 8}, {"c", 2}}, 0.2f);
+         Tensor y = nn::conv_transpose(
+             x, f, {sd("d", "kd", 1, "db"), sd("h", "kh", 1, "hb"), sd("w", "kw", 1, "wb")}, "ci",
+             "c");
+         return BuiltGraph{{y}, weighted_loss(g, {y}), {}};
+       },
+       {"db:@0;hb:@1;wb:@2", "hb:@0;ci:@1"}});
   return out;
 }
 
