@@ -82,19 +82,22 @@ TEST(KernelsLayout, Broadcast) {
       {{{"l", 4}, {"b", 3}}, {{"b", 3}, {"x", 2}, {"l", 4}}},
       {{{"b", 3}, {"l", 4}}, {{"b", 3}, {"l", 4}}},
       {{}, {{"b", 3}, {"l", 4}}},
+      {{{"b", 3}, {"l", 4}}, {{"b", 3}, {"l", 4}, {"t", 5}, {"x", 2}}},  // leading dims: repeats
   };
   unsigned seed = 61;
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.in.to_string() + " -> " + c.out.to_string());
-    auto x = random_ints(c.in.num_elements(), -100, 100, seed++);
-    auto yf = to_vector(k::broadcast<float>(mtk::ExecSpace(), c.in, to_view<float>(x), c.out));
-    auto yi = to_vector(k::broadcast<I32>(mtk::ExecSpace(), c.in, to_view<I32>(x), c.out));
-    ASSERT_EQ(static_cast<std::int64_t>(yf.size()), c.out.num_elements());
-    for (std::int64_t e = 0; e < c.out.num_elements(); ++e) {
-      ASSERT_EQ(yf[static_cast<size_t>(e)], x[static_cast<size_t>(ref_offset(c.out, c.in, e))]);
-      ASSERT_EQ(yi[static_cast<size_t>(e)], x[static_cast<size_t>(ref_offset(c.out, c.in, e))]);
+  for (const bool device : {false, true})
+    for (const auto& c : cases) {
+      SCOPED_TRACE(c.in.to_string() + " -> " + c.out.to_string() + (device ? " (GPU form)" : ""));
+      const DevicePaths paths(device);
+      auto x = random_ints(c.in.num_elements(), -100, 100, seed++);
+      auto yf = to_vector(k::broadcast<float>(mtk::ExecSpace(), c.in, to_view<float>(x), c.out));
+      auto yi = to_vector(k::broadcast<I32>(mtk::ExecSpace(), c.in, to_view<I32>(x), c.out));
+      ASSERT_EQ(static_cast<std::int64_t>(yf.size()), c.out.num_elements());
+      for (std::int64_t e = 0; e < c.out.num_elements(); ++e) {
+        ASSERT_EQ(yf[static_cast<size_t>(e)], x[static_cast<size_t>(ref_offset(c.out, c.in, e))]);
+        ASSERT_EQ(yi[static_cast<size_t>(e)], x[static_cast<size_t>(ref_offset(c.out, c.in, e))]);
+      }
     }
-  }
   expect_error(
       [] {
         k::broadcast<float>(mtk::ExecSpace(), Shape{{"a", 2}}, to_view<float>({1, 2}),

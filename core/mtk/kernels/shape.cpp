@@ -142,13 +142,33 @@ View<T> broadcast(const ExecSpace& space, const Shape& in_shape, const View<T>& 
   if (in_shape == out_shape)
     return ld::copy(space, w, x);
   const int shift = out_shape.rank() - in_shape.rank();
-  bool suffix = true;
-  for (int i = 0; suffix && i < in_shape.rank(); ++i)
-    suffix = in_shape[i] == out_shape[i + shift];
+  bool suffix = true, prefix = true;
+  for (int i = 0; i < in_shape.rank(); ++i) {
+    suffix = suffix && in_shape[i] == out_shape[i + shift];
+    prefix = prefix && in_shape[i] == out_shape[i];
+  }
+  const std::int64_t m = in_shape.num_elements();
+  if (prefix && !suffix && m > 0) {
+    // in_shape is the leading dims of out_shape (a sum's gradient over trailing dims): each value
+    // repeated r times, without the index map's divisions per element.
+    const std::int64_t r = n / m;
+    auto out = impl::alloc<T>(w, n);
+    if (impl::device_paths()) {
+      Kokkos::parallel_for(
+          w, impl::Range(space, 0, n), KOKKOS_LAMBDA(std::int64_t k) { out(k) = x(k / r); });
+    } else {
+      Kokkos::parallel_for(
+          w, impl::Range(space, 0, m), KOKKOS_LAMBDA(std::int64_t i) {
+            const T v = x(i);
+            for (std::int64_t j = 0; j < r; ++j)
+              out(i * r + j) = v;
+          });
+    }
+    return out;
+  }
   if (!suffix)
     return ld::gather_by_map(space, w, x, map, n);
   // in_shape is the trailing dims of out_shape: a tiled copy.
-  const std::int64_t m = in_shape.num_elements();
   auto out = impl::alloc<T>(w, n);
   Kokkos::parallel_for(
       w, impl::Range(space, 0, n), KOKKOS_LAMBDA(std::int64_t k) { out(k) = x(k % m); });
