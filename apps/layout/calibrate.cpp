@@ -301,16 +301,15 @@ std::string calibration_comment(int ranks, const CalibrateOptions& o, const std:
   return cat(
       "Measured by `mtk-layout calibrate` on ", ranks, " ranks, every rank busy at once; best of ",
       o.reps, " runs of:\nbatched einsums [b,s,s]x[b,s,s] (s = 16..", o.n,
-      ", ~1e9 FLOPs a run; float32 by size, bfloat16 at s = ", o.n,
-      "),\nskinny einsums [4096,256]x[256,d] and [4096,d]x[d,256] (d = 2..128), the 3x3x3 patches "
-      "of a\n[16,16,16,16] block and their fold, [1024,16,64] -> [16,1024,64] reorders (einsum "
-      "operands),\n20 x (add + exp + sum of 1M floats), per step "
-      "kind 100 adds, 25 x (scale, "
-      "square, rsqrt,\nrelu) and 20 row sums of 1M floats, 20000 one-element adds, "
-      "allreduces and neighbour\nexchanges (ring) of 32 B to 8 MiB by factors of 4 (20 "
-      "calls up to 128 KiB, 4 above; each\nafter 1 ms of adds, the adds' time subtracted, "
-      "and alone up to 128 KiB; the slower) per group\nof consecutive ranks and per group "
-      "of ranks a stride apart. Collective waits: ",
+      ", ~1e9 FLOPs a run; float32 by size,\nbfloat16 at s = ", o.n, "),\n",
+      "skinny einsums [4096,256]x[256,d] and [4096,d]x[d,256] (d = 2..128),\n",
+      "the 3x3x3 patches of a [16,16,16,16] block and their fold,\n",
+      "[1024,16,64] -> [16,1024,64] reorders (einsum operands),\n",
+      "20 x (add + exp + sum of 1M floats), per step kind 100 adds, 25 x (scale, square, rsqrt,\n",
+      "relu) and 20 row sums of 1M floats, 20000 one-element adds, allreduces and neighbour\n",
+      "exchanges (ring) of 32 B to 8 MiB by factors of 4 (20 calls up to 128 KiB, 4 above; each\n",
+      "after 1 ms of adds, the adds' time subtracted, and alone up to 128 KiB; the slower)\n",
+      "per group of consecutive ranks and per group of ranks a stride apart. Collective waits: ",
       to_string(collective_wait()), "\n(MTK_COLLECTIVE_WAIT; run the jobs with the same policy).\n",
       backends);
 }
