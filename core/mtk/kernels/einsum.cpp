@@ -98,13 +98,6 @@ Shape in_operand_order(const Shape& out, const Shape& a, const Shape& b, bool ca
   return Shape(dims);
 }
 
-bool same_order(const Shape& x, const Shape& y) {
-  for (int i = 0; i < x.rank(); ++i)
-    if (x[i].name != y[i].name)
-      return false;
-  return true;
-}
-
 // The shape the product is made in: out, or, where out orders an operand's M (N) dims otherwise
 // than the operand does, so that the operand would be copied transposed, out with them in the
 // operands' orders when that output is smaller than the copies it saves; it is permuted into out
@@ -116,7 +109,7 @@ Shape product_shape(const Shape& a, const Shape& b, const Shape& out, const Size
                     Plan& plan) {
   const bool tiny = out.num_elements() * 64 <= a.num_elements() + b.num_elements();
   const Shape natural = in_operand_order(out, a, b, tiny);
-  if (same_order(natural, out))
+  if (natural == out)
     return out;
   const Plan p = make_plan(a, b, natural, sizes);
   std::int64_t saved = 0;
@@ -182,7 +175,7 @@ FView two_operands(const ExecSpace& space, const Shape& a_shape, const FView& a_
   if (!special_case(space, a, b, out_shape, plan, out))
     out = contract(space, backend, a, b, shape, plan, sizes, precision,
                    reuse ? Sources{reuse, a_in.data(), b_in.data()} : Sources{}, into);
-  if (!same_order(shape, out_shape))
+  if (shape != out_shape)
     out = permuted(space, shape, out, out_shape);
   Kokkos::Profiling::popRegion();
   return out;
