@@ -3,6 +3,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/base/functions.hpp>
 #include <mtk/base/shape.hpp>
+#include <mtk/kernels/halo.hpp>
 #include <mtk/kernels/impl/index.hpp>
 #include <mtk/kernels/kernels.hpp>
 
@@ -308,6 +309,69 @@ TEST(KernelsLayout, IndexArithmeticIn32BitsEqualsThe64BitOffsets) {
       EXPECT_EQ(mtk::kernels::fast_div(a, b), a / b) << a << " / " << b;
       EXPECT_EQ(mtk::kernels::fast_mod(a, b), a % b) << a << " % " << b;
     }
+}
+
+// ------------------------------------------------------------------ halo
+
+// The halo kernels' host forms (a line at a time) against their GPU forms (an element per
+// thread), bit for bit, with the blocks dim before and after the block dim, halos on either side,
+// one block and several, an 8-wide and a 3-wide line, blocks narrower than both halos.
+TEST(KernelsLayout, HaloLinesEqualTheElementForms) {
+  const mtk::ExecSpace space;
+  auto values = [](std::int64_t n, double phase) {
+    std::vector<double> v(static_cast<size_t>(n));
+    for (size_t e = 0; e < v.size(); ++e)
+      v[e] = std::sin(0.71 * static_cast<double>(e) + phase) * 1.37;
+    return v;
+  };
+  for (const bool blocks_first : {true, false})
+    for (const std::int64_t nb : {1, 3})
+      for (const std::int64_t inner : {3, 8})
+        for (const std::int64_t n : {2, 4})
+          for (const auto& [left, right] :
+               std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {2, 0}, {0, 2}, {2, 1}}) {
+            auto shape = [&](std::int64_t width) {
+              return blocks_first
+                         ? Shape{{"o", 2}, {"nb", nb}, {"m", 2}, {"j", width}, {"i", inner}}
+                         : Shape{{"o", 2}, {"j", width}, {"m", 2}, {"nb", nb}, {"i", inner}};
+            };
+            const int bd = blocks_first ? 1 : 3, jd = blocks_first ? 3 : 1;
+            const Shape s = shape(n), wide = shape(n + left + right);
+            const std::int64_t strip = 2 * 2 * inner;
+            const auto x = to_view<float>(values(s.num_elements(), 0.3));
+            const auto dy = to_view<float>(values(wide.num_elements(), 1.1));
+            const auto from_left = to_view<float>(values(strip * std::max(left, right), 2.9));
+            const auto from_right = to_view<float>(values(strip * std::max(left, right), 4.2));
+            auto sub = [](const k::View<float>& v, std::int64_t count) {
+              return k::View<float>(Kokkos::subview(v, std::make_pair(std::int64_t(0), count)));
+            };
+            SCOPED_TRACE(wide.to_string() + " halo " + std::to_string(left) + "," +
+                         std::to_string(right));
+            std::vector<std::vector<double>> forms[2];
+            for (const bool device : {false, true}) {
+              const DevicePaths paths(device);
+              auto& got = forms[device ? 1 : 0];
+              got.push_back(
+                  to_vector(k::halo_assemble(space, s, x, bd, jd, sub(from_left, strip * left),
+                                             sub(from_right, strip * right), left, right)));
+              const auto folded =
+                  k::halo_fold(space, wide, dy, bd, jd, sub(from_left, strip * right),
+                               sub(from_right, strip * left), left, right);
+              got.push_back(to_vector(folded));
+              k::halo_fold_edges(space, wide, dy, bd, jd, sub(from_right, strip * right),
+                                 sub(from_left, strip * left), left, right, folded);
+              got.push_back(to_vector(folded));
+              const auto packed = to_view<float>(std::vector<double>(static_cast<size_t>(strip)));
+              k::halo_strip_into(space, s, x, bd, jd, nb - 1, n - 1, 1, packed);
+              got.push_back(to_vector(packed));
+              const auto placed = to_view<float>(to_vector(dy));
+              k::halo_place(space, wide, placed, bd, jd, sub(from_left, strip * left),
+                            sub(from_right, strip * right), left, right);
+              got.push_back(to_vector(placed));
+            }
+            for (size_t f = 0; f < forms[0].size(); ++f)
+              ASSERT_EQ(forms[0][f], forms[1][f]) << "kernel " << f;
+          }
 }
 
 // The GPU's forms (kernels::impl::device_paths: a thread per element) forced on the host.

@@ -62,41 +62,53 @@ struct Frame {
 };
 
 // line_body(line, o, b, m, j) for every line of `inner` contiguous elements of a tensor framed
-// by f with `nb` blocks of `nj` positions: the division chain once per line (per element it cost
-// more than the copy). Host only.
+// by f with `nb` blocks of `nj` positions, in order: a work item per chunk of runs of lines along
+// the later of the two dims, its divisions once (per line they cost more than an 8-channel line's
+// copy). Host only.
 template <class LineBody>
 void for_each_line(const char* label, const ExecSpace& space, const Frame& f, std::int64_t nb,
                    std::int64_t nj, const LineBody& line_body) {
+  constexpr std::int64_t kChunk = 256;  // runs per work item
+  const std::int64_t n2 = f.blocks_first ? nj : nb, n1 = f.blocks_first ? nb : nj;
+  const std::int64_t runs = f.outer * n1 * f.mid, chunks = (runs + kChunk - 1) / kChunk;
   Kokkos::parallel_for(
-      label, impl::Range(space, 0, f.outer * nb * f.mid * nj), KOKKOS_LAMBDA(std::int64_t line) {
-        std::int64_t o, b, m, j;
-        f.split_line(line, nb, nj, o, b, m, j);
-        line_body(line, o, b, m, j);
+      label, impl::Range(space, 0, chunks), KOKKOS_LAMBDA(std::int64_t c) {
+        const std::int64_t begin = c * kChunk, end = begin + kChunk < runs ? begin + kChunk : runs;
+        std::int64_t m = begin % f.mid, first = begin / f.mid % n1, o = begin / f.mid / n1;
+        for (std::int64_t run = begin; run < end; ++run) {
+          for (std::int64_t second = 0; second < n2; ++second)
+            line_body(run * n2 + second, o, f.blocks_first ? first : second, m,
+                      f.blocks_first ? second : first);
+          if (++m == f.mid) {
+            m = 0;
+            if (++first == n1) {
+              first = 0;
+              ++o;
+            }
+          }
+        }
       });
 }
 
 // body(k, o, b, m, j, i) for every element k of a tensor framed by f with `nb` blocks of `nj`
-// positions: on the host a line at a time (for_each_line), on GPUs one element per thread.
+// positions, one element per thread: the GPU form of the kernels (the host's copy lines).
 template <class Body>
 void for_each_element(const char* label, const ExecSpace& space, const Frame& f, std::int64_t nb,
                       std::int64_t nj, const Body& body) {
-  const std::int64_t inner = f.inner;
-  if constexpr (impl::host_exec) {
-    for_each_line(
-        label, space, f, nb, nj,
-        [&](std::int64_t line, std::int64_t o, std::int64_t b, std::int64_t m, std::int64_t j) {
-          for (std::int64_t i = 0; i < inner; ++i)
-            body(line * inner + i, o, b, m, j, i);
-        });
-  } else {
-    Kokkos::parallel_for(
-        label, impl::Range(space, 0, f.outer * nb * f.mid * nj * inner),
-        KOKKOS_LAMBDA(std::int64_t k) {
-          std::int64_t o, b, m, j, i;
-          f.split(k, nb, nj, o, b, m, j, i);
-          body(k, o, b, m, j, i);
-        });
-  }
+  Kokkos::parallel_for(
+      label, impl::Range(space, 0, f.outer * nb * f.mid * nj * f.inner),
+      KOKKOS_LAMBDA(std::int64_t k) {
+        std::int64_t o, b, m, j, i;
+        f.split(k, nb, nj, o, b, m, j, i);
+        body(k, o, b, m, j, i);
+      });
+}
+
+// Whether the host forms run: on host spaces unless a test forces the GPU forms (device_paths).
+inline bool host_lines() {
+  if constexpr (impl::host_exec)
+    return !impl::device_paths();
+  return false;
 }
 
 // dst(to(o, b, m, j) + i) = src(from(o, b, m, j) + i) for every line (o, b, m, j) of a tensor
@@ -107,19 +119,21 @@ void copy_lines(const char* label, const ExecSpace& space, const Frame& f, std::
                 std::int64_t nj, const View<T>& dst, const To& to, const View<T>& src,
                 const From& from) {
   if constexpr (impl::host_exec) {
-    const std::int64_t inner = f.inner;
-    for_each_line(
-        label, space, f, nb, nj,
-        [&](std::int64_t, std::int64_t o, std::int64_t b, std::int64_t m, std::int64_t j) {
-          const T* s = src.data() + from(o, b, m, j);
-          std::copy(s, s + inner, dst.data() + to(o, b, m, j));
-        });
-  } else {
-    for_each_element(
-        label, space, f, nb, nj,
-        KOKKOS_LAMBDA(std::int64_t, std::int64_t o, std::int64_t b, std::int64_t m, std::int64_t j,
-                      std::int64_t i) { dst(to(o, b, m, j) + i) = src(from(o, b, m, j) + i); });
+    if (host_lines()) {
+      const std::int64_t inner = f.inner;
+      for_each_line(
+          label, space, f, nb, nj,
+          [&](std::int64_t, std::int64_t o, std::int64_t b, std::int64_t m, std::int64_t j) {
+            const T* s = src.data() + from(o, b, m, j);
+            std::copy(s, s + inner, dst.data() + to(o, b, m, j));
+          });
+      return;
+    }
   }
+  for_each_element(
+      label, space, f, nb, nj,
+      KOKKOS_LAMBDA(std::int64_t, std::int64_t o, std::int64_t b, std::int64_t m, std::int64_t j,
+                    std::int64_t i) { dst(to(o, b, m, j) + i) = src(from(o, b, m, j) + i); });
 }
 
 void check(const char* where, const Shape& s, std::int64_t elements, int blocks_dim,
@@ -172,6 +186,37 @@ View<T> halo_strip(const ExecSpace& space, const Shape& shape, const View<T>& x,
   return out;
 }
 
+namespace {
+
+// halo_assemble on the host: each line of the result copied whole from x or a strip.
+template <class T>
+void assemble_lines(const char* w, const ExecSpace& space, const Frame& f, std::int64_t nb,
+                    std::int64_t n, std::int64_t left, std::int64_t right, const View<T>& x,
+                    const View<T>& from_left, const View<T>& from_right, const View<T>& out) {
+  const T *xs = x.data(), *ls = from_left.data(), *rs = from_right.data();
+  T* ys = out.data();
+  const std::int64_t inner = f.inner;
+  for_each_line(
+      w, space, f, nb, n + left + right,
+      [=](std::int64_t line, std::int64_t o, std::int64_t b, std::int64_t m, std::int64_t j) {
+        const std::int64_t g = j - left;
+        const T* s;
+        if (g >= 0 && g < n)
+          s = xs + f.at(o, b, m, g, 0, nb, n);
+        else if (g < 0)
+          s = b > 0 ? xs + f.at(o, b - 1, m, n + g, 0, nb, n)
+                    : ls + f.at(o, 0, m, left + g, 0, 1, left);
+        else
+          s = b + 1 < nb ? xs + f.at(o, b + 1, m, g - n, 0, nb, n)
+                         : rs + f.at(o, 0, m, g - n, 0, 1, right);
+        T* d = ys + line * inner;
+        for (std::int64_t i = 0; i < inner; ++i)
+          d[i] = s[i];
+      });
+}
+
+}  // namespace
+
 template <class T>
 View<T> halo_assemble(const ExecSpace& space, const Shape& shape, const View<T>& x, int blocks_dim,
                       int block_dim, const View<T>& from_left, const View<T>& from_right,
@@ -189,6 +234,12 @@ View<T> halo_assemble(const ExecSpace& space, const Shape& shape, const View<T>&
                 " elements do not fit ", shape.to_string()));
   const std::int64_t total = strip * nb * m2;
   auto out = impl::alloc<T>(w, total);
+  if constexpr (impl::host_exec) {
+    if (host_lines()) {
+      assemble_lines(w, space, f, nb, n, left, right, x, from_left, from_right, out);
+      return out;
+    }
+  }
   for_each_element(
       w, space, f, nb, m2,
       KOKKOS_LAMBDA(std::int64_t k, std::int64_t o, std::int64_t b, std::int64_t m, std::int64_t j,
@@ -248,18 +299,68 @@ Fold<T> make_fold(const char* w, const Shape& shape, const View<T>& dy, int bloc
   return Fold<T>{f, dy, from_left, from_right, nb, n, m2, left, right};
 }
 
-// Positions [begin, begin + width) of block `block` of the fold's result: their values.
+// dst = own (+ a) (+ c), a line of `inner` elements, in Fold::value's order; a, c may be null.
 template <class T>
-void fold_edge(const char* w, const ExecSpace& space, const Fold<T>& fold, const View<T>& out,
-               std::int64_t block, std::int64_t begin, std::int64_t width) {
-  if (width <= 0)
+inline void add_line(T* dst, const T* own, const T* a, const T* c, std::int64_t inner) {
+  if (a != nullptr && c != nullptr)
+    for (std::int64_t i = 0; i < inner; ++i)
+      dst[i] = own[i] + a[i] + c[i];
+  else if (a != nullptr || c != nullptr) {
+    const T* e = a != nullptr ? a : c;
+    for (std::int64_t i = 0; i < inner; ++i)
+      dst[i] = own[i] + e[i];
+  } else
+    for (std::int64_t i = 0; i < inner; ++i)
+      dst[i] = own[i];
+}
+
+// fold_range on the host: a line at a time (add_line).
+template <class T>
+void fold_lines(const char* w, const ExecSpace& space, const Fold<T>& fold, const View<T>& out,
+                std::int64_t b0, std::int64_t blocks, std::int64_t begin, std::int64_t width) {
+  const std::int64_t nb = fold.nb, n = fold.n, m2 = fold.m2, left = fold.left, right = fold.right,
+                     inner = fold.f.inner;
+  const Frame f = fold.f;
+  const T *dy = fold.dy.data(), *fl = fold.from_left.data(), *fr = fold.from_right.data();
+  T* ys = out.data();
+  for_each_line(
+      w, space, f, blocks, width,
+      [=](std::int64_t, std::int64_t o, std::int64_t bb, std::int64_t m, std::int64_t jj) {
+        const std::int64_t b = b0 + bb, j = begin + jj;
+        const T* a = nullptr;
+        const T* c = nullptr;
+        if (j < right)
+          a = b > 0 ? dy + f.at(o, b - 1, m, n + left + j, 0, nb, m2)
+                    : fl + f.at(o, 0, m, j, 0, 1, right);
+        if (j >= n - left)
+          c = b + 1 < nb ? dy + f.at(o, b + 1, m, j - (n - left), 0, nb, m2)
+                         : fr + f.at(o, 0, m, j - (n - left), 0, 1, left);
+        add_line(ys + f.at(o, b, m, j, 0, nb, n), dy + f.at(o, b, m, j + left, 0, nb, m2), a, c,
+                 inner);
+      });
+}
+
+// Positions [begin, begin + width) of blocks [b0, b0 + blocks) of the fold's result: their
+// values. On the host a line at a time, elsewhere an element per thread.
+template <class T>
+void fold_range(const char* w, const ExecSpace& space, const Fold<T>& fold, const View<T>& out,
+                std::int64_t b0, std::int64_t blocks, std::int64_t begin, std::int64_t width) {
+  if (width <= 0 || blocks <= 0)
     return;
+  if constexpr (impl::host_exec) {
+    if (host_lines()) {
+      fold_lines(w, space, fold, out, b0, blocks, begin, width);
+      return;
+    }
+  }
   const std::int64_t nb = fold.nb, n = fold.n;
+  const Frame f = fold.f;
   for_each_element(
-      w, space, fold.f, 1, width,
-      KOKKOS_LAMBDA(std::int64_t, std::int64_t o, std::int64_t, std::int64_t m, std::int64_t j,
+      w, space, f, blocks, width,
+      KOKKOS_LAMBDA(std::int64_t, std::int64_t o, std::int64_t bb, std::int64_t m, std::int64_t jj,
                     std::int64_t i) {
-        out(fold.f.at(o, block, m, begin + j, i, nb, n)) = fold.value(o, block, m, begin + j, i);
+        const std::int64_t b = b0 + bb, j = begin + jj;
+        out(f.at(o, b, m, j, i, nb, n)) = fold.value(o, b, m, j, i);
       });
 }
 
@@ -273,10 +374,7 @@ View<T> halo_fold(const ExecSpace& space, const Shape& shape, const View<T>& dy,
   const Fold<T> fold =
       make_fold(w, shape, dy, blocks_dim, block_dim, from_left, from_right, left, right);
   auto out = impl::alloc<T>(w, fold.f.outer * fold.f.mid * fold.f.inner * fold.nb * fold.n);
-  for_each_element(
-      w, space, fold.f, fold.nb, fold.n,
-      KOKKOS_LAMBDA(std::int64_t k, std::int64_t o, std::int64_t b, std::int64_t m, std::int64_t j,
-                    std::int64_t i) { out(k) = fold.value(o, b, m, j, i); });
+  fold_range(w, space, fold, out, 0, fold.nb, 0, fold.n);
   return out;
 }
 
@@ -291,10 +389,10 @@ void halo_fold_edges(const ExecSpace& space, const Shape& shape, const View<T>& 
   if (static_cast<std::int64_t>(out.extent(0)) != fold.f.outer * fold.f.mid * fold.f.inner * nb * n)
     fail(w, cat("a result of ", out.extent(0), " elements for the blocks of ", shape.to_string(),
                 " less their halos"));
-  fold_edge(w, space, fold, out, 0, 0, right);
+  fold_range(w, space, fold, out, 0, 1, 0, right);
   // The last block's left-halo positions, less those the first block's edge wrote (one block).
   const std::int64_t lo = std::max(n - left, nb == 1 ? right : std::int64_t(0));
-  fold_edge(w, space, fold, out, nb - 1, lo, n - lo);
+  fold_range(w, space, fold, out, nb - 1, 1, lo, n - lo);
 }
 
 namespace {
