@@ -132,20 +132,37 @@ std::vector<T> download(const Kokkos::View<T*>& v) {
   return std::vector<T>(h.data(), h.data() + h.extent(0));
 }
 
-// Row-major copy of the block of `global` (shape gs) starting at `origin` with shape ls.
+// Row-major copy of the block of `global` (shape gs) starting at `origin` with shape ls: a
+// contiguous run per row of the dims before the trailing ones the block holds whole.
 template <class T>
 std::vector<T> host_slice(const T* global, const Shape& gs, const Shape& ls,
                           const std::vector<std::int64_t>& origin) {
   std::vector<T> out(static_cast<size_t>(ls.num_elements()));
+  const int r = ls.rank();
+  if (out.empty() || r == 0) {
+    std::copy(global, global + out.size(), out.data());
+    return out;
+  }
   const auto gstr = gs.strides();
-  std::vector<std::int64_t> idx(static_cast<size_t>(ls.rank()), 0);
-  for (std::int64_t k = 0; k < ls.num_elements(); ++k) {
-    std::int64_t rest = k, off = 0;
-    for (int i = ls.rank() - 1; i >= 0; --i) {
-      off += (rest % ls[i].size + origin[static_cast<size_t>(i)]) * gstr[static_cast<size_t>(i)];
-      rest /= ls[i].size;
+  int first = r - 1;  // the run: dims [first, r), those after `first` whole
+  std::int64_t run = ls[r - 1].size;
+  while (first > 0 && ls[first].size == gs[first].size) {
+    --first;
+    run *= ls[first].size;
+  }
+  std::vector<std::int64_t> idx(static_cast<size_t>(first), 0);
+  const std::int64_t rows = ls.num_elements() / run;
+  for (std::int64_t row = 0; row < rows; ++row) {
+    std::int64_t off = origin[static_cast<size_t>(first)] * gstr[static_cast<size_t>(first)];
+    for (int i = 0; i < first; ++i)
+      off += (idx[static_cast<size_t>(i)] + origin[static_cast<size_t>(i)]) *
+             gstr[static_cast<size_t>(i)];
+    std::copy(global + off, global + off + run, out.data() + row * run);
+    for (int i = first - 1; i >= 0; --i) {  // the next row
+      if (++idx[static_cast<size_t>(i)] < ls[i].size)
+        break;
+      idx[static_cast<size_t>(i)] = 0;
     }
-    out[static_cast<size_t>(k)] = global[off];
   }
   return out;
 }
