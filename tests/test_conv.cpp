@@ -301,15 +301,25 @@ PatchCase random_patch_case(std::mt19937& gen, int naxes, std::int64_t channels,
   return c;
 }
 
-// The patches' dims: the input's with the spatial ones resized, then the taps.
+// Where the taps go among the patches' dims (ops/patches.hpp): before the last dim where it is
+// not spatial (the channels), else after it.
+size_t tap_position(const PatchCase& c) {
+  const int last = c.shape.rank() - 1;
+  const bool spatial = std::any_of(c.axes.begin(), c.axes.end(),
+                                   [&](const PatchGeometry& g) { return g.dim == last; });
+  return static_cast<size_t>(spatial ? last + 1 : last);
+}
+
+// The patches' dims: the input's with the spatial ones resized, the taps at tap_position().
 std::vector<std::int64_t> patch_extents(const PatchCase& c) {
-  std::vector<std::int64_t> e;
+  std::vector<std::int64_t> e, taps;
   for (int d = 0; d < c.shape.rank(); ++d)
     e.push_back(c.shape[d].size);
   for (const auto& g : c.axes) {
     e[static_cast<size_t>(g.dim)] = g.out;
-    e.push_back(g.taps);
+    taps.push_back(g.taps);
   }
+  e.insert(e.begin() + static_cast<std::ptrdiff_t>(tap_position(c)), taps.begin(), taps.end());
   return e;
 }
 
@@ -322,6 +332,22 @@ std::vector<std::int64_t> unflatten(const std::vector<std::int64_t>& e, std::int
   return idx;
 }
 
+std::int64_t flatten(const std::vector<std::int64_t>& e, const std::vector<std::int64_t>& idx) {
+  std::int64_t f = 0;
+  for (size_t d = 0; d < e.size(); ++d)
+    f = f * e[d] + idx[d];
+  return f;
+}
+
+// A patch entry's multi-index (patch_extents' order) from its position's (the input's dims) and
+// its taps' indices.
+std::vector<std::int64_t> patch_index(const PatchCase& c, const std::vector<std::int64_t>& position,
+                                      const std::vector<std::int64_t>& taps) {
+  std::vector<std::int64_t> idx = position;
+  idx.insert(idx.begin() + static_cast<std::ptrdiff_t>(tap_position(c)), taps.begin(), taps.end());
+  return idx;
+}
+
 // Naive extract: every patch entry's source computed directly from its multi-index.
 template <class T>
 std::vector<T> reference_extract(const PatchCase& c, const std::vector<T>& x, T pad_value) {
@@ -330,14 +356,18 @@ std::vector<T> reference_extract(const PatchCase& c, const std::vector<T>& x, T 
   for (std::int64_t v : e)
     total *= v;
   std::vector<T> y(static_cast<size_t>(total));
-  const size_t rank = static_cast<size_t>(c.shape.rank());
+  const size_t rank = static_cast<size_t>(c.shape.rank()), tp = tap_position(c),
+               naxes = c.axes.size();
   for (std::int64_t f = 0; f < total; ++f) {
-    std::vector<std::int64_t> idx = unflatten(e, f);
+    const std::vector<std::int64_t> pidx = unflatten(e, f);
+    std::vector<std::int64_t> idx(rank);  // the input's dims
+    for (size_t d = 0; d < rank; ++d)
+      idx[d] = pidx[d < tp ? d : d + naxes];
     bool inside = true;
-    for (size_t a = 0; a < c.axes.size(); ++a) {
+    for (size_t a = 0; a < naxes; ++a) {
       const PatchGeometry& g = c.axes[a];
       const std::int64_t i =
-          idx[static_cast<size_t>(g.dim)] * g.stride + idx[rank + a] * g.dilation - g.pad_before;
+          idx[static_cast<size_t>(g.dim)] * g.stride + pidx[tp + a] * g.dilation - g.pad_before;
       inside = inside && i >= 0 && i < c.shape[g.dim].size;
       idx[static_cast<size_t>(g.dim)] = i;
     }
@@ -355,13 +385,14 @@ template <class T>
 std::vector<T> reference_fold(const PatchCase& c, const std::vector<T>& p) {
   const std::vector<std::int64_t> e = patch_extents(c);
   const size_t rank = static_cast<size_t>(c.shape.rank());
-  std::vector<std::int64_t> in_e(e.begin(), e.begin() + static_cast<std::ptrdiff_t>(rank)),
-      taps(e.begin() + static_cast<std::ptrdiff_t>(rank), e.end());
+  std::vector<std::int64_t> in_e(rank), taps;
   for (size_t d = 0; d < rank; ++d)
     in_e[d] = c.shape[static_cast<int>(d)].size;
   std::int64_t all_taps = 1;
-  for (std::int64_t t : taps)
-    all_taps *= t;
+  for (const auto& g : c.axes) {
+    taps.push_back(g.taps);
+    all_taps *= g.taps;
+  }
   std::vector<T> y(static_cast<size_t>(c.shape.num_elements()));
   for (std::int64_t f = 0; f < c.shape.num_elements(); ++f) {
     const std::vector<std::int64_t> i = unflatten(in_e, f);
@@ -376,12 +407,8 @@ std::vector<T> reference_fold(const PatchCase& c, const std::vector<T>& p) {
         lands = lands && num >= 0 && num % g.stride == 0 && num / g.stride < g.out;
         o[static_cast<size_t>(g.dim)] = num / g.stride;
       }
-      if (!lands)
-        continue;
-      std::int64_t off = 0;
-      for (size_t d = 0; d < rank; ++d)
-        off = off * e[d] + o[d];
-      sum += p[static_cast<size_t>(off * all_taps + t)];
+      if (lands)
+        sum += p[static_cast<size_t>(flatten(e, patch_index(c, o, ti)))];
     }
     y[static_cast<size_t>(f)] = sum;
   }

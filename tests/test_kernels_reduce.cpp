@@ -148,31 +148,37 @@ TEST(Reduce, LargeFullSum) {
 }
 
 TEST(Reduce, LeadingDimsSummedOverManyColumns) {
-  // [reduced][kept] with kept sizes around the host kernel's 256-column blocks: every function, the
-  // sum equal to a float64 column sum in row order rounded once.
+  // [reduced][kept] and [kept][reduced][kept] with kept sizes around the host kernel's 256-column
+  // blocks: every function, the sum equal to a float64 column sum in row order rounded once.
   // Also in the GPU's form (chunks of 32 rows merged in order; double partial sums of 37 floats
   // are exact, so bitwise too).
   for (const bool device : {false, true})
-    for (std::int64_t cols : {1, 255, 256, 257, 700}) {
-      const DevicePaths paths(device);
-      const Shape in{{"r", 37}, {"k", cols}};
-      const auto x = random_values(in.num_elements(), 16);
-      for (ReduceFn fn : {ReduceFn::sum, ReduceFn::max, ReduceFn::min}) {
-        SCOPED_TRACE(std::string(mtk::reduce_name(fn)) + " " + in.to_string());
-        std::vector<double> ref(static_cast<size_t>(cols));
-        for (std::int64_t k = 0; k < cols; ++k) {
-          double a = fn == ReduceFn::sum ? 0.0 : static_cast<float>(x[static_cast<size_t>(k)]);
-          for (std::int64_t r = fn == ReduceFn::sum ? 0 : 1; r < 37; ++r) {
-            const double v = static_cast<float>(x[static_cast<size_t>(r * cols + k)]);
-            a = fn == ReduceFn::sum ? a + v : fn == ReduceFn::max ? std::max(a, v) : std::min(a, v);
-          }
-          ref[static_cast<size_t>(k)] = static_cast<float>(a);
+    for (std::int64_t outer : {1, 3})
+      for (std::int64_t cols : {1, 255, 256, 257, 700}) {
+        const DevicePaths paths(device);
+        const Shape in{{"o", outer}, {"r", 37}, {"k", cols}};
+        const auto x = random_values(in.num_elements(), 16);
+        for (ReduceFn fn : {ReduceFn::sum, ReduceFn::max, ReduceFn::min}) {
+          SCOPED_TRACE(std::string(mtk::reduce_name(fn)) + " " + in.to_string());
+          std::vector<double> ref(static_cast<size_t>(outer * cols));
+          for (std::int64_t o = 0; o < outer; ++o)
+            for (std::int64_t k = 0; k < cols; ++k) {
+              auto at = [&](std::int64_t r) {
+                return static_cast<double>(
+                    static_cast<float>(x[static_cast<size_t>((o * 37 + r) * cols + k)]));
+              };
+              double a = fn == ReduceFn::sum ? 0.0 : at(0);
+              for (std::int64_t r = fn == ReduceFn::sum ? 0 : 1; r < 37; ++r)
+                a = fn == ReduceFn::sum   ? a + at(r)
+                    : fn == ReduceFn::max ? std::max(a, at(r))
+                                          : std::min(a, at(r));
+              ref[static_cast<size_t>(o * cols + k)] = static_cast<float>(a);
+            }
+          EXPECT_EQ(to_vector(k::reduce<float>(mtk::ExecSpace(), fn, in, to_view<float>(x),
+                                               Shape{{"o", outer}, {"k", cols}})),
+                    ref);
         }
-        EXPECT_EQ(to_vector(k::reduce<float>(mtk::ExecSpace(), fn, in, to_view<float>(x),
-                                             Shape{{"k", cols}})),
-                  ref);
       }
-    }
 }
 
 TEST(Reduce, Errors) {

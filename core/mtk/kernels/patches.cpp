@@ -2,12 +2,12 @@
 // by value (fixed capacity: no std::vector on the device).
 //
 // With the channels last (the last input dim not spatial: [batch, spatial..., channels]) every
-// output position owns a [channels][taps] block of the patches. extract_patches fills a block tap
-// by tap from the input's contiguous channel vectors, each tap's bounds tested once for all the
-// channels. fold_patches on the host reads the blocks once, in order (fold_sweep); elsewhere every
-// input position gathers its taps (fold_gather). Other layouts take the general loops. Whatever
-// the path, each input element sums its taps from T(0) in row-major tap order, so the results are
-// the same bit for bit.
+// output position owns a [taps][channels] block of the patches: extract_patches copies each tap's
+// contiguous channel vector from the input (its bounds tested once for all the channels),
+// fold_patches on the host reads the blocks once, in order, adding each tap's channel vector
+// where it came from (fold_sweep); elsewhere every input position gathers its taps (fold_gather).
+// Other layouts take the general loops. Whatever the path, each input element sums its taps from
+// T(0) in row-major tap order, so the results are the same bit for bit.
 
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/impl/launch.hpp>
@@ -22,19 +22,17 @@ namespace mtk::kernels {
 namespace {
 
 constexpr int kMaxRank = 12, kMaxAxes = 3;
-// The most taps whose offsets a work item lists (extract_patches; fold_sweep takes no more), and
-// fold_sweep's channels moved and added together (fold_sweep runs on host spaces only: unused in
-// device builds).
+// The most taps whose offsets fold_sweep lists per block (more: fold_gather).
 constexpr int kListed = 64;
-[[maybe_unused]] constexpr int kLanes = 16;
 
 struct PatchMap {
   int rank = 0, naxes = 0;
   std::int64_t out_extent[kMaxRank] = {};  // the patches' dims before the taps
   std::int64_t in_extent[kMaxRank] = {};
   std::int64_t in_stride[kMaxRank] = {};   // row-major strides of the input
-  std::int64_t col_stride[kMaxRank] = {};  // row-major strides of the patches (taps included)
-  int axis_of[kMaxRank] = {};              // -1, or the geometry of a spatial dim
+  std::int64_t col_stride[kMaxRank] = {};  // the patches' strides of the input's dims
+  std::int64_t channels = 1;   // channels last: the last dim's extent, after the taps; else 1
+  int axis_of[kMaxRank] = {};  // -1, or the geometry of a spatial dim
   int dim[kMaxAxes] = {};
   std::int64_t taps[kMaxAxes] = {}, stride[kMaxAxes] = {}, dilation[kMaxAxes] = {},
                pad[kMaxAxes] = {}, out[kMaxAxes] = {};
@@ -155,14 +153,22 @@ PatchMap make_map(const char* where, const Shape& s, const std::vector<PatchGeom
     m.out[a] = p.out;
     m.all_taps *= p.taps;
   }
-  std::int64_t in = 1, col = m.all_taps;
-  for (int d = s.rank() - 1; d >= 0; --d) {
+  // The patches: the input's dims (spatial ones resized), the taps before the last dim where it
+  // holds the channels (ops/patches.hpp), else after it.
+  const int last = s.rank() - 1;
+  m.channels = m.axis_of[last] < 0 ? m.in_extent[last] : 1;
+  std::int64_t in = 1, col = m.all_taps * m.channels;
+  for (int d = last; d >= 0; --d) {
     m.in_stride[d] = in;
-    m.col_stride[d] = col;
     in *= m.in_extent[d];
+    if (d == last && m.axis_of[last] < 0) {
+      m.col_stride[d] = 1;
+      continue;
+    }
+    m.col_stride[d] = col;
     col *= m.out_extent[d];
   }
-  std::int64_t tap = 1;
+  std::int64_t tap = m.channels;
   for (int a = kMaxAxes - 1; a >= 0; --a) {
     if (a >= naxes) {  // a single tap reading position 0
       m.taps[a] = m.stride[a] = m.dilation[a] = m.out[a] = m.in_size[a] = 1;
@@ -177,49 +183,62 @@ PatchMap make_map(const char* where, const Shape& s, const std::vector<PatchGeom
   return m;
 }
 
-// extract_patches, channels last: tap t of an output position's block (at dst + t), the channel
-// vector at x + from, or the pad value where from < 0.
-template <class T>
-KOKKOS_INLINE_FUNCTION void put_tap(T* dst, std::int64_t taps, std::int64_t channels, const T* x,
-                                    std::int64_t from, T pad_value) {
+// extract_patches, channels last: a tap of an output position's block (at dst), the channel
+// vector at x + from, or the pad value where from < 0. W > 0: `channels` is W (a copy the
+// compiler unrolls into whole vectors).
+template <int W, class T>
+KOKKOS_INLINE_FUNCTION void put_tap(T* KOKKOS_RESTRICT dst, std::int64_t channels,
+                                    const T* KOKKOS_RESTRICT x, std::int64_t from, T pad_value) {
+  const std::int64_t n = W > 0 ? W : channels;
   if (from >= 0)
-    for (std::int64_t c = 0; c < channels; ++c)
-      dst[c * taps] = x[from + c];
+    for (std::int64_t c = 0; c < n; ++c)
+      dst[c] = x[from + c];
   else
-    for (std::int64_t c = 0; c < channels; ++c)
-      dst[c * taps] = pad_value;
+    for (std::int64_t c = 0; c < n; ++c)
+      dst[c] = pad_value;
 }
 
 // Channels last: one work item per line of output positions along the dim before the channels
-// (decoded once); each position's [channels][taps] block written tap by tap from contiguous
-// channel vectors (the block stays in cache while it is transposed), the taps' sources listed
-// first where there are at most kListed.
-template <class T>
-void extract_channels_last(const char* w, const ExecSpace& space, const PatchMap& m, const T* x,
-                           T* out, std::int64_t total, T pad_value) {
+// (decoded once); each position's [taps][channels] block written tap by tap from contiguous
+// channel vectors.
+template <int W, class T>
+void extract_lines(const char* w, const ExecSpace& space, const PatchMap& m, const T* x, T* out,
+                   std::int64_t total, T pad_value) {
   const int run = m.rank - 2, axis = m.axis_of[run];
-  const std::int64_t channels = m.in_extent[run + 1], taps = m.all_taps, block = channels * taps;
+  const std::int64_t channels = m.in_extent[run + 1], block = channels * m.all_taps;
   const std::int64_t n = m.out_extent[run], step = axis < 0 ? m.in_stride[run] : 0;
   const std::int64_t lines = block * n > 0 ? total / (block * n) : 0;
-  const bool listed = taps <= kListed;
   Kokkos::parallel_for(
       w, impl::Range(space, 0, lines), KOKKOS_LAMBDA(std::int64_t line) {
-        std::int64_t o[kMaxAxes] = {}, from[kListed];
+        std::int64_t o[kMaxAxes] = {};
         std::int64_t base = m.decode_out(line, run, o);
         T* dst = out + line * n * block;
         for (std::int64_t j = 0; j < n; ++j, base += step, dst += block) {
           if (axis >= 0)
             o[axis] = j;
           m.visit_sources(o, base, [&](std::int64_t t, bool inside, std::int64_t off) {
-            if (listed)
-              from[t] = inside ? off : -1;
-            else
-              put_tap(dst + t, taps, channels, x, inside ? off : -1, pad_value);
+            put_tap<W>(dst + t * channels, channels, x, inside ? off : -1, pad_value);
           });
-          for (std::int64_t t = 0; listed && t < taps; ++t)
-            put_tap(dst + t, taps, channels, x, from[t], pad_value);
         }
       });
+}
+
+// The usual channel counts with their copies unrolled.
+template <class T>
+void extract_channels_last(const char* w, const ExecSpace& space, const PatchMap& m, const T* x,
+                           T* out, std::int64_t total, T pad_value) {
+  switch (m.channels) {
+    case 4:
+      return extract_lines<4>(w, space, m, x, out, total, pad_value);
+    case 8:
+      return extract_lines<8>(w, space, m, x, out, total, pad_value);
+    case 16:
+      return extract_lines<16>(w, space, m, x, out, total, pad_value);
+    case 32:
+      return extract_lines<32>(w, space, m, x, out, total, pad_value);
+    default:
+      return extract_lines<0>(w, space, m, x, out, total, pad_value);
+  }
 }
 
 // Any layout: one work item per row of all_taps entries (its position decoded once).
@@ -297,34 +316,22 @@ namespace {
   }
 }
 
-// fold_sweep: adds the taps of one [channels][taps] block into y (tap t at y + to[t], skipped
-// where to[t] < 0). kLanes channels at a time the block is transposed in registers and cache, then
-// added a tap row at a time; the channels past the last kLanes one by one.
-template <class T>
-KOKKOS_INLINE_FUNCTION void add_block(const T* blk, std::int64_t channels, std::int64_t taps,
-                                      const std::int64_t* to, T* y) {
-  std::int64_t c0 = 0;
-  for (; c0 + kLanes <= channels; c0 += kLanes) {
-    T rows[kListed * kLanes];  // rows[t * kLanes + c]: channel c0 + c of tap t
-    const T* src = blk + c0 * taps;
-    for (std::int64_t t = 0; t < taps; ++t)
-      for (int c = 0; c < kLanes; ++c)
-        rows[t * kLanes + c] = src[c * taps + t];
-    for (std::int64_t t = 0; t < taps; ++t) {
-      if (to[t] < 0)
-        continue;
-      T* yr = y + to[t] + c0;
-      T sum[kLanes];
-      for (int c = 0; c < kLanes; ++c)
-        sum[c] = yr[c] + rows[t * kLanes + c];
-      for (int c = 0; c < kLanes; ++c)
-        yr[c] = sum[c];
-    }
+// fold_sweep: adds the taps of one [taps][channels] block into y (tap t's channels at y + to[t],
+// skipped where to[t] < 0). W > 0: `channels` is W.
+template <int W, class T>
+KOKKOS_INLINE_FUNCTION void add_block(const T* KOKKOS_RESTRICT blk, std::int64_t channels,
+                                      std::int64_t taps, const std::int64_t* to,
+                                      T* KOKKOS_RESTRICT y) {
+  if (W > 0)
+    channels = W;
+  for (std::int64_t t = 0; t < taps; ++t) {
+    if (to[t] < 0)
+      continue;
+    T* yr = y + to[t];
+    const T* b = blk + t * channels;
+    for (std::int64_t c = 0; c < channels; ++c)
+      yr[c] += b[c];
   }
-  for (std::int64_t t = 0; c0 < channels && t < taps; ++t)
-    if (to[t] >= 0)
-      for (std::int64_t c = c0; c < channels; ++c)
-        y[to[t] + c] += blk[c * taps + t];
 }
 
 // Channels last, on the host: the patches read once, in order. One work item per `group`
@@ -333,7 +340,7 @@ KOKKOS_INLINE_FUNCTION void add_block(const T* blk, std::int64_t channels, std::
 // (in geometry order) and adds each block's taps into the slab. An input element meets its taps'
 // blocks in decreasing order of output position, that is in row-major order of the taps: the sums
 // fold_gather makes, bit for bit. At most kListed taps.
-template <class T>
+template <int W, class T>
 void fold_sweep(const char* w, const ExecSpace& space, const PatchMap& m, const T* p, T* out,
                 std::int64_t total, std::int64_t group) {
   const int last = m.rank - 1;
@@ -376,7 +383,7 @@ void fold_sweep(const char* w, const ExecSpace& space, const PatchMap& m, const 
               block_targets(m, o, lo, hi, first, to);
               const T* blk = p + pbase + o[0] * m.out_stride[0] + o[1] * m.out_stride[1] +
                              o[2] * m.out_stride[2];
-              add_block(blk, channels, taps, to, y);
+              add_block<W>(blk, channels, taps, to, y);
             }
       });
 }
@@ -388,7 +395,7 @@ template <class T>
 void fold_gather(const char* w, const ExecSpace& space, const PatchMap& m, const T* p, T* out,
                  std::int64_t total) {
   const int run = m.rank - 2, axis = m.axis_of[run];
-  const std::int64_t channels = m.in_extent[run + 1], taps = m.all_taps, n = m.in_extent[run];
+  const std::int64_t channels = m.in_extent[run + 1], n = m.in_extent[run];
   const std::int64_t step = axis < 0 ? m.col_stride[run] : 0;
   const std::int64_t lines = channels * n > 0 ? total / (channels * n) : 0;
   Kokkos::parallel_for(
@@ -401,13 +408,13 @@ void fold_gather(const char* w, const ExecSpace& space, const PatchMap& m, const
             i[axis] = j;
           std::int64_t c = 0;
           for (; c + 4 <= channels; c += 4) {
-            const T* q = src + c * taps;
+            const T* q = src + c;
             T s0 = T(0), s1 = T(0), s2 = T(0), s3 = T(0);
             m.visit_taps(i, [&](std::int64_t off) {
               s0 += q[off];
-              s1 += q[off + taps];
-              s2 += q[off + 2 * taps];
-              s3 += q[off + 3 * taps];
+              s1 += q[off + 1];
+              s2 += q[off + 2];
+              s3 += q[off + 3];
             });
             dst[c] = s0;
             dst[c + 1] = s1;
@@ -415,7 +422,7 @@ void fold_gather(const char* w, const ExecSpace& space, const PatchMap& m, const
             dst[c + 3] = s3;
           }
           for (; c < channels; ++c) {
-            const T* q = src + c * taps;
+            const T* q = src + c;
             T sum = T(0);
             m.visit_taps(i, [&](std::int64_t off) { sum += q[off]; });
             dst[c] = sum;
@@ -472,7 +479,20 @@ View<T> fold_patches(const ExecSpace& space, const Shape& in_shape, const View<T
       const std::int64_t slab = m.in_extent[m.rank - 1] * n0 * m.in_size[1] * m.in_size[2];
       const std::int64_t outer = slab > 0 ? std::max<std::int64_t>(total / slab, 1) : 1;
       const std::int64_t parts = std::clamp<std::int64_t>(space.concurrency() / outer, 1, n0);
-      fold_sweep(w, space, m, patches.data(), out.data(), total, (n0 + parts - 1) / parts);
+      const std::int64_t group = (n0 + parts - 1) / parts;
+      switch (m.channels) {  // the usual channel counts with their adds unrolled
+        case 4:
+          fold_sweep<4>(w, space, m, patches.data(), out.data(), total, group);
+          break;
+        case 8:
+          fold_sweep<8>(w, space, m, patches.data(), out.data(), total, group);
+          break;
+        case 32:
+          fold_sweep<32>(w, space, m, patches.data(), out.data(), total, group);
+          break;
+        default:
+          fold_sweep<0>(w, space, m, patches.data(), out.data(), total, group);
+      }
       return out;
     }
   }

@@ -23,8 +23,9 @@ struct PatchGeometry {
   std::int64_t out = 1;  ///< output positions
 };
 
-/// The patches of x: the input's dims with each spatial dim resized to its `out`, followed by one
-/// dim of `taps` per geometry, in order (row-major).
+/// The patches of x: the input's dims with each spatial dim resized to its `out`, and one dim of
+/// `taps` per geometry, in order, before the last dim where that is not spatial (the channels:
+/// each position's [taps][channels]), else after it (row-major; ops/patches.hpp patches_shape).
 template <class T>
 View<T> extract_patches(const ExecSpace& space, const Shape& in_shape, const View<T>& x,
                         const std::vector<PatchGeometry>& axes, T pad_value);

@@ -145,31 +145,34 @@ AccOf<T, F> identity() {
   return L::has_infinity ? L::infinity() : L::max();
 }
 
-// [reduced][kept] on the host: a block of columns per iteration, its rows swept in order. Each
-// output element sums its column in the same order as one-column-per-element would, but memory
-// is read row by row (a column walk strides a whole row per element: 20-50x slower on
-// [2048][512], the bias and norm gradients of a Transformer).
+// [kept][reduced][kept] on the host, x as [outer][nred][inner] (outer 1: [reduced][kept]): a
+// block of columns per iteration, its rows swept in order. Each output element sums its column in
+// the same order as one-column-per-element would, but memory is read row by row (a column walk
+// strides a whole row per element: 20-50x slower on [2048][512], the bias and norm gradients of a
+// Transformer; pooling's max over the taps of [positions][taps][channels] patches).
 template <class T, ReduceFn F>
 View<T> column_sums_by_rows(const ExecSpace& space, const View<T>& x, const View<T>& out,
-                            std::int64_t out_n, std::int64_t nred) {
+                            std::int64_t outer, std::int64_t nred, std::int64_t inner) {
   using Acc = AccOf<T, F>;
   using C = Combine<T, Acc, F>;
   constexpr std::int64_t cols = 256;
   const Acc init = identity<T, F>();
+  const std::int64_t per_row = (inner + cols - 1) / cols;
   Kokkos::parallel_for(
-      "mtk::kernels::reduce", impl::Range(space, 0, (out_n + cols - 1) / cols),
+      "mtk::kernels::reduce", impl::Range(space, 0, outer * per_row),
       KOKKOS_LAMBDA(std::int64_t blk) {
-        const std::int64_t k0 = blk * cols, nk = out_n - k0 < cols ? out_n - k0 : cols;
+        const std::int64_t o = blk / per_row, k0 = blk % per_row * cols;
+        const std::int64_t nk = inner - k0 < cols ? inner - k0 : cols;
         Acc a[cols];
         for (std::int64_t k = 0; k < nk; ++k)
           a[k] = init;
         for (std::int64_t r = 0; r < nred; ++r) {
-          const std::int64_t row = r * out_n + k0;
+          const std::int64_t row = (o * nred + r) * inner + k0;
           for (std::int64_t k = 0; k < nk; ++k)
             C::apply(a[k], x(row + k));
         }
         for (std::int64_t k = 0; k < nk; ++k)
-          out(k0 + k) = static_cast<T>(a[k]);
+          out(o * inner + k0 + k) = static_cast<T>(a[k]);
       });
   return out;
 }
@@ -358,7 +361,10 @@ View<T> run(const ExecSpace& space, const Plan& plan, const View<T>& x, std::int
   }
   if constexpr (host_exec) {
     if (plan.groups.size() == 2)  // [reduced][kept]: rows streamed
-      return column_sums_by_rows<T, F>(space, x, out, out_n, nred);
+      return column_sums_by_rows<T, F>(space, x, out, 1, nred, out_n);
+    const std::vector<Group>& g = plan.groups;
+    if (g.size() == 3 && g[0].kept && !g[1].kept && g[2].kept && g[0].out_pos < g[2].out_pos)
+      return column_sums_by_rows<T, F>(space, x, out, g[0].size, nred, g[2].size);
   }
   Kokkos::parallel_for(
       label, impl::Range(space, 0, out_n), KOKKOS_LAMBDA(std::int64_t k) {

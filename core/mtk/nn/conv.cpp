@@ -96,10 +96,17 @@ Dimension merged_taps(const Shape& filter, const std::vector<SpatialDim>& dims) 
   return m;
 }
 
-// `s` with its trailing tap dims (the last dims.size()) merged into `taps`.
-Shape merge_trailing(const Shape& s, size_t count, const Dimension& taps) {
-  std::vector<Dimension> out(s.dims().begin(), s.dims().end() - static_cast<long>(count));
-  out.push_back(taps);
+// `s` with its tap dims (consecutive, in the order of `dims`: ops/patches.hpp) merged into `taps`.
+Shape merge_taps(const Shape& s, const std::vector<SpatialDim>& dims, const Dimension& taps) {
+  std::vector<Dimension> out;
+  for (const auto& d : s.dims()) {
+    const bool tap = std::any_of(dims.begin(), dims.end(),
+                                 [&](const SpatialDim& sd) { return sd.tap == d.name; });
+    if (!tap)
+      out.push_back(d);
+    else if (d.name == dims.front().tap)
+      out.push_back(taps);
+  }
   return Shape(out);
 }
 
@@ -185,18 +192,17 @@ struct ConvCore {
     const Shape out = without_taps(cols.shape(), dims, in_channels,
                                    {out_channels, filter.shape().size_of(out_channels)});
     const Dimension taps = merged_taps(filter.shape(), dims);
-    check_rank(merge_trailing(cols.shape(), dims.size(), taps), what, where);
+    check_rank(merge_taps(cols.shape(), dims, taps), what, where);
     if (dims.size() == 1)
       return einsum({cols, filter}, out);
-    return einsum({reshape(cols, merge_trailing(cols.shape(), dims.size(), taps)),
-                   merged_filter(filter, dims, taps)},
-                  out);
+    return einsum(
+        {reshape(cols, merge_taps(cols.shape(), dims, taps)), merged_filter(filter, dims, taps)},
+        out);
   }
 };
 
 // A transposed convolution's local work on rows of its input: the einsum with the filter into
-// columns (x's dims, its channels replaced by the filter's in_channels, then the taps) and their
-// fold into `out`.
+// the patches of `out` (the columns) and their fold into `out`.
 struct TransposeCore {
   Tensor filter;
   std::vector<SpatialDim> dims;
@@ -204,19 +210,13 @@ struct TransposeCore {
   const char* where;
 
   Tensor operator()(const Tensor& x, const Shape& out, const std::vector<PatchDim>& patches) const {
-    std::vector<Dimension> col_dims;
-    for (const auto& d : x.shape().dims())
-      col_dims.push_back(d.name == out_channels ? filter.shape().dim(in_channels) : d);
-    for (const auto& p : patches)
-      col_dims.push_back({p.tap, p.size});
-    const Shape col_shape(col_dims);
+    const Shape col_shape = patches_shape(out, patches);  // the fold's input
     const Dimension taps = merged_taps(filter.shape(), dims);
-    check_rank(merge_trailing(col_shape, dims.size(), taps), what, where);
-    const Tensor cols = dims.size() == 1
-                            ? einsum({x, filter}, col_shape)
-                            : reshape(einsum({x, merged_filter(filter, dims, taps)},
-                                             merge_trailing(col_shape, dims.size(), taps)),
-                                      col_shape);
+    check_rank(merge_taps(col_shape, dims, taps), what, where);
+    const Tensor cols = dims.size() == 1 ? einsum({x, filter}, col_shape)
+                                         : reshape(einsum({x, merged_filter(filter, dims, taps)},
+                                                          merge_taps(col_shape, dims, taps)),
+                                                   col_shape);
     return fold_patches(cols, out, patches);
   }
 };

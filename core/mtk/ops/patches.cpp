@@ -129,12 +129,22 @@ Shape patches_shape(const Shape& s, const std::vector<PatchDim>& dims, const std
                       " positions there, padded by (", d.pad_before, ", ", d.pad_after, ")"));
     out[static_cast<size_t>(i)].size = m;
   }
+  // Channels last (a last dim not spatial): the taps before it, so that each position's patch is
+  // [taps][channels], its taps' channel vectors copied whole (kernels/patches.hpp).
+  const bool channels_last = !seen.count(s.dims().back().name);
+  const auto at = out.end() - (channels_last ? 1 : 0);
+  std::vector<Dimension> taps;
   for (const auto& d : dims)
-    out.push_back({d.tap, d.size});
+    taps.push_back({d.tap, d.size});
+  out.insert(at, taps.begin(), taps.end());
   return Shape(out);
 }
 
 }  // namespace
+
+Shape patches_shape(const Shape& s, const std::vector<PatchDim>& dims) {
+  return patches_shape(s, dims, "shape " + s.to_string(), "mtk::patches_shape");
+}
 
 std::int64_t patch_positions(const PatchDim& d, std::int64_t n) {
   const std::int64_t span = n + d.pad_before + d.pad_after - d.dilation * (d.size - 1) - 1;

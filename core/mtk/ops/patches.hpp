@@ -28,9 +28,14 @@ struct PatchDim {
 /// fit the padded input).
 std::int64_t patch_positions(const PatchDim& d, std::int64_t n);
 
-/// The patches of x: x's dims with each spatial dim resized to patch_positions(), followed by the
-/// tap dims in the order of `dims`. Fails naming the tensor, dim and sizes when a filter is larger
-/// than the padded input.
+/// The shape of the patches of a tensor of shape `s`: its dims with each spatial dim resized to
+/// patch_positions(), and the tap dims in the order of `dims` before its last dim where that dim
+/// is not spatial (channels last: [..., taps..., channels]), else after it. Fails naming the dims
+/// and sizes when a filter is larger than the padded input.
+Shape patches_shape(const Shape& s, const std::vector<PatchDim>& dims);
+
+/// The patches of x, of shape patches_shape(x.shape(), dims). Fails naming the tensor, dim and
+/// sizes when a filter is larger than the padded input.
 Tensor extract_patches(const Tensor& x, const std::vector<PatchDim>& dims, double pad_value = 0.0);
 
 /// The adjoint of extract_patches (col2im): `patches` as extract_patches makes them from a tensor
