@@ -56,7 +56,8 @@ Run trailing_run(const Plan& pa, const Plan& pb) {
   const IndexMap& ma = pa.map;
   int mode[2] = {-1, -1};           // -1 undecided, 0 constant, 1 contiguous
   std::int64_t expect[2] = {1, 1};  // a contiguous operand's next stride
-  for (int i = ma.rank - 1; i >= 0; --i) {
+  int i = ma.rank - 1;
+  for (; i >= 0; --i) {
     const std::int64_t ext = ma.extent[i];
     if (ext == 1)
       continue;
@@ -80,6 +81,11 @@ Run trailing_run(const Plan& pa, const Plan& pb) {
   }
   run.step_a = mode[0] == 0 ? 0 : 1;
   run.step_b = mode[1] == 0 ? 0 : 1;
+  if (i >= 0) {  // the dim that ends the run: a fixed stride per operand along it
+    run.outer = ma.extent[i];
+    run.outer_a = pa.map.stride[i];
+    run.outer_b = pb.map.stride[i];
+  }
   return run;
 }
 

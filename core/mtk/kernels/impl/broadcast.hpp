@@ -96,10 +96,13 @@ struct AnyAccess {
 };
 
 /// The longest run of trailing output elements over which each operand is contiguous (step 1)
-/// or constant (step 0): e.g. the memory rows of logits [b, h, l, m] plus a bias [b, l, m].
+/// or constant (step 0): e.g. the memory rows of logits [b, h, l, m] plus a bias [b, l, m]; and
+/// the dim before it, over which each operand moves by a fixed stride: `outer` runs from one
+/// offset (pooling's [positions, taps, channels] against [positions, channels]).
 struct Run {
   std::int64_t len = 1;
   int step_a = 1, step_b = 1;
+  std::int64_t outer = 1, outer_a = 0, outer_b = 0;
 };
 
 Run trailing_run(const Plan& pa, const Plan& pb);
@@ -112,20 +115,23 @@ void zip_kernel(const ExecSpace& space, const char* label, Op op, const View<T>&
       KOKKOS_LAMBDA(std::int64_t k) { out(k) = op(a(ia(k)), b(ib(k))); });
 }
 
-/// Host: one pass per run of `len` outputs, each operand's offset computed once per run and its
-/// step a compile-time 0 or 1, so the inner loop vectorises (no division per element).
+/// Host: one pass per `outer` runs of `len` outputs, each operand's offset computed once per pass
+/// and its step a compile-time 0 or 1, so the inner loop vectorises (no division per element).
 template <int SA, int SB, class Op, class T, class R>
 void zip_runs(const ExecSpace& space, const char* label, Op op, const View<T>& a,
               const IndexMap& ma, const View<T>& b, const IndexMap& mb, const View<R>& out,
-              std::int64_t len) {
-  const std::int64_t runs = static_cast<std::int64_t>(out.extent(0)) / len;
+              const Run& run) {
+  const std::int64_t len = run.len, block = run.len * run.outer;
+  const std::int64_t outer = run.outer, oa = run.outer_a, ob = run.outer_b;
+  const std::int64_t passes = static_cast<std::int64_t>(out.extent(0)) / block;
   Kokkos::parallel_for(
-      label, impl::Range(space, 0, runs), KOKKOS_LAMBDA(std::int64_t r) {
-        const T* ap = a.data() + ma.offset(r * len);
-        const T* bp = b.data() + mb.offset(r * len);
-        R* op_ = out.data() + r * len;
-        for (std::int64_t j = 0; j < len; ++j)
-          op_[j] = op(ap[j * SA], bp[j * SB]);
+      label, impl::Range(space, 0, passes), KOKKOS_LAMBDA(std::int64_t r) {
+        const T* ap = a.data() + ma.offset(r * block);
+        const T* bp = b.data() + mb.offset(r * block);
+        R* op_ = out.data() + r * block;
+        for (std::int64_t q = 0; q < outer; ++q, ap += oa, bp += ob, op_ += len)
+          for (std::int64_t j = 0; j < len; ++j)
+            op_[j] = op(ap[j * SA], bp[j * SB]);
       });
 }
 
@@ -146,15 +152,15 @@ View<R> zip(const ExecSpace& space, const char* label, Op op, const Shape& a_sha
   if (impl::host_exec && !(pa.access == Access::direct && pb.access == Access::direct) &&
       out_shape.num_elements() > 0) {
     const Run run = trailing_run(pa, pb);
-    if (run.len >= 8) {
+    if (run.len >= 8 || run.len * run.outer >= 32) {
       if (run.step_a == 1 && run.step_b == 1)
-        zip_runs<1, 1>(space, label, op, a, pa.map, b, pb.map, out, run.len);
+        zip_runs<1, 1>(space, label, op, a, pa.map, b, pb.map, out, run);
       else if (run.step_a == 1)
-        zip_runs<1, 0>(space, label, op, a, pa.map, b, pb.map, out, run.len);
+        zip_runs<1, 0>(space, label, op, a, pa.map, b, pb.map, out, run);
       else if (run.step_b == 1)
-        zip_runs<0, 1>(space, label, op, a, pa.map, b, pb.map, out, run.len);
+        zip_runs<0, 1>(space, label, op, a, pa.map, b, pb.map, out, run);
       else
-        zip_runs<0, 0>(space, label, op, a, pa.map, b, pb.map, out, run.len);
+        zip_runs<0, 0>(space, label, op, a, pa.map, b, pb.map, out, run);
       return out;
     }
   }
