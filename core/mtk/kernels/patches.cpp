@@ -316,6 +316,20 @@ namespace {
   }
 }
 
+// fold_sweep: asks for the `bytes` at `elements` before blk to be fetched into the cache (no
+// access: a block before the first asks for nothing that faults).
+template <class T>
+inline void prefetch_back(const T* blk, std::int64_t elements, std::int64_t bytes) {
+#if defined(__GNUC__)
+  const std::uintptr_t at =
+      reinterpret_cast<std::uintptr_t>(blk) - static_cast<std::uintptr_t>(elements) * sizeof(T);
+  for (std::int64_t b = 0; b < bytes; b += 64)
+    __builtin_prefetch(reinterpret_cast<const void*>(at + static_cast<std::uintptr_t>(b)));
+#else
+  (void)blk, (void)elements, (void)bytes;
+#endif
+}
+
 // fold_sweep: adds the taps of one [taps][channels] block into y (tap t's channels at y + to[t],
 // skipped where to[t] < 0). W > 0: `channels` is W.
 template <int W, class T>
@@ -373,6 +387,10 @@ void fold_sweep(const char* w, const ExecSpace& space, const PatchMap& m, const 
             for (std::int64_t t2 = 0; t2 < m.taps[2]; ++t2)
               first[t++] = t0 * m.dilation[0] * m.in_step[0] + t1 * m.dilation[1] * m.in_step[1] +
                            t2 * m.dilation[2] * m.in_step[2];
+        // The sweep runs backwards through the patches, which the prefetchers follow poorly
+        // (3-4x slower than forwards from memory): the block `ahead` elements before is fetched.
+        const std::int64_t ahead = 8 * m.out_stride[kMaxAxes - 1];
+        const std::int64_t bytes = channels * taps * static_cast<std::int64_t>(sizeof(T));
         // The blocks along geometry 0 with a tap in [lo, hi): o * stride - pad + t * dilation.
         const std::int64_t from = lo[0] + m.pad[0] - (m.taps[0] - 1) * m.dilation[0];
         const std::int64_t top = (hi[0] - 1 + m.pad[0]) / m.stride[0];
@@ -383,6 +401,7 @@ void fold_sweep(const char* w, const ExecSpace& space, const PatchMap& m, const 
               block_targets(m, o, lo, hi, first, to);
               const T* blk = p + pbase + o[0] * m.out_stride[0] + o[1] * m.out_stride[1] +
                              o[2] * m.out_stride[2];
+              prefetch_back(blk, ahead, bytes);
               add_block<W>(blk, channels, taps, to, y);
             }
       });
