@@ -79,6 +79,55 @@ TEST(EinsumFp32, OneDnnMatchesReferenceOnEveryOrder) {
   check_einsum(x, {{"vocab", 50}, {"d_model", 32}}, {{"batch", 2}, {"length", 16}, {"vocab", 50}});
 }
 
+std::vector<std::uint64_t>& copy_allocations() {
+  static std::vector<std::uint64_t> sizes;
+  return sizes;
+}
+
+// What the cost model charges an einsum for besides its gemm (kernels::einsum_moved_bytes) is
+// what the body copies: 8 bytes (a read and a write) per element of every transposed copy it
+// allocates, on the BLAS and on oneDNN, for every memory order of a product with two-dim groups.
+TEST(EinsumFp32, MovedBytesAreTheCopiesItMakes) {
+  if (k::host_blas_name().find("no BLAS") != std::string::npos)
+    GTEST_SKIP() << "no host BLAS: the packed body copies every operand";
+  const std::vector<Dimension> ad = {{"b1", 2}, {"m1", 3}, {"k1", 4}, {"m2", 2}, {"k2", 3}};
+  const std::vector<Dimension> bd = {{"k1", 4}, {"b1", 2}, {"n", 5}, {"k2", 3}};
+  const std::vector<Dimension> od = {{"b1", 2}, {"m1", 3}, {"m2", 2}, {"n", 5}};
+  const bool onednn = force_onednn();
+  k::reset_fp32_gemm();
+  std::mt19937 rng(5);
+  int copying = 0, in_place = 0;
+  for (const k::Fp32Gemm path : {k::Fp32Gemm::blas, k::Fp32Gemm::onednn}) {
+    if (path == k::Fp32Gemm::onednn && !onednn)
+      continue;
+    const Fp32PathScope scope(path);
+    for (int trial = 0; trial < 40; ++trial) {
+      auto a = ad, b = bd, o = od;
+      std::shuffle(a.begin(), a.end(), rng);
+      std::shuffle(b.begin(), b.end(), rng);
+      std::shuffle(o.begin(), o.end(), rng);
+      const Shape as(a), bs(b), os(o);
+      SCOPED_TRACE(as.to_string() + " x " + bs.to_string() + " -> " + os.to_string());
+      copy_allocations().clear();
+      Kokkos::Tools::Experimental::set_allocate_data_callback(
+          [](Kokkos::Profiling::SpaceHandle, const char* label, const void*, std::uint64_t size) {
+            if (std::string(label) == "mtk::kernels::einsum transposed copy")
+              copy_allocations().push_back(size);
+          });
+      k::einsum(mtk::ExecSpace(), as, to_view<float>(random_values(as.num_elements(), 1)), bs,
+                to_view<float>(random_values(bs.num_elements(), 2)), os);
+      Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
+      std::int64_t copied = 0;
+      for (const std::uint64_t bytes : copy_allocations())
+        copied += static_cast<std::int64_t>(bytes);
+      EXPECT_EQ(k::einsum_moved_bytes(as, bs, os), 2 * copied);
+      (copied > 0 ? copying : in_place) += 1;
+    }
+  }
+  EXPECT_GT(copying, 0);
+  EXPECT_GT(in_place, 0);
+}
+
 TEST(EinsumFp32, BlasAndOneDnnAgree) {
   if (!force_onednn())
     GTEST_SKIP() << "no oneDNN in this build or not host memory";

@@ -6,6 +6,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/config/machine_config.hpp>
 #include <mtk/cost/layout_search.hpp>
+#include <mtk/kernels/einsum.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/nn/transformer.hpp>
 #include <mtk/ops/ops.hpp>
@@ -629,10 +630,17 @@ TEST(StepTime, CountersGiveGemmSizesBytesAndSteps) {
   EXPECT_EQ(by_name(c.op_calls, "einsum"), 3);
   EXPECT_EQ(by_name(c.op_calls, "binary"), 1);
   EXPECT_EQ(by_name(c.op_bytes, "binary"), 3 * 2 * 8 * 32 * 4);
-  // z's einsum reads x [2,8,16] and y [2,16,32] and writes [2,8,32]; w's reads x twice and writes
-  // [2,8]; v's reads [2,8] and [8,32] and writes [2,32].
+  // An einsum's bytes are those it moves besides its gemm (kernels::einsum_moved_bytes): z and v
+  // read and write their operands in place where a BLAS or oneDNN runs them; w (batched dot
+  // products, elementwise work) reads x twice and writes [2,8].
+  const Shape xl({{"b", 2}, i, k}), yl({{"b", 2}, k, j}), zl({{"b", 2}, i, j}), wl({{"b", 2}, i});
+  EXPECT_EQ(kernels::einsum_moved_bytes(xl, xl, wl), 4 * (256 + 256 + 16));
   EXPECT_EQ(by_name(c.op_bytes, "einsum"),
-            4 * ((256 + 1024 + 512) + (256 + 256 + 16) + (16 + 256 + 64)));
+            kernels::einsum_moved_bytes(xl, yl, zl) + 4 * (256 + 256 + 16) +
+                kernels::einsum_moved_bytes(wl, Shape({i, j}), Shape({{"b", 2}, j})));
+  if (kernels::host_blas_name().find("no BLAS") == std::string::npos) {
+    EXPECT_EQ(kernels::einsum_moved_bytes(xl, yl, zl), 0);
+  }
 }
 
 TEST(MachineFile, RoundTripsAndRejectsBadValues) {

@@ -216,6 +216,42 @@ FView einsum(const ExecSpace& space, const Shape& a_shape, const FView& a, const
   return reduce(space, ReduceFn::sum, a_shape, a, out_shape);
 }
 
+std::int64_t einsum_moved_bytes(const Shape& a_shape, const Shape& b_shape, const Shape& out_shape,
+                                Precision precision) {
+  using namespace einsum_impl;
+  const Sizes sizes =
+      sizes_of("mtk::kernels::einsum_moved_bytes", {&a_shape, &b_shape, &out_shape});
+  std::int64_t copied = 0;
+  // presum(): the dims only `x` has summed away first, reading it once.
+  auto presummed = [&](const Shape& x, const Shape& other) {
+    if (!summed_alone(x, other, out_shape))
+      return x;
+    copied += x.num_elements();
+    std::vector<Dimension> kept;
+    for (const auto& d : x.dims())
+      if (other.contains(d.name) || out_shape.contains(d.name))
+        kept.push_back(d);
+    return Shape(kept);
+  };
+  const Shape a = presummed(a_shape, b_shape), b = presummed(b_shape, a_shape);
+  Plan plan = make_plan(a, b, out_shape, sizes);
+  const std::int64_t all = a.num_elements() + b.num_elements() + out_shape.num_elements();
+  if (is_special_case(out_shape, plan))
+    return 8 * copied + 4 * all;
+  if (choose_backend(precision) == Backend::packed_kokkos_gemm)  // packs both, unpacks the result
+    return 8 * (copied + all);
+  const Shape shape = product_shape(a, b, out_shape, sizes, plan);
+  if (!stays_in_place(a, b, plan, sizes, false))
+    copied += a.num_elements();
+  if (!stays_in_place(a, b, plan, sizes, true))
+    copied += b.num_elements();
+  if (!result_in_place(shape, plan, sizes))  // made as [batch, M, N], transposed into `shape`
+    copied += out_shape.num_elements();
+  if (shape != out_shape)  // then permuted into out
+    copied += out_shape.num_elements();
+  return 8 * copied;
+}
+
 std::int64_t einsum_macs(const Shape& a_shape, const Shape& b_shape, const Shape& out_shape) {
   const char* where = "mtk::kernels::einsum_macs";
   std::int64_t macs = 1;

@@ -78,6 +78,14 @@ bool bf16_gemm_is_emulated();
 /// (Bf16Reuse) save anything.
 bool bf16_copies_used();
 
+/// The bytes einsum(a, b) -> out reads and writes besides its gemm's own operand reads and result
+/// writes, on the body it takes now: 8 per element copied (an operand summed over a dim of its own
+/// first, an operand copied into the gemm's order, a result made in another order and permuted),
+/// and for a batched vector product (elementwise work, no gemm) 4 per element of the operands and
+/// the output. The cost model prices them at the calibrated `einsum` rate.
+std::int64_t einsum_moved_bytes(const Shape& a_shape, const Shape& b_shape, const Shape& out_shape,
+                                Precision precision = Precision::float32);
+
 /// Multiply-add count of einsum(a, b) -> out: the product of the sizes of all distinct dims.
 std::int64_t einsum_macs(const Shape& a_shape, const Shape& b_shape, const Shape& out_shape);
 

@@ -125,7 +125,9 @@ void copy_lines(const char* label, const ExecSpace& space, const Frame& f, std::
           label, space, f, nb, nj,
           [&](std::int64_t, std::int64_t o, std::int64_t b, std::int64_t m, std::int64_t j) {
             const T* s = src.data() + from(o, b, m, j);
-            std::copy(s, s + inner, dst.data() + to(o, b, m, j));
+            T* d = dst.data() + to(o, b, m, j);
+            for (std::int64_t i = 0; i < inner; ++i)
+              d[i] = s[i];
           });
       return;
     }

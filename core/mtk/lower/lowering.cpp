@@ -179,7 +179,7 @@ void Lowering::add_step_of(StepKind kind, const std::string& what, std::vector<i
   step.gemms = next_origin_.gemms;
   for (const CommCount& c : next_origin_.comm)
     step.comm.push_back({{c.kind, c.axes}, c.bytes});
-  count_step(step, flops);
+  count_step(step, flops, next_origin_.bytes);
   next_origin_.tag = op().recompute;
   next_origin_.flops = flops;
   origins_.push_back(std::move(next_origin_));
@@ -192,12 +192,20 @@ std::shared_ptr<HalosInFlight> Lowering::halos_in_flight() {
   return p_->halos_;
 }
 
-// The step's calls, bytes and FLOPs in counters().
-void Lowering::count_step(const Program::Step& step, double flops) {
+// The step's calls, bytes and FLOPs in counters(); `moved_bytes` >= 0: its bytes
+// (count_moved_bytes).
+void Lowering::count_step(const Program::Step& step, double flops, std::int64_t moved_bytes) {
   const StepKind kind = step.kind;
   p_->counters_.op_calls[kind] += 1;
   std::int64_t& bytes = p_->counters_.op_bytes[kind];
   const char* where = "mtk::lower";
+  if (moved_bytes >= 0) {
+    bytes = checked_add(bytes, moved_bytes, where,
+                        [&] { return cat("the bytes moved by '", step.what, "'"); });
+    if (kind.traits().flops != FlopClass::none)
+      p_->counters_.flops[kind.traits().flops] += flops;
+    return;
+  }
   if (kind.traits().halo) {  // an exchange's steps move its strips, not their buffers: flops
     bytes = checked_add(bytes, static_cast<std::int64_t>(flops) * 2 * 4, where,
                         [&] { return cat("the bytes moved by '", step.what, "'"); });
@@ -231,7 +239,7 @@ void Lowering::recompute() {
     if (!plan.copy[i])
       continue;
     const StepOrigin& o = origins_[static_cast<size_t>(plan.source[i])];
-    count_step(p_->steps_[i], o.flops);
+    count_step(p_->steps_[i], o.flops, o.bytes);
     for (const auto& c : o.comm)
       add_comm_counters(c);
     for (const GemmCalls& g : o.gemms)
@@ -264,6 +272,10 @@ void Lowering::add_alias(int from, int y) {
         b[static_cast<size_t>(y)] = b[static_cast<size_t>(from)];
       },
       0, Program::Category::compute);
+}
+
+void Lowering::count_moved_bytes(std::int64_t bytes) {
+  next_origin_.bytes = bytes;
 }
 
 void Lowering::count_gemms(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t gemms) {

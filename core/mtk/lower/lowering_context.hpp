@@ -166,6 +166,9 @@ class Lowering {
   }
   /// Counts `gemms` gemm calls of [m, k] x [k, n] (counters().gemm_by_size).
   void count_gemms(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t gemms);
+  /// The next step's bytes in counters().op_bytes instead of its buffers' (an einsum: those it
+  /// copies besides its gemm's own reads and writes, kernels::einsum_moved_bytes).
+  void count_moved_bytes(std::int64_t bytes);
   /// Adds to counters().flops[c] (for work outside steps: assignments).
   void count_flops(FlopClass c, double flops);
   /// Appends a step computing output y by a kernel instantiated for every element type:
@@ -262,12 +265,13 @@ class Lowering {
     double flops = 0;
     std::vector<CommCount> comm;
     std::vector<GemmCalls> gemms;  // count_gemms
+    std::int64_t bytes = -1;       // count_moved_bytes; -1: the step's buffers
   };
   std::vector<StepOrigin> origins_;  // by step
   StepOrigin next_origin_;           // counted since the last step
   void add_comm_counters(const CommCount& c);
   void add_gemm_counters(const GemmCalls& g);
-  void count_step(const Program::Step& step, double flops);
+  void count_step(const Program::Step& step, double flops, std::int64_t moved_bytes);
   void recompute();
 };
 

@@ -135,6 +135,7 @@ void add_contraction_step(Lowering& l, int a, int c, int y, Precision precision,
   const Shape la = l.local(a), lc = l.local(c), ly = l.local(y);
   const double flops = 2.0 * static_cast<double>(kernels::einsum_macs(la, lc, ly));
   count_einsum_gemms(l, la, lc, ly);
+  l.count_moved_bytes(kernels::einsum_moved_bytes(la, lc, ly, precision));
   const Program* program = l.program();
   const bool bf16 = precision == Precision::bfloat16;
   std::vector<int> reads{a, c};

@@ -87,6 +87,12 @@ bool stays_in_place(const Shape& a, const Shape& b, const Plan& plan, const Size
                 : fits_in_place(a, plan.batch, plan.m_dims, k_dims, sizes);
 }
 
+bool result_in_place(const Shape& out, const Plan& plan, const Sizes& sizes) {
+  InPlace t;
+  return fits_in_place(out, plan.batch, plan.m_dims, plan.n_dims, sizes) ||
+         in_place(out, plan.batch, plan.n_dims, plan.m_dims, sizes, t);
+}
+
 InPlaceProduct arrange_in_place(const ExecSpace& space, Operand& a, Operand& b,
                                 const Shape& out_shape, const Plan& plan, const Sizes& sizes) {
   const Names &batch = plan.batch, &m_dims = plan.m_dims, &n_dims = plan.n_dims;

@@ -35,6 +35,10 @@ struct InPlaceProduct {
 bool stays_in_place(const Shape& a, const Shape& b, const Plan& plan, const Sizes& sizes,
                     bool second);
 
+/// Whether arrange_in_place writes the result where it lies ([M][N] or [N][M] per batch entry),
+/// not into a temporary [batch][M][N] transposed after.
+bool result_in_place(const Shape& out, const Plan& plan, const Sizes& sizes);
+
 /// Arranges a x b -> out_shape: K in the order that lets more operands stay in place, operands
 /// copied (a.x / b.x and shapes replaced) only where neither order of theirs is in place.
 InPlaceProduct arrange_in_place(const ExecSpace& space, Operand& a, Operand& b,
