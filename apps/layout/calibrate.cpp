@@ -255,9 +255,10 @@ void measure_link(const Communicator& world, const ExecSpace& space, int reps, c
       hand_over();
     l.halo_sizes.push_back({4.0 * static_cast<double>(count), time_exchange(count, hand_over)});
     l.halo_by_copies = site.channel != nullptr;
-    if (rates != nullptr && count == 2 * kHaloRateStrip)  // the rates' strips, this path's slots
-      measure_halo_steps(world, space, reps, site.channel.get(), *rates);
   }
+  if (rates != nullptr)  // the hand-over of the rates' two strips, as the model interpolates it
+    measure_halo_steps(world, mesh, axis, reps,
+                       l.measured_halo_seconds(8.0 * static_cast<double>(kHaloRateStrip)), *rates);
   const double steps = 2 * std::min(P - 1.0, std::ceil(std::log2(static_cast<double>(P))));
   l.latency = l.allreduce_sizes.front().seconds / steps;
   l.bandwidth =
