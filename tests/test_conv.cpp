@@ -458,7 +458,7 @@ TEST(PatchKernels, BitwiseEqualTheNaiveLoops) {
   std::mt19937 gen(2024);
   int cases = 0;
   for (int naxes = 1; naxes <= 3; ++naxes)
-    for (std::int64_t channels : {1, 3, 16, 17})
+    for (std::int64_t channels : {1, 3, 4, 8, 16, 17, 32})  // 4, 8, 16, 32: unrolled copies
       for (int layout = 0; layout < 3; ++layout)
         for (std::int64_t stride : {1, 2})
           for (std::int64_t dilation : {1, 2})
