@@ -101,7 +101,7 @@ inline ConvRef pool_reference(const ConvGeom& g, const std::vector<double>& x,
     for (std::int64_t o = 0; o < out; ++o)
       for (std::int64_t c = 0; c < g.cin; ++c) {
         double best = -std::numeric_limits<double>::infinity(), sum = 0;
-        std::int64_t arg = -1, count = 0;
+        std::int64_t count = 0;
         for (std::int64_t t = 0; t < taps; ++t) {
           const std::int64_t i = g.input_of(o, t);
           if (i < 0)
@@ -109,10 +109,7 @@ inline ConvRef pool_reference(const ConvGeom& g, const std::vector<double>& x,
           const double v = x[static_cast<size_t>((b * in + i) * g.cin + c)];
           sum += v;
           ++count;
-          if (v > best) {
-            best = v;
-            arg = i;
-          }
+          best = std::max(best, v);
         }
         const size_t yi = static_cast<size_t>((b * out + o) * g.cin + c);
         r.y[yi] = max ? best : sum / static_cast<double>(count);
@@ -122,8 +119,15 @@ inline ConvRef pool_reference(const ConvGeom& g, const std::vector<double>& x,
             r.dx[static_cast<size_t>((b * in + i) * g.cin + c)] +=
                 w[yi] / static_cast<double>(count);
         }
-        if (max)
-          r.dx[static_cast<size_t>((b * in + arg) * g.cin + c)] += w[yi];
+        // Max: dy to every tap tied with the max up to rounding (CompareFn::near_equal, 2^-13).
+        for (std::int64_t t = 0; t < taps && max; ++t) {
+          const std::int64_t i = g.input_of(o, t);
+          if (i < 0)
+            continue;
+          const double v = x[static_cast<size_t>((b * in + i) * g.cin + c)];
+          if (std::fabs(v - best) <= std::max(std::fabs(v), std::fabs(best)) / 8192.0)
+            r.dx[static_cast<size_t>((b * in + i) * g.cin + c)] += w[yi];
+        }
       }
   return r;
 }

@@ -16,6 +16,7 @@
 #include "mtk_invariance_check.hpp"
 #include "spatial_reference.hpp"
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -207,6 +208,31 @@ TEST(Pool, MaxAndAverageEqualTheReference) {
       expect_values(out[0], Shape(ydims), ref.y, w + " y");
       expect_values(out[1], xs, ref.dx, w + " d/dx");
     }
+}
+
+// Equal inputs may leave a product rounded differently at different positions (OpenBLAS's
+// Haswell/Zen sgemm does, docs/numerics.md), so a max's gradient must not tell a tie from a tie
+// that rounding split: every window holding the max up to 2^-13 passes dy to each such tap, as an
+// exact tie does, whichever of them rounding made the larger; other taps get nothing.
+TEST(Pool, MaxGradientTiesUpToRounding) {
+  const Shape xs{{"b", 1}, {"h", 2}, {"w", 4}, {"c", 1}};
+  const float v = 0.4375f, up = std::nextafter(v, 1.0f), down = std::nextafter(v, 0.0f);
+  // Windows (2x2, stride 2): {v, v, v, v} exact; {v, up, down, 0.1} split by rounding.
+  const std::vector<double> xv = {v, v, v, up, v, v, down, 0.1};
+  const std::vector<SpatialDim> dims{{"h", "ph", 2, 1, "", 2}, {"w", "pw", 2, 1, "", 2}};
+  Graph g;
+  Tensor x = placeholder(g, "x", xs);
+  Tensor y = nn::max_pool(x, dims, Padding::valid);
+  auto grads = gradients(reduce_sum(y), {x});
+  auto p = lower(g, single_processor_mesh(), LayoutRules());
+  auto out = p->run({{x.id(), floats_of(xs, xv)}}, {grads[0]});
+  const std::vector<double> tied = {1, 1, 1, 1, 1, 1, 1, 0};
+  EXPECT_EQ(out[0].values<float>(), std::vector<float>(tied.begin(), tied.end())) << "split ties";
+  // A real difference (1e-3, far above rounding) is no tie.
+  const std::vector<double> apart = {v, v, v, v * 1.001, v, v, v, 0.1};
+  out = p->run({{x.id(), floats_of(xs, apart)}}, {grads[0]});
+  const std::vector<double> untied = {1, 1, 0, 1, 1, 1, 0, 0};
+  EXPECT_EQ(out[0].values<float>(), std::vector<float>(untied.begin(), untied.end())) << "no tie";
 }
 
 SpatialDim sd(const std::string& dim, const std::string& tap, std::int64_t stride = 1,

@@ -12,6 +12,7 @@
 #include "mtk_test_util.hpp"
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -385,6 +386,8 @@ double ref_compare(CompareFn fn, double a, double b) {
       return a == b;
     case CompareFn::not_equal:
       return a != b;
+    case CompareFn::near_equal:  // these cases compare small integers: exactly equal ones
+      return a == b;
   }
   return -1;
 }
@@ -393,7 +396,8 @@ template <class T>
 void check_compare() {
   const std::vector<CompareFn> fns = {CompareFn::less,    CompareFn::less_equal,
                                       CompareFn::greater, CompareFn::greater_equal,
-                                      CompareFn::equal,   CompareFn::not_equal};
+                                      CompareFn::equal,   CompareFn::not_equal,
+                                      CompareFn::near_equal};
   unsigned seed = 21;
   for (const auto& c : broadcast_cases()) {
     for (CompareFn fn : fns) {
@@ -418,6 +422,28 @@ TEST(KernelsElementwise, CompareFloat) {
 }
 TEST(KernelsElementwise, CompareInt32) {
   check_compare<I32>();
+}
+
+// near_equal: equal up to 2^-13 of the larger magnitude (rounding differences of one dot product
+// computed at two positions of a matrix), exact for zeros, infinities and integers.
+TEST(KernelsElementwise, NearEqualIsEqualityUpToRounding) {
+  const float inf = std::numeric_limits<float>::infinity(), tol = mtk::kNearEqualRelative;
+  const std::vector<double> a = {1.0, 1.0,   1.0,    -3.5, 0.0, 0.0, inf, inf,
+                                 -inf, 2.0, 1e-30, 1000.0, 1.0};
+  const std::vector<double> b = {1.0,  std::nextafter(1.0f, 2.0f), 1.0 + 0.5 * tol,
+                                 -3.5 * (1 + tol / 2), 1e-38, -0.0, inf, -inf, -inf,
+                                 2.0 * (1 + 2 * tol), 2e-30, 1000.0 - 0.12, -1.0};
+  const std::vector<double> want = {1, 1, 1, 1, 0, 1, 1, 0, 1, 0, 0, 1, 0};
+  const Shape s({{"x", static_cast<std::int64_t>(a.size())}});
+  const auto z = to_vector(k::compare<float>(mtk::ExecSpace(), CompareFn::near_equal, s,
+                                             to_view<float>(a), s, to_view<float>(b), s));
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(z[i], want[i]) << a[i] << " vs " << b[i];
+  const std::vector<double> ia = {1, 2, 100000}, ib = {1, 3, 100001};
+  const Shape t({{"x", 3}});
+  const auto zi = to_vector(k::compare<I32>(mtk::ExecSpace(), CompareFn::near_equal, t,
+                                            to_view<I32>(ia), t, to_view<I32>(ib), t));
+  EXPECT_EQ(zi, (std::vector<double>{1, 0, 0}));
 }
 
 TEST(KernelsElementwise, Where) {

@@ -80,6 +80,8 @@ const char* compare_name(CompareFn f) {
       return "equal";
     case CompareFn::not_equal:
       return "not_equal";
+    case CompareFn::near_equal:
+      return "near_equal";
   }
   return "?";
 }

@@ -249,6 +249,14 @@ struct CompareOp {
       r = a >= b;
     } else if constexpr (F == CompareFn::equal) {
       r = a == b;
+    } else if constexpr (F == CompareFn::near_equal) {
+      if constexpr (std::is_floating_point_v<T>) {
+        const T d = a > b ? a - b : b - a, ma = a < 0 ? -a : a, mb = b < 0 ? -b : b;
+        const T m = ma > mb ? ma : mb;  // m - m != 0: an infinity, equal only to itself
+        r = a == b || (d <= static_cast<T>(kNearEqualRelative) * m && m - m == 0);
+      } else {
+        r = a == b;
+      }
     } else {
       static_assert(F == CompareFn::not_equal, "unhandled CompareFn");
       r = a != b;
@@ -277,7 +285,8 @@ auto with_binary(BinaryFn fn, F&& f) {
 template <class F>
 auto with_compare(CompareFn fn, F&& f) {
   using C = CompareFn;
-  return dispatch<C::less, C::less_equal, C::greater, C::greater_equal, C::equal, C::not_equal>(
+  return dispatch<C::less, C::less_equal, C::greater, C::greater_equal, C::equal, C::not_equal,
+                  C::near_equal>(
       "mtk::kernels::compare", fn, f);
 }
 

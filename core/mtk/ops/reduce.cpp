@@ -30,8 +30,11 @@ void reduce_grad(GradientContext& c, const ReduceAttrs& attrs) {
     c.add(0, broadcast(c.dy(), x.shape()));
   else if (attrs.fn == ReduceFn::sum_squares)  // as square()'s gradient: dy * 2x
     c.add(0, multiply(broadcast(c.dy(), x.shape()), multiply(x, 2.0)));
-  else  // the mask times dy, broadcast by the product (x's order): no broadcast copy of dy
-    c.add(0, equal(x, c.output(0)) * c.dy());
+  else  // the mask of the ties times dy, broadcast by the product (x's order): no broadcast copy
+    // of dy. Ties up to rounding: equal inputs may come out of a product rounded differently at
+    // different positions (OpenBLAS's Haswell/Zen sgemm), which an exact test would turn into a
+    // gradient that depends on the matmul library and the layout (docs/numerics.md).
+    c.add(0, compare(CompareFn::near_equal, x, c.output(0)) * c.dy());
 }
 
 // A sum over split dims leaves a partial sum (deferred for floats, summed now for integers).
