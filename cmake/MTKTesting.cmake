@@ -68,3 +68,28 @@ function(mtk_add_serial_test)
   set_tests_properties(${ARG_NAME} PROPERTIES LABELS unit TIMEOUT ${ARG_TIMEOUT})
   mtk_set_test_environment(${ARG_NAME} 1)
 endfunction()
+
+# mtk_add_cpu_class_tests(NAME <name> RANKS <n> [TIMEOUT <s>] COMMAND <command...>): the command
+# again as on each other CPU class (tests/cpu_class/run_as.sh: avx2, avx2-onednn, avx512-blas),
+# as tests <name>@<class> with label cpu-class; a class this CPU cannot run is skipped (exit 77).
+function(mtk_add_cpu_class_tests)
+  cmake_parse_arguments(ARG "" "NAME;RANKS;TIMEOUT" "COMMAND" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  foreach(class avx2 avx2-onednn avx512-blas)
+    add_test(NAME ${ARG_NAME}@${class}
+      COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cpu_class/run_as.sh ${class} ${ARG_COMMAND})
+    set_tests_properties(${ARG_NAME}@${class} PROPERTIES LABELS cpu-class TIMEOUT ${ARG_TIMEOUT}
+      SKIP_RETURN_CODE 77)
+    mtk_set_test_environment(${ARG_NAME}@${class} ${ARG_RANKS})
+  endforeach()
+endfunction()
+
+# mtk_add_cpu_class_mpi_test(<target> <ranks> [gtest arguments...]): an MPI GoogleTest binary at
+# <ranks> ranks on each other CPU class.
+function(mtk_add_cpu_class_mpi_test target ranks)
+  mtk_add_cpu_class_tests(NAME ${target}_np${ranks} RANKS ${ranks} TIMEOUT 600
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${ranks} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:${target}> ${MPIEXEC_POSTFLAGS} ${ARGN})
+endfunction()

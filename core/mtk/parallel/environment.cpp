@@ -1,4 +1,5 @@
 #include <mtk/base/runtime_options.hpp>
+#include <mtk/kernels/matmul_check.hpp>
 #include <mtk/parallel/collective_wait.hpp>
 #include <mtk/parallel/environment.hpp>
 #include <mtk/parallel/mpi_interop.hpp>
@@ -30,6 +31,10 @@ Environment::Environment(int& argc, char**& argv) {
   char** kokkos_argv = kokkos_args.data();
   Kokkos::initialize(kokkos_argc, kokkos_argv);
   set_collective_wait(choose_collective_wait(borrow(MPI_COMM_WORLD)));
+  // A float32 matmul backend that is wrong on this CPU is never used (docs/numerics.md).
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  kernels::guard_fp32_matmuls(rank == 0);
 }
 
 Environment::~Environment() {
