@@ -32,6 +32,9 @@ struct RunOptions {
   std::vector<std::string> sets;
   bool print_config = false, dry_run = false;
   bool fresh_start = false;  ///< train: start at step 1 in a run directory with history
+  /// --strict-layout: layout rules naming no tensor dim the model could have are errors
+  /// (layout_check.hpp), not warnings; check_cost() checks them.
+  bool strict_layout = false;
   /// The vocabulary of the prepared data (hex), recorded in checkpoints and compared with theirs.
   std::string vocab_fingerprint;
   /// The effective config as YAML (effective_config()): config.resolved.yaml and checkpoints
@@ -42,8 +45,8 @@ struct RunOptions {
 /// A vocabulary fingerprint as checkpoints record it (16 hex digits).
 std::string fingerprint_text(std::uint64_t fingerprint);
 
-/// Adds --config (`configs`: where configs live), --mesh, --layout, --set, --run-dir and
-/// --restore (`restore_help`).
+/// Adds --config (`configs`: where configs live), --mesh, --layout, --set, --run-dir,
+/// --restore (`restore_help`) and --strict-layout.
 void add_run_options(CLI::App& app, RunOptions& o, const std::string& configs,
                      const std::string& restore_help);
 /// Adds --print-config and --dry-run (`dry_run_help`).
@@ -107,7 +110,10 @@ nn::TransformerConfig model_for_printing(const Config& config, const std::string
 void print_config(const Config& config, bool vocab_known, const std::string& plan_comment = "");
 
 /// Prints the program's cost per rank (a lowering that allocates nothing) and refuses, on every
-/// rank, a program whose peak memory exceeds this rank's share of its node's memory.
+/// rank, a program whose peak memory exceeds this rank's share of its node's memory. First checks
+/// the layout rules' tensor dims against `g`'s and the Transformer's (check_layout_rules): a
+/// warning, or with --strict-layout (load_config() took it from RunOptions) an error on every
+/// rank.
 void check_cost(Graph& g, const MeshShape& mesh_shape, const LayoutRules& rules, const Mesh& mesh,
                 const std::string& model_text);
 
