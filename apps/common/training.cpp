@@ -45,7 +45,6 @@ void add_run_options(CLI::App& app, RunOptions& o, const std::string& configs,
                  "(default: train.run_dir, else \"run\")")
       ->type_name("DIR");
   app.add_option("--restore", o.restore, restore_help)->type_name("CHECKPOINT");
-  add_strict_layout_flag(app, o.strict_layout);
 }
 
 void add_check_options(CLI::App& app, RunOptions& o, const std::string& dry_run_help) {
@@ -53,6 +52,7 @@ void add_check_options(CLI::App& app, RunOptions& o, const std::string& dry_run_
                "Prints the resolved config (file, --set, --mesh, --layout) as YAML, the run-time "
                "options (MTK_*) as comments, and exits");
   app.add_flag("--dry-run", o.dry_run, dry_run_help);
+  add_strict_layout_flag(app, o.strict_layout);  // the commands whose check_cost() checks
 }
 
 void verify_token_shards(const Communicator& comm, const std::vector<std::string>& paths) {

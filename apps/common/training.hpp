@@ -45,11 +45,12 @@ struct RunOptions {
 /// A vocabulary fingerprint as checkpoints record it (16 hex digits).
 std::string fingerprint_text(std::uint64_t fingerprint);
 
-/// Adds --config (`configs`: where configs live), --mesh, --layout, --set, --run-dir,
-/// --restore (`restore_help`) and --strict-layout.
+/// Adds --config (`configs`: where configs live), --mesh, --layout, --set, --run-dir and
+/// --restore (`restore_help`).
 void add_run_options(CLI::App& app, RunOptions& o, const std::string& configs,
                      const std::string& restore_help);
-/// Adds --print-config and --dry-run (`dry_run_help`).
+/// Adds --print-config, --dry-run (`dry_run_help`) and --strict-layout (the commands that call
+/// check_cost()).
 void add_check_options(CLI::App& app, RunOptions& o, const std::string& dry_run_help);
 /// Checks every token of the shards `paths` against their checksums, the shards shared out over
 /// the ranks of `comm`; all ranks fail alike, naming the damaged file (what --dry-run runs).
