@@ -108,7 +108,14 @@ std::vector<std::string> unmatched_rule_dims(
 void check_layout_rules(const Graph& g, const LayoutRules& rules,
                         const std::function<std::vector<std::string>()>& known, bool strict,
                         const std::string& tool) {
-  if (rules.rules().empty())
+  // Usually every rule's dim is found within the first layer's tensors: stop there.
+  std::vector<std::string> missing;
+  for (const auto& rule : rules.rules())
+    missing.push_back(rule.first);
+  for (int id = 0; id < g.num_tensors() && !missing.empty(); ++id)
+    for (const auto& d : g.tensor_info(id).shape.dims())
+      missing.erase(std::remove(missing.begin(), missing.end(), d.name), missing.end());
+  if (missing.empty())
     return;
   const std::vector<std::string> dims = graph_dim_names(g);
   const std::vector<std::string> unmatched = unmatched_rule_dims(rules, dims, known);
