@@ -18,6 +18,7 @@
 #include <mtk/signals/stop_signals.hpp>
 
 #include "checkpoint_match.hpp"
+#include "layout_check.hpp"
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -51,6 +52,7 @@ void add_check_options(CLI::App& app, RunOptions& o, const std::string& dry_run_
                "Prints the resolved config (file, --set, --mesh, --layout) as YAML, the run-time "
                "options (MTK_*) as comments, and exits");
   app.add_flag("--dry-run", o.dry_run, dry_run_help);
+  add_strict_layout_flag(app, o.strict_layout);  // the commands whose check_cost() checks
 }
 
 void verify_token_shards(const Communicator& comm, const std::vector<std::string>& paths) {
@@ -67,7 +69,13 @@ void add_train_options(CLI::App& app, RunOptions& o) {
                "checkpoints) but no usable checkpoint; the old metrics.jsonl is kept, renamed");
 }
 
+namespace {
+// --strict-layout of this process's command (load_config() records it for check_cost()).
+bool strict_layout_rules = false;
+}  // namespace
+
 void load_config(RunOptions& o) {
+  strict_layout_rules = o.strict_layout;
   o.config = Config::from_file(o.config_path);
   for (const auto& s : o.sets) {
     // `--set mesh=auto`, `--set layout=batch:batch`: the whole mesh or layout, as --mesh and
@@ -196,6 +204,11 @@ void print_config(const Config& config, bool vocab_known, const std::string& pla
 
 void check_cost(Graph& g, const MeshShape& mesh_shape, const LayoutRules& rules, const Mesh& mesh,
                 const std::string& model_text) {
+  // A rule for a dim no model has (a typo) splits nothing: said, or refused alike on every rank.
+  agree_on_failure(mesh.comm(), [&] {
+    check_layout_rules(g, rules, transformer_dim_names, strict_layout_rules,
+                       "mtk::app::check_cost");
+  });
   // Sizes that overflow (checked arithmetic) fail here on every rank alike: agreed, not aborted.
   auto plan =
       agree_on_failure(mesh.comm(), [&] { return analyze(g, mesh_shape, rules, mesh.rank()); });

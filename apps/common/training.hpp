@@ -32,6 +32,9 @@ struct RunOptions {
   std::vector<std::string> sets;
   bool print_config = false, dry_run = false;
   bool fresh_start = false;  ///< train: start at step 1 in a run directory with history
+  /// --strict-layout: layout rules naming no tensor dim the model could have are errors
+  /// (layout_check.hpp), not warnings; check_cost() checks them.
+  bool strict_layout = false;
   /// The vocabulary of the prepared data (hex), recorded in checkpoints and compared with theirs.
   std::string vocab_fingerprint;
   /// The effective config as YAML (effective_config()): config.resolved.yaml and checkpoints
@@ -46,7 +49,8 @@ std::string fingerprint_text(std::uint64_t fingerprint);
 /// --restore (`restore_help`).
 void add_run_options(CLI::App& app, RunOptions& o, const std::string& configs,
                      const std::string& restore_help);
-/// Adds --print-config and --dry-run (`dry_run_help`).
+/// Adds --print-config, --dry-run (`dry_run_help`) and --strict-layout (the commands that call
+/// check_cost()).
 void add_check_options(CLI::App& app, RunOptions& o, const std::string& dry_run_help);
 /// Checks every token of the shards `paths` against their checksums, the shards shared out over
 /// the ranks of `comm`; all ranks fail alike, naming the damaged file (what --dry-run runs).
@@ -107,7 +111,10 @@ nn::TransformerConfig model_for_printing(const Config& config, const std::string
 void print_config(const Config& config, bool vocab_known, const std::string& plan_comment = "");
 
 /// Prints the program's cost per rank (a lowering that allocates nothing) and refuses, on every
-/// rank, a program whose peak memory exceeds this rank's share of its node's memory.
+/// rank, a program whose peak memory exceeds this rank's share of its node's memory. First checks
+/// the layout rules' tensor dims against `g`'s and the Transformer's (check_layout_rules): a
+/// warning, or with --strict-layout (load_config() took it from RunOptions) an error on every
+/// rank.
 void check_cost(Graph& g, const MeshShape& mesh_shape, const LayoutRules& rules, const Mesh& mesh,
                 const std::string& model_text);
 

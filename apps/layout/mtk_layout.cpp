@@ -16,6 +16,7 @@
 #include <mtk/optim/optim.hpp>
 
 #include "cli.hpp"
+#include "layout_check.hpp"
 #include "layout_commands.hpp"
 #include <algorithm>
 #include <cstdio>
@@ -41,7 +42,7 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
     return mtk::layout_app::run_calibrate(world, {args.begin() + 1, args.end()});
   std::string config_path, preset, mesh_text, layout_text, optimizer = "adafactor";
   std::vector<std::string> sets;
-  bool explain = false;
+  bool explain = false, strict_layout = false;
   CLI::App app{
       "What a model costs on a mesh under a layout: parameters, memory, FLOPs and\n"
       "communication per processor and training step, from the real training graph\n"
@@ -63,6 +64,7 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
       ->type_name("NAME")
       ->check(CLI::IsMember({"adafactor", "adam", "sgd"}));
   app.add_flag("--explain", explain, "Also prints every variable's layout and every collective");
+  mtk::app::add_strict_layout_flag(app, strict_layout);
   if (const int status = mtk::cli::parse(app, args, true); status >= 0)
     return status;
   mtk::Config config =
@@ -82,6 +84,8 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
 
   mtk::Graph g;
   mtk::nn::ModelGraph m = mtk::nn::build_transformer(g, model, true);
+  mtk::app::check_layout_rules(g, rules, mtk::app::transformer_dim_names, strict_layout,
+                               "mtk-layout");
   const std::int64_t params = mtk::nn::count_parameters(g);
   std::unique_ptr<mtk::optim::Optimizer> opt = make_optimizer(optimizer);
   const bool sharded = config.get_bool("train.shard_optimizer", false);

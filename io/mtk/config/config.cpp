@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <sstream>
@@ -53,6 +54,14 @@ YAML::Node find(const YAML::Node& root, const std::string& key) {
   return node;
 }
 
+std::string scalar_text(const YAML::Node& n) {
+  std::string text = n.IsScalar() ? n.Scalar() : YAML::Dump(n);
+  for (auto& c : text)
+    if (c == '\n')
+      c = ' ';
+  return text;
+}
+
 template <class T>
 T convert(const YAML::Node& node, const std::string& origin, const std::string& key,
           const char* type) {
@@ -79,6 +88,53 @@ std::string map_to_pairs(const YAML::Node& node, const std::string& origin,
   return text;
 }
 
+// Walks `node` (at `path`, "" for the top) and fails at the first map that names a key twice
+// (yaml-cpp keeps both entries and its lookups find the first: the second would be silently
+// ignored) or has a key with a '.' (keys are addressed by dotted paths: "train.lr"; a key
+// "lr.value" could never be read and would be silently ignored). `origin` names the file.
+void check_keys(const YAML::Node& node, const std::string& path, const std::string& origin,
+                int depth = 0) {
+  const char* where = "mtk::Config";
+  if (depth > 64)
+    fail(where, cat(origin, ": '", path, "' is nested more than 64 levels deep"));
+  if (node.IsSequence()) {
+    for (std::size_t i = 0; i < node.size(); ++i)
+      check_keys(node[i], cat(path, "[", i, "]"), origin, depth + 1);
+    return;
+  }
+  if (!node.IsMap())
+    return;
+  auto line = [](const YAML::Node& n) {
+    return n.Mark().is_null() ? std::string("?") : std::to_string(n.Mark().line + 1);
+  };
+  std::vector<std::pair<std::string, YAML::Node>> seen;
+  for (const auto& item : node) {
+    const std::string name = item.first.IsScalar() ? item.first.Scalar() : scalar_text(item.first);
+    const std::string key = path.empty() ? name : path + "." + name;
+    for (const auto& [other, first] : seen)
+      if (other == name)
+        fail(where, cat(origin, ": key '", key, "' is given twice, at line ", line(first),
+                        " and at line ", line(item.first),
+                        "; remove one (YAML would keep the first and silently ignore the other)"));
+    if (name.find('.') != std::string::npos) {
+      // "train: {lr.value: 0.5}" -> "train: {lr: {value: 0.5}}"
+      const auto parts = split_key(name);
+      std::string nested;
+      for (std::size_t i = 0; i < parts.size(); ++i)
+        nested += parts[i] + (i + 1 < parts.size() ? ": {" : ": ");
+      nested += item.second.IsScalar() ? scalar_text(item.second) : std::string("...");
+      nested += std::string(parts.empty() ? 0 : parts.size() - 1, '}');
+      fail(where, cat(origin, ": key '", name, "'", path.empty() ? "" : " in '" + path + "'",
+                      " (line ", line(item.first),
+                      ") has a '.' in its name; dots separate sections, so it would be ignored: "
+                      "write it nested, ",
+                      path.empty() ? "" : path + ": {", nested, path.empty() ? "" : "}"));
+    }
+    seen.emplace_back(name, item.first);
+    check_keys(item.second, key, origin, depth + 1);
+  }
+}
+
 }  // namespace
 
 Config Config::from_string(const std::string& text, const std::string& origin) {
@@ -94,6 +150,7 @@ Config Config::from_string(const std::string& text, const std::string& origin) {
     c.impl_->root = YAML::Node(YAML::NodeType::Map);
   if (!c.impl_->root.IsMap())
     fail("mtk::Config", cat(origin, ": the document is not a YAML map"));
+  check_keys(c.impl_->root, "", origin);
   c.impl_->root.SetStyle(YAML::EmitterStyle::Block);  // "{}" too: sections added print as blocks
   return c;
 }
@@ -120,7 +177,12 @@ std::int64_t Config::get_int(const std::string& key) const {
   return convert<std::int64_t>(find(impl_->root, key), impl_->from(key), key, "an integer");
 }
 double Config::get_double(const std::string& key) const {
-  return convert<double>(find(impl_->root, key), impl_->from(key), key, "a number");
+  const YAML::Node n = find(impl_->root, key);
+  const double v = convert<double>(n, impl_->from(key), key, "a number");
+  if (!std::isfinite(v))  // .nan, .inf
+    fail("mtk::Config",
+         cat(impl_->from(key), ": ", key, " = ", scalar_text(n), " is not a finite number"));
+  return v;
 }
 bool Config::get_bool(const std::string& key) const {
   return convert<bool>(find(impl_->root, key), impl_->from(key), key, "a boolean");
@@ -149,14 +211,6 @@ YAML::Node present(const YAML::Node& root, const std::string& origin, const std:
   return n;
 }
 
-std::string scalar_text(const YAML::Node& n) {
-  std::string text = n.IsScalar() ? n.Scalar() : YAML::Dump(n);
-  for (auto& c : text)
-    if (c == '\n')
-      c = ' ';
-  return text;
-}
-
 }  // namespace
 
 std::int64_t Config::get_int(const std::string& key, std::int64_t fallback, std::int64_t lo,
@@ -180,7 +234,9 @@ std::int64_t Config::get_int(const std::string& key, std::int64_t fallback, std:
 }
 
 double Config::get_double(const std::string& key, double fallback, double lo, double hi) const {
-  const std::string range = cat("a number in [", lo, ", ", hi, "]");
+  const std::string range = hi == std::numeric_limits<double>::max()
+                                ? cat("a finite number >= ", lo)
+                                : cat("a number in [", lo, ", ", hi, "]");
   const YAML::Node n = present(impl_->root, impl_->from(key), key, range.c_str());
   if (!n.IsDefined())
     return fallback;
@@ -194,6 +250,60 @@ double Config::get_double(const std::string& key, double fallback, double lo, do
     }
   }
   if (!ok || !(v >= lo && v <= hi))  // NaN fails too
+    fail("mtk::Config", cat(impl_->from(key), ": ", key, " = ", scalar_text(n), " is not ", range));
+  return v;
+}
+
+double Config::get_positive(const std::string& key) const {
+  if (!has(key))
+    fail("mtk::Config", cat(impl_->from(key), ": key '", key,
+                            "' is missing; expected a finite "
+                            "number > 0"));
+  return get_positive(key, 0.0);
+}
+
+double Config::get_positive(const std::string& key, double fallback) const {
+  const char* expected = "a finite number > 0";
+  const YAML::Node n = present(impl_->root, impl_->from(key), key, expected);
+  if (!n.IsDefined())
+    return fallback;
+  double v = 0;
+  bool ok = n.IsScalar();
+  if (ok) {
+    try {
+      v = n.as<double>();
+    } catch (const YAML::Exception&) {
+      ok = false;
+    }
+  }
+  if (!ok || !std::isfinite(v) || !(v > 0))
+    fail("mtk::Config",
+         cat(impl_->from(key), ": ", key, " = ", scalar_text(n), " is not ", expected));
+  return v;
+}
+
+std::int64_t Config::get_whole(const std::string& key, std::int64_t fallback, std::int64_t lo,
+                               std::int64_t hi) const {
+  const std::string range = hi == std::numeric_limits<std::int64_t>::max()
+                                ? cat("a whole number >= ", lo)
+                                : cat("a whole number in [", lo, ", ", hi, "]");
+  const YAML::Node n = present(impl_->root, impl_->from(key), key, range.c_str());
+  if (!n.IsDefined())
+    return fallback;
+  std::int64_t v = 0;
+  bool ok = n.IsScalar();
+  if (ok) {
+    try {
+      v = n.as<std::int64_t>();
+    } catch (const YAML::Exception&) {
+      try {  // "4.0e9", "4e+09": whole, finite and inside int64 before the conversion
+        ok = config::whole_int64(n.as<double>(), v);
+      } catch (const YAML::Exception&) {
+        ok = false;
+      }
+    }
+  }
+  if (!ok || v < lo || v > hi)
     fail("mtk::Config", cat(impl_->from(key), ": ", key, " = ", scalar_text(n), " is not ", range));
   return v;
 }
@@ -295,6 +405,7 @@ void Config::set(const std::string& key, const std::string& value) {
   } catch (const YAML::Exception&) {
     parsed = YAML::Node(value);
   }
+  check_keys(parsed, key, cat(impl_->origin, " (the value set for '", key, "')"));
   put(impl_->root, key, parsed, impl_->origin, "mtk::Config::set");
 }
 
@@ -352,6 +463,19 @@ void Config::apply_override(const std::string& assignment) {
   set(key, value);
   impl_->overridden.push_back(key);
 }
+
+namespace config {
+
+bool whole_int64(double v, std::int64_t& out) {
+  // [-2^63, 2^63): both ends are exact doubles; NaN fails every comparison.
+  constexpr double two63 = 9223372036854775808.0;
+  if (!(v >= -two63 && v < two63) || v != std::floor(v))
+    return false;
+  out = static_cast<std::int64_t>(v);
+  return true;
+}
+
+}  // namespace config
 
 std::string Config::dump() const {
   return YAML::Dump(impl_->root) + "\n";

@@ -13,6 +13,9 @@ namespace mtk {
 
 /// A YAML document addressed by dotted keys ("train.steps"). Errors name the file (or "<string>")
 /// and the key.
+/// Documents where a map names a key twice (YAML keeps the first silently), or a key holds a '.'
+/// (keys are addressed as dotted paths, so "lr.value" could never be read), are refused by
+/// from_file(), from_string() and set(), naming the key and its lines.
 class Config {
  public:
   /// Reads a YAML file (or a pipe); a missing or unreadable path or a directory is an error naming
@@ -21,6 +24,7 @@ class Config {
   static Config from_string(const std::string& text, const std::string& origin = "<string>");
 
   bool has(const std::string& key) const;
+  /// The value at `key`; missing, of another type or (get_double) not finite is an error.
   std::string get_string(const std::string& key) const;
   std::int64_t get_int(const std::string& key) const;
   double get_double(const std::string& key) const;
@@ -36,6 +40,15 @@ class Config {
                        std::int64_t hi) const;
   double get_double(const std::string& key, double fallback, double lo, double hi) const;
   bool get_bool_checked(const std::string& key, bool fallback) const;
+  /// A finite number > 0 (a rate, a size): required, or `fallback` when the key is absent. Other
+  /// values (0, negative, .nan, .inf, text) are errors naming the file, the key and the value.
+  double get_positive(const std::string& key) const;
+  double get_positive(const std::string& key, double fallback) const;
+  /// A whole number in [lo, hi] written as an integer or in floating-point notation ("4.0e9"),
+  /// `fallback` when the key is absent; a fraction, .nan, .inf or a value outside the range is
+  /// an error naming the file, the key, the value and the range (never a wrapped conversion).
+  std::int64_t get_whole(const std::string& key, std::int64_t fallback, std::int64_t lo,
+                         std::int64_t hi) const;
   /// A non-empty string; one of `allowed` unless that is empty.
   std::string get_string(const std::string& key, const std::string& fallback,
                          const std::vector<std::string>& allowed) const;
@@ -70,4 +83,11 @@ class Config {
   std::shared_ptr<Impl> impl_;
 };
 
+namespace config {
+
+/// `v` as an int64 in `out` when it is a whole number inside int64's range; false (and `out`
+/// unchanged) for a fraction, NaN, an infinity or a value beyond 64 bits.
+bool whole_int64(double v, std::int64_t& out);
+
+}  // namespace config
 }  // namespace mtk

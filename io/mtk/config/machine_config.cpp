@@ -3,22 +3,40 @@
 #include <mtk/config/machine_config.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 
 namespace mtk {
 
 namespace {
 
-// The points under `key` (entries {x_name: .., y_name: ..} in any order), sorted by x.
+constexpr double kMaxDouble = std::numeric_limits<double>::max();
+constexpr std::int64_t kMaxInt = std::numeric_limits<std::int32_t>::max();
+
+// The points under `key` (entries {x_name: .., y_name: ..} in any order), sorted by x: x finite
+// and > 0; y finite and > 0, or >= 0 where `y_may_be_zero` (seconds).
 template <class Point>
 std::vector<Point> read_points(const Config& config, const std::string& key,
-                               const std::string& x_name, const std::string& y_name) {
+                               const std::string& x_name, const std::string& y_name,
+                               bool y_may_be_zero = false) {
   std::vector<Point> points;
+  config.require_section(key);
   for (const auto& name : config.keys(key)) {
     const std::string k = key + "." + name;
+    config.require_section(k);
     reject_unknown_keys(config, k, {x_name, y_name});
-    points.push_back({config.get_double(k + "." + x_name), config.get_double(k + "." + y_name)});
+    const double x = config.get_positive(k + "." + x_name);
+    const std::string y_key = k + "." + y_name;
+    double y = 0;
+    if (y_may_be_zero) {
+      config.get_double(y_key);  // present, a number, finite
+      y = config.get_double(y_key, 0.0, 0.0, kMaxDouble);
+    } else {
+      y = config.get_positive(y_key);
+    }
+    points.push_back({x, y});
   }
   std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) {
     [[maybe_unused]] const auto& [ax, ay] = a;
@@ -28,26 +46,68 @@ std::vector<Point> read_points(const Config& config, const std::string& key,
   return points;
 }
 
+std::string joined(const std::vector<std::string>& names) {
+  std::string list;
+  for (const auto& n : names)
+    list += (list.empty() ? "" : ", ") + n;
+  return list;
+}
+
 }  // namespace
 
+const std::vector<std::string>& machine_step_kinds() {
+  // Every make_op_kind name in core/ (tests/config/test_strict_config.cpp checks this list
+  // against the sources): a kind added there is added here.
+  // clang-format off
+  static const std::vector<std::string> kinds = {
+      "adafactor_apply", "adafactor_second_moment", "adam_update", "alias", "allgather_start",
+      "allgather_wait", "allreduce", "allreduce_start", "allreduce_wait", "assign", "binary",
+      "broadcast", "cast", "compare", "concat", "constant", "cumsum", "einsum",
+      "einsum_accumulate", "extract_patches", "fold_patches", "gather", "halo_copy",
+      "halo_exchange", "halo_reduce", "halo_start", "layer_norm", "layer_norm_grad", "load_bf16",
+      "log_softmax", "one_hot", "pad", "placeholder", "random_normal", "random_uniform", "range",
+      "reduce", "reduce_scatter", "relayout", "reshape", "scatter_add", "scatter_add_into",
+      "shift", "slice", "softmax", "softmax_cross_entropy", "softmax_cross_entropy_grad",
+      "softmax_grad", "stop_gradient", "store_bf16", "top_1", "unary", "variable", "where",
+      "zero_gather", "zero_view"};
+  // clang-format on
+  return kinds;
+}
+
 cost::Machine machine_from_config(const Config& config) {
+  const char* where = "mtk::machine_from_config";
   reject_unknown_keys(
       config, "",
       {"name", "matmul_flops", "matmul_bf16_flops", "matmul_sizes", "matmul_narrow",
        "elementwise_bytes", "elementwise_by_kind", "op_overhead_s", "memory_bytes", "links"});
+  // Every number finite and in range, read with its key: a NaN or an infinity would make every
+  // predicted time nan or 0, a memory size beyond 64 bits wrap.
   cost::Machine m;
   m.name = config.get_string("name", config.origin());
-  m.matmul_flops = config.get_double("matmul_flops");
-  m.matmul_bf16_flops = config.get_double("matmul_bf16_flops", 0.0);
-  m.elementwise_bytes = config.get_double("elementwise_bytes");
-  m.memory_bytes = static_cast<std::int64_t>(config.get_double("memory_bytes", 0.0));
-  if (config.has("elementwise_by_kind"))
-    for (const auto& kind : config.keys("elementwise_by_kind"))
-      m.elementwise_by_kind[kind] = config.get_double("elementwise_by_kind." + kind);
-  m.op_overhead_s = config.get_double("op_overhead_s", 0.0);
+  m.matmul_flops = config.get_positive("matmul_flops");
+  m.matmul_bf16_flops = config.get_double("matmul_bf16_flops", 0.0, 0.0, kMaxDouble);
+  m.elementwise_bytes = config.get_positive("elementwise_bytes");
+  // Bytes per processor, 0: unknown. Written as "4e+09" by machine_to_yaml.
+  m.memory_bytes = config.get_whole("memory_bytes", 0, 0, std::numeric_limits<std::int64_t>::max());
+  if (config.has("elementwise_by_kind")) {
+    config.require_section("elementwise_by_kind");
+    const auto& known = machine_step_kinds();
+    for (const auto& kind : config.keys("elementwise_by_kind")) {
+      if (std::find(known.begin(), known.end(), kind) == known.end()) {
+        const std::string near = config::nearest_name(kind, known);
+        fail(where, cat(config.origin(), ": elementwise_by_kind names the step kind '", kind,
+                        "', which no step has (its rate would never be used)",
+                        near.empty() ? std::string() : cat("; did you mean '", near, "'?"),
+                        " (known: ", joined(known), ")"));
+      }
+      m.elementwise_by_kind[kind] = config.get_positive("elementwise_by_kind." + kind);
+    }
+  }
+  m.op_overhead_s = config.get_double("op_overhead_s", 0.0, 0.0, kMaxDouble);
   if (config.has("matmul_sizes"))
     m.matmul_sizes = read_points<cost::MatmulPoint>(config, "matmul_sizes", "gemm_flops", "flops");
   if (config.has("matmul_narrow")) {
+    config.require_section("matmul_narrow");
     reject_unknown_keys(config, "matmul_narrow", {"outer", "inner"});
     if (config.has("matmul_narrow.outer"))
       m.matmul_narrow_outer =
@@ -57,31 +117,33 @@ cost::Machine machine_from_config(const Config& config) {
           read_points<cost::NarrowMatmulPoint>(config, "matmul_narrow.inner", "narrow", "flops");
   }
   if (!config.has("links"))
-    fail("mtk::machine_from_config", config.origin() + ": key 'links' is missing");
+    fail(where, config.origin() + ": key 'links' is missing");
+  config.require_section("links");
   for (const auto& level : config.keys("links")) {
     const std::string k = "links." + level;
+    config.require_section(k);
     reject_unknown_keys(config, k,
                         {"span", "bandwidth", "latency", "stride", "group", "allreduce_sizes",
                          "halo_sizes", "halo_by_copies"});
     cost::LinkLevel l;
-    l.span = config.get_int(k + ".span", 0);
-    l.stride = config.get_int(k + ".stride", 0);
-    l.bandwidth = config.get_double(k + ".bandwidth");
-    l.latency = config.get_double(k + ".latency", 0.0);
-    l.sizes_group = config.get_int(k + ".group", 0);
+    l.span = config.get_int(k + ".span", 0, 0, kMaxInt);
+    l.stride = config.get_int(k + ".stride", 0, 0, kMaxInt);
+    l.bandwidth = config.get_positive(k + ".bandwidth");
+    l.latency = config.get_double(k + ".latency", 0.0, 0.0, kMaxDouble);
+    l.sizes_group = config.get_int(k + ".group", 0, 0, kMaxInt);
     if (config.has(k + ".allreduce_sizes"))
-      l.allreduce_sizes =
-          read_points<cost::CollectivePoint>(config, k + ".allreduce_sizes", "bytes", "seconds");
+      l.allreduce_sizes = read_points<cost::CollectivePoint>(config, k + ".allreduce_sizes",
+                                                             "bytes", "seconds", true);
     if (config.has(k + ".halo_sizes"))
       l.halo_sizes =
-          read_points<cost::CollectivePoint>(config, k + ".halo_sizes", "bytes", "seconds");
+          read_points<cost::CollectivePoint>(config, k + ".halo_sizes", "bytes", "seconds", true);
     l.halo_by_copies = config.get_bool_checked(k + ".halo_by_copies", false);
     m.links.push_back(l);
   }
   try {
     m.validate();
   } catch (const Error& e) {
-    fail("mtk::machine_from_config", config.origin() + ": " + e.what());
+    fail(where, config.origin() + ": " + e.what());
   }
   return m;
 }

@@ -6,6 +6,7 @@
 #include <mtk/cost/machine.hpp>
 
 #include <string>
+#include <vector>
 
 namespace mtk {
 
@@ -22,9 +23,16 @@ namespace mtk {
 ///   links:                        # by increasing span of consecutive ranks; span 0 = any
 ///     node: {span: 8, bandwidth: 1.0e11, latency: 5.0e-6}
 ///     network: {span: 0, bandwidth: 2.5e10, latency: 1.0e-5}
-/// Unknown keys and bad values are errors naming the key and file.
+/// Unknown keys and bad values are errors naming the key and file: every number must be finite
+/// (no .nan, .inf) and in range (rates and sizes > 0, latencies and overheads >= 0,
+/// memory_bytes a whole number of bytes, 0 for unknown), and every elementwise_by_kind kind one
+/// of machine_step_kinds().
 cost::Machine machine_from_config(const Config& config);
 cost::Machine machine_from_file(const std::string& path);
+
+/// The step kinds a machine file's elementwise_by_kind may name: every op kind (make_op_kind)
+/// and the lowering's own steps, by name.
+const std::vector<std::string>& machine_step_kinds();
 
 /// The same format, with `comment` (one or more lines) as a header.
 std::string machine_to_yaml(const cost::Machine& machine, const std::string& comment = "");

@@ -1,6 +1,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/config/training_config.hpp>
 
+#include <cmath>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -73,7 +74,16 @@ std::int64_t parse_byte_size(const std::string& text, const std::string& where,
     if (unit == u) {
       if (!(v > 0))
         fail(where, what + " '" + text + "' must be > 0");
-      return static_cast<std::int64_t>(v * f);
+      // Whole bytes, at least one and inside 64 bits ("0.5" is not "no limit", "1e30" and "inf"
+      // no wrapped figure); a fraction of a larger unit rounds down ("1.5K" = 1500).
+      std::int64_t bytes = 0;
+      const double b = std::floor(v * f);
+      if (!config::whole_int64(b, bytes) || bytes > (std::int64_t{1} << 62))
+        fail(where, cat(what, " '", text, "' is not a number of bytes in [1, 2^62]"));
+      if (bytes < 1)
+        fail(where, cat(what, " '", text, "' is less than one byte (", v * f,
+                        "); give a size such as 512MiB or 4GiB"));
+      return bytes;
     }
   fail(where, what + " '" + text + "': unknown unit '" + unit + "'");
 }

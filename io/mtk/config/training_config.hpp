@@ -34,7 +34,9 @@ struct TrainingSettings {
 };
 
 /// Bytes from "16GiB", "8e9", "512M" (K, M, G, T: powers of 1000; KiB, MiB, GiB, TiB: of 1024);
-/// other text or a value <= 0 fails as `where`, naming `what` ("--memory", a config key).
+/// other text, a value <= 0, less than one byte ("0.5"), not finite or beyond 2^62 fails as
+/// `where`, naming `what` ("--memory", a config key) and the text. A fraction of a byte rounds
+/// down.
 std::int64_t parse_byte_size(const std::string& text, const std::string& where,
                              const std::string& what);
 
