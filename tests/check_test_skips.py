@@ -77,6 +77,8 @@ def main():
     for t in tests:
         props = {p["name"]: p["value"] for p in t.get("properties", [])}
         for arg in t.get("command", []):
+            if os.path.realpath(arg) == os.path.realpath(__file__):
+                continue  # this checker names the codes it looks for
             if arg.endswith((".sh", ".py")) and os.path.isfile(arg) and exits_77(arg):
                 skipping += 1
                 if str(props.get("SKIP_RETURN_CODE", "")) != "77":
