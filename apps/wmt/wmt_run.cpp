@@ -161,12 +161,14 @@ void decoding_settings(const TranslateOptions& t, const Settings& settings,
 }
 
 // The sentences of --input and, with --reference, as many references; all ranks agree on failure.
-void read_sentences(const Communicator& world, const TranslateOptions& t,
+// Streamed, with the training pairs' limit (data.max_line_bytes): a longer line is an error, found
+// in bounded memory.
+void read_sentences(const Communicator& world, const TranslateOptions& t, std::size_t limit,
                     std::vector<std::string>& sources, std::vector<std::string>& references) {
   agree_on_failure(world, [&] {
-    sources = text::read_text_lines(t.input, true);
+    sources = text::read_text_lines(t.input, true, limit, "data.max_line_bytes");
     if (!t.reference.empty()) {
-      references = text::read_text_lines(t.reference, false);
+      references = text::read_text_lines(t.reference, false, limit, "data.max_line_bytes");
       if (references.size() != sources.size())
         fail("mtk-wmt translate", cat("--reference '", t.reference, "' has ", references.size(),
                                       " lines but --input '", t.input, "' has ", sources.size()));
@@ -399,7 +401,8 @@ int translate_main(const Communicator& world, const std::vector<std::string>& ar
   nn::DecodingShape shape;
   decoding_settings(t, settings, s.model, bo, shape);
   std::vector<std::string> sources, references;
-  read_sentences(world, t, sources, references);
+  read_sentences(world, t, static_cast<std::size_t>(settings.data.max_line_bytes), sources,
+                 references);
   // Fewer sentences than a batch: a smaller program (rows still divide over the mesh dim that
   // splits `batch`). Rows are decoded independently, unless MoE routing groups span rows.
   if (s.model.moe_every == 0 || s.model.moe.group_size == 0) {
