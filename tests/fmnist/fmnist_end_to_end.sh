@@ -31,20 +31,20 @@ set -e
 [ $status = 1 ] || fail "unknown key: exit $status, want 1: $err"
 grep -q "unknown key 'train.lrr'; train allow: batch," <<<"$err" || fail "unknown key: $err"
 
-# Limits past the images in the files (issue 64 item 4): a generated set of 1000 training and 100
-# test images; data.train_limit 5000 or data.test_limit 500 fail naming the file, its count and
+# Limits past the images in the files (issue 64 item 4): a generated set of 1000 training and 1000
+# test images; data.train_limit 5000 or data.test_limit 2000 fail naming the file, its count and
 # the limit (before: exit 0 and a loss of -353 from reading past the pixels).
 python3 - <<'PY'
 import gzip, os, struct
 os.makedirs("small", exist_ok=True)
-for split, n in (("train", 1000), ("t10k", 100)):
+for split, n in (("train", 1000), ("t10k", 1000)):
     with gzip.open(f"small/{split}-images-idx3-ubyte.gz", "wb") as f:
         f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes((i * 7) % 256 for i in range(n * 784)))
     with gzip.open(f"small/{split}-labels-idx1-ubyte.gz", "wb") as f:
         f.write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
 PY
 for case in "train_limit=5000 5000 small/train-images-idx3-ubyte.gz 1000" \
-            "test_limit=500 500 small/t10k-images-idx3-ubyte.gz 100"; do
+            "test_limit=2000 2000 small/t10k-images-idx3-ubyte.gz 1000"; do
   read -r set limit file count <<<"$case"
   set +e
   err=$(mpirun -n 1 "$fmnist" --config "$config" --mesh rows:1,cols:1 --data-dir small \
