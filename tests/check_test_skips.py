@@ -3,8 +3,9 @@
 
     check_test_skips.py CTEST SOURCE_DIR BUILD_DIR
 
-1. No test script under SOURCE_DIR/tests (*.sh, *.py) says it skips and then exits 0: a skip exits
-   77 (`exit 77`, `return 77`, `sys.exit(77)`).
+1. No test script under SOURCE_DIR/tests (*.sh, *.py), nor a script elsewhere that a registered
+   test runs (scripts/tidy), says it skips and then exits 0: a skip exits 77 (`exit 77`,
+   `return 77`, `sys.exit(77)`).
 2. Every registered test of the build at BUILD_DIR (`ctest --show-only=json-v1`) whose script, or a
    file that script sources, exits 77 has the property SKIP_RETURN_CODE 77, so ctest counts it as
    skipped (a 77 without it would be a failure; a 0 would be a pass that tested nothing).
@@ -54,6 +55,19 @@ def sources(path, seen):
             sources(os.path.join(os.path.dirname(path), m.group(1)), seen)
 
 
+def is_script(arg):
+    """A shell or Python script: *.sh / *.py, or a text file starting with '#!'."""
+    if not os.path.isfile(arg):
+        return False
+    if arg.endswith((".sh", ".py")):
+        return True
+    try:
+        with open(arg, "rb") as f:
+            return f.read(2) == b"#!"
+    except OSError:
+        return False
+
+
 def exits_77(path):
     seen = set()
     sources(path, seen)
@@ -79,7 +93,11 @@ def main():
         for arg in t.get("command", []):
             if os.path.realpath(arg) == os.path.realpath(__file__):
                 continue  # this checker names the codes it looks for
-            if arg.endswith((".sh", ".py")) and os.path.isfile(arg) and exits_77(arg):
+            if not is_script(arg):
+                continue
+            if not arg.startswith(os.path.join(source_dir, "tests") + os.sep):
+                problems += skips_that_pass(arg)  # a script outside tests/ that a test runs
+            if exits_77(arg):
                 skipping += 1
                 if str(props.get("SKIP_RETURN_CODE", "")) != "77":
                     problems.append(f"test {t['name']}: {arg} exits 77 to skip, but the test "
