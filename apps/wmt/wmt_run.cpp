@@ -3,6 +3,7 @@
 
 #include <mtk/base/error.hpp>
 #include <mtk/config/model_config.hpp>
+#include <mtk/data/prepare_record.hpp>
 #include <mtk/data/vocab.hpp>
 #include <mtk/data/wmt_pairs.hpp>
 #include <mtk/decode/decode.hpp>
@@ -351,7 +352,8 @@ int train_main(const Communicator& world, const std::vector<std::string>& args) 
                "(vocabulary fingerprints: source shard ",
                app::fingerprint_text(src.info().vocab_fingerprint), ", target shard ",
                app::fingerprint_text(tgt.info().vocab_fingerprint), ", ", s.data.vocab(), " ",
-               app::fingerprint_text(fp), "); run `mtk-wmt prepare` again"));
+               app::fingerprint_text(fp), "); ",
+               prepare_again_advice(s.data.source("train"), "mtk-wmt prepare")));
     if (src.info().vocab_size != s.model.vocab_size)
       fail("mtk-wmt train", cat("the token shards were encoded with a vocabulary of ",
                                 src.info().vocab_size, " pieces, but model.vocab_size = ",
