@@ -89,10 +89,11 @@ int parse(Options& o, const std::vector<std::string>& args, bool print) {
       ->type_name("N")
       ->check(cli::integer_in(0, 0xFFFFFFFEll));
   app.add_flag("--strict", o.strict, "A line that would be skipped is an error instead");
-  app.add_flag("--force", o.force,
-               "Retrain the vocabulary and re-encode every shard; needed to prepare a folder "
-               "again with other settings than its own (its vocabulary is replaced, and checkpoints "
-               "trained on the old one are refused)");
+  app.add_flag(
+      "--force", o.force,
+      "Retrain the vocabulary and re-encode every shard; needed to prepare a folder "
+      "again with other settings than its own (its vocabulary is replaced, and checkpoints "
+      "trained on the old one are refused)");
   return cli::parse(app, args, print);
 }
 
@@ -225,8 +226,8 @@ std::string vocab_settings(const Options& o, const Lm1bCorpus& corpus) {
 std::string prepare_command(const std::string& data, const std::string& out,
                             const std::vector<std::pair<std::string, std::string>>& words) {
   const auto abs = [](const std::string& p) { return fs::absolute(p).lexically_normal().string(); };
-  std::string cmd = cat("mtk-lm1b prepare --data ", shell_quote(abs(data)), " --out ",
-                        shell_quote(abs(out)));
+  std::string cmd =
+      cat("mtk-lm1b prepare --data ", shell_quote(abs(data)), " --out ", shell_quote(abs(out)));
   for (const auto& [key, value] : words)
     if (key != "training_bytes" && key != "byte_fallback") {
       std::string option = key;

@@ -175,11 +175,10 @@ std::string prepare_command(const PrepareSettings& s, const std::string& config_
   set("train", train);
   set("source", s.source);
   set("target", s.target);
-  for (const auto& [key, value] :
-       {std::pair<const char*, std::string>{"dev.source", s.dev_source},
-        {"dev.reference", s.dev_reference},
-        {"test.source", s.test_source},
-        {"test.reference", s.test_reference}})
+  for (const auto& [key, value] : {std::pair<const char*, std::string>{"dev.source", s.dev_source},
+                                   {"dev.reference", s.dev_reference},
+                                   {"test.source", s.test_source},
+                                   {"test.reference", s.test_reference}})
     set(key, value.empty() ? value : abs(value));
   set("vocab_size", std::to_string(s.vocab_size));
   set("model_type", s.model_type);
@@ -218,14 +217,14 @@ bool check_prepared_settings(const PrepareSettings& s, const PreparedPaths& out,
                    " ", was, " there, ", value, " now");
   }
   const std::string keep = recorded_prepare_command(s.dir);
-  fail(kTool, cat("'", s.dir, "' was prepared with other settings: ",
-                  old.empty() ? cat("its vocabulary's settings are not recorded (no ",
-                                    settings_path, ")")
-                              : diffs,
-                  ". Preparing it with these would train a new vocabulary over ", out.vocab(),
-                  ", and every checkpoint trained on the old one would be refused",
-                  keep.empty() ? std::string(".") : cat(". To keep it, run `", keep, "`"),
-                  "; to replace it, give --force (or another data.dir)"));
+  fail(kTool,
+       cat("'", s.dir, "' was prepared with other settings: ",
+           old.empty() ? cat("its vocabulary's settings are not recorded (no ", settings_path, ")")
+                       : diffs,
+           ". Preparing it with these would train a new vocabulary over ", out.vocab(),
+           ", and every checkpoint trained on the old one would be refused",
+           keep.empty() ? std::string(".") : cat(". To keep it, run `", keep, "`"),
+           "; to replace it, give --force (or another data.dir)"));
 }
 
 // The vocabulary, on both languages of the first usable pairs (checks alignment too), saved under

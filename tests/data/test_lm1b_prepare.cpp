@@ -153,7 +153,8 @@ TEST(Prepare, OtherSettingsNeedForceAndTheRecordedCommandKeepsTheVocabulary) {
   });
   EXPECT_EQ(status, 1);
   if (world_rank() == 0) {
-    EXPECT_NE(err.find("'" + out + "' was prepared with other settings: --vocab-size 350 there, "
+    EXPECT_NE(err.find("'" + out +
+                       "' was prepared with other settings: --vocab-size 350 there, "
                        "300 now; --seed 1 there, 7 now"),
               std::string::npos)
         << err;

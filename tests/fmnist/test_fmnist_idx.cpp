@@ -205,7 +205,8 @@ TEST(IdxReader, HeaderCountsAreCheckedAgainstTheFileLength) {
   b.resize(b.size() + 10);
   write_gz(big, b);
   const std::string m = error_of([&] { read_idx_images(big); });
-  EXPECT_NE(m.find("'" + big + "' is damaged: its header says 4294967295 x 4294967295 x "
+  EXPECT_NE(m.find("'" + big +
+                   "' is damaged: its header says 4294967295 x 4294967295 x "
                    "4294967295 values"),
             std::string::npos)
       << m;

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <sys/resource.h>
 
@@ -96,9 +96,9 @@ std::string error_of(const std::function<void()>& fn) {
 // memory grows by far less than the line.
 TEST(Sgm, AHugeSegmentIsRefusedInBoundedMemory) {
   constexpr std::size_t kHuge = std::size_t{200} << 20;
-  const std::string sgm = write_huge(
-      "huge.sgm", "<doc docid=\"1\">\n<seg id=\"1\">short</seg>\n<seg id=\"2\">", kHuge,
-      "</seg>\n<seg id=\"3\">after</seg>\n</doc>\n");
+  const std::string sgm =
+      write_huge("huge.sgm", "<doc docid=\"1\">\n<seg id=\"1\">short</seg>\n<seg id=\"2\">", kHuge,
+                 "</seg>\n<seg id=\"3\">after</seg>\n</doc>\n");
   const std::string plain = write_huge("huge.txt", "short\n", kHuge, "\nafter\n");
   const long before = peak_rss_kib();
   std::string e = error_of([&] { mtk::text::read_text_lines(sgm, true); });
@@ -123,12 +123,12 @@ TEST(Sgm, TheLimitIsTheSegmentsTextAndInclusive) {
   const std::string text(1000, 'a');
   const std::string path = write_temp("limit.sgm", "<seg id=\"1\">" + text + "</seg>\n");
   EXPECT_EQ(mtk::text::read_sgm_segments(path, false, 1000), std::vector<std::string>{text});
-  EXPECT_NE(error_of([&] { mtk::text::read_sgm_segments(path, false, 999); })
-                .find("limit.sgm:1: a line longer than the limit of 999 bytes"),
+  EXPECT_NE(error_of([&] {
+              mtk::text::read_sgm_segments(path, false, 999);
+            }).find("limit.sgm:1: a line longer than the limit of 999 bytes"),
             std::string::npos);
   const std::string plain = write_temp("limit.txt", text + "\r\n" + text + "\n");
-  EXPECT_EQ(mtk::text::read_text_lines(plain, false, 1000),
-            (std::vector<std::string>{text, text}));
+  EXPECT_EQ(mtk::text::read_text_lines(plain, false, 1000), (std::vector<std::string>{text, text}));
 }
 
 }  // namespace

@@ -26,10 +26,10 @@ void write_record(const std::string& run_dir, const std::string& state, std::int
                   std::int64_t steps, std::int64_t exit_code, const std::string& message,
                   const std::string& tool, const std::string& job, std::int64_t pid,
                   const std::string& host) {
-  const MetricRecord record = {{"state", state},     {"step", step},   {"steps", steps},
-                               {"exit_code", exit_code}, {"message", message},
-                               {"tool", tool},       {"job", job},     {"pid", pid},
-                               {"host", host},       {"time", utc_timestamp()}};
+  const MetricRecord record = {
+      {"state", state},     {"step", step},           {"steps", steps}, {"exit_code", exit_code},
+      {"message", message}, {"tool", tool},           {"job", job},     {"pid", pid},
+      {"host", host},       {"time", utc_timestamp()}};
   write_file_atomically(run_dir + "/status.json", to_json(record) + "\n", "mtk::write_run_status");
 }
 
@@ -128,7 +128,8 @@ std::string settle_stale_run_status(const std::string& run_dir, const std::strin
   const std::string message =
       cat("the job (", who, ") ended while training without recording how: killed with SIGKILL ",
           "(kill -9 of a rank or of mpiexec, whose proxy SIGKILLs the ranks) or its node failed; "
-          "nothing was saved after its last checkpoint; found by ", tool);
+          "nothing was saved after its last checkpoint; found by ",
+          tool);
   write_record(run_dir, to_string(RunState::killed), r->step, r->steps, 137, message, r->tool,
                r->job, r->pid, r->host);
   return cat("run directory '", run_dir, "': status.json said running, but ", message,

@@ -58,7 +58,6 @@ std::string prepare_advice(const std::string& path) {
   return prepare_again_advice(path, wmt ? "mtk-wmt prepare" : "mtk-lm1b prepare");
 }
 
-
 using detail::TokenBlockHasher;
 
 constexpr char kMagic[8] = {'M', 'T', 'K', 'T', 'O', 'K', 'E', 'N'};
