@@ -230,8 +230,30 @@ std::string fingerprint_text(std::uint64_t fingerprint) {
   return text;
 }
 
+namespace {
+
+// Rank 0: a status.json left "running" by a job that is gone (killed -9: nothing could record its
+// end) is recorded as "killed", and said. Never fails the command: the run matters more.
+void settle_run_status(const Mesh& mesh, const std::string& run_dir, const std::string& tool,
+                       bool lock_held) {
+  std::string note;
+  if (mesh.rank() == 0) {
+    try {
+      note = settle_stale_run_status(run_dir, tool, lock_held);
+    } catch (const std::exception& e) {
+      note = cat("cannot record the end of the job before this one in '", run_dir,
+                 "/status.json': ", e.what());
+    }
+  }
+  if (!note.empty())
+    say("  " + note + "\n");
+}
+
+}  // namespace
+
 std::string restore_weights(Program& program, const RunOptions& o, const Mesh& mesh,
                             CheckpointMetadata* meta_out, bool required, const std::string& tool) {
+  settle_run_status(mesh, o.run_dir, tool, false);
   CheckpointMetadata local;
   CheckpointMetadata* meta = meta_out ? meta_out : &local;
   if (!o.restore.empty()) {
@@ -552,6 +574,8 @@ int run_training(const std::string& tool, Program& program, const TrainedModel& 
   if (!lock.took_over().empty())
     say(cat("  run directory lock taken over from a job that is no longer running (",
             lock.took_over(), ")\n"));
+  // Holding the lock, a status "running" is a job that ended without recording how.
+  settle_run_status(mesh, o.run_dir, tool, true);
   try {
     return run_training_locked({tool, program, model, mesh, o, settings, rules, data, step});
   } catch (const std::exception& e) {

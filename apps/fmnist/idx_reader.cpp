@@ -53,15 +53,19 @@ std::vector<std::int64_t> header(const std::vector<std::uint8_t>& bytes, const s
                     "number ", magic, ", expected ", want, " (0x0000080", rank, ")"));
   std::vector<std::int64_t> dims;
   std::int64_t total = 1;
+  bool overflow = false;
   for (int d = 0; d < rank; ++d) {
     dims.push_back(big_endian(bytes, 4 + 4 * static_cast<size_t>(d)));
-    total *= dims.back();
+    overflow = overflow || __builtin_mul_overflow(total, dims.back(), &total);
   }
   const auto have = static_cast<std::int64_t>(bytes.size() - head);
+  std::string shape;
+  for (auto n : dims)
+    shape += (shape.empty() ? "" : " x ") + std::to_string(n);
+  if (overflow)
+    fail(where, cat("'", path, "' is damaged: its header says ", shape, " values, more than any ",
+                    "file holds; the file has ", have));
   if (have != total) {
-    std::string shape;
-    for (auto n : dims)
-      shape += (shape.empty() ? "" : " x ") + std::to_string(n);
     fail(where, cat("'", path, "' is ", have < total ? "truncated" : "too long", ": its header ",
                     "says ", shape, " = ", total, " values, the file has ", have));
   }
@@ -89,7 +93,19 @@ std::vector<std::uint8_t> read_idx_labels(const std::string& path) {
   return {bytes.begin() + 8, bytes.end()};
 }
 
-Dataset read_fashion_mnist(const std::string& dir) {
+void check_image_limit(const IdxImages& images, std::int64_t limit, const std::string& setting,
+                       const std::string& path) {
+  if (limit < 0)
+    fail("mtk::fmnist::check_image_limit",
+         cat(setting, " is ", limit, ": give a number of images >= 0 (0: all)"));
+  if (limit > images.count)
+    fail("mtk::fmnist::check_image_limit",
+         cat(setting, " is ", limit, ", but '", path, "' holds only ", images.count,
+             " images: lower ", setting, " to at most ", images.count, " (or 0 for all)"));
+}
+
+Dataset read_fashion_mnist(const std::string& dir, std::int64_t train_limit,
+                           std::int64_t test_limit) {
   const char* where = "mtk::fmnist::read_fashion_mnist";
   Dataset d;
   const auto file = [&](const std::string& name) { return dir + "/" + name; };
@@ -110,6 +126,10 @@ Dataset read_fashion_mnist(const std::string& dir) {
   };
   check(d.train_images, d.train_labels, "train");
   check(d.test_images, d.test_labels, "t10k");
+  check_image_limit(d.train_images, train_limit, "data.train_limit",
+                    file("train-images-idx3-ubyte.gz"));
+  check_image_limit(d.test_images, test_limit, "data.test_limit",
+                    file("t10k-images-idx3-ubyte.gz"));
   return d;
 }
 

@@ -25,8 +25,16 @@ struct Dataset {
   IdxImages train_images, test_images;
   std::vector<std::uint8_t> train_labels, test_labels;
 };
-/// Reads the four files and checks that images and labels agree in count and labels are < 10.
-Dataset read_fashion_mnist(const std::string& dir);
+/// Reads the four files and checks that images and labels agree in count and labels are < 10, and
+/// that `train_limit` and `test_limit` (data.train_limit / data.test_limit; 0: all images) do not
+/// exceed the images the files hold.
+Dataset read_fashion_mnist(const std::string& dir, std::int64_t train_limit = 0,
+                           std::int64_t test_limit = 0);
+
+/// Fails naming `setting`, its value, the file at `path` and its image count when `limit` (0: all)
+/// asks for more images than `images` holds: a limit past the end would read past the data.
+void check_image_limit(const IdxImages& images, std::int64_t limit, const std::string& setting,
+                       const std::string& path);
 
 /// Where Debian's dataset-fashion-mnist installs the files.
 inline const char* kDefaultDataDir = "/usr/share/datasets/fashion-mnist";

@@ -200,7 +200,7 @@ int run(const Communicator& world, const std::vector<std::string>& args) {
   const Mesh mesh(shape, world);
   app::say(cat(kTool, ": mesh ", shape.to_string(), ", layout ", s.layout, ", ", world.size(),
                " ranks, ", kokkos_description(), "\n"));
-  const auto data = fmnist::read_fashion_mnist(s.data_dir);
+  const auto data = fmnist::read_fashion_mnist(s.data_dir, s.train_limit, s.test_limit);
   app::say("  %lld training and %lld test images from %s\n",
            static_cast<long long>(data.train_images.count),
            static_cast<long long>(data.test_images.count), s.data_dir.c_str());

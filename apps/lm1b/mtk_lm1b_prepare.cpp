@@ -2,6 +2,7 @@
 
 #include <mtk/base/error.hpp>
 #include <mtk/data/lm1b_corpus.hpp>
+#include <mtk/data/prepare_record.hpp>
 #include <mtk/data/token_shards.hpp>
 #include <mtk/data/vocab.hpp>
 #include <mtk/files/files.hpp>
@@ -10,6 +11,7 @@
 
 #include "cli.hpp"
 #include "say.hpp"
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -31,7 +33,9 @@ const char* const kDescription =
     "and heldout-monolingual.tokenized.shuffled/news.en.heldout-00000-of-00050.";
 const char* const kFooter =
     "Run it on any number of MPI ranks: rank 0 trains the vocabulary, then the shards are dealt\n"
-    "round-robin over the ranks. A re-run reuses the vocabulary and every finished shard.";
+    "round-robin over the ranks. A re-run reuses the vocabulary and every finished shard, and\n"
+    "encodes damaged ones again; a re-run with other settings than the folder's is refused\n"
+    "without --force (DIR/prepare.command records the command with the folder's settings).";
 
 struct Options {
   std::string data, out;
@@ -85,7 +89,11 @@ int parse(Options& o, const std::vector<std::string>& args, bool print) {
       ->type_name("N")
       ->check(cli::integer_in(0, 0xFFFFFFFEll));
   app.add_flag("--strict", o.strict, "A line that would be skipped is an error instead");
-  app.add_flag("--force", o.force, "Retrain the vocabulary and re-encode every shard");
+  app.add_flag(
+      "--force", o.force,
+      "Retrain the vocabulary and re-encode every shard; needed to prepare a folder "
+      "again with other settings than its own (its vocabulary is replaced, and checkpoints "
+      "trained on the old one are refused)");
   return cli::parse(app, args, print);
 }
 
@@ -213,6 +221,69 @@ std::string vocab_settings(const Options& o, const Lm1bCorpus& corpus) {
              " threads=", o.threads, " seed=", o.seed, " byte_fallback=1\n");
 }
 
+// The command that prepares `o.out` with these settings again, every setting spelled out (what
+// the advice after a damaged shard names: the same settings keep the vocabulary).
+std::string prepare_command(const std::string& data, const std::string& out,
+                            const std::vector<std::pair<std::string, std::string>>& words) {
+  const auto abs = [](const std::string& p) { return fs::absolute(p).lexically_normal().string(); };
+  std::string cmd =
+      cat("mtk-lm1b prepare --data ", shell_quote(abs(data)), " --out ", shell_quote(abs(out)));
+  for (const auto& [key, value] : words)
+    if (key != "training_bytes" && key != "byte_fallback") {
+      std::string option = key;
+      std::replace(option.begin(), option.end(), '_', '-');
+      cmd += cat(" --", option, " ", shell_quote(value));
+    }
+  return cmd;
+}
+
+// Refuses (without --force) settings other than those that prepared `o.out` when it holds a
+// vocabulary: a new one would replace vocab.model, and every checkpoint trained on the old one
+// would then be refused. The error names each differing setting, there and now, and the command
+// that keeps the folder's own settings.
+void check_prepared_settings(const Options& o, const std::string& settings) {
+  const std::string vocab_path = Lm1bPrepared::vocab_path(o.out);
+  const std::string settings_path = (fs::path(o.out) / "vocab.settings").string();
+  if (o.force || !fs::exists(vocab_path))
+    return;
+  const std::string old =
+      fs::is_regular_file(settings_path) ? read_whole_file(settings_path, "mtk-lm1b prepare") : "";
+  if (old == settings)
+    return;
+  const auto before = settings_words(old), now = settings_words(settings);
+  const auto value_of = [](const std::vector<std::pair<std::string, std::string>>& words,
+                           const std::string& key) -> std::string {
+    for (const auto& [k, v] : words)
+      if (k == key)
+        return v;
+    return "(not recorded)";
+  };
+  std::string diffs;
+  for (const auto& [key, value] : now) {
+    const std::string was = value_of(before, key);
+    if (was == value)
+      continue;
+    std::string name = "--" + key;
+    std::replace(name.begin(), name.end(), '_', '-');
+    if (key == "training_bytes")
+      name = "the corpus's training text (bytes)";
+    else if (key == "byte_fallback")
+      name = "byte_fallback";
+    diffs += cat(diffs.empty() ? "" : "; ", name, " ", was, " there, ", value, " now");
+  }
+  std::string keep = recorded_prepare_command(o.out);
+  if (keep.empty() && !before.empty())
+    keep = prepare_command(o.data, o.out, before);
+  fail("mtk-lm1b prepare",
+       cat("'", o.out, "' was prepared with other settings: ",
+           old.empty() ? cat("its vocabulary's settings are not recorded (no ", settings_path, ")")
+                       : diffs,
+           ". Preparing it with these would train a new vocabulary over ", vocab_path,
+           ", and every checkpoint trained on the old one would be refused",
+           keep.empty() ? std::string(".") : cat(". To keep it, run `", keep, "`"),
+           "; to replace it, give --force (or prepare into another --out)"));
+}
+
 struct Totals {
   LineStats lines;  // counts only
   std::int64_t sentences = 0, tokens = 0, words = 0, shards = 0, reused = 0;
@@ -252,6 +323,7 @@ VocabStep prepare_vocabulary(const Options& o, const Lm1bCorpus& corpus, const C
     if (!o.force && fs::exists(vocab_path) && fs::is_regular_file(settings_path) &&
         read_whole_file(settings_path, "mtk-lm1b prepare") == settings) {
       model_bytes = Vocab::load(vocab_path).serialized();
+      write_prepare_command(o.out, prepare_command(o.data, o.out, settings_words(settings)));
       app::say(cat("prepare: vocabulary ", vocab_path, " is current (same settings): reused\n"));
       return;
     }
@@ -278,6 +350,7 @@ VocabStep prepare_vocabulary(const Options& o, const Lm1bCorpus& corpus, const C
     vocab.save(vocab_path);
     vocab.save_pieces((fs::path(o.out) / "vocab.pieces").string());
     write_file_atomically(settings_path, settings, "mtk-lm1b prepare");
+    write_prepare_command(o.out, prepare_command(o.data, o.out, settings_words(settings)));
     model_bytes = vocab.serialized();
     v.trained = true;
     app::say(cat("prepare: vocabulary: ", vocab.size(), " pieces in ",
@@ -320,6 +393,8 @@ Lm1bCorpus open_corpus(const Options& o, const Communicator& comm) {
   collective_step(comm, [&] {
     corpus = Lm1bCorpus::find(o.data, o.training_shards);
     if (root) {
+      // Before anything in the folder changes: other settings than its own need --force.
+      check_prepared_settings(o, vocab_settings(o, corpus));
       make_directories((fs::path(o.out) / "train").string(), "mtk::make_directories");
       make_directories((fs::path(o.out) / "heldout").string(), "mtk::make_directories");
       // The manifest marks a finished run: it goes until this one finishes.

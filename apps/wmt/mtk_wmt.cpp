@@ -51,13 +51,20 @@ int bleu_main(const mtk::Communicator& world, const std::vector<std::string>& ar
   app.add_option("--tokenize", options.tokenize, "tokenizer: 13a (default) or none")
       ->check(CLI::IsMember({"13a", "none"}));
   app.add_flag("--json", json, "print sacreBLEU's JSON object instead of its text line");
+  std::int64_t max_line_bytes = mtk::text::kDefaultMaxLineBytes;
+  app.add_option("--max-line-bytes", max_line_bytes,
+                 "a longer line (segment) is an error; read in bounded memory (1048576)")
+      ->type_name("N")
+      ->check(mtk::cli::integer_in(1, std::int64_t{1} << 30));
   if (const int status = mtk::cli::parse(app, args, world.rank() == 0); status >= 0)
     return status;
 
   std::vector<std::vector<std::string>> refs;
   for (const auto& path : references)
-    refs.push_back(mtk::text::read_text_lines(path));
-  const auto hyps = mtk::text::read_text_lines(hypotheses);
+    refs.push_back(mtk::text::read_text_lines(path, false, static_cast<std::size_t>(max_line_bytes),
+                                              "--max-line-bytes"));
+  const auto hyps = mtk::text::read_text_lines(
+      hypotheses, false, static_cast<std::size_t>(max_line_bytes), "--max-line-bytes");
   const auto score = mtk::text::corpus_bleu(hyps, refs, options);
   if (world.rank() == 0)
     std::printf("%s\n", (json ? score.json() : score.line()).c_str());

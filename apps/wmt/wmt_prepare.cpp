@@ -4,6 +4,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/config/config.hpp>
 #include <mtk/data/lm1b_corpus.hpp>
+#include <mtk/data/prepare_record.hpp>
 #include <mtk/data/vocab.hpp>
 #include <mtk/data/wmt_pairs.hpp>
 #include <mtk/files/files.hpp>
@@ -119,24 +120,111 @@ struct DevSet {
   std::vector<std::string> src, ref;
 };
 
-// The .sgm sets, read first: a malformed file fails before the long steps.
+// The .sgm sets, read first: a malformed file fails before the long steps. Streamed, with the
+// training pairs' limit: a segment over data.max_line_bytes is an error (memory stays bounded).
 DevSet read_eval_sets(const PrepareSettings& s) {
   DevSet dev;
   if (!s.dev_source.empty()) {
-    dev.src = text::read_text_lines(s.dev_source, true);
-    dev.ref = text::read_text_lines(s.dev_reference, true);
+    const auto limit = static_cast<std::size_t>(s.max_line_bytes);
+    dev.src = text::read_text_lines(s.dev_source, true, limit, "data.max_line_bytes");
+    dev.ref = text::read_text_lines(s.dev_reference, true, limit, "data.max_line_bytes");
     if (dev.src.size() != dev.ref.size())
       fail(kTool, cat("dev set: '", s.dev_source, "' has ", dev.src.size(), " segments but '",
                       s.dev_reference, "' has ", dev.ref.size()));
   }
   if (!s.test_source.empty()) {
-    const auto a = text::read_text_lines(s.test_source, true);
-    const auto b = text::read_text_lines(s.test_reference, false);
+    const auto limit = static_cast<std::size_t>(s.max_line_bytes);
+    const auto a = text::read_text_lines(s.test_source, true, limit, "data.max_line_bytes");
+    const auto b = text::read_text_lines(s.test_reference, false, limit, "data.max_line_bytes");
     if (a.size() != b.size())
       fail(kTool, cat("test set: '", s.test_source, "' has ", a.size(), " segments but '",
                       s.test_reference, "' has ", b.size()));
   }
   return dev;
+}
+
+// What the vocabulary depends on, as one line (DIR/vocab.settings): the data settings that choose
+// and train it, and the size of the training text.
+std::string vocab_settings(const PrepareSettings& s) {
+  std::uint64_t bytes = 0;
+  for (const auto& prefix : s.prefixes)
+    for (const auto& lang : {s.source, s.target})
+      bytes += fs::file_size(pair_file(prefix, lang));
+  return cat("mtk-wmt vocabulary settings v1: data.vocab_size=", s.vocab_size,
+             " data.model_type=", s.model_type, " data.max_line_bytes=", s.max_line_bytes,
+             " data.vocab_sample_pairs=", s.vocab_sample_pairs, " data.source=", s.source,
+             " data.target=", s.target, " training_files=", s.prefixes.size(),
+             " training_bytes=", bytes, "\n");
+}
+
+// The command that prepares data.dir again with these settings, each spelled out (paths
+// absolute): what DIR/prepare.command records and the damaged-shard advice names.
+std::string prepare_command(const PrepareSettings& s, const std::string& config_path) {
+  const auto abs = [](const std::string& p) { return fs::absolute(p).lexically_normal().string(); };
+  std::string train;
+  for (const auto& prefix : s.prefixes)
+    train += (train.empty() ? "" : ",") + abs(prefix);
+  std::string cmd = "mtk-wmt prepare";
+  if (!config_path.empty())
+    cmd += " --config " + shell_quote(abs(config_path));
+  const auto set = [&](const std::string& key, const std::string& value) {
+    if (!value.empty())
+      cmd += " --set " + shell_quote(cat("data.", key, "=", value));
+  };
+  set("dir", abs(s.dir));
+  set("train", train);
+  set("source", s.source);
+  set("target", s.target);
+  for (const auto& [key, value] : {std::pair<const char*, std::string>{"dev.source", s.dev_source},
+                                   {"dev.reference", s.dev_reference},
+                                   {"test.source", s.test_source},
+                                   {"test.reference", s.test_reference}})
+    set(key, value.empty() ? value : abs(value));
+  set("vocab_size", std::to_string(s.vocab_size));
+  set("model_type", s.model_type);
+  set("max_length", std::to_string(s.max_length));
+  set("max_line_bytes", std::to_string(s.max_line_bytes));
+  set("vocab_sample_pairs", std::to_string(s.vocab_sample_pairs));
+  return cmd;
+}
+
+// Refuses (without --force) to replace the vocabulary of a folder prepared with other settings:
+// every checkpoint trained on it would then be refused. Names each differing setting, there and
+// now, and the command that keeps the folder's own. True when the folder's vocabulary is current.
+bool check_prepared_settings(const PrepareSettings& s, const PreparedPaths& out,
+                             const std::string& settings, bool force) {
+  const std::string settings_path = s.dir + "/vocab.settings";
+  if (!fs::exists(out.vocab()))
+    return false;
+  const std::string old =
+      fs::is_regular_file(settings_path) ? read_whole_file(settings_path, kTool) : "";
+  if (old == settings)
+    return !force;
+  if (force)
+    return false;
+  const auto before = settings_words(old);
+  std::string diffs;
+  for (const auto& [key, value] : settings_words(settings)) {
+    std::string was = "(not recorded)";
+    for (const auto& [k, v] : before)
+      if (k == key)
+        was = v;
+    if (was != value)
+      diffs += cat(diffs.empty() ? "" : "; ",
+                   key == "training_bytes"   ? std::string("the training text (bytes)")
+                   : key == "training_files" ? std::string("the training file pairs")
+                                             : key,
+                   " ", was, " there, ", value, " now");
+  }
+  const std::string keep = recorded_prepare_command(s.dir);
+  fail(kTool,
+       cat("'", s.dir, "' was prepared with other settings: ",
+           old.empty() ? cat("its vocabulary's settings are not recorded (no ", settings_path, ")")
+                       : diffs,
+           ". Preparing it with these would train a new vocabulary over ", out.vocab(),
+           ", and every checkpoint trained on the old one would be refused",
+           keep.empty() ? std::string(".") : cat(". To keep it, run `", keep, "`"),
+           "; to replace it, give --force (or another data.dir)"));
 }
 
 // The vocabulary, on both languages of the first usable pairs (checks alignment too), saved under
@@ -174,15 +262,18 @@ struct TrainingCounts {
   std::int64_t skipped[kReasons] = {}, kept = 0, src_tokens = 0, tgt_tokens = 0;
 };
 
-// The token shards of the training pairs, and the skipped ones by reason (`lines`: the pairs read).
+// The token shards of the training pairs, and the skipped ones by reason (`lines` receives the
+// pairs read).
 TrainingCounts encode_training(const PrepareSettings& s, const PreparedPaths& out,
-                               const Vocab& vocab, std::int64_t lines) {
+                               const Vocab& vocab, std::int64_t& lines) {
   TrainingCounts n;
+  lines = 0;
   TokenShardWriter src_writer(out.source("train"), shard_info(vocab));
   TokenShardWriter tgt_writer(out.target("train"), shard_info(vocab));
   std::vector<std::int32_t> a_ids, b_ids;
   for (const auto& prefix : s.prefixes)
     for_each_pair(s, prefix, [&](const text::RawLine& a, const text::RawLine& b) {
+      ++lines;
       int reason = text_reason(a, b);
       if (reason < 0) {
         a_ids = vocab.encode(a.text);
@@ -248,12 +339,24 @@ void write_summary(const PrepareSettings& s, const PreparedPaths& out, const Voc
                total_skipped, ": ", reasons, "\n  dev: ", dev.src.size(), " pairs\n"));
 }
 
-void run(const PrepareSettings& s) {
+void run(const PrepareSettings& s, const std::string& config_path, bool force) {
   const PreparedPaths out{s.dir};
+  // Before anything in the folder changes: other settings than its own need --force.
+  const std::string settings = vocab_settings(s);
+  const bool current = check_prepared_settings(s, out, settings, force);
   make_directories(s.dir, "mtk::make_directories");
   const DevSet dev = read_eval_sets(s);
   std::int64_t lines = 0;
-  const Vocab vocab = train_vocabulary(s, out, lines);
+  Vocab vocab;
+  if (current) {
+    vocab = Vocab::load(out.vocab());
+    app::say(cat("prepare: vocabulary ", out.vocab(), " is current (same settings): reused\n"));
+  } else {
+    fs::remove(s.dir + "/vocab.settings");
+    vocab = train_vocabulary(s, out, lines);
+    write_file_atomically(s.dir + "/vocab.settings", settings, kTool);
+  }
+  write_prepare_command(s.dir, prepare_command(s, config_path));
   const TrainingCounts counts = encode_training(s, out, vocab, lines);
   encode_dev(out, vocab, dev);
   write_summary(s, out, vocab, lines, counts, dev);
@@ -268,6 +371,7 @@ int prepare_main(const Communicator& world, const std::vector<std::string>& args
       kTool};
   cli::configure(app);
   app::RunOptions o;
+  bool force = false;
   app.add_option("--config", o.config_path, "The YAML config (its data section)")
       ->required()
       ->type_name("FILE");
@@ -275,6 +379,10 @@ int prepare_main(const Communicator& world, const std::vector<std::string>& args
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false)
       ->take_all();
+  app.add_flag("--force", force,
+               "Train the vocabulary again even where data.dir holds one of the same settings; "
+               "needed to prepare a folder again with other settings than its own (its vocabulary "
+               "is replaced, and checkpoints trained on the old one are refused)");
   if (const int status = cli::parse(app, args, world.rank() == 0); status >= 0)
     return status;
   try {
@@ -282,7 +390,7 @@ int prepare_main(const Communicator& world, const std::vector<std::string>& args
       app::load_config(o);
       const PrepareSettings s = read_prepare_settings(o.config);
       if (world.rank() == 0)
-        run(s);
+        run(s, o.config_path, force);
     });
   } catch (const std::exception& e) {
     if (world.rank() == 0)

@@ -3,6 +3,7 @@
 
 #include <mtk/base/error.hpp>
 #include <mtk/config/model_config.hpp>
+#include <mtk/data/prepare_record.hpp>
 #include <mtk/data/vocab.hpp>
 #include <mtk/data/wmt_pairs.hpp>
 #include <mtk/decode/decode.hpp>
@@ -161,12 +162,14 @@ void decoding_settings(const TranslateOptions& t, const Settings& settings,
 }
 
 // The sentences of --input and, with --reference, as many references; all ranks agree on failure.
-void read_sentences(const Communicator& world, const TranslateOptions& t,
+// Streamed, with the training pairs' limit (data.max_line_bytes): a longer line is an error, found
+// in bounded memory.
+void read_sentences(const Communicator& world, const TranslateOptions& t, std::size_t limit,
                     std::vector<std::string>& sources, std::vector<std::string>& references) {
   agree_on_failure(world, [&] {
-    sources = text::read_text_lines(t.input, true);
+    sources = text::read_text_lines(t.input, true, limit, "data.max_line_bytes");
     if (!t.reference.empty()) {
-      references = text::read_text_lines(t.reference, false);
+      references = text::read_text_lines(t.reference, false, limit, "data.max_line_bytes");
       if (references.size() != sources.size())
         fail("mtk-wmt translate", cat("--reference '", t.reference, "' has ", references.size(),
                                       " lines but --input '", t.input, "' has ", sources.size()));
@@ -349,7 +352,8 @@ int train_main(const Communicator& world, const std::vector<std::string>& args) 
                "(vocabulary fingerprints: source shard ",
                app::fingerprint_text(src.info().vocab_fingerprint), ", target shard ",
                app::fingerprint_text(tgt.info().vocab_fingerprint), ", ", s.data.vocab(), " ",
-               app::fingerprint_text(fp), "); run `mtk-wmt prepare` again"));
+               app::fingerprint_text(fp), "); ",
+               prepare_again_advice(s.data.source("train"), "mtk-wmt prepare")));
     if (src.info().vocab_size != s.model.vocab_size)
       fail("mtk-wmt train", cat("the token shards were encoded with a vocabulary of ",
                                 src.info().vocab_size, " pieces, but model.vocab_size = ",
@@ -399,7 +403,8 @@ int translate_main(const Communicator& world, const std::vector<std::string>& ar
   nn::DecodingShape shape;
   decoding_settings(t, settings, s.model, bo, shape);
   std::vector<std::string> sources, references;
-  read_sentences(world, t, sources, references);
+  read_sentences(world, t, static_cast<std::size_t>(settings.data.max_line_bytes), sources,
+                 references);
   // Fewer sentences than a batch: a smaller program (rows still divide over the mesh dim that
   // splits `batch`). Rows are decoded independently, unless MoE routing groups span rows.
   if (s.model.moe_every == 0 || s.model.moe.group_size == 0) {

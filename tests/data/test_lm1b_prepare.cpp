@@ -3,6 +3,7 @@
 // every rank reports together.
 #include <mtk/base/error.hpp>
 #include <mtk/data/lm1b_corpus.hpp>
+#include <mtk/data/prepare_record.hpp>
 #include <mtk/data/token_shards.hpp>
 #include <mtk/data/vocab.hpp>
 
@@ -98,16 +99,101 @@ TEST(Prepare, EncodesTheCorpusCountsSkippedLinesAndReusesShards) {
   EXPECT_NE(mtk::test::read_text(dir / "out/summary.json").find("\"vocab_trained\": 0"),
             std::string::npos);
 
-  // A changed training shard changes the text the vocabulary is sampled from: the vocabulary is
+  // A changed training shard changes the text the vocabulary is sampled from: a new vocabulary
+  // would replace the folder's (and its checkpoints'), so it needs --force; then the vocabulary is
   // trained again and the shards are encoded again.
   MPI_Barrier(MPI_COMM_WORLD);
   if (world_rank() == 0)
     mtk::test::write_text(shard_path(corpus, 3), "a new third shard .\nwith two lines .\n");
   MPI_Barrier(MPI_COMM_WORLD);
-  ASSERT_EQ(common_status(mtk::lm1b::prepare_main(args)), 0);
+  ASSERT_EQ(common_status(mtk::lm1b::prepare_main(args)), 1);
+  auto forced = args;
+  forced.push_back("--force");
+  ASSERT_EQ(common_status(mtk::lm1b::prepare_main(forced)), 0);
   EXPECT_EQ(mtk::TokenShard::open(p.training_shards[2]).num_sentences(), 2);
   EXPECT_NE(mtk::test::read_text(dir / "out/summary.json").find("\"vocab_trained\": 1"),
             std::string::npos);
+}
+
+// Rank 0's stderr while `fn` runs (the ranks' errors are printed there).
+template <class F>
+std::string stderr_of(F&& fn) {
+  if (world_rank() == 0)
+    testing::internal::CaptureStderr();
+  fn();
+  return world_rank() == 0 ? testing::internal::GetCapturedStderr() : std::string();
+}
+
+// Issue 64 item 7: a folder prepared with 350 pieces, prepared again with 300 and another seed
+// (no --force), is refused on every rank naming both settings, there and now, and the command that
+// keeps its own settings; vocab.model, the manifest and the shards stay. prepare.command records
+// that command (what the damaged-shard advice names); run, it reuses the vocabulary. --force
+// replaces it.
+TEST(Prepare, OtherSettingsNeedForceAndTheRecordedCommandKeepsTheVocabulary) {
+  TempDir dir(MPI_COMM_WORLD);
+  const std::string corpus = dir / "corpus", out = dir / "out";
+  if (world_rank() == 0)
+    mtk::test::write_lm1b_corpus(corpus, 3, 300, 20);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::vector<std::string> args = {"--data", corpus, "--out", out, "--vocab-size", "350"};
+  ASSERT_EQ(common_status(mtk::lm1b::prepare_main(args)), 0);
+  const std::string model = mtk::test::read_text(dir / "out/vocab.model");
+  const std::string command = mtk::recorded_prepare_command(out);
+  EXPECT_NE(command.find("mtk-lm1b prepare --data " + fs::absolute(corpus).string() + " --out " +
+                         fs::absolute(out).string() + " --vocab-size 350 --model-type unigram"),
+            std::string::npos)
+      << command;
+  EXPECT_NE(command.find(" --training-shards 3 --threads 1 --seed 1"), std::string::npos)
+      << command;
+
+  int status = 0;
+  const std::string err = stderr_of([&] {
+    status = common_status(mtk::lm1b::prepare_main(
+        {"--data", corpus, "--out", out, "--vocab-size", "300", "--seed", "7"}));
+  });
+  EXPECT_EQ(status, 1);
+  if (world_rank() == 0) {
+    EXPECT_NE(err.find("'" + out +
+                       "' was prepared with other settings: --vocab-size 350 there, "
+                       "300 now; --seed 1 there, 7 now"),
+              std::string::npos)
+        << err;
+    EXPECT_NE(err.find("To keep it, run `" + command + "`; to replace it, give --force"),
+              std::string::npos)
+        << err;
+  }
+  EXPECT_EQ(mtk::test::read_text(dir / "out/vocab.model"), model);
+  EXPECT_TRUE(fs::exists(dir / "out/manifest.txt"));
+  EXPECT_EQ(mtk::Vocab::load(mtk::Lm1bPrepared::open(out).vocab_model).size(), 350);
+
+  // A damaged shard's error names the recorded command.
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string shard = mtk::Lm1bPrepared::training_shard_path(out, 2);
+  if (world_rank() == 0) {
+    std::string bytes = mtk::test::read_text(shard);
+    bytes.resize(bytes.size() - 3);
+    mtk::test::write_text(shard, bytes);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::string damaged;
+  try {
+    mtk::TokenShard::open(shard);
+  } catch (const std::exception& e) {
+    damaged = e.what();
+  }
+  EXPECT_NE(damaged.find("(truncated or damaged: run `" + command + "` again"), std::string::npos)
+      << damaged;
+  // The recorded command keeps the vocabulary and mends the shard; --force replaces it.
+  MPI_Barrier(MPI_COMM_WORLD);
+  ASSERT_EQ(common_status(mtk::lm1b::prepare_main(args)), 0);
+  EXPECT_EQ(mtk::test::read_text(dir / "out/vocab.model"), model);
+  EXPECT_NO_THROW(mtk::TokenShard::open(shard).tokens());
+  MPI_Barrier(MPI_COMM_WORLD);
+  ASSERT_EQ(common_status(mtk::lm1b::prepare_main(
+                {"--data", corpus, "--out", out, "--vocab-size", "300", "--force"})),
+            0);
+  EXPECT_EQ(mtk::Vocab::load(mtk::Lm1bPrepared::open(out).vocab_model).size(), 300);
+  EXPECT_NE(mtk::recorded_prepare_command(out).find("--vocab-size 300"), std::string::npos);
 }
 
 TEST(Prepare, BadInputFailsOnEveryRank) {
@@ -161,7 +247,7 @@ TEST(Prepare, BadInputFailsOnEveryRank) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
   auto sampled = strict;
-  sampled.insert(sampled.end(), {"--sample-lines", "100"});
+  sampled.insert(sampled.end(), {"--sample-lines", "100", "--force"});
   EXPECT_EQ(common_status(mtk::lm1b::prepare_main(sampled)), 1);
 
   // A gap in the training shards.

@@ -148,5 +148,78 @@ TEST(IdxReader, MismatchedCountsFailNamingTheDirectory) {
       << m;
 }
 
+// A Fashion-MNIST directory of `train` and `test` 28 x 28 images (issue 64 item 4).
+std::string small_set(const std::string& name, std::uint32_t train, std::uint32_t test) {
+  const std::string dir = temp_path(name);
+  fs::create_directories(dir);
+  const auto images = [](std::uint32_t n) {
+    std::vector<std::uint8_t> b;
+    for (std::uint32_t v : {0x803u, n, 28u, 28u})
+      for (int s = 24; s >= 0; s -= 8)
+        b.push_back(static_cast<std::uint8_t>(v >> s));
+    b.resize(b.size() + size_t{n} * 784, 7);
+    return b;
+  };
+  const auto labels = [](std::uint32_t n) {
+    std::vector<std::uint8_t> b;
+    for (std::uint32_t v : {0x801u, n})
+      for (int s = 24; s >= 0; s -= 8)
+        b.push_back(static_cast<std::uint8_t>(v >> s));
+    for (std::uint32_t i = 0; i < n; ++i)
+      b.push_back(static_cast<std::uint8_t>(i % 10));
+    return b;
+  };
+  write_gz(dir + "/train-images-idx3-ubyte.gz", images(train));
+  write_gz(dir + "/train-labels-idx1-ubyte.gz", labels(train));
+  write_gz(dir + "/t10k-images-idx3-ubyte.gz", images(test));
+  write_gz(dir + "/t10k-labels-idx1-ubyte.gz", labels(test));
+  return dir;
+}
+
+// data.train_limit / data.test_limit past the images in the files: an error naming the setting,
+// the limit, the file and its count (before, training read past the end of the pixels).
+TEST(IdxReader, LimitsPastTheDataFailNamingFileCountAndLimit) {
+  const std::string dir = small_set("limits", 100, 30);
+  const Dataset d = read_fashion_mnist(dir, 100, 30);  // exactly all: fine
+  EXPECT_EQ(d.train_images.count, 100);
+  EXPECT_EQ(read_fashion_mnist(dir, 0, 0).test_images.count, 30);
+  std::string m = error_of([&] { read_fashion_mnist(dir, 5000, 0); });
+  EXPECT_NE(m.find("data.train_limit is 5000, but '" + dir +
+                   "/train-images-idx3-ubyte.gz' holds only 100 images"),
+            std::string::npos)
+      << m;
+  m = error_of([&] { read_fashion_mnist(dir, 0, 31); });
+  EXPECT_NE(m.find("data.test_limit is 31, but '" + dir +
+                   "/t10k-images-idx3-ubyte.gz' holds only 30 images"),
+            std::string::npos)
+      << m;
+}
+
+// Header dims whose product overflows are refused, not wrapped into a count that might match.
+TEST(IdxReader, HeaderCountsAreCheckedAgainstTheFileLength) {
+  const std::string big = temp_path("overflow.gz");
+  std::vector<std::uint8_t> b;
+  for (std::uint32_t v : {0x803u, 0xffffffffu, 0xffffffffu, 0xffffffffu})
+    for (int s = 24; s >= 0; s -= 8)
+      b.push_back(static_cast<std::uint8_t>(v >> s));
+  b.resize(b.size() + 10);
+  write_gz(big, b);
+  const std::string m = error_of([&] { read_idx_images(big); });
+  EXPECT_NE(m.find("'" + big +
+                   "' is damaged: its header says 4294967295 x 4294967295 x "
+                   "4294967295 values"),
+            std::string::npos)
+      << m;
+  // A header that claims more images than the file holds.
+  auto more = idx3(3);
+  more[7] = 9;
+  const std::string claims = temp_path("claims.gz");
+  write_gz(claims, more);
+  const std::string c = error_of([&] { read_idx_images(claims); });
+  EXPECT_NE(c.find("is truncated: its header says 9 x 2 x 3 = 54 values, the file has 18"),
+            std::string::npos)
+      << c;
+}
+
 }  // namespace
 }  // namespace mtk::fmnist

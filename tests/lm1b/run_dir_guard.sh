@@ -15,7 +15,8 @@ source "$here/corpus.sh"
 make_corpus corpus
 mpirun -n 2 "$lm1b" prepare --data corpus --out prepared --vocab-size 300 > prepare.log 2>&1 || { cat prepare.log; fail "prepare"; }
 # 0. A damaged token shard: --dry-run finds it (it checks every token checksum) and the command
-#    its error advises, `prepare` with the same settings, rebuilds it (no --force needed).
+#    its error advises, `prepare` with the folder's own settings spelled out, rebuilds it (no
+#    --force needed); other settings are refused without --force (issue 64 item 7).
 shard=$(ls prepared/train/* | head -1)
 printf '\xff\xff\xff\x7f' | dd of="$shard" bs=1 seek=200 conv=notrunc status=none
 set +e
@@ -23,8 +24,30 @@ err=$(mpirun -n 2 "$lm1b" train --config "$config" --run-dir dry --dry-run 2>&1)
 status=$?
 set -e
 [ $status = 1 ] || fail "dry run on a damaged shard: exit $status: $err"
-grep -q "damaged; run \`mtk-lm1b prepare\` again" <<<"$err" || fail "damaged shard: $err"
-mpirun -n 2 "$lm1b" prepare --data corpus --out prepared --vocab-size 300 > prepare2.log 2>&1 || { cat prepare2.log; fail "prepare again"; }
+grep -q "damaged; run \`mtk-lm1b prepare .*--vocab-size 300 .*\` again" <<<"$err" || fail "damaged shard: $err"
+# The advice names the exact command, every setting spelled out (issue 64 item 7) ...
+advised=$(sed -n 's/.*damaged; run `\(mtk-lm1b prepare [^`]*\)` again.*/\1/p' <<<"$err" | head -1)
+[ "$advised" = "$(cat prepared/prepare.command)" ] || fail "advice '$advised' is not prepared/prepare.command"
+for want in "--data $work/corpus" "--out $work/prepared" "--vocab-size 300" "--model-type unigram" \
+            "--max-line-bytes 4096" "--training-shards 3" "--seed 1"; do
+  grep -q -- "$want" <<<"$advised" || fail "the advised command lacks '$want': $advised"
+done
+# ... and a prepare with other settings is refused without --force, naming each one, there and
+# now: the vocabulary (and every checkpoint trained on it) stays.
+vocab_sum=$(md5sum < prepared/vocab.model)
+set +e
+err=$(mpirun -n 2 "$lm1b" prepare --data corpus --out prepared --vocab-size 280 --seed 2 2>&1)
+status=$?
+set -e
+[ $status = 1 ] || fail "prepare with other settings: exit $status, want 1: $err"
+grep -q "'prepared' was prepared with other settings: --vocab-size 300 there, 280 now; --seed 1 there, 2 now" <<<"$err" ||
+  fail "prepare with other settings: $err"
+grep -q -- "--force" <<<"$err" && grep -qF "run \`$advised\`" <<<"$err" || fail "prepare with other settings: no way out named: $err"
+[ "$(md5sum < prepared/vocab.model)" = "$vocab_sum" ] || fail "a refused prepare replaced vocab.model"
+[ -f prepared/manifest.txt ] || fail "a refused prepare removed the manifest"
+eval "mpirun -n 2 \"\$lm1b\" ${advised#mtk-lm1b }" > prepare2.log 2>&1 || { cat prepare2.log; fail "prepare again"; }
+[ "$(md5sum < prepared/vocab.model)" = "$vocab_sum" ] || fail "the advised prepare replaced vocab.model"
+grep -q "is current (same settings): reused" prepare2.log || { cat prepare2.log; fail "the advised prepare did not reuse the vocabulary"; }
 mpirun -n 2 "$lm1b" train --config "$config" --run-dir dry --dry-run > dry.log 2>&1 || { cat prepare2.log dry.log; fail "prepare did not repair the damaged shard"; }
 
 state() { sed -n 's/.*"state": "\([a-z_]*\)".*/\1/p' "$1/status.json"; }
@@ -116,6 +139,21 @@ wait $launcher || true
 for _ in $(seq 100); do alive four || break; sleep 0.1; done
 if alive four; then pkill -KILL -f -- "--run-dir four " || true; fail "ranks kept running after mpiexec was killed"; fi
 [ -s four/lock ] || fail "a killed job left no holder in its lock file"
+# kill -9 of mpiexec: hydra's proxy SIGKILLs the ranks, nothing can record the end, status.json
+# stays "running" (with rank 0's host and pid); the next command that looks, here eval, finds that
+# job gone and records "killed" (issue 64 item 8).
+[ "$(state four)" = running ] || fail "status after kill -9 of mpiexec: $(cat four/status.json)"
+grep -q "\"host\": \"$(hostname)\"" four/status.json || fail "status.json names no host: $(cat four/status.json)"
+killed_pid=$(sed -n 's/.*"pid": \([0-9]*\),.*/\1/p' four/status.json)
+set +e
+out=$(mpirun -n 2 "$lm1b" eval --config "$config" --run-dir four 2>&1)
+set -e
+grep -q "status.json said running, but the job (host $(hostname), pid $killed_pid.*) ended while training without recording how: killed with SIGKILL" <<<"$out" ||
+  fail "eval after a killed job did not report it: $out"
+[ "$(state four)" = killed ] || fail "status after eval of a killed job: $(cat four/status.json)"
+grep -q "\"pid\": $killed_pid," four/status.json || fail "the killed record lost the pid: $(cat four/status.json)"
+# A live job's "running" is left alone (its lock is held): see section 1, where the second job
+# was refused while status.json said running.
 out=$(mpirun -n 2 "$lm1b" train --config "$config" --run-dir four --set train.steps=2 --fresh-start 2>&1) || fail "after a killed job: $out"
 grep -q "lock taken over from a job that is no longer running" <<<"$out" || fail "no take-over message: $out"
 

@@ -36,6 +36,31 @@ set -e
 [ $status = 1 ] || fail "malformed .sgm: exit $status, want 1: $err"
 grep -q "bad/dev.en.sgm:5:" <<<"$err" || fail "malformed .sgm: $err"
 
+# A 256 MiB <seg> in the dev set (issue 64 item 6): streamed, refused naming the file, the line
+# and the training pairs' limit (data.max_line_bytes), in bounded memory (it peaked at 2.69 GB when
+# the set was read whole). translate --input gets the same check below.
+/usr/bin/python3 - bad/huge.en.sgm <<'PY'
+import sys
+with open(sys.argv[1], "w") as f:
+    f.write('<srcset>\n<doc docid="1">\n<seg id="1">fine</seg>\n<seg id="2">')
+    chunk = "word " * (1 << 18)
+    for _ in range(256 * 1024 * 1024 // len(chunk)):
+        f.write(chunk)
+    f.write('</seg>\n</doc>\n</srcset>\n')
+PY
+# peak_kib LOG: the "Maximum resident set size (kbytes)" of /usr/bin/time -v.
+peak_kib() { sed -n 's/.*Maximum resident set size (kbytes): \([0-9]*\).*/\1/p' "$1"; }
+set +e
+/usr/bin/time -v "$wmt" prepare --config tiny.yaml --set data.dev.source=bad/huge.en.sgm \
+  --set data.dir=bad/hugeout > huge.log 2>&1
+status=$?
+set -e
+[ $status = 1 ] || { cat huge.log; fail "a 256 MiB dev segment: exit $status, want 1"; }
+grep -q "bad/huge.en.sgm:4: a line longer than the limit of 1024 bytes (data.max_line_bytes)" huge.log ||
+  { cat huge.log; fail "a 256 MiB dev segment: no clear error"; }
+[ "$(peak_kib huge.log)" -lt 200000 ] || { cat huge.log; fail "a 256 MiB dev segment: peak RSS $(peak_kib huge.log) KiB"; }
+[ ! -e bad/hugeout/vocab.model ] || fail "prepare went on after a bad dev set"
+
 # A NUL byte in source line 5 and in target line 9 skips those two pairs only (counted as invalid
 # UTF-8): the lines stay whole, so no pair is formed from two different line numbers
 # (tests/text/test_line_pairs.cpp checks every pair).
@@ -62,8 +87,37 @@ out=$("$wmt" prepare --config tiny.yaml --set data.train="corpus/copy, bad/skip"
   fail "prepare failed: $out"
 echo "$out"
 grep -q "skipped 2: empty_source 1, empty_target 1" <<<"$out" || fail "skip counts: $out"
+# Prepared again with other settings (issue 64 item 7): refused without --force, naming each
+# setting there and now and the command that keeps the folder's own (prepare.command, every
+# setting spelled out); the vocabulary stays. That command reuses it.
+vocab_sum=$(md5sum < prepared/vocab.model)
+recorded=$(cat prepared/prepare.command)
+grep -q -- "--set data.vocab_size=271 .*--set data.model_type=word" <<<"$recorded" || fail "prepare.command: $recorded"
+set +e
+err=$("$wmt" prepare --config tiny.yaml --set data.train="corpus/copy, bad/skip" --set data.vocab_size=260 2>&1)
+status=$?
+set -e
+[ $status = 1 ] || fail "prepare with another vocab_size: exit $status, want 1: $err"
+grep -q "'prepared' was prepared with other settings: data.vocab_size 271 there, 260 now" <<<"$err" &&
+  grep -qF "run \`$recorded\`; to replace it, give --force" <<<"$err" || fail "prepare with another vocab_size: $err"
+[ "$(md5sum < prepared/vocab.model)" = "$vocab_sum" ] || fail "a refused prepare replaced vocab.model"
+(cd / && eval "\"\$wmt\" ${recorded#mtk-wmt }") > reprepare.log 2>&1 || { cat reprepare.log; fail "the recorded prepare command"; }
+grep -q "is current (same settings): reused" reprepare.log || { cat reprepare.log; fail "the recorded command did not reuse the vocabulary"; }
+[ "$(md5sum < prepared/vocab.model)" = "$vocab_sum" ] || fail "the recorded command replaced vocab.model"
 mpirun -n 2 "$wmt" train --config tiny.yaml --run-dir run || fail "train failed"
 [ -s run/metrics.jsonl ] || fail "no metrics.jsonl"
+# translate --input with the 256 MiB segment: the same error, in bounded memory, before decoding.
+set +e
+/usr/bin/time -v "$wmt" translate --config tiny.yaml --run-dir run --mesh batch:1 \
+  --input bad/huge.en.sgm --output huge.fr > huge-translate.log 2>&1
+status=$?
+set -e
+[ $status = 1 ] || { cat huge-translate.log; fail "translate of a 256 MiB segment: exit $status, want 1"; }
+grep -q "bad/huge.en.sgm:4: a line longer than the limit of 1024 bytes (data.max_line_bytes)" huge-translate.log ||
+  { cat huge-translate.log; fail "translate of a 256 MiB segment: no clear error"; }
+[ "$(peak_kib huge-translate.log)" -lt 200000 ] ||
+  { cat huge-translate.log; fail "translate of a 256 MiB segment: peak RSS $(peak_kib huge-translate.log) KiB"; }
+rm -f bad/huge.en.sgm
 
 # Translate on 2 ranks: BLEU > 90 against the held-out references.
 mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir run --input corpus/test.en.sgm \

@@ -1,5 +1,6 @@
 #include <mtk/base/error.hpp>
 #include <mtk/data/lm1b_corpus.hpp>
+#include <mtk/data/prepare_record.hpp>
 #include <mtk/files/files.hpp>
 #include <mtk/text/line_stream.hpp>
 
@@ -369,8 +370,8 @@ Lm1bPrepared Lm1bPrepared::open(const std::string& dir) {
     const std::string path = fs::path(value).is_absolute() ? value : join_path(dir, value);
     std::error_code ec;
     if (!fs::is_regular_file(path, ec))
-      fail(where, cat(manifest, ":", number, ": listed file '", path,
-                      "' is missing; run `mtk-lm1b prepare` again"));
+      fail(where, cat(manifest, ":", number, ": listed file '", path, "' is missing; ",
+                      prepare_again_advice(manifest, "mtk-lm1b prepare")));
     if (key == "vocab") {
       p.vocab_model = path;
     } else if (key == "train") {

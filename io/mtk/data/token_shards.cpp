@@ -1,5 +1,6 @@
 #include <mtk/base/error.hpp>
 #include <mtk/data/lm1b_corpus.hpp>
+#include <mtk/data/prepare_record.hpp>
 #include <mtk/data/token_shards.hpp>
 #include <mtk/files/files.hpp>
 
@@ -49,6 +50,13 @@ class TokenBlockHasher {
 }  // namespace detail
 
 namespace {
+
+// What to run after a damaged shard: the command recorded in its prepared folder (the same
+// settings keep the vocabulary), else the tool that writes shards like it (.tokens: mtk-wmt).
+std::string prepare_advice(const std::string& path) {
+  const bool wmt = path.size() >= 7 && path.compare(path.size() - 7, 7, ".tokens") == 0;
+  return prepare_again_advice(path, wmt ? "mtk-wmt prepare" : "mtk-lm1b prepare");
+}
 
 using detail::TokenBlockHasher;
 
@@ -162,9 +170,8 @@ TokenShardInfo decode_header(const unsigned char* h, std::int64_t size, const st
   if (s.version != kVersion)
     fail(where,
          cat("'", path, "' has format version ", s.version, "; this MTK reads version ", kVersion,
-             s.version < kVersion ? " (with token checksums): run `mtk-lm1b prepare` again, "
-                                    "it re-encodes the old shards"
-                                  : " (made by a newer MTK)"));
+             s.version < kVersion ? cat(" (with token checksums): ", prepare_advice(path))
+                                  : std::string(" (made by a newer MTK)")));
   if (s.header_bytes != kHeaderBytes || s.checksum != header_checksum(h))
     fail(where, cat("'", path, "' has a damaged header (checksum mismatch)"));
   TokenShardInfo info;
@@ -187,7 +194,7 @@ TokenShardInfo decode_header(const unsigned char* h, std::int64_t size, const st
   if (size != file_bytes(info))
     fail(where, cat("'", path, "' has ", size, " bytes; its header (", info.num_sentences,
                     " sentences, ", info.num_tokens, " tokens) needs ", file_bytes(info),
-                    " (truncated or damaged: run `mtk-lm1b prepare` again)"));
+                    " (truncated or damaged: ", prepare_advice(path), ")"));
   return info;
 }
 
@@ -458,8 +465,8 @@ const std::int32_t* TokenShard::tokens(std::int64_t begin, std::int64_t count) c
       fail("mtk::TokenShard",
            cat("'", path(), "': tokens ", first, "..", first + n - 1, " (bytes ",
                kHeaderBytes + 4 * first, "..", kHeaderBytes + 4 * (first + n) - 1,
-               " of the file) do not match their checksum: the shard is damaged; run "
-               "`mtk-lm1b prepare` again"));
+               " of the file) do not match their checksum: the shard is damaged; ",
+               prepare_advice(path())));
     ok.store(true, std::memory_order_release);
   }
   return all + begin;

@@ -1,5 +1,6 @@
 #include <mtk/base/error.hpp>
 #include <mtk/data/lm_batches.hpp>
+#include <mtk/data/prepare_record.hpp>
 #include <mtk/data/wmt_pairs.hpp>
 
 #include <algorithm>
@@ -21,8 +22,8 @@ PairStream::PairStream(TokenShard source, TokenShard target, std::int64_t global
   if (source_.num_sentences() != target_.num_sentences())
     fail("mtk::wmt::PairStream",
          cat("source shard ", source_.path(), " has ", source_.num_sentences(),
-             " sentences but target shard ", target_.path(), " has ", target_.num_sentences(),
-             "; run `mtk-wmt prepare` again"));
+             " sentences but target shard ", target_.path(), " has ", target_.num_sentences(), "; ",
+             prepare_again_advice(source_.path(), "mtk-wmt prepare")));
   if (source_.num_sentences() == 0)
     fail("mtk::wmt::PairStream", cat("no training pairs in ", source_.path()));
   if (global_batch_ % slices_ != 0)

@@ -1,19 +1,21 @@
 #include <mtk/base/error.hpp>
+#include <mtk/text/line_stream.hpp>
 #include <mtk/text/sgm.hpp>
 #include <mtk/text/utf8.hpp>
-
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 
 namespace mtk::text {
 namespace {
 
-std::ifstream open_or_fail(const std::string& path, const char* where) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    fail(where, "cannot open '" + path + "': " + std::strerror(errno));
-  return in;
+constexpr std::size_t kMarkupBytes = 4096;
+
+// A line over the limit: named with its file, number and the limit; it was read to its end but
+// never held (text::LineStream keeps at most the limit).
+[[noreturn]] void too_long(const char* where, const LineStream& in, std::size_t limit,
+                           const std::string& limit_name) {
+  fail(where, cat(in.path(), ":", in.line_number(), ": a line longer than the limit of ", limit,
+                  " bytes", limit_name.empty() ? "" : cat(" (", limit_name, ")"),
+                  "; it is refused, not cut (a segment this long is no sentence: is it the right "
+                  "file?)"));
 }
 
 std::string collapse_whitespace(const std::string& s) {
@@ -70,46 +72,53 @@ std::string unescape_xml_entities(const std::string& text) {
   return out;
 }
 
-std::vector<std::string> read_sgm_segments(const std::string& path, bool unescape_entities) {
+std::vector<std::string> read_sgm_segments(const std::string& path, bool unescape_entities,
+                                           std::size_t max_line_bytes,
+                                           const std::string& limit_name) {
   const char* where = "mtk::text::read_sgm_segments";
-  auto in = open_or_fail(path, where);
+  // The markup around a segment (<seg id="...">, </seg>, indentation) does not count against
+  // the limit: room for it on top.
+  LineStream in(path, max_line_bytes + kMarkupBytes);
   std::vector<std::string> segments;
-  std::string line;
-  for (long lineno = 1; std::getline(in, line); ++lineno) {
+  RawLine raw;
+  while (in.next(raw)) {
+    const std::string& line = raw.text;
     const size_t start = line.find_first_not_of(" \t\r");
     if (start == std::string::npos ||
         (line.compare(start, 5, "<seg ") != 0 && line.compare(start, 5, "<seg>") != 0))
       continue;
+    if (raw.overlong)
+      too_long(where, in, max_line_bytes, limit_name);
     const size_t open_end = line.find('>', start);
     const size_t close = line.rfind("</seg>");
     if (close == std::string::npos || close < open_end)
-      fail(where, path + ":" + std::to_string(lineno) +
+      fail(where, path + ":" + std::to_string(in.line_number()) +
                       ": a <seg> element without its closing </seg> on the same line");
+    if (close - open_end - 1 > max_line_bytes)
+      too_long(where, in, max_line_bytes, limit_name);
     std::string content = line.substr(open_end + 1, close - open_end - 1);
     if (unescape_entities)
       content = unescape_xml_entities(content);
     segments.push_back(collapse_whitespace(content));
   }
-  if (in.bad())
-    fail(where, "read error in '" + path + "': " + std::strerror(errno));
   if (segments.empty())
     fail(where, path + ": no <seg ...>...</seg> line (is it a .sgm file?)");
   return segments;
 }
 
-std::vector<std::string> read_text_lines(const std::string& path, bool unescape_entities) {
+std::vector<std::string> read_text_lines(const std::string& path, bool unescape_entities,
+                                         std::size_t max_line_bytes,
+                                         const std::string& limit_name) {
   if (ends_with(path, ".sgm"))
-    return read_sgm_segments(path, unescape_entities);
-  auto in = open_or_fail(path, "mtk::text::read_text_lines");
+    return read_sgm_segments(path, unescape_entities, max_line_bytes, limit_name);
+  LineStream in(path, max_line_bytes);
   std::vector<std::string> lines;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r')
-      line.pop_back();
-    lines.push_back(unescape_entities ? unescape_xml_entities(line) : line);
+  RawLine raw;
+  while (in.next(raw)) {
+    if (raw.overlong)
+      too_long("mtk::text::read_text_lines", in, max_line_bytes, limit_name);
+    lines.push_back(unescape_entities ? unescape_xml_entities(raw.text) : std::move(raw.text));
   }
-  if (in.bad())
-    fail("mtk::text::read_text_lines", "read error in '" + path + "': " + std::strerror(errno));
   return lines;
 }
 
