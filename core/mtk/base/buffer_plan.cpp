@@ -282,8 +282,10 @@ class PlacedRanges {
       leaves_ *= 2;
     own_.resize(2 * leaves_);
     sub_.resize(2 * leaves_);
+    seen_.assign(2 * leaves_, 0);
   }
   void add(std::pair<size_t, size_t> life, std::int64_t offset, std::int64_t size) {
+    ++stamp_;
     for (size_t lo = life.first + leaves_, hi = life.second + leaves_; lo < hi; lo /= 2, hi /= 2) {
       if (lo & 1)
         hold(lo++, offset, size);
@@ -294,7 +296,7 @@ class PlacedRanges {
   // The offset the direct form gives a buffer of `size` living `life`.
   std::int64_t offset_for(std::pair<size_t, size_t> life, std::int64_t size) {
     sets_.clear();
-    seen_.clear();
+    ++stamp_;
     for (size_t lo = life.first + leaves_, hi = life.second + leaves_; lo < hi; lo /= 2, hi /= 2) {
       if (lo & 1)
         tile(lo++);
@@ -331,24 +333,28 @@ class PlacedRanges {
   }
 
  private:
+  // Node and its ancestors (each once per buffer added) hold [offset, offset + size).
   void hold(size_t node, std::int64_t offset, std::int64_t size) {
     own_[node].add(offset, offset + size);
-    for (size_t n = node; n >= 1; n /= 2)
+    for (size_t n = node; n >= 1 && seen_[n] != stamp_; n /= 2) {
+      seen_[n] = stamp_;
       sub_[n].add(offset, offset + size);
+    }
   }
+  // The sets a life tiled by `node` meets: the node's subtree, and its ancestors' own sets (each
+  // once per query).
   void tile(size_t node) {
     sets_.push_back(&sub_[node]);
-    for (size_t n = node / 2; n >= 1; n /= 2) {
-      if (std::find(seen_.begin(), seen_.end(), n) != seen_.end())
-        break;  // its ancestors are in already
-      seen_.push_back(n);
+    for (size_t n = node / 2; n >= 1 && seen_[n] != stamp_; n /= 2) {
+      seen_[n] = stamp_;
       sets_.push_back(&own_[n]);
     }
   }
   size_t leaves_ = 1;
   std::vector<Ranges> own_, sub_;
   std::vector<const Ranges*> sets_;
-  std::vector<size_t> seen_;
+  std::vector<std::uint64_t> seen_;  // per node: the last add or query that met it
+  std::uint64_t stamp_ = 0;
   std::vector<std::pair<std::int64_t, size_t>> heap_;
   std::vector<std::map<std::int64_t, std::int64_t>::const_iterator> iters_;
 };
