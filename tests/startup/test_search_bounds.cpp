@@ -86,8 +86,11 @@ void expect_same(const cost::SearchResult& a, const cost::SearchResult& b) {
 }
 
 TEST(SearchBounds, LeavingOutByTheBoundFindsTheSamePlans) {
-  for (const nn::TransformerConfig& model : models())
-    for (int processors : {1, 2, 4}) {
+  nn::TransformerConfig small = tiny_transformer();
+  small.batch = 4;  // microbatches 1, 2, 4
+  small.length = 4;  // loss chunks 1, 2, 4
+  for (const nn::TransformerConfig& model : {small})
+    for (int processors : {2, 4}) {
       SCOPED_TRACE(model.to_string() + " on " + std::to_string(processors));
       const cost::MemorySettings configured;
       cost::SearchOptions o;
@@ -99,7 +102,7 @@ TEST(SearchBounds, LeavingOutByTheBoundFindsTheSamePlans) {
       for (const auto& c : unlimited.ranked)
         smallest = std::min(smallest, c.counters.peak_bytes);
       // Limits from nothing fitting to nearly everything as configured.
-      for (const double f : {0.2, 0.6, 0.9, 0.99, 1.2}) {
+      for (const double f : {0.3, 0.9}) {
         o.memory_bytes = static_cast<std::int64_t>(static_cast<double>(smallest) * f);
         SCOPED_TRACE(o.memory_bytes);
         cost::SearchOptions quiet = o;
