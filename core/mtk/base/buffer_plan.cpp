@@ -321,8 +321,11 @@ class PlacedRanges {
       heap_.pop_back();
       auto& it = iters_[k];
       const std::int64_t gap = it->first - end;
-      if (gap >= size && (best < 0 || gap < best_gap))
+      if (gap >= size && (best < 0 || gap < best_gap)) {
         std::tie(best, best_gap) = std::make_pair(end, gap);
+        if (gap == size)
+          return best;  // no smaller gap fits; later ones are higher
+      }
       end = std::max(end, it->second);
       if (++it != sets_[k]->ranges().end()) {
         heap_.push_back({it->first, k});
