@@ -240,32 +240,39 @@ OffsetPlan offsets_by_scan(const std::vector<PlannedBuffer>& buffers,
   return plan;
 }
 
-// Disjoint address ranges [start, end), touching ones merged: start -> end.
+// Disjoint address ranges [start, end), touching ones merged, by start (a sorted vector: the
+// sets are small and read far more often than written).
 class Ranges {
  public:
+  using List = std::vector<std::pair<std::int64_t, std::int64_t>>;
   void add(std::int64_t start, std::int64_t end) {
-    auto it = r_.upper_bound(start);
+    auto it = std::upper_bound(r_.begin(), r_.end(), start,
+                               [](std::int64_t x, const auto& range) { return x < range.first; });
     if (it != r_.begin() && std::prev(it)->second >= start) {
       const auto before = std::prev(it);
       if (before->second >= end)
         return;  // covered already
-      while (it != r_.end() && it->first <= end) {
-        end = std::max(end, it->second);
-        it = r_.erase(it);
-      }
+      auto last = it;
+      while (last != r_.end() && last->first <= end)
+        end = std::max(end, (last++)->second);
       before->second = end;
+      r_.erase(it, last);
       return;
     }
-    while (it != r_.end() && it->first <= end) {
-      end = std::max(end, it->second);
-      it = r_.erase(it);
+    auto last = it;
+    while (last != r_.end() && last->first <= end)
+      end = std::max(end, (last++)->second);
+    if (last == it) {
+      r_.insert(it, {start, end});
+    } else {
+      *it = {start, end};
+      r_.erase(it + 1, last);
     }
-    r_.emplace_hint(it, start, end);
   }
-  const std::map<std::int64_t, std::int64_t>& ranges() const { return r_; }
+  const List& ranges() const { return r_; }
 
  private:
-  std::map<std::int64_t, std::int64_t> r_;
+  List r_;
 };
 
 // The address ranges the placed buffers of one type take, by time: a segment tree over the events
@@ -359,7 +366,7 @@ class PlacedRanges {
   std::vector<std::uint64_t> seen_;  // per node: the last add or query that met it
   std::uint64_t stamp_ = 0;
   std::vector<std::pair<std::int64_t, size_t>> heap_;
-  std::vector<std::map<std::int64_t, std::int64_t>::const_iterator> iters_;
+  std::vector<Ranges::List::const_iterator> iters_;
 };
 
 // Offsets for the buffers in `order`: each into the smallest gap between the buffers of its type
