@@ -22,16 +22,27 @@ std::int64_t arena_total(const std::vector<std::pair<int, std::int64_t>>& arenas
   return t;
 }
 
-// An object's lifetimes, disjoint, by first event.
-using Intervals = std::map<std::int64_t, std::int64_t>;
+// An object's lifetimes, disjoint, by first event (one per first event, as a map keeps them).
+using Intervals = std::vector<std::pair<std::int64_t, std::int64_t>>;
+
+Intervals::const_iterator first_at_or_after(const Intervals& in, std::int64_t event) {
+  return std::lower_bound(in.begin(), in.end(), event,
+                          [](const auto& life, std::int64_t e) { return life.first < e; });
+}
 
 bool overlaps(const Intervals& in, const PlannedBuffer& b) {
   // Disjoint intervals sorted by start end in the same order: only the last one starting before
   // b ends can reach into b.
-  auto it = in.lower_bound(b.last);
+  auto it = first_at_or_after(in, b.last);
   if (it == in.begin())
     return false;
   return std::prev(it)->second > b.first;
+}
+
+void add_life(Intervals& in, std::int64_t first, std::int64_t last) {
+  const auto it = first_at_or_after(in, first);
+  if (it == in.end() || it->first != first)
+    in.insert(it, {first, last});
 }
 
 // Places buffers one at a time into per-type objects; an object grows to its largest buffer.
@@ -81,7 +92,7 @@ class Placer {
     auto& size = plan_.object_size[static_cast<size_t>(chosen)];
     size = std::max(size, b.size);
     objects.insert({size, chosen});
-    lives_[static_cast<size_t>(chosen)].emplace(b.first, b.last);
+    add_life(lives_[static_cast<size_t>(chosen)], b.first, b.last);
     plan_.object_of[i] = chosen;
   }
   BufferPlan take() { return std::move(plan_); }
