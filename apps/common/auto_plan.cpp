@@ -127,11 +127,15 @@ void search(AutoPlan& p, const Config& config, const nn::TransformerConfig& mode
       return;
     last = now;
     std::string settings;
-    if (pr.settings > 0)
-      settings = cat(pr.settings_done, " of ", pr.settings, comm.size() > 1 ? " (rank 0's share: every " : "",
-                     comm.size() > 1 ? cat(comm.size(), "th)") : std::string(),
+    if (pr.settings > 0) {
+      const std::int64_t share = (pr.settings + comm.size() - 1) / comm.size();  // rank 0's
+      settings = cat(pr.settings_done, " of ",
+                     comm.size() > 1 ? cat("rank 0's ", share, " (", pr.settings, " over ",
+                                           comm.size(), " ranks)")
+                                     : cat(pr.settings),
                      " settings of model.recompute, model.loss_chunks and train.microbatches ",
                      "searched, ", pr.settings_fitting, " fit; ");
+    }
     say(cat("  planning (", p.auto_text(), ", ", comm.size(), " ranks, ",
             format_duration(std::chrono::duration<double>(now - t0).count()), "): ", settings,
             pr.analyzed, " layouts lowered, ", pr.bounded,
