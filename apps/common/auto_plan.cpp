@@ -7,6 +7,7 @@
 #include <mtk/cost/memory_plans.hpp>
 #include <mtk/metrics/metrics.hpp>
 #include <mtk/optim/optim.hpp>
+#include <mtk/signals/stop_signals.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -14,6 +15,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
+#include <tuple>
 #include <sstream>
 #include <type_traits>
 #include <vector>
@@ -42,35 +45,70 @@ cost::Machine planning_machine(const config::TrainingSettings& train, const std:
   return m;
 }
 
-// The plan's fields as text, rank 0's search to every rank.
-std::vector<std::string> to_fields(const AutoPlan& p) {
-  char step[64];
-  std::snprintf(step, sizeof step, "%.17g", p.step_s);
-  return {p.mesh.to_string(),  p.rules.to_string(), nn::to_string(p.recompute),
-          cat(p.microbatches), cat(p.loss_chunks),  step,
-          cat(p.peak_bytes),   cat(p.candidates),   p.machine};
+nn::Recompute recompute_named(const std::string& name) {
+  for (const auto& [n, value] : nn::recompute_names())
+    if (n == name)
+      return value;
+  return nn::Recompute::norms;
 }
 
-void from_fields(const std::vector<std::string>& f, AutoPlan& p) {
-  p.mesh = MeshShape::parse(f.at(0));
-  p.rules = LayoutRules::parse(f.at(1));
-  for (const auto& [name, value] : nn::recompute_names())
-    if (name == f.at(2))
-      p.recompute = value;
-  p.microbatches = std::stoll(f.at(3));
-  p.loss_chunks = std::stoll(f.at(4));
-  p.step_s = std::stod(f.at(5));
-  p.peak_bytes = std::stoll(f.at(6));
-  p.candidates = std::stoll(f.at(7));
-  p.machine = f.at(8);
+// What one rank's share of the search found, as text lines (every rank gathers every share's):
+// "fit" and the best plan's fields (step time exact), or "none" and the smallest peak with its
+// setting and the setting's index (-1: the configured one); then the counts.
+std::string share_text(const cost::MemoryPlanSearch& found, const cost::MemorySettings& configured,
+                       const nn::TransformerConfig& model) {
+  std::ostringstream out;
+  const bool fits = !found.configured.result.ranked.empty();
+  if (fits || !found.plans.empty()) {
+    const cost::MemoryPlan& chosen = fits ? found.configured : found.plans.front();
+    const cost::Candidate& best = chosen.result.ranked.front();
+    char step[64];
+    std::snprintf(step, sizeof step, "%.17g", best.time.total_s);
+    out << "fit\n"
+        << step << "\n"
+        << nn::to_string(chosen.settings.recompute) << "\n"
+        << chosen.settings.microbatches << "\n"
+        << chosen.settings.loss_chunks << "\n"
+        << best.mesh.to_string() << "\n"
+        << best.rules.to_string() << "\n"
+        << best.counters.peak_bytes << "\n"
+        << chosen.result.ranked.size() << "\n";
+  } else {
+    const std::vector<cost::MemorySettings> all = cost::memory_settings_to_try(model, configured);
+    long index = -1;
+    for (size_t i = 0; i < all.size(); ++i)
+      if (!(found.smallest_at == configured) && all[i] == found.smallest_at)
+        index = static_cast<long>(i);
+    out << "none\n"
+        << found.smallest_peak << "\n"
+        << nn::to_string(found.smallest_at.recompute) << "\n"
+        << found.smallest_at.microbatches << "\n"
+        << found.smallest_at.loss_chunks << "\n"
+        << index << "\n";
+  }
+  out << found.analyzed << "\n" << found.bounded << "\n";
+  return out.str();
 }
 
-// Rank 0's search: the fastest (mesh, layout) that fits, with recomputation, loss chunks and
-// microbatches when nothing fits as configured.
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    out.push_back(line);
+  return out;
+}
+
+// The search, its settings shared out over the ranks (each rank searches the configured setting,
+// and when nothing fits it, every comm.size()-th other setting): the fastest (mesh, layout) that
+// fits, with recomputation, loss chunks and microbatches when nothing fits as configured. Every
+// rank gathers every share and chooses alike: the plan of the fastest share (ties as
+// cost::sort_plans breaks them), which is the single search's. A stop signal (polled before each
+// lowering) stops every rank; progress is printed on rank 0 every few seconds.
 void search(AutoPlan& p, const Config& config, const nn::TransformerConfig& model,
-            const config::TrainingSettings& train, const cost::Machine& machine, int ranks) {
+            const config::TrainingSettings& train, const cost::Machine& machine,
+            const Communicator& comm, const std::string& tool, bool announce) {
   cost::SearchOptions options;
-  options.processors = ranks;
+  options.processors = comm.size();
   options.memory_bytes = p.memory_bytes;
   options.time.bf16 = model.contraction_precision() == Precision::bfloat16;
   // The run overlaps its halo exchanges when MTK_OVERLAP_HALO=1: price them as it will run them.
@@ -79,20 +117,103 @@ void search(AutoPlan& p, const Config& config, const nn::TransformerConfig& mode
     options.mesh = config.mesh_shape();
   if (!p.layout_auto)
     options.rules = config.layout_rules();
+  options.stop = [] { return stop_signal_received(); };
+  const auto t0 = std::chrono::steady_clock::now();
+  auto last = t0;
+  const bool speaks = announce && comm.rank() == 0;
+  options.progress = [&](const cost::SearchProgress& pr) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!speaks || std::chrono::duration<double>(now - last).count() < 2.0)
+      return;
+    last = now;
+    std::string settings;
+    if (pr.settings > 0) {
+      const std::int64_t share = (pr.settings + comm.size() - 1) / comm.size();  // rank 0's
+      settings = cat(pr.settings_done, " of ",
+                     comm.size() > 1 ? cat("rank 0's ", share, " (", pr.settings, " over ",
+                                           comm.size(), " ranks)")
+                                     : cat(pr.settings),
+                     " settings of model.recompute, model.loss_chunks and train.microbatches ",
+                     "searched, ", pr.settings_fitting, " fit; ");
+    }
+    say(cat("  planning (", p.auto_text(), ", ", comm.size(), " ranks, ",
+            format_duration(std::chrono::duration<double>(now - t0).count()), "): ", settings,
+            pr.analyzed, " layouts lowered, ", pr.bounded,
+            " left out by a lower bound of their memory\n"));
+  };
   const config::OptimizerSettings optimizer = train.optimizer;
   const cost::MemorySettings configured{model.recompute, train.microbatches, model.loss_chunks};
-  const cost::MemoryPlanSearch found = cost::search_with_memory_settings(
-      model, configured, [&] { return config::make_optimizer(optimizer); }, machine, options);
-  const cost::MemoryPlan& chosen = found.plans.empty() ? found.configured : found.plans.front();
-  const cost::Candidate& best = chosen.result.ranked.front();
-  p.mesh = best.mesh;
-  p.rules = best.rules;
-  p.recompute = chosen.settings.recompute;
-  p.microbatches = chosen.settings.microbatches;
-  p.loss_chunks = chosen.settings.loss_chunks;
-  p.step_s = best.time.total_s;
-  p.peak_bytes = best.counters.peak_bytes;
-  p.candidates = static_cast<std::int64_t>(chosen.result.ranked.size());
+  const auto make_optimizer = [&] { return config::make_optimizer(optimizer); };
+  auto no_plan = [&](const std::string& why) {
+    fail(tool, cat("mesh: auto / layout: auto found no plan for the model (", model.to_string(),
+                   ") on ", comm.size(), " ranks with a memory limit of ",
+                   bytes_text(p.memory_bytes), " per rank (", p.memory_source, "): ", why));
+  };
+  std::string local;
+  cost::SearchResult configured_result;  // identical on every rank
+  int stopped = 0;
+  agree_on_failure(comm, [&] {
+    try {
+      const cost::MemoryPlanSearch found = cost::search_memory_settings_share(
+          model, configured, make_optimizer, machine, options, comm.rank(), comm.size());
+      configured_result = found.configured.result;
+      local = share_text(found, configured, model);
+    } catch (const cost::SearchStopped&) {
+      stopped = 1;
+    } catch (const Error& e) {
+      no_plan(e.what());
+    }
+  });
+  if (comm.max(stopped))
+    throw StopRequested(comm.max(stop_signal_number()));
+  // Every share, in rank order: the fastest plan, else the smallest peak.
+  bool fits = false;
+  std::tuple<double, int, std::int64_t, std::int64_t> best_key{};
+  std::pair<std::int64_t, long> smallest{std::numeric_limits<std::int64_t>::max(), 0};
+  std::vector<std::string> best, smallest_fields;
+  std::int64_t analyzed = 0, bounded = 0;
+  for (const std::string& share : comm.allgather(local)) {
+    const std::vector<std::string> f = lines_of(share);
+    analyzed += std::stoll(f.at(f.size() - 2));
+    bounded += std::stoll(f.at(f.size() - 1));
+    if (f.at(0) == "fit") {
+      const auto key = std::make_tuple(std::stod(f.at(1)), static_cast<int>(recompute_named(f.at(2))),
+                                       std::stoll(f.at(3)), std::stoll(f.at(4)));
+      if (!fits || key < best_key) {
+        fits = true;
+        best_key = key;
+        best = f;
+      }
+    } else {
+      const std::pair<std::int64_t, long> key{std::stoll(f.at(1)), std::stol(f.at(5))};
+      if (key < smallest) {
+        smallest = key;
+        smallest_fields = f;
+      }
+    }
+  }
+  p.lowered = analyzed;
+  p.bounded = bounded;
+  if (!fits) {
+    agree_on_failure(comm, [&] {
+      const cost::MemorySettings at{recompute_named(smallest_fields.at(2)),
+                                    std::stoll(smallest_fields.at(3)),
+                                    std::stoll(smallest_fields.at(4))};
+      try {
+        cost::fail_no_setting_fits(model, configured_result, options, smallest.first, at);
+      } catch (const Error& e) {
+        no_plan(e.what());
+      }
+    });
+  }
+  p.step_s = std::stod(best.at(1));
+  p.recompute = recompute_named(best.at(2));
+  p.microbatches = std::stoll(best.at(3));
+  p.loss_chunks = std::stoll(best.at(4));
+  p.mesh = MeshShape::parse(best.at(5));
+  p.rules = LayoutRules::parse(best.at(6));
+  p.peak_bytes = std::stoll(best.at(7));
+  p.candidates = std::stoll(best.at(8));
 }
 
 }  // namespace
@@ -111,12 +232,14 @@ std::string AutoPlan::describe() const {
                 "  plan (%s, %d ranks, %.2f s): mesh %s; layout %s; model.recompute %s; "
                 "model.loss_chunks %lld; train.microbatches %lld\n"
                 "  plan: predicted %.4g s per step, peak %s per rank of a limit of %s (%s); "
-                "machine %s; %lld candidates fit\n",
+                "machine %s; %lld candidates fit (%lld layouts lowered, %lld left out by a lower "
+                "bound of their memory)\n",
                 auto_text().c_str(), mesh.num_processors(), seconds, mesh.to_string().c_str(),
                 layout_text.c_str(), nn::to_string(recompute), static_cast<long long>(loss_chunks),
                 static_cast<long long>(microbatches), step_s, bytes_text(peak_bytes).c_str(),
                 bytes_text(memory_bytes).c_str(), memory_source.c_str(), machine.c_str(),
-                static_cast<long long>(candidates));
+                static_cast<long long>(candidates), static_cast<long long>(lowered),
+                static_cast<long long>(bounded));
   return line;
 }
 
@@ -186,20 +309,7 @@ AutoPlan plan_auto(Config& config, nn::TransformerConfig& model, config::Trainin
   const cost::Machine machine =
       agree_on_failure(comm, [&] { return planning_machine(train, run_dir, p.machine); });
   p.memory_bytes = planning_memory(train, machine.memory_bytes, comm, p.memory_source);
-  std::vector<std::string> fields;
-  agree_on_failure(comm, [&] {
-    if (comm.rank() != 0)
-      return;
-    try {
-      search(p, config, model, train, machine, comm.size());
-    } catch (const Error& e) {
-      fail(tool, cat("mesh: auto / layout: auto found no plan for the model (", model.to_string(),
-                     ") on ", comm.size(), " ranks with a memory limit of ",
-                     bytes_text(p.memory_bytes), " per rank (", p.memory_source, "): ", e.what()));
-    }
-    fields = to_fields(p);
-  });
-  from_fields(comm.broadcast(fields, 0), p);
+  search(p, config, model, train, machine, comm, tool, announce);
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   config.set("mesh", "\"" + p.mesh.to_string() + "\"");
   config.set("layout", "\"" + p.rules.to_string() + "\"");

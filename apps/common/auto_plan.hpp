@@ -32,6 +32,8 @@ struct AutoPlan {
   std::string machine;            ///< the machine description's name and file
   std::int64_t candidates = 0;    ///< (mesh, layout) candidates that fit
   double seconds = 0;             ///< wall time of the planning
+  std::int64_t lowered = 0;       ///< layouts lowered (analyze()) by the search, over the ranks
+  std::int64_t bounded = 0;       ///< candidates left out by a lower bound of their memory
 
   bool planned() const { return mesh_auto || layout_auto; }
   /// The plan as printed at start-up (lines, each ending in '\n').
@@ -53,8 +55,9 @@ bool is_auto(const Config& config, const std::string& key);
 std::int64_t planning_memory(const config::TrainingSettings& train, std::int64_t machine_bytes,
                              const Communicator& comm, std::string& source);
 
-/// When `config` has `mesh: auto` or `layout: auto`: plans for comm.size() ranks (rank 0 searches,
-/// every rank gets its plan), prints it on rank 0, and writes it into `config` (mesh, layout,
+/// When `config` has `mesh: auto` or `layout: auto`: plans for comm.size() ranks (the ranks share
+/// the search out and every rank gets the same plan; progress every few seconds on rank 0; a stop
+/// signal stops it within a lowering: mtk::StopRequested on every rank, exit 76), prints it on rank 0, and writes it into `config` (mesh, layout,
 /// model.recompute, model.loss_chunks, train.microbatches), `model` and `train`. Otherwise returns
 /// a plan with planned() false and changes nothing. Failures (no valid layout, nothing fits the
 /// memory) are agreed on every rank, naming `tool`, the model, the ranks, the memory and the

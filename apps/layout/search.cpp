@@ -12,6 +12,7 @@
 #include <mtk/config/training_config.hpp>
 #include <mtk/cost/layout_search.hpp>
 #include <mtk/cost/memory_plans.hpp>
+#include <mtk/data/vocab.hpp>
 #include <mtk/metrics/metrics.hpp>
 #include <mtk/nn/transformer.hpp>
 #include <mtk/optim/optim.hpp>
@@ -169,6 +170,32 @@ void print_plans(const cost::MemoryPlanSearch& search, std::int64_t limit) {
   std::printf("\nthe best plan's layouts:\n");
 }
 
+// model.vocab_size as the training apps size it: when the config does not set it and names a
+// data directory (data.dir), the size of that directory's prepared vocabulary (DIR/vocab.model,
+// as mtk-lm1b and mtk-wmt prepare it), which `config` gets; else the preset's or the default.
+// Returns the line that says which size was used and why ("" when model.vocab_size was given).
+std::string size_vocabulary(Config& config) {
+  if (config.has("model.vocab_size"))
+    return "";
+  const std::string dir = config.get_string("data.dir", "", {});
+  const int assumed = transformer_config_from(config).vocab_size;
+  if (dir.empty())
+    return cat("vocabulary: ", assumed,
+               " pieces assumed (the preset's or the default; the config names no data.dir and "
+               "no model.vocab_size)");
+  const std::string path = dir + "/vocab.model";
+  try {
+    const int size = Vocab::load(path).size();
+    config.set("model.vocab_size", std::to_string(size));
+    return cat("vocabulary: ", size, " pieces, from data.dir's ", path,
+               " (as the training apps size the model)");
+  } catch (const std::exception& e) {
+    return cat("vocabulary: ", assumed, " pieces assumed (the preset's or the default): data.dir's ",
+               path, " is not readable here (", e.what(), "); set model.vocab_size or run from "
+               "where data.dir is");
+  }
+}
+
 }  // namespace
 
 int run_search(const Communicator& world, const std::vector<std::string>& args) {
@@ -199,6 +226,7 @@ int run_search(const Communicator& world, const std::vector<std::string>& args) 
   }
   for (const auto& s : a.sets)
     config.apply_override(s);
+  const std::string vocab_note = size_vocabulary(config);
   if (!a.optimizer.empty())
     config.apply_override("train.optimizer=" + a.optimizer);
   // The config's optimizer with its hyperparameters (Adafactor's factoring sizes its slots).
@@ -224,10 +252,14 @@ int run_search(const Communicator& world, const std::vector<std::string>& args) 
 
   const size_t shown = std::min(r.ranked.size(), static_cast<size_t>(a.top));
   if (a.json) {
+    if (!vocab_note.empty())
+      std::fprintf(stderr, "mtk-layout search: %s\n", vocab_note.c_str());
     print_json(chosen, shown);
     return kExitOk;
   }
   std::printf("model: %s\n", model.to_string().c_str());
+  if (!vocab_note.empty())
+    std::printf("%s\n", vocab_note.c_str());
   std::printf("machine: %s; %d processors; memory limit %s per processor; optimizer %s%s\n",
               machine.name.c_str(), options.processors,
               options.memory_bytes > 0

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bitset>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -263,50 +264,174 @@ void rank_orders(const std::vector<Dimension>& mdims, const LayoutRules& rules,
   fail_over_memory(r, options);
 }
 
-// One analysed (mesh, layout) of a constrained search: counted, filtered by memory, timed on its
+// A candidate left out by its memory's lower bound, kept in case it must be lowered after all
+// (nothing fits: for the smallest peak, or to learn whether any layout is valid).
+struct Skipped {
+  std::vector<Dimension> mdims;  // open search: the class's canonical order
+  MeshShape mesh;
+  LayoutRules rules;
+  std::int64_t bound = 0;
+  bool fixed = false;  // constrained search: the lowering may refuse it; timed as given
+};
+
+// One search's state: the graph and options, the result being built, its unsplit analysis (for
+// the model's FLOPs and the memory bound) and the candidates left out.
+struct Search {
+  Graph& graph;
+  const Machine& machine;
+  const SearchOptions& options;
+  SearchResult& r;
+  Counters unsplit;
+  std::vector<Skipped> skipped;
+  bool any_valid = false;
+
+  bool bounded() const { return options.skip_by_memory_bound && options.memory_bytes > 0; }
+  void poll() const {
+    if (options.stop && options.stop())
+      throw SearchStopped();
+  }
+  void report() const {
+    if (!options.progress)
+      return;
+    SearchProgress p = options.progress_base;
+    p.analyzed += r.analyzed;
+    p.bounded += r.bounded;
+    options.progress(p);
+  }
+  // The class's counters: the unsplit analysis again when it is that one (one processor).
+  Counters lowered(const MeshShape& mesh, const LayoutRules& rules) const {
+    poll();
+    if (rules.rules().empty() && mesh.to_string() == "all:1")
+      return unsplit;
+    return analyze(graph, mesh, rules)->counters();
+  }
+  // Whether the class's lower bound is over the limit (then it is kept in `skipped`).
+  bool skip(const std::vector<Dimension>& mdims, const MeshShape& mesh, const LayoutRules& rules,
+            bool fixed) {
+    if (!bounded())
+      return false;
+    const std::int64_t bound = memory_lower_bound(graph, mesh, rules, r.unsplit_live_peak_bytes,
+                                                  r.unsplit_variable_bytes);
+    if (bound <= options.memory_bytes)
+      return false;
+    ++r.over_memory;
+    ++r.bounded;
+    skipped.push_back({mdims, mesh, rules, bound, fixed});
+    report();
+    return true;
+  }
+  void note_peak(const Counters& counters) {
+    if (r.min_peak_bytes < 0 || counters.peak_bytes < r.min_peak_bytes)
+      r.min_peak_bytes = counters.peak_bytes;
+  }
+};
+
+double matmul_rate(const Machine& machine, const SearchOptions& options) {
+  return options.time.bf16 && machine.matmul_bf16_flops > 0 ? machine.matmul_bf16_flops
+                                                            : machine.matmul_flops;
+}
+
+// One class of the open search, lowered on its canonical order: counted, filtered by memory and
+// timed in every order of its mesh dims.
+void add_open(Search& S, const std::vector<Dimension>& mdims, const LayoutRules& rules) {
+  SearchResult& r = S.r;
+  ++r.analyzed;
+  const Counters counters = S.lowered(MeshShape(mdims), rules);
+  S.note_peak(counters);
+  if (S.options.memory_bytes > 0 && counters.peak_bytes > S.options.memory_bytes)
+    ++r.over_memory;
+  else
+    rank_orders(mdims, rules, counters, S.machine, S.options, r);
+  S.report();
+}
+
+// One (mesh, layout) of a constrained search, lowered: counted, filtered by memory, timed on its
 // mesh as given (the order is fixed). A layout the lowering refuses counts as not valid.
-bool add_fixed(Graph& graph, const MeshShape& mesh, const LayoutRules& rules,
-               const Machine& machine, const SearchOptions& options, SearchResult& r) {
+bool lower_fixed(Search& S, const MeshShape& mesh, const LayoutRules& rules) {
+  SearchResult& r = S.r;
+  const SearchOptions& options = S.options;
   Counters counters;
   try {
-    counters = analyze(graph, mesh, rules)->counters();
+    counters = S.lowered(mesh, rules);
   } catch (const Error&) {
     ++r.tensor_conflicts;
+    S.report();
     return false;
   }
   ++r.analyzed;
-  if (r.min_peak_bytes < 0 || counters.peak_bytes < r.min_peak_bytes)
-    r.min_peak_bytes = counters.peak_bytes;
+  S.note_peak(counters);
   if (options.memory_bytes > 0 && counters.peak_bytes > options.memory_bytes) {
     ++r.over_memory;
+    S.report();
     return true;
   }
-  const double rate = options.time.bf16 && machine.matmul_bf16_flops > 0 ? machine.matmul_bf16_flops
-                                                                         : machine.matmul_flops;
   Candidate cand;
   cand.mesh = mesh;
   cand.rules = rules;
   cand.counters = counters;
-  cand.time = predict_step_time(cand.counters, cand.mesh, machine, options.time);
-  cand.mfu = r.model_flops / (options.processors * cand.time.total_s * rate);
+  cand.time = predict_step_time(cand.counters, cand.mesh, S.machine, options.time);
+  cand.mfu =
+      r.model_flops / (options.processors * cand.time.total_s * matmul_rate(S.machine, options));
   r.ranked.push_back(std::move(cand));
+  S.report();
   return true;
 }
 
+// One (mesh, layout) of a constrained search: left out by its bound, or lowered. True when it is
+// known to be valid.
+bool add_fixed(Search& S, const MeshShape& mesh, const LayoutRules& rules) {
+  if (S.skip({}, mesh, rules, true))
+    return false;
+  return lower_fixed(S, mesh, rules);
+}
+
+// After the candidates: when nothing fits, the classes left out are lowered after all, by their
+// bound from the least, while one could have a smaller peak than the smallest found (below
+// exact_min_below) or no class is known to be valid yet.
+void settle_skipped(Search& S) {
+  SearchResult& r = S.r;
+  auto& skipped = S.skipped;
+  size_t i = 0;
+  if (r.ranked.empty()) {
+    std::stable_sort(skipped.begin(), skipped.end(),
+                     [](const Skipped& a, const Skipped& b) { return a.bound < b.bound; });
+    for (; i < skipped.size(); ++i) {
+      const Skipped& k = skipped[i];
+      const std::int64_t known =
+          r.min_peak_bytes < 0 ? std::numeric_limits<std::int64_t>::max() : r.min_peak_bytes;
+      if (S.any_valid && k.bound >= std::min(known, S.options.exact_min_below))
+        break;
+      --r.over_memory;  // counted again as it turns out
+      --r.bounded;
+      if (k.fixed) {
+        S.any_valid = lower_fixed(S, k.mesh, k.rules) || S.any_valid;
+      } else {
+        add_open(S, k.mdims, k.rules);
+        S.any_valid = true;
+      }
+    }
+  }
+  for (; i < skipped.size(); ++i)
+    if (r.min_peak_bytes < 0 || skipped[i].bound < r.min_peak_bytes) {
+      r.min_peak_exact = false;
+      if (r.min_peak_bytes < 0)
+        r.min_peak_bytes = skipped[i].bound;
+    }
+}
+
 // `layout: auto` on a given mesh: every mapping of the splittable dims onto its dims.
-bool search_on_mesh(Graph& graph, const Machine& machine, const SearchOptions& options,
-                    const std::vector<std::int64_t>& sizes, SearchResult& r) {
-  const MeshShape& mesh = *options.mesh;
+void search_on_mesh(Search& S, const std::vector<std::int64_t>& sizes) {
+  SearchResult& r = S.r;
+  const MeshShape& mesh = *S.options.mesh;
   const int D = static_cast<int>(r.dims.size()), k = mesh.ndims();
   std::vector<std::int64_t> msizes;
   for (const auto& d : mesh.dims())
     msizes.push_back(d.size);
-  const std::set<Mask> shared = shared_dims(graph, r.dims);
+  const std::set<Mask> shared = shared_dims(S.graph, r.dims);
   r.meshes = 1;
   std::int64_t total = 1;
   for (int i = 0; i < D; ++i)
     total *= k + 1;
-  bool any_valid = false;
   for (std::int64_t code = 0; code < total; ++code) {
     Mapping m;
     m.masks.assign(static_cast<size_t>(k), 0);
@@ -324,10 +449,9 @@ bool search_on_mesh(Graph& graph, const Machine& machine, const SearchOptions& o
     } else if (conflicts(m, shared)) {
       ++r.tensor_conflicts;
     } else {
-      any_valid = add_fixed(graph, mesh, LayoutRules(rule_list), machine, options, r) || any_valid;
+      S.any_valid = add_fixed(S, mesh, LayoutRules(rule_list)) || S.any_valid;
     }
   }
-  return any_valid;
 }
 
 void factor_into(std::int64_t n, size_t k, std::vector<std::int64_t>& cur,
@@ -348,9 +472,9 @@ void factor_into(std::int64_t n, size_t k, std::vector<std::int64_t>& cur,
 
 // `mesh: auto` with a given layout: every mesh of `processors` over the mesh dims the layout names
 // on which each split tensor dim divides.
-bool search_for_layout(Graph& graph, const Machine& machine, const SearchOptions& options,
-                       SearchResult& r) {
-  const LayoutRules& rules = *options.rules;
+void search_for_layout(Search& S) {
+  SearchResult& r = S.r;
+  const LayoutRules& rules = *S.options.rules;
   std::vector<std::string> names;
   for (const auto& [tensor_dim, mesh_dim] : rules.rules())
     if (std::find(names.begin(), names.end(), mesh_dim) == names.end())
@@ -358,16 +482,15 @@ bool search_for_layout(Graph& graph, const Machine& machine, const SearchOptions
   if (names.empty())
     names.push_back("batch");
   std::map<std::string, std::int64_t> size_of;
-  for (int t = 0; t < graph.num_tensors(); ++t)
-    for (const auto& d : graph.tensor_info(t).shape.dims()) {
+  for (int t = 0; t < S.graph.num_tensors(); ++t)
+    for (const auto& d : S.graph.tensor_info(t).shape.dims()) {
       const auto [it, added] = size_of.emplace(d.name, d.size);
       if (!added)
         it->second = std::gcd(it->second, d.size);
     }
   std::vector<std::vector<std::int64_t>> meshes;
   std::vector<std::int64_t> cur;
-  factor_into(options.processors, names.size(), cur, meshes);
-  bool any_valid = false;
+  factor_into(S.options.processors, names.size(), cur, meshes);
   for (const auto& msizes : meshes) {
     ++r.meshes;
     ++r.mappings;
@@ -383,12 +506,32 @@ bool search_for_layout(Graph& graph, const Machine& machine, const SearchOptions
       ++r.not_divisible;
       continue;
     }
-    any_valid = add_fixed(graph, mesh, rules, machine, options, r) || any_valid;
+    S.any_valid = add_fixed(S, mesh, rules) || S.any_valid;
   }
-  return any_valid;
 }
 
 }  // namespace
+
+std::int64_t memory_lower_bound(const Graph& graph, const MeshShape& mesh, const LayoutRules& rules,
+                                std::int64_t unsplit_live_peak, std::int64_t unsplit_variables) {
+  // The variables as the lowering counts them (Lowering::add_variable): each slice in its storage
+  // type, float32 unless stored as bfloat16.
+  std::int64_t variables = 0;
+  try {
+    for (int i : graph.variable_ops()) {
+      const TensorInfo& info = graph.tensor_info(graph.op(i).outputs[0]);
+      const DType stored = graph.variable_attrs(i).storage == DType::bfloat16 ? DType::bfloat16
+                                                                               : DType::float32;
+      variables += TensorLayout(info.shape, rules, mesh, info.name).slice_shape().num_elements() *
+                   static_cast<std::int64_t>(dtype_bytes(stored));
+    }
+  } catch (const Error&) {
+    return 0;  // not a valid layout: the lowering will say so
+  }
+  return variables +
+         std::max<std::int64_t>(0, unsplit_live_peak - unsplit_variables) /
+             std::max(1, mesh.num_processors());
+}
 
 SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOptions& options) {
   const std::string where = "mtk::cost::search_layouts";
@@ -398,16 +541,18 @@ SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOp
   if (options.max_mesh_dims < 1 || options.max_mesh_dims > 4)
     fail(where, cat("max_mesh_dims ", options.max_mesh_dims, " must be in 1..4"));
   SearchResult r;
+  Search S{graph, machine, options, r, {}, {}, false};
   const std::vector<std::int64_t> sizes = choose_dims(graph, options, r);
   const int D = static_cast<int>(r.dims.size());
   const std::set<Mask> shared = shared_dims(graph, r.dims);
   const auto batch_it = std::find(r.dims.begin(), r.dims.end(), "batch");
   const int batch_bit = batch_it == r.dims.end() ? -1 : static_cast<int>(batch_it - r.dims.begin());
-  // The model's matmul FLOPs on one processor, for MFU.
-  r.model_flops = analyze(graph, MeshShape::parse("all:1"), LayoutRules())
-                      ->counters()
-                      .flops_of(FlopClass::einsum);
-  bool any_valid = false;
+  // The model's matmul FLOPs on one processor, for MFU; its live peak bounds every candidate's.
+  S.poll();
+  S.unsplit = analyze(graph, MeshShape::parse("all:1"), LayoutRules())->counters();
+  r.model_flops = S.unsplit.flops_of(FlopClass::einsum);
+  r.unsplit_live_peak_bytes = S.unsplit.live_peak_bytes;
+  r.unsplit_variable_bytes = S.unsplit.variable_bytes;
   r.min_peak_bytes = -1;
   if (options.mesh && options.mesh->num_processors() != options.processors)
     fail(where, cat("mesh ", options.mesh->to_string(), " has ", options.mesh->num_processors(),
@@ -415,9 +560,9 @@ SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOp
   if (options.mesh && options.rules)
     fail(where, "a search needs the mesh or the layout open; both were given");
   if (options.mesh)
-    any_valid = search_on_mesh(graph, machine, options, sizes, r);
+    search_on_mesh(S, sizes);
   else if (options.rules)
-    any_valid = search_for_layout(graph, machine, options, r);
+    search_for_layout(S);
   const bool open = !options.mesh && !options.rules;
   for (const auto& msizes :
        open ? unordered_factorizations(options.processors, options.max_mesh_dims)
@@ -453,18 +598,13 @@ SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOp
           rule_list.emplace_back(r.dims[static_cast<size_t>(i)],
                                  names[static_cast<size_t>(m.target[static_cast<size_t>(i)])]);
       const LayoutRules rules(rule_list);
-      ++r.analyzed;
-      const Counters counters = analyze(graph, MeshShape(mdims), rules)->counters();
-      any_valid = true;
-      if (r.min_peak_bytes < 0 || counters.peak_bytes < r.min_peak_bytes)
-        r.min_peak_bytes = counters.peak_bytes;
-      if (options.memory_bytes > 0 && counters.peak_bytes > options.memory_bytes) {
-        ++r.over_memory;
-        continue;
-      }
-      rank_orders(mdims, rules, counters, machine, options, r);
+      S.any_valid = true;
+      if (!S.skip(mdims, MeshShape(mdims), rules, false))
+        add_open(S, mdims, rules);
     }
   }
+  settle_skipped(S);
+  const bool any_valid = S.any_valid;
   if (r.ranked.empty() && (!any_valid || options.over_memory_fails))
     fail_no_candidate(r, options, sizes, any_valid);
   std::stable_sort(r.ranked.begin(), r.ranked.end(), [](const Candidate& a, const Candidate& b) {
@@ -477,7 +617,7 @@ SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOp
 
 void fail_over_memory(const SearchResult& r, const SearchOptions& options) {
   fail("mtk::cost::search_layouts",
-       cat("every one of the ", r.analyzed, " valid layouts on ", options.processors,
+       cat("every one of the ", r.analyzed + r.bounded, " valid layouts on ", options.processors,
            " processors needs more than the memory limit of ", options.memory_bytes,
            " bytes per processor; the smallest peak is ", r.min_peak_bytes,
            " bytes; use more processors or more memory"));

@@ -18,11 +18,29 @@
 #include <mtk/parallel/mesh_shape.hpp>
 
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace mtk::cost {
+
+/// Thrown by the searches when SearchOptions::stop returns true (a stop signal): not an
+/// mtk::Error, so no search mistakes it for a layout that cannot be lowered.
+class SearchStopped : public std::runtime_error {
+ public:
+  SearchStopped() : std::runtime_error("the layout search was stopped") {}
+};
+
+/// How far a search has come (SearchOptions::progress).
+struct SearchProgress {
+  std::int64_t analyzed = 0;  ///< lowerings (analyze() calls) so far
+  std::int64_t bounded = 0;   ///< candidates left out by their memory's lower bound, not lowered
+  std::int64_t settings_done = 0, settings = 0;  ///< memory settings searched, of (memory_plans)
+  std::int64_t settings_fitting = 0;             ///< of those, settings with a layout that fits
+};
 
 struct SearchOptions {
   int processors = 1;
@@ -43,6 +61,18 @@ struct SearchOptions {
   /// Only this layout: every mesh of `processors` over the mesh dims it names (sizes >= 1, in
   /// the order the rules first name them) on which it is valid (`mesh: auto` with a given layout).
   std::optional<LayoutRules> rules;
+  /// With a memory limit: candidates whose peak's lower bound (memory_lower_bound) is over it are
+  /// not lowered (counted in over_memory and bounded). The ranking is the same; min_peak_bytes is
+  /// exact when nothing fits and the smallest peak is below exact_min_below, else it may be
+  /// left at the smallest lower bound (min_peak_exact false).
+  bool skip_by_memory_bound = false;
+  std::int64_t exact_min_below = std::numeric_limits<std::int64_t>::max();
+  /// Polled before every lowering: true stops the search (throws SearchStopped).
+  std::function<bool()> stop;
+  /// Called after every lowering and every candidate left out, with the counts so far.
+  std::function<void(const SearchProgress&)> progress;
+  /// Counts to start the progress reports from (search_with_memory_settings: earlier settings).
+  SearchProgress progress_base;
 };
 
 struct Candidate {
@@ -63,10 +93,27 @@ struct SearchResult {
   std::int64_t tensor_conflicts = 0;  ///< two dims of one tensor on one mesh dim
   /// Offered dims left out because an op needs them whole: "dim (kind 'op')".
   std::vector<std::string> unsplittable;
-  std::int64_t analyzed = 0;        ///< analyze() calls
+  std::int64_t analyzed = 0;        ///< analyze() calls for candidates
   std::int64_t over_memory = 0;     ///< classes whose peak exceeds the limit
+  std::int64_t bounded = 0;         ///< of those, left out by the lower bound (not lowered)
   std::int64_t min_peak_bytes = 0;  ///< smallest peak over all analysed classes
+  /// Whether min_peak_bytes is the smallest peak of every valid class (false: classes left out by
+  /// the bound may have smaller peaks, none below exact_min_below).
+  bool min_peak_exact = true;
+  /// The live peak of the whole step on one processor (mesh all:1, nothing split): over the
+  /// processors, a lower bound of every candidate's peak.
+  std::int64_t unsplit_live_peak_bytes = 0;
+  std::int64_t unsplit_variable_bytes = 0;  ///< its variables (Counters::variable_bytes)
 };
+
+/// A lower bound of the peak per processor (Counters::peak_bytes) of `graph` lowered on `mesh`
+/// under `rules`, without lowering it: its variables' slices (Counters::variable_bytes, exact,
+/// held for the whole step) and the rest of the unsplit program's live peak
+/// (`unsplit_live_peak` less `unsplit_variables`) over the processors (every buffer's slice is
+/// at least its whole over the processors; the peak holds at least the live bytes). 0 for the
+/// variables' part when the layout is not valid.
+std::int64_t memory_lower_bound(const Graph& graph, const MeshShape& mesh, const LayoutRules& rules,
+                                std::int64_t unsplit_live_peak, std::int64_t unsplit_variables);
 
 /// Ordered factorizations of n into 1..max_dims factors, each >= 2 (n = 1: the single {1}).
 std::vector<std::vector<std::int64_t>> mesh_factorizations(std::int64_t n, int max_dims);

@@ -69,10 +69,11 @@ MemoryPlan search_setting(const nn::TransformerConfig& model, const MemorySettin
 
 }  // namespace
 
-MemoryPlanSearch search_with_memory_settings(const nn::TransformerConfig& model,
-                                             const MemorySettings& configured,
-                                             const OptimizerFactory& make_optimizer,
-                                             const Machine& machine, const SearchOptions& options) {
+MemoryPlanSearch search_memory_settings_share(const nn::TransformerConfig& model,
+                                              const MemorySettings& configured,
+                                              const OptimizerFactory& make_optimizer,
+                                              const Machine& machine, const SearchOptions& options,
+                                              int index, int count) {
   MemoryPlanSearch out;
   SearchOptions quiet = options;
   quiet.over_memory_fails = false;
@@ -82,33 +83,81 @@ MemoryPlanSearch search_with_memory_settings(const nn::TransformerConfig& model,
     build_training_graph(g, model, configured, make_optimizer);
     out.configured.result = search_layouts(g, machine, quiet);  // throws when none is valid
   }
+  out.analyzed = out.configured.result.analyzed + 1;  // and its unsplit analysis
+  out.bounded = out.configured.result.bounded;
+  out.smallest_peak = out.configured.result.min_peak_bytes;
+  out.smallest_at = configured;
   if (!out.configured.result.ranked.empty() || options.memory_bytes <= 0)
     return out;
-  std::int64_t smallest = out.configured.result.min_peak_bytes;
-  MemorySettings smallest_at = configured;
-  for (const MemorySettings& s : memory_settings_to_try(model, configured)) {
-    MemoryPlan plan = search_setting(model, s, make_optimizer, machine, quiet);
-    if (!plan.result.ranked.empty())
+  const std::vector<MemorySettings> settings = memory_settings_to_try(model, configured);
+  // The other settings: candidates whose peak's lower bound is over the limit are not lowered
+  // (they could not fit); when nothing fits, only peaks that could be the smallest are found.
+  SearchOptions bounded = quiet;
+  bounded.skip_by_memory_bound = true;
+  SearchProgress done;
+  done.settings = static_cast<std::int64_t>(settings.size());
+  for (size_t i = 0; i < settings.size(); ++i) {
+    if (count > 1 && static_cast<int>(i % static_cast<size_t>(count)) != index)
+      continue;
+    const MemorySettings& s = settings[i];
+    if (options.stop && options.stop())
+      throw SearchStopped();
+    done.analyzed = out.analyzed;
+    done.bounded = out.bounded;
+    bounded.exact_min_below = out.smallest_peak;
+    bounded.progress_base = done;
+    MemoryPlan plan = search_setting(model, s, make_optimizer, machine, bounded);
+    out.analyzed += plan.result.analyzed + 1;
+    out.bounded += plan.result.bounded;
+    ++done.settings_done;
+    if (!plan.result.ranked.empty()) {
+      ++done.settings_fitting;
       out.plans.push_back(std::move(plan));
-    else if (plan.result.min_peak_bytes > 0 && plan.result.min_peak_bytes < smallest)
-      std::tie(smallest, smallest_at) = std::make_pair(plan.result.min_peak_bytes, s);
+    } else if (plan.result.min_peak_bytes > 0 && plan.result.min_peak_bytes < out.smallest_peak) {
+      std::tie(out.smallest_peak, out.smallest_at) =
+          std::make_pair(plan.result.min_peak_bytes, s);
+    }
+    if (options.progress) {
+      done.analyzed = out.analyzed;
+      done.bounded = out.bounded;
+      options.progress(done);
+    }
   }
-  if (out.plans.empty())
-    fail("mtk::cost::search_layouts",
-         cat("every one of the ", out.configured.result.analyzed, " valid layouts on ",
-             options.processors, " processors needs more than the memory limit of ",
-             options.memory_bytes, " bytes per processor, with every model.recompute mode, ",
-             "train.microbatches count dividing model.batch ", model.batch,
-             " and model.loss_chunks count of 1, 2, 4, 8 dividing model.length ", model.length,
-             " too; the smallest peak is ", smallest, " bytes (", smallest_at.to_args(),
-             "); use more processors or more memory"));
-  std::stable_sort(
-      out.plans.begin(), out.plans.end(), [](const MemoryPlan& a, const MemoryPlan& b) {
-        return std::make_tuple(a.result.ranked.front().time.total_s, a.settings.recompute,
-                               a.settings.microbatches, a.settings.loss_chunks) <
-               std::make_tuple(b.result.ranked.front().time.total_s, b.settings.recompute,
-                               b.settings.microbatches, b.settings.loss_chunks);
-      });
+  sort_plans(out.plans);
+  return out;
+}
+
+void fail_no_setting_fits(const nn::TransformerConfig& model, const SearchResult& configured,
+                          const SearchOptions& options, std::int64_t smallest,
+                          const MemorySettings& smallest_at) {
+  fail("mtk::cost::search_layouts",
+       cat("every one of the ", configured.analyzed + configured.bounded, " valid layouts on ",
+           options.processors, " processors needs more than the memory limit of ",
+           options.memory_bytes, " bytes per processor, with every model.recompute mode, ",
+           "train.microbatches count dividing model.batch ", model.batch,
+           " and model.loss_chunks count of 1, 2, 4, 8 dividing model.length ", model.length,
+           " too; the smallest peak is ", smallest, " bytes (", smallest_at.to_args(),
+           "); use more processors or more memory"));
+}
+
+void sort_plans(std::vector<MemoryPlan>& plans) {
+  std::stable_sort(plans.begin(), plans.end(), [](const MemoryPlan& a, const MemoryPlan& b) {
+    return std::make_tuple(a.result.ranked.front().time.total_s, a.settings.recompute,
+                           a.settings.microbatches, a.settings.loss_chunks) <
+           std::make_tuple(b.result.ranked.front().time.total_s, b.settings.recompute,
+                           b.settings.microbatches, b.settings.loss_chunks);
+  });
+}
+
+MemoryPlanSearch search_with_memory_settings(const nn::TransformerConfig& model,
+                                             const MemorySettings& configured,
+                                             const OptimizerFactory& make_optimizer,
+                                             const Machine& machine, const SearchOptions& options) {
+  MemoryPlanSearch out =
+      search_memory_settings_share(model, configured, make_optimizer, machine, options, 0, 1);
+  if (out.configured.result.ranked.empty() && options.memory_bytes > 0 && out.plans.empty())
+    fail_no_setting_fits(model, out.configured.result, options, out.smallest_peak,
+                         out.smallest_at);
   return out;
 }
 

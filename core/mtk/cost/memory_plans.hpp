@@ -48,6 +48,13 @@ struct MemoryPlanSearch {
   /// by their best candidate's predicted step time (ties: less recomputation, fewer microbatches,
   /// fewer loss chunks).
   std::vector<MemoryPlan> plans;
+  /// When no setting fits: the smallest peak of any layout and its setting (the first setting
+  /// with it in memory_settings_to_try's order, the configured one first).
+  std::int64_t smallest_peak = 0;
+  MemorySettings smallest_at;
+  /// Over every setting searched: lowerings, and candidates left out by their memory's lower
+  /// bound (SearchOptions::skip_by_memory_bound) instead.
+  std::int64_t analyzed = 0, bounded = 0;
 };
 
 /// A fresh optimizer of the run's kind and hyperparameters (each graph gets its own).
@@ -65,6 +72,29 @@ std::vector<MemorySettings> memory_settings_to_try(const nn::TransformerConfig& 
 /// Builds `model`'s training graph with `settings` (nn::build_training) into `g`.
 void build_training_graph(Graph& g, nn::TransformerConfig model, const MemorySettings& settings,
                           const OptimizerFactory& make_optimizer);
+
+/// One share of search_with_memory_settings for `count` searchers (ranks) splitting the work: the
+/// configured setting, and when nothing fits it, the other settings whose index in
+/// memory_settings_to_try is `index` modulo `count`. No error when none of them fits (plans
+/// empty; smallest_peak and smallest_at of the share). The other settings are searched with
+/// skip_by_memory_bound: a candidate whose peak cannot be under the limit is not lowered.
+/// Throws SearchStopped when options.stop says so.
+MemoryPlanSearch search_memory_settings_share(const nn::TransformerConfig& model,
+                                              const MemorySettings& configured,
+                                              const OptimizerFactory& make_optimizer,
+                                              const Machine& machine, const SearchOptions& options,
+                                              int index, int count);
+
+/// The error when no setting fits: every layout of every setting over the limit, the smallest
+/// peak `smallest` with `smallest_at`.
+[[noreturn]] void fail_no_setting_fits(const nn::TransformerConfig& model,
+                                       const SearchResult& configured,
+                                       const SearchOptions& options, std::int64_t smallest,
+                                       const MemorySettings& smallest_at);
+
+/// Orders plans by their best candidate's predicted step time (ties: less recomputation, fewer
+/// microbatches, fewer loss chunks).
+void sort_plans(std::vector<MemoryPlan>& plans);
 
 /// Searches the configured setting; when every valid layout is over options.memory_bytes, searches
 /// the other settings. Throws mtk::Error when the configured setting has no valid layout (as

@@ -1,6 +1,7 @@
 #include <mtk/lower/in_place_updates.hpp>
 
 #include <algorithm>
+#include <map>
 
 namespace mtk {
 namespace {
@@ -24,23 +25,33 @@ struct StepIndex {
   }
 };
 
-// The tensors that may hold variable v's buffer: v, and what renaming steps make of them.
-std::vector<int> aliases_of(const std::vector<Program::Step>& steps, int tensors, int v,
-                            const StepIndex& index) {
-  std::vector<bool> alias(static_cast<size_t>(tensors), false);
-  std::vector<int> names{v};
-  alias[static_cast<size_t>(v)] = true;
+// Per stored variable v, the tensors that may hold its buffer: v, and what renaming steps make of
+// them (in the order found). One pass over the renaming steps for every variable at once: each
+// variable's names grow in step order as a pass of its own would find them.
+std::map<int, std::vector<int>> aliases_of(const std::vector<Program::Step>& steps, int tensors,
+                                           const InPlaceInputs& in, const StepIndex& index) {
+  std::vector<std::vector<int>> roots(static_cast<size_t>(tensors));  // per tensor: its variables
+  std::map<int, std::vector<int>> names;
+  for (int v : in.stored_variables) {
+    roots[static_cast<size_t>(v)].push_back(v);
+    names[v] = {v};
+  }
+  std::vector<int> found;
   for (size_t s : index.renaming) {
     const auto& st = steps[s];
-    bool reads_alias = false;
+    found.clear();
     for (int r : st.reads)
-      reads_alias = reads_alias || alias[static_cast<size_t>(r)];
-    if (reads_alias)
-      for (int w : st.writes)
-        if (!alias[static_cast<size_t>(w)]) {
-          alias[static_cast<size_t>(w)] = true;
-          names.push_back(w);
+      for (int v : roots[static_cast<size_t>(r)])
+        if (std::find(found.begin(), found.end(), v) == found.end())
+          found.push_back(v);
+    for (int v : found)
+      for (int w : st.writes) {
+        auto& of = roots[static_cast<size_t>(w)];
+        if (std::find(of.begin(), of.end(), v) == of.end()) {
+          of.push_back(v);
+          names[v].push_back(w);
         }
+      }
   }
   return names;
 }
@@ -71,13 +82,14 @@ bool may_update(size_t s, int out, int var, const std::vector<int>& aliases,
 InPlacePlan plan_in_place_updates(const std::vector<Program::Step>& steps, int tensors,
                                   const InPlaceInputs& in) {
   const StepIndex index(steps, tensors, in);
+  const std::map<int, std::vector<int>> names = aliases_of(steps, tensors, in, index);
   InPlacePlan plan;
   plan.in_place.resize(steps.size());
   for (size_t s = 0; s < steps.size(); ++s)
     for (const auto& [out, var] : steps[s].may_overwrite) {
       if (plan.aliases.count(var) || !in.stored_variables.count(var))
         continue;  // one update per variable
-      std::vector<int> aliases = aliases_of(steps, tensors, var, index);
+      std::vector<int> aliases = names.at(var);
       if (!may_update(s, out, var, aliases, in, index))
         continue;
       plan.in_place[s].emplace_back(out, var);

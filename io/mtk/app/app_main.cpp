@@ -1,4 +1,5 @@
 #include <mtk/app/app_main.hpp>
+#include <mtk/app/exit_status.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/parallel/environment.hpp>
 #include <mtk/signals/stop_signals.hpp>
@@ -49,6 +50,12 @@ int app_main(int argc, char** argv, const AppOptions& options,
     const bool reports = options.every_rank_reports || world.rank() == 0;
     try {
       status = run(world, std::vector<std::string>(argv + 1, argv + argc));
+    } catch (const StopRequested& e) {
+      // Every rank stopped alike (a collective agreed on it): the contract's "before the first
+      // step" status.
+      if (world.rank() == 0)
+        std::fprintf(stderr, "%s: %s\n", name, e.what());
+      status = kExitStoppedBeforeStart;
     } catch (const AgreedError& e) {
       // Every rank failed alike: finish normally.
       if (reports)

@@ -7,7 +7,24 @@
 #include <mtk/parallel/communicator.hpp>
 #include <mtk/parallel/mpi_interop.hpp>
 
+#include <stdexcept>
+#include <string>
+
 namespace mtk {
+
+/// Thrown on every rank when a stop signal ends work that has no step to finish (the `mesh: auto`
+/// planning of a training start-up): app_main() reports it and exits kExitStoppedBeforeStart (76).
+class StopRequested : public std::runtime_error {
+ public:
+  explicit StopRequested(int signal_number)
+      : std::runtime_error("stop requested (signal " + std::to_string(signal_number) +
+                           ") during start-up, before the first step; nothing was saved (exit 76)"),
+        signal_(signal_number) {}
+  int signal_number() const { return signal_; }
+
+ private:
+  int signal_;
+};
 
 /// Installs handlers for SIGTERM, SIGUSR1 and SIGINT (idempotent) that record the signal. A
 /// second SIGTERM (SIGINT) while that stop is already pending restores the default action and
