@@ -12,10 +12,10 @@
 #include "mtk_test_util.hpp"
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -394,10 +394,9 @@ double ref_compare(CompareFn fn, double a, double b) {
 
 template <class T>
 void check_compare() {
-  const std::vector<CompareFn> fns = {CompareFn::less,    CompareFn::less_equal,
-                                      CompareFn::greater, CompareFn::greater_equal,
-                                      CompareFn::equal,   CompareFn::not_equal,
-                                      CompareFn::near_equal};
+  const std::vector<CompareFn> fns = {
+      CompareFn::less,  CompareFn::less_equal, CompareFn::greater,   CompareFn::greater_equal,
+      CompareFn::equal, CompareFn::not_equal,  CompareFn::near_equal};
   unsigned seed = 21;
   for (const auto& c : broadcast_cases()) {
     for (CompareFn fn : fns) {
@@ -428,11 +427,21 @@ TEST(KernelsElementwise, CompareInt32) {
 // computed at two positions of a matrix), exact for zeros, infinities and integers.
 TEST(KernelsElementwise, NearEqualIsEqualityUpToRounding) {
   const float inf = std::numeric_limits<float>::infinity(), tol = mtk::kNearEqualRelative;
-  const std::vector<double> a = {1.0, 1.0,   1.0,    -3.5, 0.0, 0.0, inf, inf,
-                                 -inf, 2.0, 1e-30, 1000.0, 1.0};
-  const std::vector<double> b = {1.0,  std::nextafter(1.0f, 2.0f), 1.0 + 0.5 * tol,
-                                 -3.5 * (1 + tol / 2), 1e-38, -0.0, inf, -inf, -inf,
-                                 2.0 * (1 + 2 * tol), 2e-30, 1000.0 - 0.12, -1.0};
+  const std::vector<double> a = {1.0, 1.0,  1.0, -3.5,  0.0,    0.0, inf,
+                                 inf, -inf, 2.0, 1e-30, 1000.0, 1.0};
+  const std::vector<double> b = {1.0,
+                                 std::nextafter(1.0f, 2.0f),
+                                 1.0 + 0.5 * tol,
+                                 -3.5 * (1 + tol / 2),
+                                 1e-38,
+                                 -0.0,
+                                 inf,
+                                 -inf,
+                                 -inf,
+                                 2.0 * (1 + 2 * tol),
+                                 2e-30,
+                                 1000.0 - 0.12,
+                                 -1.0};
   const std::vector<double> want = {1, 1, 1, 1, 0, 1, 1, 0, 1, 0, 0, 1, 0};
   const Shape s({{"x", static_cast<std::int64_t>(a.size())}});
   const auto z = to_vector(k::compare<float>(mtk::ExecSpace(), CompareFn::near_equal, s,

@@ -172,8 +172,8 @@ TEST(EinsumFp32, EveryBackendIsWithinTheRoundingBound) {
                            << c.shape.k << ", " << c.shape.n << "]: " << c.worst;
     EXPECT_LE(c.worst, static_cast<double>(c.shape.k) + 1.0);
     if (!c.position_consistent)
-      std::printf("position-dependent rounding: %s on [%ld, %ld] x [%ld, %ld]\n",
-                  c.backend.c_str(), static_cast<long>(c.shape.m), static_cast<long>(c.shape.k),
+      std::printf("position-dependent rounding: %s on [%ld, %ld] x [%ld, %ld]\n", c.backend.c_str(),
+                  static_cast<long>(c.shape.m), static_cast<long>(c.shape.k),
                   static_cast<long>(c.shape.k), static_cast<long>(c.shape.n));
   }
   const k::Fp32Gemm before = k::fp32_gemm();

@@ -15,9 +15,10 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <limits>
-#include <tuple>
 #include <sstream>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -98,6 +99,33 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
+// Rank 0's progress line of the planning, every 2 s at most (silent elsewhere).
+std::function<void(const cost::SearchProgress&)> progress_printer(const AutoPlan& p,
+                                                                  const Communicator& comm,
+                                                                  bool speaks) {
+  const auto t0 = std::chrono::steady_clock::now();
+  return [&p, &comm, speaks, t0, last = t0](const cost::SearchProgress& pr) mutable {
+    const auto now = std::chrono::steady_clock::now();
+    if (!speaks || std::chrono::duration<double>(now - last).count() < 2.0)
+      return;
+    last = now;
+    std::string settings;
+    if (pr.settings > 0) {
+      const std::int64_t share = (pr.settings + comm.size() - 1) / comm.size();  // rank 0's
+      settings = cat(pr.settings_done, " of ",
+                     comm.size() > 1 ? cat("rank 0's ", share, " (", pr.settings, " over ",
+                                           comm.size(), " ranks)")
+                                     : cat(pr.settings),
+                     " settings of model.recompute, model.loss_chunks and train.microbatches ",
+                     "searched, ", pr.settings_fitting, " fit; ");
+    }
+    say(cat("  planning (", p.auto_text(), ", ", comm.size(), " ranks, ",
+            format_duration(std::chrono::duration<double>(now - t0).count()), "): ", settings,
+            pr.analyzed, " layouts lowered, ", pr.bounded,
+            " left out by a lower bound of their memory\n"));
+  };
+}
+
 // The search, its settings shared out over the ranks (each rank searches the configured setting,
 // and when nothing fits it, every comm.size()-th other setting): the fastest (mesh, layout) that
 // fits, with recomputation, loss chunks and microbatches when nothing fits as configured. Every
@@ -118,29 +146,7 @@ void search(AutoPlan& p, const Config& config, const nn::TransformerConfig& mode
   if (!p.layout_auto)
     options.rules = config.layout_rules();
   options.stop = [] { return stop_signal_received(); };
-  const auto t0 = std::chrono::steady_clock::now();
-  auto last = t0;
-  const bool speaks = announce && comm.rank() == 0;
-  options.progress = [&](const cost::SearchProgress& pr) {
-    const auto now = std::chrono::steady_clock::now();
-    if (!speaks || std::chrono::duration<double>(now - last).count() < 2.0)
-      return;
-    last = now;
-    std::string settings;
-    if (pr.settings > 0) {
-      const std::int64_t share = (pr.settings + comm.size() - 1) / comm.size();  // rank 0's
-      settings = cat(pr.settings_done, " of ",
-                     comm.size() > 1 ? cat("rank 0's ", share, " (", pr.settings, " over ",
-                                           comm.size(), " ranks)")
-                                     : cat(pr.settings),
-                     " settings of model.recompute, model.loss_chunks and train.microbatches ",
-                     "searched, ", pr.settings_fitting, " fit; ");
-    }
-    say(cat("  planning (", p.auto_text(), ", ", comm.size(), " ranks, ",
-            format_duration(std::chrono::duration<double>(now - t0).count()), "): ", settings,
-            pr.analyzed, " layouts lowered, ", pr.bounded,
-            " left out by a lower bound of their memory\n"));
-  };
+  options.progress = progress_printer(p, comm, announce && comm.rank() == 0);
   const config::OptimizerSettings optimizer = train.optimizer;
   const cost::MemorySettings configured{model.recompute, train.microbatches, model.loss_chunks};
   const auto make_optimizer = [&] { return config::make_optimizer(optimizer); };
@@ -177,8 +183,9 @@ void search(AutoPlan& p, const Config& config, const nn::TransformerConfig& mode
     analyzed += std::stoll(f.at(f.size() - 2));
     bounded += std::stoll(f.at(f.size() - 1));
     if (f.at(0) == "fit") {
-      const auto key = std::make_tuple(std::stod(f.at(1)), static_cast<int>(recompute_named(f.at(2))),
-                                       std::stoll(f.at(3)), std::stoll(f.at(4)));
+      const auto key =
+          std::make_tuple(std::stod(f.at(1)), static_cast<int>(recompute_named(f.at(2))),
+                          std::stoll(f.at(3)), std::stoll(f.at(4)));
       if (!fits || key < best_key) {
         fits = true;
         best_key = key;

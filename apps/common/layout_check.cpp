@@ -21,13 +21,6 @@ void add_dims(const Graph& g, std::set<std::string>& out) {
       out.insert(name);
 }
 
-std::string joined(const std::vector<std::string>& names) {
-  std::string list;
-  for (const auto& n : names)
-    list += (list.empty() ? "" : ", ") + n;
-  return list;
-}
-
 }  // namespace
 
 std::vector<std::string> graph_dim_names(const Graph& g) {
@@ -128,7 +121,7 @@ void check_layout_rules(const Graph& g, const LayoutRules& rules,
         cat("the layout rule '", rule, "' names the tensor dimension '", dim,
             "', which the model does not have under any settings, so it splits nothing",
             near.empty() ? std::string() : cat("; did you mean '", near, "'?"),
-            " (the model's dims: ", joined(dims), ")");
+            " (the model's dims: ", config::joined(dims), ")");
     if (strict)
       fail("mtk::app::check_layout_rules", cat(what, " [--strict-layout]"));
     std::lock_guard<std::mutex> lock(mutex);

@@ -1,4 +1,5 @@
 #include <mtk/base/error.hpp>
+#include <mtk/cost/impl/factorizations.hpp>
 #include <mtk/cost/layout_search.hpp>
 #include <mtk/lower/lowering.hpp>
 
@@ -20,36 +21,6 @@ int popcount(Mask m) {
   return static_cast<int>(std::bitset<32>(m).count());
 }
 
-void factor_rec(std::int64_t n, int left, std::int64_t min_factor, bool ordered,
-                std::vector<std::int64_t>& cur, std::vector<std::vector<std::int64_t>>& out) {
-  if (n == 1) {
-    if (!cur.empty())
-      out.push_back(cur);
-    return;
-  }
-  if (left == 0)
-    return;
-  for (std::int64_t f = ordered ? 2 : min_factor; f <= n; ++f) {
-    if (n % f != 0)
-      continue;
-    cur.push_back(f);
-    factor_rec(n / f, left - 1, f, ordered, cur, out);
-    cur.pop_back();
-  }
-}
-
-// Unordered factorizations (nonincreasing sizes): one per mesh up to the order of its dims.
-std::vector<std::vector<std::int64_t>> unordered_factorizations(std::int64_t n, int max_dims) {
-  std::vector<std::vector<std::int64_t>> out;
-  if (n == 1)
-    return {{1}};  // one processor: the mesh `all:1`, nothing split
-  std::vector<std::int64_t> cur;
-  factor_rec(n, max_dims, 2, false, cur, out);
-  for (auto& f : out)
-    std::sort(f.rbegin(), f.rend());
-  return out;
-}
-
 // Mesh dim names from what they split, so one class keeps its names in every order: the dim
 // splitting `batch` is "batch", the others "model", "model2", ... in canonical order.
 std::vector<std::string> mesh_dim_names(const std::vector<Mask>& masks, int batch_bit) {
@@ -63,21 +34,6 @@ std::vector<std::string> mesh_dim_names(const std::vector<Mask>& masks, int batc
   }
   return names;
 }
-
-}  // namespace
-
-std::vector<std::vector<std::int64_t>> mesh_factorizations(std::int64_t n, int max_dims) {
-  if (n < 1)
-    fail("mtk::cost::mesh_factorizations", cat("processor count ", n, " must be >= 1"));
-  if (n == 1)
-    return {{1}};
-  std::vector<std::vector<std::int64_t>> out;
-  std::vector<std::int64_t> cur;
-  factor_rec(n, max_dims, 2, true, cur, out);
-  return out;
-}
-
-namespace {
 
 // The dims to search (into r.dims, r.unsplittable) and their sizes: the dims the model's layers
 // offer (or every dim), less those an op needs whole (its OpTraits), so the lowering never has to
@@ -310,8 +266,8 @@ struct Search {
             bool fixed) {
     if (!bounded())
       return false;
-    const std::int64_t bound = memory_lower_bound(graph, mesh, rules, r.unsplit_live_peak_bytes,
-                                                  r.unsplit_variable_bytes);
+    const std::int64_t bound =
+        memory_lower_bound(graph, mesh, rules, r.unsplit_live_peak_bytes, r.unsplit_variable_bytes);
     if (bound <= options.memory_bytes)
       return false;
     ++r.over_memory;
@@ -520,17 +476,16 @@ std::int64_t memory_lower_bound(const Graph& graph, const MeshShape& mesh, const
   try {
     for (int i : graph.variable_ops()) {
       const TensorInfo& info = graph.tensor_info(graph.op(i).outputs[0]);
-      const DType stored = graph.variable_attrs(i).storage == DType::bfloat16 ? DType::bfloat16
-                                                                               : DType::float32;
+      const DType stored =
+          graph.variable_attrs(i).storage == DType::bfloat16 ? DType::bfloat16 : DType::float32;
       variables += TensorLayout(info.shape, rules, mesh, info.name).slice_shape().num_elements() *
                    static_cast<std::int64_t>(dtype_bytes(stored));
     }
   } catch (const Error&) {
     return 0;  // not a valid layout: the lowering will say so
   }
-  return variables +
-         std::max<std::int64_t>(0, unsplit_live_peak - unsplit_variables) /
-             std::max(1, mesh.num_processors());
+  return variables + std::max<std::int64_t>(0, unsplit_live_peak - unsplit_variables) /
+                         std::max(1, mesh.num_processors());
 }
 
 SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOptions& options) {
@@ -565,7 +520,7 @@ SearchResult search_layouts(Graph& graph, const Machine& machine, const SearchOp
     search_for_layout(S);
   const bool open = !options.mesh && !options.rules;
   for (const auto& msizes :
-       open ? unordered_factorizations(options.processors, options.max_mesh_dims)
+       open ? impl::unordered_factorizations(options.processors, options.max_mesh_dims)
             : std::vector<std::vector<std::int64_t>>{}) {
     ++r.meshes;
     const int k = options.processors == 1 ? 0 : static_cast<int>(msizes.size());

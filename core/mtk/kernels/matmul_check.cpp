@@ -13,8 +13,8 @@
 namespace mtk::kernels {
 namespace {
 
-constexpr bool host_space = Kokkos::SpaceAccessibility<Kokkos::HostSpace,
-                                                       ExecSpace::memory_space>::accessible;
+constexpr bool host_space =
+    Kokkos::SpaceAccessibility<Kokkos::HostSpace, ExecSpace::memory_space>::accessible;
 
 // Values in [-1, 1) from a counter (no state shared with other generators); every third row
 // (column) repeats the first, so equal dot products sit at many positions, tails included.
@@ -122,10 +122,9 @@ void guard_fp32_matmuls(bool print_warning) {
   const MatmulCheck* bad = first_failure(chosen);
   if (!bad)
     return;
-  const std::string what =
-      cat(bad->backend, " gives wrong float32 products: ", shape_text(bad->shape), " is ",
-          bad->worst, " units of the rounding bound off a float64 product (at most ",
-          bad->shape.k + 1, ")");
+  const std::string what = cat(
+      bad->backend, " gives wrong float32 products: ", shape_text(bad->shape), " is ", bad->worst,
+      " units of the rounding bound off a float64 product (at most ", bad->shape.k + 1, ")");
   if (requested != "auto")
     fail("mtk::kernels::guard_fp32_matmuls",
          cat(what, "; MTK_FP32_GEMM=", requested, " forces it: choose the other backend"));

@@ -24,14 +24,14 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
   return d[a.size()][b.size()];
 }
 
+}  // namespace
+
 std::string joined(const std::vector<std::string>& names) {
   std::string list;
   for (const auto& n : names)
     list += (list.empty() ? "" : ", ") + n;
   return list;
 }
-
-}  // namespace
 
 std::string nearest_name(const std::string& name, const std::vector<std::string>& known) {
   std::string best;

@@ -21,6 +21,8 @@ void reject_unknown_sections(const Config& config, const std::string& where,
 
 namespace config {
 
+/// The names separated by ", " (error messages' lists).
+std::string joined(const std::vector<std::string>& names);
 /// The name of `known` nearest to `name` by edit distance (a swap of neighbours is one edit), ""
 /// when none is near (more than a third of the name's letters, or one letter, differ).
 std::string nearest_name(const std::string& name, const std::vector<std::string>& known);

@@ -46,13 +46,6 @@ std::vector<Point> read_points(const Config& config, const std::string& key,
   return points;
 }
 
-std::string joined(const std::vector<std::string>& names) {
-  std::string list;
-  for (const auto& n : names)
-    list += (list.empty() ? "" : ", ") + n;
-  return list;
-}
-
 }  // namespace
 
 const std::vector<std::string>& machine_step_kinds() {
@@ -98,7 +91,7 @@ cost::Machine machine_from_config(const Config& config) {
         fail(where, cat(config.origin(), ": elementwise_by_kind names the step kind '", kind,
                         "', which no step has (its rate would never be used)",
                         near.empty() ? std::string() : cat("; did you mean '", near, "'?"),
-                        " (known: ", joined(known), ")"));
+                        " (known: ", config::joined(known), ")"));
       }
       m.elementwise_by_kind[kind] = config.get_positive("elementwise_by_kind." + kind);
     }
