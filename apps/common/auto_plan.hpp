@@ -57,11 +57,12 @@ std::int64_t planning_memory(const config::TrainingSettings& train, std::int64_t
 
 /// When `config` has `mesh: auto` or `layout: auto`: plans for comm.size() ranks (the ranks share
 /// the search out and every rank gets the same plan; progress every few seconds on rank 0; a stop
-/// signal stops it within a lowering: mtk::StopRequested on every rank, exit 76), prints it on rank 0, and writes it into `config` (mesh, layout,
-/// model.recompute, model.loss_chunks, train.microbatches), `model` and `train`. Otherwise returns
-/// a plan with planned() false and changes nothing. Failures (no valid layout, nothing fits the
-/// memory) are agreed on every rank, naming `tool`, the model, the ranks, the memory and the
-/// smallest peak. `announce` false: prints nothing. Collective.
+/// signal stops it within a lowering: mtk::StopRequested on every rank, exit 76), prints it on rank
+/// 0, and writes it into `config` (mesh, layout, model.recompute, model.loss_chunks,
+/// train.microbatches), `model` and `train`. Otherwise returns a plan with planned() false and
+/// changes nothing. Failures (no valid layout, nothing fits the memory) are agreed on every rank,
+/// naming `tool`, the model, the ranks, the memory and the smallest peak. `announce` false: prints
+/// nothing. Collective.
 AutoPlan plan_auto(Config& config, nn::TransformerConfig& model, config::TrainingSettings& train,
                    const std::string& run_dir, const Communicator& comm, const std::string& tool,
                    bool announce = true);

@@ -190,8 +190,10 @@ std::string size_vocabulary(Config& config) {
     return cat("vocabulary: ", size, " pieces, from data.dir's ", path,
                " (as the training apps size the model)");
   } catch (const std::exception& e) {
-    return cat("vocabulary: ", assumed, " pieces assumed (the preset's or the default): data.dir's ",
-               path, " is not readable here (", e.what(), "); set model.vocab_size or run from "
+    return cat("vocabulary: ", assumed,
+               " pieces assumed (the preset's or the default): data.dir's ", path,
+               " is not readable here (", e.what(),
+               "); set model.vocab_size or run from "
                "where data.dir is");
   }
 }

@@ -15,10 +15,7 @@
 namespace reference {
 using namespace mtk;
 
-
-
 namespace {
-
 
 // An object's lifetimes, disjoint, by first event.
 using Intervals = std::map<std::int64_t, std::int64_t>;
@@ -178,7 +175,6 @@ BufferPlan plan_buffers(const std::vector<PlannedBuffer>& buffers) {
   return breadth.total() < size.total() ? breadth : size;
 }
 
-
 OffsetPlan plan_offsets(const std::vector<PlannedBuffer>& buffers) {
   // Greedy by size is Pisarchyk and Lee's; by breadth or by lifetime packs tighter on some
   // programs (microbatches, chunked loss heads): the smallest of the three.
@@ -190,7 +186,6 @@ OffsetPlan plan_offsets(const std::vector<PlannedBuffer>& buffers) {
   }
   return best;
 }
-
 
 Placement plan_placement(const std::vector<PlannedBuffer>& buffers) {
   Placement out;
@@ -221,16 +216,17 @@ namespace {
 
 using mtk::PlannedBuffer;
 
-std::vector<PlannedBuffer> random_lives(std::mt19937& rng, int n, int types, int events,
-                                        int sizes, bool improper) {
+std::vector<PlannedBuffer> random_lives(std::mt19937& rng, int n, int types, int events, int sizes,
+                                        bool improper) {
   std::vector<PlannedBuffer> out;
   for (int i = 0; i < n; ++i) {
     PlannedBuffer b;
     b.type = static_cast<int>(rng() % static_cast<unsigned>(types));
-    b.size = static_cast<std::int64_t>(rng() % static_cast<unsigned>(sizes) + (improper ? 0 : 1)) * 64;
+    b.size =
+        static_cast<std::int64_t>(rng() % static_cast<unsigned>(sizes) + (improper ? 0 : 1)) * 64;
     b.first = static_cast<std::int64_t>(rng() % static_cast<unsigned>(events));
-    const int len = static_cast<int>(rng() % 4 == 0 ? rng() % static_cast<unsigned>(events)
-                                                    : 1 + rng() % 6);
+    const int len =
+        static_cast<int>(rng() % 4 == 0 ? rng() % static_cast<unsigned>(events) : 1 + rng() % 6);
     b.last = b.first + len + (improper ? 0 : 1);
     if (improper && rng() % 5 == 0)
       b.last = b.first - static_cast<std::int64_t>(rng() % 3);
@@ -283,8 +279,8 @@ TEST(BufferPlanReference, EmptyAndReversedLivesPlanAsBefore) {
   std::mt19937 rng(11);
   for (int trial = 0; trial < 200; ++trial) {
     SCOPED_TRACE(trial);
-    expect_same(random_lives(rng, 1 + trial % 40, 1 + trial % 2, 2 + trial % 20, 1 + trial % 5,
-                             true));
+    expect_same(
+        random_lives(rng, 1 + trial % 40, 1 + trial % 2, 2 + trial % 20, 1 + trial % 5, true));
   }
   expect_same({});
 }

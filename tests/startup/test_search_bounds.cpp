@@ -87,7 +87,7 @@ void expect_same(const cost::SearchResult& a, const cost::SearchResult& b) {
 
 TEST(SearchBounds, LeavingOutByTheBoundFindsTheSamePlans) {
   nn::TransformerConfig small = tiny_transformer();
-  small.batch = 4;  // microbatches 1, 2, 4
+  small.batch = 4;   // microbatches 1, 2, 4
   small.length = 4;  // loss chunks 1, 2, 4
   for (const nn::TransformerConfig& model : {small})
     for (int processors : {2, 4}) {
@@ -122,8 +122,8 @@ TEST(SearchBounds, LeavingOutByTheBoundFindsTheSamePlans) {
         std::string plain_error, fast_error;
         cost::MemoryPlanSearch fast_plans;
         try {
-          fast_plans = cost::search_with_memory_settings(model, configured, adafactor(),
-                                                         machine(), o);
+          fast_plans =
+              cost::search_with_memory_settings(model, configured, adafactor(), machine(), o);
         } catch (const Error& e) {
           fast_error = e.what();
         }

@@ -114,8 +114,7 @@ MemoryPlanSearch search_memory_settings_share(const nn::TransformerConfig& model
       ++done.settings_fitting;
       out.plans.push_back(std::move(plan));
     } else if (plan.result.min_peak_bytes > 0 && plan.result.min_peak_bytes < out.smallest_peak) {
-      std::tie(out.smallest_peak, out.smallest_at) =
-          std::make_pair(plan.result.min_peak_bytes, s);
+      std::tie(out.smallest_peak, out.smallest_at) = std::make_pair(plan.result.min_peak_bytes, s);
     }
     if (options.progress) {
       done.analyzed = out.analyzed;
@@ -156,8 +155,7 @@ MemoryPlanSearch search_with_memory_settings(const nn::TransformerConfig& model,
   MemoryPlanSearch out =
       search_memory_settings_share(model, configured, make_optimizer, machine, options, 0, 1);
   if (out.configured.result.ranked.empty() && options.memory_bytes > 0 && out.plans.empty())
-    fail_no_setting_fits(model, out.configured.result, options, out.smallest_peak,
-                         out.smallest_at);
+    fail_no_setting_fits(model, out.configured.result, options, out.smallest_peak, out.smallest_at);
   return out;
 }
 

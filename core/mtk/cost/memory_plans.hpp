@@ -88,9 +88,8 @@ MemoryPlanSearch search_memory_settings_share(const nn::TransformerConfig& model
 /// The error when no setting fits: every layout of every setting over the limit, the smallest
 /// peak `smallest` with `smallest_at`.
 [[noreturn]] void fail_no_setting_fits(const nn::TransformerConfig& model,
-                                       const SearchResult& configured,
-                                       const SearchOptions& options, std::int64_t smallest,
-                                       const MemorySettings& smallest_at);
+                                       const SearchResult& configured, const SearchOptions& options,
+                                       std::int64_t smallest, const MemorySettings& smallest_at);
 
 /// Orders plans by their best candidate's predicted step time (ties: less recomputation, fewer
 /// microbatches, fewer loss chunks).

@@ -286,8 +286,7 @@ template <class F>
 auto with_compare(CompareFn fn, F&& f) {
   using C = CompareFn;
   return dispatch<C::less, C::less_equal, C::greater, C::greater_equal, C::equal, C::not_equal,
-                  C::near_equal>(
-      "mtk::kernels::compare", fn, f);
+                  C::near_equal>("mtk::kernels::compare", fn, f);
 }
 
 }  // namespace elementwise_detail
