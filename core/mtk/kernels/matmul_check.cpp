@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 namespace mtk::kernels {
 namespace {
@@ -112,14 +113,17 @@ void guard_fp32_matmuls(bool print_warning) {
     return;
   const std::string requested = runtime_options().fp32_gemm();
   const Fp32Gemm chosen = fp32_gemm();
-  const auto checks = check_fp32_matmuls(ExecSpace(), standard_check_shapes());
-  auto first_failure = [&](Fp32Gemm path) -> const MatmulCheck* {
-    for (const auto& c : checks)
-      if (c.path == path && !c.correct)
-        return &c;
-    return nullptr;
+  // The backend in use only; the other one only where that one is wrong.
+  const auto first_failure = [](Fp32Gemm path) -> std::optional<MatmulCheck> {
+    struct Released {
+      ~Released() { reset_fp32_gemm(); }
+    } released;
+    for (const MatmulShape& s : standard_check_shapes())
+      if (MatmulCheck c = check_one(ExecSpace(), path, s); !c.correct)
+        return c;
+    return std::nullopt;
   };
-  const MatmulCheck* bad = first_failure(chosen);
+  const std::optional<MatmulCheck> bad = first_failure(chosen);
   if (!bad)
     return;
   const std::string what = cat(
