@@ -54,6 +54,18 @@ YAML::Node find(const YAML::Node& root, const std::string& key) {
   return node;
 }
 
+// A scalar read as a double (false: not a scalar, or not a number).
+bool scalar_double(const YAML::Node& n, double& v) {
+  if (!n.IsScalar())
+    return false;
+  try {
+    v = n.as<double>();
+    return true;
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+
 std::string scalar_text(const YAML::Node& n) {
   std::string text = n.IsScalar() ? n.Scalar() : YAML::Dump(n);
   for (auto& c : text)
@@ -241,14 +253,7 @@ double Config::get_double(const std::string& key, double fallback, double lo, do
   if (!n.IsDefined())
     return fallback;
   double v = 0;
-  bool ok = n.IsScalar();
-  if (ok) {
-    try {
-      v = n.as<double>();
-    } catch (const YAML::Exception&) {
-      ok = false;
-    }
-  }
+  const bool ok = scalar_double(n, v);
   if (!ok || !(v >= lo && v <= hi))  // NaN fails too
     fail("mtk::Config", cat(impl_->from(key), ": ", key, " = ", scalar_text(n), " is not ", range));
   return v;
@@ -268,14 +273,7 @@ double Config::get_positive(const std::string& key, double fallback) const {
   if (!n.IsDefined())
     return fallback;
   double v = 0;
-  bool ok = n.IsScalar();
-  if (ok) {
-    try {
-      v = n.as<double>();
-    } catch (const YAML::Exception&) {
-      ok = false;
-    }
-  }
+  const bool ok = scalar_double(n, v);
   if (!ok || !std::isfinite(v) || !(v > 0))
     fail("mtk::Config",
          cat(impl_->from(key), ": ", key, " = ", scalar_text(n), " is not ", expected));
