@@ -320,3 +320,17 @@ def load(path, dtype=torch.float32):
         raise ValueError(f"{path} does not fit its mtk_model: " + "; ".join(problems))
     model.load_state_dict(state)
     return model.to(dtype).eval()
+
+
+def mtk_name(parameter):
+    """This module's parameter name -> MTK's variable name (parameter_name's inverse)."""
+    return re.sub(r"layers\.(\d+)", r"layer_\1", parameter).replace(".", "/")
+
+
+def save(model, path):
+    """Writes the model's weights as float32 under MTK's names with its mtk_model, as
+    `mtk-ckpt import` reads them (weights trained or changed in PyTorch back into MTK)."""
+    tensors = {mtk_name(n): p.detach().to(torch.float32) for n, p in model.named_parameters()}
+    meta = {"format": "pt", "mtk_format": "mtk-safetensors-1",
+            "mtk_model": json.dumps(model.config, separators=(",", ":"), sort_keys=True)}
+    write_safetensors(path, tensors, meta)
