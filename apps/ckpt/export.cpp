@@ -38,7 +38,8 @@ int export_main(const Communicator& world, const ExportOptions& o) {
   for (const auto& [name, shape] : vars) {
     const HostTensor v = cm.program->variable_value(name);  // collective
     if (world.rank() == 0)
-      file.tensors[name] = safetensors_from_floats(sizes_of(shape), v.data<float>(), o.dtype == "bf16");
+      file.tensors[name] =
+          safetensors_from_floats(sizes_of(shape), v.data<float>(), o.dtype == "bf16");
     values += shape.num_elements();
   }
   agree_on_failure(world, [&] {

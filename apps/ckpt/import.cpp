@@ -12,13 +12,14 @@
 #include <mtk/lower/lowering.hpp>
 #include <mtk/nn/training_graph.hpp>
 
+#include <Kokkos_Core.hpp>
+
 #include "auto_plan.hpp"
 #include "ckpt_commands.hpp"
 #include "cli.hpp"
 #include "model_file.hpp"
 #include "say.hpp"
 #include "training.hpp"
-#include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <filesystem>
 
@@ -66,11 +67,12 @@ void check_variables(const std::map<std::string, Shape>& vars, const Safetensors
       std::string sizes;
       for (std::int64_t s : it->second.shape)
         sizes += cat(sizes.empty() ? "" : ", ", s);
-      problems.push_back(cat("variable '", name, "': the file has [", sizes, "], the model ",
-                             shape.to_string()));
+      problems.push_back(
+          cat("variable '", name, "': the file has [", sizes, "], the model ", shape.to_string()));
     }
     if (it->second.dtype != "F32" && it->second.dtype != "BF16")
-      problems.push_back(cat("variable '", name, "' is ", it->second.dtype, "; F32 or BF16 expected"));
+      problems.push_back(
+          cat("variable '", name, "' is ", it->second.dtype, "; F32 or BF16 expected"));
   }
   for (const auto& entry : file.tensors)
     if (!vars.count(entry.first))
@@ -80,8 +82,8 @@ void check_variables(const std::map<std::string, Shape>& vars, const Safetensors
   std::string text;
   for (const auto& p : problems)
     text += "\n  " + p;
-  fail(kWhere, cat("safetensors file '", path, "' does not fit the config's model (", problems.size(),
-                   " difference(s)):", text));
+  fail(kWhere, cat("safetensors file '", path, "' does not fit the config's model (",
+                   problems.size(), " difference(s)):", text));
 }
 
 // A run directory with checkpoints or metrics is someone's run: never written over.
@@ -104,7 +106,8 @@ void set_weights(Program& program, const Mesh& mesh, const std::map<std::string,
         block_of(global, sizes_of(shape), std::vector<std::int64_t>(origin.begin(), origin.end()),
                  sizes_of(layout.slice_shape()));
     Kokkos::View<float*> view("mtk::ckpt::import::" + name, local.size());
-    Kokkos::deep_copy(view, Kokkos::View<const float*, Kokkos::HostSpace>(local.data(), local.size()));
+    Kokkos::deep_copy(view,
+                      Kokkos::View<const float*, Kokkos::HostSpace>(local.data(), local.size()));
     program.set_variable_slice(name, view);
   }
 }

@@ -75,9 +75,10 @@ int logits_main(const Communicator& world, const LogitsOptions& o) {
       fail(kWhere, cat("tokens file '", o.tokens, "' holds sequences of ", length,
                        " tokens; the model's length is ", cm.model.length));
     const Shape shape{{"batch", batch}, {"length", length}};
-    std::vector<std::pair<Tensor, std::string>> named = {
-        {m.inputs, "inputs"}, {m.targets, "targets"}, {m.segments, "segments"},
-        {m.positions, "positions"}};
+    std::vector<std::pair<Tensor, std::string>> named = {{m.inputs, "inputs"},
+                                                         {m.targets, "targets"},
+                                                         {m.segments, "segments"},
+                                                         {m.positions, "positions"}};
     if (cm.model.num_encoder_layers > 0)
       named.insert(named.end(), {{m.encoder_inputs, "encoder_inputs"},
                                  {m.encoder_segments, "encoder_segments"},

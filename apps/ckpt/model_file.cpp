@@ -4,8 +4,8 @@
 #include <mtk/config/config.hpp>
 #include <mtk/config/model_config.hpp>
 #include <mtk/lower/lowering.hpp>
-#include <mtk/parallel/mesh.hpp>
 #include <mtk/nn/transformer.hpp>
+#include <mtk/parallel/mesh.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -19,7 +19,8 @@ nn::SecondPolicy policy_named(const std::string& name, const std::string& where)
                  nn::SecondPolicy::random})
     if (name == nn::to_string(p))
       return p;
-  fail(where, cat("moe.second_policy_eval '", name, "' is not one of all, none, threshold, random"));
+  fail(where,
+       cat("moe.second_policy_eval '", name, "' is not one of all, none, threshold, random"));
 }
 
 json model_object(const nn::TransformerConfig& m) {
@@ -112,7 +113,8 @@ void read_model_json(const std::string& text, nn::TransformerConfig& m, const st
       const json& moe = j.at("moe");
       m.moe.num_experts = moe.at("num_experts").get<int>();
       m.moe.capacity_factor_eval = moe.at("capacity_factor_eval").get<double>();
-      m.moe.second_policy_eval = policy_named(moe.at("second_policy_eval").get<std::string>(), where);
+      m.moe.second_policy_eval =
+          policy_named(moe.at("second_policy_eval").get<std::string>(), where);
       m.moe.second_threshold_eval = moe.at("second_threshold_eval").get<double>();
       m.moe.group_size = moe.at("group_size").get<std::int64_t>();
     }
@@ -153,7 +155,8 @@ std::vector<std::string> model_differences(const nn::TransformerConfig& file,
   return lines;
 }
 
-std::vector<float> block_of(const std::vector<float>& global, const std::vector<std::int64_t>& sizes,
+std::vector<float> block_of(const std::vector<float>& global,
+                            const std::vector<std::int64_t>& sizes,
                             const std::vector<std::int64_t>& origin,
                             const std::vector<std::int64_t>& local) {
   std::int64_t n = 1;

@@ -68,7 +68,8 @@ std::vector<std::string> model_differences(const nn::TransformerConfig& file,
 
 /// Copies the block at `origin` of shape `local` out of the row-major tensor `global` of sizes
 /// `sizes` (this rank's slice of a variable).
-std::vector<float> block_of(const std::vector<float>& global, const std::vector<std::int64_t>& sizes,
+std::vector<float> block_of(const std::vector<float>& global,
+                            const std::vector<std::int64_t>& sizes,
                             const std::vector<std::int64_t>& origin,
                             const std::vector<std::int64_t>& local);
 

@@ -319,6 +319,7 @@ def load(path, dtype=torch.float32):
     if problems:
         raise ValueError(f"{path} does not fit its mtk_model: " + "; ".join(problems))
     model.load_state_dict(state)
+    model.metadata = meta
     return model.to(dtype).eval()
 
 
@@ -329,8 +330,12 @@ def mtk_name(parameter):
 
 def save(model, path):
     """Writes the model's weights as float32 under MTK's names with its mtk_model, as
-    `mtk-ckpt import` reads them (weights trained or changed in PyTorch back into MTK)."""
+    `mtk-ckpt import` reads them (weights trained or changed in PyTorch back into MTK). The
+    metadata of the file the model was loaded from is kept: unchanged weights give the file's
+    bytes back (as F32)."""
     tensors = {mtk_name(n): p.detach().to(torch.float32) for n, p in model.named_parameters()}
-    meta = {"format": "pt", "mtk_format": "mtk-safetensors-1",
-            "mtk_model": json.dumps(model.config, separators=(",", ":"), sort_keys=True)}
+    meta = dict(getattr(model, "metadata", {}))  # a loaded file's (vocabulary, dims) kept
+    meta.update({"format": "pt", "mtk_format": "mtk-safetensors-1"})
+    if json.loads(meta.get("mtk_model", "null")) != model.config:
+        meta["mtk_model"] = json.dumps(model.config, separators=(",", ":"), sort_keys=True)
     write_safetensors(path, tensors, meta)

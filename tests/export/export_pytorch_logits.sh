@@ -53,4 +53,8 @@ for c in "${cases[@]}"; do
   triples+=("$2" "$1-tokens.safetensors" "$1-logits.safetensors")
 done
 /usr/bin/python3 "$compare" compare "${triples[@]}" || fail "PyTorch's logits differ from MTK's"
+# Weights loaded into PyTorch and saved unchanged are the exported file, byte for byte.
+/usr/bin/python3 -c "import sys; sys.path.insert(0, sys.argv[1]); import mtk_transformer as mt; mt.save(mt.load(sys.argv[2]), sys.argv[3])" \
+  "$examples" wmt/wmt.safetensors resaved.safetensors
+cmp wmt/wmt.safetensors resaved.safetensors || fail "mtk_transformer.save of an unchanged load differs from the file"
 echo "PyTorch logits: OK"

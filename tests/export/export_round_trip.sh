@@ -50,6 +50,10 @@ PY
 
 # --- the language model ---
 cd "$work/lm"
+for command in export import logits; do
+  "$ckpt" "$command" --help > help.txt || fail "mtk-ckpt $command --help"
+  grep -q "^Usage: mtk-ckpt $command" help.txt || { cat help.txt; fail "mtk-ckpt $command --help"; }
+done
 make_corpus corpus
 "$lm1b" prepare --data corpus --out prepared --vocab-size 300 > prepare.log 2>&1 || { cat prepare.log; fail "lm prepare"; }
 cp "$lm_tiny" tiny.yaml

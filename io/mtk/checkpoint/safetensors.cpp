@@ -5,12 +5,11 @@
 #include <mtk/files/files.hpp>
 #include <mtk/kernels/bfloat16.hpp>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 namespace mtk {
@@ -55,8 +54,7 @@ Entry parse_entry(const std::string& name, const json& v, const std::string& wha
                   const std::string& where) {
   Entry e;
   e.name = name;
-  if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
-      !v.contains("data_offsets"))
+  if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
     fail(where, cat(what, ": the header entry is not {dtype, shape, data_offsets}: ", v.dump()));
   const json& dtype = v.at("dtype");
   const json& shape = v.at("shape");
@@ -75,14 +73,15 @@ Entry parse_entry(const std::string& name, const json& v, const std::string& wha
   if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_integer() ||
       !offsets[1].is_number_integer() || offsets[0].get<std::int64_t>() < 0 ||
       offsets[1].get<std::int64_t>() < offsets[0].get<std::int64_t>())
-    fail(where, cat(what, ": data_offsets ", offsets.dump(), " are not [begin, end] with begin <= end"));
+    fail(where,
+         cat(what, ": data_offsets ", offsets.dump(), " are not [begin, end] with begin <= end"));
   e.begin = offsets[0].get<std::int64_t>();
   e.end = offsets[1].get<std::int64_t>();
   const std::int64_t expected = elements(e.tensor.shape, what, where) * bytes;
   if (e.end - e.begin != expected)
-    fail(where, cat(what, ": data_offsets ", offsets.dump(), " hold ", e.end - e.begin,
-                    " bytes, but ", e.tensor.dtype, " ", shape_text(e.tensor.shape), " takes ",
-                    expected));
+    fail(where,
+         cat(what, ": data_offsets ", offsets.dump(), " hold ", e.end - e.begin, " bytes, but ",
+             e.tensor.dtype, " ", shape_text(e.tensor.shape), " takes ", expected));
   return e;
 }
 
@@ -114,7 +113,8 @@ std::string safetensors_bytes(const SafetensorsFile& file, const std::string& wh
     if (static_cast<std::int64_t>(t.bytes.size()) != bytes)
       fail(where, cat(what, " ", t.dtype, " ", shape_text(t.shape), " has ", t.bytes.size(),
                       " bytes, not ", bytes));
-    header[name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    header[name] = {
+        {"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   if (!file.metadata.empty())
@@ -174,8 +174,9 @@ SafetensorsFile read_safetensors(const std::string& path, const std::string& whe
     entries.push_back(parse_entry(it.key(), *it, cat(in, ": tensor '", it.key(), "'"), where));
   }
   // The data must be covered exactly: sorted by offset, each tensor starts where the last ended.
-  std::sort(entries.begin(), entries.end(),
-            [](const Entry& a, const Entry& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
+  });
   const std::int64_t data_bytes = static_cast<std::int64_t>(bytes.size() - 8 - n);
   std::int64_t at = 0;
   for (const Entry& e : entries) {

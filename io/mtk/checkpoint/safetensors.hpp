@@ -1,6 +1,6 @@
 #pragma once
-// safetensors files (the format of Hugging Face's `safetensors`; docs/checkpoint-format.md#safetensors):
-// an 8-byte little-endian header length N, N bytes of JSON
+// safetensors files (the format of Hugging Face's `safetensors`;
+// docs/checkpoint-format.md#safetensors): an 8-byte little-endian header length N, N bytes of JSON
 //   {"NAME": {"dtype": "F32", "shape": [2, 3], "data_offsets": [BEGIN, END]}, ...,
 //    "__metadata__": {"KEY": "VALUE", ...}}
 // then the tensors' bytes, row-major and little-endian, offsets relative to the data's start.
@@ -17,7 +17,7 @@ namespace mtk {
 
 /// One tensor of a safetensors file.
 struct SafetensorsTensor {
-  std::string dtype;                ///< "F32", "BF16", "F16", "F64", "I64", "I32", "I16", "I8", "U8", "BOOL"
+  std::string dtype;  ///< "F32", "BF16", "F16", "F64", "I64", "I32", "I16", "I8", "U8", "BOOL"
   std::vector<std::int64_t> shape;  ///< row-major; [] is a scalar
   std::string bytes;                ///< the values, little-endian (size = elements x dtype bytes)
 };
