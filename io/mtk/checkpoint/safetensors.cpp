@@ -236,7 +236,7 @@ SafetensorsTensor safetensors_from_floats(const std::vector<std::int64_t>& shape
       const std::uint16_t bits = kernels::to_bfloat16_bits(values[i]);
       std::memcpy(&t.bytes[2 * i], &bits, 2);
     }
-  } else {
+  } else if (count > 0) {
     t.bytes.assign(reinterpret_cast<const char*>(values), 4 * count);
   }
   return t;
