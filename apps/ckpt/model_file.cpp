@@ -53,12 +53,13 @@ json model_object(const nn::TransformerConfig& m) {
 
 nn::TransformerConfig recorded_model(const CheckpointMetadata& meta, const std::string& dir,
                                      const std::string& where) {
-  Config config = Config::from_string(meta.config_yaml, dir + "/metadata.yaml");
-  if (meta.config_yaml.empty() || !config.has("model"))
+  const bool has_model = !meta.config_yaml.empty() &&
+                         Config::from_string(meta.config_yaml, dir + "/metadata.yaml").has("model");
+  if (!has_model)
     fail(where, cat("checkpoint ", dir,
                     " records no `model` in its config: only checkpoints of mtk-lm1b and mtk-wmt "
                     "(Transformer models) can be exported"));
-  return transformer_config_from(config);
+  return transformer_config_from(Config::from_string(meta.config_yaml, dir + "/metadata.yaml"));
 }
 
 void load_checkpoint_model(const Communicator& world, const std::string& path, std::int64_t batch,
