@@ -7,7 +7,8 @@
   compare_logits.py random-weights CONFIG_JSON WEIGHTS [CONFIG_JSON WEIGHTS ...] [--seed 1]
       writes WEIGHTS: random weights of the model of CONFIG_JSON (an mtk_model, see
       mtk_transformer.py) under MTK's names, for `mtk-ckpt import`
-  compare_logits.py compare WEIGHTS TOKENS MTK_LOGITS [WEIGHTS TOKENS MTK_LOGITS ...] [--tolerance 1e-5]
+  compare_logits.py compare WEIGHTS TOKENS MTK_LOGITS [WEIGHTS TOKENS MTK_LOGITS ...]
+                           [--tolerance 1e-5]
       runs the module on TOKENS (in float64) and compares with MTK_LOGITS (`mtk-ckpt logits
       --out`) at every position that is not padding: max |MTK - PyTorch| / max |PyTorch| must
       be <= the tolerance; prints the figures as JSON, a line per triple; exit status 0 when
@@ -109,9 +110,14 @@ def random_model(config, weights, seed):
             elif last == "embedding":
                 p.copy_(noise)
             else:  # projections: variance scaling over the fan-in, as MTK initialises them
-                fan_in = p.shape[-1] if last == "softmax" else p.shape[0] * (p.shape[1] if last == "o" else 1)
-                if ".moe." in name and last in ("wi", "wo"):
+                if last == "softmax":
                     fan_in = p.shape[1]
+                elif last == "o":
+                    fan_in = p.shape[0] * p.shape[1]
+                elif ".moe." in name and last in ("wi", "wo"):
+                    fan_in = p.shape[1]
+                else:
+                    fan_in = p.shape[0]
                 p.copy_(noise / fan_in ** 0.5)
     mt.save(model, weights)
 

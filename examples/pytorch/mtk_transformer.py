@@ -7,7 +7,7 @@ Needs only PyTorch (Debian: python3-torch) and Python's standard library.
 
     import mtk_transformer as mt
     model = mt.load("model.safetensors")            # an MtkTransformer with the file's weights
-    logits = model(inputs, segments, positions)     # int tensors [batch, length] -> [batch, length, vocab]
+    logits = model(inputs, segments, positions)     # [batch, length] ints -> [batch, length, vocab]
 
 Inputs as MTK feeds them: token ids, segment ids (1, 2, ... per packed sequence, 0 on padding)
 and positions (0, 1, ... within each sequence). An encoder-decoder also takes encoder_inputs,
@@ -315,7 +315,7 @@ def load(path, dtype=torch.float32):
             problems.append(f"{name}: file {tuple(t.shape)}, model {tuple(params[p].shape)}")
         else:
             state[p] = t
-    problems += [f"{p}: not in the file" for p in params if p not in state and not problems]
+    problems += [f"{mtk_name(p)}: not in the file" for p in params if p not in state]
     if problems:
         raise ValueError(f"{path} does not fit its mtk_model: " + "; ".join(problems))
     model.load_state_dict(state)
