@@ -13,6 +13,7 @@ if ! /usr/bin/python3 -c "import torch" 2> /dev/null; then
   exit 77
 fi
 export OPENBLAS_NUM_THREADS=1
+export PYTHONDONTWRITEBYTECODE=1  # nothing written into the source tree
 compare="$examples/compare_logits.py"
 cd "$work"
 # Architectures the trained models lack: random weights written by PyTorch, imported into MTK (one
