@@ -1,4 +1,5 @@
 #include <mtk/base/error.hpp>
+#include <mtk/config/config.hpp>
 #include <mtk/config/impl/yaml_keys.hpp>
 
 #include <sstream>
@@ -79,6 +80,17 @@ void check_keys(const YAML::Node& node, const std::string& path, const std::stri
 void check_yaml_keys(const YAML::Node& root, const std::string& origin, bool allow_dotted_keys,
                      const std::string& path) {
   check_keys(root, path, origin, allow_dotted_keys, 0);
+}
+
+void check_yaml_text_keys(const std::string& text, const std::string& origin,
+                          bool allow_dotted_keys) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception&) {
+    return;
+  }
+  check_yaml_keys(root, origin, allow_dotted_keys);
 }
 
 }  // namespace mtk::config
