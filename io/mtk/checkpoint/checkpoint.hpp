@@ -43,13 +43,13 @@ struct CheckpointMetadata {
   std::string data_position;       ///< opaque: where the data reader resumes
   std::string rng_state;           ///< opaque: host RNG state of the trainer
   std::string vocab_fingerprint;   ///< the vocabulary trained with (hex); "" unknown (older files)
+  std::string mtk_version;         ///< filled by save()
+  std::string format_version;      ///< filled by save()
+  int num_ranks = 0;               ///< filled by save()
+  std::string created_utc;         ///< filled by save(): "2024-05-01T12:00:00Z"
   /// Where the run's weights came from (`train --init-from`): YAML (WeightsOrigin, init_from.hpp);
   /// "" for a run that started from its initializers. Written only when set.
   std::string init_from;
-  std::string mtk_version;     ///< filled by save()
-  std::string format_version;  ///< filled by save()
-  int num_ranks = 0;           ///< filled by save()
-  std::string created_utc;     ///< filled by save(): "2024-05-01T12:00:00Z"
 };
 
 /// One stored variable as metadata.yaml describes it.
