@@ -3,6 +3,7 @@
 #include <mtk/base/error.hpp>
 
 #include "checkpoint_match.hpp"
+#include <algorithm>
 #include <filesystem>
 
 namespace mtk::app {
@@ -103,8 +104,15 @@ void load_init_weights(Program& program, const InitFromPlan& plan, const Mesh& m
           plan.meta.num_ranks, " rank(s), mesh ", plan.meta.mesh, "): loading ",
           plan.weights.loaded.size(), " trained variables onto mesh ", mesh.shape().to_string(),
           "\n"));
-  if (!plan.weights.excluded.empty())
-    say(cat("  initialised afresh (--init-exclude): ", joined(plan.weights.excluded), "\n"));
+  const auto& excluded = plan.weights.excluded;
+  if (!excluded.empty()) {  // the first 12; config.resolved.yaml lists them all
+    const std::vector<std::string> shown(
+        excluded.begin(), excluded.begin() + std::min<std::size_t>(excluded.size(), 12));
+    say(cat(
+        "  initialised afresh (--init-exclude): ", joined(shown),
+        excluded.size() > shown.size() ? cat(" and ", excluded.size() - shown.size(), " more") : "",
+        "\n"));
+  }
   try {
     restore_variables(program, origin.checkpoint, plan.weights.loaded);
   } catch (const std::exception& e) {
