@@ -290,9 +290,14 @@ struct TrainingJob {
   void status(RunState state, int code, const std::string& message = "") const {
     if (mesh.rank() != 0)
       return;
-    const std::string said = message.empty() && !origin.empty()
-                                 ? "weights from " + WeightsOrigin::parse(origin, tool).summary()
-                                 : message;
+    std::string said = message;
+    if (said.empty() && !origin.empty()) {
+      try {
+        said = "weights from " + WeightsOrigin::parse(origin, tool).summary();
+      } catch (const std::exception&) {  // a record this version cannot read: the run matters more
+        said = "weights from another checkpoint (init_from in config.resolved.yaml)";
+      }
+    }
     write_run_status(o.run_dir, state, step, settings.steps, code, tool, said);
   }
 };
