@@ -1,6 +1,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/checkpoint/impl/format.hpp>
 #include <mtk/checkpoint/impl/metadata.hpp>
+#include <mtk/config/impl/yaml_keys.hpp>
 
 #include <yaml-cpp/yaml.h>
 
@@ -128,6 +129,7 @@ StoredCheckpoint parse_metadata(const std::string& text, const std::string& orig
   }
   if (!root.IsMap())
     fail(where, cat(origin, ": not a YAML map"));
+  config::check_yaml_keys(root, origin, true);  // a key twice: an error, not the first one read
   if (yaml_string(root, "format", origin, where) != kFormatName)
     fail(where, cat(origin, ": 'format' is not '", kFormatName, "'"));
   const int version = yaml_get<int>(root, "format_version", origin, where);
