@@ -141,10 +141,11 @@ std::string vocab_settings(const Options& o, const PrepareInput& in) {
              " heldout_fraction=", in.heldout_files.empty() ? cat(o.heldout_fraction) : "-", tail);
 }
 
-// Settings words that are not options of the command line.
+// Settings words that are not options of the command line as they are (prepare_command writes
+// --text's own from the options).
 bool derived_setting(const std::string& key) {
   return key == "training_bytes" || key == "byte_fallback" || key == "training_files" ||
-         key == "heldout_files" || (key == "text_field" || key == "heldout_fraction");
+         key == "heldout_files" || key == "text_field" || key == "heldout_fraction";
 }
 
 // The command that prepares `o.out` with these settings again, every setting spelled out (what

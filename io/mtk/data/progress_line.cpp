@@ -47,9 +47,10 @@ ProgressLine::ProgressLine(std::string label, double total, std::string unit,
 }
 
 ProgressLine::~ProgressLine() {
-  // A line redrawn in place ends with a newline even when the phase failed.
+  // A phase that ends without finish() (its caller reports it, or it failed) leaves no half line
+  // on a terminal for the next output to run into.
   if (options_.enabled && terminal_ && drawn_ && !finished_) {
-    std::fputc('\n', options_.out);
+    std::fputs("\r\033[K", options_.out);
     std::fflush(options_.out);
   }
 }

@@ -46,6 +46,7 @@ class ProgressLine {
   /// ("12.3k pairs").
   void update(double done, const std::string& detail = "");
   /// The phase's last line (always printed when enabled): the whole amount, time and rate.
+  /// Without it, a line redrawn on a terminal is erased when the object dies.
   void finish(const std::string& detail = "");
   void set_total(double total) { total_ = total; }
   double seconds() const;
