@@ -35,6 +35,10 @@ Schema<DataSettings> make_data_schema() {
       .text("test.tsv", &D::test_tsv,
             "instead of test.source and test.reference: one TSV file; prepare writes its sides to "
             "data.dir/test.{source,reference}.txt, translate's --input and --reference")
+      .real(
+          "test.fraction", &D::test_fraction, 0.0, 0.5,
+          "instead of test files: each training pair held out with this probability (by a "
+          "hash of item and line), not trained on, written to data.dir/test.{source,reference}.txt")
       .integer("vocab_size", &D::vocab_size, 8, 1 << 24,
                "pieces of the shared SentencePiece vocabulary of both languages")
       .choice("model_type", &D::model_type, {"unigram", "bpe", "word", "char"},

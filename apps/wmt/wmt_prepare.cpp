@@ -65,6 +65,10 @@ PrepareSettings read_prepare_settings(const Config& c) {
     if (!tsv.empty() && (!a.empty() || !b.empty()))
       fail(kTool, cat(c.origin(), ": data.", name, ".tsv and data.", name, ".source/reference ",
                       "both given: a set is one TSV or a source and a reference file"));
+  if (s.test_fraction > 0 && (!s.test_tsv.empty() || !s.test_source.empty()))
+    fail(kTool, cat(c.origin(),
+                    ": data.test.fraction and a test file both given: the test set "
+                    "is held out of data.train or read from files, not both"));
   for (const auto& item : items)
     s.sources.push_back(resolve_pair_source(item, s.source, s.target, "data.train"));
   return s;
@@ -132,11 +136,12 @@ std::string vocab_settings(const PrepareSettings& s) {
   std::uint64_t bytes = 0;
   for (const auto& source : s.sources)
     bytes += source.bytes();
-  return cat("mtk-wmt vocabulary settings v1: data.vocab_size=", s.vocab_size,
-             " data.model_type=", s.model_type, " data.max_line_bytes=", s.max_line_bytes,
-             " data.vocab_sample_pairs=", s.vocab_sample_pairs, " data.source=", s.source,
-             " data.target=", s.target, " training_files=", s.sources.size(),
-             " training_bytes=", bytes, "\n");
+  return cat(
+      "mtk-wmt vocabulary settings v1: data.vocab_size=", s.vocab_size,
+      " data.model_type=", s.model_type, " data.max_line_bytes=", s.max_line_bytes,
+      " data.vocab_sample_pairs=", s.vocab_sample_pairs, " data.source=", s.source,
+      " data.target=", s.target, " training_files=", s.sources.size(), " training_bytes=", bytes,
+      s.test_fraction > 0 ? cat(" data.test.fraction=", s.test_fraction) : std::string(), "\n");
 }
 
 // The command that prepares data.dir again with these settings, each spelled out (paths
@@ -172,6 +177,8 @@ std::string prepare_command(const PrepareSettings& s, const std::string& config_
   set("max_length", std::to_string(s.max_length));
   set("max_line_bytes", std::to_string(s.max_line_bytes));
   set("vocab_sample_pairs", std::to_string(s.vocab_sample_pairs));
+  if (s.test_fraction > 0)
+    set("test.fraction", cat(s.test_fraction));
   return cmd;
 }
 
@@ -221,14 +228,15 @@ Vocab train_vocabulary(const PrepareSettings& s, const PreparedPaths& out) {
   const auto wanted = static_cast<double>(s.vocab_sample_pairs);
   ProgressLine progress("prepare: vocabulary sample", wanted, "pairs");
   std::int64_t lines = 0;
-  for (const auto& source : s.sources) {
-    PairReader pairs(source, static_cast<std::size_t>(s.max_line_bytes));
+  const HeldoutSplit split = test_split(s);
+  for (std::size_t i = 0; i < s.sources.size(); ++i) {
+    PairReader pairs(s.sources[i], static_cast<std::size_t>(s.max_line_bytes));
     text::RawLine a, b;
     bool malformed = false;
     while (static_cast<std::int64_t>(sample.size()) < 2 * s.vocab_sample_pairs &&
            pairs.next(a, b, malformed)) {
       ++lines;
-      if (text_reason(a, b, malformed) >= 0)
+      if (text_reason(a, b, malformed) >= 0 || split.held_out(i, pairs.line_number()))
         continue;
       sample.push_back(std::move(a.text));
       sample.push_back(std::move(b.text));
@@ -322,7 +330,8 @@ void write_summary(const PrepareSettings& s, const PreparedPaths& out, const Voc
                           {"source_tokens", n.src_tokens},
                           {"target_tokens", n.tgt_tokens},
                           {"max_length", s.max_length},
-                          {"dev_pairs", static_cast<std::int64_t>(dev.src.size())}};
+                          {"dev_pairs", static_cast<std::int64_t>(dev.src.size())},
+                          {"test_pairs_held_out", n.held_out}};
   for (int r = 0; r < kReasons; ++r) {
     total_skipped += n.skipped[r];
     reasons += cat(r ? ", " : "", kReasonNames[r], " ", n.skipped[r]);
@@ -332,7 +341,11 @@ void write_summary(const PrepareSettings& s, const PreparedPaths& out, const Voc
   app::say(cat("prepare: done -> ", s.dir, "\n  vocabulary: ", vocab.size(), " pieces (",
                s.model_type, ")\n  training: ", n.kept, " pairs of ", lines, " (", n.src_tokens,
                " ", s.source, " + ", n.tgt_tokens, " ", s.target, " tokens incl. EOS); skipped ",
-               total_skipped, ": ", reasons, "\n  dev: ", dev.src.size(), " pairs\n"));
+               total_skipped, ": ", reasons, "\n  dev: ", dev.src.size(), " pairs\n",
+               n.held_out ? cat("  test: ", n.held_out, " pairs held out of the training data (",
+                                "data.test.fraction ", s.test_fraction, ") -> ", s.dir,
+                                "/test.source.txt, test.reference.txt\n")
+                          : std::string()));
 }
 
 void run(const PrepareSettings& s, const std::string& config_path, bool force,

@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <memory>
 #include <sstream>
 
 namespace mtk::wmt {
@@ -42,6 +44,10 @@ int text_reason(const text::RawLine& src, const text::RawLine& tgt, bool malform
   return -1;
 }
 
+HeldoutSplit test_split(const PrepareSettings& s) {
+  return {s.test_fraction, 1};
+}
+
 void TrainingCounts::add(const TrainingCounts& o) {
   for (int r = 0; r < kReasons; ++r)
     skipped[r] += o.skipped[r];
@@ -49,11 +55,12 @@ void TrainingCounts::add(const TrainingCounts& o) {
   src_tokens += o.src_tokens;
   tgt_tokens += o.tgt_tokens;
   lines += o.lines;
+  held_out += o.held_out;
 }
 
 std::string TrainingCounts::serialize() const {
   std::ostringstream os;
-  os << kept << ' ' << src_tokens << ' ' << tgt_tokens << ' ' << lines;
+  os << kept << ' ' << src_tokens << ' ' << tgt_tokens << ' ' << lines << ' ' << held_out;
   for (const auto n : skipped)
     os << ' ' << n;
   return os.str();
@@ -62,7 +69,7 @@ std::string TrainingCounts::serialize() const {
 TrainingCounts TrainingCounts::parse(const std::string& text) {
   TrainingCounts c;
   std::istringstream is(text);
-  is >> c.kept >> c.src_tokens >> c.tgt_tokens >> c.lines;
+  is >> c.kept >> c.src_tokens >> c.tgt_tokens >> c.lines >> c.held_out;
   for (auto& n : c.skipped)
     is >> n;
   return c;
@@ -80,17 +87,62 @@ namespace {
 
 const char* const kTool = "mtk-wmt prepare";
 
-// Job j's shards under data.dir/train-parts/.
+// Job j's files under data.dir/train-parts/: its shards ("src", "tgt") and held-out text
+// ("test.source.txt", "test.reference.txt").
 std::string part(const PreparedPaths& out, int j, const char* side) {
-  char name[32];
-  std::snprintf(name, sizeof name, "%05d.%s.tokens", j + 1, side);
+  char name[64];
+  std::snprintf(name, sizeof name, "%05d.%s%s", j + 1, side,
+                std::strchr(side, '.') ? "" : ".tokens");
   return (fs::path(out.dir) / "train-parts" / name).string();
 }
 
+// Held-out pairs as the text translate reads, one sentence a line.
+struct HeldOutText {
+  std::ofstream source, reference;
+  HeldOutText(const std::string& source_path, const std::string& reference_path)
+      : source(source_path, std::ios::binary | std::ios::trunc),
+        reference(reference_path, std::ios::binary | std::ios::trunc) {
+    if (!source || !reference)
+      fail("mtk-wmt prepare", cat("cannot write '", source_path, "' and '", reference_path, "'"));
+  }
+  void add(const std::string& a, const std::string& b) {
+    source << a << '\n';
+    reference << b << '\n';
+  }
+  void close(const std::string& what) {
+    source.close();
+    reference.close();
+    if (!source || !reference)
+      fail("mtk-wmt prepare", cat("cannot write ", what, " (disk full?)"));
+  }
+};
+
+// Appends the files `parts` to `out` (written as out.tmp, renamed when whole), removing them.
+void join_text(const std::vector<std::string>& parts, const std::string& out) {
+  const std::string tmp = out + ".tmp";
+  {
+    std::ofstream o(tmp, std::ios::binary | std::ios::trunc);
+    for (const auto& p : parts) {
+      std::ifstream in(p, std::ios::binary);
+      if (in.peek() != std::ifstream::traits_type::eof())
+        o << in.rdbuf();
+    }
+    if (!o.flush())
+      fail("mtk-wmt prepare", cat("cannot write '", tmp, "'"));
+  }
+  fs::rename(tmp, out);
+}
+
 // One item of data.train into its two shards; rank 0 shows its progress by bytes read.
-TrainingCounts encode_source(const PrepareSettings& s, const PairSource& source,
-                             const std::string& src_path, const std::string& tgt_path,
+TrainingCounts encode_source(const PrepareSettings& s, int j, const PreparedPaths& out,
                              const Vocab& vocab) {
+  const PairSource& source = s.sources[static_cast<std::size_t>(j)];
+  const std::string src_path = part(out, j, "src"), tgt_path = part(out, j, "tgt");
+  const HeldoutSplit split = test_split(s);
+  std::unique_ptr<HeldOutText> test;
+  if (split.fraction > 0)
+    test = std::make_unique<HeldOutText>(part(out, j, "test.source.txt"),
+                                         part(out, j, "test.reference.txt"));
   TrainingCounts n;
   PairReader pairs(source, static_cast<std::size_t>(s.max_line_bytes));
   TokenShardWriter src_writer(src_path, shard_info(vocab));
@@ -104,6 +156,11 @@ TrainingCounts encode_source(const PrepareSettings& s, const PairSource& source,
     if (++n.lines % 1024 == 0)
       progress.update(static_cast<double>(pairs.file_offset()), cat(n.kept, " pairs"));
     int reason = text_reason(a, b, malformed);
+    if (test && reason < 0 && split.held_out(static_cast<std::size_t>(j), pairs.line_number())) {
+      test->add(a.text, b.text);
+      ++n.held_out;
+      continue;
+    }
     if (reason < 0) {
       a_ids = vocab.encode(a.text);
       b_ids = vocab.encode(b.text);
@@ -123,17 +180,31 @@ TrainingCounts encode_source(const PrepareSettings& s, const PairSource& source,
   }
   src_writer.finish();
   tgt_writer.finish();
+  if (test)
+    test->close(cat("the held-out pairs of ", source.item));
   return n;
 }
 
 // Rank 0 joins the jobs' shards into train.{src,tgt}.tokens and removes them.
 void join_parts(const PreparedPaths& out, int count, const TrainingCounts& total,
-                const Communicator& comm) {
+                double test_fraction, const Communicator& comm) {
   collective_step(comm, [&] {
     if (comm.rank() != 0)
       return;
     if (total.kept == 0)
       fail(kTool, cat("every one of the ", total.lines, " training pairs was skipped"));
+    if (test_fraction > 0) {
+      if (total.held_out == 0)
+        fail(kTool, cat("data.test.fraction ", test_fraction, " held out none of the ", total.lines,
+                        " pairs: give a larger fraction or a test set of files"));
+      for (const char* side : {"source", "reference"}) {
+        std::vector<std::string> parts;
+        for (int j = 0; j < count; ++j)
+          parts.push_back(part(
+              out, j, side == std::string("source") ? "test.source.txt" : "test.reference.txt"));
+        join_text(parts, cat(out.dir, "/test.", side, ".txt"));
+      }
+    }
     const auto start = std::chrono::steady_clock::now();
     for (const char* side : {"src", "tgt"}) {
       const std::string joined =
@@ -177,12 +248,7 @@ TrainingCounts encode_training(const PrepareSettings& s, const PreparedPaths& ou
   const auto start = std::chrono::steady_clock::now();
   const int width = static_cast<int>(std::to_string(count).size());
   run_rank_jobs(
-      comm, count,
-      [&](int j) {
-        const PairSource& source = s.sources[static_cast<std::size_t>(j)];
-        return encode_source(s, source, part(out, j, "src"), part(out, j, "tgt"), vocab)
-            .serialize();
-      },
+      comm, count, [&](int j) { return encode_source(s, j, out, vocab).serialize(); },
       [&](int j, int rank, const std::string& text) {
         const PairSource& source = s.sources[static_cast<std::size_t>(j)];
         const TrainingCounts n = TrainingCounts::parse(text);
@@ -197,10 +263,11 @@ TrainingCounts encode_training(const PrepareSettings& s, const PreparedPaths& ou
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         app::say(cat("prepare: ", counter, " ", source.describe(), ": ", n.kept, " pairs of ",
                      n.lines, ", ", skipped, " skipped",
+                     n.held_out ? cat(", ", n.held_out, " held out for test") : std::string(),
                      comm.size() > 1 ? cat(" (rank ", rank, ")") : std::string(), " | ",
                      format_amount_rate_eta(done_bytes, total_bytes, "bytes", seconds), "\n"));
       });
-  join_parts(out, count, total, comm);
+  join_parts(out, count, total, s.test_fraction, comm);
   return total;
 }
 

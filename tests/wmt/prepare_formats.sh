@@ -41,6 +41,20 @@ grep -q '"dev_pairs": 64' tsv/summary.json || fail "dev.tsv not encoded: $(cat t
 grep -q -- "--set 'data.train=$work/src.txt|$work/tgt.txt'" files/prepare.command ||
   fail "prepare.command: $(cat files/prepare.command)"
 
+# A test set held out of the training pairs by fraction: the same on 2 and 3 ranks, not trained on.
+for n in 2 3; do
+  mpirun -n $n "$wmt" prepare --config tiny.yaml --set data.dir=held$n --set "data.train=a.tsv, b.tsv.gz" \
+    --set data.test.fraction=0.02 > held$n.log 2>&1 || { cat held$n.log; fail "prepare with data.test.fraction on $n ranks"; }
+done
+for f in train.src.tokens train.tgt.tokens test.source.txt test.reference.txt; do
+  cmp -s "held2/$f" "held3/$f" || fail "$f differs between 2 and 3 ranks with data.test.fraction"
+done
+held=$(wc -l < held2/test.source.txt)
+[ "$held" -gt 20 ] && [ "$held" -lt 120 ] || fail "held out $held of 3000 pairs at 0.02"
+grep -q "training: $((3000 - held)) pairs of 3000 " held2.log && grep -q "test: $held pairs held out" held2.log ||
+  { cat held2.log; fail "held-out pairs not reported"; }
+[ "$(wc -l < held2/test.reference.txt)" = "$held" ] || fail "test.reference.txt has another line count"
+
 # Malformed TSV lines (no TAB, two TABs) are skipped and counted; a dev TSV must have none.
 { head -n 50 all.tsv; echo "no tab"; printf 'a\tb\tc\n'; } > mal.tsv
 out=$("$wmt" prepare --config tiny.yaml --set data.dir=mal --set data.train=mal.tsv 2>&1) || fail "prepare (malformed): $out"
