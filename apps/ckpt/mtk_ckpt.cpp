@@ -3,6 +3,9 @@
 //   mtk-ckpt info   PATH   variables, shapes, dims, step, mesh and layout of a checkpoint
 //   mtk-ckpt verify PATH   manifest and slice hashes, shapes against the metadata (exit 1 when bad)
 //   mtk-ckpt list   PATH   the checkpoints of a run directory, the one `latest` names marked
+//   mtk-ckpt export PATH --format safetensors --out FILE [--dtype bf16]   the model's weights
+//   mtk-ckpt import FILE --config C --run-dir R   a step-0 checkpoint from such a file
+//   mtk-ckpt logits PATH --tokens FILE --out FILE  MTK's logits of given tokens (safetensors)
 //
 // PATH is a checkpoint directory (checkpoints/step-000001000), a checkpoints/ directory or a run
 // directory (then the checkpoint `latest` names). verify runs on any number of ranks
@@ -14,6 +17,7 @@
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/parallel/mesh.hpp>
 
+#include "ckpt_commands.hpp"
 #include "cli.hpp"
 #include <chrono>
 #include <cstdio>
@@ -24,7 +28,10 @@ namespace {
 
 int run(const mtk::Communicator& world, const std::vector<std::string>& raw_args) {
   const int rank = world.rank(), size = world.size();
-  CLI::App app{"Inspects and checks MTK checkpoints (docs/checkpoint-format.md).", "mtk-ckpt"};
+  CLI::App app{
+      "Inspects and checks MTK checkpoints; exports and imports their weights as safetensors "
+      "(docs/checkpoint-format.md).",
+      "mtk-ckpt"};
   mtk::cli::configure(app);
   app.require_subcommand(1);
   app.footer(
@@ -42,8 +49,20 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& raw_args
     mtk::cli::configure(*sub, std::string("mtk-ckpt ") + name);
     sub->add_option("PATH", path, "Checkpoint, checkpoints/ or run directory")->required();
   }
+  mtk::ckpt_tool::ExportOptions export_options;
+  mtk::ckpt_tool::ImportOptions import_options;
+  mtk::ckpt_tool::LogitsOptions logits_options;
+  CLI::App* export_command = mtk::ckpt_tool::add_export_command(app, export_options);
+  CLI::App* import_command = mtk::ckpt_tool::add_import_command(app, import_options);
+  CLI::App* logits_command = mtk::ckpt_tool::add_logits_command(app, logits_options);
   if (const int status = mtk::cli::parse(app, raw_args, rank == 0); status >= 0)
     return status;
+  if (export_command->parsed())
+    return mtk::ckpt_tool::export_main(world, export_options);
+  if (import_command->parsed())
+    return mtk::ckpt_tool::import_main(world, import_options);
+  if (logits_command->parsed())
+    return mtk::ckpt_tool::logits_main(world, logits_options);
   const std::vector<std::string> args = {app.get_subcommands().at(0)->get_name(), path};
   const std::string& command = args[0];
   if (command == "list") {

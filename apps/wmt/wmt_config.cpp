@@ -64,7 +64,18 @@ Schema<TranslateSettings> make_translate_schema() {
       .integer("batch", &T::batch, 0, 1 << 20,
                "sentences per beam search; 0: model.batch (--batch overrides it)")
       .integer("max_length", &T::max_length, 0, 1 << 20,
-               "tokens generated at most, EOS included; 0: model.length (--max-length)");
+               "tokens generated at most, EOS included; 0: model.length (--max-length)")
+      .real("min_length_ratio", &T::min_length_ratio, 0.0, 10.0,
+            "a translation has at least this many tokens per source token (EOS is ruled out "
+            "before); 0: any length")
+      .choice("split", &T::split,
+              {{"long", T::Split::long_lines},
+               {"sentences", T::Split::sentences},
+               {"none", T::Split::none}},
+              "long: a line of more than model.length - 1 tokens is translated sentence by "
+              "sentence (a sentence still too long, in pieces at word boundaries), the "
+              "translations joined; sentences: every line so; none: a long line is cut at "
+              "model.length - 1 tokens");
   return s;
 }
 

@@ -30,10 +30,13 @@ struct DataSettings {
 
 /// The `translate` section: translate's defaults.
 struct TranslateSettings {
+  /// How an input line is cut before translating (translate_pieces.hpp).
+  enum class Split { none, long_lines, sentences } split = Split::long_lines;
   std::int64_t beam = 4;
   double alpha = 0.6;
   std::int64_t batch = 0;       ///< 0: model.batch
   std::int64_t max_length = 0;  ///< 0: model.length
+  double min_length_ratio = 0;  ///< no EOS before this share of the source's tokens
 };
 
 /// Every setting of train and translate outside `model`, `mesh` and `layout`.

@@ -18,6 +18,7 @@
 #include "cli.hpp"
 #include "precision_line.hpp"
 #include "training.hpp"
+#include "translate_pieces.hpp"
 #include "wmt_commands.hpp"
 #include "wmt_config.hpp"
 #include <algorithm>
@@ -222,35 +223,37 @@ Translator load_decoder(const Communicator& world, const app::RunOptions& o, con
   return t;  // the training-shaped program is no longer needed
 }
 
-// Every source translated, in batches of sentences sorted by length (so that a batch's beam
-// searches end together); the best hypothesis of each, in the sources' order.
-std::vector<std::string> translate_sentences(Translator& decoder, const Vocab& vocab,
-                                             const std::vector<std::string>& sources,
-                                             std::int64_t length, std::int64_t batch,
-                                             const decode::BeamSearchOptions& bo,
-                                             ProgressLine& progress) {
-  std::vector<std::vector<std::int32_t>> encoded(sources.size());
-  for (std::size_t i = 0; i < sources.size(); ++i) {
-    encoded[i] = vocab.encode(sources[i]);
-    if (static_cast<std::int64_t>(encoded[i].size()) > length - 1)
-      encoded[i].resize(static_cast<std::size_t>(length - 1));  // cut, as training's limit had it
-    encoded[i].push_back(Vocab::kEosId);
-  }
-  std::vector<std::size_t> order(sources.size());
+// Every piece translated, in batches of pieces sorted by length (so that a batch's beam searches
+// end together); the best hypothesis of each, in the pieces' order.
+std::vector<std::string> translate_pieces(Translator& decoder, const Vocab& vocab,
+                                          const std::vector<std::vector<std::int32_t>>& encoded,
+                                          std::int64_t batch, double min_length_ratio,
+                                          const decode::BeamSearchOptions& bo,
+                                          ProgressLine& progress) {
+  std::vector<std::size_t> order(encoded.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return encoded[a].size() < encoded[b].size();
   });
-  std::vector<std::string> translations(sources.size());
+  std::vector<std::string> translations(encoded.size());
   const std::size_t batches =
       (order.size() + static_cast<std::size_t>(batch) - 1) / static_cast<std::size_t>(batch);
+  progress.set_total(static_cast<double>(encoded.size()));
   for (std::size_t first = 0; first < order.size(); first += static_cast<std::size_t>(batch)) {
     std::vector<std::vector<std::int32_t>> rows;
     for (std::size_t k = first; k < order.size() && rows.size() < static_cast<std::size_t>(batch);
          ++k)
       rows.push_back(encoded[order[k]]);
     decoder.encode(rows);
-    const auto result = decoder.beam_search(bo);
+    decode::BeamSearchOptions row_options = bo;
+    if (min_length_ratio > 0) {  // translate.min_length_ratio: no EOS before a share of the source
+      row_options.min_lengths.assign(static_cast<std::size_t>(batch), 0);
+      for (std::size_t r = 0; r < rows.size(); ++r)
+        row_options.min_lengths[r] = std::min<std::int64_t>(
+            bo.max_length - 1,
+            static_cast<std::int64_t>(min_length_ratio * static_cast<double>(rows[r].size() - 1)));
+    }
+    const auto result = decoder.beam_search(row_options);
     for (std::size_t r = 0; r < rows.size(); ++r)
       translations[order[first + r]] =
           result[r].empty() ? std::string() : vocab.decode(result[r][0].tokens);
@@ -260,6 +263,25 @@ std::vector<std::string> translate_sentences(Translator& decoder, const Vocab& v
   }
   progress.finish(cat(batches, batches == 1 ? " batch" : " batches"));
   return translations;
+}
+
+// The sources cut as translate.split says (translate_pieces.hpp), translated and joined again.
+std::vector<std::string> translate_sentences(Translator& decoder, const Vocab& vocab,
+                                             const std::vector<std::string>& sources,
+                                             const TranslateSettings& settings, std::int64_t length,
+                                             std::int64_t batch,
+                                             const decode::BeamSearchOptions& bo,
+                                             ProgressLine& progress) {
+  const TranslationPieces pieces =
+      split_for_translation(sources, settings.split, vocab, length - 1);
+  if (pieces.tokens.size() != sources.size())
+    app::say(cat("  ", sources.size(), " lines translated as ", pieces.tokens.size(),
+                 " pieces (translate.split)\n"));
+  if (pieces.cut > 0)
+    app::say(cat("  ", pieces.cut, " pieces cut at model.length - 1 = ", length - 1,
+                 " tokens (translate.split: none, or a single word longer)\n"));
+  return join_translations(pieces, translate_pieces(decoder, vocab, pieces.tokens, batch,
+                                                    settings.min_length_ratio, bo, progress));
 }
 
 // Rank 0 writes the translations to --output (atomically) or stdout; all ranks agree on failure.
@@ -443,9 +465,10 @@ int translate_main(const Communicator& world, const std::vector<std::string>& ar
   phase(cat("loaded ", path, " (step ", meta.step, ") in ", took, "; translating in batches of ",
             shape.batch, ", beam ", bo.beam_size));
   const auto start_time = std::chrono::steady_clock::now();
+  // The total is the pieces' count (translate.split), set when they are known.
   ProgressLine progress("mtk-wmt translate", static_cast<double>(sources.size()), "sentences", po);
-  const std::vector<std::string> translations =
-      translate_sentences(decoder, s.vocab, sources, s.model.length, shape.batch, bo, progress);
+  const std::vector<std::string> translations = translate_sentences(
+      decoder, s.vocab, sources, settings.translate, s.model.length, shape.batch, bo, progress);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
   write_translations(world, translations, t.output);

@@ -9,6 +9,9 @@
 #include <gtest/gtest.h>
 
 #include "mtk_invariance_check.hpp"
+#include <algorithm>
+#include <cmath>
+#include <map>
 
 using namespace mtk;
 
@@ -148,4 +151,49 @@ TEST(OptimizerConfig, AdamHyperparametersReachTheOptimizer) {
     EXPECT_EQ(got, trajectory(direct)) << text;
     EXPECT_NE(got, baseline) << text;
   }
+}
+
+namespace {
+
+// The learning rate the schedule of `yaml` gives at each of `steps`, from its graph.
+std::vector<double> rates(const std::string& yaml, const std::vector<double>& steps) {
+  const auto settings = config::read_training_settings(Config::from_string(yaml, "lr.yaml"));
+  std::vector<double> out;
+  for (double s : steps) {
+    Graph g;
+    Tensor step = placeholder(g, "step", Shape());
+    Tensor rate = settings.lr.build(step);
+    auto p = lower(g, test::single_processor_mesh(), LayoutRules());
+    std::map<int, HostTensor> feeds{{step.id(), HostTensor::floats(Shape(), {float(s)})}};
+    out.push_back(p->run(feeds, {rate})[0].at(0));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(LearningRateConfig, CooldownFallsLinearlyToZeroAtTheLastStep) {
+  // rsqrt_decay with warm-up 4 over 20 steps, the last 5 cooling down: unchanged until step 15,
+  // then (20 - step) / 5 of it, 0 from step 20 on.
+  const std::vector<double> steps = {0, 3, 9, 15, 16, 18, 19, 20, 25};
+  const auto with = rates(
+      "train: {steps: 20, learning_rate: {schedule: rsqrt_decay, warmup_steps: 4, "
+      "cooldown_steps: 5}}\n",
+      steps);
+  const auto without =
+      rates("train: {steps: 20, learning_rate: {schedule: rsqrt_decay, warmup_steps: 4}}\n", steps);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const double s = steps[i], base = 1 / std::sqrt(std::max(s, 4.0));
+    EXPECT_NEAR(without[i], base, 1e-6 * base) << "step " << s;
+    const double factor = std::clamp((20 - s) / 5, 0.0, 1.0);
+    EXPECT_NEAR(with[i], base * factor, 1e-6 * base) << "step " << s;
+  }
+  // The cool-down ends at total_steps when it is set, and applies to constant rates too.
+  const auto constant = rates(
+      "train: {steps: 20, learning_rate: {schedule: constant, value: 0.1, total_steps: 10, "
+      "cooldown_steps: 2}}\n",
+      {8, 9, 10});
+  EXPECT_NEAR(constant[0], 0.1, 1e-7);
+  EXPECT_NEAR(constant[1], 0.05, 1e-7);
+  EXPECT_NEAR(constant[2], 0.0, 1e-7);
 }

@@ -255,3 +255,34 @@ TEST(BeamSearch, WrongNumberOfLogProbsIsAnError) {
   o.eos_id = 4;
   EXPECT_THROW(mtk::decode::beam_search(bad, 2, 4, o), std::exception);
 }
+
+// min_lengths: with at least 1 token before EOS in row 0, the table's empty hypothesis (.36)
+// cannot finish; [a] (.34) and [b] (.12) are the two best, while row 1 (no minimum) still finishes
+// []. Greedy with a minimum of 2 in row 1: EOS, its best token after [a], is ruled out there, so it
+// takes a again and ends [a, a]; row 0 (no minimum) ends [a].
+TEST(BeamSearch, MinLengthsRuleOutEarlyEos) {
+  FakeModel m{2, 2, 4, table, {}, 0};
+  BeamSearchOptions o;
+  o.beam_size = 2;
+  o.alpha = 0.0;
+  o.max_length = 10;
+  o.min_lengths = {1, 0};
+  auto r = mtk::decode::beam_search(m.step(), 2, 4, o);
+  ASSERT_EQ(r.size(), 2u);
+  ASSERT_EQ(r[0].size(), 2u);
+  expect_hypothesis(r[0][0], {A}, 0.34, true, 0.0, "row 0 best");
+  expect_hypothesis(r[0][1], {B}, 0.12, true, 0.0, "row 0 second");
+  expect_hypothesis(r[1][0], {}, 0.36, true, 0.0, "row 1 best: no minimum");
+
+  FakeModel g{2, 1, 4, table, {}, 0};
+  o.min_lengths = {0, 2};
+  auto greedy = mtk::decode::greedy_search(g.step(), 2, 4, o);
+  ASSERT_EQ(greedy.size(), 2u);
+  EXPECT_EQ(greedy[0].tokens, (Prefix{A}));
+  EXPECT_EQ(greedy[1].tokens, (Prefix{A, A}));
+  EXPECT_TRUE(greedy[1].finished);
+
+  o.min_lengths = {1};
+  EXPECT_THROW(mtk::decode::beam_search(m.step(), 2, 4, o), std::exception)
+      << "one minimum for two rows";
+}

@@ -135,6 +135,21 @@ mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir run --mesh "model:2" \
   --layout "d_ff:model;heads:model" --input corpus/test.en --output test3.fr \
   > /dev/null || fail "model-parallel translate failed"
 cmp test1.fr test3.fr || fail "model-parallel translations differ"
+# Lines longer than model.length: translated in pieces (translate.split: long, the default; here
+# at word boundaries, the copy task having no sentence ends) and joined, not cut at 7 tokens.
+paste -d' ' - - - < corpus/test.en > long.en
+paste -d' ' - - - < corpus/test.fr > long.fr
+mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir run --input long.en --reference long.fr \
+  --output long.out > long-report.txt || { cat long-report.txt; fail "translate of long lines"; }
+grep -q "22 lines translated as [0-9]* pieces (translate.split)" long-report.txt ||
+  { cat long-report.txt; fail "long lines: no pieces"; }
+long_bleu=$(sed -n 's/^BLEU.* = \([0-9.]*\) .*/\1/p' long-report.txt)
+/usr/bin/python3 -c "import sys; sys.exit(0 if float('$long_bleu') > 80 else 1)" ||
+  { cat long-report.txt; fail "long lines in pieces: BLEU $long_bleu <= 80"; }
+mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir run --input long.en \
+  --set translate.split=none --output long-cut.out > long-cut.txt || fail "translate, split none"
+grep -q "pieces cut at model.length - 1 = 7 tokens" long-cut.txt || { cat long-cut.txt; fail "no cut count"; }
+awk 'NF > 8 { exit 1 }' long-cut.out || fail "split none: a translation longer than the model's length"
 # A mixture of experts in every layer: translate re-runs the model on each whole prefix (MoE
 # routes by the sequence; no step-wise caches); BLEU > 90, the same translations on 1 rank and
 # with the experts split over 2.

@@ -46,6 +46,12 @@ void check_options(const BeamSearchOptions& o, std::int64_t batch, std::int64_t 
     fail(where, cat("eos_id = ", o.eos_id, " not below vocab_size = ", vocab));
   if (o.alpha < 0)
     fail(where, cat("alpha = ", o.alpha, " must be >= 0"));
+  if (!o.min_lengths.empty() && static_cast<std::int64_t>(o.min_lengths.size()) != batch)
+    fail(where, cat("min_lengths has ", o.min_lengths.size(), " rows; the batch has ", batch));
+}
+
+std::int64_t min_length_of(const BeamSearchOptions& o, std::int64_t row) {
+  return o.min_lengths.empty() ? 0 : o.min_lengths[static_cast<size_t>(row)];
 }
 
 std::vector<float> call_step(const StepFunction& step, std::int64_t position,
@@ -64,8 +70,8 @@ std::vector<float> call_step(const StepFunction& step, std::int64_t position,
 // ones, and the tokens and parents (the row's K slots) the step function is fed next. `lp`: the
 // row's K x V log-probabilities.
 void advance_row(Row& row, const float* lp, std::int64_t K, std::int64_t V, std::int64_t t,
-                 const BeamSearchOptions& options, std::vector<std::int64_t>& order,
-                 std::int32_t* tokens, std::int32_t* parents) {
+                 std::int64_t min_length, const BeamSearchOptions& options,
+                 std::vector<std::int64_t>& order, std::int32_t* tokens, std::int32_t* parents) {
   if (row.done) {
     for (std::int64_t k = 0; k < K; ++k) {
       tokens[k] = options.start_id;
@@ -82,6 +88,8 @@ void advance_row(Row& row, const float* lp, std::int64_t K, std::int64_t V, std:
       continue;
     const float* p = lp + k * V;
     for (std::int64_t v = 0; v < V; ++v) {
+      if (v == options.eos_id && t < min_length)
+        continue;
       const double c = base + static_cast<double>(p[v]);
       if (c > kNegInf) {  // false for -inf and NaN
         cum[static_cast<size_t>(k * V + v)] = c;
@@ -172,7 +180,8 @@ std::vector<std::vector<Hypothesis>> beam_search(const StepFunction& step, std::
     const std::vector<float> lp = call_step(step, t, tokens, parents, V, where);
     for (std::int64_t b = 0; b < batch; ++b)
       advance_row(rows[static_cast<size_t>(b)], lp.data() + static_cast<size_t>(b * K * V), K, V, t,
-                  options, order, tokens.data() + b * K, parents.data() + b * K);
+                  min_length_of(options, b), options, order, tokens.data() + b * K,
+                  parents.data() + b * K);
   }
   std::vector<std::vector<Hypothesis>> out;
   out.reserve(rows.size());
@@ -203,9 +212,10 @@ std::vector<Hypothesis> greedy_search(const StepFunction& step, std::int64_t bat
         continue;
       }
       const float* p = lp.data() + sb * static_cast<size_t>(V);
-      std::int64_t best = 0;
-      for (std::int64_t v = 1; v < V; ++v)
-        if (p[v] > p[best])
+      const bool no_eos = t < min_length_of(o, b);
+      std::int64_t best = no_eos && V == 1 ? o.eos_id : -1;
+      for (std::int64_t v = 0; v < V; ++v)
+        if (!(no_eos && v == o.eos_id) && (best < 0 || p[v] > p[best]))
           best = v;
       Hypothesis& h = out[sb];
       h.log_prob += static_cast<double>(p[best]);

@@ -24,6 +24,9 @@ struct BeamSearchOptions {
   std::int64_t max_length = 64;  ///< tokens generated at most per hypothesis, EOS included
   std::int32_t eos_id = 1;       ///< ends a hypothesis; negative: none (decode to max_length)
   std::int32_t start_id = 0;     ///< the input token at position 0
+  /// Per row (empty: none): tokens a hypothesis has before EOS may end it (EOS is ruled out
+  /// earlier), e.g. a fraction of the source's length against outputs that stop too soon.
+  std::vector<std::int64_t> min_lengths;
 };
 
 /// A decoded sequence.

@@ -13,6 +13,16 @@ Tensor scalar(Graph& g, double v) {
 }  // namespace
 
 Tensor LearningRateSchedule::build(const Tensor& step) const {
+  Tensor rate = base_rate(step);
+  if (cooldown_steps <= 0 || kind == Kind::linear_decay)
+    return rate;
+  // min(1, (total - step) / cooldown), at least 0: unchanged until the cool-down starts.
+  Tensor left = multiply(add(negative(step), total_steps), 1.0 / cooldown_steps);
+  return multiply(rate,
+                  maximum(minimum(left, scalar(step.graph(), 1.0)), scalar(step.graph(), 0.0)));
+}
+
+Tensor LearningRateSchedule::base_rate(const Tensor& step) const {
   Graph& g = step.graph();
   switch (kind) {
     case Kind::constant:

@@ -88,7 +88,11 @@ Schema<optim::LearningRateSchedule> make_learning_rate_schema() {
             "the rate of constant, the peak of linear_decay, the cap of adafactor_relative")
       .real("warmup_steps", &L::warmup_steps, 0.0, 1e15,
             "warm-up steps (rsqrt_decay, linear_decay)")
-      .real("total_steps", &L::total_steps, 1.0, 1e15, "where linear_decay reaches 0");
+      .real("total_steps", &L::total_steps, 1.0, 1e15,
+            "where linear_decay and the cool-down reach 0 (default: train.steps)")
+      .real("cooldown_steps", &L::cooldown_steps, 0.0, 1e15,
+            "constant, rsqrt_decay, adafactor_relative: the rate falls linearly to 0 over the "
+            "last cooldown_steps before total_steps (0: none)");
   return s;
 }
 
