@@ -57,7 +57,8 @@ void check_model(const CheckpointMetadata& meta, const RunOptions& o, const std:
   if (diff.empty())
     return;
   if (explicit_restore) {
-    say(cat("  note: --restore ", path, " was trained with ", diff, "\n"));
+    say(cat("  note: ", o.init_from.empty() ? "--restore " : "--init-from ", path,
+            " was trained with ", diff, "\n"));
     return;
   }
   fail(tool,

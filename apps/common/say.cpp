@@ -2,6 +2,8 @@
 
 #include <mtk/parallel/communicator.hpp>
 
+#include <cstdarg>
+
 namespace mtk::app {
 
 bool says() {
@@ -13,6 +15,16 @@ void say(const std::string& text) {
     std::printf("%s", text.c_str());
     std::fflush(stdout);
   }
+}
+
+void say(const char* format, ...) {
+  if (!says())
+    return;
+  std::va_list args;
+  va_start(args, format);
+  std::vprintf(format, args);
+  va_end(args);
+  std::fflush(stdout);
 }
 
 }  // namespace mtk::app

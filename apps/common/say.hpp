@@ -17,13 +17,11 @@ bool says();
 void say(const std::string& text);
 
 /// printf-style: rank 0 prints `format` filled in with the arguments and flushes; every rank goes
-/// on. At least one argument: a lone string goes to say(text) and is printed as is.
-template <class Arg, class... Args>
-void say(const char* format, Arg arg, Args... args) {
-  if (!says())
-    return;
-  std::printf(format, arg, args...);
-  std::fflush(stdout);
-}
+/// on. The compiler checks the format against the arguments (-Wformat); a literal without
+/// arguments is a format too ("%%" for a percent sign).
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+void say(const char* format, ...);
 
 }  // namespace mtk::app

@@ -18,12 +18,14 @@
 #include <mtk/signals/stop_signals.hpp>
 
 #include "checkpoint_match.hpp"
+#include "init_from.hpp"
 #include "layout_check.hpp"
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 namespace mtk::app {
@@ -67,6 +69,7 @@ void add_train_options(CLI::App& app, RunOptions& o) {
   app.add_flag("--fresh-start", o.fresh_start,
                "Starts again at step 1 in a run directory that has history (metrics, "
                "checkpoints) but no usable checkpoint; the old metrics.jsonl is kept, renamed");
+  add_init_from_options(app, o);
 }
 
 namespace {
@@ -92,90 +95,6 @@ void load_config(RunOptions& o) {
     o.config.set("layout", "\"" + o.layout + "\"");
   if (o.run_dir.empty())
     o.run_dir = o.config.get_string("train.run_dir", TrainingSettings().run_dir, {});
-}
-
-Config effective_config(const Config& given, const std::vector<std::string>& sections,
-                        const std::function<void(Config&)>& write, int ranks) {
-  Config out = Config::from_string("{}", given.origin());
-  for (const auto& top : given.keys())
-    if (std::find(sections.begin(), sections.end(), top) == sections.end())
-      out.copy_from(given, top);
-  if (!out.has("mesh"))
-    out.set_scalar("mesh", cat("batch:", ranks));
-  write(out);
-  return out;
-}
-
-std::string shared_config_reference() {
-  const TrainingSettings defaults;
-  return config::markdown_block("model", config::model_schema().markdown("model")) +
-         config::markdown_block("train", config::train_schema().markdown("train", defaults)) +
-         config::markdown_block("checkpoint",
-                                config::checkpoint_schema().markdown("checkpoint", defaults));
-}
-
-int config_schema_main(const std::vector<std::string>& args, const std::string& tool,
-                       const std::string& reference) {
-  CLI::App app{"Prints the reference of every config key " + tool +
-                   " reads (key, type, default, allowed values, meaning) as the Markdown tables "
-                   "of docs/configuration.md.",
-               tool + " config-schema"};
-  cli::configure(app);
-  if (const int status = cli::parse(app, args, Communicator::world_rank() == 0); status >= 0)
-    return status;
-  say(reference);
-  return 0;
-}
-
-MeshShape mesh_for_ranks(const Config& config, int ranks, const std::string& tool) {
-  const MeshShape mesh_shape =
-      config.has("mesh") ? config.mesh_shape() : MeshShape::parse("batch:" + std::to_string(ranks));
-  // Checked where every rank agrees, rather than by Mesh (which aborts the job).
-  if (mesh_shape.num_processors() != ranks)
-    fail(tool, cat("mesh ", mesh_shape.to_string(), " has ", mesh_shape.num_processors(),
-                   " processors but the job has ", ranks, " ranks; run with mpiexec -n ",
-                   mesh_shape.num_processors(), " or change the mesh (--mesh)"));
-  return mesh_shape;
-}
-
-BatchSlice batch_slice(const LayoutRules& rules, const Mesh& mesh, std::int64_t batch,
-                       const std::string& what, const std::string& tool) {
-  const int axis = rules.mesh_axis_for("batch", mesh.shape());
-  BatchSlice b;
-  if (axis < 0)
-    return b;
-  b.slices = static_cast<int>(mesh.shape()[axis].size);
-  b.index = mesh.coordinate(axis);
-  if (batch % b.slices != 0)
-    fail(tool, cat(what, " = ", batch, " is not divisible by mesh dimension '",
-                   mesh.shape()[axis].name, "' of size ", b.slices));
-  return b;
-}
-
-nn::TransformerConfig model_for_vocabulary(const Config& config, int vocab_size,
-                                           const std::string& vocab_path, const std::string& tool) {
-  Config cfg = config;
-  if (!cfg.has("model.vocab_size"))
-    cfg.set("model.vocab_size", std::to_string(vocab_size));
-  nn::TransformerConfig model = transformer_config_from(cfg);
-  if (model.vocab_size != vocab_size)
-    fail(tool, cat(config.origin(), ": model.vocab_size = ", model.vocab_size,
-                   " but the vocabulary ", vocab_path, " has ", vocab_size, " pieces"));
-  return model;
-}
-
-nn::TransformerConfig model_for_printing(const Config& config, const std::string& vocab_path,
-                                         bool& vocab_known) {
-  vocab_known = config.has("model.vocab_size");
-  Config cfg = config;
-  if (!vocab_known && !vocab_path.empty()) {
-    try {
-      cfg.set("model.vocab_size", std::to_string(Vocab::load(vocab_path).size()));
-      vocab_known = true;
-    } catch (const std::exception&) {  // no data yet: the size stays unknown
-    }
-  }
-  return transformer_config_from(cfg);
 }
 
 namespace {
@@ -362,11 +281,24 @@ struct TrainingJob {
   const LayoutRules& rules;
   TrainingData& data;
   std::int64_t& step;
+  /// Where the weights came from (WeightsOrigin as YAML; "" from the initializers): --init-from,
+  /// or the restored checkpoint's record. Every checkpoint of the run keeps it.
+  std::string& origin;
 
-  // Rank 0 records the run's state in the run directory's status file.
+  // Rank 0 records the run's state in the run directory's status file; a fine-tune's says where
+  // its weights came from unless there is more to say.
   void status(RunState state, int code, const std::string& message = "") const {
-    if (mesh.rank() == 0)
-      write_run_status(o.run_dir, state, step, settings.steps, code, tool, message);
+    if (mesh.rank() != 0)
+      return;
+    std::string said = message;
+    if (said.empty() && !origin.empty()) {
+      try {
+        said = "weights from " + WeightsOrigin::parse(origin, tool).summary();
+      } catch (const std::exception&) {  // a record this version cannot read: the run matters more
+        said = "weights from another checkpoint (init_from in config.resolved.yaml)";
+      }
+    }
+    write_run_status(o.run_dir, state, step, settings.steps, code, tool, said);
   }
 };
 
@@ -397,18 +329,32 @@ void refuse_or_start_fresh(const TrainingJob& job) {
 
 // Restores --restore or the run's newest checkpoint with its data position (the step goes to the
 // checkpoint's), else refuses or starts fresh; returns the checkpoint restored ("" when none).
+// With --init-from (init_from.hpp): the run's own checkpoints resume when they descend from that
+// source; without any, the source's trained weights load and the run starts at step 0.
 std::string resume(const TrainingJob& job) {
   const std::string app_name = job.tool.substr(0, job.tool.find(' '));
+  std::optional<InitFromPlan> init;
+  if (!job.o.init_from.empty())
+    init = plan_init_from(job.o, job.model.graph.loss.graph(), job.mesh, job.tool);
   CheckpointMetadata meta;
   const std::string restored =
       restore_weights(job.program, job.o, job.mesh, &meta, false, app_name);
   if (!restored.empty()) {
+    if (init)
+      agree_on_failure(job.mesh.comm(), [&] {
+        check_resumed_origin(meta.init_from, restored, *init, job.o, job.tool);
+      });
     job.step = meta.step;
+    job.origin = meta.init_from;
     if (!meta.data_position.empty())
       agree_on_failure(job.mesh.comm(), [&] { job.data.restore(meta.data_position); });
     say(cat("  resumed from ", restored, " at step ", job.step, "\n"));
   } else {
     refuse_or_start_fresh(job);
+    if (init) {
+      load_init_weights(job.program, *init, job.mesh, job.tool);
+      job.origin = init->origin.to_yaml();
+    }
   }
   return restored;
 }
@@ -420,6 +366,7 @@ void save_checkpoint(const TrainingJob& job, CheckpointManager& ckpt) {
   md.layout = job.rules.to_string();
   md.data_position = job.data.save();
   md.vocab_fingerprint = job.o.vocab_fingerprint;
+  md.init_from = job.origin;
   const std::string path = ckpt.save(job.program, md);
   say("  saved checkpoint " + path + "\n");
 }
@@ -531,17 +478,32 @@ int train_steps(const TrainingJob& job, CheckpointManager& ckpt, bool saved) {
   return kExitOk;
 }
 
+// Where a fine-tune's weights came from, as YAML comments ("" for none): "# init_from:" and the
+// record's lines indented under it.
+std::string origin_comment(const std::string& origin) {
+  if (origin.empty())
+    return "";
+  std::istringstream lines(origin);
+  std::string out = "# init_from:  (train --init-from: where this run's weights came from)\n", line;
+  while (std::getline(lines, line))
+    out += "#   " + line + "\n";
+  return out;
+}
+
 // run_training after the lock: restore or refuse, the training loop, the status file.
 int run_training_locked(const TrainingJob& job) {
   const Mesh& mesh = job.mesh;
-  agree_on_failure(mesh.comm(), [&] {
-    if (mesh.rank() == 0)
-      write_file_atomically(job.o.run_dir + "/config.resolved.yaml", resolved_yaml(job.o),
-                            "mtk::write_file_atomically");
-  });
   CheckpointManager ckpt(job.o.run_dir, job.settings.checkpoint_keep, mesh);
   ckpt.set_logger([](const std::string& msg) { say(msg + "\n"); });
   const std::string restored = resume(job);
+  // After the restore: a refused one leaves the run's record as it was, and a fine-tune's
+  // record says where its weights came from (comments: the file still reads as a config).
+  agree_on_failure(mesh.comm(), [&] {
+    if (mesh.rank() == 0)
+      write_file_atomically(job.o.run_dir + "/config.resolved.yaml",
+                            origin_comment(job.origin) + resolved_yaml(job.o),
+                            "mtk::write_file_atomically");
+  });
   job.status(RunState::running, 0);
   if (stop_requested(mesh.comm())) {
     say(cat(job.tool, ": stop requested (signal ", mesh.comm().max(stop_signal_number()),
@@ -577,7 +539,9 @@ int run_training(const std::string& tool, Program& program, const TrainedModel& 
   // Holding the lock, a status "running" is a job that ended without recording how.
   settle_run_status(mesh, o.run_dir, tool, true);
   try {
-    return run_training_locked({tool, program, model, mesh, o, settings, rules, data, step});
+    std::string origin;
+    return run_training_locked(
+        {tool, program, model, mesh, o, settings, rules, data, step, origin});
   } catch (const std::exception& e) {
     if (writes_status) {
       try {

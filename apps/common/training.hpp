@@ -32,6 +32,10 @@ struct RunOptions {
   std::vector<std::string> sets;
   bool print_config = false, dry_run = false;
   bool fresh_start = false;  ///< train: start at step 1 in a run directory with history
+  /// train --init-from: the checkpoint whose weights a new run starts from (init_from.hpp), and
+  /// --init-exclude: the patterns of the variables it leaves to their initializers.
+  std::string init_from;
+  std::vector<std::string> init_exclude;
   /// --strict-layout: layout rules naming no tensor dim the model could have are errors
   /// (layout_check.hpp), not warnings; check_cost() checks them.
   bool strict_layout = false;
@@ -55,7 +59,8 @@ void add_check_options(CLI::App& app, RunOptions& o, const std::string& dry_run_
 /// Checks every token of the shards `paths` against their checksums, the shards shared out over
 /// the ranks of `comm`; all ranks fail alike, naming the damaged file (what --dry-run runs).
 void verify_token_shards(const Communicator& comm, const std::vector<std::string>& paths);
-/// Adds train's --fresh-start.
+/// Adds train's --fresh-start, --init-from and --init-exclude (after add_run_options(): --init-from
+/// excludes --restore).
 void add_train_options(CLI::App& app, RunOptions& o);
 
 /// Loads the config file and applies --set (`--set mesh=X` and `--set layout=X` replace them

@@ -6,6 +6,7 @@
 #include <mtk/app/app_main.hpp>
 #include <mtk/app/exit_status.hpp>
 #include <mtk/checkpoint/checkpoint.hpp>
+#include <mtk/checkpoint/init_from.hpp>
 #include <mtk/config/config.hpp>
 #include <mtk/config/known_keys.hpp>
 #include <mtk/config/model_config.hpp>

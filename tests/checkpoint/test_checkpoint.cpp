@@ -6,6 +6,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/base/runtime_options.hpp>
 #include <mtk/checkpoint/checkpoint.hpp>
+#include <mtk/checkpoint/impl/metadata.hpp>
 #include <mtk/files/sha256.hpp>
 #include <mtk/signals/stop_signals.hpp>
 #include <mtk/version.hpp>
@@ -124,6 +125,24 @@ CheckpointMetadata sample_metadata() {
 }
 
 }  // namespace
+
+// ------------------------------------------------------------------------------- metadata.yaml
+// A key given twice in metadata.yaml is an error naming it and both lines, not the first value
+// read in silence (the same rule as the configs').
+TEST(CheckpointMetadataYaml, AKeyGivenTwiceIsAnError) {
+  const std::string text = mtk::ckpt::emit_metadata(sample_metadata(), {}, "test");
+  EXPECT_NO_THROW(mtk::ckpt::parse_metadata(text, "metadata.yaml", "test"));
+  const std::string twice = text + "step: 99\n";
+  ASSERT_NE(text.find("\nstep: "), std::string::npos) << text;
+  try {
+    mtk::ckpt::parse_metadata(twice, "ck/metadata.yaml", "test");
+    FAIL() << "a duplicated key was accepted";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("ck/metadata.yaml: key 'step' is given twice, at line"), std::string::npos)
+        << what;
+  }
+}
 
 // ------------------------------------------------------------------------------------ SHA-256
 TEST(Sha256, KnownVectorsAndIncrementalUpdates) {

@@ -47,6 +47,9 @@ struct CheckpointMetadata {
   std::string format_version;      ///< filled by save()
   int num_ranks = 0;               ///< filled by save()
   std::string created_utc;         ///< filled by save(): "2024-05-01T12:00:00Z"
+  /// Where the run's weights came from (`train --init-from`): YAML (WeightsOrigin, init_from.hpp);
+  /// "" for a run that started from its initializers. Written only when set.
+  std::string init_from;
 };
 
 /// One stored variable as metadata.yaml describes it.

@@ -76,6 +76,8 @@ std::string format_checkpoint_info(const CheckpointInfo& info) {
   os << "layout         " << one_line(m.layout, 200) << "\n";
   os << "data position  " << one_line(m.data_position, 200) << "\n";
   os << "rng state      " << one_line(m.rng_state, 64) << "\n";
+  if (!m.init_from.empty())  // train --init-from: where the weights came from
+    os << "init from      " << one_line(m.init_from, 400) << "\n";
   const auto config_lines = std::count(m.config_yaml.begin(), m.config_yaml.end(), '\n');
   os << "config         "
      << (m.config_yaml.empty() ? std::string("(none)")

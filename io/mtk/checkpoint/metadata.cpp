@@ -1,6 +1,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/checkpoint/impl/format.hpp>
 #include <mtk/checkpoint/impl/metadata.hpp>
+#include <mtk/config/config.hpp>
 
 #include <yaml-cpp/yaml.h>
 
@@ -90,6 +91,8 @@ std::string emit_metadata(const CheckpointMetadata& m, const std::vector<Checkpo
   emit_string(out, "data_position", m.data_position, where);
   emit_string(out, "rng_state", m.rng_state, where);
   emit_string(out, "vocab_fingerprint", m.vocab_fingerprint, where);
+  if (!m.init_from.empty())  // a fine-tuned run's source (train --init-from)
+    emit_string(out, "init_from", m.init_from, where);
   out << YAML::Key << "variables_file" << YAML::Value << kVariablesFile;
   out << YAML::Key << "variables" << YAML::Value << YAML::BeginSeq;
   for (const auto& v : vars) {
@@ -126,6 +129,7 @@ StoredCheckpoint parse_metadata(const std::string& text, const std::string& orig
   }
   if (!root.IsMap())
     fail(where, cat(origin, ": not a YAML map"));
+  config::check_yaml_text_keys(text, origin, true);  // a key twice: an error, not the first read
   if (yaml_string(root, "format", origin, where) != kFormatName)
     fail(where, cat(origin, ": 'format' is not '", kFormatName, "'"));
   const int version = yaml_get<int>(root, "format_version", origin, where);
@@ -147,6 +151,8 @@ StoredCheckpoint parse_metadata(const std::string& text, const std::string& orig
   m.rng_state = yaml_string(root, "rng_state", origin, where);
   if (root["vocab_fingerprint"].IsDefined())  // absent before MTK recorded it
     m.vocab_fingerprint = yaml_string(root, "vocab_fingerprint", origin, where);
+  if (root["init_from"].IsDefined())  // only in fine-tuned runs' checkpoints
+    m.init_from = yaml_string(root, "init_from", origin, where);
   m.config_yaml = yaml_string(root, "config", origin, where);
   const YAML::Node vars = root["variables"];
   if (!vars.IsSequence())

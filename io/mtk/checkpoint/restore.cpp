@@ -9,6 +9,7 @@
 #include <mtk/checkpoint/impl/manifest.hpp>
 #include <mtk/checkpoint/impl/metadata.hpp>
 #include <mtk/checkpoint/impl/timing.hpp>
+#include <mtk/checkpoint/init_from.hpp>
 #include <mtk/files/files.hpp>
 #include <mtk/kernels/bfloat16.hpp>
 
@@ -32,10 +33,50 @@ struct RestorePlan {
   std::vector<const CheckpointVariable*> vars;
 };
 
+// The stored entry of each of `names` (program variables) in `stored`, in order; every variable
+// missing or of another shape is named in one error, with both shapes.
+std::vector<const CheckpointVariable*> match_variables(
+    const Program& program, const std::vector<std::string>& names,
+    const std::map<std::string, const CheckpointVariable*>& stored, const std::string& path,
+    const std::string& where) {
+  std::vector<const CheckpointVariable*> out;
+  std::vector<std::string> problems;
+  bool missing = false;
+  for (const auto& name : names) {
+    const Shape& expected = program.variable_layout(name).shape();
+    auto it = stored.find(name);
+    if (it == stored.end()) {
+      problems.push_back(
+          cat("variable '", name, "' ", expected.to_string(), " is not in checkpoint ", path));
+      missing = true;
+    } else if (it->second->shape != expected) {
+      problems.push_back(cat("variable '", name, "': checkpoint ", path, " stores shape ",
+                             it->second->shape.to_string(), ", the program expects ",
+                             expected.to_string()));
+    } else {
+      out.push_back(it->second);
+    }
+  }
+  if (problems.empty())
+    return out;
+  std::string text = problems.size() == 1
+                         ? problems.front()
+                         : cat(problems.size(), " variables do not match: ", problems.front());
+  for (size_t k = 1; k < problems.size(); ++k)
+    text += "; " + problems[k];
+  if (missing) {
+    std::string held;
+    for (const auto& kv : stored)
+      held += (held.empty() ? "" : ", ") + kv.first;
+    text += cat(" (it holds: ", held, ")");
+  }
+  fail(where, text);
+}
+
 // Collective. Rank 0 reads the small files and checks them against the manifest; every rank then
-// parses the same texts and matches them with the program's variables.
-void plan_restore(Program& program, const std::string& path, const std::string& where,
-                  RestorePlan* plan) {
+// parses the same texts and matches them with the program's variables `names`.
+void plan_restore(Program& program, const std::string& path, const std::vector<std::string>& names,
+                  const std::string& where, RestorePlan* plan) {
   const Mesh& mesh = program.mesh();
   const Communicator& comm = mesh.comm();
   std::string metadata_text, slices_text;
@@ -61,29 +102,17 @@ void plan_restore(Program& program, const std::string& path, const std::string& 
         fail(where, cat("checkpoint ", path, ": ", size_problem));
     }
     std::map<std::string, const CheckpointVariable*> stored;
-    std::string held;
-    for (const auto& v : plan->st.vars) {
+    for (const auto& v : plan->st.vars)
       stored[v.name] = &v;
-      held += (held.empty() ? "" : ", ") + v.name;
-    }
+    plan->vars = match_variables(program, names, stored, path, where);
     std::vector<std::string> errors;
-    for (const auto& name : program.variable_names()) {
-      const TensorLayout& l = program.variable_layout(name);
-      auto it = stored.find(name);
-      if (it == stored.end())
-        fail(where, cat("variable '", name, "' ", l.shape().to_string(), " is not in checkpoint ",
-                        path, " (it holds: ", held, ")"));
-      if (it->second->shape != l.shape())
-        fail(where,
-             cat("variable '", name, "': checkpoint ", path, " stores shape ",
-                 it->second->shape.to_string(), ", the program expects ", l.shape().to_string()));
+    for (const CheckpointVariable* v : plan->vars) {
       std::vector<const SliceRecord*> recs;
-      for (size_t k : plan->by_name[name])
+      for (size_t k : plan->by_name[v->name])
         recs.push_back(&plan->table.slices[k]);
-      check_tiling(*it->second, recs, &errors);
+      check_tiling(*v, recs, &errors);
       if (!errors.empty())
         fail(where, cat("checkpoint ", path, ": ", errors.front()));
-      plan->vars.push_back(it->second);
     }
   });
 }
@@ -195,13 +224,10 @@ std::string read_variables(Program& program, const std::string& path, const Rest
   return local_failure;
 }
 
-}  // namespace
-}  // namespace ckpt
-
-void restore_checkpoint(Program& program, const std::string& path_in,
-                        CheckpointMetadata* metadata) {
-  using namespace ckpt;
-  const std::string where = "mtk::restore_checkpoint";
+// Restores the variables `names` of `program` from `path`; with `set_step`, Program::step() too.
+void restore_named(Program& program, const std::string& path_in,
+                   const std::vector<std::string>& names, bool set_step,
+                   CheckpointMetadata* metadata, const std::string& where) {
   const std::string path = strip_trailing_slashes(path_in);
   quiet_hdf5();
   const Mesh& mesh = program.mesh();
@@ -209,7 +235,7 @@ void restore_checkpoint(Program& program, const std::string& path_in,
 
   const double t0 = wall_seconds();
   RestorePlan plan;
-  plan_restore(program, path, where, &plan);
+  plan_restore(program, path, names, where, &plan);
   add_time("metadata", wall_seconds() - t0);
   std::vector<Kokkos::View<float*>> views(plan.vars.size());
   agree(mesh.comm(), read_variables(program, path, plan, &views, where));
@@ -229,11 +255,25 @@ void restore_checkpoint(Program& program, const std::string& path_in,
     std::fflush(stdout);
   }
   const auto& meta = plan.st.meta;
-  program.set_step(meta.program_step >= 0 ? meta.program_step : meta.step);
+  if (set_step)
+    program.set_step(meta.program_step >= 0 ? meta.program_step : meta.step);
   if (metadata != nullptr)
     *metadata = meta;
   report_times(cat("restore ", path), mesh.rank() == 0);
   Kokkos::Profiling::popRegion();
+}
+
+}  // namespace
+}  // namespace ckpt
+
+void restore_checkpoint(Program& program, const std::string& path, CheckpointMetadata* metadata) {
+  ckpt::restore_named(program, path, program.variable_names(), true, metadata,
+                      "mtk::restore_checkpoint");
+}
+
+void restore_variables(Program& program, const std::string& path,
+                       const std::vector<std::string>& names, CheckpointMetadata* metadata) {
+  ckpt::restore_named(program, path, names, false, metadata, "mtk::restore_variables");
 }
 
 }  // namespace mtk

@@ -1,5 +1,6 @@
 #include <mtk/base/error.hpp>
 #include <mtk/config/config.hpp>
+#include <mtk/config/impl/yaml_keys.hpp>
 #include <mtk/files/files.hpp>
 
 #include <yaml-cpp/yaml.h>
@@ -30,15 +31,8 @@ struct Config::Impl {
 
 namespace {
 
-std::vector<std::string> split_key(const std::string& key) {
-  std::vector<std::string> parts;
-  std::stringstream ss(key);
-  std::string part;
-  while (std::getline(ss, part, '.'))
-    if (!part.empty())
-      parts.push_back(part);
-  return parts;
-}
+using config::scalar_text;
+using config::split_key;
 
 // Walks to `key`; returns an undefined node when any part is missing.
 YAML::Node find(const YAML::Node& root, const std::string& key) {
@@ -64,14 +58,6 @@ bool scalar_double(const YAML::Node& n, double& v) {
   } catch (const YAML::Exception&) {
     return false;
   }
-}
-
-std::string scalar_text(const YAML::Node& n) {
-  std::string text = n.IsScalar() ? n.Scalar() : YAML::Dump(n);
-  for (auto& c : text)
-    if (c == '\n')
-      c = ' ';
-  return text;
 }
 
 template <class T>
@@ -100,53 +86,6 @@ std::string map_to_pairs(const YAML::Node& node, const std::string& origin,
   return text;
 }
 
-// Walks `node` (at `path`, "" for the top) and fails at the first map that names a key twice
-// (yaml-cpp keeps both entries and its lookups find the first: the second would be silently
-// ignored) or has a key with a '.' (keys are addressed by dotted paths: "train.lr"; a key
-// "lr.value" could never be read and would be silently ignored). `origin` names the file.
-void check_keys(const YAML::Node& node, const std::string& path, const std::string& origin,
-                int depth = 0) {
-  const char* where = "mtk::Config";
-  if (depth > 64)
-    fail(where, cat(origin, ": '", path, "' is nested more than 64 levels deep"));
-  if (node.IsSequence()) {
-    for (std::size_t i = 0; i < node.size(); ++i)
-      check_keys(node[i], cat(path, "[", i, "]"), origin, depth + 1);
-    return;
-  }
-  if (!node.IsMap())
-    return;
-  auto line = [](const YAML::Node& n) {
-    return n.Mark().is_null() ? std::string("?") : std::to_string(n.Mark().line + 1);
-  };
-  std::vector<std::pair<std::string, YAML::Node>> seen;
-  for (const auto& item : node) {
-    const std::string name = item.first.IsScalar() ? item.first.Scalar() : scalar_text(item.first);
-    const std::string key = path.empty() ? name : path + "." + name;
-    for (const auto& [other, first] : seen)
-      if (other == name)
-        fail(where, cat(origin, ": key '", key, "' is given twice, at line ", line(first),
-                        " and at line ", line(item.first),
-                        "; remove one (YAML would keep the first and silently ignore the other)"));
-    if (name.find('.') != std::string::npos) {
-      // "train: {lr.value: 0.5}" -> "train: {lr: {value: 0.5}}"
-      const auto parts = split_key(name);
-      std::string nested;
-      for (std::size_t i = 0; i < parts.size(); ++i)
-        nested += parts[i] + (i + 1 < parts.size() ? ": {" : ": ");
-      nested += item.second.IsScalar() ? scalar_text(item.second) : std::string("...");
-      nested += std::string(parts.empty() ? 0 : parts.size() - 1, '}');
-      fail(where, cat(origin, ": key '", name, "'", path.empty() ? "" : " in '" + path + "'",
-                      " (line ", line(item.first),
-                      ") has a '.' in its name; dots separate sections, so it would be ignored: "
-                      "write it nested, ",
-                      path.empty() ? "" : path + ": {", nested, path.empty() ? "" : "}"));
-    }
-    seen.emplace_back(name, item.first);
-    check_keys(item.second, key, origin, depth + 1);
-  }
-}
-
 }  // namespace
 
 Config Config::from_string(const std::string& text, const std::string& origin) {
@@ -162,7 +101,7 @@ Config Config::from_string(const std::string& text, const std::string& origin) {
     c.impl_->root = YAML::Node(YAML::NodeType::Map);
   if (!c.impl_->root.IsMap())
     fail("mtk::Config", cat(origin, ": the document is not a YAML map"));
-  check_keys(c.impl_->root, "", origin);
+  config::check_yaml_keys(c.impl_->root, origin, false);
   c.impl_->root.SetStyle(YAML::EmitterStyle::Block);  // "{}" too: sections added print as blocks
   return c;
 }
@@ -403,7 +342,8 @@ void Config::set(const std::string& key, const std::string& value) {
   } catch (const YAML::Exception&) {
     parsed = YAML::Node(value);
   }
-  check_keys(parsed, key, cat(impl_->origin, " (the value set for '", key, "')"));
+  config::check_yaml_keys(parsed, cat(impl_->origin, " (the value set for '", key, "')"), false,
+                          key);
   put(impl_->root, key, parsed, impl_->origin, "mtk::Config::set");
 }
 

@@ -16,6 +16,14 @@ namespace mtk {
 /// Documents where a map names a key twice (YAML keeps the first silently), or a key holds a '.'
 /// (keys are addressed as dotted paths, so "lr.value" could never be read), are refused by
 /// from_file(), from_string() and set(), naming the key and its lines.
+namespace config {
+/// Checks the keys of any YAML document MTK reads (a checkpoint's metadata.yaml too): fails
+/// (mtk::Error naming `origin`, the key and both lines) at a map that names a key twice, and,
+/// unless `allow_dotted_keys`, at a key with a '.'. Invalid YAML is left to the reader.
+void check_yaml_text_keys(const std::string& text, const std::string& origin,
+                          bool allow_dotted_keys);
+}  // namespace config
+
 class Config {
  public:
   /// Reads a YAML file (or a pipe); a missing or unreadable path or a directory is an error naming
