@@ -37,3 +37,6 @@ install(PROGRAMS scripts/plot-metrics scripts/make-demo-corpus scripts/make-wmt-
   DESTINATION ${MTK_INSTALL_DATADIR}/scripts)
 install(DIRECTORY scripts/lib/ DESTINATION ${MTK_INSTALL_DATADIR}/scripts/lib
   USE_SOURCE_PERMISSIONS)
+# The licence goes with every install (Apache-2.0, section 4(a)), with its coverage statement and
+# the changelog.
+install(FILES LICENSE NOTICE CHANGELOG.md DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/mtk)

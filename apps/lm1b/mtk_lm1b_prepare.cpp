@@ -1,8 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "mtk_lm1b_prepare.hpp"
 
 #include <mtk/base/error.hpp>
 #include <mtk/data/lm1b_corpus.hpp>
 #include <mtk/data/prepare_record.hpp>
+#include <mtk/data/progress_line.hpp>
+#include <mtk/data/rank_jobs.hpp>
 #include <mtk/data/token_shards.hpp>
 #include <mtk/data/vocab.hpp>
 #include <mtk/files/files.hpp>
@@ -10,14 +13,13 @@
 #include <mtk/parallel/communicator.hpp>
 
 #include "cli.hpp"
+#include "mtk_lm1b_prepare_jobs.hpp"
 #include "say.hpp"
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <sstream>
-#include <thread>
 
 namespace mtk::lm1b {
 
@@ -27,37 +29,56 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 const char* const kDescription =
-    "Trains a SentencePiece vocabulary on a sample of CORPUS's training text and encodes the\n"
-    "training shards and held-out shard 00000 into token shards under DIR (docs/lm1b.md).\n"
-    "CORPUS has the LM1B layout: training-monolingual.tokenized.shuffled/news.en-000NN-of-00100\n"
-    "and heldout-monolingual.tokenized.shuffled/news.en.heldout-00000-of-00050.";
+    "Trains a SentencePiece vocabulary on a sample of the training text and encodes the training\n"
+    "and held-out text into token shards under DIR (docs/lm1b.md). The text is an LM1B-layout\n"
+    "corpus (--data: training-monolingual.tokenized.shuffled/news.en-000NN-of-00100 and\n"
+    "heldout-monolingual.tokenized.shuffled/news.en.heldout-00000-of-00050), or files of your own\n"
+    "(--text: one sentence or document a line, plain or .gz, or JSON Lines with --format jsonl),\n"
+    "with held-out lines by fraction (--heldout-fraction) or held-out files (--heldout).";
 const char* const kFooter =
-    "Run it on any number of MPI ranks: rank 0 trains the vocabulary, then the shards are dealt\n"
+    "Run it on any number of MPI ranks: rank 0 trains the vocabulary, then the files are dealt\n"
     "round-robin over the ranks. A re-run reuses the vocabulary and every finished shard, and\n"
     "encodes damaged ones again; a re-run with other settings than the folder's is refused\n"
     "without --force (DIR/prepare.command records the command with the folder's settings).";
-
-struct Options {
-  std::string data, out;
-  int vocab_size = 32000;
-  std::string model_type = "unigram";
-  std::int64_t sample_lines = 1000000;
-  std::int64_t max_line_bytes = 4096;
-  int training_shards = 0;
-  int threads = 1;
-  unsigned seed = 1;
-  bool strict = false, force = false;
-};
 
 // -1 to go on, else the exit status (0 after --help/--version, 2 after a usage error).
 int parse(Options& o, const std::vector<std::string>& args, bool print) {
   CLI::App app{kDescription, "mtk-lm1b prepare"};
   cli::configure(app);
   app.footer(kFooter);
-  app.add_option("--data", o.data,
-                 "The corpus folder (1-billion-word-language-modeling-benchmark-r13output)")
-      ->required()
-      ->type_name("CORPUS");
+  auto* input = app.add_option_group("input", "The corpus: exactly one of");
+  auto* data = input
+                   ->add_option("--data", o.data,
+                                "An LM1B-layout corpus folder "
+                                "(1-billion-word-language-modeling-benchmark-r13output)")
+                   ->type_name("CORPUS");
+  auto* text =
+      input
+          ->add_option("--text", o.text,
+                       "Text files or glob patterns (quoted), plain or .gz, one sentence or "
+                       "document a line (JSON Lines with --format jsonl)")
+          ->type_name("FILE...")
+          ->expected(1, -1);
+  input->require_option(1);
+  app.add_option("--format", o.format, "--text: text | jsonl (text)")
+      ->type_name("F")
+      ->check(CLI::IsMember({"text", "jsonl"}))
+      ->needs(text);
+  app.add_option("--text-field", o.text_field, "--format jsonl: the field holding the text (text)")
+      ->type_name("NAME")
+      ->needs(text);
+  auto* heldout = app.add_option("--heldout", o.heldout,
+                                 "--text: held-out files or glob patterns (evaluation text)")
+                      ->type_name("FILE...")
+                      ->expected(1, -1)
+                      ->needs(text);
+  app.add_option("--heldout-fraction", o.heldout_fraction,
+                 "--text without --heldout: the share of lines held out, chosen by a hash of "
+                 "file and line keyed with --seed (0.01)")
+      ->type_name("F")
+      ->check(CLI::Range(1e-6, 0.5))
+      ->needs(text)
+      ->excludes(heldout);
   app.add_option("--out", o.out, "Output folder (created; shared by all ranks)")
       ->required()
       ->type_name("DIR");
@@ -80,12 +101,13 @@ int parse(Options& o, const std::vector<std::string>& args, bool print) {
                  "Require and use training shards 00001..N (default: all present, which must be "
                  "00001..000NN without a gap)")
       ->type_name("N")
-      ->check(cli::integer_in(1, Lm1bCorpus::kTrainingShards));
+      ->check(cli::integer_in(1, Lm1bCorpus::kTrainingShards))
+      ->needs(data);
   app.add_option("--threads", o.threads,
                  "SentencePiece trainer threads; the vocabulary depends on it (1)")
       ->type_name("N")
       ->check(cli::integer_in(1, 1024));
-  app.add_option("--seed", o.seed, "SentencePiece trainer seed (1)")
+  app.add_option("--seed", o.seed, "SentencePiece trainer seed, and the held-out split's (1)")
       ->type_name("N")
       ->check(cli::integer_in(0, 0xFFFFFFFEll));
   app.add_flag("--strict", o.strict, "A line that would be skipped is an error instead");
@@ -97,139 +119,61 @@ int parse(Options& o, const std::vector<std::string>& args, bool print) {
   return cli::parse(app, args, print);
 }
 
-// Runs `fn` (work that may differ between ranks), then agrees on failure: if any rank failed,
-// every rank throws the same error, so none is left waiting. Ranks that finish early sleep
-// instead of polling MPI, leaving the cores to the ranks still working.
-template <class F>
-void collective_step(const Communicator& comm, F&& fn) {
-  std::string failure;
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    failure = e.what();
-    if (failure.empty())
-      failure = "unknown error";
-  }
-  comm.idle_barrier();
-  comm.agree(failure);
-}
-
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-std::uint64_t file_size(const std::string& path) {
-  std::error_code ec;
-  const auto n = fs::file_size(path, ec);
-  if (ec)
-    fail("mtk-lm1b prepare", cat("cannot read the size of '", path, "': ", ec.message()));
-  return n;
+// What the vocabulary depends on, as one line (DIR/vocab.settings). An LM1B corpus keeps the line
+// of earlier versions, so that folders prepared by them stay current.
+std::string vocab_settings(const Options& o, const PrepareInput& in) {
+  const std::string common =
+      cat("vocab_size=", o.vocab_size, " model_type=", o.model_type,
+          " sample_lines=", o.sample_lines, " max_line_bytes=", o.max_line_bytes);
+  const std::string tail = cat(" threads=", o.threads, " seed=", o.seed, " byte_fallback=1\n");
+  if (in.lm1b)
+    return cat("mtk-lm1b vocabulary settings v1: ", common,
+               " training_shards=", in.training_files.size(),
+               " training_bytes=", in.training_bytes(), tail);
+  return cat("mtk-lm1b vocabulary settings v1: ", common, " format=", o.format,
+             " text_field=", o.format == "jsonl" ? o.text_field : "-",
+             " training_files=", in.training_files.size(), " training_bytes=", in.training_bytes(),
+             " heldout_files=", in.heldout_files.size(),
+             " heldout_fraction=", in.heldout_files.empty() ? cat(o.heldout_fraction) : "-", tail);
 }
 
-// "0.42 s", "12.3 s", then "3m05s".
-std::string seconds_text(double s) {
-  if (s >= 60)
-    return format_duration(s);
-  char text[32];
-  std::snprintf(text, sizeof text, s < 10 ? "%.2f s" : "%.1f s", s);
-  return text;
-}
-
-struct Job {
-  std::string name, source, output;
-  bool heldout = false;
-};
-
-// What a rank reports about one shard: the counts of its header, whether it was reused, the
-// time, and examples of skipped lines.
-struct JobResult {
-  bool reused = false;
-  double seconds = 0;
-  TokenShardInfo info;
-  std::vector<std::string> examples;
-
-  std::string serialize() const {
-    std::ostringstream os;
-    os << (reused ? 1 : 0) << ' ' << seconds << ' ' << info.num_sentences << ' ' << info.num_tokens
-       << ' ' << info.num_words << ' ' << info.source_lines << ' ' << info.skipped_empty << ' '
-       << info.skipped_invalid_utf8 << ' ' << info.skipped_too_long << '\n';
-    for (const auto& e : examples)
-      os << e << '\n';
-    return os.str();
-  }
-  static JobResult parse(const std::string& text) {
-    JobResult r;
-    std::istringstream is(text);
-    int reused = 0;
-    is >> reused >> r.seconds >> r.info.num_sentences >> r.info.num_tokens >> r.info.num_words >>
-        r.info.source_lines >> r.info.skipped_empty >> r.info.skipped_invalid_utf8 >>
-        r.info.skipped_too_long;
-    r.reused = reused != 0;
-    std::string line;
-    std::getline(is, line);
-    while (std::getline(is, line))
-      if (!line.empty())
-        r.examples.push_back(line);
-    return r;
-  }
-};
-
-JobResult run_job(const Job& job, const Vocab& vocab, const Options& o) {
-  const auto start = Clock::now();
-  JobResult result;
-  const std::uint64_t source_bytes = file_size(job.source);
-  if (!o.force &&
-      TokenShard::is_current(job.output, vocab.fingerprint(), source_bytes, o.max_line_bytes)) {
-    result.reused = true;
-    result.info = TokenShard::read_info(job.output);
-    result.seconds = seconds_since(start);
-    return result;
-  }
-  LineReaderOptions ro;
-  ro.max_line_bytes = static_cast<std::size_t>(o.max_line_bytes);
-  ro.strict = o.strict;
-  LineReader reader(job.source, ro);
-  TokenShardInfo info;
-  info.vocab_size = vocab.size();
-  info.eos_id = Vocab::kEosId;
-  info.vocab_fingerprint = vocab.fingerprint();
-  info.source_bytes = source_bytes;
-  info.max_line_bytes = o.max_line_bytes;
-  TokenShardWriter writer(job.output, info);
-  std::string line;
-  std::vector<std::int32_t> ids;
-  while (reader.next(line)) {
-    ids.clear();
-    vocab.encode_append(line, ids);
-    writer.add_sentence(ids, count_words(line.data(), line.size()));
-  }
-  writer.set_source_stats(reader.stats());
-  result.info = writer.finish();
-  result.examples = reader.stats().examples;
-  result.seconds = seconds_since(start);
-  return result;
-}
-
-std::string vocab_settings(const Options& o, const Lm1bCorpus& corpus) {
-  std::uint64_t bytes = 0;
-  for (const auto& s : corpus.training_shards)
-    bytes += file_size(s);
-  return cat("mtk-lm1b vocabulary settings v1: vocab_size=", o.vocab_size,
-             " model_type=", o.model_type, " sample_lines=", o.sample_lines,
-             " max_line_bytes=", o.max_line_bytes,
-             " training_shards=", corpus.training_shards.size(), " training_bytes=", bytes,
-             " threads=", o.threads, " seed=", o.seed, " byte_fallback=1\n");
+// Settings words that are not options of the command line as they are (prepare_command writes
+// --text's own from the options).
+bool derived_setting(const std::string& key) {
+  return key == "training_bytes" || key == "byte_fallback" || key == "training_files" ||
+         key == "heldout_files" || key == "text_field" || key == "heldout_fraction";
 }
 
 // The command that prepares `o.out` with these settings again, every setting spelled out (what
-// the advice after a damaged shard names: the same settings keep the vocabulary).
-std::string prepare_command(const std::string& data, const std::string& out,
+// the advice after a damaged shard names: the same settings keep the vocabulary); --text's files
+// as they were found.
+std::string prepare_command(const Options& o, const PrepareInput& in,
                             const std::vector<std::pair<std::string, std::string>>& words) {
   const auto abs = [](const std::string& p) { return fs::absolute(p).lexically_normal().string(); };
-  std::string cmd =
-      cat("mtk-lm1b prepare --data ", shell_quote(abs(data)), " --out ", shell_quote(abs(out)));
+  std::string cmd = "mtk-lm1b prepare";
+  if (in.lm1b) {
+    cmd += " --data " + shell_quote(abs(o.data));
+  } else {
+    cmd += " --text";
+    for (const auto& f : in.training_files)
+      cmd += " " + shell_quote(abs(f));
+    if (!in.heldout_files.empty()) {
+      cmd += " --heldout";
+      for (const auto& f : in.heldout_files)
+        cmd += " " + shell_quote(abs(f));
+    } else {
+      cmd += cat(" --heldout-fraction ", o.heldout_fraction);
+    }
+    if (o.format == "jsonl")
+      cmd += " --text-field " + shell_quote(o.text_field);
+  }
+  cmd += " --out " + shell_quote(abs(o.out));
   for (const auto& [key, value] : words)
-    if (key != "training_bytes" && key != "byte_fallback") {
+    if (!derived_setting(key)) {
       std::string option = key;
       std::replace(option.begin(), option.end(), '_', '-');
       cmd += cat(" --", option, " ", shell_quote(value));
@@ -237,11 +181,25 @@ std::string prepare_command(const std::string& data, const std::string& out,
   return cmd;
 }
 
+// The name of a setting in the error about differing settings.
+std::string setting_name(const std::string& key) {
+  if (key == "training_bytes")
+    return "the corpus's training text (bytes)";
+  if (key == "training_files" || key == "heldout_files")
+    return key == "training_files" ? "the training files" : "the held-out files";
+  if (key == "byte_fallback")
+    return key;
+  std::string name = "--" + key;
+  std::replace(name.begin(), name.end(), '_', '-');
+  return name;
+}
+
 // Refuses (without --force) settings other than those that prepared `o.out` when it holds a
 // vocabulary: a new one would replace vocab.model, and every checkpoint trained on the old one
 // would then be refused. The error names each differing setting, there and now, and the command
 // that keeps the folder's own settings.
-void check_prepared_settings(const Options& o, const std::string& settings) {
+void check_prepared_settings(const Options& o, const PrepareInput& in,
+                             const std::string& settings) {
   const std::string vocab_path = Lm1bPrepared::vocab_path(o.out);
   const std::string settings_path = (fs::path(o.out) / "vocab.settings").string();
   if (o.force || !fs::exists(vocab_path))
@@ -261,19 +219,13 @@ void check_prepared_settings(const Options& o, const std::string& settings) {
   std::string diffs;
   for (const auto& [key, value] : now) {
     const std::string was = value_of(before, key);
-    if (was == value)
-      continue;
-    std::string name = "--" + key;
-    std::replace(name.begin(), name.end(), '_', '-');
-    if (key == "training_bytes")
-      name = "the corpus's training text (bytes)";
-    else if (key == "byte_fallback")
-      name = "byte_fallback";
-    diffs += cat(diffs.empty() ? "" : "; ", name, " ", was, " there, ", value, " now");
+    if (was != value)
+      diffs +=
+          cat(diffs.empty() ? "" : "; ", setting_name(key), " ", was, " there, ", value, " now");
   }
   std::string keep = recorded_prepare_command(o.out);
-  if (keep.empty() && !before.empty())
-    keep = prepare_command(o.data, o.out, before);
+  if (keep.empty() && !before.empty() && in.lm1b)
+    keep = prepare_command(o, in, before);
   fail("mtk-lm1b prepare",
        cat("'", o.out, "' was prepared with other settings: ",
            old.empty() ? cat("its vocabulary's settings are not recorded (no ", settings_path, ")")
@@ -283,22 +235,6 @@ void check_prepared_settings(const Options& o, const std::string& settings) {
            keep.empty() ? std::string(".") : cat(". To keep it, run `", keep, "`"),
            "; to replace it, give --force (or prepare into another --out)"));
 }
-
-struct Totals {
-  LineStats lines;  // counts only
-  std::int64_t sentences = 0, tokens = 0, words = 0, shards = 0, reused = 0;
-  void add(const JobResult& r) {
-    sentences += r.info.num_sentences;
-    tokens += r.info.num_tokens;
-    words += r.info.num_words;
-    lines.lines += r.info.source_lines;
-    lines.empty += r.info.skipped_empty;
-    lines.invalid_utf8 += r.info.skipped_invalid_utf8;
-    lines.too_long += r.info.skipped_too_long;
-    ++shards;
-    reused += r.reused ? 1 : 0;
-  }
-};
 
 // The vocabulary of the run: what it is, and how it came about.
 struct VocabStep {
@@ -310,7 +246,7 @@ struct VocabStep {
 
 // Rank 0 trains the vocabulary on a sample (or reuses the one there with the same settings);
 // every rank gets its bytes.
-VocabStep prepare_vocabulary(const Options& o, const Lm1bCorpus& corpus, const Communicator& comm) {
+VocabStep prepare_vocabulary(const Options& o, const PrepareInput& in, const Communicator& comm) {
   VocabStep v;
   const std::string vocab_path = Lm1bPrepared::vocab_path(o.out);
   const std::string settings_path = (fs::path(o.out) / "vocab.settings").string();
@@ -319,21 +255,24 @@ VocabStep prepare_vocabulary(const Options& o, const Lm1bCorpus& corpus, const C
   collective_step(comm, [&] {
     if (comm.rank() != 0)
       return;
-    const std::string settings = vocab_settings(o, corpus);
+    const std::string settings = vocab_settings(o, in);
     if (!o.force && fs::exists(vocab_path) && fs::is_regular_file(settings_path) &&
         read_whole_file(settings_path, "mtk-lm1b prepare") == settings) {
       model_bytes = Vocab::load(vocab_path).serialized();
-      write_prepare_command(o.out, prepare_command(o.data, o.out, settings_words(settings)));
+      write_prepare_command(o.out, prepare_command(o, in, settings_words(settings)));
       app::say(cat("prepare: vocabulary ", vocab_path, " is current (same settings): reused\n"));
       return;
     }
     const auto t0 = Clock::now();
-    LineReaderOptions ro;
-    ro.max_line_bytes = static_cast<std::size_t>(o.max_line_bytes);
-    ro.strict = o.strict;
     app::say(cat("prepare: vocabulary: reading up to ", o.sample_lines, " lines from ",
-                 corpus.training_shards.size(), " training shards\n"));
-    const auto lines = sample_lines(corpus.training_shards, o.sample_lines, ro, sample_stats);
+                 in.training_files.size(), in.lm1b ? " training shards\n" : " training files\n"));
+    // The training side of a held-out split only.
+    const auto trained_on = [&](std::size_t file, std::int64_t line) {
+      return !in.split.held_out(file, line);
+    };
+    const auto lines = sample_lines(
+        in.training_files, o.sample_lines, in.reader_options(o), sample_stats,
+        in.split.fraction > 0 ? trained_on : std::function<bool(std::size_t, std::int64_t)>());
     v.sample_size = static_cast<std::int64_t>(lines.size());
     app::say(cat("prepare: vocabulary: training a ", o.model_type, " model of ", o.vocab_size,
                  " pieces on ", lines.size(), " lines (", o.threads,
@@ -350,7 +289,7 @@ VocabStep prepare_vocabulary(const Options& o, const Lm1bCorpus& corpus, const C
     vocab.save(vocab_path);
     vocab.save_pieces((fs::path(o.out) / "vocab.pieces").string());
     write_file_atomically(settings_path, settings, "mtk-lm1b prepare");
-    write_prepare_command(o.out, prepare_command(o.data, o.out, settings_words(settings)));
+    write_prepare_command(o.out, prepare_command(o, in, settings_words(settings)));
     model_bytes = vocab.serialized();
     v.trained = true;
     app::say(cat("prepare: vocabulary: ", vocab.size(), " pieces in ",
@@ -385,18 +324,19 @@ void report(const Options& o, const VocabStep& v, const Totals& training, const 
                heldout.lines.skipped_summary(), "\n"));
 }
 
-// The corpus and the output folders (rank 0 makes them; every rank must see them).
-Lm1bCorpus open_corpus(const Options& o, const Communicator& comm) {
+// The input and the output folders (rank 0 makes them; every rank must see them).
+PrepareInput open_input(const Options& o, const Communicator& comm) {
   const int rank = comm.rank(), size = comm.size();
   const bool root = rank == 0;
-  Lm1bCorpus corpus;
+  PrepareInput in;
   collective_step(comm, [&] {
-    corpus = Lm1bCorpus::find(o.data, o.training_shards);
+    in = find_input(o);
     if (root) {
       // Before anything in the folder changes: other settings than its own need --force.
-      check_prepared_settings(o, vocab_settings(o, corpus));
+      check_prepared_settings(o, in, vocab_settings(o, in));
       make_directories((fs::path(o.out) / "train").string(), "mtk::make_directories");
-      make_directories((fs::path(o.out) / "heldout").string(), "mtk::make_directories");
+      make_directories((fs::path(o.out) / "heldout" / (in.lm1b ? "" : "parts")).string(),
+                       "mtk::make_directories");
       // The manifest marks a finished run: it goes until this one finishes.
       fs::remove(fs::path(o.out) / "manifest.txt");
     }
@@ -407,67 +347,26 @@ Lm1bCorpus open_corpus(const Options& o, const Communicator& comm) {
            cat("'", o.out, "' is not visible on rank ", rank,
                ": with several ranks, --out must be on a file system all ranks share"));
   });
-  if (root)
-    app::say(cat("prepare: corpus ", o.data, ": ", corpus.training_shards.size(),
-                 " training shards + held-out shard 00000; ", size, size == 1 ? " rank" : " ranks",
-                 "\n"));
-  return corpus;
-}
-
-// The shards to encode: held-out first, then training.
-std::vector<Job> shard_jobs(const Options& o, const Lm1bCorpus& corpus) {
-  std::vector<Job> jobs;
-  jobs.push_back({lm1b_heldout_shard_name(0), corpus.heldout_shard,
-                  Lm1bPrepared::heldout_shard_path(o.out, 0), true});
-  for (std::size_t i = 0; i < corpus.training_shards.size(); ++i) {
-    const int n = corpus.training_numbers[i];
-    jobs.push_back({lm1b_training_shard_name(n), corpus.training_shards[i],
-                    Lm1bPrepared::training_shard_path(o.out, n), false});
-  }
-  return jobs;
-}
-
-// Encodes `jobs`, job j on rank j % size, in rounds; rank 0 reports each shard and adds it to
-// `training` or `heldout`.
-void encode_shards(const Options& o, const Communicator& comm, const std::vector<Job>& jobs,
-                   const Vocab& vocab, Totals& training, Totals& heldout) {
-  const int rank = comm.rank(), size = comm.size();
-  const bool root = rank == 0;
-  const int num_jobs = static_cast<int>(jobs.size());
-  const int width = static_cast<int>(std::to_string(num_jobs).size());
-  for (int first = 0; first < num_jobs; first += size) {
-    const int j = first + rank;
-    std::string mine;
-    collective_step(comm, [&] {
-      if (j < num_jobs)
-        mine = run_job(jobs[static_cast<std::size_t>(j)], vocab, o).serialize();
-    });
-    const auto results = comm.gather(mine);
-    if (!root)
-      continue;
-    for (int r = 0; r < size && first + r < num_jobs; ++r) {
-      const Job& job = jobs[static_cast<std::size_t>(first + r)];
-      const JobResult res = JobResult::parse(results[static_cast<std::size_t>(r)]);
-      (job.heldout ? heldout : training).add(res);
-      char counter[32];
-      std::snprintf(counter, sizeof counter, "[%*d/%d]", width, first + r + 1, num_jobs);
-      const std::int64_t skipped =
-          res.info.skipped_empty + res.info.skipped_invalid_utf8 + res.info.skipped_too_long;
-      app::say(cat("prepare: ", counter, " ", job.name, ": ", res.info.num_sentences,
-                   " sentences, ", res.info.num_words, " words, ", res.info.num_tokens, " tokens, ",
-                   skipped, " skipped lines",
-                   res.reused ? ", reused" : cat(", ", seconds_text(res.seconds)),
-                   size > 1 ? cat(" (rank ", r, ")") : std::string(), "\n"));
-      for (const auto& e : res.examples)
-        app::say(cat("  skipped ", e, "\n"));
-    }
-  }
+  const std::string ranks = cat(size, size == 1 ? " rank" : " ranks");
+  if (!root)
+    return in;
+  if (in.lm1b)
+    app::say(cat("prepare: corpus ", o.data, ": ", in.training_files.size(),
+                 " training shards + held-out shard 00000; ", ranks, "\n"));
+  else
+    app::say(cat("prepare: ", in.training_files.size(), " training files (", o.format,
+                 o.format == "jsonl" ? cat(", field \"", o.text_field, "\"") : "", ", ",
+                 format_bytes(static_cast<double>(in.training_bytes())), "), held out: ",
+                 in.heldout_files.empty() ? cat(o.heldout_fraction, " of the lines")
+                                          : cat(in.heldout_files.size(), " files"),
+                 "; ", ranks, "\n"));
+  return in;
 }
 
 // Rank 0 writes summary.json and the manifest, which marks the run finished.
-void write_manifest(const Options& o, const Communicator& comm, const std::vector<Job>& jobs,
-                    const VocabStep& v, const Totals& training, const Totals& heldout,
-                    double tokens_per_word, Clock::time_point start) {
+void write_manifest(const Options& o, const Communicator& comm, const PrepareInput& in,
+                    const std::vector<Job>& jobs, const VocabStep& v, const Totals& training,
+                    const Totals& heldout, double tokens_per_word, Clock::time_point start) {
   collective_step(comm, [&] {
     if (comm.rank() != 0)
       return;
@@ -477,10 +376,11 @@ void write_manifest(const Options& o, const Communicator& comm, const std::vecto
     for (const auto& job : jobs)
       if (!job.heldout)
         prepared.training_shards.push_back(job.output);
-    prepared.heldout_shard = jobs.front().output;
+    prepared.heldout_shard = heldout_path(o, in);
     MetricRecord summary = {
         {"vocab_size", std::int64_t{v.vocab.size()}},
         {"model_type", o.model_type},
+        {"input", in.lm1b ? std::string("lm1b") : o.format},
         {"vocab_trained", std::int64_t{v.trained ? 1 : 0}},
         {"vocab_sample_lines", v.sample_size},
         {"vocab_sample_skipped", v.sample_stats.skipped()},
@@ -508,18 +408,19 @@ void write_manifest(const Options& o, const Communicator& comm, const std::vecto
 
 void run(const Options& o, const Communicator& comm) {
   const auto start = Clock::now();
-  // 1. The corpus and the output folders.
-  const Lm1bCorpus corpus = open_corpus(o, comm);
+  // 1. The input and the output folders.
+  const PrepareInput in = open_input(o, comm);
   // 2. The vocabulary: rank 0 trains (or reuses) it, every rank gets its bytes.
-  const VocabStep v = prepare_vocabulary(o, corpus, comm);
-  // 3. The shards: held-out first, then training; job j on rank j % size, in rounds.
-  const std::vector<Job> jobs = shard_jobs(o, corpus);
+  const VocabStep v = prepare_vocabulary(o, in, comm);
+  // 3. The shards: one job per input file, job j on rank j % size, in rounds; --text's held-out
+  //    pieces joined into one shard.
+  const std::vector<Job> jobs = make_jobs(o, in);
   Totals training, heldout;
-  encode_shards(o, comm, jobs, v.vocab, training, heldout);
+  encode_jobs(o, comm, in, jobs, v.vocab, training, heldout);
   // 4. Manifest and summary (rank 0), then the report.
   const double tokens_per_word =
       static_cast<double>(heldout.tokens) / static_cast<double>(heldout.words + heldout.sentences);
-  write_manifest(o, comm, jobs, v, training, heldout, tokens_per_word, start);
+  write_manifest(o, comm, in, jobs, v, training, heldout, tokens_per_word, start);
   if (comm.rank() == 0)
     report(o, v, training, heldout, tokens_per_word, seconds_since(start));
 }

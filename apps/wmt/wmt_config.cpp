@@ -20,14 +20,25 @@ Schema<DataSettings> make_data_schema() {
   s.text("dir", &D::dir, "the prepared folder: what prepare writes and train and translate read")
       .default_text("dir", "(required)")
       .text("train", &D::train,
-            "comma-separated PREFIXes of the training pairs `PREFIX.<source>` and "
-            "`PREFIX.<target>` (plain or .gz); prepare requires it")
+            "the training pairs, comma-separated items, each `PREFIX` (`PREFIX.<source>` and "
+            "`PREFIX.<target>`), `FILE.tsv` (`source<TAB>target` a line) or `SOURCE|TARGET` (two "
+            "aligned files), plain or .gz; prepare requires it")
       .text("source", &D::source, "file suffix of the source language")
       .text("target", &D::target, "file suffix of the target language")
       .text("dev.source", &D::dev_source, "dev set source (.sgm or text), encoded as dev shards")
       .text("dev.reference", &D::dev_reference, "dev set reference, line-aligned with its source")
       .text("test.source", &D::test_source, "test set source, checked by prepare")
       .text("test.reference", &D::test_reference, "test set reference, checked by prepare")
+      .text("dev.tsv", &D::dev_tsv,
+            "instead of dev.source and dev.reference: one TSV file (`source<TAB>target` a line); "
+            "prepare writes its sides to data.dir/dev.{source,reference}.txt")
+      .text("test.tsv", &D::test_tsv,
+            "instead of test.source and test.reference: one TSV file; prepare writes its sides to "
+            "data.dir/test.{source,reference}.txt, translate's --input and --reference")
+      .real(
+          "test.fraction", &D::test_fraction, 0.0, 0.5,
+          "instead of test files: each training pair held out with this probability (by a "
+          "hash of item and line), not trained on, written to data.dir/test.{source,reference}.txt")
       .integer("vocab_size", &D::vocab_size, 8, 1 << 24,
                "pieces of the shared SentencePiece vocabulary of both languages")
       .choice("model_type", &D::model_type, {"unigram", "bpe", "word", "char"},

@@ -16,9 +16,11 @@ namespace mtk::wmt {
 /// The `data` section.
 struct DataSettings {
   std::string dir;    ///< the prepared folder
-  std::string train;  ///< comma-separated PREFIXes of PREFIX.<source> / PREFIX.<target>
+  std::string train;  ///< comma-separated items: PREFIX, FILE.tsv or SOURCE|TARGET (PairSource)
   std::string source = "en", target = "fr";
   std::string dev_source, dev_reference, test_source, test_reference;
+  std::string dev_tsv, test_tsv;  ///< instead of source + reference: one TSV of pairs
+  double test_fraction = 0;       ///< instead of test files: pairs held out of data.train
   int vocab_size = 8000;
   std::string model_type = "unigram";
   std::int64_t max_length = nn::TransformerConfig().length;  ///< read: model.length

@@ -4,6 +4,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/config/model_config.hpp>
 #include <mtk/data/prepare_record.hpp>
+#include <mtk/data/progress_line.hpp>
 #include <mtk/data/vocab.hpp>
 #include <mtk/data/wmt_pairs.hpp>
 #include <mtk/decode/decode.hpp>
@@ -227,13 +228,17 @@ Translator load_decoder(const Communicator& world, const app::RunOptions& o, con
 std::vector<std::string> translate_pieces(Translator& decoder, const Vocab& vocab,
                                           const std::vector<std::vector<std::int32_t>>& encoded,
                                           std::int64_t batch, double min_length_ratio,
-                                          const decode::BeamSearchOptions& bo) {
+                                          const decode::BeamSearchOptions& bo,
+                                          ProgressLine& progress) {
   std::vector<std::size_t> order(encoded.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return encoded[a].size() < encoded[b].size();
   });
   std::vector<std::string> translations(encoded.size());
+  const std::size_t batches =
+      (order.size() + static_cast<std::size_t>(batch) - 1) / static_cast<std::size_t>(batch);
+  progress.set_total(static_cast<double>(encoded.size()));
   for (std::size_t first = 0; first < order.size(); first += static_cast<std::size_t>(batch)) {
     std::vector<std::vector<std::int32_t>> rows;
     for (std::size_t k = first; k < order.size() && rows.size() < static_cast<std::size_t>(batch);
@@ -252,7 +257,11 @@ std::vector<std::string> translate_pieces(Translator& decoder, const Vocab& voca
     for (std::size_t r = 0; r < rows.size(); ++r)
       translations[order[first + r]] =
           result[r].empty() ? std::string() : vocab.decode(result[r][0].tokens);
+    // Batches run shortest first, so the rate (and the time left) is a lower bound early on.
+    progress.update(static_cast<double>(first + rows.size()),
+                    cat("batch ", first / static_cast<std::size_t>(batch) + 1, "/", batches));
   }
+  progress.finish(cat(batches, batches == 1 ? " batch" : " batches"));
   return translations;
 }
 
@@ -261,7 +270,8 @@ std::vector<std::string> translate_sentences(Translator& decoder, const Vocab& v
                                              const std::vector<std::string>& sources,
                                              const TranslateSettings& settings, std::int64_t length,
                                              std::int64_t batch,
-                                             const decode::BeamSearchOptions& bo) {
+                                             const decode::BeamSearchOptions& bo,
+                                             ProgressLine& progress) {
   const TranslationPieces pieces =
       split_for_translation(sources, settings.split, vocab, length - 1);
   if (pieces.tokens.size() != sources.size())
@@ -271,7 +281,7 @@ std::vector<std::string> translate_sentences(Translator& decoder, const Vocab& v
     app::say(cat("  ", pieces.cut, " pieces cut at model.length - 1 = ", length - 1,
                  " tokens (translate.split: none, or a single word longer)\n"));
   return join_translations(pieces, translate_pieces(decoder, vocab, pieces.tokens, batch,
-                                                    settings.min_length_ratio, bo));
+                                                    settings.min_length_ratio, bo, progress));
 }
 
 // Rank 0 writes the translations to --output (atomically) or stdout; all ranks agree on failure.
@@ -433,12 +443,32 @@ int translate_main(const Communicator& world, const std::vector<std::string>& ar
     const auto needed = static_cast<std::int64_t>(std::max<std::size_t>(sources.size(), 1));
     shape.batch = std::min(shape.batch, (needed + split - 1) / split * split);
   }
+  // Progress goes where the report goes: stderr when the translations take stdout.
+  ProgressLineOptions po;
+  po.enabled = world.rank() == 0;
+  po.out = t.output.empty() ? stderr : stdout;
+  const auto phase = [&](const std::string& text) {
+    if (po.enabled) {
+      std::fprintf(po.out, "mtk-wmt translate: %s\n", text.c_str());
+      std::fflush(po.out);
+    }
+  };
+  phase(cat(sources.size(), " sentences from ", t.input, "; loading the checkpoint"));
   std::string path;
   CheckpointMetadata meta;
+  const auto load_time = std::chrono::steady_clock::now();
   Translator decoder = load_decoder(world, o, s, shape, path, meta);
+  char took[32];
+  std::snprintf(
+      took, sizeof took, "%.1f s",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_time).count());
+  phase(cat("loaded ", path, " (step ", meta.step, ") in ", took, "; translating in batches of ",
+            shape.batch, ", beam ", bo.beam_size));
   const auto start_time = std::chrono::steady_clock::now();
+  // The total is the pieces' count (translate.split), set when they are known.
+  ProgressLine progress("mtk-wmt translate", static_cast<double>(sources.size()), "sentences", po);
   const std::vector<std::string> translations = translate_sentences(
-      decoder, s.vocab, sources, settings.translate, s.model.length, shape.batch, bo);
+      decoder, s.vocab, sources, settings.translate, s.model.length, shape.batch, bo, progress);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
   write_translations(world, translations, t.output);

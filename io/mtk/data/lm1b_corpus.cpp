@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -168,6 +169,46 @@ void LineReader::skip(const std::string& reason, std::int64_t LineStats::*counte
     stats_.examples.push_back(where);
 }
 
+std::uint64_t LineReader::file_offset() const {
+  return lines_->file_offset();
+}
+
+// The JSON line's text field in place of the line; false when it was skipped (a NUL in it).
+bool LineReader::json_text(std::string& line) {
+  const std::string& field = options_.json_text_field;
+  const auto where = [&] { return cat(path_, ":", line_number_, ": "); };
+  const auto record = nlohmann::json::parse(line, nullptr, false);
+  if (record.is_discarded() || !record.is_object())
+    fail("mtk::LineReader", cat(where(), "not a JSON object (JSON Lines: one object a line)"));
+  const auto it = record.find(field);
+  if (it == record.end()) {
+    std::string keys;
+    for (const auto& item : record.items())
+      keys += (keys.empty() ? "" : ", ") + item.key();
+    fail("mtk::LineReader", cat(where(), "no field \"", field, "\" (the object has ",
+                                keys.empty() ? std::string("none") : keys,
+                                "); name the text field with --text-field"));
+  }
+  if (it->is_null()) {
+    line.clear();
+    return true;
+  }
+  if (!it->is_string())
+    fail("mtk::LineReader",
+         cat(where(), "field \"", field, "\" is a ", it->type_name(), ", not a string"));
+  line = it->get<std::string>();
+  if (const void* nul = std::memchr(line.data(), '\0', line.size())) {
+    skip(cat("NUL byte (\\u0000) at byte ", static_cast<const char*>(nul) - line.data() + 1,
+             " of field \"", field, "\""),
+         &LineStats::invalid_utf8);
+    return false;
+  }
+  for (char& c : line)
+    if (c == '\n' || c == '\r' || c == '\t')
+      c = ' ';
+  return true;
+}
+
 bool LineReader::next(std::string& line) {
   for (;;) {
     text::RawLine raw;
@@ -196,6 +237,8 @@ bool LineReader::next(std::string& line) {
            &LineStats::invalid_utf8);
       continue;
     }
+    if (!options_.json_text_field.empty() && !json_text(line))
+      continue;
     const std::int64_t words = count_words(line.data(), line.size());
     if (words == 0) {
       skip("empty line", &LineStats::empty);
@@ -283,18 +326,21 @@ Lm1bCorpus Lm1bCorpus::find(const std::string& root, int expected_training_shard
 
 std::vector<std::string> sample_lines(const std::vector<std::string>& shards,
                                       std::int64_t max_lines, const LineReaderOptions& options,
-                                      LineStats& stats) {
+                                      LineStats& stats,
+                                      const std::function<bool(std::size_t, std::int64_t)>& keep) {
   std::vector<std::string> out;
   if (shards.empty() || max_lines <= 0)
     return out;
   const auto n = static_cast<std::int64_t>(shards.size());
   const std::int64_t quota = (max_lines + n - 1) / n;
   std::string line;
-  for (const auto& path : shards) {
-    LineReader reader(path, options);
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    LineReader reader(shards[i], options);
     std::int64_t taken = 0;
     while (taken < quota && static_cast<std::int64_t>(out.size()) < max_lines &&
            reader.next(line)) {
+      if (keep && !keep(i, reader.line_number()))
+        continue;
       out.push_back(line);
       ++taken;
     }

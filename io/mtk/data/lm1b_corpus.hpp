@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,9 +41,15 @@ struct LineReaderOptions {
   bool strict = false;
   /// Skipped lines kept as examples in LineStats.
   std::size_t max_examples = 10;
+  /// Non-empty: the file is JSON Lines, one object a line, and the text of a line is the string
+  /// field of this name (newlines, CRs and tabs in it become spaces; null is an empty text). A
+  /// line that is not a JSON object, or whose field is missing or not a string, is an error
+  /// naming the file, the line and the field. The byte limit applies to the JSON line.
+  std::string json_text_field;
 };
 
-/// Reads a UTF-8 text file (plain or gzip-compressed) with one sentence per line. Lines are
+/// Reads a UTF-8 text file (plain or gzip-compressed) with one sentence per line, or JSON Lines
+/// (LineReaderOptions::json_text_field). Lines are
 /// returned without the newline (a trailing CR is removed too); empty lines, invalid UTF-8 (or NUL
 /// bytes) and lines longer than max_line_bytes are skipped and counted in stats(). Memory stays
 /// bounded by max_line_bytes whatever the file holds. Errors (mtk::Error) name the file, and the
@@ -61,8 +68,11 @@ class LineReader {
   std::int64_t line_number() const { return line_number_; }
   const LineStats& stats() const { return stats_; }
   const std::string& path() const { return path_; }
+  /// Bytes of the file read so far (compressed bytes of a gzip file), for progress.
+  std::uint64_t file_offset() const;
 
  private:
+  bool json_text(std::string& line);
   void skip(const std::string& reason, std::int64_t LineStats::*counter);
   std::string path_;
   LineReaderOptions options_;
@@ -104,9 +114,12 @@ std::string lm1b_heldout_shard_name(int number);
 /// Up to `max_lines` valid lines from `shards` for vocabulary training: the first
 /// ceil(max_lines / shards) valid lines of each shard (LM1B's shards are already shuffled, so this
 /// is a random sample that reads only a little of each file). Skipped lines are added to `stats`.
-std::vector<std::string> sample_lines(const std::vector<std::string>& shards,
-                                      std::int64_t max_lines, const LineReaderOptions& options,
-                                      LineStats& stats);
+/// With `keep`, only lines for which keep(shard index, line number) holds are taken (the training
+/// side of a held-out split).
+std::vector<std::string> sample_lines(
+    const std::vector<std::string>& shards, std::int64_t max_lines,
+    const LineReaderOptions& options, LineStats& stats,
+    const std::function<bool(std::size_t, std::int64_t)>& keep = nullptr);
 
 /// The folder `mtk-lm1b prepare --out DIR` writes, as the trainer reads it:
 ///   DIR/vocab.model                 SentencePiece model (mtk::Vocab::load)

@@ -19,6 +19,8 @@ class LinePairs {
   bool next(RawLine& source, RawLine& target);
   /// 1-based number of the pair last returned (its line number in both files).
   std::int64_t line_number() const { return source_.line_number(); }
+  /// Bytes read of both files (compressed bytes of gzip files), for progress.
+  std::uint64_t file_offset() const { return source_.file_offset() + target_.file_offset(); }
 
  private:
   LineStream source_, target_;

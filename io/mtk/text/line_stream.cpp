@@ -33,6 +33,11 @@ LineStream::~LineStream() {
     gzclose(file_->gz);
 }
 
+std::uint64_t LineStream::file_offset() const {
+  const auto at = gzoffset(file_->gz);
+  return at < 0 ? 0 : static_cast<std::uint64_t>(at);
+}
+
 // Refills the buffer; false at the end of the file.
 bool LineStream::fill() {
   const int got = gzread(file_->gz, buffer_.data(), static_cast<unsigned>(buffer_.size()));

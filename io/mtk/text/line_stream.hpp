@@ -32,6 +32,8 @@ class LineStream {
   /// 1-based number of the line last returned.
   std::int64_t line_number() const { return line_number_; }
   const std::string& path() const { return path_; }
+  /// Bytes of the file read so far (compressed bytes of a gzip file): progress against its size.
+  std::uint64_t file_offset() const;
 
  private:
   bool fill();

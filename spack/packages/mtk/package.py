@@ -34,6 +34,12 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
     url = "https://example.org/mtk/releases/mtk-0.4.0.tar.gz"
     git = "https://example.org/mtk/mtk.git"
 
+    # LICENSE (Apache-2.0) covers every file (NOTICE); it is in the tarball and installed to
+    # share/doc/mtk. The maintainers' GitHub handle is a placeholder like the url above, until
+    # MTK has a public home: Spack pings it on changes to this recipe.
+    license("Apache-2.0", checked_by="mtk-maintainers")
+    maintainers("mtk-maintainers")
+
     # A checkout: `spack develop mtk@main` (spack/debian12/spack.yaml does).
     version("main", branch="main")
     # The newest release is project(MTK VERSION ...) of CMakeLists.txt. Its sha256 is what
