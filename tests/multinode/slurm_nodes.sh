@@ -12,7 +12,7 @@
 # in tests/slurm/cluster.sh.
 
 node_cluster_pids=()
-tb="${tb:?the test bed's script (scripts/testbed)}"
+tb="${tb:?set tb to scripts/testbed first}"
 
 skip() { echo "SKIP: $*" >&2; return 77; }
 on_head() { "$tb" exec node1 "$@"; }
@@ -32,7 +32,7 @@ start_node_cluster() {
     { cat "$dir/log/munged.log" >&2; skip "munged does not start here"; return; }
   node_cluster_pids+=("$(cat "$dir/munge/munged.pid")")
   local cpus="${CLUSTER_CPUS:-4}" mem
-  mem="$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 / TESTBED_NODES / 2))"
+  mem="$(awk -v n="$TESTBED_NODES" '/MemTotal/ {print int($2 / 1024 / n / 2)}' /proc/meminfo)"
   {
     cat << CONF
 ClusterName=mtknodes
@@ -82,10 +82,10 @@ CONF
     "$tb" exec "node$i" slurmd -D -N "node$i" -f "$SLURM_CONF" > "$dir/log/slurmd-node$i.out" 2>&1 &
     node_cluster_pids+=("$!")
   done
-  local end=$((SECONDS + 60))
+  local end=$((SECONDS + ${CLUSTER_START_S:-60}))
   until [ "$(on_head sinfo -h -o %T -N 2> /dev/null | grep -cx idle)" = "$TESTBED_NODES" ]; do
     if ((SECONDS > end)); then
-      tail -20 "$dir/log/"*.log "$dir/log/"*.out >&2
+      for f in "$dir"/log/*; do echo "--- $f" >&2; tail -n 15 "$f" >&2; done
       skip "slurmctld/slurmd did not bring the nodes up"
       return
     fi

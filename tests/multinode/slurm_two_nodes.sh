@@ -41,6 +41,7 @@ wait_job "$job_a" 240
 show "$job_a"
 expect_state "$job_a" COMPLETED 1
 [ "$(job_field "$job_a" NodeList)" = "node[1-2]" ] || fail "job A ran on $(job_field "$job_a" NodeList)"
+expect "$job_a" "2 rank(s) on 2 node(s)"
 expect "$job_a" "SIGUSR1: asking the training step to save and stop"
 expect "$job_a" "requeueing (restart 1 of at most"
 expect "$job_a" "resumed from run/checkpoints/step-"
@@ -53,6 +54,7 @@ job_b=$(submit --nodes=1 --ntasks-per-node=2 "$root/scripts/slurm/train.sbatch" 
 wait_job "$job_b" 180
 show "$job_b"
 expect_state "$job_b" COMPLETED 0
+expect "$job_b" "2 rank(s) on 1 node(s)"
 expect "$job_b" "resumed from run/checkpoints/step-000000040"
 expect "$job_b" "done: 10 steps in this job (40 -> 50), 50 of 50 overall"
 echo "ok: B: continued on 1 node x 2 ranks"
@@ -64,8 +66,10 @@ for ((i = 0; i < 600; i++)); do
   grep -q "^step *5/" "$work/job-$job_c.out" 2> /dev/null && break
   sleep 0.2
 done
-victims=$(ip netns pids "$(basename "$TESTBED_DIR")-node2" | while read -r p; do
-  [ "$(cat "/proc/$p/comm" 2> /dev/null)" = mtk-lm1b ] && echo "$p"; done)
+victims=""
+for p in $(ip netns pids "$(basename "$TESTBED_DIR")-node2"); do
+  [ "$(cat "/proc/$p/comm" 2> /dev/null)" = mtk-lm1b ] && victims+=" $p"
+done
 [ -n "$victims" ] || { show "$job_c"; fail "job C: no rank of node2 to kill"; }
 kill -9 $victims
 start=$SECONDS
