@@ -31,11 +31,11 @@ measure() {
   local name=$1 np=$2 ppn=$3 mesh=$4 s before after
   declare -A delta
   for s in 3 13; do
-    before=($(tx))
+    mapfile -t before < <(tx)
     timeout -k 5 120 "$tb" mpiexec -n "$np" -ppn "$ppn" "$lm1b" train --config "$config" \
       --run-dir "$name-$s" --mesh "$mesh" --set train.steps=$s --set checkpoint.every=1000 \
       > "$name-$s.log" 2>&1 || { tail -20 "$name-$s.log"; fail "$name: training $s steps"; }
-    after=($(tx))
+    mapfile -t after < <(tx)
     delta[$s,1]=$((after[0] - before[0])) delta[$s,2]=$((after[1] - before[1]))
   done
   echo "$(((delta[13,1] - delta[3,1]) / 10)) $(((delta[13,2] - delta[3,2]) / 10))"
