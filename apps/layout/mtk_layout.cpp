@@ -9,6 +9,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/config/config.hpp>
 #include <mtk/config/model_config.hpp>
+#include <mtk/cost/internode.hpp>
 #include <mtk/cost/step_time.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/metrics/metrics.hpp>
@@ -35,6 +36,39 @@ std::unique_ptr<mtk::optim::Optimizer> make_optimizer(const std::string& name) {
   return std::make_unique<mtk::optim::Adafactor>();
 }
 
+// The memory traffic the step-time model charges, largest kinds first.
+void print_kernel_steps(const mtk::Counters& c) {
+  std::vector<std::pair<std::int64_t, std::string>> kinds;
+  std::int64_t total = 0, steps = 0;
+  for (const auto& [k, v] : c.op_bytes)
+    if (!k.traits().free) {
+      kinds.emplace_back(v, k.name());
+      total += v;
+      steps += c.op_calls.count(k) ? c.op_calls.at(k) : 0;
+    }
+  std::sort(kinds.rbegin(), kinds.rend());
+  std::printf("  kernel steps: %lld, reading and writing %s", static_cast<long long>(steps),
+              mtk::format_bytes(static_cast<double>(total)).c_str());
+  for (size_t i = 0; i < kinds.size() && i < 4; ++i)
+    std::printf("%s%s %s", i == 0 ? " (" : ", ", kinds[i].second.c_str(),
+                mtk::format_bytes(static_cast<double>(kinds[i].first)).c_str());
+  std::printf("%s\n", kinds.empty() ? "" : ", ...)");
+}
+
+// With --ranks-per-node: what a step sends between nodes (mtk/cost/internode.hpp).
+void print_internode(const mtk::Counters& c, const mtk::MeshShape& mesh, int per_node) {
+  if (per_node <= 0)
+    return;
+  const auto v = mtk::cost::internode_volume(c, mesh, per_node);
+  std::printf(
+      "  between nodes (%d ranks per node, %d nodes): %.0f bytes per step in all, %.0f "
+      "out of the busiest node",
+      per_node, v.nodes, v.total_bytes, v.busiest_node_bytes);
+  for (const auto& [k, b] : v.by_kind)
+    std::printf("; %s %.0f", mtk::to_string(k), b);
+  std::printf("\n");
+}
+
 int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "search")
     return mtk::layout_app::run_search(world, {args.begin() + 1, args.end()});
@@ -43,6 +77,7 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
   std::string config_path, preset, mesh_text, layout_text, optimizer = "adafactor";
   std::vector<std::string> sets;
   bool explain = false, strict_layout = false;
+  int ranks_per_node = 0;
   CLI::App app{
       "What a model costs on a mesh under a layout: parameters, memory, FLOPs and\n"
       "communication per processor and training step, from the real training graph\n"
@@ -63,6 +98,10 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
   app.add_option("--optimizer", optimizer, "adafactor | adam | sgd (adafactor)")
       ->type_name("NAME")
       ->check(CLI::IsMember({"adafactor", "adam", "sgd"}));
+  app.add_option("--ranks-per-node", ranks_per_node,
+                 "Also prints the bytes a step sends between nodes")
+      ->type_name("N")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--explain", explain, "Also prints every variable's layout and every collective");
   mtk::app::add_strict_layout_flag(app, strict_layout);
   if (const int status = mtk::cli::parse(app, args, true); status >= 0)
@@ -106,23 +145,7 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
               mtk::format_bytes(static_cast<double>(c.peak_bytes)).c_str());
   std::printf("  compute: %.3g FLOPs (%.3g in einsums)\n", c.total_flops(),
               c.flops_of(mtk::FlopClass::einsum));
-  {  // the memory traffic the step-time model charges, largest kinds first
-    std::vector<std::pair<std::int64_t, std::string>> kinds;
-    std::int64_t total = 0, steps = 0;
-    for (const auto& [k, v] : c.op_bytes)
-      if (!k.traits().free) {
-        kinds.emplace_back(v, k.name());
-        total += v;
-        steps += c.op_calls.count(k) ? c.op_calls.at(k) : 0;
-      }
-    std::sort(kinds.rbegin(), kinds.rend());
-    std::printf("  kernel steps: %lld, reading and writing %s", static_cast<long long>(steps),
-                mtk::format_bytes(static_cast<double>(total)).c_str());
-    for (size_t i = 0; i < kinds.size() && i < 4; ++i)
-      std::printf("%s%s %s", i == 0 ? " (" : ", ", kinds[i].second.c_str(),
-                  mtk::format_bytes(static_cast<double>(kinds[i].first)).c_str());
-    std::printf("%s\n", kinds.empty() ? "" : ", ...)");
-  }
+  print_kernel_steps(c);
   std::printf("  communication: %s",
               mtk::format_bytes(static_cast<double>(c.total_comm_bytes())).c_str());
   for (const auto& [k, v] : c.comm_bytes)
@@ -130,6 +153,7 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
                 mtk::format_bytes(static_cast<double>(v)).c_str(),
                 static_cast<long long>(c.comm_calls.at(k)));
   std::printf("\n");
+  print_internode(c, mesh, ranks_per_node);
   if (explain)
     std::printf("\n%s", program->explain().c_str());
   return 0;
