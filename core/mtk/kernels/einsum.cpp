@@ -13,12 +13,14 @@
 // up to the order of the float32 sums.
 #include <mtk/base/checked.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/kernels/einsum.hpp>
 #include <mtk/kernels/einsum_accumulate.hpp>
+#include <mtk/kernels/elementwise.hpp>
 #include <mtk/kernels/impl/einsum_in_place.hpp>
 #include <mtk/kernels/impl/einsum_spec.hpp>
 #include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/impl/onednn_matmul.hpp>
-#include <mtk/kernels/kernels.hpp>
+#include <mtk/kernels/reduce.hpp>
 
 #include <Kokkos_Core.hpp>
 

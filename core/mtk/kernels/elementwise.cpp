@@ -6,9 +6,9 @@
 // once per call (dispatch). Broadcasting by name is impl/broadcast.hpp.
 
 #include <mtk/base/error.hpp>
+#include <mtk/kernels/elementwise.hpp>
 #include <mtk/kernels/impl/broadcast.hpp>
 #include <mtk/kernels/impl/launch.hpp>
-#include <mtk/kernels/kernels.hpp>
 
 #include <Kokkos_Core.hpp>
 

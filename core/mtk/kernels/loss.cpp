@@ -9,7 +9,7 @@
 #include <mtk/kernels/impl/fast_exp.hpp>
 #include <mtk/kernels/impl/index.hpp>
 #include <mtk/kernels/impl/launch.hpp>
-#include <mtk/kernels/kernels.hpp>
+#include <mtk/kernels/loss.hpp>
 
 #include <algorithm>
 #include <cstdint>

@@ -6,7 +6,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/impl/counter_random.hpp>
 #include <mtk/kernels/impl/launch.hpp>
-#include <mtk/kernels/kernels.hpp>
+#include <mtk/kernels/random.hpp>
 
 #include <Kokkos_Core.hpp>
 

@@ -7,7 +7,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/impl/index.hpp>
 #include <mtk/kernels/impl/launch.hpp>
-#include <mtk/kernels/kernels.hpp>
+#include <mtk/kernels/shape.hpp>
 
 #include <Kokkos_Core.hpp>
 

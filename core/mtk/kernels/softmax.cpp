@@ -6,7 +6,7 @@
 #include <mtk/kernels/impl/index.hpp>
 #include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/impl/shape_checks.hpp>
-#include <mtk/kernels/kernels.hpp>
+#include <mtk/kernels/reduce.hpp>
 
 #include <Kokkos_Core.hpp>
 
