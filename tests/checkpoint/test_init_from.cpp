@@ -101,8 +101,9 @@ TEST(InitFrom, ExcludedVariablesSlotsAndStepKeepTheirInitialValuesOnAnotherMesh)
       // slots, the step counter) as the initializers left it.
       EXPECT_EQ(v, loaded ? saved.at(name) : initial.at(name))
           << name << " on " << shape.to_string();
-      if (loaded)
+      if (loaded) {
         EXPECT_NE(v, initial.at(name)) << name << ": the test needs trained values to differ";
+      }
     }
     EXPECT_NE(saved.at("layer_0/w1/rms"), initial.at("layer_0/w1/rms"));
   }
