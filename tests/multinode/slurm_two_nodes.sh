@@ -35,8 +35,10 @@ export MTK_ROOT="$root" MTK_LM1B="$lm1b"
 
 # A: 2 nodes, stopped by SIGUSR1, requeued, resumed on 2 nodes.
 job_a=$(submit --nodes=2 --ntasks-per-node=1 "$root/scripts/slurm/train.sbatch" "$config" run \
-  --set data.dir=prepared --set train.steps=40 --set checkpoint.every=1000000000)
-usr1_on_log "^step *10/" 120 "$job_a"
+  --set data.dir=prepared --set train.steps=300 --set checkpoint.every=1000000000)
+# Signalled at its second step: on an idle machine the tiny model's 300 steps take several
+# seconds, so the signal reaches a running job (at step 10 of 40 it could already have ended).
+usr1_on_log "^step *2/" 120 "$job_a"
 wait_job "$job_a" 240
 show "$job_a"
 expect_state "$job_a" COMPLETED 1
@@ -45,18 +47,18 @@ expect "$job_a" "2 rank(s) on 2 node(s)"
 expect "$job_a" "SIGUSR1: asking the training step to save and stop"
 expect "$job_a" "requeueing (restart 1 of at most"
 expect "$job_a" "resumed from run/checkpoints/step-"
-expect "$job_a" "done: [0-9]* steps in this job ([1-9][0-9]* -> 40), 40 of 40 overall"
+expect "$job_a" "done: [0-9]* steps in this job ([1-9][0-9]* -> 300), 300 of 300 overall"
 echo "ok: A: 2 nodes, SIGUSR1 -> save -> requeue -> resumed and completed"
 
 # B: the same run continued on 1 node x 2 ranks.
 job_b=$(submit --nodes=1 --ntasks-per-node=2 "$root/scripts/slurm/train.sbatch" "$config" run \
-  --set data.dir=prepared --set train.steps=50 --set checkpoint.every=1000000000)
+  --set data.dir=prepared --set train.steps=310 --set checkpoint.every=1000000000)
 wait_job "$job_b" 180
 show "$job_b"
 expect_state "$job_b" COMPLETED 0
 expect "$job_b" "2 rank(s) on 1 node(s)"
-expect "$job_b" "resumed from run/checkpoints/step-000000040"
-expect "$job_b" "done: 10 steps in this job (40 -> 50), 50 of 50 overall"
+expect "$job_b" "resumed from run/checkpoints/step-000000300"
+expect "$job_b" "done: 10 steps in this job (300 -> 310), 310 of 310 overall"
 echo "ok: B: continued on 1 node x 2 ranks"
 
 # C: a rank of node2 killed -9: the job ends at once, not requeued.
