@@ -1,7 +1,9 @@
 #pragma once
 // Direct float64 reference loops for the spatial tests: convolution (with the gradients of its
 // input and filter, which also give the transposed convolution) and pooling over 1 to 3 spatial
-// dims, on tensors laid out [batch, spatial..., channels] row-major.
+// dims, on tensors laid out [batch, spatial..., channels] row-major. Each result comes with the
+// sum of its terms' magnitudes and their count, from which a test bounds float32 rounding
+// (rounding_bound.hpp) instead of taking a constant tolerance.
 
 #include <algorithm>
 #include <cmath>
@@ -58,9 +60,12 @@ struct ConvGeom {
   }
 };
 
-/// y = conv(x, f); dx, df: the gradients of sum(y * w).
+/// y = conv(x, f); dx, df: the gradients of sum(y * w). *_abs: the sum of the magnitudes of each
+/// value's terms; *_terms: the most terms any value of the array sums.
 struct ConvRef {
   std::vector<double> y, dx, df;
+  std::vector<double> y_abs, dx_abs, df_abs;
+  std::int64_t y_terms = 1, dx_terms = 1, df_terms = 1;
 };
 
 inline ConvRef conv_reference(const ConvGeom& g, const std::vector<double>& x,
@@ -70,6 +75,13 @@ inline ConvRef conv_reference(const ConvGeom& g, const std::vector<double>& x,
   r.y.assign(static_cast<size_t>(g.batch * out * g.cout), 0.0);
   r.dx.assign(x.size(), 0.0);
   r.df.assign(f.size(), 0.0);
+  r.y_abs.assign(r.y.size(), 0.0);
+  r.dx_abs.assign(r.dx.size(), 0.0);
+  r.df_abs.assign(r.df.size(), 0.0);
+  // Every tap and input channel (padding included: a kernel may add its zeros).
+  r.y_terms = taps * g.cin;
+  r.dx_terms = taps * g.cout;
+  r.df_terms = g.batch * out;
   for (std::int64_t b = 0; b < g.batch; ++b)
     for (std::int64_t o = 0; o < out; ++o)
       for (std::int64_t t = 0; t < taps; ++t) {
@@ -84,6 +96,9 @@ inline ConvRef conv_reference(const ConvGeom& g, const std::vector<double>& x,
             r.y[yi] += x[xi] * f[fi];
             r.dx[xi] += w[yi] * f[fi];
             r.df[fi] += w[yi] * x[xi];
+            r.y_abs[yi] += std::fabs(x[xi] * f[fi]);
+            r.dx_abs[xi] += std::fabs(w[yi] * f[fi]);
+            r.df_abs[fi] += std::fabs(w[yi] * x[xi]);
           }
       }
   return r;
@@ -97,6 +112,12 @@ inline ConvRef pool_reference(const ConvGeom& g, const std::vector<double>& x,
   ConvRef r;
   r.y.assign(static_cast<size_t>(g.batch * out * g.cin), 0.0);
   r.dx.assign(x.size(), 0.0);
+  r.y_abs.assign(r.y.size(), 0.0);
+  r.dx_abs.assign(r.dx.size(), 0.0);
+  // An average divides a sum of the taps (one more rounding); an input sits in up to `taps`
+  // windows, whose dy it sums.
+  r.y_terms = taps + 1;
+  r.dx_terms = taps + 1;
   for (std::int64_t b = 0; b < g.batch; ++b)
     for (std::int64_t o = 0; o < out; ++o)
       for (std::int64_t c = 0; c < g.cin; ++c) {
@@ -108,16 +129,21 @@ inline ConvRef pool_reference(const ConvGeom& g, const std::vector<double>& x,
             continue;
           const double v = x[static_cast<size_t>((b * in + i) * g.cin + c)];
           sum += v;
+          r.y_abs[static_cast<size_t>((b * out + o) * g.cin + c)] += std::fabs(v);
           ++count;
           best = std::max(best, v);
         }
         const size_t yi = static_cast<size_t>((b * out + o) * g.cin + c);
         r.y[yi] = max ? best : sum / static_cast<double>(count);
+        r.y_abs[yi] = max ? std::fabs(best) : r.y_abs[yi] / static_cast<double>(count);
         for (std::int64_t t = 0; t < taps && !max; ++t) {
           const std::int64_t i = g.input_of(o, t);
-          if (i >= 0)
+          if (i >= 0) {
             r.dx[static_cast<size_t>((b * in + i) * g.cin + c)] +=
                 w[yi] / static_cast<double>(count);
+            r.dx_abs[static_cast<size_t>((b * in + i) * g.cin + c)] +=
+                std::fabs(w[yi]) / static_cast<double>(count);
+          }
         }
         // Max: dy to every tap tied with the max up to rounding (CompareFn::near_equal, 2^-13).
         for (std::int64_t t = 0; t < taps && max; ++t) {
@@ -125,18 +151,21 @@ inline ConvRef pool_reference(const ConvGeom& g, const std::vector<double>& x,
           if (i < 0)
             continue;
           const double v = x[static_cast<size_t>((b * in + i) * g.cin + c)];
-          if (std::fabs(v - best) <= std::max(std::fabs(v), std::fabs(best)) / 8192.0)
+          if (std::fabs(v - best) <= std::max(std::fabs(v), std::fabs(best)) / 8192.0) {
             r.dx[static_cast<size_t>((b * in + i) * g.cin + c)] += w[yi];
+            r.dx_abs[static_cast<size_t>((b * in + i) * g.cin + c)] += std::fabs(w[yi]);
+          }
         }
       }
   return r;
 }
 
+/// Test values, each exactly a float32 (so the float64 references see what the graphs are fed).
 inline std::vector<double> wave(std::int64_t n, double scale, double phase = 0.1) {
   std::vector<double> v(static_cast<size_t>(n));
   for (size_t k = 0; k < v.size(); ++k)
-    v[k] = scale * std::sin(0.731 * static_cast<double>(k) + phase +
-                            0.013 * static_cast<double>(k * k % 17));
+    v[k] = static_cast<float>(scale * std::sin(0.731 * static_cast<double>(k) + phase +
+                                               0.013 * static_cast<double>(k * k % 17)));
   return v;
 }
 

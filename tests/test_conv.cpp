@@ -14,6 +14,7 @@
 
 #include "error_text.hpp"
 #include "mtk_invariance_check.hpp"
+#include "rounding_bound.hpp"
 #include "spatial_reference.hpp"
 #include <algorithm>
 #include <cmath>
@@ -88,15 +89,11 @@ HostTensor floats_of(const Shape& s, const std::vector<double>& v) {
   return HostTensor::floats(s, std::vector<float>(v.begin(), v.end()));
 }
 
+// Within float32 rounding of the float64 reference, bounded by each value's sum of |terms|.
 void expect_values(const HostTensor& got, const Shape& shape, const std::vector<double>& want,
-                   const std::string& what) {
+                   const std::vector<double>& abs, std::int64_t terms, const std::string& what) {
   ASSERT_EQ(got.shape(), shape) << what;
-  ASSERT_EQ(got.size(), static_cast<std::int64_t>(want.size())) << what;
-  double scale = 1e-6;
-  for (double v : want)
-    scale = std::max(scale, std::fabs(v));
-  for (std::int64_t e = 0; e < got.size(); ++e)
-    ASSERT_NEAR(got.at(e), want[static_cast<size_t>(e)], 2e-5 * scale) << what << " at " << e;
+  expect_within_rounding(got, want, abs, terms, what);
 }
 
 // Runs `build(x, aux)` with x, aux and the loss weights fed; fetches y, d/dx, d/daux.
@@ -152,9 +149,10 @@ TEST(Conv, EqualsTheReferenceWithGradients) {
         loss_weights);
     const ConvRef ref = conv_reference(g, xv, fv, loss_weights(g.batch * g.points(g.m) * g.cout));
     const std::string w = name_of(c);
-    expect_values(out[0], spatial_shape(g, g.m, "co", g.cout), ref.y, w + " y");
-    expect_values(out[1], xs, ref.dx, w + " d/dx");
-    expect_values(out[2], fs, ref.df, w + " d/dfilter");
+    expect_values(out[0], spatial_shape(g, g.m, "co", g.cout), ref.y, ref.y_abs, ref.y_terms,
+                  w + " y");
+    expect_values(out[1], xs, ref.dx, ref.dx_abs, ref.dx_terms, w + " d/dx");
+    expect_values(out[2], fs, ref.df, ref.df_abs, ref.df_terms, w + " d/dfilter");
   }
 }
 
@@ -178,9 +176,10 @@ TEST(Conv, TransposedIsTheInputGradient) {
     // y = conv's input gradient with weights t; d/dt = conv(w); d/df from the same loop.
     const auto wv = loss_weights(ys.num_elements());
     const ConvRef as_grad = conv_reference(g, wv, fv, tv);
-    expect_values(out[0], ys, as_grad.dx, name_of(c) + " y");
-    expect_values(out[1], ts, as_grad.y, name_of(c) + " d/dx");
-    expect_values(out[2], fs, as_grad.df, name_of(c) + " d/dfilter");
+    expect_values(out[0], ys, as_grad.dx, as_grad.dx_abs, as_grad.dx_terms, name_of(c) + " y");
+    expect_values(out[1], ts, as_grad.y, as_grad.y_abs, as_grad.y_terms, name_of(c) + " d/dx");
+    expect_values(out[2], fs, as_grad.df, as_grad.df_abs, as_grad.df_terms,
+                  name_of(c) + " d/dfilter");
   }
 }
 
@@ -205,8 +204,8 @@ TEST(Pool, MaxAndAverageEqualTheReference) {
       const ConvRef ref = pool_reference(g, xv, loss_weights(g.batch * g.points(g.m) * g.cin), max);
       const std::string w = cat(max ? "max " : "avg ", name_of(c));
       std::vector<Dimension> ydims = spatial_shape(g, g.m, "c", g.cin).dims();
-      expect_values(out[0], Shape(ydims), ref.y, w + " y");
-      expect_values(out[1], xs, ref.dx, w + " d/dx");
+      expect_values(out[0], Shape(ydims), ref.y, ref.y_abs, ref.y_terms, w + " y");
+      expect_values(out[1], xs, ref.dx, ref.dx_abs, ref.dx_terms, w + " d/dx");
     }
 }
 
