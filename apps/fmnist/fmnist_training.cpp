@@ -44,6 +44,8 @@ struct Job {
   std::int64_t start = 1;
   std::string job_id = batch_job_id();
 
+  Job(const Settings& settings, const Mesh& m, const Dataset& d, Trainer& t, const JobOptions& opt)
+      : s(settings), mesh(m), data(d), trainer(t), o(opt) {}
   void status(RunState state, int code, const std::string& message = "") const {
     if (mesh.rank() == 0)
       write_run_status(o.run_dir, state, step, total, code, kTool, message);
@@ -222,7 +224,7 @@ int run_locked(Job& job) {
 
 int run_training(const Settings& s, const Mesh& mesh, const Dataset& data, Trainer& trainer,
                  const JobOptions& o) {
-  Job job{s, mesh, data, trainer, o};
+  Job job(s, mesh, data, trainer, o);
   job.images = s.train_limit > 0 ? s.train_limit : data.train_images.count;
   job.per_epoch = job.images / s.model.batch;
   if (job.per_epoch < 1)

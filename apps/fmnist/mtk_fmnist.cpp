@@ -42,7 +42,7 @@ bool is_old_train_form(const std::vector<std::string>& args) {
 }
 
 struct Options : app::RunOptions {
-  std::string json_path;
+  std::string json_path, data_dir;
 };
 
 int parse_train_options(Options& o, const std::vector<std::string>& args, bool print) {
@@ -54,10 +54,8 @@ int parse_train_options(Options& o, const std::vector<std::string>& args, bool p
   cli::configure(app);
   app::add_run_options(app, o, "apps/fmnist/configs/fmnist.yaml",
                        "Starts from this checkpoint instead of the run's newest");
-  app.add_option("--data-dir", o.sets, "Fashion-MNIST's IDX files (sets data.dir)")
-      ->type_name("DIR")
-      ->each([&o](std::string& dir) { dir = "data.dir=" + dir; })
-      ->expected(1);
+  app.add_option("--data-dir", o.data_dir, "Fashion-MNIST's IDX files (overrides data.dir)")
+      ->type_name("DIR");
   app.add_option("--json", o.json_path, "A copy of RUN_DIR/result.json goes here too")
       ->type_name("FILE");
   app.add_flag("--print-config", o.print_config,
@@ -74,12 +72,12 @@ int train_main(const Communicator& world, const std::vector<std::string>& args) 
   MeshShape shape;
   LayoutRules rules;
   agree_on_failure(world, [&] {
-    app::load_config(o);
+    app::load_config(o);  // the run directory: --run-dir, else train.run_dir, else "run"
+    if (!o.data_dir.empty())
+      o.config.set_scalar("data.dir", o.data_dir);
     if (!o.config.has("layout"))
       o.config.set_scalar("layout", "hb:rows;wb:cols");
     s = fmnist::read_settings(o.config);
-    if (o.run_dir.empty() || (o.run_dir == "run" && s.run_dir != "run"))
-      o.run_dir = s.run_dir;
     shape = fmnist::mesh_for_ranks(o.config, world.size());
     rules = o.config.layout_rules();
     o.resolved_yaml =
