@@ -10,15 +10,15 @@
 #  3. (RANKS > 1) the checkpoint of 1. resumes on one rank (mesh rows:1;cols:1): the losses before
 #     it are the run's, those after equal the uninterrupted run's to 1e-4.
 # Without Fashion-MNIST it exits 77 (SKIP_RETURN_CODE), a skip, not a pass.
-#   fmnist_resume.sh MTK_FMNIST FMNIST_YAML RANKS MESH
+#   fmnist_resume.sh MTK_FMNIST FMNIST_YAML RANKS ROWS COLS     (MESH = rows:ROWS;cols:COLS)
 set -uo pipefail
-fmnist="$1"; config="$2"; ranks="$3"; mesh="$4"
+fmnist="$1"; config="$2"; ranks="$3"; mesh="rows:$4;cols:$5"
 mpi_timeout=240
 source "$(dirname "$0")/../lm1b/harness.sh"
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
   echo "dataset-fashion-mnist is not installed: skipping"; exit 77
 fi
-common=(--config "$config" --mesh "$mesh" --set data.train_limit=1000 --set data.test_limit=500
+common=(--config "$config" --set data.train_limit=1000 --set data.test_limit=500
         --set train.epochs=3 --set train.log_every=1)
 
 # launch NAME ARGS...: `mtk-fmnist train ARGS` in the background ($job is mpiexec itself); each
@@ -27,7 +27,7 @@ launch() {
   local name="$1"; shift
   rm -rf pids && mkdir -p pids
   mpiexec -n "$ranks" sh -c 'echo $$ > pids/rank-$PMI_RANK.pid; exec "$0" "$@"' "$fmnist" train \
-    "${common[@]}" "$@" > "$name.log" 2>&1 &
+    "${common[@]}" --mesh "$mesh" "$@" > "$name.log" 2>&1 &
   job=$!
   ( sleep 200 & s=$!; trap 'kill $s; exit 0' TERM; wait $s; kill -9 "$job" ) >/dev/null 2>&1 &
   watchdog=$!
@@ -61,7 +61,7 @@ print(f"  {sys.argv[3]}: all 30 losses and 3 test losses and accuracies equal")
 PY
 }
 
-mpirun -n "$ranks" "$fmnist" train "${common[@]}" --run-dir full > full.log 2>&1 ||
+mpirun -n "$ranks" "$fmnist" train "${common[@]}" --mesh "$mesh" --run-dir full > full.log 2>&1 ||
   { cat full.log; fail "uninterrupted run"; }
 [ "$(state full)" = completed ] || fail "uninterrupted run: status $(cat full/status.json)"
 for f in config.resolved.yaml metrics.jsonl result.json checkpoints/latest; do
@@ -78,7 +78,7 @@ finish
 saved=$(saved_step term)
 [ "$saved" -ge 8 ] && [ "$saved" -lt 30 ] || fail "SIGTERM: saved step $saved, expected 8 .. 29"
 cp -r term other
-mpirun -n "$ranks" "$fmnist" train "${common[@]}" --run-dir term --set checkpoint.every=1000 \
+mpirun -n "$ranks" "$fmnist" train "${common[@]}" --mesh "$mesh" --run-dir term --set checkpoint.every=1000 \
   > term2.log 2>&1 || { cat term2.log; fail "resume after SIGTERM"; }
 grep -q "resumed from .* at step $saved" term2.log || { cat term2.log; fail "did not resume from step $saved"; }
 same full/result.json term/result.json "SIGTERM at step $saved, resumed"
@@ -92,7 +92,7 @@ finish
 sleep 1
 [ "$(state kill)" = running ] || fail "status after kill -9: $(cat kill/status.json)"
 last=$(saved_step kill)
-mpirun -n "$ranks" "$fmnist" train "${common[@]}" --run-dir kill --set checkpoint.every=4 \
+mpirun -n "$ranks" "$fmnist" train "${common[@]}" --mesh "$mesh" --run-dir kill --set checkpoint.every=4 \
   > kill2.log 2>&1 || { cat kill2.log; fail "resume after kill -9"; }
 grep -q "Recorded as killed" kill2.log || { cat kill2.log; fail "the killed job was not recorded"; }
 grep -q "resumed from .* at step $last" kill2.log || { cat kill2.log; fail "did not resume from step $last"; }
