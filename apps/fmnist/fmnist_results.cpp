@@ -2,10 +2,9 @@
 
 #include <mtk/base/error.hpp>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 namespace mtk::fmnist {
 
@@ -33,12 +32,8 @@ MetricRecord step_record(std::int64_t step, std::int64_t epoch, double loss, dou
 
 MetricRecord eval_record(std::int64_t step, std::int64_t epoch, double test_loss,
                          double test_accuracy, double seconds) {
-  return {{"step", step},
-          {"kind", std::string("eval")},
-          {"epoch", epoch},
-          {"test_loss", test_loss},
-          {"test_accuracy", test_accuracy},
-          {"epoch_seconds", seconds}};
+  return {{"step", step},           {"kind", std::string("eval")},    {"epoch", epoch},
+          {"test_loss", test_loss}, {"test_accuracy", test_accuracy}, {"epoch_seconds", seconds}};
 }
 
 namespace {
@@ -62,8 +57,7 @@ Figures read_figures(const std::string& path) {
       if (kind == "train") {
         const auto step = record.at("step").get<std::int64_t>();
         if (step != static_cast<std::int64_t>(f.losses.size()) + 1)
-          fail("mtk::fmnist::read_figures",
-               cat("step ", step, " follows step ", f.losses.size()));
+          fail("mtk::fmnist::read_figures", cat("step ", step, " follows step ", f.losses.size()));
         f.losses.push_back(number(record, "loss"));
         f.correct.push_back(number(record, "correct"));
       } else if (kind == "eval") {
@@ -90,8 +84,8 @@ std::string result_json(const ResultHeader& h, const Figures& f) {
   j["steps"] = f.losses.size();
   j["optimizer"] = h.optimizer;
   j["lr"] = h.lr;
-  j["test_accuracy"] =
-      f.epoch_accuracy.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(f.epoch_accuracy.back());
+  j["test_accuracy"] = f.epoch_accuracy.empty() ? nlohmann::ordered_json()
+                                                : nlohmann::ordered_json(f.epoch_accuracy.back());
   j["seconds"] = h.seconds;
   j["epoch_test_accuracy"] = f.epoch_accuracy;
   j["epoch_test_loss"] = f.epoch_loss;

@@ -1,7 +1,7 @@
 #pragma once
 // The figures of an mtk-fmnist run: RUN_DIR/metrics.jsonl (one record per step, one per test
-// evaluation; a resumed run drops the records after its checkpoint and logs those steps again), read
-// back into Figures, and the result JSON (RUN_DIR/result.json, --json) written from them with
+// evaluation; a resumed run drops the records after its checkpoint and logs those steps again),
+// read back into Figures, and the result JSON (RUN_DIR/result.json, --json) written from them with
 // nlohmann-json (strings escaped; NaN and infinities written as null).
 
 #include <mtk/metrics/metrics.hpp>

@@ -108,18 +108,17 @@ std::string resume(Job& job, CheckpointManager& ckpt) {
 
 // Evaluates the test set after step `k` + 1 of epoch `epoch` (0-based), logs and prints it.
 void evaluate(Job& job, std::int64_t epoch, std::int64_t k, Clock::time_point epoch_start) {
-  const auto test = job.trainer.evaluate(job.data.test_images, job.data.test_labels,
-                                         job.s.test_limit);
+  const auto test =
+      job.trainer.evaluate(job.data.test_images, job.data.test_labels, job.s.test_limit);
   const double seconds = seconds_since(epoch_start);
   Figures& f = job.figures;
   f.epoch_accuracy.push_back(test.correct);
   f.epoch_loss.push_back(test.loss);
   f.epoch_seconds.push_back(seconds);
   job.log(eval_record(job.step, epoch + 1, test.loss, test.correct, seconds));
-  app::say(
-      "epoch %lld: %lld steps, train loss %.4f, test loss %.4f, test accuracy %.4f, %.1f s\n",
-      ll(epoch + 1), ll(k + 1), f.mean_loss(job.step - k - 1, job.step), test.loss, test.correct,
-      seconds);
+  app::say("epoch %lld: %lld steps, train loss %.4f, test loss %.4f, test accuracy %.4f, %.1f s\n",
+           ll(epoch + 1), ll(k + 1), f.mean_loss(job.step - k - 1, job.step), test.loss,
+           test.correct, seconds);
 }
 
 // Rank 0 writes RUN_DIR/result.json (and the --json copy).
@@ -228,8 +227,8 @@ int run_training(const Settings& s, const Mesh& mesh, const Dataset& data, Train
   job.images = s.train_limit > 0 ? s.train_limit : data.train_images.count;
   job.per_epoch = job.images / s.model.batch;
   if (job.per_epoch < 1)
-    fail(kTool, cat(job.images, " training images make no batch of train.batch = ",
-                    s.model.batch, "; lower train.batch or raise data.train_limit"));
+    fail(kTool, cat(job.images, " training images make no batch of train.batch = ", s.model.batch,
+                    "; lower train.batch or raise data.train_limit"));
   job.total = s.epochs * job.per_epoch;
   if (s.steps > 0)
     job.total = std::min(job.total, s.steps);

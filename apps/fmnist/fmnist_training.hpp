@@ -26,7 +26,7 @@ struct JobOptions {
 /// Trains from the step restored (0 without a checkpoint) to the last, evaluating the test set
 /// after every epoch (and after train.steps when that stops it inside one); writes the result JSON
 /// at the end. Returns the exit status (0, 75 or 76). Collective over `mesh`.
-int run_training(const Settings& settings, const Mesh& mesh, const Dataset& data,
-                 Trainer& trainer, const JobOptions& options);
+int run_training(const Settings& settings, const Mesh& mesh, const Dataset& data, Trainer& trainer,
+                 const JobOptions& options);
 
 }  // namespace mtk::fmnist

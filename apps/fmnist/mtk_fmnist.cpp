@@ -91,16 +91,15 @@ int train_main(const Communicator& world, const std::vector<std::string>& args) 
   app::say(cat(kTool, " train: mesh ", shape.to_string(), ", layout ", rules.to_string(), ", ",
                world.size(), " ranks, ", kokkos_description(), "; run directory ", o.run_dir,
                "\n"));
-  const auto data = agree_on_failure(world, [&] {
-    return fmnist::read_fashion_mnist(s.data_dir, s.train_limit, s.test_limit);
-  });
+  const auto data = agree_on_failure(
+      world, [&] { return fmnist::read_fashion_mnist(s.data_dir, s.train_limit, s.test_limit); });
   app::say("  %lld training and %lld test images from %s\n",
            static_cast<long long>(data.train_images.count),
            static_cast<long long>(data.test_images.count), s.data_dir.c_str());
   fmnist::Trainer trainer(s.model, mesh, rules);
-  return fmnist::run_training(s, mesh, data, trainer,
-                              {o.run_dir, o.restore, o.json_path, o.resolved_yaml,
-                               rules.to_string()});
+  return fmnist::run_training(
+      s, mesh, data, trainer,
+      {o.run_dir, o.restore, o.json_path, o.resolved_yaml, rules.to_string()});
 }
 
 int usage_main(const Communicator& world, const std::vector<std::string>& args) {
