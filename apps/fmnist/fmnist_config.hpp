@@ -14,6 +14,7 @@ namespace mtk::fmnist {
 
 /// Every setting of mtk-fmnist but the mesh and layout.
 struct Settings {
+  Settings() {}  // not an aggregate: GCC 12 warns falsely on Settings{} (-Wmaybe-uninitialized)
   ModelConfig model;  ///< model.* and train.{batch, eval_batch, optimizer, lr, seed}
   std::string data_dir = kDefaultDataDir;
   std::int64_t train_limit = 0, test_limit = 0;

@@ -11,6 +11,7 @@
 
 #include "fmnist_results.hpp"
 #include "say.hpp"
+#include "training.hpp"
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -232,26 +233,7 @@ int run_training(const Settings& s, const Mesh& mesh, const Dataset& data, Train
   job.total = s.epochs * job.per_epoch;
   if (s.steps > 0)
     job.total = std::min(job.total, s.steps);
-  RunDirLock lock;  // rank 0's, for the whole job: one job per run directory
-  agree_on_failure(mesh.comm(), [&] {
-    if (mesh.rank() == 0) {
-      make_directories(o.run_dir, "mtk::make_directories");
-      lock = RunDirLock(o.run_dir, kTool);
-    }
-  });
-  if (!lock.took_over().empty())
-    app::say(cat("  run directory lock taken over from a job that is no longer running (",
-                 lock.took_over(), ")\n"));
-  if (mesh.rank() == 0) {  // holding the lock, "running" is a job that ended without saying how
-    std::string note;
-    try {
-      note = settle_stale_run_status(o.run_dir, kTool, true);
-    } catch (const std::exception& e) {
-      note = cat("cannot record the end of the job before this one: ", e.what());
-    }
-    if (!note.empty())
-      app::say("  " + note + "\n");
-  }
+  const RunDirLock lock = app::lock_run_dir(mesh, o.run_dir, kTool);  // the job's, to its end
   try {
     return run_locked(job);
   } catch (const std::exception& e) {

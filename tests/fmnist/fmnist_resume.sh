@@ -22,7 +22,8 @@ common=(--config "$config" --set data.train_limit=1000 --set data.test_limit=500
         --set train.epochs=3 --set train.log_every=1)
 
 # launch NAME ARGS...: `mtk-fmnist train ARGS` in the background ($job is mpiexec itself); each
-# rank writes its pid to pids/rank-R.pid. A watchdog kills the job after 200 s.
+# rank writes its pid to pids/rank-R.pid. A watchdog kills the job after 200 s; finish() (harness.sh)
+# waits for it.
 launch() {
   local name="$1"; shift
   rm -rf pids && mkdir -p pids
@@ -32,18 +33,13 @@ launch() {
   ( sleep 200 & s=$!; trap 'kill $s; exit 0' TERM; wait $s; kill -9 "$job" ) >/dev/null 2>&1 &
   watchdog=$!
 }
-finish() {  # waits for the job; sets $status
-  wait "$job"; status=$?
-  kill "$watchdog" 2>/dev/null; wait "$watchdog" 2>/dev/null
-}
-wait_steps() {  # wait_steps LOG N: until N steps were logged
-  local i
-  for i in $(seq 1 2000); do [ "$(grep -c ' step ' "$1")" -ge "$2" ] && return; sleep 0.05; done
-  cat "$1"; fail "no $2 steps in $1"
-}
-saved_step() {  # the step of the checkpoint `latest` names in run directory $1
-  [ -f "$1/checkpoints/latest" ] || fail "no checkpoint in $1"
-  sed 's/^step-0*//; s/^$/0/' "$1/checkpoints/latest"
+# trained RUN_DIR N: waits (100 s at most) until metrics.jsonl holds N training steps.
+trained() {
+  local deadline=$((SECONDS + 100))
+  until [ "$(grep -c '"kind": "train"' "$1/metrics.jsonl" 2>/dev/null)" -ge "$2" ]; do
+    [ $SECONDS -lt $deadline ] || fail "$1: no $2 steps in metrics.jsonl"
+    sleep 0.05
+  done
 }
 state() { sed -n 's/.*"state": "\([a-z_]*\)".*/\1/p' "$1/status.json"; }
 # same FULL RESUMED WHAT: the result JSONs agree to the last digit; prints the loss lines compared.
@@ -70,7 +66,7 @@ done
 
 # 1. SIGTERM to the last rank.
 launch term --run-dir term --set checkpoint.every=1000
-wait_steps term.log 8
+trained term 8
 kill -TERM "$(cat pids/rank-$((ranks - 1)).pid)"
 finish
 [ "$status" -eq 75 ] || { cat term.log; fail "SIGTERM during training: exit $status, expected 75"; }
@@ -86,7 +82,7 @@ echo "ok: SIGTERM to rank $((ranks - 1)) -> 75 at step $saved; the resumed run e
 
 # 2. kill -9 of mpiexec.
 launch kill --run-dir kill --set checkpoint.every=4
-wait_steps kill.log 14
+trained kill 14
 kill -KILL "$job"
 finish
 sleep 1
