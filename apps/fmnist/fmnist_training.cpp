@@ -5,6 +5,7 @@
 #include <mtk/app/run_status.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/checkpoint/checkpoint.hpp>
+#include <mtk/config/config.hpp>
 #include <mtk/files/files.hpp>
 #include <mtk/metrics/metrics.hpp>
 #include <mtk/signals/stop_signals.hpp>
@@ -71,6 +72,29 @@ void save_checkpoint(Job& job, CheckpointManager& ckpt) {
   app::say("  saved checkpoint " + ckpt.save(job.trainer.program(), md) + "\n");
 }
 
+// The keys whose change makes a resumed run not continue the checkpoint's: the data order (batch,
+// images, seed) and the optimizer. Another value fails naming each key and both values, or with
+// --restore (a deliberate start from another run) is only told.
+void check_same_run(const Job& job, const CheckpointMetadata& meta, const std::string& path) {
+  const Config then = Config::from_string(meta.config_yaml, path + "/metadata.yaml");
+  const Config now = Config::from_string(job.o.resolved_yaml);
+  std::string differences;
+  for (const char* key :
+       {"train.batch", "data.train_limit", "train.seed", "train.optimizer", "train.lr"}) {
+    const std::string a = then.has(key) ? then.get_string(key) : "(none)";
+    const std::string b = now.get_string(key);
+    if (a != b)
+      differences += cat(differences.empty() ? "" : ", ", key, " ", a, " -> ", b);
+  }
+  if (differences.empty())
+    return;
+  const std::string what = cat("the checkpoint ", path, " was trained with other settings (",
+                               differences, "): the run would not continue it");
+  if (job.o.restore.empty())
+    fail(kTool, what + "; use the checkpoint's settings, or --restore to start from it anyway");
+  app::say(cat("  note: ", what, "\n"));
+}
+
 // Restores --restore or the run's newest complete checkpoint (the step goes to its) and prepares
 // metrics.jsonl: the records after that step are dropped, those before read back into the figures.
 // Returns the checkpoint restored ("" when none).
@@ -85,6 +109,7 @@ std::string resume(Job& job, CheckpointManager& ckpt) {
     restored.clear();
   }
   if (!restored.empty()) {
+    agree_on_failure(job.mesh.comm(), [&] { check_same_run(job, meta, restored); });
     job.step = meta.step;
     app::say(cat("  resumed from ", restored, " at step ", job.step, "\n"));
   }
