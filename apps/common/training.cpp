@@ -517,6 +517,22 @@ int run_training_locked(const TrainingJob& job) {
 
 }  // namespace
 
+RunDirLock lock_run_dir(const Mesh& mesh, const std::string& run_dir, const std::string& tool) {
+  RunDirLock lock;
+  agree_on_failure(mesh.comm(), [&] {
+    if (mesh.rank() == 0) {
+      make_directories(run_dir, "mtk::make_directories");
+      lock = RunDirLock(run_dir, tool);
+    }
+  });
+  if (!lock.took_over().empty())
+    say(cat("  run directory lock taken over from a job that is no longer running (",
+            lock.took_over(), ")\n"));
+  // Holding the lock, a status "running" is a job that ended without recording how.
+  settle_run_status(mesh, run_dir, tool, true);
+  return lock;
+}
+
 int run_training(const std::string& tool, Program& program, const TrainedModel& model,
                  const Mesh& mesh, const RunOptions& o, const TrainingSettings& settings,
                  const LayoutRules& rules, TrainingData& data) {
@@ -526,18 +542,7 @@ int run_training(const std::string& tool, Program& program, const TrainedModel& 
   // Which device each rank computes on: a wrong GPU binding shows here, before the first step.
   for (const std::string& line : device_report(mesh.comm(), tool))
     say(line + "\n");
-  RunDirLock lock;  // rank 0's, for the whole job: one job per run directory
-  agree_on_failure(mesh.comm(), [&] {
-    if (mesh.rank() == 0) {
-      make_directories(o.run_dir, "mtk::make_directories");
-      lock = RunDirLock(o.run_dir, tool);
-    }
-  });
-  if (!lock.took_over().empty())
-    say(cat("  run directory lock taken over from a job that is no longer running (",
-            lock.took_over(), ")\n"));
-  // Holding the lock, a status "running" is a job that ended without recording how.
-  settle_run_status(mesh, o.run_dir, tool, true);
+  const RunDirLock lock = lock_run_dir(mesh, o.run_dir, tool);
   try {
     std::string origin;
     return run_training_locked(

@@ -4,6 +4,7 @@
 // program's cost check, restoring a checkpoint, and the training loop with its metrics, progress
 // line, checkpoints and stop signals. Each app supplies its data as a TrainingData.
 
+#include <mtk/app/run_dir_lock.hpp>
 #include <mtk/base/precision.hpp>
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/config/config.hpp>
@@ -128,6 +129,11 @@ void check_cost(Graph& g, const MeshShape& mesh_shape, const LayoutRules& rules,
 /// (may be null) receives the checkpoint's metadata.
 std::string restore_weights(Program& program, const RunOptions& o, const Mesh& mesh,
                             CheckpointMetadata* meta, bool required, const std::string& tool);
+
+/// Rank 0 creates the run directory and takes its lock for the whole job (one job per run
+/// directory; a lock whose holder died is taken over, and said); a status.json left "running" by a
+/// job that is gone is then recorded as killed. Every rank returns (only rank 0's holds the lock).
+RunDirLock lock_run_dir(const Mesh& mesh, const std::string& run_dir, const std::string& tool);
 
 /// The training data of an app: the next batch of this rank's feeds, and the position in the data
 /// a checkpoint keeps.

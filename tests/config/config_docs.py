@@ -2,7 +2,7 @@
 """The config reference tables of docs/configuration.md against the field tables they come from.
 
     config_docs.py check DOC TOOL...   fails when a table in DOC differs from what TOOL config-schema
-                                       prints (each TOOL: mtk-lm1b, mtk-wmt), naming the table
+                                       prints (each TOOL: mtk-lm1b, mtk-wmt, mtk-fmnist), naming the table
     config_docs.py write DOC TOOL...   rewrites the tables in DOC (between their markers)
 
 Each table sits between "<!-- BEGIN GENERATED: id -->" and "<!-- END GENERATED: id -->"; a table

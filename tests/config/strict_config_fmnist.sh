@@ -12,7 +12,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 expect() {
   local text="$1" pattern="$2"; shift 2
   printf '%b' "$text" > "$work/c.yaml"
-  timeout 60 "$fmnist" --config "$work/c.yaml" --data-dir "$work/no-data" "$@" > "$work/log" 2>&1 &&
+  timeout 60 "$fmnist" train --config "$work/c.yaml" --data-dir "$work/no-data" "$@" > "$work/log" 2>&1 &&
     fail "accepted: $text $*"
   grep -q -- "$pattern" "$work/log" || fail "output lacks '$pattern': $(cat "$work/log")"
   echo "ok: $(head -1 "$work/log")"

@@ -18,3 +18,13 @@ check_auto_plan() {
   grep -q "^# planned at start-up" "$dir/config.resolved.yaml" || { cat "$dir/config.resolved.yaml"; fail "config.resolved.yaml does not record the plan"; }
   grep -q "^mesh: \"\?$mesh\"\?$" "$dir/config.resolved.yaml" || { cat "$dir/config.resolved.yaml"; fail "config.resolved.yaml: mesh is not $mesh"; }
 }
+# finish: waits for the background job $job, then stops its watchdog $watchdog; sets $status.
+finish() {
+  wait "$job"; status=$?
+  kill "$watchdog" 2>/dev/null; wait "$watchdog" 2>/dev/null
+}
+# saved_step RUN_DIR: the step of the checkpoint `latest` names there.
+saved_step() {
+  [ -f "$1/checkpoints/latest" ] || fail "no checkpoint in $1"
+  sed 's/^step-0*//; s/^$/0/' "$1/checkpoints/latest"
+}

@@ -32,10 +32,6 @@ launch() {
   ( sleep 150 & s=$!; trap 'kill $s; exit 0' TERM; wait $s; kill -9 "$job" ) >/dev/null 2>&1 &
   watchdog=$!
 }
-finish() {  # finish: waits for the job; sets $status
-  wait "$job"; status=$?
-  kill "$watchdog" 2>/dev/null; wait "$watchdog" 2>/dev/null
-}
 pid_of() {  # pid_of RANK: waits for the rank's pid file
   local i
   for i in $(seq 1 600); do [ -s "pids/rank-$1.pid" ] && { cat "pids/rank-$1.pid"; return; }; sleep 0.05; done
@@ -51,10 +47,6 @@ wait_steps() {  # wait_steps LOG N: until N steps were logged
   local i
   for i in $(seq 1 1200); do [ "$(grep -c '^step ' "$1")" -ge "$2" ] && return; sleep 0.05; done
   cat "$1"; fail "no $2 steps in $1"
-}
-saved_step() {  # the step of the checkpoint `latest` names in run directory $1
-  [ -f "$1/checkpoints/latest" ] || fail "no checkpoint in $1"
-  sed 's/^step-0*//; s/^$/0/' "$1/checkpoints/latest"
 }
 long=(--set train.steps=100000 --set checkpoint.every=100000 --set train.log_every=1)
 
