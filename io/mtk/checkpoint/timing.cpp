@@ -20,7 +20,21 @@ std::vector<std::pair<std::string, double>>& phase_times() {
   return t;
 }
 
+std::vector<std::pair<std::string, std::string>>& notes() {
+  static std::vector<std::pair<std::string, std::string>> n;
+  return n;
+}
+
 }  // namespace
+
+void add_note(const std::string& key, const std::string& value) {
+  for (auto& [k, v] : notes())
+    if (k == key) {
+      v = value;
+      return;
+    }
+  notes().emplace_back(key, value);
+}
 
 void add_time(const std::string& phase, double seconds) {
   for (auto& [p, s] : phase_times())
@@ -36,9 +50,12 @@ void report_times(const std::string& what, bool root) {
     std::string line;
     for (const auto& [p, s] : phase_times())
       line += cat(" ", p, "=", s);
+    for (const auto& [k, v] : notes())
+      line += cat(" ", k, "=", v);
     std::fprintf(stderr, "[mtk checkpoint timing] %s:%s\n", what.c_str(), line.c_str());
   }
   phase_times().clear();
+  notes().clear();
 }
 
 }  // namespace mtk::ckpt

@@ -101,6 +101,25 @@ struct HostSlice {
   }
 };
 
+// What HDF5 did on the last write through `dxpl` (collective MPI-IO or not), in words.
+std::string actual_io_mode(hid_t dxpl, const std::string& where) {
+  H5D_mpio_actual_io_mode_t mode = H5D_MPIO_NO_COLLECTIVE;
+  h5ok(H5Pget_mpio_actual_io_mode(dxpl, &mode), where, "H5Pget_mpio_actual_io_mode");
+  switch (mode) {
+    case H5D_MPIO_NO_COLLECTIVE:
+      return "independent";
+    case H5D_MPIO_CHUNK_INDEPENDENT:
+      return "chunk-independent";
+    case H5D_MPIO_CHUNK_COLLECTIVE:
+      return "chunk-collective";
+    case H5D_MPIO_CHUNK_MIXED:
+      return "chunk-mixed";
+    case H5D_MPIO_CONTIGUOUS_COLLECTIVE:
+      return "contiguous-collective";
+  }
+  return "unknown";
+}
+
 std::vector<HostSlice> host_slices(Program& program, const std::vector<CheckpointVariable>& vars) {
   const Mesh& mesh = program.mesh();
   std::vector<HostSlice> slices(vars.size());
@@ -241,6 +260,8 @@ std::vector<SliceRecord> write_variables(Program& program,
     test_delay();
     tc = wall_seconds();
   }
+  add_note("mpiio", cat(collective ? "collective" : "independent",
+                        "(hdf5:", actual_io_mode(dxpl, where), ")"));
   // A flush syncs the file on every rank (the mpio driver syncs on a flush that is not a
   // close), then the close.
   double t0 = wall_seconds();
