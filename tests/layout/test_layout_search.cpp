@@ -30,15 +30,9 @@ namespace {
 
 nn::TransformerConfig tiny(bool moe) {
   // Half the usual model in every dim, so the search stays quick.
-  nn::TransformerConfig c = test::tiny_transformer(moe);
-  c.vocab_size = 16;
-  c.d_model = 8;
-  c.d_ff = 16;
-  c.num_heads = 4;
-  c.d_kv = 2;
-  c.num_layers = 1;
-  c.length = 4;
-  c.batch = 4;
+  // vocab, d_model, d_ff, heads x d_kv, layers, length, batch
+  nn::TransformerConfig c =
+      test::sized_transformer({16, 8, 16, 4, 2, 1, 4, 4}, test::tiny_transformer(moe));
   if (moe) {
     c.moe_every = 1;
     c.moe.num_experts = 4;
