@@ -506,9 +506,10 @@ TEST(StepTime, HaloExchangesMeasuredBySizeTakeTheirPoints) {
 TEST(StepTime, ElementwiseRatesByStepKind) {
   // Steps of a kind with its own rate use it; other kinds the general elementwise rate.
   cost::Machine mc = test::test_machine();  // elementwise_bytes 1e10
-  mc.elementwise_by_kind = {{"binary", 4e10}, {"reduce", 2e9}};
-  EXPECT_EQ(mc.elementwise_rate("binary"), 4e10);
-  EXPECT_EQ(mc.elementwise_rate("unary"), 1e10);
+  mc.elementwise_by_kind = {{cost::KindKey::named("binary"), 4e10},
+                            {cost::KindKey::named("reduce"), 2e9}};
+  EXPECT_EQ(mc.elementwise_rate(cost::KindKey::named("binary")), 4e10);
+  EXPECT_EQ(mc.elementwise_rate(cost::KindKey::named("unary")), 1e10);
   Counters c;
   c.flops[FlopClass::einsum] = 1;
   c.op_bytes = {{binary_kind.def, 4000000000},
