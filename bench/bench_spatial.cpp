@@ -251,7 +251,7 @@ nlohmann::ordered_json to_json(const Measured& m) {
                     {"exchanges_fully_exposed", exposed},
                     {"products_between_s", between},
                     {"hidden_share_per_exchange", shares},
-                    {"by_kind_s", p.kind_s}};
+                    {"by_kind_s", mtk::cost::by_name(p.kind_s)}};
   j["profile_s"] = m.profile_s;
   return j;
 }

@@ -11,6 +11,8 @@
 #   OpenSSL                OpenSSL::Crypto (SHA-256 of checkpoints and token shards, EVP)
 #   nlohmann-json          nlohmann_json::nlohmann_json (header-only; metrics.jsonl, status.json,
 #                          BLEU's JSON: MTK's own build only, private to MTK::io's sources)
+#   xxHash >= 0.8          MTK::xxhash (MTKXxHash.cmake; header-only XXH3, token-shard checksums:
+#                          MTK's own build only, private to MTK::io's sources)
 #   oneDNN (optional)      MTK::onednn (MTKOneDNN.cmake; bfloat16 contractions)
 #   CLI11                  CLI11::CLI11 (header-only; the tools in apps/ and bench/, not the
 #                          libraries)
@@ -35,6 +37,9 @@ find_dependency(OpenSSL)
 # using the installed MTK, whose static MTK::io carries no nlohmann-json (header-only, private).
 if(DEFINED MTK_IS_TOP_LEVEL AND NOT TARGET nlohmann_json::nlohmann_json)
   find_package(nlohmann_json 3.2 REQUIRED CONFIG)
+endif()
+if(DEFINED MTK_IS_TOP_LEVEL)
+  include(${CMAKE_CURRENT_LIST_DIR}/MTKXxHash.cmake)
 endif()
 include(${CMAKE_CURRENT_LIST_DIR}/MTKOneDNN.cmake)
 # Only MTK's own build of its tools and benchmarks needs CLI11; a project using the installed

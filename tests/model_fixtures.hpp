@@ -33,6 +33,26 @@ inline nn::TransformerConfig tiny_transformer(bool moe = false, bool encoder_dec
   return c;
 }
 
+/// The sizes a test gives its Transformer, in TransformerConfig's field order.
+struct TransformerSizes {
+  std::int64_t vocab_size, d_model, d_ff, num_heads, d_kv, num_layers, length, batch;
+};
+
+/// `base` (by default tiny_transformer()) with the eight sizes of `s`; every other field is
+/// base's.
+inline nn::TransformerConfig sized_transformer(const TransformerSizes& s,
+                                               nn::TransformerConfig base = tiny_transformer()) {
+  base.vocab_size = s.vocab_size;
+  base.d_model = s.d_model;
+  base.d_ff = s.d_ff;
+  base.num_heads = s.num_heads;
+  base.d_kv = s.d_kv;
+  base.num_layers = s.num_layers;
+  base.length = s.length;
+  base.batch = s.batch;
+  return base;
+}
+
 /// A language model's four feeds for one batch of c.batch x c.length: inputs input(b, l), targets
 /// target(b, l), one segment per sequence and positions 0 .. length-1.
 template <class Input, class Target>

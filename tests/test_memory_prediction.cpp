@@ -28,15 +28,8 @@ namespace {
 
 // A small LM whose buffers are large against the run's few small host-side allocations.
 nn::TransformerConfig small_lm() {
-  nn::TransformerConfig c = tiny_transformer();
-  c.vocab_size = 512;
-  c.d_model = 64;
-  c.d_ff = 256;
-  c.num_heads = 4;
-  c.d_kv = 16;
-  c.length = 32;
-  c.batch = 8;
-  return c;
+  // vocab, d_model, d_ff, heads x d_kv, layers (tiny_transformer's 2), length, batch
+  return sized_transformer({512, 64, 256, 4, 16, 2, 32, 8});
 }
 
 struct Case {

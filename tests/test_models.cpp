@@ -432,16 +432,9 @@ namespace {
 // token accuracy on unseen sequences.
 double seq2seq_accuracy(bool reverse) {
   Graph train_g;
-  nn::TransformerConfig c = tiny_config(false, true);
-  c.vocab_size = 12;
-  c.d_model = 32;
-  c.d_ff = 64;
-  c.num_heads = 4;
-  c.d_kv = 8;
-  c.num_layers = 1;
-  c.num_encoder_layers = 1;
-  c.length = 6;
-  c.batch = 16;
+  // vocab, d_model, d_ff, heads x d_kv, layers (and one encoder layer), length, batch
+  const nn::TransformerConfig c =
+      test::sized_transformer({12, 32, 64, 4, 8, 1, 6, 16}, tiny_config(false, true));
   nn::ModelGraph m = nn::build_transformer(train_g, c, true);
   optim::Adam opt;
   optim::LearningRateSchedule lr;

@@ -1,5 +1,6 @@
 #include "cli.hpp"
 
+#include <mtk/base/error.hpp>
 #include <mtk/base/runtime_options.hpp>
 #include <mtk/parallel/environment.hpp>
 #include <mtk/version.hpp>
@@ -90,10 +91,35 @@ CLI::Validator integer_in(std::int64_t lo, std::int64_t hi) {
       "INT in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
 }
 
+namespace {
+
+std::vector<std::string>& deprecated_notes() {
+  static std::vector<std::string> notes;
+  return notes;
+}
+
+}  // namespace
+
+void note_deprecated(const std::string& old_name, const std::string& new_name) {
+  const std::string note = cat("warning: ", old_name,
+                               " is deprecated (accepted until the next release); use ", new_name);
+  auto& notes = deprecated_notes();
+  if (std::find(notes.begin(), notes.end(), note) == notes.end())  // once, however often given
+    notes.push_back(note);
+}
+
 int parse(CLI::App& app, const std::vector<std::string>& args, bool print) {
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them reversed
+  deprecated_notes().clear();
   try {
     app.parse(reversed);
+    std::string name = app.get_name();
+    for (const CLI::App* sub : app.get_subcommands())
+      name += " " + sub->get_name();
+    for (const auto& note : deprecated_notes())
+      if (print)
+        std::cerr << name << ": " << note << "\n" << std::flush;
+    deprecated_notes().clear();
     return -1;
   } catch (const CLI::CallForHelp&) {
     if (print)

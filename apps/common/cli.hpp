@@ -31,6 +31,31 @@ CLI::Validator positive_number();
 CLI::Validator non_negative_number();
 CLI::Validator integer_in(std::int64_t lo, std::int64_t hi);
 
+/// Notes that the deprecated spelling `old_name` was given for `new_name`: parse() prints, where it
+/// prints, "warning: OLD is deprecated (accepted until the next release); use NEW".
+void note_deprecated(const std::string& old_name, const std::string& new_name);
+
+/// Accepts `old_name`, a spelling of option `new_name` (already on `app`) that the command-line
+/// convention (docs/configuration.md#command-lines) renamed, for one release: it sets the same
+/// `target`, is hidden from --help, is a usage error together with `new_name`, and is warned
+/// about by parse().
+template <class T>
+CLI::Option* deprecated_alias(CLI::App& app, const std::string& old_name,
+                              const std::string& new_name, T& target) {
+  CLI::Option* now = app.get_option(new_name);
+  CLI::Option* old = app.add_option(old_name, target, "Deprecated: " + new_name)
+                         ->group("")
+                         ->type_name(now->get_type_name());
+  // Run once the words are read, when both options' counts are known.
+  old->each([now, old_name, new_name](const std::string&) {
+    if (now->count() > 0)
+      throw CLI::ValidationError(
+          old_name, "given with " + new_name + ", its new spelling: give " + new_name + " only");
+    note_deprecated(old_name, new_name);
+  });
+  return old;
+}
+
 /// Parses `args` (the words after the program or subcommand name; `--opt value` and `--opt=value`
 /// alike). Returns -1 when the tool should run, else its exit status: 0 after --help or --version
 /// (printed to stdout), 2 after a usage error (printed to stderr with a pointer to --help).

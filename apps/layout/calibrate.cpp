@@ -149,16 +149,17 @@ void measure_elementwise(const Communicator& world, const ExecSpace& space, int 
                fn();
            });
   };
-  m.elementwise_by_kind["binary"] = rate(12.0 * static_cast<double>(e), 100, [&] {
-    kernels::binary<float>(space, BinaryFn::add, s1, x, s1, y, s1);
-  });
-  m.elementwise_by_kind["unary"] = rate(4 * 8.0 * static_cast<double>(e), 25, [&] {
-    for (UnaryFn f : {UnaryFn::mul_scalar, UnaryFn::square, UnaryFn::rsqrt, UnaryFn::relu})
-      kernels::unary<float>(space, f, y, 0.5);
-  });
-  m.elementwise_by_kind["reduce"] = rate(4.0 * static_cast<double>(e + rows), 20, [&] {
-    kernels::reduce<float>(space, ReduceFn::sum, s2, x, s3);
-  });
+  m.elementwise_by_kind[cost::KindKey::named("binary")] =
+      rate(12.0 * static_cast<double>(e), 100,
+           [&] { kernels::binary<float>(space, BinaryFn::add, s1, x, s1, y, s1); });
+  m.elementwise_by_kind[cost::KindKey::named("unary")] =
+      rate(4 * 8.0 * static_cast<double>(e), 25, [&] {
+        for (UnaryFn f : {UnaryFn::mul_scalar, UnaryFn::square, UnaryFn::rsqrt, UnaryFn::relu})
+          kernels::unary<float>(space, f, y, 0.5);
+      });
+  m.elementwise_by_kind[cost::KindKey::named("reduce")] =
+      rate(4.0 * static_cast<double>(e + rows), 20,
+           [&] { kernels::reduce<float>(space, ReduceFn::sum, s2, x, s3); });
 }
 
 // Per-step overhead: a kernel step on 1 element (launch, output allocation), 20000 in a row.

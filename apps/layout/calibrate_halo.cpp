@@ -77,7 +77,8 @@ void measure_halo_steps(const Communicator& world, const Mesh& mesh, int axis, i
     const double s = exchange_steps_seconds(world, mesh, axis, adjoint, reps);
     // What the model adds to the rate's time: the hand-over and the finish's step overhead.
     const double own = std::max(s - hand_over_s - m.op_overhead_s, 0.1 * s);
-    m.elementwise_by_kind[adjoint ? "halo_reduce" : "halo_exchange"] = bytes / own;
+    m.elementwise_by_kind[cost::KindKey::named(adjoint ? "halo_reduce" : "halo_exchange")] =
+        bytes / own;
   }
 }
 

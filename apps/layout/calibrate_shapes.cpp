@@ -46,12 +46,12 @@ void measure_patches(const Communicator& world, const ExecSpace& space, int reps
   const auto patches = kernels::extract_patches<float>(space, block, x, axes, 0.0f);
   const double bytes = 4.0 * static_cast<double>(block.num_elements()) * (1 + taps);
   const int calls = 10;  // ~70 MB a run each way
-  m.elementwise_by_kind["extract_patches"] =
+  m.elementwise_by_kind[cost::KindKey::named("extract_patches")] =
       bytes * calls / best_seconds(world, reps, [&] {
         for (int k = 0; k < calls; ++k)
           kernels::extract_patches<float>(space, block, x, axes, 0.0f);
       });
-  m.elementwise_by_kind["fold_patches"] =
+  m.elementwise_by_kind[cost::KindKey::named("fold_patches")] =
       bytes * calls / best_seconds(world, reps, [&] {
         for (int k = 0; k < calls; ++k)
           kernels::fold_patches<float>(space, block, patches, axes);
@@ -60,7 +60,7 @@ void measure_patches(const Communicator& world, const ExecSpace& space, int reps
   const Shape operand{{"m", 1024}, {"h", 16}, {"d", 64}},
       reordered{{"h", 16}, {"m", 1024}, {"d", 64}};
   auto y = kernels::fill<float>(space, operand.num_elements(), 1.0f);
-  m.elementwise_by_kind["einsum"] =
+  m.elementwise_by_kind[cost::KindKey::einsum()] =
       8.0 * static_cast<double>(operand.num_elements()) * calls / best_seconds(world, reps, [&] {
         for (int k = 0; k < calls; ++k)
           kernels::transpose<float>(space, operand, y, reordered);

@@ -3,7 +3,7 @@
 //   mtk-wmt prepare --config apps/wmt/configs/demo.yaml
 //   mpiexec -n 2 mtk-wmt train --config apps/wmt/configs/demo.yaml --run-dir run/wmt
 //   mpiexec -n 2 mtk-wmt translate --config apps/wmt/configs/demo.yaml --run-dir run/wmt
-//       --input test.en.sgm --reference test.fr.sgm --output test.mt.fr
+//       --input test.en.sgm --reference test.fr.sgm --out test.mt.fr
 //   mtk-wmt bleu HYP REF [REF...]   corpus BLEU as sacreBLEU computes it (docs/bleu.md)
 //   mtk-wmt config-schema           every config key as Markdown tables (docs/configuration.md)
 //

@@ -375,6 +375,7 @@ int prepare_main(const Communicator& world, const std::vector<std::string>& args
   cli::configure(app);
   app::RunOptions o;
   bool force = false;
+  std::string out;
   app.add_option("--config", o.config_path, "The YAML config (its data section)")
       ->required()
       ->type_name("FILE");
@@ -382,12 +383,16 @@ int prepare_main(const Communicator& world, const std::vector<std::string>& args
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false)
       ->take_all();
+  app.add_option("--out", out, "The prepared folder (default: data.dir; sets data.dir)")
+      ->type_name("DIR");
   app.add_flag("--force", force,
                "Train the vocabulary again even where data.dir holds one of the same settings; "
                "needed to prepare a folder again with other settings than its own (its vocabulary "
                "is replaced, and checkpoints trained on the old one are refused)");
   if (const int status = cli::parse(app, args, world.rank() == 0); status >= 0)
     return status;
+  if (!out.empty())  // after the --set words: it wins over a data.dir among them
+    o.sets.push_back("data.dir=" + out);
   try {
     const PrepareSettings s = agree_on_failure(world, [&] {
       app::load_config(o);

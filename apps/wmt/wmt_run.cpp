@@ -111,7 +111,7 @@ int start(CLI::App& app, app::RunOptions& o, Settings& settings, Setup& s,
 
 // What `mtk-wmt translate` takes on its command line (0 / -1: from the config).
 struct TranslateOptions {
-  std::string input, output, reference;
+  std::string input, out, reference;
   std::int64_t beam = 0, max_length = 0, batch = 0;
   double alpha = -1;
   int examples = 3;
@@ -121,8 +121,9 @@ void add_translate_options(CLI::App& app, TranslateOptions& t) {
   app.add_option("--input", t.input, "Sentences to translate, one a line (text or newstest .sgm)")
       ->required()
       ->type_name("FILE");
-  app.add_option("--output", t.output, "Where the translations go, one a line (default: stdout)")
+  app.add_option("--out", t.out, "Where the translations go, one a line (default: stdout)")
       ->type_name("FILE");
+  cli::deprecated_alias(app, "--output", "--out", t.out);
   app.add_option("--reference", t.reference, "Reference translations: prints BLEU")
       ->type_name("FILE");
   app.add_option("--beam", t.beam, "Beam size; 1 is greedy (translate.beam, else 4)")
@@ -284,7 +285,7 @@ std::vector<std::string> translate_sentences(Translator& decoder, const Vocab& v
                                                     settings.min_length_ratio, bo, progress));
 }
 
-// Rank 0 writes the translations to --output (atomically) or stdout; all ranks agree on failure.
+// Rank 0 writes the translations to --out (atomically) or stdout; all ranks agree on failure.
 void write_translations(const Communicator& world, const std::vector<std::string>& translations,
                         const std::string& output) {
   agree_on_failure(world, [&] {
@@ -307,7 +308,7 @@ void report_translation(const TranslateOptions& t, const std::vector<std::string
                         const std::vector<std::string>& translations, const std::string& path,
                         const CheckpointMetadata& meta, const decode::BeamSearchOptions& bo,
                         double seconds) {
-  std::FILE* report = t.output.empty() ? stderr : stdout;
+  std::FILE* report = t.out.empty() ? stderr : stdout;
   std::fprintf(report,
                "mtk-wmt translate: %zu sentences from %s (step %lld), beam %lld, alpha %.2f, "
                "in %.1f s\n",
@@ -446,7 +447,7 @@ int translate_main(const Communicator& world, const std::vector<std::string>& ar
   // Progress goes where the report goes: stderr when the translations take stdout.
   ProgressLineOptions po;
   po.enabled = world.rank() == 0;
-  po.out = t.output.empty() ? stderr : stdout;
+  po.out = t.out.empty() ? stderr : stdout;
   const auto phase = [&](const std::string& text) {
     if (po.enabled) {
       std::fprintf(po.out, "mtk-wmt translate: %s\n", text.c_str());
@@ -471,7 +472,7 @@ int translate_main(const Communicator& world, const std::vector<std::string>& ar
       decoder, s.vocab, sources, settings.translate, s.model.length, shape.batch, bo, progress);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
-  write_translations(world, translations, t.output);
+  write_translations(world, translations, t.out);
   if (world.rank() == 0)
     report_translation(t, sources, references, translations, path, meta, bo, seconds);
   return 0;

@@ -12,6 +12,7 @@
 
 #include "error_text.hpp"
 #include "layout_check.hpp"
+#include "model_fixtures.hpp"
 #include <algorithm>
 #include <filesystem>
 
@@ -23,16 +24,8 @@ using mtk::test::expect_parts;
 namespace {
 
 nn::TransformerConfig dense() {
-  nn::TransformerConfig c;
-  c.vocab_size = 32;
-  c.d_model = 16;
-  c.d_ff = 32;
-  c.num_heads = 2;
-  c.d_kv = 8;
-  c.num_layers = 1;
-  c.length = 8;
-  c.batch = 4;
-  return c;
+  // vocab, d_model, d_ff, heads x d_kv, layers, length, batch
+  return test::sized_transformer({32, 16, 32, 2, 8, 1, 8, 4});
 }
 
 bool has(const std::vector<std::string>& names, const std::string& name) {

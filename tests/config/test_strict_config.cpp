@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "error_text.hpp"
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -178,7 +179,10 @@ TEST(StrictConfig, MachineFileNumbersAreFiniteAndInRange) {
 TEST(StrictConfig, ElementwiseKindsMustBeStepKinds) {
   const cost::Machine m =
       machine_from_config(yaml(kMachine + "elementwise_by_kind: {binary: 2e10, reduce: 1e9}\n"));
-  EXPECT_EQ(m.elementwise_by_kind.at("binary"), 2e10);
+  EXPECT_EQ(m.elementwise_by_kind.at(cost::KindKey::named("binary")), 2e10);
+  // Keys are made from known kinds only.
+  expect_parts(error_of([] { cost::KindKey::named("binray"); }),
+               {"mtk::cost::KindKey::named", "'binray'", "binary"});
   // A misspelt kind fell back to elementwise_bytes without a word.
   const std::string e = machine_error("elementwise_by_kind: {binray: 2e10}");
   expect_parts(e, {"mtk::machine_from_config", "m.yaml", "'binray'", "did you mean 'binary'",
@@ -209,10 +213,11 @@ TEST(StrictConfig, StepKindsAreEveryOpKindOfTheSources) {
   for (const auto& kind : defined)
     EXPECT_TRUE(in_list.count(kind))
         << "step kind '" << kind << "' (make_op_kind in core/) is missing from "
-        << "machine_step_kinds() in io/mtk/config/machine_config.cpp";
+        << "cost::step_kind_names() in core/mtk/cost/kind_key.cpp";
   for (const auto& kind : in_list)
     EXPECT_TRUE(defined.count(kind))
         << "machine_step_kinds() lists '" << kind << "', which no make_op_kind in core/ defines";
+  EXPECT_TRUE(std::is_sorted(listed.begin(), listed.end())) << "KindKey::named searches it";
 }
 
 TEST(StrictConfig, ByteSizesAreWholeBytesInsideSixtyFourBits) {
@@ -230,4 +235,52 @@ TEST(StrictConfig, ByteSizesAreWholeBytesInsideSixtyFourBits) {
   expect_parts(
       error_of([] { config::read_training_settings(yaml("train: {memory_per_rank: \"0.5\"}\n")); }),
       {"run.yaml", "train.memory_per_rank", "0.5"});
+}
+
+// Every machine file shipped in layouts/machines reads, writes and reads again to the same file
+// (machine_to_yaml's numbers have 4 digits: the second write is the first's fixed point), with
+// the same step kinds, links and values within that rounding; required keys are named when missing.
+TEST(StrictConfig, ShippedMachineFilesRoundTrip) {
+  int files = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(MTK_SOURCE_DIR) + "/layouts/machines")) {
+    if (entry.path().extension() != ".yaml")
+      continue;
+    ++files;
+    const std::string path = entry.path().string();
+    const cost::Machine m = machine_from_file(path);
+    const std::string once = machine_to_yaml(m, "round trip");
+    const cost::Machine back = machine_from_config(yaml(once, "back.yaml"));
+    EXPECT_EQ(machine_to_yaml(back, "round trip"), once) << path;
+    EXPECT_EQ(back.name, m.name) << path;
+    auto close = [&](double a, double b) { return std::abs(a - b) <= 5e-4 * std::abs(a); };
+    EXPECT_TRUE(close(m.matmul_flops, back.matmul_flops)) << path;
+    EXPECT_TRUE(close(m.elementwise_bytes, back.elementwise_bytes)) << path;
+    ASSERT_EQ(back.elementwise_by_kind.size(), m.elementwise_by_kind.size()) << path;
+    for (const auto& [kind, rate] : m.elementwise_by_kind)
+      EXPECT_TRUE(close(rate, back.elementwise_by_kind.at(kind))) << path << " " << kind.name();
+    ASSERT_EQ(back.links.size(), m.links.size()) << path;
+    for (std::size_t i = 0; i < m.links.size(); ++i) {
+      EXPECT_EQ(back.links[i].span, m.links[i].span) << path;
+      EXPECT_EQ(back.links[i].stride, m.links[i].stride) << path;
+      EXPECT_TRUE(close(m.links[i].bandwidth, back.links[i].bandwidth)) << path;
+      EXPECT_EQ(back.links[i].halo_by_copies, m.links[i].halo_by_copies) << path;
+      EXPECT_EQ(back.links[i].allreduce_sizes.size(), m.links[i].allreduce_sizes.size()) << path;
+    }
+  }
+  EXPECT_GE(files, 4);
+  expect_parts(machine_error("matmul_flops:"), {"m.yaml", "'matmul_flops'"});
+  std::string no_bandwidth = kMachine;
+  no_bandwidth.replace(no_bandwidth.find("bandwidth: 1e10, "), 17, "");
+  expect_parts(error_of([&] { machine_from_config(yaml(no_bandwidth, "m.yaml")); }),
+               {"m.yaml", "'links.node.bandwidth' is missing"});
+  // The schema's ranges: a rate below one per second, a negative latency.
+  expect_parts(machine_error("elementwise_bytes: 0.5"), {"elementwise_bytes = 0.5", ">= 1"});
+  expect_parts(error_of([&] {
+                 machine_from_config(
+                     yaml("name: t\nmatmul_flops: 1e10\nelementwise_bytes: 1e10\n"
+                          "links: {node: {span: 0, bandwidth: 1e10, latency: -1}}\n",
+                          "m.yaml"));
+               }),
+               {"m.yaml", "links.node.latency = -1"});
 }

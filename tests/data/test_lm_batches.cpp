@@ -1,6 +1,7 @@
 // Packing, order, resume and per-rank slices of language-model batches. Registered at 1, 2 and 4
 // ranks: the slices of every rank, put together, must be the batch one rank computes alone.
 #include <mtk/base/error.hpp>
+#include <mtk/data/impl/shard_checksums.hpp>
 #include <mtk/data/lm_batches.hpp>
 #include <mtk/data/token_shards.hpp>
 
@@ -454,11 +455,7 @@ TEST(StreamErrors, IdOutsideTheVocabularyStopsEveryRankWithTheSameMessage) {
     std::string file = mtk::test::read_text(paths[0]);
     const std::int32_t vocab = 40;  // id 45 is now outside
     std::memcpy(&file[16], &vocab, 4);
-    std::uint64_t h = 14695981039346656037ull;
-    for (std::size_t i = 0; i < 120; ++i) {
-      h ^= static_cast<unsigned char>(file[i]);
-      h *= 1099511628211ull;
-    }
+    const std::uint64_t h = mtk::shard_checksums::xxh3_64(file.data(), 120);  // the header's
     std::memcpy(&file[120], &h, 8);
     mtk::test::write_text(paths[0], file);
   }

@@ -1,5 +1,6 @@
 // Token shards: write / read round trip, header checks, damaged and unfinished files.
 #include <mtk/base/error.hpp>
+#include <mtk/data/impl/shard_checksums.hpp>
 #include <mtk/data/lm1b_corpus.hpp>
 #include <mtk/data/token_shards.hpp>
 
@@ -135,20 +136,11 @@ TEST(TokenShards, DamagedFilesAreRefused) {
   EXPECT_THROW(TokenShard::open(dir / "missing.tok"), mtk::Error);
 }
 
-std::uint64_t fnv1a64(const std::string& bytes, std::size_t n) {
-  std::uint64_t h = 14695981039346656037ull;
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= static_cast<unsigned char>(bytes[i]);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-// Rewrites the header's u32 at `at` and its checksum (bytes 120..127) so that only the field
-// changes.
+// Rewrites the header's u32 at `at` and its checksum (bytes 120..127, XXH3-64 as written now) so
+// that only the field changes.
 std::string with_header_u32(std::string file, std::size_t at, std::uint32_t value) {
   std::memcpy(&file[at], &value, 4);
-  const std::uint64_t h = fnv1a64(file, 120);
+  const std::uint64_t h = mtk::shard_checksums::xxh3_64(file.data(), 120);
   std::memcpy(&file[120], &h, 8);
   return file;
 }
@@ -233,6 +225,83 @@ TEST(TokenShards, IsCurrentChecksVocabularySourceAndLimit) {
   EXPECT_FALSE(TokenShard::is_current(path, 0xABCDEF, 1235, 4096, &why));
   EXPECT_NE(why.find("1234 bytes"), std::string::npos) << why;
   EXPECT_FALSE(TokenShard::is_current(path, 0xABCDEF, 1234, 100, &why));
+}
+
+// New shards are format version 3 with XXH3-64 checksums, recorded in the header (bytes 8 and 14).
+TEST(TokenShards, WritesVersion3WithXxh3Checksums) {
+  TempDir dir;
+  const std::string path = dir / "x.tok";
+  {
+    TokenShardWriter w(path, header());
+    w.add_sentence({4, 5, 6}, 3);
+    w.finish();
+  }
+  const std::string file = mtk::test::read_text(path);
+  std::uint32_t version = 0;
+  std::uint16_t header_bytes = 0, kind = 0;
+  std::memcpy(&version, &file[8], 4);
+  std::memcpy(&header_bytes, &file[12], 2);
+  std::memcpy(&kind, &file[14], 2);
+  EXPECT_EQ(version, 3u);
+  EXPECT_EQ(header_bytes, 128u);
+  EXPECT_EQ(kind, 1u);
+  std::uint64_t sum = 0;
+  std::memcpy(&sum, &file[120], 8);
+  EXPECT_EQ(sum, mtk::shard_checksums::xxh3_64(file.data(), 120));
+  // The one token block (4 tokens) and the offsets {0, 4}, each by XXH3-64 of its bytes.
+  std::uint64_t block = 0, offsets = 0;
+  std::memcpy(&block, &file[128 + 16 + 16], 8);
+  std::memcpy(&offsets, &file[128 + 16 + 16 + 8], 8);
+  EXPECT_EQ(block, mtk::shard_checksums::xxh3_64(&file[128], 16));
+  EXPECT_EQ(offsets, mtk::shard_checksums::xxh3_64(&file[128 + 16], 16));
+  EXPECT_EQ(TokenShard::open(path).info().checksum, mtk::TokenShardChecksum::xxh3_64);
+  EXPECT_STREQ(mtk::token_shard_checksum_name(TokenShard::read_info(path).checksum), "xxh3-64");
+}
+
+// A shard written by MTK before XXH3 (format version 2, its own checksums; the fixture was written
+// by TokenShardWriter at main 0342310) still opens, reads and verifies, and a damaged one is still
+// found. 3 sentences: 4099 tokens, 2 tokens, none (each with its end-of-sentence id 1).
+const std::string kVersion2Shard = std::string(MTK_TEST_FIXTURES) + "/token-shard-v2.tok";
+
+TEST(TokenShards, Version2ShardsAreStillReadAndVerified) {
+  const TokenShard shard = TokenShard::open(kVersion2Shard);
+  const TokenShardInfo& info = shard.info();
+  EXPECT_EQ(info.checksum, mtk::TokenShardChecksum::legacy);
+  EXPECT_EQ(info.num_sentences, 3);
+  EXPECT_EQ(info.num_tokens, 4104);
+  EXPECT_EQ(info.vocab_fingerprint, 0xABCDEFu);
+  EXPECT_EQ(info.source_lines, 4);
+  EXPECT_EQ(info.skipped(), 1);
+  EXPECT_NO_THROW(shard.tokens());  // both token blocks match their version-2 checksums
+  const auto first = shard.sentence(0);
+  ASSERT_EQ(first.size(), 4100u);
+  for (int i = 0; i < 4099; ++i)
+    ASSERT_EQ(first[static_cast<std::size_t>(i)], 2 + (i * 7) % 97) << i;
+  EXPECT_EQ(shard.sentence(1), (std::vector<std::int32_t>{5, 6, 1}));
+  EXPECT_EQ(shard.sentence(2), (std::vector<std::int32_t>{1}));
+  std::string why;
+  EXPECT_TRUE(TokenShard::is_current(kVersion2Shard, 0xABCDEF, 1234, 4096, &why)) << why;
+
+  // One token of the second block changed to another valid id: found by its version-2 checksum.
+  TempDir dir;
+  const std::string path = dir / "v2.tok";
+  std::string bad = mtk::test::read_text(kVersion2Shard);
+  const std::size_t at = 128 + 4 * 4097;
+  bad[at] = static_cast<char>(bad[at] == 7 ? 8 : 7);
+  mtk::test::write_text(path, bad);
+  const TokenShard damaged = TokenShard::open(path);
+  EXPECT_NO_THROW(damaged.tokens(0, 4096));
+  const std::string e = error_of([&] { damaged.tokens(4096, 8); });
+  EXPECT_NE(e.find("tokens 4096..4103"), std::string::npos) << e;
+  EXPECT_NE(e.find("checksum"), std::string::npos) << e;
+  EXPECT_FALSE(TokenShard::is_current(path, 0xABCDEF, 1234, 4096));
+
+  // A version-2 header claiming XXH3 (or a version-3 one claiming the legacy hash) is damage.
+  std::string relabelled = mtk::test::read_text(kVersion2Shard);
+  relabelled[14] = 1;
+  mtk::test::write_text(path, relabelled);
+  const std::string h = error_of([&] { TokenShard::open(path); });
+  EXPECT_NE(h.find("damaged header"), std::string::npos) << h;
 }
 
 }  // namespace

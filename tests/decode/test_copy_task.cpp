@@ -29,14 +29,10 @@ std::vector<std::int32_t> random_sequence(std::mt19937& rng, std::int64_t vocab)
 
 TEST(CopyTask, TrainedModelCopiesHeldOutSequencesByBeamSearch) {
   // Twice the usual width and a small vocabulary: enough to learn to copy.
-  nn::TransformerConfig c = test::tiny_transformer(false, true);
-  c.vocab_size = 12;
-  c.d_model = 32;
-  c.d_ff = 64;
-  c.num_heads = 4;
-  c.d_kv = 8;
+  // vocab, d_model, d_ff, heads x d_kv, layers and length (tiny_transformer's 2 and 8), batch
+  nn::TransformerConfig c =
+      test::sized_transformer({12, 32, 64, 4, 8, 2, 8, 32}, test::tiny_transformer(false, true));
   c.num_encoder_layers = 2;
-  c.batch = 32;
   Graph g;
   nn::ModelGraph m = nn::build_transformer(g, c, true);
   optim::Adafactor opt;

@@ -30,15 +30,9 @@ namespace {
 
 nn::TransformerConfig tiny(bool moe) {
   // Half the usual model in every dim, so the search stays quick.
-  nn::TransformerConfig c = test::tiny_transformer(moe);
-  c.vocab_size = 16;
-  c.d_model = 8;
-  c.d_ff = 16;
-  c.num_heads = 4;
-  c.d_kv = 2;
-  c.num_layers = 1;
-  c.length = 4;
-  c.batch = 4;
+  // vocab, d_model, d_ff, heads x d_kv, layers, length, batch
+  nn::TransformerConfig c =
+      test::sized_transformer({16, 8, 16, 4, 2, 1, 4, 4}, test::tiny_transformer(moe));
   if (moe) {
     c.moe_every = 1;
     c.moe.num_experts = 4;
@@ -512,9 +506,10 @@ TEST(StepTime, HaloExchangesMeasuredBySizeTakeTheirPoints) {
 TEST(StepTime, ElementwiseRatesByStepKind) {
   // Steps of a kind with its own rate use it; other kinds the general elementwise rate.
   cost::Machine mc = test::test_machine();  // elementwise_bytes 1e10
-  mc.elementwise_by_kind = {{"binary", 4e10}, {"reduce", 2e9}};
-  EXPECT_EQ(mc.elementwise_rate("binary"), 4e10);
-  EXPECT_EQ(mc.elementwise_rate("unary"), 1e10);
+  mc.elementwise_by_kind = {{cost::KindKey::named("binary"), 4e10},
+                            {cost::KindKey::named("reduce"), 2e9}};
+  EXPECT_EQ(mc.elementwise_rate(cost::KindKey::named("binary")), 4e10);
+  EXPECT_EQ(mc.elementwise_rate(cost::KindKey::named("unary")), 1e10);
   Counters c;
   c.flops[FlopClass::einsum] = 1;
   c.op_bytes = {{binary_kind.def, 4000000000},

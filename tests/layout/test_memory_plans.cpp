@@ -36,31 +36,14 @@ cost::Machine machine() {
 
 // Activations dominate: a long sequence, a large vocabulary against small weights.
 nn::TransformerConfig model() {
-  nn::TransformerConfig c = tiny_transformer();
-  c.vocab_size = 256;
-  c.d_model = 32;
-  c.d_ff = 128;
-  c.num_heads = 4;
-  c.d_kv = 8;
-  c.num_layers = 3;
-  c.length = 64;
-  c.batch = 8;
-  return c;
+  // vocab, d_model, d_ff, heads x d_kv, layers, length, batch
+  return sized_transformer({256, 32, 128, 4, 8, 3, 64, 8});
 }
 
 // The logits are the peak: a large vocabulary, a long sequence, one sequence per batch (so no
 // microbatches) and small weights; recomputing layers leaves the loss head's floor.
 nn::TransformerConfig logits_bound_model() {
-  nn::TransformerConfig c = tiny_transformer();
-  c.vocab_size = 4096;
-  c.d_model = 32;
-  c.d_ff = 64;
-  c.num_heads = 2;
-  c.d_kv = 16;
-  c.num_layers = 1;
-  c.length = 256;
-  c.batch = 1;
-  return c;
+  return sized_transformer({4096, 32, 64, 2, 16, 1, 256, 1});
 }
 
 cost::OptimizerFactory adam() {

@@ -116,7 +116,7 @@ TEST(SpatialCost, HaloStepsAreTheSplitExchangesKernelsAndTheirExposedTransfer) {
   for (const auto& [kind, calls] : c.op_calls)
     if (kind.traits().halo && !kind.traits().free)
       kernels += static_cast<double>(calls) * m.op_overhead_s +
-                 static_cast<double>(c.op_bytes.at(kind)) / m.elementwise_rate(kind.name());
+                 static_cast<double>(c.op_bytes.at(kind)) / m.elementwise_rate(kind);
   EXPECT_GT(kernels, 0);
   EXPECT_GT(t.halo_exposed_s, 0);
   EXPECT_DOUBLE_EQ(t.halo_steps_s, kernels + t.halo_exposed_s);

@@ -28,7 +28,8 @@ paste corpus/test.en corpus/test.fr > test.tsv
 mpirun -n 2 "$wmt" prepare --config tiny.yaml --set data.dir=tsv --set "data.train=a.tsv, b.tsv.gz" \
   --set data.dev.tsv=dev.tsv --set data.test.tsv=test.tsv > tsv.log 2>&1 || { cat tsv.log; fail "prepare (TSV) on 2 ranks"; }
 grep -q "\[2/2\] b.tsv.gz: 2000 pairs of 2000, 0 skipped (rank 1)" tsv.log || { cat tsv.log; fail "item 2 not on rank 1"; }
-mpirun -n 3 "$wmt" prepare --config tiny.yaml --set data.dir=files --set "data.train=src.txt|tgt.txt" \
+# --out DIR is data.dir (docs/configuration.md#command-lines).
+mpirun -n 3 "$wmt" prepare --config tiny.yaml --out files --set "data.train=src.txt|tgt.txt" \
   > files.log 2>&1 || { cat files.log; fail "prepare (SOURCE|TARGET) on 3 ranks"; }
 for d in tsv files; do
   for f in vocab.model train.src.tokens train.tgt.tokens; do
@@ -76,15 +77,27 @@ done
 mpirun -n 2 "$wmt" train --config tiny.yaml --run-dir run --set data.dir=tsv --set train.steps=10 \
   --set checkpoint.every=10 > train.log 2>&1 || { cat train.log; fail "train on TSV data"; }
 mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir run --set data.dir=tsv \
-  --input tsv/test.source.txt --reference tsv/test.reference.txt --output t.fr > translate.log 2>&1 ||
+  --input tsv/test.source.txt --reference tsv/test.reference.txt --out t.fr > translate.log 2>&1 ||
   { cat translate.log; fail "translate"; }
 grep -q "mtk-wmt translate: 64 sentences from tsv/test.source.txt; loading the checkpoint" translate.log &&
   grep -q "mtk-wmt translate: 64 sentences in .* sentences/s, 4 batches" translate.log ||
   { cat translate.log; fail "translate printed no progress"; }
+[ -s t.fr ] && ! grep -q "deprecated" translate.log || { cat translate.log; fail "translate --out"; }
+# The old spelling --output, deprecated: the same file, and one warning naming --out.
+mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir run --set data.dir=tsv \
+  --input tsv/test.source.txt --output t0.fr > old.log 2>&1 || { cat old.log; fail "translate --output"; }
+cmp -s t.fr t0.fr || fail "translate --output wrote another file than --out"
+[ "$(grep -c "mtk-wmt translate: warning: --output is deprecated (accepted until the next release); use --out" old.log)" = 1 ] ||
+  { cat old.log; fail "no one warning for --output"; }
+set +e
+err=$("$wmt" translate --config tiny.yaml --run-dir run --input x --out a --output b 2>&1)
+status=$?
+set -e
+[ $status = 2 ] && grep -q -- "--output: given with --out" <<<"$err" || fail "--out with --output: $status $err"
 # On a terminal the line is redrawn in place (script(1) gives the command a terminal).
 if command -v script > /dev/null; then
   script -qec "\"$wmt\" translate --config tiny.yaml --run-dir run --set data.dir=tsv --mesh batch:1 \
-    --input tsv/test.source.txt --output t1.fr" tty.log > /dev/null || { cat tty.log; fail "translate on a terminal"; }
+    --input tsv/test.source.txt --out t1.fr" tty.log > /dev/null || { cat tty.log; fail "translate on a terminal"; }
   grep -qF $'4 batches\033[K' tty.log || { cat -A tty.log; fail "no redrawn line on a terminal"; }
 fi
 echo "prepare_formats: OK"

@@ -109,7 +109,7 @@ mpirun -n 2 "$wmt" train --config tiny.yaml --run-dir run || fail "train failed"
 # translate --input with the 256 MiB segment: the same error, in bounded memory, before decoding.
 set +e
 /usr/bin/time -v "$wmt" translate --config tiny.yaml --run-dir run --mesh batch:1 \
-  --input bad/huge.en.sgm --output huge.fr > huge-translate.log 2>&1
+  --input bad/huge.en.sgm --out huge.fr > huge-translate.log 2>&1
 status=$?
 set -e
 [ $status = 1 ] || { cat huge-translate.log; fail "translate of a 256 MiB segment: exit $status, want 1"; }
@@ -121,7 +121,7 @@ rm -f bad/huge.en.sgm
 
 # Translate on 2 ranks: BLEU > 90 against the held-out references.
 mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir run --input corpus/test.en.sgm \
-  --reference corpus/test.fr.sgm --output test2.fr > report.txt || fail "translate failed"
+  --reference corpus/test.fr.sgm --out test2.fr > report.txt || fail "translate failed"
 cat report.txt
 bleu=$(sed -n 's/^BLEU.* = \([0-9.]*\) .*/\1/p' report.txt)
 [ "$(wc -l < test2.fr)" = 64 ] || fail "want 64 translations, got $(wc -l < test2.fr)"
@@ -129,10 +129,10 @@ bleu=$(sed -n 's/^BLEU.* = \([0-9.]*\) .*/\1/p' report.txt)
   fail "copy task BLEU $bleu <= 90"
 # The same translations on 1 rank and on 2 ranks under a model-parallel layout.
 mpirun -n 1 "$wmt" translate --config tiny.yaml --run-dir run --mesh "batch:1" \
-  --input corpus/test.en --output test1.fr > /dev/null || fail "translate on 1 rank failed"
+  --input corpus/test.en --out test1.fr > /dev/null || fail "translate on 1 rank failed"
 cmp test1.fr test2.fr || fail "1-rank and 2-rank translations differ"
 mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir run --mesh "model:2" \
-  --layout "d_ff:model;heads:model" --input corpus/test.en --output test3.fr \
+  --layout "d_ff:model;heads:model" --input corpus/test.en --out test3.fr \
   > /dev/null || fail "model-parallel translate failed"
 cmp test1.fr test3.fr || fail "model-parallel translations differ"
 # Lines longer than model.length: translated in pieces (translate.split: long, the default; here
@@ -140,14 +140,14 @@ cmp test1.fr test3.fr || fail "model-parallel translations differ"
 paste -d' ' - - - < corpus/test.en > long.en
 paste -d' ' - - - < corpus/test.fr > long.fr
 mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir run --input long.en --reference long.fr \
-  --output long.out > long-report.txt || { cat long-report.txt; fail "translate of long lines"; }
+  --out long.out > long-report.txt || { cat long-report.txt; fail "translate of long lines"; }
 grep -q "22 lines translated as [0-9]* pieces (translate.split)" long-report.txt ||
   { cat long-report.txt; fail "long lines: no pieces"; }
 long_bleu=$(sed -n 's/^BLEU.* = \([0-9.]*\) .*/\1/p' long-report.txt)
 /usr/bin/python3 -c "import sys; sys.exit(0 if float('$long_bleu') > 80 else 1)" ||
   { cat long-report.txt; fail "long lines in pieces: BLEU $long_bleu <= 80"; }
 mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir run --input long.en \
-  --set translate.split=none --output long-cut.out > long-cut.txt || fail "translate, split none"
+  --set translate.split=none --out long-cut.out > long-cut.txt || fail "translate, split none"
 grep -q "pieces cut at model.length - 1 = 7 tokens" long-cut.txt || { cat long-cut.txt; fail "no cut count"; }
 awk 'NF > 8 { exit 1 }' long-cut.out || fail "split none: a translation longer than the model's length"
 # A mixture of experts in every layer: translate re-runs the model on each whole prefix (MoE
@@ -156,17 +156,17 @@ awk 'NF > 8 { exit 1 }' long-cut.out || fail "split none: a translation longer t
 moe="--set model.moe_every=1 --set model.moe.num_experts=4"
 mpirun -n 2 "$wmt" train --config tiny.yaml --run-dir mrun $moe > /dev/null || fail "train (MoE)"
 mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir mrun $moe --input corpus/test.en.sgm \
-  --reference corpus/test.fr.sgm --output mtest2.fr > mreport.txt || fail "translate (MoE)"
+  --reference corpus/test.fr.sgm --out mtest2.fr > mreport.txt || fail "translate (MoE)"
 cat mreport.txt
 grep -q "re-runs the model on the whole prefix" mreport.txt || fail "MoE translate: no note"
 mbleu=$(sed -n 's/^BLEU.* = \([0-9.]*\) .*/\1/p' mreport.txt)
 /usr/bin/python3 -c "import sys; sys.exit(0 if float('$mbleu') > 90 else 1)" ||
   fail "MoE copy task BLEU $mbleu <= 90"
 mpirun -n 1 "$wmt" translate --config tiny.yaml --run-dir mrun $moe --mesh "batch:1" \
-  --input corpus/test.en --output mtest1.fr > /dev/null || fail "MoE translate on 1 rank failed"
+  --input corpus/test.en --out mtest1.fr > /dev/null || fail "MoE translate on 1 rank failed"
 cmp mtest1.fr mtest2.fr || fail "MoE: 1-rank and 2-rank translations differ"
 mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir mrun $moe --mesh "model:2" \
-  --layout "experts:model" --input corpus/test.en --output mtest3.fr > /dev/null ||
+  --layout "experts:model" --input corpus/test.en --out mtest3.fr > /dev/null ||
   fail "MoE translate with the experts split failed"
 cmp mtest1.fr mtest3.fr || fail "MoE: translations with the experts split differ"
 # Resume: from the newest checkpoint and its data position, logging on in metrics.jsonl.
@@ -181,7 +181,7 @@ sed 's|corpus/|rcorpus/|; s|copy|reverse|; s|dir: prepared|dir: rprepared|' tiny
 "$wmt" prepare --config reverse.yaml > /dev/null || fail "prepare (reverse) failed"
 mpirun -n 2 "$wmt" train --config reverse.yaml --run-dir rrun > /dev/null || fail "train (reverse)"
 mpirun -n 2 "$wmt" translate --config reverse.yaml --run-dir rrun --input rcorpus/test.en.sgm \
-  --reference rcorpus/test.fr.sgm --output rtest.fr > rreport.txt || fail "translate (reverse)"
+  --reference rcorpus/test.fr.sgm --out rtest.fr > rreport.txt || fail "translate (reverse)"
 cat rreport.txt
 rbleu=$(sed -n 's/^BLEU.* = \([0-9.]*\) .*/\1/p' rreport.txt)
 /usr/bin/python3 -c "import sys; sys.exit(0 if float('$rbleu') > 90 else 1)" ||
@@ -200,7 +200,7 @@ status=$?
 set -e
 [ $status = 1 ] || fail "train on another vocabulary's data: exit $status: $err"
 grep -q "was trained with the vocabulary of fingerprint" <<<"$err" || fail "train with another vocabulary: $err"
-err=$(mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir rrun --input corpus/test.en.sgm --output x.fr 2>&1) &&
+err=$(mpirun -n 2 "$wmt" translate --config tiny.yaml --run-dir rrun --input corpus/test.en.sgm --out x.fr 2>&1) &&
   fail "translate with another vocabulary's data: exit 0"
 grep -q "was trained with the vocabulary of fingerprint" <<<"$err" || fail "translate with another vocabulary: $err"
 echo "PASS: BLEU copy $bleu, reverse $rbleu"

@@ -16,7 +16,8 @@ void Machine::validate() const {
     fail(where, cat("elementwise_bytes is ", elementwise_bytes, "; it must be > 0 (bytes/s)"));
   for (const auto& [kind, rate] : elementwise_by_kind)
     if (!(rate > 0))
-      fail(where, cat("elementwise_by_kind.", kind, " is ", rate, "; it must be > 0 (bytes/s)"));
+      fail(where,
+           cat("elementwise_by_kind.", kind.name(), " is ", rate, "; it must be > 0 (bytes/s)"));
   if (memory_bytes < 0)
     fail(where, cat("memory_bytes is ", memory_bytes, "; it must be >= 0"));
   if (op_overhead_s < 0)
@@ -112,7 +113,7 @@ double LinkLevel::measured_halo_seconds(double bytes) const {
   return halo_sizes.empty() ? -1 : interpolate_seconds(halo_sizes, bytes, bandwidth);
 }
 
-double Machine::elementwise_rate(const std::string& kind) const {
+double Machine::elementwise_rate(const KindKey& kind) const {
   const auto it = elementwise_by_kind.find(kind);
   return it != elementwise_by_kind.end() ? it->second : elementwise_bytes;
 }

@@ -4,6 +4,7 @@
 // are numbered row-major over the mesh, so the last mesh dim groups neighbours: same node).
 // Read from and written to YAML by mtk/config/machine_file (MTK::io); see docs/layout-search.md.
 
+#include <mtk/cost/kind_key.hpp>
 #include <mtk/parallel/mesh_shape.hpp>
 
 #include <cstdint>
@@ -72,9 +73,9 @@ struct Machine {
   double matmul_flops = 0;       ///< FLOP/s per processor, float32 matmuls (einsum)
   double matmul_bf16_flops = 0;  ///< FLOP/s per processor in bf16 (0: not available)
   double elementwise_bytes = 0;  ///< bytes/s per processor for elementwise kernels
-  /// Optional: bytes/s for the steps of one kind (Counters::op_bytes keys: "binary", "unary",
-  /// "reduce", ...), whose kernels run at rates far apart; other kinds use elementwise_bytes.
-  std::map<std::string, double> elementwise_by_kind = {};
+  /// Optional: bytes/s for the steps of one kind (Counters::op_bytes' kinds: binary, unary,
+  /// reduce, ...), whose kernels run at rates far apart; other kinds use elementwise_bytes.
+  std::map<KindKey, double> elementwise_by_kind = {};
   std::int64_t memory_bytes = 0;  ///< per processor (0: unknown)
   /// Optional: matmul rate by gemm size, for small and skinny products (batched attention
   /// products run one small gemm per batch entry). Empty: matmul_flops at every size.
@@ -100,7 +101,7 @@ struct Machine {
   /// the last point).
   double matmul_rate(double gemm_flops, std::int64_t narrow, bool inner) const;
   /// Bytes/s of steps of `kind`: elementwise_by_kind's entry, else elementwise_bytes.
-  double elementwise_rate(const std::string& kind) const;
+  double elementwise_rate(const KindKey& kind) const;
   /// The link used by a group over mesh `axes` of `mesh` (row-major ranks).
   const LinkLevel& link_for(const MeshShape& mesh, const std::vector<int>& axes) const;
 };

@@ -98,16 +98,16 @@ StepTime predict_step_time(const Counters& counters, const MeshShape& mesh, cons
   if (!counters.op_bytes.empty()) {
     for (const auto& [kind, bytes] : counters.op_bytes)
       if (!kind.traits().free) {
-        const double s = static_cast<double>(bytes) / machine.elementwise_rate(kind.name());
+        const double s = static_cast<double>(bytes) / machine.elementwise_rate(kind);
         t.elementwise_s += s;
-        t.kind_s[kind.name()] += s;
+        t.kind_s[kind] += s;
       }
     for (const auto& [kind, calls] : counters.op_calls)
       if (!kind.traits().free) {
         t.kernel_steps += calls;
-        t.kind_s[kind.name()] += static_cast<double>(calls) * machine.op_overhead_s;
+        t.kind_s[kind] += static_cast<double>(calls) * machine.op_overhead_s;
       }
-    t.kind_s["einsum"] += t.matmul_s;
+    t.kind_s[KindKey::einsum()] += t.matmul_s;
   } else {
     for (const auto& [kind, flops] : counters.flops)
       if (kind != FlopClass::einsum)
@@ -138,8 +138,7 @@ StepTime predict_step_time(const Counters& counters, const MeshShape& mesh, cons
       const auto bytes = counters.op_bytes.find(kind);
       t.halo_steps_s += static_cast<double>(calls) * machine.op_overhead_s;
       if (bytes != counters.op_bytes.end())
-        t.halo_steps_s +=
-            static_cast<double>(bytes->second) / machine.elementwise_rate(kind.name());
+        t.halo_steps_s += static_cast<double>(bytes->second) / machine.elementwise_rate(kind);
     }
   t.total_s = t.compute_s + t.comm_total_s - t.halo_hidden_s;
   t.overlapped_s = std::max(t.compute_s, t.comm_total_s);

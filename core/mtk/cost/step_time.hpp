@@ -33,7 +33,7 @@ struct StepTime {
   std::int64_t kernel_steps = 0;
   /// Per step kind (counters with op_bytes): its bytes at its rate and its calls' overhead, the
   /// einsum's with matmul_s, to set beside a profile's time per kind.
-  std::map<std::string, double> kind_s;
+  std::map<KindKey, double> kind_s;
   double compute_s = 0;                 ///< matmul_s + elementwise_s + overhead_s
   std::map<Collective, double> comm_s;  ///< per collective
   double comm_total_s = 0;

@@ -1,6 +1,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/config/known_keys.hpp>
 #include <mtk/config/machine_config.hpp>
+#include <mtk/config/schema.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -46,40 +47,88 @@ std::vector<Point> read_points(const Config& config, const std::string& key,
   return points;
 }
 
+// A machine's scalars and a link level's, each declared once with its range: rates at least one
+// per second, times and counts at least 0, every number finite.
+const config::Schema<cost::Machine>& machine_schema() {
+  using M = cost::Machine;
+  static const config::Schema<M> schema = [] {
+    config::Schema<M> s;
+    s.text("name", &M::name, "what the machine is (default: the file's name)")
+        .real("matmul_flops", &M::matmul_flops, 1, kMaxDouble,
+              "FLOP/s per processor of float32 matrix products")
+        .real("matmul_bf16_flops", &M::matmul_bf16_flops, 0, kMaxDouble,
+              "FLOP/s per processor in bfloat16 (0: none)")
+        .real("elementwise_bytes", &M::elementwise_bytes, 1, kMaxDouble,
+              "bytes/s per processor read and written by kernel steps")
+        .real("op_overhead_s", &M::op_overhead_s, 0, kMaxDouble,
+              "seconds of fixed cost per kernel step");
+    return s;
+  }();
+  return schema;
+}
+
+const config::Schema<cost::LinkLevel>& link_schema() {
+  using L = cost::LinkLevel;
+  static const config::Schema<L> schema = [] {
+    config::Schema<L> s;
+    s.integer("span", &L::span, 0, kMaxInt, "groups within this many consecutive ranks (0: any)")
+        .integer("stride", &L::stride, 0, kMaxInt, "> 1: one-dim groups of this rank stride")
+        .real("bandwidth", &L::bandwidth, 1, kMaxDouble,
+              "bytes/s one processor sends and receives at once")
+        .real("latency", &L::latency, 0, kMaxDouble, "seconds per message step")
+        .integer("group", &L::sizes_group, 0, kMaxInt,
+                 "the group size allreduce_sizes were measured on")
+        .boolean("halo_by_copies", &L::halo_by_copies,
+                 "neighbour exchanges through shared memory (the cores' own copies)");
+    return s;
+  }();
+  return schema;
+}
+
+// Reads the fields of `schema` under `prefix` ("" or "links.node.") into `s`; the `required`
+// (real) keys must be present. Every value is checked as the schema says, naming the file and the
+// key.
+template <class S>
+void read_fields(const config::Schema<S>& schema, const Config& config, const std::string& prefix,
+                 const std::vector<std::string>& required, S& s) {
+  for (const auto& f : schema.fields()) {
+    const std::string key = prefix + f.spec.key;
+    if (!config.has(key) &&
+        std::find(required.begin(), required.end(), f.spec.key) != required.end())
+      fail("mtk::machine_from_config",
+           cat(config.origin(), ": key '", key,
+               "' is missing; expected a finite number >= ", f.spec.real_lo));
+    f.set(s, config::read_value(config, key, f.spec, f.get(s)));
+  }
+}
+
+// The keys a section may hold: the schema's and `sections`.
+template <class S>
+std::vector<std::string> keys_with(const config::Schema<S>& schema,
+                                   std::vector<std::string> sections) {
+  std::vector<std::string> keys = schema.keys();
+  keys.insert(keys.end(), sections.begin(), sections.end());
+  return keys;
+}
+
 }  // namespace
 
 const std::vector<std::string>& machine_step_kinds() {
-  // Every make_op_kind name in core/ (tests/config/test_strict_config.cpp checks this list
-  // against the sources): a kind added there is added here.
-  // clang-format off
-  static const std::vector<std::string> kinds = {
-      "adafactor_apply", "adafactor_second_moment", "adam_update", "alias", "allgather_start",
-      "allgather_wait", "allreduce", "allreduce_start", "allreduce_wait", "assign", "binary",
-      "broadcast", "cast", "compare", "concat", "constant", "cumsum", "einsum",
-      "einsum_accumulate", "extract_patches", "fold_patches", "gather", "halo_copy",
-      "halo_exchange", "halo_reduce", "halo_start", "layer_norm", "layer_norm_grad", "load_bf16",
-      "log_softmax", "one_hot", "pad", "placeholder", "random_normal", "random_uniform", "range",
-      "reduce", "reduce_scatter", "relayout", "reshape", "scatter_add", "scatter_add_into",
-      "shift", "slice", "softmax", "softmax_cross_entropy", "softmax_cross_entropy_grad",
-      "softmax_grad", "stop_gradient", "store_bf16", "top_1", "unary", "variable", "where",
-      "zero_gather", "zero_view"};
-  // clang-format on
-  return kinds;
+  return cost::step_kind_names();
 }
 
 cost::Machine machine_from_config(const Config& config) {
   const char* where = "mtk::machine_from_config";
   reject_unknown_keys(
       config, "",
-      {"name", "matmul_flops", "matmul_bf16_flops", "matmul_sizes", "matmul_narrow",
-       "elementwise_bytes", "elementwise_by_kind", "op_overhead_s", "memory_bytes", "links"});
+      keys_with(machine_schema(),
+                {"matmul_sizes", "matmul_narrow", "elementwise_by_kind", "memory_bytes", "links"}));
   // Every number finite and in range, read with its key: a NaN or an infinity would make every
   // predicted time nan or 0, a memory size beyond 64 bits wrap.
   cost::Machine m;
-  m.name = config.get_string("name", config.origin());
-  m.matmul_flops = config.get_positive("matmul_flops");
-  m.matmul_bf16_flops = config.get_double("matmul_bf16_flops", 0.0, 0.0, kMaxDouble);
-  m.elementwise_bytes = config.get_positive("elementwise_bytes");
+  read_fields(machine_schema(), config, "", {"matmul_flops", "elementwise_bytes"}, m);
+  if (m.name.empty())
+    m.name = config.origin();
   // Bytes per processor, 0: unknown. Written as "4e+09" by machine_to_yaml.
   m.memory_bytes = config.get_whole("memory_bytes", 0, 0, std::numeric_limits<std::int64_t>::max());
   if (config.has("elementwise_by_kind")) {
@@ -93,10 +142,10 @@ cost::Machine machine_from_config(const Config& config) {
                         near.empty() ? std::string() : cat("; did you mean '", near, "'?"),
                         " (known: ", config::joined(known), ")"));
       }
-      m.elementwise_by_kind[kind] = config.get_positive("elementwise_by_kind." + kind);
+      m.elementwise_by_kind[cost::KindKey::named(kind)] =
+          config.get_positive("elementwise_by_kind." + kind);
     }
   }
-  m.op_overhead_s = config.get_double("op_overhead_s", 0.0, 0.0, kMaxDouble);
   if (config.has("matmul_sizes"))
     m.matmul_sizes = read_points<cost::MatmulPoint>(config, "matmul_sizes", "gemm_flops", "flops");
   if (config.has("matmul_narrow")) {
@@ -115,22 +164,15 @@ cost::Machine machine_from_config(const Config& config) {
   for (const auto& level : config.keys("links")) {
     const std::string k = "links." + level;
     config.require_section(k);
-    reject_unknown_keys(config, k,
-                        {"span", "bandwidth", "latency", "stride", "group", "allreduce_sizes",
-                         "halo_sizes", "halo_by_copies"});
+    reject_unknown_keys(config, k, keys_with(link_schema(), {"allreduce_sizes", "halo_sizes"}));
     cost::LinkLevel l;
-    l.span = config.get_int(k + ".span", 0, 0, kMaxInt);
-    l.stride = config.get_int(k + ".stride", 0, 0, kMaxInt);
-    l.bandwidth = config.get_positive(k + ".bandwidth");
-    l.latency = config.get_double(k + ".latency", 0.0, 0.0, kMaxDouble);
-    l.sizes_group = config.get_int(k + ".group", 0, 0, kMaxInt);
+    read_fields(link_schema(), config, k + ".", {"bandwidth"}, l);
     if (config.has(k + ".allreduce_sizes"))
       l.allreduce_sizes = read_points<cost::CollectivePoint>(config, k + ".allreduce_sizes",
                                                              "bytes", "seconds", true);
     if (config.has(k + ".halo_sizes"))
       l.halo_sizes =
           read_points<cost::CollectivePoint>(config, k + ".halo_sizes", "bytes", "seconds", true);
-    l.halo_by_copies = config.get_bool_checked(k + ".halo_by_copies", false);
     m.links.push_back(l);
   }
   try {
@@ -181,7 +223,7 @@ std::string machine_to_yaml(const cost::Machine& m, const std::string& comment) 
   if (!m.elementwise_by_kind.empty()) {
     s << "elementwise_by_kind:   # bytes/s of the steps of one kind\n";
     for (const auto& [kind, rate] : m.elementwise_by_kind)
-      s << "  " << kind << ": " << num(rate) << "\n";
+      s << "  " << kind.name() << ": " << num(rate) << "\n";
   }
   s << "op_overhead_s: " << num(m.op_overhead_s) << "   # seconds per kernel step\n";
   s << "memory_bytes: " << num(static_cast<double>(m.memory_bytes)) << "\n";

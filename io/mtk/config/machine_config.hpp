@@ -23,15 +23,17 @@ namespace mtk {
 ///   links:                        # by increasing span of consecutive ranks; span 0 = any
 ///     node: {span: 8, bandwidth: 1.0e11, latency: 5.0e-6}
 ///     network: {span: 0, bandwidth: 2.5e10, latency: 1.0e-5}
-/// Unknown keys and bad values are errors naming the key and file: every number must be finite
-/// (no .nan, .inf) and in range (rates and sizes > 0, latencies and overheads >= 0,
-/// memory_bytes a whole number of bytes, 0 for unknown), and every elementwise_by_kind kind one
-/// of machine_step_kinds().
+/// The scalars of the machine and of each link level are read through config::Schema tables
+/// (each key once, with its type and range). Unknown keys and bad values are errors naming the
+/// key and file: every number must be finite (no .nan, .inf) and in range (rates >= 1 per
+/// second, sizes > 0, latencies and overheads >= 0, memory_bytes a whole number of bytes, 0 for
+/// unknown), and every elementwise_by_kind kind one of machine_step_kinds() (then a
+/// cost::KindKey).
 cost::Machine machine_from_config(const Config& config);
 cost::Machine machine_from_file(const std::string& path);
 
-/// The step kinds a machine file's elementwise_by_kind may name: every op kind (make_op_kind)
-/// and the lowering's own steps, by name.
+/// The step kinds a machine file's elementwise_by_kind may name: cost::step_kind_names(), every
+/// op kind (make_op_kind) and the lowering's own steps.
 const std::vector<std::string>& machine_step_kinds();
 
 /// The same format, with `comment` (one or more lines) as a header.

@@ -1,4 +1,5 @@
 #include <mtk/base/error.hpp>
+#include <mtk/data/impl/shard_checksums.hpp>
 #include <mtk/data/lm1b_corpus.hpp>
 #include <mtk/data/prepare_record.hpp>
 #include <mtk/data/token_shards.hpp>
@@ -21,34 +22,6 @@ namespace mtk {
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "token shards are little-endian and read in place: a big-endian port must convert");
 
-namespace detail {
-
-// Token-block checksums: 4 lanes (token i feeds lane i % 4), each step a bijection of the lane
-// for a given token and injective in the token, so one changed token always changes the sum.
-class TokenBlockHasher {
- public:
-  void add(std::int32_t x) {
-    std::uint64_t& h = lane_[n_ & 3];
-    h ^= static_cast<std::uint64_t>(static_cast<std::uint32_t>(x)) * kMul1;
-    h = ((h << 29) | (h >> 35)) * kMul2;
-    ++n_;
-  }
-  std::uint64_t finish() const {
-    std::uint64_t h = lane_[0];
-    for (int i = 1; i < 4; ++i)
-      h = h * kMul2 ^ lane_[i];
-    return (h ^ static_cast<std::uint64_t>(n_)) * kMul1;
-  }
-  std::int64_t count() const { return n_; }
-
- private:
-  static constexpr std::uint64_t kMul1 = 0x9E3779B97F4A7C15ull, kMul2 = 0xC2B2AE3D27D4EB4Full;
-  std::uint64_t lane_[4] = {1, 2, 3, 4};
-  std::int64_t n_ = 0;
-};
-
-}  // namespace detail
-
 namespace {
 
 // What to run after a damaged shard: the command recorded in its prepared folder (the same
@@ -58,31 +31,20 @@ std::string prepare_advice(const std::string& path) {
   return prepare_again_advice(path, wmt ? "mtk-wmt prepare" : "mtk-lm1b prepare");
 }
 
-using detail::TokenBlockHasher;
-
 constexpr char kMagic[8] = {'M', 'T', 'K', 'T', 'O', 'K', 'E', 'N'};
-constexpr std::uint32_t kVersion = 2;
+constexpr std::uint32_t kVersion = 3;        // written: XXH3-64 checksums
+constexpr std::uint32_t kLegacyVersion = 2;  // still read: MTK's own checksums
 constexpr std::int64_t kHeaderBytes = 128;
 constexpr std::size_t kWriteBuffer = std::size_t{4} << 20;
-
-std::uint64_t fnv1a64(const unsigned char* data, std::size_t n) {
-  std::uint64_t h = 14695981039346656037ull;
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= data[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 std::int64_t num_blocks(std::int64_t num_tokens) {
   return (num_tokens + kTokenShardBlock - 1) / kTokenShardBlock;
 }
 
-std::uint64_t checksum_of(const std::int32_t* t, std::size_t n) {
-  TokenBlockHasher h;
-  for (std::size_t i = 0; i < n; ++i)
-    h.add(t[i]);
-  return h.finish();
+// The checksum of `n` int32 values (a token block, or the offsets seen as int32 pairs).
+std::uint64_t checksum_of(TokenShardChecksum kind, const std::int32_t* t, std::size_t n) {
+  return kind == TokenShardChecksum::xxh3_64 ? shard_checksums::xxh3_64(t, 4 * n)
+                                             : shard_checksums::legacy_tokens(t, n);
 }
 
 std::int64_t offsets_offset(std::int64_t num_tokens) {
@@ -104,7 +66,8 @@ std::int64_t file_bytes(const TokenShardInfo& info) {
 struct ShardHeader {
   char magic[8];
   std::uint32_t version;
-  std::uint32_t header_bytes;
+  std::uint16_t header_bytes;
+  std::uint16_t checksum_kind;  ///< TokenShardChecksum (version 2's u32 header size left it 0)
   std::int32_t vocab_size;
   std::int32_t eos_id;
   std::uint64_t vocab_fingerprint;
@@ -119,10 +82,11 @@ struct ShardHeader {
   std::int64_t skipped_empty;
   std::int64_t skipped_invalid_utf8;
   std::int64_t skipped_too_long;
-  std::uint64_t checksum;  ///< FNV-1a of the 120 bytes before it
+  std::uint64_t checksum;  ///< of the 120 bytes before it (XXH3-64; FNV-1a 64 in version 2)
 };
 static_assert(std::is_trivially_copyable_v<ShardHeader> && sizeof(ShardHeader) == kHeaderBytes);
-static_assert(offsetof(ShardHeader, version) == 8 && offsetof(ShardHeader, vocab_size) == 16 &&
+static_assert(offsetof(ShardHeader, version) == 8 && offsetof(ShardHeader, checksum_kind) == 14 &&
+              offsetof(ShardHeader, vocab_size) == 16 &&
               offsetof(ShardHeader, vocab_fingerprint) == 24 &&
               offsetof(ShardHeader, num_sentences) == 32 &&
               offsetof(ShardHeader, tokens_offset) == 56 &&
@@ -130,15 +94,18 @@ static_assert(offsetof(ShardHeader, version) == 8 && offsetof(ShardHeader, vocab
               offsetof(ShardHeader, skipped_too_long) == 112 &&
               offsetof(ShardHeader, checksum) == 120);
 
-std::uint64_t header_checksum(const unsigned char* h) {
-  return fnv1a64(h, offsetof(ShardHeader, checksum));
+std::uint64_t header_checksum(TokenShardChecksum kind, const unsigned char* h) {
+  constexpr std::size_t n = offsetof(ShardHeader, checksum);
+  return kind == TokenShardChecksum::xxh3_64 ? shard_checksums::xxh3_64(h, n)
+                                             : shard_checksums::legacy_header(h, n);
 }
 
 void encode_header(const TokenShardInfo& info, unsigned char* h) {
   ShardHeader s{};
   std::memcpy(s.magic, kMagic, sizeof s.magic);
   s.version = kVersion;
-  s.header_bytes = static_cast<std::uint32_t>(kHeaderBytes);
+  s.header_bytes = static_cast<std::uint16_t>(kHeaderBytes);
+  s.checksum_kind = static_cast<std::uint16_t>(TokenShardChecksum::xxh3_64);
   s.vocab_size = info.vocab_size;
   s.eos_id = info.eos_id;
   s.vocab_fingerprint = info.vocab_fingerprint;
@@ -154,7 +121,7 @@ void encode_header(const TokenShardInfo& info, unsigned char* h) {
   s.skipped_invalid_utf8 = info.skipped_invalid_utf8;
   s.skipped_too_long = info.skipped_too_long;
   std::memcpy(h, &s, sizeof s);
-  s.checksum = header_checksum(h);
+  s.checksum = header_checksum(TokenShardChecksum::xxh3_64, h);
   std::memcpy(h, &s, sizeof s);
 }
 
@@ -167,14 +134,20 @@ TokenShardInfo decode_header(const unsigned char* h, std::int64_t size, const st
   std::memcpy(&s, h, sizeof s);
   if (std::memcmp(s.magic, kMagic, sizeof s.magic) != 0)
     fail(where, cat("'", path, "' is not a token shard (no MTKTOKEN magic)"));
-  if (s.version != kVersion)
+  if (s.version != kVersion && s.version != kLegacyVersion)
     fail(where,
-         cat("'", path, "' has format version ", s.version, "; this MTK reads version ", kVersion,
-             s.version < kVersion ? cat(" (with token checksums): ", prepare_advice(path))
-                                  : std::string(" (made by a newer MTK)")));
-  if (s.header_bytes != kHeaderBytes || s.checksum != header_checksum(h))
+         cat("'", path, "' has format version ", s.version, "; this MTK reads versions ",
+             kLegacyVersion, " and ", kVersion,
+             s.version < kLegacyVersion ? cat(" (with token checksums): ", prepare_advice(path))
+                                        : std::string(" (made by a newer MTK)")));
+  // Each version has one checksum algorithm: a mismatch is damage, like a wrong checksum.
+  const auto kind =
+      s.version == kVersion ? TokenShardChecksum::xxh3_64 : TokenShardChecksum::legacy;
+  if (s.header_bytes != kHeaderBytes || s.checksum_kind != static_cast<std::uint16_t>(kind) ||
+      s.checksum != header_checksum(kind, h))
     fail(where, cat("'", path, "' has a damaged header (checksum mismatch)"));
   TokenShardInfo info;
+  info.checksum = kind;
   info.vocab_size = s.vocab_size;
   info.eos_id = s.eos_id;
   info.vocab_fingerprint = s.vocab_fingerprint;
@@ -200,6 +173,10 @@ TokenShardInfo decode_header(const unsigned char* h, std::int64_t size, const st
 
 }  // namespace
 
+const char* token_shard_checksum_name(TokenShardChecksum checksum) {
+  return checksum == TokenShardChecksum::xxh3_64 ? "xxh3-64" : "legacy (format 2)";
+}
+
 void TokenShardInfo::set_source_stats(const LineStats& stats) {
   source_lines = stats.lines;
   skipped_empty = stats.empty;
@@ -211,16 +188,15 @@ void TokenShardInfo::set_source_stats(const LineStats& stats) {
 // Writer
 
 TokenShardWriter::TokenShardWriter(const std::string& path, const TokenShardInfo& info)
-    : path_(path),
-      tmp_(temp_path(path)),
-      info_(info),
-      hasher_(std::make_unique<TokenBlockHasher>()) {
+    : path_(path), tmp_(temp_path(path)), info_(info) {
   const char* where = "mtk::TokenShardWriter";
   if (info_.vocab_size <= 0)
     fail(where, cat(path, ": vocab_size must be positive"));
   if (info_.eos_id < 0 || info_.eos_id >= info_.vocab_size)
     fail(where, cat(path, ": eos_id ", info_.eos_id, " is outside [0, ", info_.vocab_size, ")"));
   info_.num_sentences = info_.num_tokens = info_.num_words = 0;
+  info_.checksum = TokenShardChecksum::xxh3_64;
+  block_.reserve(static_cast<std::size_t>(kTokenShardBlock));
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0)
     fail(where, cat("cannot create '", tmp_, "': ", std::strerror(errno)));
@@ -270,10 +246,10 @@ void TokenShardWriter::add_sentence(const std::int32_t* ids, std::size_t count,
     write(ids, count * sizeof(std::int32_t));
   write(&info_.eos_id, sizeof(std::int32_t));
   for (std::size_t i = 0; i <= count; ++i) {
-    hasher_->add(i < count ? ids[i] : info_.eos_id);
-    if (hasher_->count() == kTokenShardBlock) {
-      block_sums_.push_back(hasher_->finish());
-      *hasher_ = TokenBlockHasher();
+    block_.push_back(i < count ? ids[i] : info_.eos_id);
+    if (static_cast<std::int64_t>(block_.size()) == kTokenShardBlock) {
+      block_sums_.push_back(checksum_of(info_.checksum, block_.data(), block_.size()));
+      block_.clear();
     }
   }
   info_.num_tokens += static_cast<std::int64_t>(count) + 1;
@@ -291,10 +267,10 @@ TokenShardInfo TokenShardWriter::finish() {
   if (pad)
     write(zeros, static_cast<std::size_t>(pad));
   write(offsets_.data(), offsets_.size() * sizeof(std::int64_t));
-  if (hasher_->count() > 0)
-    block_sums_.push_back(hasher_->finish());
-  block_sums_.push_back(
-      checksum_of(reinterpret_cast<const std::int32_t*>(offsets_.data()), offsets_.size() * 2));
+  if (!block_.empty())
+    block_sums_.push_back(checksum_of(info_.checksum, block_.data(), block_.size()));
+  block_sums_.push_back(checksum_of(
+      info_.checksum, reinterpret_cast<const std::int32_t*>(offsets_.data()), offsets_.size() * 2));
   write(block_sums_.data(), block_sums_.size() * sizeof(std::uint64_t));
   write(nullptr, 0);  // flush
   if (written_ != file_bytes(info_))
@@ -362,7 +338,7 @@ TokenShard TokenShard::open(const std::string& path) {
   const std::int64_t* off = shard.offsets();
   const std::int64_t blocks = num_blocks(map->info.num_tokens);
   const auto* sums = reinterpret_cast<const std::uint64_t*>(bytes + checksums_offset(map->info));
-  if (checksum_of(reinterpret_cast<const std::int32_t*>(off),
+  if (checksum_of(map->info.checksum, reinterpret_cast<const std::int32_t*>(off),
                   static_cast<std::size_t>(2 * (map->info.num_sentences + 1))) != sums[blocks])
     fail(where, cat("'", path, "': the sentence offsets (bytes ",
                     offsets_offset(map->info.num_tokens), "..", checksums_offset(map->info) - 1,
@@ -461,7 +437,7 @@ const std::int32_t* TokenShard::tokens(std::int64_t begin, std::int64_t count) c
       continue;
     const std::int64_t first = b * kTokenShardBlock;
     const std::int64_t n = std::min(kTokenShardBlock, in.num_tokens - first);
-    if (checksum_of(all + first, static_cast<std::size_t>(n)) != sums[b])
+    if (checksum_of(in.checksum, all + first, static_cast<std::size_t>(n)) != sums[b])
       fail("mtk::TokenShard",
            cat("'", path(), "': tokens ", first, "..", first + n - 1, " (bytes ",
                kHeaderBytes + 4 * first, "..", kHeaderBytes + 4 * (first + n) - 1,

@@ -2,12 +2,14 @@
 // Binary token shards: the encoded text of one corpus shard, read in parallel by every rank.
 //
 // File layout (little-endian, docs/lm1b.md):
-//   header    128 bytes (TokenShardInfo; magic "MTKTOKEN", version 2)
+//   header    128 bytes (TokenShardInfo; magic "MTKTOKEN", version 3, the checksum algorithm)
 //   tokens    int32[num_tokens]: each sentence's ids followed by the end-of-sentence id
 //   padding   to a multiple of 8 bytes
 //   offsets   int64[num_sentences + 1]: first token of each sentence; the last is num_tokens
 //   checksums uint64[ceil(num_tokens / kTokenShardBlock) + 1]: one per block of tokens, then one
 //             of the offsets
+// Version 3 (written now) checksums the header, each token block and the offsets with XXH3-64;
+// version 2 (written before) with MTK's own hashes, still read and verified.
 // A shard is written to a temporary file and renamed into place when complete, so a file with the
 // final name is always whole; the reader checks the header against the file size, the offsets
 // against their checksum at open, and each token block against its checksum when first read.
@@ -21,12 +23,18 @@
 namespace mtk {
 
 struct LineStats;
-namespace detail {
-class TokenBlockHasher;
-}
 
 /// Tokens per checksummed block of a token shard (16 KiB).
 constexpr std::int64_t kTokenShardBlock = 4096;
+
+/// The algorithm of a token shard's checksums (header bytes 14..15).
+enum class TokenShardChecksum : std::uint16_t {
+  legacy = 0,   ///< format version 2: FNV-1a 64 (header), a 4-lane multiply-rotate chain (tokens)
+  xxh3_64 = 1,  ///< format version 3: XXH3-64 of the header, of each token block, of the offsets
+};
+
+/// "xxh3-64" or "legacy (format 2)".
+const char* token_shard_checksum_name(TokenShardChecksum checksum);
 
 /// The header of a token shard.
 struct TokenShardInfo {
@@ -43,6 +51,8 @@ struct TokenShardInfo {
   std::int64_t skipped_empty = 0;
   std::int64_t skipped_invalid_utf8 = 0;
   std::int64_t skipped_too_long = 0;
+  /// Set by the reader from the file; the writer always uses xxh3_64.
+  TokenShardChecksum checksum = TokenShardChecksum::xxh3_64;
 
   std::int64_t skipped() const { return skipped_empty + skipped_invalid_utf8 + skipped_too_long; }
   /// Copies the line counts of the reader that produced the shard.
@@ -76,7 +86,7 @@ class TokenShardWriter {
   void write(const void* data, std::size_t bytes);
   std::string path_, tmp_;
   TokenShardInfo info_;
-  std::unique_ptr<detail::TokenBlockHasher> hasher_;  // the current token block
+  std::vector<std::int32_t> block_;  // the current token block, checksummed when full
   std::vector<std::uint64_t> block_sums_;
   int fd_ = -1;
   std::vector<char> buffer_;
@@ -91,8 +101,9 @@ class TokenShard {
  public:
   TokenShard() = default;
   /// Opens and validates `path` (magic, version, sizes against the file size, the offsets'
-  /// checksum); errors name the file and what is wrong. Shards of format version 1 (no token
-  /// checksums) are refused: `mtk-lm1b prepare` re-encodes them.
+  /// checksum); errors name the file and what is wrong. Shards of format version 2 are read and
+  /// verified with their own checksums; version 1 (no token checksums) is refused:
+  /// `mtk-lm1b prepare` re-encodes it.
   static TokenShard open(const std::string& path);
   /// Reads only the header of `path`; throws like open().
   static TokenShardInfo read_info(const std::string& path);

@@ -84,6 +84,7 @@ class Mtk(CMakePackage, CudaPackage, ROCmPackage):
     depends_on("pkgconfig", type="build")  # SentencePiece is found through sentencepiece.pc
     depends_on("cli11@2.1:2", type="build")  # the applications' command lines (header-only)
     depends_on("nlohmann-json@3.2:3", type="build")  # metrics.jsonl and BLEU's JSON (header-only)
+    depends_on("xxhash@0.8:", type="build")  # XXH3 checksums of token shards (header-only)
 
     depends_on("mpi")
     # Built with 1.10.8 (Debian 12) only. Open to 1.14 and 2.x (Spack's newest, 2.1.0): MTK
