@@ -9,7 +9,8 @@
   3. Public headers of core/ never include io/ concepts, and no header of core/ or io/ includes a
      third-party I/O library (yaml-cpp, HDF5, SentencePiece, nlohmann-json, OpenSSL): those stay
      inside io's sources.
-Usage: check_layers.py REPO_ROOT      (exit status 1 and one line per violation when broken)
+Usage: check_layers.py [--counts] REPO_ROOT   (exit status 1 and one line per violation when broken;
+       --counts also prints each folder-to-folder include arrow with its number of #include lines)
 """
 import os
 import re
@@ -34,8 +35,9 @@ def concept_of(path):
     return None
 
 
-def main(root):
+def main(root, counts=False):
     errors = []
+    arrows = {}  # (from concept, to concept) -> #include lines, between different folders
     for lib in ("core", "io"):
         for dirpath, _, files in os.walk(os.path.join(root, lib, "mtk")):
             for name in files:
@@ -61,6 +63,8 @@ def main(root):
                             continue
                         target = m.group(1)
                         dep = target.split("/")[0]
+                        if dep != concept and not (concept + dep).count(".hpp"):  # folders only
+                            arrows[(concept, dep)] = arrows.get((concept, dep), 0) + 1
                         if dep not in LAYERS:
                             errors.append(f"{rel}:{lineno}: includes <mtk/{target}>, an unknown concept")
                             continue
@@ -76,9 +80,16 @@ def main(root):
                                           f"<mtk/{target}> (it would not be installed)")
     for e in errors:
         print(e)
+    if counts:
+        for (src, dst), n in sorted(arrows.items(), key=lambda a: (LAYERS.get(a[0][0], 99), a[0])):
+            print(f"{src} -> {dst}: {n}")
+        folders = {c for arrow in arrows for c in arrow}
+        print(f"check_layers: {len(folders)} folders, {len(arrows)} arrows, "
+              f"{sum(arrows.values())} #include lines between folders")
     print(f"check_layers: {len(errors)} violation(s)")
     return 1 if errors else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "."))
+    args = [a for a in sys.argv[1:] if a != "--counts"]
+    sys.exit(main(args[0] if args else ".", counts="--counts" in sys.argv[1:]))
