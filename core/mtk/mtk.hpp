@@ -12,7 +12,9 @@
 #include <mtk/decode/decode.hpp>
 #include <mtk/graph/graph.hpp>
 #include <mtk/lower/lowering.hpp>
-#include <mtk/lower/program.hpp>
+#include <mtk/runtime/counters.hpp>
+#include <mtk/runtime/host_tensor.hpp>
+#include <mtk/runtime/program.hpp>
 #include <mtk/nn/nn.hpp>
 #include <mtk/ops/ops.hpp>
 #include <mtk/optim/optim.hpp>

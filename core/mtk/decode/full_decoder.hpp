@@ -4,7 +4,7 @@
 // logits at the current position. Same interface as IncrementalDecoder.
 
 #include <mtk/decode/beam_search.hpp>
-#include <mtk/lower/program.hpp>
+#include <mtk/runtime/program.hpp>
 #include <mtk/nn/decoding_graphs.hpp>
 #include <mtk/nn/transformer.hpp>
 #include <mtk/nn/transformer_config.hpp>

@@ -12,7 +12,7 @@
 // agreement.
 
 #include <mtk/graph/graph.hpp>
-#include <mtk/lower/program.hpp>
+#include <mtk/runtime/program.hpp>
 #include <mtk/parallel/layout.hpp>
 #include <mtk/parallel/mesh.hpp>
 
