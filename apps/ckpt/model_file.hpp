@@ -6,7 +6,7 @@
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/checkpoint/safetensors.hpp>
 #include <mtk/graph/graph.hpp>
-#include <mtk/lower/program.hpp>
+#include <mtk/runtime/program.hpp>
 #include <mtk/nn/transformer.hpp>
 #include <mtk/nn/transformer_config.hpp>
 
