@@ -2,9 +2,12 @@
 """MTK's layering rules (docs/architecture.md), checked on every #include <mtk/...> in the tree.
 
   1. A concept may include only its own layer or lower ones:
-       base < kernels < parallel < graph < lower < ops < autodiff   (MTK::engine)
+       base < kernels < parallel < graph < runtime < lower < ops < autodiff   (MTK::engine)
        < optim < nn < {cost, decode}                                (MTK::models)
        < files < signals, metrics, config, data, text < checkpoint < app   (MTK::io)
+     The compiler sits above its runtime: lower/ (lower(), analyze() and the passes over the
+     steps) may include runtime/ (Program, its buffers, counters, collectives in flight), never the
+     reverse.
   2. impl/ headers are private to their concept: only files of the same concept include them.
   3. Public headers of core/ never include io/ concepts, and no header of core/ or io/ includes a
      third-party I/O library (yaml-cpp, HDF5, SentencePiece, nlohmann-json, OpenSSL): those stay
@@ -17,10 +20,10 @@ import re
 import sys
 
 LAYERS = {
-    "base": 0, "kernels": 1, "parallel": 2, "graph": 3, "lower": 4, "ops": 5, "autodiff": 6,
-    "optim": 7, "nn": 8, "cost": 9, "decode": 9,
-    "files": 10, "signals": 11, "metrics": 11, "config": 11, "data": 11, "text": 11, "checkpoint": 12, "app": 13,
-    "version.hpp": 0, "mtk.hpp": 13, "io.hpp": 13,
+    "base": 0, "kernels": 1, "parallel": 2, "graph": 3, "runtime": 4, "lower": 5, "ops": 6,
+    "autodiff": 7, "optim": 8, "nn": 9, "cost": 10, "decode": 10,
+    "files": 11, "signals": 12, "metrics": 12, "config": 12, "data": 12, "text": 12, "checkpoint": 13,
+    "app": 14, "version.hpp": 0, "mtk.hpp": 14, "io.hpp": 14,
 }
 THIRD_PARTY = re.compile(r'#\s*include\s*[<"](yaml-cpp/|hdf5|H5|sentencepiece|nlohmann/|openssl/)')
 INCLUDE = re.compile(r'#\s*include\s*<mtk/([^>]+)>')

@@ -1,4 +1,4 @@
-#include <mtk/kernels/kernels.hpp>
+#include <mtk/kernels/random.hpp>
 #include <mtk/nn/layer_context.hpp>
 #include <mtk/ops/ops.hpp>
 

@@ -1,5 +1,5 @@
 #include <mtk/base/error.hpp>
-#include <mtk/kernels/kernels.hpp>
+#include <mtk/kernels/random.hpp>
 #include <mtk/nn/impl/weights.hpp>
 #include <mtk/nn/moe.hpp>
 #include <mtk/ops/ops.hpp>

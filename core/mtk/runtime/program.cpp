@@ -2,10 +2,10 @@
 #include <mtk/base/error.hpp>
 #include <mtk/base/runtime_options.hpp>
 #include <mtk/kernels/bfloat16_storage.hpp>
-#include <mtk/runtime/program.hpp>
-#include <mtk/runtime/reductions_in_flight.hpp>
 #include <mtk/parallel/collectives.hpp>
 #include <mtk/parallel/halo.hpp>
+#include <mtk/runtime/program.hpp>
+#include <mtk/runtime/reductions_in_flight.hpp>
 
 #include <algorithm>
 #include <chrono>

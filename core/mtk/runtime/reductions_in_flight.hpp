@@ -1,7 +1,8 @@
 #pragma once
-// The run-time side of overlapped collectives (docs/ops-and-lowering.md#overlapped-gradient-reductions):
-// the buckets the overlap pass (mtk/lower/overlap.hpp) planned and the state their start and wait
-// steps share while a program runs.
+// The run-time side of overlapped collectives
+// (docs/ops-and-lowering.md#overlapped-gradient-reductions): the buckets the overlap pass
+// (mtk/lower/overlap.hpp) planned and the state their start and wait steps share while a program
+// runs.
 
 #include <mtk/graph/op_def.hpp>
 #include <mtk/parallel/collectives.hpp>

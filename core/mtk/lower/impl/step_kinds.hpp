@@ -12,7 +12,8 @@ inline constexpr auto alias_step =
     make_op_kind<NoAttrs>("alias", {FlopClass::none, true, false, true}, nullptr);
 inline constexpr auto allreduce_step =
     make_op_kind<NoAttrs>("allreduce", {FlopClass::none, true}, nullptr);
-inline constexpr auto relayout_step = make_op_kind<NoAttrs>("relayout", {FlopClass::none, false}, nullptr);
+inline constexpr auto relayout_step =
+    make_op_kind<NoAttrs>("relayout", {FlopClass::none, false}, nullptr);
 inline constexpr auto reduce_scatter_step =
     make_op_kind<NoAttrs>("reduce_scatter", {FlopClass::none, false}, nullptr);
 
