@@ -1,4 +1,5 @@
 #include <mtk/base/error.hpp>
+#include <mtk/ops/elementwise.hpp>
 #include <mtk/ops/sources.hpp>
 #include <mtk/ops/state.hpp>
 #include <mtk/optim/sgd.hpp>
