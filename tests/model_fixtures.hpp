@@ -2,9 +2,9 @@
 // Small Transformers for tests, built in one place: a test starts from tiny_transformer() and
 // changes only the fields its check is about.
 
-#include <mtk/lower/program.hpp>
 #include <mtk/nn/transformer.hpp>
 #include <mtk/nn/transformer_config.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <cstdint>
 #include <map>

@@ -4,8 +4,8 @@
 // the mesh's first, second and third dims (rules naming a missing dim are dropped).
 
 #include <mtk/autodiff/gradients.hpp>
-#include <mtk/lower/program.hpp>
 #include <mtk/ops/ops.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <functional>
 #include <map>

@@ -2,7 +2,7 @@
 // Hand-built program steps, for the tests of the passes over a program's steps (recomputation,
 // overlap, the cost model's records).
 
-#include <mtk/lower/program.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <utility>
 #include <vector>

@@ -6,9 +6,9 @@
 #include <mtk/kernels/einsum.hpp>
 #include <mtk/lower/bf16_activations.hpp>
 #include <mtk/lower/bf16_reuse.hpp>
-#include <mtk/lower/overlap.hpp>
 #include <mtk/nn/nn.hpp>
 #include <mtk/optim/optim.hpp>
+#include <mtk/runtime/reductions_in_flight.hpp>
 
 #include <gtest/gtest.h>
 

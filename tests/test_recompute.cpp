@@ -5,10 +5,10 @@
 // within float32 reassociation; recomputation lowers the peak of live activations; the planner
 // copies only a segment's replayable steps.
 
-#include <mtk/lower/overlap.hpp>
 #include <mtk/lower/recompute.hpp>
 #include <mtk/nn/nn.hpp>
 #include <mtk/optim/optim.hpp>
+#include <mtk/runtime/reductions_in_flight.hpp>
 
 #include <gtest/gtest.h>
 

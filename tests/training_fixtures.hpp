@@ -3,8 +3,8 @@
 // holds after its steps, and the two ways two runs are compared (bitwise; within float32
 // reassociation of a stated tolerance).
 
-#include <mtk/lower/program.hpp>
 #include <mtk/optim/optim.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <gtest/gtest.h>
 

@@ -6,9 +6,9 @@
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/checkpoint/safetensors.hpp>
 #include <mtk/graph/graph.hpp>
-#include <mtk/lower/program.hpp>
 #include <mtk/nn/transformer.hpp>
 #include <mtk/nn/transformer_config.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <cstdint>
 #include <map>

@@ -12,7 +12,6 @@
 #include <mtk/decode/decode.hpp>
 #include <mtk/graph/graph.hpp>
 #include <mtk/lower/lowering.hpp>
-#include <mtk/lower/program.hpp>
 #include <mtk/nn/nn.hpp>
 #include <mtk/ops/ops.hpp>
 #include <mtk/optim/optim.hpp>
@@ -23,4 +22,7 @@
 #include <mtk/parallel/layout.hpp>
 #include <mtk/parallel/mesh.hpp>
 #include <mtk/parallel/mesh_shape.hpp>
+#include <mtk/runtime/counters.hpp>
+#include <mtk/runtime/host_tensor.hpp>
+#include <mtk/runtime/program.hpp>
 #include <mtk/version.hpp>

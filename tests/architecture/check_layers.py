@@ -2,24 +2,28 @@
 """MTK's layering rules (docs/architecture.md), checked on every #include <mtk/...> in the tree.
 
   1. A concept may include only its own layer or lower ones:
-       base < kernels < parallel < graph < lower < ops < autodiff   (MTK::engine)
+       base < kernels < parallel < graph < runtime < lower < ops < autodiff   (MTK::engine)
        < optim < nn < {cost, decode}                                (MTK::models)
        < files < signals, metrics, config, data, text < checkpoint < app   (MTK::io)
+     The compiler sits above its runtime: lower/ (lower(), analyze() and the passes over the
+     steps) may include runtime/ (Program, its buffers, counters, collectives in flight), never the
+     reverse.
   2. impl/ headers are private to their concept: only files of the same concept include them.
   3. Public headers of core/ never include io/ concepts, and no header of core/ or io/ includes a
      third-party I/O library (yaml-cpp, HDF5, SentencePiece, nlohmann-json, OpenSSL): those stay
      inside io's sources.
-Usage: check_layers.py REPO_ROOT      (exit status 1 and one line per violation when broken)
+Usage: check_layers.py [--counts] REPO_ROOT   (exit status 1 and one line per violation when broken;
+       --counts also prints each folder-to-folder include arrow with its number of #include lines)
 """
 import os
 import re
 import sys
 
 LAYERS = {
-    "base": 0, "kernels": 1, "parallel": 2, "graph": 3, "lower": 4, "ops": 5, "autodiff": 6,
-    "optim": 7, "nn": 8, "cost": 9, "decode": 9,
-    "files": 10, "signals": 11, "metrics": 11, "config": 11, "data": 11, "text": 11, "checkpoint": 12, "app": 13,
-    "version.hpp": 0, "mtk.hpp": 13, "io.hpp": 13,
+    "base": 0, "kernels": 1, "parallel": 2, "graph": 3, "runtime": 4, "lower": 5, "ops": 6,
+    "autodiff": 7, "optim": 8, "nn": 9, "cost": 10, "decode": 10,
+    "files": 11, "signals": 12, "metrics": 12, "config": 12, "data": 12, "text": 12, "checkpoint": 13,
+    "app": 14, "version.hpp": 0, "mtk.hpp": 14, "io.hpp": 14,
 }
 THIRD_PARTY = re.compile(r'#\s*include\s*[<"](yaml-cpp/|hdf5|H5|sentencepiece|nlohmann/|openssl/)')
 INCLUDE = re.compile(r'#\s*include\s*<mtk/([^>]+)>')
@@ -34,8 +38,9 @@ def concept_of(path):
     return None
 
 
-def main(root):
+def main(root, counts=False):
     errors = []
+    arrows = {}  # (from concept, to concept) -> #include lines, between different folders
     for lib in ("core", "io"):
         for dirpath, _, files in os.walk(os.path.join(root, lib, "mtk")):
             for name in files:
@@ -61,6 +66,8 @@ def main(root):
                             continue
                         target = m.group(1)
                         dep = target.split("/")[0]
+                        if dep != concept and not (concept + dep).count(".hpp"):  # folders only
+                            arrows[(concept, dep)] = arrows.get((concept, dep), 0) + 1
                         if dep not in LAYERS:
                             errors.append(f"{rel}:{lineno}: includes <mtk/{target}>, an unknown concept")
                             continue
@@ -76,9 +83,16 @@ def main(root):
                                           f"<mtk/{target}> (it would not be installed)")
     for e in errors:
         print(e)
+    if counts:
+        for (src, dst), n in sorted(arrows.items(), key=lambda a: (LAYERS.get(a[0][0], 99), a[0])):
+            print(f"{src} -> {dst}: {n}")
+        folders = {c for arrow in arrows for c in arrow}
+        print(f"check_layers: {len(folders)} folders, {len(arrows)} arrows, "
+              f"{sum(arrows.values())} #include lines between folders")
     print(f"check_layers: {len(errors)} violation(s)")
     return 1 if errors else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "."))
+    args = [a for a in sys.argv[1:] if a != "--counts"]
+    sys.exit(main(args[0] if args else ".", counts="--counts" in sys.argv[1:]))

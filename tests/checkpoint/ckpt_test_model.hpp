@@ -7,8 +7,8 @@
 #include <mtk/autodiff/gradients.hpp>
 #include <mtk/graph/graph.hpp>
 #include <mtk/lower/lowering.hpp>
-#include <mtk/lower/program.hpp>
 #include <mtk/ops/ops.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <cmath>
 #include <cstdint>

@@ -8,8 +8,8 @@
 // the parts for members on other nodes; halo the strips whose neighbour is on another node.
 // A run's link counters (scripts/testbed counters) read at least this, plus protocol headers.
 
-#include <mtk/lower/program.hpp>
 #include <mtk/parallel/mesh_shape.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <cstdint>
 #include <map>

@@ -13,9 +13,9 @@
 #include <mtk/cost/machine.hpp>
 #include <mtk/cost/step_time.hpp>
 #include <mtk/graph/graph.hpp>
-#include <mtk/lower/program.hpp>
 #include <mtk/parallel/layout.hpp>
 #include <mtk/parallel/mesh_shape.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <cstdint>
 #include <functional>

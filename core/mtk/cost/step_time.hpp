@@ -5,8 +5,8 @@
 // ring or tree cost (whichever is cheaper) over its group's link, latency per call included.
 
 #include <mtk/cost/machine.hpp>
-#include <mtk/lower/program.hpp>
 #include <mtk/parallel/mesh_shape.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <cstdint>
 #include <map>

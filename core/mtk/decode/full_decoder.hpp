@@ -4,12 +4,12 @@
 // logits at the current position. Same interface as IncrementalDecoder.
 
 #include <mtk/decode/beam_search.hpp>
-#include <mtk/lower/program.hpp>
 #include <mtk/nn/decoding_graphs.hpp>
 #include <mtk/nn/transformer.hpp>
 #include <mtk/nn/transformer_config.hpp>
 #include <mtk/parallel/layout.hpp>
 #include <mtk/parallel/mesh.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <cstdint>
 #include <memory>

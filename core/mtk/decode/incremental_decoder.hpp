@@ -7,11 +7,11 @@
 // heads/d_ff/vocab over model-parallel ones).
 
 #include <mtk/decode/beam_search.hpp>
-#include <mtk/lower/program.hpp>
 #include <mtk/nn/decoding_graphs.hpp>
 #include <mtk/nn/transformer_config.hpp>
 #include <mtk/parallel/layout.hpp>
 #include <mtk/parallel/mesh.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <cstdint>
 #include <memory>

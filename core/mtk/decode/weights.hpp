@@ -1,7 +1,7 @@
 #pragma once
 // Model weights into decoding programs, by variable name.
 
-#include <mtk/lower/program.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <string>
 #include <vector>

@@ -11,7 +11,7 @@
 // more at those readers, where the values and the bits are both held: under `auto` the lowering
 // keeps the storage only where the predicted peak falls, Lowering::plan_buffers).
 
-#include <mtk/lower/program.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <cstdint>
 #include <functional>

@@ -9,7 +9,7 @@
 // at the peak); where only bf16 contractions read it there, mtk/lower/bf16_activations.hpp keeps
 // the bits instead of the float32 buffer.
 
-#include <mtk/lower/program.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <cstdint>
 #include <set>

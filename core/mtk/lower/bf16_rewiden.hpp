@@ -7,7 +7,7 @@
 // exact, and results are bitwise unchanged. Readers after the step that rounds the variable's new
 // value into its storage keep the old copy.
 
-#include <mtk/lower/program.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <map>
 #include <vector>

@@ -11,7 +11,7 @@
 //     logits with model.loss_chunks).
 // Program::run writes out of place in a run that fetches any of those names.
 
-#include <mtk/lower/program.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <functional>
 #include <set>

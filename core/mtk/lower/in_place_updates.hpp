@@ -11,7 +11,7 @@
 //     a tensor the variable's buffer).
 // Program::run keeps the old value for a run that fetches the variable (under any name).
 
-#include <mtk/lower/program.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <functional>
 #include <map>

@@ -1,8 +1,8 @@
 #include <mtk/base/checked.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/base/runtime_options.hpp>
-#include <mtk/kernels/elementwise.hpp>
 #include <mtk/lower/bf16_rewiden.hpp>
+#include <mtk/lower/impl/step_kinds.hpp>
 #include <mtk/lower/in_place_activations.hpp>
 #include <mtk/lower/in_place_updates.hpp>
 #include <mtk/lower/lowering.hpp>
@@ -10,28 +10,18 @@
 #include <mtk/lower/memory_model.hpp>
 #include <mtk/lower/overlap.hpp>
 #include <mtk/lower/recompute.hpp>
-#include <mtk/parallel/collectives.hpp>
-#include <mtk/parallel/halo.hpp>
-#include <mtk/parallel/relayout.hpp>
 
 #include <algorithm>
-#include <cmath>
+#include <map>
+#include <set>
 
 namespace mtk {
 
 // The generic machinery; each op's own lowering lives with the op (OpKind::lower, core/mtk/ops/).
+// Here the driver and the passes it runs in order; the steps, counters and relayouts the ops'
+// lowerings call are in lowering_steps.cpp, lowering_counters.cpp and lowering_relayout.cpp.
 
-namespace {
-// The lowering's own step kinds. An alias names a buffer again; the allreduce of a partial sum
-// is costed as communication (Counters::comm_bytes), not as kernel work; a relayout copies.
-constexpr auto alias_step =
-    make_op_kind<NoAttrs>("alias", {FlopClass::none, true, false, true}, nullptr);
-constexpr auto allreduce_step =
-    make_op_kind<NoAttrs>("allreduce", {FlopClass::none, true}, nullptr);
-constexpr auto relayout_step = make_op_kind<NoAttrs>("relayout", {FlopClass::none, false}, nullptr);
-constexpr auto reduce_scatter_step =
-    make_op_kind<NoAttrs>("reduce_scatter", {FlopClass::none, false}, nullptr);
-}  // namespace
+using namespace lowering_kinds;
 
 Lowering::Lowering(Graph& g, const Mesh& mesh, const LayoutRules& rules, const MeshShape& shape,
                    const std::vector<int>& coords, bool dry)
@@ -112,116 +102,6 @@ void Lowering::plan_buffers() {
     plan(store, false);
 }
 
-std::string Lowering::label() const {
-  return cat(op().kind(), " '", op().name, "'");
-}
-
-DType Lowering::dtype(int t) const {
-  return t < g_.num_tensors() ? g_.tensor_info(t).dtype : temp_dtype_.at(t);
-}
-
-std::int64_t Lowering::local_bytes(int t) const {
-  return local(t).num_elements() * static_cast<std::int64_t>(dtype_bytes(dtype(t)));
-}
-
-std::string Lowering::describe(int t) const {
-  const std::string name = t < g_.num_tensors() ? g_.tensor_info(t).name : "temporary";
-  return cat("'", name, "' ", layout(t).to_string());
-}
-
-int Lowering::new_temp(Shape shape, const std::vector<int>& ax, DType dtype) {
-  int id = static_cast<int>(p_->layouts_.size());
-  p_->layouts_.emplace_back(shape, ax, shape_, "tmp");
-  pending_.emplace_back();
-  temp_dtype_[id] = dtype;
-  return id;
-}
-
-std::set<int> Lowering::split_axes_of(int t) const {
-  std::set<int> s;
-  for (int a : axes(t))
-    if (a >= 0)
-      s.insert(a);
-  return s;
-}
-
-bool Lowering::intersects(const std::vector<int>& a, const std::set<int>& b) {
-  for (int x : a)
-    if (b.count(x))
-      return true;
-  return false;
-}
-
-void Lowering::add_step(const std::string& what, std::vector<int> reads, std::vector<int> writes,
-                        Program::StepFn fn, double flops, Program::Category category) {
-  add_step_of(*op().def, what, std::move(reads), std::move(writes), std::move(fn), flops, category);
-}
-
-void Lowering::add_step_of(StepKind kind, const std::string& what, std::vector<int> reads,
-                           std::vector<int> writes, Program::StepFn fn, double flops,
-                           Program::Category category) {
-  p_->steps_.push_back({kind,
-                        what,
-                        category,
-                        communicates_,
-                        std::move(reads),
-                        std::move(writes),
-                        std::move(fn),
-                        {},
-                        std::move(scratch_),
-                        {},
-                        {},
-                        {},
-                        {}});
-  scratch_.clear();
-  communicates_ = false;
-  Program::Step& step = p_->steps_.back();
-  step.gemms = next_origin_.gemms;
-  for (const CommCount& c : next_origin_.comm)
-    step.comm.push_back({{c.kind, c.axes}, c.bytes});
-  count_step(step, flops, next_origin_.bytes);
-  next_origin_.tag = op().recompute;
-  next_origin_.flops = flops;
-  origins_.push_back(std::move(next_origin_));
-  next_origin_ = StepOrigin();
-}
-
-std::shared_ptr<HalosInFlight> Lowering::halos_in_flight() {
-  if (!p_->halos_)
-    p_->halos_ = std::make_shared<HalosInFlight>();
-  return p_->halos_;
-}
-
-// The step's calls, bytes and FLOPs in counters(); `moved_bytes` >= 0: its bytes
-// (count_moved_bytes).
-void Lowering::count_step(const Program::Step& step, double flops, std::int64_t moved_bytes) {
-  const StepKind kind = step.kind;
-  p_->counters_.op_calls[kind] += 1;
-  std::int64_t& bytes = p_->counters_.op_bytes[kind];
-  const char* where = "mtk::lower";
-  if (moved_bytes >= 0) {
-    bytes = checked_add(bytes, moved_bytes, where,
-                        [&] { return cat("the bytes moved by '", step.what, "'"); });
-    if (kind.traits().flops != FlopClass::none)
-      p_->counters_.flops[kind.traits().flops] += flops;
-    return;
-  }
-  if (kind.traits().halo) {  // an exchange's steps move its strips, not their buffers: flops
-    bytes = checked_add(bytes, static_cast<std::int64_t>(flops) * 2 * 4, where,
-                        [&] { return cat("the bytes moved by '", step.what, "'"); });
-    p_->counters_.flops[kind.traits().flops] += flops;
-    return;
-  }
-  for (int t : step.reads)
-    bytes = checked_add(bytes, local_bytes(t), where,
-                        [&] { return cat("the bytes read by '", step.what, "'"); });
-  for (int t : step.writes)
-    bytes = checked_add(bytes, local_bytes(t), where,
-                        [&] { return cat("the bytes written by '", step.what, "'"); });
-  if (kind.traits().flops != FlopClass::none)
-    p_->counters_.flops[kind.traits().flops] += flops;
-}
-
 // Recomputation (mtk/lower/recompute.hpp): copies of the segments' forward steps before their
 // backward steps, counted like the steps they copy.
 void Lowering::recompute() {
@@ -246,241 +126,6 @@ void Lowering::recompute() {
       add_gemm_counters(g);
     ++p_->recomputed_steps_;
   }
-}
-
-void Lowering::add_sum_step(int sum, int part, int y) {
-  const Shape ly = local(y);
-  add_step(
-      label(), {sum, part}, {y},
-      [=](Buffers& b, const ExecSpace& space) {
-        b[static_cast<size_t>(y)] = kernels::binary<float>(
-            space, BinaryFn::add, ly, view_of<float>(b, sum), ly, view_of<float>(b, part), ly,
-            in_place_output<float>(b, y, {sum}));
-      },
-      static_cast<double>(ly.num_elements()));
-  allow_overwrite(y, sum);
-}
-
-void Lowering::add_allreduce_step(const std::string& what, int y, Program::StepFn fn) {
-  add_step_of(allreduce_step.def, what, {y}, {y}, std::move(fn), 0, Program::Category::collective);
-}
-
-void Lowering::add_alias(int from, int y) {
-  add_step_of(
-      alias_step.def, "alias " + describe(y), {from}, {y},
-      [=](Buffers& b, const ExecSpace&) {
-        b[static_cast<size_t>(y)] = b[static_cast<size_t>(from)];
-      },
-      0, Program::Category::compute);
-}
-
-void Lowering::count_moved_bytes(std::int64_t bytes) {
-  next_origin_.bytes = bytes;
-}
-
-void Lowering::count_gemms(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t gemms) {
-  const double each =
-      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  if (gemms <= 0 || !(each > 0))
-    return;
-  const GemmCalls g{GemmClass::of(m, n, k), each, gemms};
-  next_origin_.gemms.push_back(g);
-  add_gemm_counters(g);
-}
-
-void Lowering::add_gemm_counters(const GemmCalls& g) {
-  auto& [flops, calls] = p_->counters_.gemm_by_size[g.cls];
-  flops += g.flops_each * static_cast<double>(g.calls);
-  calls += g.calls;
-}
-
-void Lowering::count_flops(FlopClass c, double flops) {
-  p_->counters_.flops[c] += flops;
-}
-
-void Lowering::count_comm(Collective kind, std::int64_t bytes, std::vector<int> axes) {
-  communicates_ = true;
-  std::sort(axes.begin(), axes.end());
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
-  next_origin_.comm.push_back({kind, bytes, axes});
-  add_comm_counters(next_origin_.comm.back());
-}
-
-void Lowering::add_comm_counters(const CommCount& c) {
-  const char* where = "mtk::lower";
-  const Collective kind = c.kind;
-  const std::int64_t bytes = c.bytes;
-  auto& total = p_->counters_.comm_bytes[kind];
-  total = checked_add(total, bytes, where,
-                      [&] { return cat("the bytes of ", to_string(kind), " collectives"); });
-  p_->counters_.comm_calls[kind] += 1;
-  const Counters::CommGroup key{kind, c.axes};
-  auto& group_total = p_->counters_.group_bytes[key];
-  group_total = checked_add(group_total, bytes, where,
-                            [&] { return cat("the bytes of ", to_string(kind), " collectives"); });
-  p_->counters_.group_calls[key] += 1;
-  const int size_key =
-      bytes > 0 ? static_cast<int>(std::floor(std::log2(static_cast<double>(bytes)))) : -1;
-  auto& [size_bytes, size_calls] = p_->counters_.group_sizes[key][size_key];
-  size_bytes = checked_add(size_bytes, bytes, where,
-                           [&] { return cat("the bytes of ", to_string(kind), " collectives"); });
-  size_calls += 1;
-}
-
-void Lowering::materialize(int t) {
-  auto ax = pending_[static_cast<size_t>(t)];
-  if (ax.empty())
-    return;
-  pending_[static_cast<size_t>(t)].clear();
-  count_comm(Collective::allreduce, local_bytes(t), ax);
-  const Mesh mesh = mesh_;
-  std::string names;
-  for (int a : ax)
-    names += (names.empty() ? "" : ",") + shape_[a].name;
-  add_step_of(
-      allreduce_step.def, cat("allreduce(sum) of ", describe(t), " over ", names), {t}, {t},
-      [mesh, ax, t](Buffers& b, const ExecSpace&) {
-        allreduce<float>(mesh, ax, b[static_cast<size_t>(t)].view<float>());
-      },
-      0, Program::Category::collective);
-  p_->steps_.back().sum_axes = ax;  // the overlap pass may move it
-}
-
-// A partial sum pending over a mesh axis that `to` splits a whole dim over: one reduce-scatter
-// along that dim (half an allreduce's traffic, no slicing after it) instead of allreduce + slice.
-// t itself stays pending: another reader still gets the whole sum.
-int Lowering::reduce_scatter_pending(int t, const std::vector<int>& to) {
-  if (dtype(t) != DType::float32)
-    return t;
-  int cur = t;
-  for (size_t j = 0; j < to.size(); ++j) {
-    const int a = to[j];
-    const auto from = axes(cur);
-    const auto& pend = pending_[static_cast<size_t>(cur)];
-    if (a < 0 || from[j] >= 0 || std::find(pend.begin(), pend.end(), a) == pend.end() ||
-        std::find(from.begin(), from.end(), a) != from.end())
-      continue;
-    auto ax = from;
-    ax[j] = a;
-    std::vector<int> rest;
-    for (int p : pend)
-      if (p != a)
-        rest.push_back(p);
-    const int out = new_temp(layout(cur).shape(), ax, DType::float32);
-    pending_[static_cast<size_t>(out)] = rest;
-    count_comm(Collective::reduce_scatter, local_bytes(out), {a});
-    const Mesh mesh = mesh_;
-    const Shape local_shape = local(cur);
-    const int dim = static_cast<int>(j), in = cur;
-    add_step_of(
-        reduce_scatter_step.def,
-        cat("reduce_scatter(sum) of ", describe(in), " over ", shape_[a].name, " along '",
-            local_shape[dim].name, "'"),
-        {in}, {out},
-        [=](Buffers& b, const ExecSpace&) {
-          b[static_cast<size_t>(out)] = Program::Buffer(reduce_scatter<float>(
-              mesh, a, local_shape, dim, b[static_cast<size_t>(in)].view<float>()));
-        },
-        0, Program::Category::collective);
-    p_->steps_.back().sum_axes = {a};  // the overlap pass may start it early
-    scatters_[out] = {local_shape, dim};
-    cur = out;
-  }
-  return cur;
-}
-
-int Lowering::relayout(int t, const std::vector<int>& to) {
-  if (to == axes(t))
-    return t;
-  t = reduce_scatter_pending(t, to);
-  materialize(t);  // what is still pending (over other axes)
-  if (to == axes(t))
-    return t;
-  const Shape& s = layout(t).shape();
-  auto plan = plan_relayout(s, axes(t), to, shape_);
-  const DType dt = dtype(t);
-  int out = new_temp(s, to, dt);
-  for (const auto& m : plan) {
-    const std::int64_t bytes =
-        m.local_before.num_elements() * static_cast<std::int64_t>(dtype_bytes(dt));
-    if (m.kind == RelayoutMove::Kind::allconcat)
-      count_comm(Collective::allconcat, bytes, {m.axis});
-    if (m.kind == RelayoutMove::Kind::alltoall)
-      count_comm(Collective::alltoall, bytes, {m.axis});
-  }
-  const Mesh mesh = mesh_;
-  add_step_of(
-      relayout_step.def, cat("relayout ", describe(t), ": ", describe_relayout(plan, shape_)), {t},
-      {out},
-      [mesh, plan, t, out, dt](Buffers& b, const ExecSpace& space) {
-        const Program::Buffer& src = b[static_cast<size_t>(t)];
-        b[static_cast<size_t>(out)] = visit_dtype(dt, [&](auto v) {
-          using T = decltype(v);
-          return Program::Buffer(run_relayout<T>(space, mesh, plan, src.view<T>()));
-        });
-      },
-      0, Program::Category::collective);
-  return out;
-}
-
-int Lowering::gather_dims(int t, const std::set<std::string>& dims) {
-  auto to = axes(t);
-  for (int i = 0; i < layout(t).shape().rank(); ++i)
-    if (dims.count(layout(t).shape()[i].name))
-      to[static_cast<size_t>(i)] = -1;
-  return relayout(t, to);
-}
-
-void Lowering::require_whole(int t, const std::string& dim) {
-  const TensorLayout& l = layout(t);
-  int i = l.shape().index_of(dim);
-  if (i >= 0 && l.mesh_axis(i) >= 0 && shape_[l.mesh_axis(i)].size > 1)
-    fail("mtk::lower",
-         cat(label(), " needs dimension '", dim, "' whole, but tensor ", describe(t),
-             " splits it over mesh dimension '", shape_[l.mesh_axis(i)].name, "' of size ",
-             shape_[l.mesh_axis(i)].size, "; change the layout rule for '", dim, "'"));
-}
-
-void Lowering::add_placeholder(int t) {
-  p_->placeholders_.push_back(t);
-}
-
-void Lowering::add_variable(int t, const std::string& name, const Program::Buffer& storage,
-                            DType stored) {
-  p_->variables_[t] = storage;
-  p_->adopt_variable_storage(storage);
-  p_->variable_tensor_[name] = t;
-  p_->variable_order_.push_back(name);
-  const bool own_type = stored == dtype(t);
-  if (own_type)
-    p_->persistent_.push_back(t);
-  else {  // bfloat16 storage: t's slot is the float32 copy read from it (memory_model.hpp)
-    stored_.emplace_back(stored, local(t).num_elements());
-    widened_variables_.insert(t);
-  }
-  const SlotSize bytes{stored, local(t).num_elements()};
-  p_->counters_.variable_bytes =
-      checked_add(p_->counters_.variable_bytes, bytes.bytes(), "mtk::lower",
-                  [&] { return cat("the bytes of the variables (at '", name, "')"); });
-}
-
-void Lowering::add_assignment(const std::string& what, int value, int variable, Program::StepFn fn,
-                              bool replaces) {
-  keep_to_end_.push_back(value);
-  note_assignment(variable, value, replaces);
-  p_->assigns_.push_back({*op().def,
-                          what,
-                          Program::Category::other,
-                          false,
-                          {value},
-                          {variable},
-                          std::move(fn),
-                          {},
-                          {},
-                          {},
-                          {},
-                          {},
-                          {}});
 }
 
 // bfloat16 variables widened again at distant readers (mtk/lower/bf16_rewiden.hpp), after

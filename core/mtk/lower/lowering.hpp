@@ -12,9 +12,9 @@
 // agreement.
 
 #include <mtk/graph/graph.hpp>
-#include <mtk/lower/program.hpp>
 #include <mtk/parallel/layout.hpp>
 #include <mtk/parallel/mesh.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <memory>
 

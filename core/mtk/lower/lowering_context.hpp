@@ -7,9 +7,9 @@
 #include <mtk/base/exec_space.hpp>
 #include <mtk/graph/graph.hpp>
 #include <mtk/lower/overlap.hpp>
-#include <mtk/lower/program.hpp>
 #include <mtk/parallel/layout.hpp>
 #include <mtk/parallel/mesh.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <map>
 #include <memory>

@@ -14,7 +14,7 @@
 // holds the whole within 10% of Kokkos' high-water mark).
 
 #include <mtk/base/dtype.hpp>
-#include <mtk/lower/program.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <cstdint>
 #include <map>

@@ -10,7 +10,7 @@
 // value dies after the last step that reads it before the next step writes it afresh.
 
 #include <mtk/graph/op_def.hpp>
-#include <mtk/lower/program.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <vector>
 

@@ -1,7 +1,11 @@
 #include <mtk/base/error.hpp>
 #include <mtk/nn/attention.hpp>
 #include <mtk/nn/impl/weights.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/einsum.hpp>
+#include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/shape.hpp>
+#include <mtk/ops/softmax.hpp>
+#include <mtk/ops/sources.hpp>
 
 #include <cmath>
 

@@ -4,7 +4,14 @@
 #include <mtk/base/runtime_options.hpp>
 #include <mtk/nn/conv.hpp>
 #include <mtk/nn/impl/conv_overlap.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/einsum.hpp>
+#include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/halo_exchange.hpp>
+#include <mtk/ops/patches.hpp>
+#include <mtk/ops/reduce.hpp>
+#include <mtk/ops/shape.hpp>
+#include <mtk/ops/sources.hpp>
+#include <mtk/ops/state.hpp>
 
 #include <algorithm>
 #include <limits>

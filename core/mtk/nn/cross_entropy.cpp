@@ -1,6 +1,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/nn/cross_entropy.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/loss.hpp>
 
 #include <string>
 

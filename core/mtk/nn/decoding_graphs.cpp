@@ -3,7 +3,13 @@
 #include <mtk/nn/decoding_graphs.hpp>
 #include <mtk/nn/impl/transformer_builder.hpp>
 #include <mtk/nn/impl/weights.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/einsum.hpp>
+#include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/indexing.hpp>
+#include <mtk/ops/shape.hpp>
+#include <mtk/ops/softmax.hpp>
+#include <mtk/ops/sources.hpp>
+#include <mtk/ops/state.hpp>
 
 #include <algorithm>
 #include <string>

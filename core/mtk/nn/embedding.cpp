@@ -1,6 +1,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/nn/embedding.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/indexing.hpp>
+#include <mtk/ops/sources.hpp>
 
 namespace mtk::nn {
 

@@ -1,6 +1,8 @@
 #include <mtk/nn/feed_forward.hpp>
 #include <mtk/nn/impl/weights.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/einsum.hpp>
+#include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/sources.hpp>
 
 namespace mtk::nn {
 

@@ -1,6 +1,6 @@
-#include <mtk/kernels/kernels.hpp>
+#include <mtk/kernels/random.hpp>
 #include <mtk/nn/layer_context.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/sources.hpp>
 
 namespace mtk::nn {
 

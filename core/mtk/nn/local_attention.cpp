@@ -2,8 +2,12 @@
 #include <mtk/nn/attention.hpp>
 #include <mtk/nn/impl/weights.hpp>
 #include <mtk/nn/local_attention.hpp>
+#include <mtk/ops/einsum.hpp>
+#include <mtk/ops/elementwise.hpp>
 #include <mtk/ops/halo_exchange.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/shape.hpp>
+#include <mtk/ops/softmax.hpp>
+#include <mtk/ops/sources.hpp>
 
 #include <vector>
 

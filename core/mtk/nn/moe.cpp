@@ -1,8 +1,17 @@
 #include <mtk/base/error.hpp>
-#include <mtk/kernels/kernels.hpp>
+#include <mtk/kernels/random.hpp>
 #include <mtk/nn/impl/weights.hpp>
 #include <mtk/nn/moe.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/cumsum.hpp>
+#include <mtk/ops/einsum.hpp>
+#include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/indexing.hpp>
+#include <mtk/ops/reduce.hpp>
+#include <mtk/ops/shape.hpp>
+#include <mtk/ops/softmax.hpp>
+#include <mtk/ops/sources.hpp>
+#include <mtk/ops/state.hpp>
+#include <mtk/ops/top_1.hpp>
 
 #include <algorithm>
 

@@ -1,5 +1,8 @@
 #include <mtk/nn/normalization.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/normalization.hpp>
+#include <mtk/ops/reduce.hpp>
+#include <mtk/ops/sources.hpp>
 
 namespace mtk::nn {
 

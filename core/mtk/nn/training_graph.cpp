@@ -1,7 +1,12 @@
 #include <mtk/autodiff/gradients.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/nn/training_graph.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/indexing.hpp>
+#include <mtk/ops/reduce.hpp>
+#include <mtk/ops/shape.hpp>
+#include <mtk/ops/sources.hpp>
+#include <mtk/ops/state.hpp>
 
 #include <algorithm>
 #include <map>

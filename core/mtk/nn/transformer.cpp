@@ -2,7 +2,13 @@
 #include <mtk/nn/impl/transformer_builder.hpp>
 #include <mtk/nn/impl/weights.hpp>
 #include <mtk/nn/transformer.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/einsum.hpp>
+#include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/loss.hpp>
+#include <mtk/ops/reduce.hpp>
+#include <mtk/ops/shape.hpp>
+#include <mtk/ops/softmax.hpp>
+#include <mtk/ops/sources.hpp>
 
 #include <string>
 #include <vector>

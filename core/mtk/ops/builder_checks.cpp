@@ -1,6 +1,8 @@
 #include <mtk/base/error.hpp>
+#include <mtk/ops/einsum.hpp>
+#include <mtk/ops/elementwise.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/shape.hpp>
 
 #include <algorithm>
 

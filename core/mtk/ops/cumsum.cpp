@@ -1,7 +1,8 @@
 // Cumulative sums along a named dim, whole or split over a mesh dim.
 #include <mtk/base/error.hpp>
 #include <mtk/graph/gradient_context.hpp>
-#include <mtk/kernels/kernels.hpp>
+#include <mtk/kernels/reduce.hpp>
+#include <mtk/kernels/view.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/cumsum.hpp>
 #include <mtk/ops/elementwise.hpp>

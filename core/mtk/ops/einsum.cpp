@@ -1,8 +1,9 @@
 // Einsum: one or two operands per op (more are contracted left to right by the builder).
 #include <mtk/base/error.hpp>
 #include <mtk/graph/gradient_context.hpp>
+#include <mtk/kernels/einsum.hpp>
 #include <mtk/kernels/einsum_accumulate.hpp>
-#include <mtk/kernels/kernels.hpp>
+#include <mtk/kernels/view.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/einsum.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>

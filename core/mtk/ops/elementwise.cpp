@@ -1,7 +1,7 @@
 // Elementwise ops: unary, binary, compare, where, cast.
 #include <mtk/base/error.hpp>
 #include <mtk/graph/gradient_context.hpp>
-#include <mtk/kernels/kernels.hpp>
+#include <mtk/kernels/elementwise.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/einsum.hpp>
 #include <mtk/ops/elementwise.hpp>

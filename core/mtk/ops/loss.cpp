@@ -1,7 +1,8 @@
 // Fused losses: softmax_cross_entropy and its gradient op softmax_cross_entropy_grad.
 #include <mtk/base/error.hpp>
 #include <mtk/graph/gradient_context.hpp>
-#include <mtk/kernels/kernels.hpp>
+#include <mtk/kernels/loss.hpp>
+#include <mtk/kernels/view.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
 #include <mtk/ops/loss.hpp>

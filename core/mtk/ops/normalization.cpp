@@ -1,7 +1,8 @@
 // Fused layer norm: layer_norm and its gradient op layer_norm_grad.
 #include <mtk/base/error.hpp>
 #include <mtk/graph/gradient_context.hpp>
-#include <mtk/kernels/kernels.hpp>
+#include <mtk/kernels/normalization.hpp>
+#include <mtk/kernels/view.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
 #include <mtk/ops/normalization.hpp>

@@ -4,7 +4,8 @@
 #include <mtk/base/error.hpp>
 // make_op_kind names gradient<A> (defined there) also for ops without a gradient.
 #include <mtk/graph/gradient_context.hpp>
-#include <mtk/kernels/kernels.hpp>
+#include <mtk/kernels/optimizer.hpp>
+#include <mtk/kernels/view.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
 #include <mtk/ops/optimizer_updates.hpp>

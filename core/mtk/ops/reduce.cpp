@@ -1,7 +1,8 @@
 // Reductions along named dims: sum, max, min (and mean, logsumexp built on them).
 #include <mtk/base/error.hpp>
 #include <mtk/graph/gradient_context.hpp>
-#include <mtk/kernels/kernels.hpp>
+#include <mtk/kernels/reduce.hpp>
+#include <mtk/kernels/view.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/elementwise.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>

@@ -1,7 +1,8 @@
 // Shape and layout ops: reshape, broadcast, slice, concat, pad, shift.
 #include <mtk/base/error.hpp>
 #include <mtk/graph/gradient_context.hpp>
-#include <mtk/kernels/kernels.hpp>
+#include <mtk/kernels/shape.hpp>
+#include <mtk/kernels/view.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/einsum.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>

@@ -1,7 +1,9 @@
 // Softmax and log-softmax along a named dim (split or whole).
 #include <mtk/base/error.hpp>
 #include <mtk/graph/gradient_context.hpp>
-#include <mtk/kernels/kernels.hpp>
+#include <mtk/kernels/elementwise.hpp>
+#include <mtk/kernels/reduce.hpp>
+#include <mtk/kernels/view.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/elementwise.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>

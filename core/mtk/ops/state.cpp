@@ -3,7 +3,8 @@
 #include <mtk/kernels/bfloat16_storage.hpp>
 // make_op_kind names gradient<A> (defined there) also for ops without a gradient.
 #include <mtk/graph/gradient_context.hpp>
-#include <mtk/kernels/kernels.hpp>
+#include <mtk/kernels/elementwise.hpp>
+#include <mtk/kernels/random.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
 #include <mtk/ops/state.hpp>

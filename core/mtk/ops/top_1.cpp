@@ -1,7 +1,8 @@
 // The maximum along a named dim and its position (the MoE router's choice).
 #include <mtk/base/error.hpp>
 #include <mtk/graph/gradient_context.hpp>
-#include <mtk/kernels/kernels.hpp>
+#include <mtk/kernels/reduce.hpp>
+#include <mtk/kernels/view.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/einsum.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>

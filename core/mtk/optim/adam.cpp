@@ -1,5 +1,8 @@
 #include <mtk/base/error.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/optimizer_updates.hpp>
+#include <mtk/ops/sources.hpp>
+#include <mtk/ops/state.hpp>
 #include <mtk/optim/adam.hpp>
 
 #include <cmath>

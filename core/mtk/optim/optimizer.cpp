@@ -1,6 +1,9 @@
 #include <mtk/autodiff/gradients.hpp>
 #include <mtk/base/error.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/reduce.hpp>
+#include <mtk/ops/sources.hpp>
+#include <mtk/ops/state.hpp>
 #include <mtk/optim/optimizer.hpp>
 
 #include <algorithm>

@@ -1,4 +1,5 @@
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/sources.hpp>
 #include <mtk/optim/schedule.hpp>
 
 #include <algorithm>

@@ -1,5 +1,7 @@
 #include <mtk/base/error.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/sources.hpp>
+#include <mtk/ops/state.hpp>
 #include <mtk/optim/sgd.hpp>
 
 namespace mtk::optim {

@@ -1,6 +1,8 @@
 #include <mtk/base/error.hpp>
 #include <mtk/lower/lowering_context.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/sources.hpp>
+#include <mtk/ops/state.hpp>
 #include <mtk/optim/optimizer.hpp>
 #include <mtk/optim/zero.hpp>
 #include <mtk/parallel/collectives.hpp>

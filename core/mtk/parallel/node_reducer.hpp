@@ -13,15 +13,18 @@
 // Progress is made by whichever call of the reducer comes next on a rank (start, test or wait):
 // every rank must start the same reductions in the same order, as for MPI's collectives.
 
-#include <mtk/parallel/communicator.hpp>
-#include <mtk/parallel/mpi_interop.hpp>
+#include <mtk/parallel/datatype.hpp>
 #include <mtk/parallel/shared_block.hpp>
+
+#include <mpi.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
 namespace mtk {
+
+class Communicator;  // owns a NodeReducerSlot (communicator.cpp); declared only, no include cycle
 
 /// Whether non-blocking float allreduces among the ranks of one node go through shared memory
 /// (MTK_NODE_ALLREDUCE, default on; never in a build for a CUDA-aware MPI, which is handed device

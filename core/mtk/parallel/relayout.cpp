@@ -1,6 +1,6 @@
 #include <mtk/base/error.hpp>
 #include <mtk/base/exec_space.hpp>
-#include <mtk/kernels/kernels.hpp>
+#include <mtk/kernels/shape.hpp>
 #include <mtk/parallel/collectives.hpp>
 #include <mtk/parallel/relayout.hpp>
 

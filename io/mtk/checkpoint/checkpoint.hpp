@@ -16,9 +16,9 @@
 // mtk::Error when any rank fails. No HDF5 or yaml-cpp type appears here.
 
 #include <mtk/base/shape.hpp>
-#include <mtk/lower/program.hpp>
 #include <mtk/parallel/communicator.hpp>
 #include <mtk/parallel/mesh.hpp>
+#include <mtk/runtime/program.hpp>
 
 #include <cstdint>
 #include <functional>

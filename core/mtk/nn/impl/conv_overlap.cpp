@@ -1,6 +1,9 @@
 // The interior/border split of the spatial layers under MTK_OVERLAP_HALO; see conv_overlap.hpp.
 #include <mtk/nn/impl/conv_overlap.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/halo_exchange.hpp>
+#include <mtk/ops/patches.hpp>
+#include <mtk/ops/shape.hpp>
 
 #include <algorithm>
 

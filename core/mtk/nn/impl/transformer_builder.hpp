@@ -11,7 +11,10 @@
 #include <mtk/nn/moe.hpp>
 #include <mtk/nn/normalization.hpp>
 #include <mtk/nn/transformer.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/indexing.hpp>
+#include <mtk/ops/normalization.hpp>
+#include <mtk/ops/sources.hpp>
 
 #include <string>
 

@@ -1,5 +1,6 @@
 #include <mtk/nn/impl/weights.hpp>
-#include <mtk/ops/ops.hpp>
+#include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/sources.hpp>
 
 #include <algorithm>
 #include <cmath>
