@@ -6,7 +6,7 @@
 // 3.1). Unlike a constant fraction of the largest value, this holds on every CPU and is tight
 // where the terms cancel.
 
-#include <mtk/lower/program.hpp>
+#include <mtk/runtime/host_tensor.hpp>
 
 #include <gtest/gtest.h>
 
