@@ -9,6 +9,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/config/config.hpp>
 #include <mtk/config/model_config.hpp>
+#include <mtk/config/program_config.hpp>
 #include <mtk/cost/internode.hpp>
 #include <mtk/cost/step_time.hpp>
 #include <mtk/lower/lowering.hpp>
@@ -121,7 +122,8 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
       config.has("mesh") ? config.mesh_shape() : mtk::MeshShape::parse("all:1");
   const mtk::LayoutRules rules = config.layout_rules();
 
-  mtk::Graph g;
+  // Lowered as the run config's program.* settings would lower it.
+  mtk::Graph g(mtk::config::program_schema().read(config, "program"));
   mtk::nn::ModelGraph m = mtk::nn::build_transformer(g, model, true);
   mtk::app::check_layout_rules(g, rules, mtk::app::transformer_dim_names, strict_layout,
                                "mtk-layout");

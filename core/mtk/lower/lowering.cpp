@@ -1,6 +1,5 @@
 #include <mtk/base/checked.hpp>
 #include <mtk/base/error.hpp>
-#include <mtk/base/runtime_options.hpp>
 #include <mtk/kernels/elementwise.hpp>
 #include <mtk/lower/bf16_rewiden.hpp>
 #include <mtk/lower/in_place_activations.hpp>
@@ -34,15 +33,18 @@ constexpr auto reduce_scatter_step =
 }  // namespace
 
 Lowering::Lowering(Graph& g, const Mesh& mesh, const LayoutRules& rules, const MeshShape& shape,
-                   const std::vector<int>& coords, bool dry)
+                   const std::vector<int>& coords, bool dry, const ProgramOptions& options)
     : g_(g),
       mesh_(mesh),
       shape_(shape),
       coords_(coords),
       dry_(dry),
+      options_(options),
       rules_(rules),
       p_(new Program(mesh)) {
   p_->dry_ = dry;
+  p_->set_buffer_reuse(options.buffer_reuse);
+  p_->set_buffer_plan(options.buffer_plan);
 }
 
 std::unique_ptr<Program> Lowering::run() {
@@ -62,12 +64,12 @@ std::unique_ptr<Program> Lowering::run() {
   p_->pending_ = pending_;
   recompute();
   rewiden_bf16_variables();
-  if (runtime_options().overlap_collectives())  // MTK_OVERLAP_COLLECTIVES
+  if (options_.overlap_collectives)
     p_->overlap_ = overlap_reductions(
         p_->steps_, mesh_, shape_, [&](int t) { return local(t).num_elements(); },
-        runtime_options().allreduce_bucket_mib() << 20, dry_, scatters_,
-        runtime_options().overlap_allgather() ? gathers_ : GatherSpecs());  // MTK_OVERLAP_ALLGATHER
-  if (runtime_options().overlap_halo())                                     // MTK_OVERLAP_HALO
+        options_.allreduce_bucket_mib << 20, dry_, scatters_,
+        options_.overlap_allgather ? gathers_ : GatherSpecs());
+  if (options_.overlap_halo)
     p_->overlapped_halos_ = overlap_halos(p_->steps_);
   plan_buffers();
   return std::move(p_);
@@ -78,7 +80,7 @@ std::unique_ptr<Program> Lowering::run() {
 // copies (under `auto` the weights' copies made again in the backward where that lowers it), the
 // in-place updates, the lifetimes and the prediction.
 void Lowering::plan_buffers() {
-  const std::string& mode = runtime_options().bf16_activations();  // MTK_BF16_ACTIVATIONS
+  const Bf16Activations mode = options_.bf16_activations;
   const std::vector<Program::Step> steps = p_->steps_;
   auto plan = [&](bool store, bool windows) {
     p_->steps_ = steps;
@@ -95,8 +97,8 @@ void Lowering::plan_buffers() {
   bool exact = false;
   for (const auto& st : steps)
     exact = exact || !st.bf16_exact_reads.empty();
-  if (!exact || mode != "auto") {
-    plan(exact && mode == "1", false);
+  if (!exact || mode != Bf16Activations::automatic) {
+    plan(exact && mode == Bf16Activations::on, false);
     return;
   }
   const std::int64_t float32 = plan(false, false), stored = plan(true, false);
@@ -486,8 +488,8 @@ void Lowering::add_assignment(const std::string& what, int value, int variable, 
 // bfloat16 variables widened again at distant readers (mtk/lower/bf16_rewiden.hpp), after
 // recomputation has placed the backward's steps.
 void Lowering::rewiden_bf16_variables() {
-  if (widened_variables_.empty() || !runtime_options().in_place_updates())
-    return;  // with MTK_IN_PLACE_UPDATES=0 one copy lives to the update (bitwise the same)
+  if (widened_variables_.empty() || !options_.in_place_updates)
+    return;  // with program.in_place_updates false one copy lives to the update (bitwise the same)
   const auto& steps = p_->steps_;
   std::map<int, int> reads, stores;
   for (int t : widened_variables_) {
@@ -511,7 +513,7 @@ void Lowering::rewiden_bf16_variables() {
 
 // In-place optimizer updates (mtk/lower/in_place_updates.hpp), after every pass that moves steps.
 void Lowering::plan_in_place_updates() {
-  if (!runtime_options().in_place_updates())  // MTK_IN_PLACE_UPDATES
+  if (!options_.in_place_updates)
     return;
   InPlaceInputs in;
   for (int t : p_->persistent_)
@@ -555,7 +557,7 @@ void Lowering::finish() {
   lifetimes.persistent = p_->persistent_;
   for (const auto& [stored, elements] : stored_)
     lifetimes.stored.push_back({stored, elements});
-  lifetimes.planned = runtime_options().buffer_plan();  // MTK_BUFFER_PLAN
+  lifetimes.planned = options_.buffer_plan;
   lifetimes.slots.resize(static_cast<size_t>(n));
   for (int t = 0; t < n; ++t)
     lifetimes.slots[static_cast<size_t>(t)] = {
@@ -577,11 +579,16 @@ void Lowering::finish() {
 }
 
 std::unique_ptr<Program> lower(Graph& graph, const Mesh& mesh, const LayoutRules& rules) {
+  return lower(graph, mesh, rules, graph.options());
+}
+
+std::unique_ptr<Program> lower(Graph& graph, const Mesh& mesh, const LayoutRules& rules,
+                               const ProgramOptions& options) {
   Kokkos::Profiling::pushRegion("mtk::lower");
   std::unique_ptr<Program> program;
   std::string failure;
   try {
-    program = Lowering(graph, mesh, rules, mesh.shape(), mesh.coordinates(), false).run();
+    program = Lowering(graph, mesh, rules, mesh.shape(), mesh.coordinates(), false, options).run();
   } catch (const std::exception& e) {
     failure = e.what();
   }
@@ -592,8 +599,13 @@ std::unique_ptr<Program> lower(Graph& graph, const Mesh& mesh, const LayoutRules
 
 std::unique_ptr<Program> analyze(Graph& graph, const MeshShape& mesh, const LayoutRules& rules,
                                  int processor) {
+  return analyze(graph, mesh, rules, graph.options(), processor);
+}
+
+std::unique_ptr<Program> analyze(Graph& graph, const MeshShape& mesh, const LayoutRules& rules,
+                                 const ProgramOptions& options, int processor) {
   static const Mesh self(MeshShape::parse("self:1"), MPI_COMM_SELF);
-  return Lowering(graph, self, rules, mesh, mesh.coordinates_of(processor), true).run();
+  return Lowering(graph, self, rules, mesh, mesh.coordinates_of(processor), true, options).run();
 }
 
 }  // namespace mtk

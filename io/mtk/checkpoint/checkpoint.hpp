@@ -31,6 +31,13 @@ namespace mtk {
 /// Version of the on-disk layout described in docs/checkpoint-format.md.
 inline constexpr int kCheckpointFormatVersion = 1;
 
+/// How checkpoints are written (the run config's checkpoint.* keys that change the files).
+struct CheckpointOptions {
+  /// checkpoint.fletcher32: chunked datasets also carry HDF5's Fletcher32 checksum (saves take
+  /// 2-6x as long with HDF5 1.10; writes become collective). Readers need nothing: HDF5 checks it.
+  bool fletcher32 = false;
+};
+
 /// What a checkpoint records besides the variables. The caller fills what it knows; save() fills
 /// the rest. Strings are stored as YAML strings (any bytes but NUL; binary state is best hex- or
 /// base64-encoded by the caller).
@@ -91,7 +98,8 @@ class CheckpointManager {
   /// `keep_last_k` >= 1: older checkpoints are deleted after each successful save (renamed out of
   /// the way at once, their files removed in the background until the next save or the
   /// manager's destruction).
-  CheckpointManager(std::string run_dir, int keep_last_k, const Mesh& mesh);
+  CheckpointManager(std::string run_dir, int keep_last_k, const Mesh& mesh,
+                    const CheckpointOptions& options = {});
 
   /// Writes every variable of `program` (slots included) and `metadata` to
   /// checkpoints/step-<step>/ and commits it atomically; returns its path. A checkpoint of the
@@ -126,6 +134,7 @@ class CheckpointManager {
   void log(const std::string& message) const;
   std::string run_dir_, root_;
   int keep_last_k_;
+  CheckpointOptions options_;
   Mesh mesh_;
   std::function<void(const std::string&)> log_;
   std::future<void> cleanup_;  // rank 0: deletion of old checkpoints, overlapping training
@@ -135,7 +144,8 @@ class CheckpointManager {
 /// without the commit protocol (no rename, no `latest`). Collective. CheckpointManager::save is
 /// the usual entry; this one serves tools and tests.
 void write_checkpoint_directory(Program& program, const std::string& dir,
-                                const CheckpointMetadata& metadata);
+                                const CheckpointMetadata& metadata,
+                                const CheckpointOptions& options = {});
 
 /// Restores every variable of `program` from checkpoint directory `path`, whatever mesh and
 /// layout it was saved with: each rank reads its own hyperslab. Shapes must match (an error names
