@@ -349,6 +349,7 @@ std::string resume(const TrainingJob& job) {
     if (!meta.data_position.empty())
       agree_on_failure(job.mesh.comm(), [&] { job.data.restore(meta.data_position); });
     say(cat("  resumed from ", restored, " at step ", job.step, "\n"));
+    tell_setting_changes(meta, job.settings, restored);
   } else {
     refuse_or_start_fresh(job);
     if (init) {

@@ -7,6 +7,7 @@
 
 #include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/config/config.hpp>
 #include <mtk/config/model_config.hpp>
 #include <mtk/config/program_config.hpp>
@@ -75,6 +76,10 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
     return mtk::layout_app::run_search(world, {args.begin() + 1, args.end()});
   if (!args.empty() && args[0] == "calibrate")
     return mtk::layout_app::run_calibrate(world, {args.begin() + 1, args.end()});
+  if (args.size() == 1 && args[0] == "runtime-options") {  // docs/runtime-options.md's tables
+    std::printf("%s", mtk::runtime_options_markdown().c_str());
+    return 0;
+  }
   std::string config_path, preset, mesh_text, layout_text, optimizer = "adafactor";
   std::vector<std::string> sets;
   bool explain = false, strict_layout = false;

@@ -211,3 +211,32 @@ std::string describe_runtime_options() {
 }
 
 }  // namespace mtk
+
+namespace mtk {
+
+std::string runtime_options_markdown() {
+  auto block = [](const char* id, const std::string& table) {
+    return cat("<!-- BEGIN GENERATED: ", id, " -->\n", table, "<!-- END GENERATED: ", id, " -->\n");
+  };
+  auto words = [](const RuntimeOptionSpec& spec) {
+    if (spec.type == RuntimeOptionType::text)
+      return cat("`", spec.allowed, "`");
+    std::string out;
+    for (const auto& w : split(spec.allowed, '|'))
+      out += cat(out.empty() ? "" : ", ", "`", w, "`");
+    return out;
+  };
+  const char* types[] = {"flag", "choice", "text"};
+  std::string table =
+      "| variable | type | default | allowed | what it does |\n| --- | --- | --- | --- | --- |\n";
+  for (const auto& spec : runtime_option_specs())
+    table += cat("| `", spec.name, "` | ", types[static_cast<int>(spec.type)], " | ",
+                 *spec.default_value ? cat("`", spec.default_value, "`") : "(none)", " | ",
+                 words(spec), " | ", spec.doc, " |\n");
+  std::string moved = "| variable (refused) | run-config key |\n| --- | --- |\n";
+  for (const auto& m : moved_runtime_options())
+    moved += cat("| `", m.variable, "` | `", m.key, "` |\n");
+  return block("runtime-options", table) + block("moved-runtime-options", moved);
+}
+
+}  // namespace mtk

@@ -109,4 +109,9 @@ void reload_runtime_options();
 /// (what `--version` prints).
 std::string describe_runtime_options();
 
+/// docs/runtime-options.md's generated blocks: the table of runtime_option_specs() and the moved
+/// variables with their keys, each between "<!-- BEGIN GENERATED: id -->" and its END line
+/// (`mtk-layout runtime-options` prints them; ctest runtime_options_docs compares).
+std::string runtime_options_markdown();
+
 }  // namespace mtk
