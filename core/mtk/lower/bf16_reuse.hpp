@@ -1,5 +1,5 @@
 #pragma once
-// bf16 operand copies kept between contractions (MTK_BF16_COPIES, kernels/bf16_copies.hpp): which
+// bf16 operand copies kept between contractions (program.bf16_copies, kernels/bf16_copies.hpp): which
 // tensors of a lowered program keep the bf16 copy their first bf16 contraction makes, and when the
 // copy goes. A tensor keeps it when several bf16 contractions read it and either it is a variable
 // (constant within a run: one conversion per weight and step instead of one per use) or its

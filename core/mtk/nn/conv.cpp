@@ -260,7 +260,7 @@ Tensor conv(const Tensor& x, const Tensor& filter, const std::vector<SpatialDim>
   offer_splits(x.graph(), dims, out_channels);
   const ConvCore core{filter, dims, in_channels, out_channels, describe(x), where};
   const std::vector<DimPlan> plans = plan_dims(x, filter, dims, padding, where);
-  // MTK_OVERLAP_HALO: interior first, then the border
+  // program.overlap_halo: interior first, then the border
   if (const auto borders = overlap_borders(x.graph(), x.shape(), dims, plans); !borders.empty())
     return impl::overlapped_patches(core, x, dims, plans, borders, 0.0);
   return core(exchange_halos(x, dims, plans, 0.0), patch_dims(plans));
