@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <future>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct CheckpointOptions {
   /// checkpoint.fletcher32: chunked datasets also carry HDF5's Fletcher32 checksum (saves take
   /// 2-6x as long with HDF5 1.10; writes become collective). Readers need nothing: HDF5 checks it.
   bool fletcher32 = false;
+  /// Collective (true) or independent (false) MPI-IO data writes; unset: as MTK_CKPT_MPIIO says
+  /// (auto: independent when every rank shares one node). Fletcher32 writes are always collective.
+  std::optional<bool> collective;
 };
 
 /// What a checkpoint records besides the variables. The caller fills what it knows; save() fills
@@ -125,6 +129,9 @@ class CheckpointManager {
   const std::string& run_dir() const { return run_dir_; }
   /// run_dir/checkpoints
   const std::string& checkpoint_root() const { return root_; }
+
+  /// How the next saves write (CheckpointOptions).
+  void set_options(const CheckpointOptions& options) { options_ = options; }
 
   /// Where rank 0's notes go (skipped checkpoints, removals). Default: stderr with an
   /// "[mtk checkpoint]" prefix.

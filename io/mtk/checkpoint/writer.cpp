@@ -185,7 +185,8 @@ void write_dataset(hid_t file, hid_t lcpl, hid_t dxpl, const CheckpointVariable&
 // writes must be collective: saves took 2-6x as long (docs/checkpoint-format.md#performance).
 std::vector<SliceRecord> write_variables(Program& program,
                                          const std::vector<CheckpointVariable>& vars,
-                                         const std::string& path, bool fletcher32,
+                                         const std::string& path,
+                                         const CheckpointOptions& options,
                                          const std::string& where) {
   const std::vector<HostSlice> slices = host_slices(program, vars);
   std::vector<SliceRecord> mine;
@@ -214,6 +215,9 @@ std::vector<SliceRecord> write_variables(Program& program,
   double tc = wall_seconds();
   bool collective = true;
   H5Id fapl = write_fapl(program.mesh().comm(), &collective, where);
+  if (options.collective)  // the caller's choice over MTK_CKPT_MPIIO's
+    collective = *options.collective;
+  const bool fletcher32 = options.fletcher32;
   H5Id file(h5(H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl), where,
                cat("creating '", path, "'")),
             H5Fclose);
@@ -296,7 +300,7 @@ void write_directory(Program& program, const std::string& dir, const CheckpointM
   const std::string h5path = dir + "/" + kVariablesFile;
   const std::vector<SliceRecord> mine =
       agree_on_failure(comm, [&] { 
-    return write_variables(program, vars, h5path, options.fletcher32, where);
+    return write_variables(program, vars, h5path, options, where);
   });
   test_hook("wrote_data");
   t0 = wall_seconds();
