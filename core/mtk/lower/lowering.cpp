@@ -41,10 +41,8 @@ Lowering::Lowering(Graph& g, const Mesh& mesh, const LayoutRules& rules, const M
       dry_(dry),
       options_(options),
       rules_(rules),
-      p_(new Program(mesh)) {
+      p_(new Program(mesh, options)) {
   p_->dry_ = dry;
-  p_->set_buffer_reuse(options.buffer_reuse);
-  p_->set_buffer_plan(options.buffer_plan);
 }
 
 std::unique_ptr<Program> Lowering::run() {
@@ -578,10 +576,6 @@ void Lowering::finish() {
   c.halo_exchanges = record_halo_exchanges(p_->steps_);  // the steps' final order
 }
 
-std::unique_ptr<Program> lower(Graph& graph, const Mesh& mesh, const LayoutRules& rules) {
-  return lower(graph, mesh, rules, graph.options());
-}
-
 std::unique_ptr<Program> lower(Graph& graph, const Mesh& mesh, const LayoutRules& rules,
                                const ProgramOptions& options) {
   Kokkos::Profiling::pushRegion("mtk::lower");
@@ -595,11 +589,6 @@ std::unique_ptr<Program> lower(Graph& graph, const Mesh& mesh, const LayoutRules
   Kokkos::Profiling::popRegion();
   agree(mesh.comm(), failure);  // every rank throws if any rank failed
   return program;
-}
-
-std::unique_ptr<Program> analyze(Graph& graph, const MeshShape& mesh, const LayoutRules& rules,
-                                 int processor) {
-  return analyze(graph, mesh, rules, graph.options(), processor);
 }
 
 std::unique_ptr<Program> analyze(Graph& graph, const MeshShape& mesh, const LayoutRules& rules,

@@ -25,7 +25,9 @@ namespace mtk {
 std::unique_ptr<Program> lower(Graph& graph, const Mesh& mesh, const LayoutRules& rules,
                                const ProgramOptions& options);
 /// The same with the options the graph was built with (graph.options()).
-std::unique_ptr<Program> lower(Graph& graph, const Mesh& mesh, const LayoutRules& rules);
+inline std::unique_ptr<Program> lower(Graph& graph, const Mesh& mesh, const LayoutRules& rules) {
+  return lower(graph, mesh, rules, graph.options());
+}
 
 /// Lowers for processor `processor` of a mesh of any size without the ranks, allocating nothing:
 /// its counters() and explain() describe the real program (FLOPs, communication, memory), but it
@@ -33,7 +35,9 @@ std::unique_ptr<Program> lower(Graph& graph, const Mesh& mesh, const LayoutRules
 std::unique_ptr<Program> analyze(Graph& graph, const MeshShape& mesh, const LayoutRules& rules,
                                  const ProgramOptions& options, int processor = 0);
 /// The same with the options the graph was built with (graph.options()).
-std::unique_ptr<Program> analyze(Graph& graph, const MeshShape& mesh, const LayoutRules& rules,
-                                 int processor = 0);
+inline std::unique_ptr<Program> analyze(Graph& graph, const MeshShape& mesh,
+                                        const LayoutRules& rules, int processor = 0) {
+  return analyze(graph, mesh, rules, graph.options(), processor);
+}
 
 }  // namespace mtk

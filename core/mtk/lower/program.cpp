@@ -93,7 +93,10 @@ void Program::Buffer::fail_dtype(DType asked) const {
        cat("buffer holds ", dtype_name(dtype_), " values, not ", dtype_name(asked)));
 }
 
-Program::Program(const Mesh& mesh) : mesh_(mesh) {}  // lower() sets program.buffer_*
+Program::Program(const Mesh& mesh, const ProgramOptions& options)
+    : mesh_(mesh), reuse_buffers_(options.buffer_reuse) {
+  pool_->set_planning(options.buffer_plan);
+}
 
 void Program::set_buffer_reuse(bool on) {
   reuse_buffers_ = on;

@@ -4,6 +4,7 @@
 
 #include <mtk/base/buffer_pool.hpp>
 #include <mtk/base/exec_space.hpp>
+#include <mtk/base/program_options.hpp>
 #include <mtk/graph/graph.hpp>
 #include <mtk/kernels/bf16_copies.hpp>
 #include <mtk/parallel/layout.hpp>
@@ -355,7 +356,7 @@ class Program {
 
  private:
   friend class Lowering;
-  Program(const Mesh& mesh);
+  Program(const Mesh& mesh, const ProgramOptions& options);  // buffer_reuse, buffer_plan
   HostTensor gather_global(int tensor, const Buffer& b);
   void feed_placeholders(Buffers& buffers, const std::map<int, HostTensor>& feeds,
                          const std::map<int, HostTensor>& local_feeds) const;
