@@ -139,8 +139,8 @@ int run(int argc, char** argv) {
             "--microbatches K --loss-chunks C --bf16 --shard-optimizer\n  --variable-dtype "
             "float32|bfloat16 --slot-dtype float32|bfloat16 --variable-rounding "
             "nearest|stochastic\n  --program KEY=VALUE (repeatable: program.KEY of the run config, "
-            "e.g. --program in_place_updates=false)\nSee the comment at the top of bench/bench_lm_train.cpp and "
-            "docs/performance.md.\n");
+            "e.g. --program in_place_updates=false)\n"
+            "See the comment at the top of bench/bench_lm_train.cpp and docs/performance.md.\n");
       return 0;
     }
     if (k == "--shard-optimizer") {

@@ -5,10 +5,10 @@
 // rounds of `steps` steps; `rounds` more profiled rounds give the time per step kind and the split
 // halo exchanges' time (local copies along unsplit dims apart, halo_copy; medians over the
 // rounds). With `--overlap both` (the default) the same is run with the halo exchanges blocking
-// (program.overlap_halo false) and overlapped (true), the two programs' rounds interleaved: the exchange
-// time, the time hidden and the hidden fraction, next to the cost
-// model's predicted halo share (hidden per exchange behind the products between its start and its
-// finish). One JSON object per run.
+// (program.overlap_halo false) and overlapped (true), the two programs' rounds interleaved: the
+// exchange time, the time hidden and the hidden fraction, next to the cost model's predicted halo
+// share (hidden per exchange behind the products between its start and its finish). One JSON object
+// per run.
 // `--layer transpose` makes each layer a transposed convolution, `--layer pool` a convolution
 // followed by a max pooling of 3 along d (stride 1; a 3-D window would take the patches past the
 // einsum's 8 dims), so their interior splits can be timed too.

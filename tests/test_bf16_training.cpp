@@ -75,9 +75,9 @@ std::vector<double> train(const std::string& dtype, const Mesh& mesh, const Layo
   return losses;
 }
 
-// A bf16 run with activations stored as bf16 (program.bf16_activations: `stored` "1" always, "0" never) or not: its
-// losses, every variable after it, and the value of `fetch` (a graph tensor; -1: none) in its last
-// step.
+// A bf16 run with activations stored as bf16 (program.bf16_activations: `stored` "1" always, "0"
+// never) or not: its losses, every variable after it, and the value of `fetch` (a graph tensor; -1:
+// none) in its last step.
 struct Bf16Run {
   std::vector<double> losses;
   std::vector<std::vector<float>> weights;
@@ -175,8 +175,8 @@ TEST(Bf16Training, EveryContractionOfTheStepIsBf16) {
   }
 }
 
-// Kept bf16 copies (program.bf16_copies, mtk/lower/bf16_reuse.hpp) hold the values a conversion would
-// give: training with and without them is bitwise the same, on the mesh at hand too.
+// Kept bf16 copies (program.bf16_copies, mtk/lower/bf16_reuse.hpp) hold the values a conversion
+// would give: training with and without them is bitwise the same, on the mesh at hand too.
 TEST(Bf16Training, KeptCopiesChangeNothing) {
   try {
     kernels::set_bf16_gemm(kernels::Bf16Gemm::onednn);
@@ -193,17 +193,20 @@ TEST(Bf16Training, KeptCopiesChangeNothing) {
   auto run = [&](const char* copies, std::int64_t& hits, std::int64_t& peak) {
     ProgramOptions options;
     options.bf16_copies = std::string(copies) == "1";
-    return train("bfloat16", mesh, rules, 4, [&](Program& p) {
-      hits = p.bf16_copies().hits();
-      peak = p.counters().peak_bytes;
-      EXPECT_EQ(p.bf16_copies().bytes(), 0) << "copies outlived the run";
-      if (std::string(copies) == "1") {
-        EXPECT_GT(p.bf16_kept_tensors(), 0);
-        EXPECT_GT(p.bf16_copies().peak_bytes(), 0);
-      } else {
-        EXPECT_EQ(p.bf16_kept_tensors(), 0);
-      }
-    }, options);
+    return train(
+        "bfloat16", mesh, rules, 4,
+        [&](Program& p) {
+          hits = p.bf16_copies().hits();
+          peak = p.counters().peak_bytes;
+          EXPECT_EQ(p.bf16_copies().bytes(), 0) << "copies outlived the run";
+          if (std::string(copies) == "1") {
+            EXPECT_GT(p.bf16_kept_tensors(), 0);
+            EXPECT_GT(p.bf16_copies().peak_bytes(), 0);
+          } else {
+            EXPECT_EQ(p.bf16_kept_tensors(), 0);
+          }
+        },
+        options);
   };
   std::int64_t hits_off = 0, hits_on = 0, peak_off = 0, peak_on = 0;
   const auto off = run("0", hits_off, peak_off);

@@ -164,9 +164,9 @@ TEST(RuntimeOptions, MovedVariablesAreRefusedNamingTheirConfigKey) {
     one.set(moved.variable, "1");
     const std::string what = error_of([] { reload_runtime_options(); });
     EXPECT_EQ(what.rfind("mtk::runtime_options: ", 0), 0u) << what;
-    EXPECT_NE(what.find(std::string(moved.variable) + " moved to " + moved.key +
-                        " in the run config"),
-              std::string::npos)
+    EXPECT_NE(
+        what.find(std::string(moved.variable) + " moved to " + moved.key + " in the run config"),
+        std::string::npos)
         << what;
     EXPECT_NE(what.find(std::string("--set ") + moved.key + "="), std::string::npos) << what;
     EXPECT_EQ(runtime_options().collective_wait(), "spin");

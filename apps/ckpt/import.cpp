@@ -189,8 +189,9 @@ int import_main(const Communicator& world, const ImportOptions& io) {
     if (world.rank() == 0)
       make_directories(o.run_dir, kWhere);
   });
-  CheckpointManager manager(o.run_dir, std::max(1, settings.checkpoint_keep), mesh,
-                            CheckpointOptions{settings.checkpoint_fletcher32});
+  CheckpointOptions written;
+  written.fletcher32 = settings.checkpoint_fletcher32;  // checkpoint.fletcher32
+  CheckpointManager manager(o.run_dir, std::max(1, settings.checkpoint_keep), mesh, written);
   const std::string path = manager.save(*program, md);
   app::say(cat(kWhere, ": ", vars.size(), " variables of ", io.file, " -> ", path, " (mesh ",
                mesh_shape.to_string(), "); `train --run-dir ", o.run_dir, "` starts from it\n"));

@@ -80,8 +80,8 @@ std::string tell_setting_changes(const CheckpointMetadata& meta, const TrainingS
       changes.push_back({"checkpoint.fletcher32", was ? "true" : "false",
                          now.checkpoint_fletcher32 ? "true" : "false", ""});
   } catch (const std::exception& e) {  // a config this version cannot read: say so, go on
-    const std::string text = cat("  note: the settings of ", path, " cannot be compared: ",
-                                 e.what(), "\n");
+    const std::string text =
+        cat("  note: the settings of ", path, " cannot be compared: ", e.what(), "\n");
     say(text);
     return text;
   }

@@ -17,8 +17,8 @@ namespace {
 
 // Seconds per run of the start and finish steps of one lowered exchange along `axis` (periodic,
 // strips of kHaloRateStrip floats: a [P, 16, strip] tensor split in blocks), forward or its
-// adjoint, with program.overlap_halo on and a product of ~33 MFLOP between its start and its finish:
-// the program's own packing, publishing and placing while the neighbours compute, the waits
+// adjoint, with program.overlap_halo on and a product of ~33 MFLOP between its start and its
+// finish: the program's own packing, publishing and placing while the neighbours compute, the waits
 // hidden. The median over `reps` rounds of the most over the ranks.
 double exchange_steps_seconds(const Communicator& world, const Mesh& mesh, int axis, bool adjoint,
                               int reps) {

@@ -241,8 +241,7 @@ int run_search(const Communicator& world, const std::vector<std::string>& args) 
 
   const auto t0 = std::chrono::steady_clock::now();
   const nn::TransformerConfig model = transformer_config_from(config);
-  const cost::MemorySettings configured{
-      model.recompute, training.microbatches, model.loss_chunks};
+  const cost::MemorySettings configured{model.recompute, training.microbatches, model.loss_chunks};
   const cost::MemoryPlanSearch search = cost::search_with_memory_settings(
       model, configured, [&] { return config::make_optimizer(optimizer_settings); }, machine,
       options);

@@ -20,6 +20,7 @@
 #include <mtk/nn/training_graph.hpp>
 #include <mtk/nn/transformer.hpp>
 #include <mtk/optim/optim.hpp>
+#include <mtk/parallel/node_reducer.hpp>
 #include <mtk/signals/stop_signals.hpp>
 
 #include "auto_plan.hpp"

@@ -10,6 +10,7 @@
 #include <mtk/decode/decode.hpp>
 #include <mtk/files/files.hpp>
 #include <mtk/nn/training_graph.hpp>
+#include <mtk/parallel/node_reducer.hpp>
 #include <mtk/signals/stop_signals.hpp>
 #include <mtk/text/bleu.hpp>
 #include <mtk/text/sgm.hpp>

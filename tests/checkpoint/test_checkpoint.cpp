@@ -632,9 +632,10 @@ TEST(Checkpoint, Hdf5ToolsReadEveryTensor) {
   EXPECT_TRUE(contains_text(value, want)) << value << " lacks " << want;
 }
 
-// With checkpoint.fletcher32 (CheckpointOptions) chunked datasets carry HDF5's Fletcher32 checksum (issue 15, item
-// 5): a byte flipped inside a chunk makes plain HDF5 readers (h5dump) fail as well as MTK's verify
-// and restore. A checkpoint saved without it (the default) verifies and restores as ever.
+// With checkpoint.fletcher32 (CheckpointOptions) chunked datasets carry HDF5's Fletcher32 checksum
+// (issue 15, item 5): a byte flipped inside a chunk makes plain HDF5 readers (h5dump) fail as well
+// as MTK's verify and restore. A checkpoint saved without it (the default) verifies and restores as
+// ever.
 TEST(Checkpoint, CorruptChunkFailsHdf5ReadersAndMtkAlike) {
   TempDir dir(MPI_COMM_WORLD);
   Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);

@@ -78,8 +78,8 @@ class BufferPool {
   /// How much larger than asked a reused buffer may be (1, the default: exact sizes only).
   void set_fit_ratio(double r) { fit_ratio_ = r < 1 ? 1 : r; }
   double fit_ratio() const { return fit_ratio_; }
-  /// Planned sharing (off by default; Program turns it on with program.buffer_plan): the next run is
-  /// recorded and planned. Turning it off drops the plan; its arenas are freed once no range of
+  /// Planned sharing (off by default; Program turns it on with program.buffer_plan): the next run
+  /// is recorded and planned. Turning it off drops the plan; its arenas are freed once no range of
   /// them is held.
   void set_planning(bool on);
   bool planning() const { return planning_; }

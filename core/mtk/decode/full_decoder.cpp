@@ -8,8 +8,7 @@
 namespace mtk::decode {
 
 FullDecoder::FullDecoder(const nn::TransformerConfig& config, const nn::DecodingShape& shape,
-                         const Mesh& mesh, const LayoutRules& rules,
-                         const ProgramOptions& options)
+                         const Mesh& mesh, const LayoutRules& rules, const ProgramOptions& options)
     : config_(config), shape_(shape.resolved(config)) {
   nn::TransformerConfig c = config;
   c.batch = shape_.batch * shape_.beam;

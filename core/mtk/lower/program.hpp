@@ -271,14 +271,14 @@ class Program {
     time_by_kind_.clear();
   }
 
-  /// Buffer reuse (on by default, off with program.buffer_reuse: false): run() draws its temporaries from
-  /// a pool that keeps the previous run's buffers, so a step allocates nothing after the first
-  /// (mtk/base/buffer_pool.hpp). The pool holds at most one run's buffers; turning reuse off frees
-  /// them.
+  /// Buffer reuse (on by default, off with program.buffer_reuse: false): run() draws its
+  /// temporaries from a pool that keeps the previous run's buffers, so a step allocates nothing
+  /// after the first (mtk/base/buffer_pool.hpp). The pool holds at most one run's buffers; turning
+  /// reuse off frees them.
   void set_buffer_reuse(bool on);
   bool buffer_reuse() const { return reuse_buffers_; }
-  /// Planned sharing in the pool (on by default, off with program.buffer_plan: false): the next run is
-  /// recorded and later runs share buffers whose lifetimes do not overlap (buffer_pool.hpp).
+  /// Planned sharing in the pool (on by default, off with program.buffer_plan: false): the next run
+  /// is recorded and later runs share buffers whose lifetimes do not overlap (buffer_pool.hpp).
   /// counters() predict the pool program.buffer_plan asked for when the program was lowered.
   void set_buffer_plan(bool on) { pool_->set_planning(on); }
   const BufferPool& buffer_pool() const { return *pool_; }

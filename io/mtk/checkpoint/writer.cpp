@@ -185,8 +185,7 @@ void write_dataset(hid_t file, hid_t lcpl, hid_t dxpl, const CheckpointVariable&
 // writes must be collective: saves took 2-6x as long (docs/checkpoint-format.md#performance).
 std::vector<SliceRecord> write_variables(Program& program,
                                          const std::vector<CheckpointVariable>& vars,
-                                         const std::string& path,
-                                         const CheckpointOptions& options,
+                                         const std::string& path, const CheckpointOptions& options,
                                          const std::string& where) {
   const std::vector<HostSlice> slices = host_slices(program, vars);
   std::vector<SliceRecord> mine;
@@ -298,10 +297,8 @@ void write_directory(Program& program, const std::string& dir, const CheckpointM
   test_hook("created_dir");
   add_time("prepare", wall_seconds() - t0);
   const std::string h5path = dir + "/" + kVariablesFile;
-  const std::vector<SliceRecord> mine =
-      agree_on_failure(comm, [&] { 
-    return write_variables(program, vars, h5path, options, where);
-  });
+  const std::vector<SliceRecord> mine = agree_on_failure(
+      comm, [&] { return write_variables(program, vars, h5path, options, where); });
   test_hook("wrote_data");
   t0 = wall_seconds();
 

@@ -50,8 +50,9 @@ const Schema<TrainingSettings>& train_schema();
 /// The `checkpoint` section.
 const Schema<TrainingSettings>& checkpoint_schema();
 
-/// Reads `train`, `checkpoint` and `program`; unknown keys, values out of range, and hyperparameters of an
-/// optimizer other than train.optimizer (train.adam.* with adafactor) are errors naming the file.
+/// Reads `train`, `checkpoint` and `program`; unknown keys, values out of range, and
+/// hyperparameters of an optimizer other than train.optimizer (train.adam.* with adafactor) are
+/// errors naming the file.
 TrainingSettings read_training_settings(const Config& config);
 /// Writes every key of the three sections, so that read_training_settings gives `s` back.
 void write_training_settings(Config& config, const TrainingSettings& s);
