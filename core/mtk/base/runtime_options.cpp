@@ -67,6 +67,16 @@ namespace {
 
 const char* const kWhere = "mtk::runtime_options";
 
+// The config value of a moved variable's value: flags become true/false, the bf16 activations'
+// 1/0 always/never; anything else is given as it was.
+std::string key_value(const MovedRuntimeOption& m, const std::string& v) {
+  if (std::string(m.variable) == "MTK_ALLREDUCE_BUCKET_MIB")
+    return v;
+  if (std::string(m.variable) == "MTK_BF16_ACTIVATIONS")
+    return v == "1" ? "always" : v == "0" ? "never" : v;
+  return v == "1" ? "true" : v == "0" ? "false" : v;
+}
+
 // A variable that became a config key is refused, not ignored: the run would differ silently.
 std::string moved_variables_set() {
   std::string bad;
@@ -75,7 +85,7 @@ std::string moved_variables_set() {
     if (v != nullptr && *v != '\0')
       bad += cat(bad.empty() ? "" : "; ", m.variable, " moved to ", m.key,
                  " in the run config (docs/configuration.md): unset ", m.variable,
-                 " and set the key, e.g. --set ", m.key, "=...");
+                 " and set the key instead, e.g. --set ", m.key, "=", key_value(m, v));
   }
   return bad;
 }

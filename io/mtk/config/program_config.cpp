@@ -28,7 +28,7 @@ Schema<P> make_program_schema() {
                {"never", Bf16Activations::off}},
               "an activation that only bf16 contractions read after a distance is kept as its "
               "bf16 values (half its bytes), the same results; auto: where that lowers the "
-              "predicted peak; never: kept in float32")
+              "predicted peak; always: wherever one is; never: kept in float32")
       .boolean("in_place_updates", &P::in_place_updates,
                "an optimizer writes a float32 variable's and its slots' new values into their "
                "storage when nothing later in the run reads the old ones; false: new buffers, "
