@@ -196,7 +196,8 @@ TEST(ConfigSchema, UnknownKeysAreErrorsWithASuggestion) {
   EXPECT_TRUE(contains(e, "unknown key 'train.stepz'; did you mean 'train.steps'?")) << e;
   // Nothing near: no suggestion.
   e = error_of([] { config::read_training_settings(yaml("checkpoint: {frequency: 3}\n")); });
-  EXPECT_TRUE(contains(e, "unknown key 'checkpoint.frequency' (known: every, keep, fletcher32)")) << e;
+  EXPECT_TRUE(contains(e, "unknown key 'checkpoint.frequency' (known: every, keep, fletcher32)"))
+      << e;
   e = error_of([] { reject_unknown_sections(yaml("trian: {}\n"), "mtk-x", {"model", "train"}); });
   EXPECT_TRUE(contains(e, "mtk-x: run.yaml: unknown section 'trian'; did you mean 'train'?")) << e;
   // Another optimizer's hyperparameters would do nothing: an error naming both.
