@@ -44,7 +44,7 @@ struct Options {
   int microbatches = 0;          // > 0: nn::build_training with that many slices, else minimize()
   DType state = DType::float32;  // how variables and slots are stored
   Rounding rounding = Rounding::nearest;  // of bfloat16 variables (train.variable_rounding)
-  ProgramOptions program = {};  // built and lowered with (program.*)
+  ProgramOptions program = {};            // built and lowered with (program.*)
 };
 
 // A lowered tiny Transformer with its optimizer and its one batch of feeds.
