@@ -211,10 +211,10 @@ int run(int argc, char** argv) {
         mtk::cat(rates_json.empty() ? "" : ",", "{\"backend\":\"", r.backend, "\",\"dtype\":\"",
                  mtk::precision_name(r.precision), "\",\"gflops\":", r.gflops, "}");
 
-  const mtk::ProgramOptions program = mtk::config::program_schema().read(program_config, "program");
-  mtk::set_node_allreduce(program.node_allreduce);
+  const mtk::ProgramOptions options = mtk::config::program_schema().read(program_config, "program");
+  mtk::set_node_allreduce(options.node_allreduce);
   mtk::KokkosBytes::start();
-  mtk::Graph g(program);
+  mtk::Graph g(options);
   std::unique_ptr<mtk::optim::Optimizer> optimizer;
   if (opt == "adafactor")
     optimizer = std::make_unique<mtk::optim::Adafactor>();
