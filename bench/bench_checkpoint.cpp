@@ -16,7 +16,6 @@
 
 #include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
-#include <mtk/base/runtime_options.hpp>
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/ops/ops.hpp>
@@ -168,18 +167,16 @@ int run(const Options& o) {
     MPI_Bcast(&r, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     raw_w.push_back(w);
     raw_r.push_back(r);
-    // The default (MTK_CKPT_MPIIO unset: independent on one node), then forced collective.
-    // (run-time options are read once per process: reloaded after each change)
-    ::unsetenv("MTK_CKPT_MPIIO");
-    mtk::reload_runtime_options();
+    // The default (as MTK_CKPT_MPIIO says: unset, independent on one node), then collective.
+    manager.set_options({});
     auto [ts, path] = timed_save(2 * rep);
     save.push_back(ts);
     f_save.push_back(w / ts);
-    ::setenv("MTK_CKPT_MPIIO", "collective", 1);
-    mtk::reload_runtime_options();
+    mtk::CheckpointOptions collective;
+    collective.collective = true;
+    manager.set_options(collective);
     auto [tc, path_c] = timed_save(2 * rep + 1);
-    ::unsetenv("MTK_CKPT_MPIIO");
-    mtk::reload_runtime_options();
+    manager.set_options({});
     save_coll.push_back(tc);
     f_coll.push_back(w / tc);
 

@@ -10,11 +10,13 @@
 // train.optimizer_slot_dtype. --variable-rounding nearest|stochastic: train.variable_rounding.
 // --shard-optimizer: the sharded optimizer update
 // (docs/sharded-optimizer.md). --window W: model.attention_window (local attention; `length` may
-// then be split: --mesh seq:2 --layout length:seq, docs/spatial.md).
+// then be split: --mesh seq:2 --layout length:seq, docs/spatial.md). --program KEY=VALUE
+// (repeatable): program.KEY of the run config (overlap, buffers, bf16 copies, in-place updates).
 
 #include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/base/kokkos_bytes.hpp>
+#include <mtk/config/program_config.hpp>
 #include <mtk/kernels/einsum.hpp>
 #include <mtk/kernels/matmul_ceiling.hpp>
 #include <mtk/lower/lowering.hpp>
@@ -22,6 +24,7 @@
 #include <mtk/nn/training_graph.hpp>
 #include <mtk/nn/transformer.hpp>
 #include <mtk/optim/optim.hpp>
+#include <mtk/parallel/node_reducer.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -113,6 +116,7 @@ int run(int argc, char** argv) {
   bool shard_optimizer = false;
   mtk::DType variable_dtype = mtk::DType::float32, slot_dtype = mtk::DType::float32;
   mtk::Rounding variable_rounding = mtk::Rounding::nearest;
+  mtk::Config program_config = mtk::Config::from_string("{}", "--program");
   mtk::nn::TransformerConfig c;  // defaults are the standard benchmark model
   c.vocab_size = 32000;
   c.d_model = 512;
@@ -134,8 +138,9 @@ int run(int argc, char** argv) {
             "none|norms|attention|layer "
             "--microbatches K --loss-chunks C --bf16 --shard-optimizer\n  --variable-dtype "
             "float32|bfloat16 --slot-dtype float32|bfloat16 --variable-rounding "
-            "nearest|stochastic\nSee the comment at the top of bench/bench_lm_train.cpp and "
-            "docs/performance.md.\n");
+            "nearest|stochastic\n  --program KEY=VALUE (repeatable: program.KEY of the run config, "
+            "e.g. --program in_place_updates=false)\n"
+            "See the comment at the top of bench/bench_lm_train.cpp and docs/performance.md.\n");
       return 0;
     }
     if (k == "--shard-optimizer") {
@@ -183,6 +188,8 @@ int run(int argc, char** argv) {
       c.loss_chunks = std::stoll(v);
     else if (k == "--window")
       c.attention_window = std::stoll(v);
+    else if (k == "--program")  // docs/configuration.md#program
+      program_config.apply_override("program." + v);
     else if (k == "--variable-dtype" && mtk::dtype_from_name(v, variable_dtype))
       continue;
     else if (k == "--slot-dtype" && mtk::dtype_from_name(v, slot_dtype))
@@ -204,8 +211,10 @@ int run(int argc, char** argv) {
         mtk::cat(rates_json.empty() ? "" : ",", "{\"backend\":\"", r.backend, "\",\"dtype\":\"",
                  mtk::precision_name(r.precision), "\",\"gflops\":", r.gflops, "}");
 
+  const mtk::ProgramOptions options = mtk::config::program_schema().read(program_config, "program");
+  mtk::set_node_allreduce(options.node_allreduce);
   mtk::KokkosBytes::start();
-  mtk::Graph g;
+  mtk::Graph g(options);
   std::unique_ptr<mtk::optim::Optimizer> optimizer;
   if (opt == "adafactor")
     optimizer = std::make_unique<mtk::optim::Adafactor>();

@@ -5,10 +5,10 @@
 // rounds of `steps` steps; `rounds` more profiled rounds give the time per step kind and the split
 // halo exchanges' time (local copies along unsplit dims apart, halo_copy; medians over the
 // rounds). With `--overlap both` (the default) the same is run with the halo exchanges blocking
-// (MTK_OVERLAP_HALO=0) and overlapped (=1), the two programs' rounds interleaved: the exchange
-// time, the time hidden and the hidden fraction, next to the cost
-// model's predicted halo share (hidden per exchange behind the products between its start and its
-// finish). One JSON object per run.
+// (program.overlap_halo false) and overlapped (true), the two programs' rounds interleaved: the
+// exchange time, the time hidden and the hidden fraction, next to the cost model's predicted halo
+// share (hidden per exchange behind the products between its start and its finish). One JSON object
+// per run.
 // `--layer transpose` makes each layer a transposed convolution, `--layer pool` a convolution
 // followed by a max pooling of 3 along d (stride 1; a 3-D window would take the patches past the
 // einsum's 8 dims), so their interior splits can be timed too.
@@ -20,7 +20,6 @@
 
 #include <mtk/app/app_main.hpp>
 #include <mtk/autodiff/gradients.hpp>
-#include <mtk/base/runtime_options.hpp>
 #include <mtk/config/machine_config.hpp>
 #include <mtk/cost/step_time.hpp>
 #include <mtk/lower/lowering.hpp>
@@ -111,7 +110,7 @@ std::string layout_rules(const mtk::MeshShape& mshape) {
   return rules;
 }
 
-// One mode's program, built and lowered with MTK_OVERLAP_HALO as `overlap` says.
+// One mode's program, built and lowered with program.overlap_halo as `overlap` says.
 struct Mode {
   bool overlap = false;
   mtk::Graph g;
@@ -125,8 +124,9 @@ struct Mode {
 };
 
 void build_mode(Mode& md, const mtk::Mesh& mesh, const Settings& s) {
-  setenv("MTK_OVERLAP_HALO", md.overlap ? "1" : "0", 1);  // read by nn::conv and by lower()
-  mtk::reload_runtime_options();
+  mtk::ProgramOptions options;
+  options.overlap_halo = md.overlap;  // read by nn::conv and by lower()
+  md.g.set_options(options);
   mtk::Tensor x;
   md.fetch = build(md.g, mesh.shape(), s, x);
   md.program = mtk::lower(md.g, mesh, mtk::LayoutRules::parse(layout_rules(mesh.shape())));

@@ -1,14 +1,18 @@
 // The shared main of MTK's tests: MPI, then Kokkos, then GoogleTest; finalised in reverse.
 // Rank 0 prints the usual report; other ranks print only their failures, prefixed with the rank.
 // The exit status is the same on every rank: non-zero when any rank failed.
+// --node-allreduce=0|1 sets program.node_allreduce (set_node_allreduce) for every test, as the
+// applications set it from their run config (tests/multinode runs test_models both ways).
 
 #include <mtk/base/error.hpp>
 #include <mtk/parallel/environment.hpp>
+#include <mtk/parallel/node_reducer.hpp>
 
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstring>
 #include <optional>
 
 namespace {
@@ -39,6 +43,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     ::testing::InitGoogleTest(&argc, argv);
+    for (int i = 1; i < argc; ++i)
+      if (std::strncmp(argv[i], "--node-allreduce=", 17) == 0)
+        mtk::set_node_allreduce(std::strcmp(argv[i] + 17, "0") != 0);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();

@@ -33,9 +33,11 @@ struct Result {
   std::vector<std::string> labels;
 };
 
-inline Result run_case(const GraphCase& c, const Mesh& mesh, const LayoutRules& rules, int runs = 1,
+// Built and lowered with `options` (program.*).
+inline Result run_case(const GraphCase& c, const Mesh& mesh, const LayoutRules& rules,
+                       const ProgramOptions& options, int runs = 1,
                        std::string* explain = nullptr) {
-  Graph g;
+  Graph g(options);
   BuiltGraph built = c.build(g);
   auto vars = g.trainable_variables();
   auto grads = gradients(built.loss, vars);
@@ -55,6 +57,18 @@ inline Result run_case(const GraphCase& c, const Mesh& mesh, const LayoutRules& 
   if (explain)
     *explain = program->explain();
   return r;
+}
+
+inline Result run_case(const GraphCase& c, const Mesh& mesh, const LayoutRules& rules, int runs = 1,
+                       std::string* explain = nullptr) {
+  return run_case(c, mesh, rules, ProgramOptions(), runs, explain);
+}
+
+// The default program options with program.overlap_halo set to `on`.
+inline ProgramOptions overlap_halo(bool on) {
+  ProgramOptions o;
+  o.overlap_halo = on;
+  return o;
 }
 
 inline void expect_close(const Result& got, const Result& want, const std::string& where) {

@@ -1,8 +1,10 @@
 #pragma once
-// Run-time options (mtk/base/runtime_options.hpp) set for one scope: the environment variables are
-// set and the options read again; the old values come back when the scope ends.
+// Run-time options (mtk/base/runtime_options.hpp: backends and diagnostics) set for one scope: the
+// environment variables are set and the options read again; the old values come back when the
+// scope ends. What shapes a program is no environment variable: tests pass ProgramOptions.
 
 #include <mtk/base/runtime_options.hpp>
+#include <mtk/parallel/node_reducer.hpp>
 
 #include <cstdlib>
 #include <initializer_list>
@@ -36,6 +38,19 @@ class OptionScope {
     bool was_set;
   };
   std::vector<Saved> saved_;
+};
+
+/// program.node_allreduce (set_node_allreduce, the applications' process-wide switch) for one
+/// scope.
+class NodeAllreduceScope {
+ public:
+  explicit NodeAllreduceScope(bool on) : was_(node_allreduce()) { set_node_allreduce(on); }
+  NodeAllreduceScope(const NodeAllreduceScope&) = delete;
+  NodeAllreduceScope& operator=(const NodeAllreduceScope&) = delete;
+  ~NodeAllreduceScope() { set_node_allreduce(was_); }
+
+ private:
+  bool was_;
 };
 
 }  // namespace mtk::test

@@ -14,7 +14,6 @@
 
 #include "model_fixtures.hpp"
 #include "mtk_invariance_check.hpp"
-#include "option_scope.hpp"
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -55,8 +54,9 @@ void feed(const nn::ModelGraph& m, const nn::TransformerConfig& c,
 // Losses of `steps` SGD steps of the small model on `mesh` under `rules`; `inspect` sees the
 // program after them.
 std::vector<double> train(const std::string& dtype, const Mesh& mesh, const LayoutRules& rules,
-                          int steps = 8, const std::function<void(Program&)>& inspect = nullptr) {
-  Graph g;
+                          int steps = 8, const std::function<void(Program&)>& inspect = nullptr,
+                          const ProgramOptions& options = {}) {
+  Graph g(options);
   const auto c = small_config(dtype);
   nn::ModelGraph m = nn::build_transformer(g, c, /*training=*/true, /*seed=*/3);
   optim::Sgd opt;
@@ -75,9 +75,9 @@ std::vector<double> train(const std::string& dtype, const Mesh& mesh, const Layo
   return losses;
 }
 
-// A bf16 run with activations stored as bf16 (MTK_BF16_ACTIVATIONS = `stored`) or not: its
-// losses, every variable after it, and the value of `fetch` (a graph tensor; -1: none) in its last
-// step.
+// A bf16 run with activations stored as bf16 (program.bf16_activations: `stored` "1" always, "0"
+// never) or not: its losses, every variable after it, and the value of `fetch` (a graph tensor; -1:
+// none) in its last step.
 struct Bf16Run {
   std::vector<double> losses;
   std::vector<std::vector<float>> weights;
@@ -89,8 +89,12 @@ struct Bf16Run {
 
 Bf16Run run_bf16(const Mesh& mesh, const LayoutRules& rules, const char* stored, int fetch = -1,
                  int steps = 3, std::int64_t loss_chunks = 1) {
-  const OptionScope o({{"MTK_BF16_ACTIVATIONS", stored}});
-  Graph g;
+  // program.bf16_activations: "1" always, "0" never, "auto"
+  ProgramOptions options;
+  options.bf16_activations = std::string(stored) == "1"   ? Bf16Activations::on
+                             : std::string(stored) == "0" ? Bf16Activations::off
+                                                          : Bf16Activations::automatic;
+  Graph g(options);
   auto c = small_config("bfloat16");
   c.loss_chunks = loss_chunks;
   nn::ModelGraph m = nn::build_transformer(g, c, /*training=*/true, /*seed=*/3);
@@ -163,7 +167,7 @@ TEST(Bf16Training, EveryContractionOfTheStepIsBf16) {
     ASSERT_GT(EinsumCounter::einsums(), 20) << dtype;
     // Forward, backward (einsum and multiply gradients) and no contraction in the SGD update:
     // each two-operand einsum rounds both operands in bf16 (or takes the bf16 copy an earlier
-    // contraction of the step kept, MTK_BF16_COPIES) and none in float32.
+    // contraction of the step kept, program.bf16_copies) and none in float32.
     EXPECT_EQ(EinsumCounter::roundings() + kept_copies_used,
               dtype == "bfloat16" ? 2 * EinsumCounter::einsums() : 0)
         << dtype << ": " << EinsumCounter::einsums() << " einsums, " << kept_copies_used
@@ -171,8 +175,8 @@ TEST(Bf16Training, EveryContractionOfTheStepIsBf16) {
   }
 }
 
-// Kept bf16 copies (MTK_BF16_COPIES, mtk/lower/bf16_reuse.hpp) hold the values a conversion would
-// give: training with and without them is bitwise the same, on the mesh at hand too.
+// Kept bf16 copies (program.bf16_copies, mtk/lower/bf16_reuse.hpp) hold the values a conversion
+// would give: training with and without them is bitwise the same, on the mesh at hand too.
 TEST(Bf16Training, KeptCopiesChangeNothing) {
   try {
     kernels::set_bf16_gemm(kernels::Bf16Gemm::onednn);
@@ -187,18 +191,22 @@ TEST(Bf16Training, KeptCopiesChangeNothing) {
   const Mesh mesh(MeshShape::parse("b:" + std::to_string(world_size())), MPI_COMM_WORLD);
   const LayoutRules rules = LayoutRules::parse("batch:b");
   auto run = [&](const char* copies, std::int64_t& hits, std::int64_t& peak) {
-    const OptionScope o({{"MTK_BF16_COPIES", copies}});
-    return train("bfloat16", mesh, rules, 4, [&](Program& p) {
-      hits = p.bf16_copies().hits();
-      peak = p.counters().peak_bytes;
-      EXPECT_EQ(p.bf16_copies().bytes(), 0) << "copies outlived the run";
-      if (std::string(copies) == "1") {
-        EXPECT_GT(p.bf16_kept_tensors(), 0);
-        EXPECT_GT(p.bf16_copies().peak_bytes(), 0);
-      } else {
-        EXPECT_EQ(p.bf16_kept_tensors(), 0);
-      }
-    });
+    ProgramOptions options;
+    options.bf16_copies = std::string(copies) == "1";
+    return train(
+        "bfloat16", mesh, rules, 4,
+        [&](Program& p) {
+          hits = p.bf16_copies().hits();
+          peak = p.counters().peak_bytes;
+          EXPECT_EQ(p.bf16_copies().bytes(), 0) << "copies outlived the run";
+          if (std::string(copies) == "1") {
+            EXPECT_GT(p.bf16_kept_tensors(), 0);
+            EXPECT_GT(p.bf16_copies().peak_bytes(), 0);
+          } else {
+            EXPECT_EQ(p.bf16_kept_tensors(), 0);
+          }
+        },
+        options);
   };
   std::int64_t hits_off = 0, hits_on = 0, peak_off = 0, peak_on = 0;
   const auto off = run("0", hits_off, peak_off);
@@ -382,7 +390,7 @@ TEST(Bf16Training, ConfigNamesTheAllowedDtypes) {
   EXPECT_NE(small_config("bfloat16").to_string().find("bfloat16"), std::string::npos);
 }
 
-// Activations kept as bf16 between the forward and the backward (MTK_BF16_ACTIVATIONS,
+// Activations kept as bf16 between the forward and the backward (program.bf16_activations,
 // mtk/lower/bf16_activations.hpp) are read only by bf16 contractions, which round them anyway:
 // training is bitwise the same with and without, on each bf16 path, every mesh of the world and
 // data and model parallel layouts. Forced (1) they are stored everywhere; under `auto` only where

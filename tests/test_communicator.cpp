@@ -311,7 +311,7 @@ TEST(CollectiveWait, ChosenFromTheEnvironmentOrTheNodesCores) {
 // (mtk/parallel/node_reducer.hpp; every rank of these tests shares one node): several in flight
 // at once, of both float types and every op, waited for in an order unlike the start order, over
 // rounds that reuse their regions; each element the fold over the ranks in rank order, bitwise, on
-// every rank; the same through MPI (MTK_NODE_ALLREDUCE=0) up to the order of the sum.
+// every rank; the same through MPI (program.node_allreduce false) up to the order of the sum.
 namespace {
 
 // One rounding of an integer ratio: the same bits wherever the compiler puts it (a sum of

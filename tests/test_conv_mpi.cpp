@@ -11,7 +11,6 @@
 #include <gtest/gtest.h>
 
 #include "mtk_invariance_check.hpp"
-#include "option_scope.hpp"
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -186,8 +185,8 @@ TEST(BlockedConv, EqualsTheUnblockedImage) {
 }
 
 // ------------------------------------------------------------ overlapped halo exchanges
-// MTK_OVERLAP_HALO=1 builds each blocked convolution as its zero-halo interior plus its border
-// rows and lowers every split exchange as a start and a finish moved apart; =0 is the plain
+// program.overlap_halo builds each blocked convolution as its zero-halo interior plus its border
+// rows and lowers every split exchange as a start and a finish moved apart; false is the plain
 // convolution and the blocking exchange. Both must agree to float32 reassociation (the border
 // rows come from smaller matrix products): 1e-5 of the largest value, as expect_close checks.
 
@@ -358,14 +357,8 @@ TEST_P(OverlappedConv, EqualsBlocking) {
       const std::string where =
           c.name + " on " + mshape.to_string() + " under \"" + rules.to_string() + "\"";
       Result on, off;
-      {
-        const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});
-        on = run_case(c, mesh, rules);
-      }
-      {
-        const OptionScope o({{"MTK_OVERLAP_HALO", "0"}});
-        off = run_case(c, mesh, rules);
-      }
+      on = run_case(c, mesh, rules, overlap_halo(true));
+      off = run_case(c, mesh, rules, overlap_halo(false));
       expect_close(on, off, "overlapped vs blocking, " + where);
       expect_close(off, want, "blocking vs one processor, " + where);
     }
@@ -390,14 +383,8 @@ TEST(OverlappedConv, MaxPoolIsBitwiseBlocking) {
       for (const auto& layout : c.layouts) {
         const LayoutRules rules = instantiate(layout, mshape);
         Result on, off;
-        {
-          const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});
-          on = run_case(c, mesh, rules);
-        }
-        {
-          const OptionScope o({{"MTK_OVERLAP_HALO", "0"}});
-          off = run_case(c, mesh, rules);
-        }
+        on = run_case(c, mesh, rules, overlap_halo(true));
+        off = run_case(c, mesh, rules, overlap_halo(false));
         const HostTensor &a = on.values.at(0), &b = off.values.at(0);  // the max_pool output
         ASSERT_EQ(a.shape(), b.shape());
         ASSERT_EQ(std::memcmp(a.data<float>(), b.data<float>(),
@@ -409,9 +396,9 @@ TEST(OverlappedConv, MaxPoolIsBitwiseBlocking) {
   }
 }
 
-// Lowered with the exchanges moved apart, the split layers (built under MTK_OVERLAP_HALO=1) have
-// work between more of their exchanges' starts and finishes than the plain layers (built under
-// =0): forward the interior, backward the interior's gradients.
+// Lowered with the exchanges moved apart, the split layers (built with overlap_halo) have
+// work between more of their exchanges' starts and finishes than the plain layers (built
+// without): forward the interior, backward the interior's gradients.
 TEST(OverlappedConv, TransposeAndPoolingSplitsHideMore) {
   if (world_size() == 1)
     GTEST_SKIP() << "no exchange to overlap on one rank";
@@ -419,18 +406,13 @@ TEST(OverlappedConv, TransposeAndPoolingSplitsHideMore) {
   const Mesh mesh(mshape, MPI_COMM_WORLD);
   for (const GraphCase& c : overlap_transpose_and_pool_cases()) {
     const LayoutRules rules = instantiate(c.layouts.front(), mshape);
-    auto overlapped = [&](const char* build) {
-      Graph g;
-      BuiltGraph built;
-      {
-        const OptionScope o({{"MTK_OVERLAP_HALO", build}});
-        built = c.build(g);
-        gradients(built.loss, g.trainable_variables());
-      }
-      const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});
-      return lower(g, mesh, rules)->overlapped_halos();
+    auto overlapped = [&](bool build) {
+      Graph g(overlap_halo(build));
+      const BuiltGraph built = c.build(g);
+      gradients(built.loss, g.trainable_variables());
+      return lower(g, mesh, rules, overlap_halo(true))->overlapped_halos();
     };
-    const int split = overlapped("1"), plain = overlapped("0");
+    const int split = overlapped(true), plain = overlapped(false);
     EXPECT_GT(split, plain) << c.name << ": " << split << " split, " << plain << " plain";
   }
 }
@@ -463,12 +445,11 @@ TEST(OverlappedConv, EveryExchangeHasAProductBetween) {
     ASSERT_EQ(conv3d.name, "conv3d_3x3x3");
     checks.push_back({conv3d, "x:2;y:2;z:2", "db:@0;hb:@1;wb:@2", 6});
   }
-  const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});
   for (const Check& k : checks) {
     const MeshShape mshape = MeshShape::parse(k.mesh);
     const Mesh mesh(mshape, MPI_COMM_WORLD);
     const LayoutRules rules = instantiate(k.layout, mshape);
-    Graph g;
+    Graph g(overlap_halo(true));
     const BuiltGraph built = k.c.build(g);
     gradients(built.loss, g.trainable_variables());
     const auto& records = lower(g, mesh, rules)->counters().halo_exchanges;
@@ -485,8 +466,8 @@ TEST(OverlappedConv, EveryExchangeHasAProductBetween) {
 // 1-D model train alike (losses and final weights).
 TEST(OverlappedConv, TrainsAsBlocking) {
   const GraphCase c = overlap_cases().at(2);
-  auto train = [&](const Mesh& mesh, const LayoutRules& rules, int* overlapped) {
-    Graph g;
+  auto train = [&](const Mesh& mesh, const LayoutRules& rules, bool overlap, int* overlapped) {
+    Graph g(overlap_halo(overlap));
     const BuiltGraph built = c.build(g);
     const auto vars = g.trainable_variables();
     const auto grads = gradients(built.loss, vars);
@@ -509,14 +490,8 @@ TEST(OverlappedConv, TrainsAsBlocking) {
   const LayoutRules rules = instantiate("lb:@0", mshape);
   int on_count = 0, off_count = 0;
   std::vector<double> on, off;
-  {
-    const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});
-    on = train(mesh, rules, &on_count);
-  }
-  {
-    const OptionScope o({{"MTK_OVERLAP_HALO", "0"}});
-    off = train(mesh, rules, &off_count);
-  }
+  on = train(mesh, rules, true, &on_count);
+  off = train(mesh, rules, false, &off_count);
   EXPECT_EQ(off_count, 0);
   // Two layers: two exchanges forward, two halo_reduce backward, each with work in between.
   if (world_size() > 1) {
@@ -558,22 +533,15 @@ TEST(OverlappedConv, RecomputedMicrobatches) {
   const Mesh mesh(mshape, MPI_COMM_WORLD);
   const LayoutRules rules = instantiate("lb:@0;co:@1", mshape);
   Result recomputed, plain, blocking;
-  {
-    const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});
-    recomputed = run_case(build(true), mesh, rules);
-    plain = run_case(build(false), mesh, rules);
-  }
-  {
-    const OptionScope o({{"MTK_OVERLAP_HALO", "0"}});
-    blocking = run_case(build(false), mesh, rules);
-  }
+  recomputed = run_case(build(true), mesh, rules, overlap_halo(true));
+  plain = run_case(build(false), mesh, rules, overlap_halo(true));
+  blocking = run_case(build(false), mesh, rules, overlap_halo(false));
   for (size_t t = 0; t < plain.values.size(); ++t)
     for (std::int64_t e = 0; e < plain.values[t].size(); ++e)
       ASSERT_EQ(recomputed.values[t].at(e), plain.values[t].at(e))
           << plain.labels[t] << " at " << e;
   expect_close(recomputed, blocking, "recomputed microbatches, overlapped vs blocking");
-  const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});  // read by nn::conv and by lower()
-  Graph g;
+  Graph g(overlap_halo(true));  // read by nn::conv and by lower()
   const BuiltGraph built = build(true).build(g);
   gradients(built.loss, g.trainable_variables());
   auto program = lower(g, mesh, rules);

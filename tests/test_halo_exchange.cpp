@@ -198,14 +198,13 @@ TEST(HaloExchange, SplitResultsAreBitwiseThoseOfOneProcessor) {
       ASSERT_EQ(got.values[t].at(e), want.values[t].at(e)) << want.labels[t] << " at " << e;
 }
 
-// MTK_OVERLAP_HALO: each split exchange is a start step and a finish step moved apart; the same
+// program.overlap_halo: each split exchange is a start step and a finish step moved apart; the same
 // kernels run on the same values, so every value (the loss too: the same layout sums in the same
 // order) is bitwise that of the blocking exchange: a periodic halo wider than half a block and a
 // one-sided one with a fill, on three layouts (blocks split, both blocks dims, with the batch).
 TEST(HaloExchange, OverlappedIsBitwiseBlocking) {
-  auto with = [](const char* value, const GraphCase& c, const Mesh& mesh, const LayoutRules& r) {
-    const OptionScope o({{"MTK_OVERLAP_HALO", value}});
-    return run_case(c, mesh, r);
+  auto with = [](bool overlap, const GraphCase& c, const Mesh& mesh, const LayoutRules& r) {
+    return run_case(c, mesh, r, overlap_halo(overlap));
   };
   for (const size_t k : {1, 2}) {
     const GraphCase c = halo_case(variants()[k]);
@@ -214,7 +213,7 @@ TEST(HaloExchange, OverlappedIsBitwiseBlocking) {
       for (const auto& layout :
            std::vector<std::string>(c.layouts.begin(), c.layouts.begin() + 3)) {
         const LayoutRules rules = instantiate(layout, mshape);
-        const Result on = with("1", c, mesh, rules), off = with("0", c, mesh, rules);
+        const Result on = with(true, c, mesh, rules), off = with(false, c, mesh, rules);
         for (size_t t = 0; t < on.values.size(); ++t)
           for (std::int64_t e = 0; e < on.values[t].size(); ++e)
             ASSERT_EQ(on.values[t].at(e), off.values[t].at(e))
@@ -268,14 +267,13 @@ TEST(HaloExchange, LoweredExchangesThroughSharedMemoryAreBitwiseOneProcessor) {
     const GraphCase c = halo_case(variants()[k]);
     // The loss's random weights are drawn afresh each run: the same number of runs.
     const Result want = run_case(c, single_processor_mesh(), LayoutRules(), runs);
-    for (const char* overlap : {"0", "1"}) {
-      const OptionScope o({{"MTK_OVERLAP_HALO", overlap}});
+    for (const bool overlap : {false, true}) {
       for (const auto& mshape : meshes_of_size(world_size())) {
         const Mesh mesh(mshape, MPI_COMM_WORLD);
         for (const auto& layout :
              std::vector<std::string>(c.layouts.begin(), c.layouts.begin() + 3)) {
           const LayoutRules rules = instantiate(layout, mshape);
-          const Result got = run_case(c, mesh, rules, runs);
+          const Result got = run_case(c, mesh, rules, overlap_halo(overlap), runs);
           for (size_t t = 0; t < got.values.size(); ++t)
             for (std::int64_t e = 0; want.labels[t] != "loss" && e < got.values[t].size(); ++e)
               ASSERT_EQ(got.values[t].at(e), want.values[t].at(e))
@@ -319,11 +317,11 @@ TEST(HaloExchange, SplitBlocksDimAfterTheBlockDimIsBitwiseOneProcessor) {
 // memory (node_halo.hpp) once it exchanged HaloSite::kSharedMemoryAfter times through MPI: the same
 // values as MPI's, round after round through the channel's two slots, on every mesh dim, periodic
 // or not; a strip is there as soon as its sender posted it (no rank need be inside MPI: after a
-// barrier every test() is true); with MTK_NODE_ALLREDUCE off, through MPI.
+// barrier every test() is true); with program.node_allreduce off, through MPI.
 TEST(HaloExchange, ThroughSharedMemoryAsThroughMpi) {
   for (bool shared_memory : {true, false}) {
     SCOPED_TRACE(shared_memory ? "shared memory" : "MPI");
-    const OptionScope o({{"MTK_NODE_ALLREDUCE", shared_memory ? "1" : "0"}});
+    const NodeAllreduceScope o(shared_memory);
     for (const auto& mshape : meshes_of_size(world_size())) {
       Mesh mesh(mshape, MPI_COMM_WORLD);
       for (int axis = 0; axis < mesh.ndims(); ++axis) {

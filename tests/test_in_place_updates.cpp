@@ -1,4 +1,4 @@
-// In-place optimizer updates (MTK_IN_PLACE_UPDATES, mtk/lower/in_place_updates.hpp): an update
+// In-place optimizer updates (program.in_place_updates, mtk/lower/in_place_updates.hpp): an update
 // step writes a float32 variable's and its slots' new values into their storage when nothing later
 // in the run reads the old values. The results are bitwise those of new buffers swapped in at the
 // end of the run, on every mesh, for every optimizer and model kind; a run that fetches a variable
@@ -17,7 +17,6 @@
 
 #include "model_fixtures.hpp"
 #include "mtk_invariance_check.hpp"
-#include "option_scope.hpp"
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -61,8 +60,9 @@ struct Trained {
 
 // Three steps of the tiny model with in-place updates `on` or off.
 Trained train(const UpdateSetup& s, const Mesh& mesh, const LayoutRules& rules, bool on) {
-  const OptionScope option({{"MTK_IN_PLACE_UPDATES", on ? "1" : "0"}});
-  Graph g;
+  ProgramOptions options;
+  options.in_place_updates = on;
+  Graph g(options);
   nn::TransformerConfig c = tiny_transformer(s.moe, s.encoder_decoder);
   c.recompute = s.recompute;
   auto opt = make_optimizer(s);
@@ -179,8 +179,9 @@ TEST(InPlaceUpdates, AFetchedVariableKeepsItsOldValue) {
   EXPECT_LT(after, 1.f) << "the update still applies";
   // Unfetched, the next run updates in place and matches the out-of-place program.
   q->run(m.feeds());
-  const OptionScope off({{"MTK_IN_PLACE_UPDATES", "0"}});
-  auto r = lower(m.g, single_processor_mesh(), LayoutRules());
+  ProgramOptions off;
+  off.in_place_updates = false;
+  auto r = lower(m.g, single_processor_mesh(), LayoutRules(), off);
   EXPECT_EQ(r->in_place_updates(), 0);
   r->run(m.feeds(), {m.w});
   r->run(m.feeds());
@@ -199,9 +200,10 @@ TEST(InPlaceUpdates, AReaderAfterTheUpdateKeepsItOutOfPlace) {
 
 TEST(InPlaceUpdates, ThePeakLosesTheOptimizersSecondCopy) {
   auto analyzed = [](bool on, bool planned = true) {
-    const OptionScope option(
-        {{"MTK_IN_PLACE_UPDATES", on ? "1" : "0"}, {"MTK_BUFFER_PLAN", planned ? "1" : "0"}});
-    Graph g;
+    ProgramOptions options;
+    options.in_place_updates = on;
+    options.buffer_plan = planned;
+    Graph g(options);
     nn::TransformerConfig c = tiny_transformer();
     c.d_model = 64;  // the variables, not the activations, dominate
     c.d_ff = 256;
@@ -250,9 +252,10 @@ TEST(InPlaceActivations, TheLogitsGradientTakesTheLogitsBuffer) {
   // A vocabulary of 2048 and 64 positions: the logits [batch, length, vocab] are the largest
   // activation; with in-place steps their gradient no longer lives beside them.
   auto analyzed = [](bool on, bool planned = true) {
-    const OptionScope option(
-        {{"MTK_IN_PLACE_UPDATES", on ? "1" : "0"}, {"MTK_BUFFER_PLAN", planned ? "1" : "0"}});
-    Graph g;
+    ProgramOptions options;
+    options.in_place_updates = on;
+    options.buffer_plan = planned;
+    Graph g(options);
     nn::TransformerConfig c = tiny_transformer();
     c.vocab_size = 2048;
     c.length = 64;
@@ -264,7 +267,7 @@ TEST(InPlaceActivations, TheLogitsGradientTakesTheLogitsBuffer) {
   const auto [on, logits] = analyzed(true);
   const auto [off, unused] = analyzed(false);
   // The most live bytes fall by nearly the logits' size (the peak moves to the step after), the
-  // planned pool's as much, the per-size pool's (MTK_BUFFER_PLAN=0) by more.
+  // planned pool's as much, the per-size pool's (program.buffer_plan false) by more.
   EXPECT_LE(on.live_peak_bytes, off.live_peak_bytes - 0.9 * logits) << "logits " << logits;
   EXPECT_LE(on.peak_bytes, off.peak_bytes - 0.85 * logits) << "logits " << logits;
   const auto per_size_on = analyzed(true, false).first;

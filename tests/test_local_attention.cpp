@@ -15,7 +15,6 @@
 #include "error_text.hpp"
 #include "model_fixtures.hpp"
 #include "mtk_invariance_check.hpp"
-#include "option_scope.hpp"
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -409,7 +408,7 @@ TEST(LocalAttentionLowering, ASplitLengthStaysSplit) {
   EXPECT_EQ(calls.count(Collective::alltoall), 0u) << p->explain();
 }
 
-// With the overlap (MTK_OVERLAP_HALO=1) every exchange of the layer, forward and backward, has a
+// With the overlap (program.overlap_halo) every exchange of the layer, forward and backward, has a
 // matrix product between its start and its finish: the keys' runs while the values are
 // projected; the values' and the mask's (positions, segment ids) while the logits are made, as a
 // finish moves down with the reshapes and elementwise steps on its output to the first product
@@ -417,8 +416,9 @@ TEST(LocalAttentionLowering, ASplitLengthStaysSplit) {
 TEST(LocalAttentionLowering, EveryExchangeHasAProductBetween) {
   if (world_size() == 1)
     GTEST_SKIP() << "no exchange to overlap on one rank";
-  const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});
-  Graph g;
+  ProgramOptions overlap;
+  overlap.overlap_halo = true;
+  Graph g(overlap);
   const auto p = lowered_split_layer(g);
   const auto& records = p->counters().halo_exchanges;
   EXPECT_EQ(records.size(), 6u);  // k, v, positions, segments; the gradients of k and v

@@ -1,4 +1,4 @@
-// Overlapped reductions of pending sums (mtk/lower/overlap.hpp, MTK_OVERLAP_COLLECTIVES): the
+// Overlapped reductions of pending sums (mtk/lower/overlap.hpp, program.overlap_collectives): the
 // plan starts each reduction after its tensor's last touch and waits before its first reader,
 // sharing buckets under the size threshold; a shared storage touched under another name waits
 // first; training with overlap on equals training with it off (bitwise on 1 and 2 ranks, where a
@@ -16,7 +16,6 @@
 
 #include "model_fixtures.hpp"
 #include "mtk_invariance_check.hpp"
-#include "option_scope.hpp"
 #include "program_fixtures.hpp"
 #include "training_fixtures.hpp"
 #include <cmath>
@@ -238,9 +237,10 @@ struct Trained {
   std::vector<std::string> collectives;  // explain()'s collectives, in order
 };
 
-// `steps` Adafactor steps of the tiny transformer, lowered under the options in force.
-Trained train(const Mesh& mesh, const LayoutRules& rules, int steps = 3) {
-  Graph g;
+// `steps` Adafactor steps of the tiny transformer, built and lowered with `options`.
+Trained train(const Mesh& mesh, const LayoutRules& rules, const ProgramOptions& options,
+              int steps = 3) {
+  Graph g(options);
   const auto c = tiny_transformer();
   nn::ModelGraph m = nn::build_transformer(g, c, /*training=*/true, /*seed=*/5);
   minimize_for_test(m.loss);
@@ -302,18 +302,12 @@ TEST(OverlapCollectives, TrainingEqualsBlockingReductionsOnEveryMeshAndLayout) {
       const auto rules = instantiate(layout, mshape);
       const std::string what = mshape.to_string() + " layout " + layout;
       Trained off, on, alone;
-      {
-        const OptionScope o({{"MTK_OVERLAP_COLLECTIVES", "0"}});
-        off = train(mesh, rules);
-      }
-      {
-        const OptionScope o({{"MTK_OVERLAP_COLLECTIVES", "1"}});
-        on = train(mesh, rules);
-      }
-      {
-        const OptionScope o({{"MTK_OVERLAP_COLLECTIVES", "1"}, {"MTK_ALLREDUCE_BUCKET_MIB", "0"}});
-        alone = train(mesh, rules);
-      }
+      ProgramOptions blocking, overlapped, unbucketed;
+      blocking.overlap_collectives = false;
+      unbucketed.allreduce_bucket_mib = 0;
+      off = train(mesh, rules, blocking);
+      on = train(mesh, rules, overlapped);
+      alone = train(mesh, rules, unbucketed);
       EXPECT_EQ(off.buckets, 0) << what;
       if (batch_ways(rules, mshape) > 1) {  // weight gradients are partial sums over batch
         EXPECT_GT(on.buckets, 0) << what;

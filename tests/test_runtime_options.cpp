@@ -1,5 +1,6 @@
-// The run-time options (core/mtk/base/runtime_options.hpp): one table, read once, checked, typed,
-// reloadable for tests, described for --version.
+// The run-time options (core/mtk/base/runtime_options.hpp): one table of backend choices and
+// diagnostics, read once, checked, typed, reloadable for tests, described for --version; the
+// variables that moved to the run config refused with their key.
 #include <mtk/base/error.hpp>
 #include <mtk/base/runtime_options.hpp>
 #include <mtk/kernels/einsum.hpp>
@@ -59,8 +60,11 @@ TEST(RuntimeOptions, OneTableWithDefaultsTheTableAllows) {
     EXPECT_GT(std::string(spec.doc).size(), 20u) << spec.name;
     env.set(spec.name, nullptr);
   }
-  EXPECT_EQ(names.size(), 20u);  // MTK_SHA256_IMPL went (OpenSSL); MTK_BF16_ACTIVATIONS came
-  reload_runtime_options();      // every default is accepted
+  // Eleven went to the run config (program.*, checkpoint.fletcher32).
+  EXPECT_EQ(names.size(), 9u);
+  for (const auto& moved : moved_runtime_options())
+    EXPECT_EQ(names.count(moved.variable), 0u) << moved.variable;
+  reload_runtime_options();  // every default is accepted
   const RuntimeOptions& o = runtime_options();
   for (const auto& spec : runtime_option_specs()) {
     EXPECT_FALSE(o.is_set(spec.name));
@@ -69,16 +73,8 @@ TEST(RuntimeOptions, OneTableWithDefaultsTheTableAllows) {
   EXPECT_TRUE(o.einsum_in_place());
   EXPECT_EQ(o.bf16_gemm(), "auto");
   EXPECT_EQ(o.collective_wait(), "auto");
-  EXPECT_TRUE(o.buffer_reuse());
-  EXPECT_TRUE(o.overlap_collectives());
-  EXPECT_TRUE(o.overlap_allgather());
-  EXPECT_TRUE(o.bf16_copies());
-  EXPECT_FALSE(o.overlap_halo());
-  EXPECT_TRUE(o.node_allreduce());
-  EXPECT_EQ(o.allreduce_bucket_mib(), 4);
   EXPECT_FALSE(o.profile_steps());
   EXPECT_FALSE(o.ckpt_timing());
-  EXPECT_FALSE(o.ckpt_fletcher32());
   EXPECT_EQ(o.ckpt_mpiio(), "auto");
   EXPECT_TRUE(o.ckpt_mpiio_hints().empty());
   EXPECT_FALSE(o.is_set("MTK_NO_SUCH_OPTION"));
@@ -91,13 +87,8 @@ TEST(RuntimeOptions, TypedValuesFromTheEnvironment) {
   env.set("MTK_EINSUM_IN_PLACE", "0");
   env.set("MTK_BF16_GEMM", "emulate");
   env.set("MTK_COLLECTIVE_WAIT", "yield");
-  env.set("MTK_BUFFER_REUSE", "0");
-  env.set("MTK_BUFFER_PLAN", "0");
-  env.set("MTK_OVERLAP_COLLECTIVES", "0");
-  env.set("MTK_ALLREDUCE_BUCKET_MIB", "16");
   env.set("MTK_PROFILE_STEPS", "1");
   env.set("MTK_CKPT_TIMING", "1");
-  env.set("MTK_CKPT_FLETCHER32", "1");
   env.set("MTK_CKPT_MPIIO", "independent");
   env.set("MTK_CKPT_MPIIO_HINTS", "romio_cb_write=enable,,cb_nodes=8");
   // Read once: nothing changes until a reload.
@@ -108,13 +99,8 @@ TEST(RuntimeOptions, TypedValuesFromTheEnvironment) {
   EXPECT_FALSE(o.einsum_in_place());
   EXPECT_EQ(o.bf16_gemm(), "emulate");
   EXPECT_EQ(o.collective_wait(), "yield");
-  EXPECT_FALSE(o.buffer_reuse());
-  EXPECT_FALSE(o.buffer_plan());
-  EXPECT_FALSE(o.overlap_collectives());
-  EXPECT_EQ(o.allreduce_bucket_mib(), 16);
   EXPECT_TRUE(o.profile_steps());
   EXPECT_TRUE(o.ckpt_timing());
-  EXPECT_TRUE(o.ckpt_fletcher32());
   EXPECT_EQ(o.ckpt_mpiio(), "independent");
   const std::vector<std::pair<std::string, std::string>> hints = {{"romio_cb_write", "enable"},
                                                                   {"cb_nodes", "8"}};
@@ -161,6 +147,39 @@ TEST(RuntimeOptions, BadValuesNameTheVariableAndTheAllowedValues) {
   const std::string what = error_of([] { reload_runtime_options(); });
   EXPECT_NE(what.find("MTK_BF16_GEMM is 'fast'"), std::string::npos) << what;
   EXPECT_NE(what.find("MTK_CKPT_MPIIO is 'sometimes'"), std::string::npos) << what;
+}
+
+// A variable that now is a config key would be silently ignored: reading fails, naming the
+// variable and the key that replaced it, for each one set (all in one message); the previous
+// options stay in force. Empty means unset, as for the others.
+TEST(RuntimeOptions, MovedVariablesAreRefusedNamingTheirConfigKey) {
+  EnvScope env;
+  for (const auto& moved : moved_runtime_options())
+    env.set(moved.variable, nullptr);
+  env.set("MTK_COLLECTIVE_WAIT", "spin");
+  reload_runtime_options();
+  EXPECT_EQ(moved_runtime_options().size(), 11u);
+  for (const auto& moved : moved_runtime_options()) {
+    EnvScope one;
+    one.set(moved.variable, "1");
+    const std::string what = error_of([] { reload_runtime_options(); });
+    EXPECT_EQ(what.rfind("mtk::runtime_options: ", 0), 0u) << what;
+    EXPECT_NE(
+        what.find(std::string(moved.variable) + " moved to " + moved.key + " in the run config"),
+        std::string::npos)
+        << what;
+    EXPECT_NE(what.find(std::string("--set ") + moved.key + "="), std::string::npos) << what;
+    EXPECT_EQ(runtime_options().collective_wait(), "spin");
+  }
+  env.set("MTK_OVERLAP_HALO", "1");
+  env.set("MTK_CKPT_FLETCHER32", "0");
+  const std::string what = error_of([] { reload_runtime_options(); });
+  EXPECT_NE(what.find("MTK_OVERLAP_HALO moved to program.overlap_halo"), std::string::npos) << what;
+  EXPECT_NE(what.find("MTK_CKPT_FLETCHER32 moved to checkpoint.fletcher32"), std::string::npos)
+      << what;
+  env.set("MTK_OVERLAP_HALO", "");
+  env.set("MTK_CKPT_FLETCHER32", "");
+  reload_runtime_options();  // empty: unset
 }
 
 TEST(RuntimeOptions, DescribedOneLinePerOption) {

@@ -17,7 +17,6 @@
 
 #include "model_fixtures.hpp"
 #include "mtk_invariance_check.hpp"
-#include "option_scope.hpp"
 #include "temp_dir.hpp"
 #include "training_fixtures.hpp"
 #include <memory>
@@ -45,6 +44,7 @@ struct Options {
   int microbatches = 0;          // > 0: nn::build_training with that many slices, else minimize()
   DType state = DType::float32;  // how variables and slots are stored
   Rounding rounding = Rounding::nearest;  // of bfloat16 variables (train.variable_rounding)
+  ProgramOptions program = {};            // built and lowered with (program.*)
 };
 
 // A lowered tiny Transformer with its optimizer and its one batch of feeds.
@@ -59,6 +59,7 @@ struct Job {
 
 std::unique_ptr<Job> make_job(const Mesh& mesh, const LayoutRules& rules, const Options& o) {
   auto j = std::make_unique<Job>();
+  j->g.set_options(o.program);
   const auto c = tiny_transformer();
   std::unique_ptr<optim::Optimizer> opt;
   if (o.optimizer == "adam")
@@ -185,9 +186,10 @@ TEST(ShardedOptimizer, BlockingReduceScatterEqualsTheOverlappedOne) {
   Mesh mesh(mshape, MPI_COMM_WORLD);
   const auto rules = instantiate("batch:@0", mshape);
   const Trained overlapped = train(mesh, rules, {"adam", true});
-  const OptionScope o({{"MTK_OVERLAP_COLLECTIVES", "0"}});
-  const Trained blocking = train(mesh, rules, {"adam", true});
-  expect_same(blocking, overlapped, "MTK_OVERLAP_COLLECTIVES=0 vs 1", true);
+  Options o{"adam", true};
+  o.program.overlap_collectives = false;
+  const Trained blocking = train(mesh, rules, o);
+  expect_same(blocking, overlapped, "program.overlap_collectives false vs true", true);
   if (world_size() > 1) {
     EXPECT_NE(overlapped.explain.find("reduce_scatter(sum) start"), std::string::npos);
   }
@@ -201,9 +203,10 @@ TEST(ShardedOptimizer, BlockingAllgatherEqualsTheOverlappedOne) {
   const auto rules = instantiate("batch:@0", mshape);
   for (const std::string optimizer : {"adam", "adafactor"}) {
     const Trained overlapped = train(mesh, rules, {optimizer, true});
-    const OptionScope o({{"MTK_OVERLAP_ALLGATHER", "0"}});
-    const Trained blocking = train(mesh, rules, {optimizer, true});
-    expect_bitwise(blocking, overlapped, optimizer + ": MTK_OVERLAP_ALLGATHER=0 vs 1");
+    Options o{optimizer, true};
+    o.program.overlap_allgather = false;
+    const Trained blocking = train(mesh, rules, o);
+    expect_bitwise(blocking, overlapped, optimizer + ": program.overlap_allgather false vs true");
     EXPECT_EQ(overlapped.explain.find("allgather start") != std::string::npos, world_size() > 1)
         << optimizer;
     EXPECT_EQ(blocking.explain.find("allgather start"), std::string::npos) << optimizer;

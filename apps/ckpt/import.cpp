@@ -167,7 +167,7 @@ int import_main(const Communicator& world, const ImportOptions& io) {
   const Mesh mesh(mesh_shape, world);
   // The training program `train` builds (optimizer slots and counters at their start values), so
   // that train resumes from the checkpoint as from its own.
-  Graph g;
+  Graph g(settings.program);
   auto optimizer = config::make_optimizer(settings.optimizer);
   if (settings.optimizer.shard)
     optimizer->set_sharding({rules, mesh_shape});
@@ -189,7 +189,9 @@ int import_main(const Communicator& world, const ImportOptions& io) {
     if (world.rank() == 0)
       make_directories(o.run_dir, kWhere);
   });
-  CheckpointManager manager(o.run_dir, std::max(1, settings.checkpoint_keep), mesh);
+  CheckpointOptions written;
+  written.fletcher32 = settings.checkpoint_fletcher32;  // checkpoint.fletcher32
+  CheckpointManager manager(o.run_dir, std::max(1, settings.checkpoint_keep), mesh, written);
   const std::string path = manager.save(*program, md);
   app::say(cat(kWhere, ": ", vars.size(), " variables of ", io.file, " -> ", path, " (mesh ",
                mesh_shape.to_string(), "); `train --run-dir ", o.run_dir, "` starts from it\n"));

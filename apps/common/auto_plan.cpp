@@ -2,7 +2,6 @@
 
 #include <mtk/app/memory_budget.hpp>
 #include <mtk/base/error.hpp>
-#include <mtk/base/runtime_options.hpp>
 #include <mtk/config/machine_config.hpp>
 #include <mtk/cost/memory_plans.hpp>
 #include <mtk/metrics/metrics.hpp>
@@ -139,8 +138,9 @@ void search(AutoPlan& p, const Config& config, const nn::TransformerConfig& mode
   options.processors = comm.size();
   options.memory_bytes = p.memory_bytes;
   options.time.bf16 = model.contraction_precision() == Precision::bfloat16;
-  // The run overlaps its halo exchanges when MTK_OVERLAP_HALO=1: price them as it will run them.
-  options.time.overlap_halo = runtime_options().overlap_halo();
+  // Lowered with the run's program.* settings; halo exchanges priced as the run will run them.
+  options.program = train.program;
+  options.time.overlap_halo = train.program.overlap_halo;
   if (!p.mesh_auto)
     options.mesh = config.mesh_shape();
   if (!p.layout_auto)

@@ -67,4 +67,34 @@ void check_model(const CheckpointMetadata& meta, const RunOptions& o, const std:
            "or name it with --restore to use its weights in this model anyway"));
 }
 
+std::string tell_setting_changes(const CheckpointMetadata& meta, const TrainingSettings& now,
+                                 const std::string& path) {
+  if (meta.config_yaml.empty())
+    return "";
+  std::vector<config::SettingChange> changes;
+  try {
+    const Config recorded = Config::from_string(meta.config_yaml, path);
+    changes = config::program_changes(recorded, now.program);
+    const bool was = recorded.get_bool("checkpoint.fletcher32", false);
+    if (was != now.checkpoint_fletcher32)
+      changes.push_back({"checkpoint.fletcher32", was ? "true" : "false",
+                         now.checkpoint_fletcher32 ? "true" : "false", ""});
+  } catch (const std::exception& e) {  // a config this version cannot read: say so, go on
+    const std::string text =
+        cat("  note: the settings of ", path, " cannot be compared: ", e.what(), "\n");
+    say(text);
+    return text;
+  }
+  if (changes.empty())
+    return "";
+  std::string text = cat("  note: ", path, " was saved with other program settings:\n");
+  for (const auto& c : changes)
+    text += cat("    ", c.key, ": ", c.was, " -> ", c.now, " (",
+                c.numerics.empty() ? "time and memory only, the same results"
+                                   : "can change numerics: " + c.numerics,
+                ")\n");
+  say(text);
+  return text;
+}
+
 }  // namespace mtk::app

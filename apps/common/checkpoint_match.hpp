@@ -1,6 +1,7 @@
 #pragma once
 // What a restored checkpoint must agree with before its weights are used: the data's vocabulary
-// (token ids) and the model keys that change what the same weights compute.
+// (token ids) and the model keys that change what the same weights compute; and what a resumed run
+// is told: the program and checkpoint settings that differ from the checkpoint's.
 
 #include <mtk/checkpoint/checkpoint.hpp>
 
@@ -20,5 +21,12 @@ void check_vocabulary(const CheckpointMetadata& meta, const RunOptions& o, const
 /// key and both values, or with `explicit_restore` (--restore) is only told.
 void check_model(const CheckpointMetadata& meta, const RunOptions& o, const std::string& path,
                  const std::string& tool, bool explicit_restore);
+
+/// Rank 0 says which program.* keys and checkpoint.fletcher32 differ between the checkpoint's
+/// recorded config and `now`, each with both values and whether the change can change the
+/// results (node_allreduce: the order of the sums) or only time, memory or the files. Returns the
+/// text said ("" when nothing differs or the checkpoint records no config).
+std::string tell_setting_changes(const CheckpointMetadata& meta, const TrainingSettings& now,
+                                 const std::string& path);
 
 }  // namespace mtk::app

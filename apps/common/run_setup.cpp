@@ -27,7 +27,8 @@ std::string shared_config_reference() {
   return config::markdown_block("model", config::model_schema().markdown("model")) +
          config::markdown_block("train", config::train_schema().markdown("train", defaults)) +
          config::markdown_block("checkpoint",
-                                config::checkpoint_schema().markdown("checkpoint", defaults));
+                                config::checkpoint_schema().markdown("checkpoint", defaults)) +
+         config::markdown_block("program", config::program_schema().markdown("program"));
 }
 
 int config_schema_main(const std::vector<std::string>& args, const std::string& tool,

@@ -349,6 +349,7 @@ std::string resume(const TrainingJob& job) {
     if (!meta.data_position.empty())
       agree_on_failure(job.mesh.comm(), [&] { job.data.restore(meta.data_position); });
     say(cat("  resumed from ", restored, " at step ", job.step, "\n"));
+    tell_setting_changes(meta, job.settings, restored);
   } else {
     refuse_or_start_fresh(job);
     if (init) {
@@ -493,7 +494,9 @@ std::string origin_comment(const std::string& origin) {
 // run_training after the lock: restore or refuse, the training loop, the status file.
 int run_training_locked(const TrainingJob& job) {
   const Mesh& mesh = job.mesh;
-  CheckpointManager ckpt(job.o.run_dir, job.settings.checkpoint_keep, mesh);
+  CheckpointOptions written;
+  written.fletcher32 = job.settings.checkpoint_fletcher32;  // checkpoint.fletcher32
+  CheckpointManager ckpt(job.o.run_dir, job.settings.checkpoint_keep, mesh, written);
   ckpt.set_logger([](const std::string& msg) { say(msg + "\n"); });
   const std::string restored = resume(job);
   // After the restore: a refused one leaves the run's record as it was, and a fine-tune's

@@ -2,6 +2,7 @@
 
 #include <mtk/base/error.hpp>
 #include <mtk/config/known_keys.hpp>
+#include <mtk/config/program_config.hpp>
 #include <mtk/config/training_config.hpp>
 
 #include "say.hpp"
@@ -14,10 +15,10 @@ namespace {
 using config::Schema;
 constexpr const char* kTool = "mtk-fmnist";
 
-// The top-level sections; those after `layout` are on field tables. (The coordinator adds the
-// shared `program:` section here and in read_settings() when the apps gain it.)
-const std::vector<std::string> kSections = {"mesh",  "layout", "data",
-                                            "model", "train",  "checkpoint"};
+// The top-level sections; those after `layout` are on field tables (checkpoint and program are
+// the other training apps' tables).
+const std::vector<std::string> kSections = {"mesh",  "layout",     "data",   "model",
+                                            "train", "checkpoint", "program"};
 
 Schema<Settings> make_data_schema() {
   Schema<Settings> s;
@@ -96,6 +97,8 @@ Settings read_settings(const Config& c) {
   const config::TrainingSettings ckpt = config::checkpoint_schema().read(c, "checkpoint");
   s.checkpoint_every = ckpt.checkpoint_every;
   s.checkpoint_keep = ckpt.checkpoint_keep;
+  s.checkpoint_fletcher32 = ckpt.checkpoint_fletcher32;
+  s.program = config::program_schema().read(c, "program");
   try {
     s.model.check();
   } catch (const Error& e) {
@@ -115,7 +118,9 @@ Config effective_config(const Config& given, const Settings& settings, const std
         config::TrainingSettings ckpt;
         ckpt.checkpoint_every = settings.checkpoint_every;
         ckpt.checkpoint_keep = settings.checkpoint_keep;
+        ckpt.checkpoint_fletcher32 = settings.checkpoint_fletcher32;
         config::checkpoint_schema().write(c, "checkpoint", ckpt);
+        config::program_schema().write(c, "program", settings.program);
       },
       1);
   out.set_scalar("mesh", mesh);
@@ -129,7 +134,8 @@ std::string config_reference() {
          config::markdown_block("fmnist.model", model_schema().markdown("model")) +
          config::markdown_block("fmnist.train", train_schema().markdown("train")) +
          config::markdown_block("checkpoint",
-                                config::checkpoint_schema().markdown("checkpoint", shared));
+                                config::checkpoint_schema().markdown("checkpoint", shared)) +
+         config::markdown_block("program", config::program_schema().markdown("program"));
 }
 
 MeshShape mesh_for_ranks(Config& config, int ranks) {

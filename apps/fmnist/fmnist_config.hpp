@@ -3,6 +3,7 @@
 // through one field table (config::Schema, docs/configuration.md#mtk-fmnist): unknown sections and
 // keys, keys given twice and values out of range are errors naming the file.
 
+#include <mtk/base/program_options.hpp>
 #include <mtk/config/config.hpp>
 #include <mtk/config/schema.hpp>
 
@@ -22,6 +23,8 @@ struct Settings {
   std::string run_dir = "run";
   std::int64_t checkpoint_every = 1000;
   int checkpoint_keep = 3;
+  bool checkpoint_fletcher32 = false;  ///< checkpoint.fletcher32
+  ProgramOptions program;              ///< program.* (the other apps' section)
 };
 
 /// The sections on field tables.

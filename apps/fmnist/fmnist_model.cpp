@@ -126,8 +126,9 @@ std::vector<std::int64_t> epoch_order(std::int64_t count, std::uint64_t seed, st
   return order;
 }
 
-Trainer::Trainer(const ModelConfig& config, const Mesh& mesh, const LayoutRules& rules)
-    : config_(config) {
+Trainer::Trainer(const ModelConfig& config, const ProgramOptions& program, const Mesh& mesh,
+                 const LayoutRules& rules)
+    : config_(config), train_graph_(program), eval_graph_(program) {
   train_ = build_model(train_graph_, config, config.batch);
   optim::LearningRateSchedule lr;
   lr.kind = optim::LearningRateSchedule::Kind::constant;

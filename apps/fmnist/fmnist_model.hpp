@@ -57,7 +57,9 @@ struct StepResult {
 
 class Trainer {
  public:
-  Trainer(const ModelConfig& config, const Mesh& mesh, const LayoutRules& rules);
+  /// Builds and lowers both programs with `program` (the run's program.* settings).
+  Trainer(const ModelConfig& config, const ProgramOptions& program, const Mesh& mesh,
+          const LayoutRules& rules);
   /// One optimizer step on the images `indices` (config.batch of them).
   StepResult step(const IdxImages& images, const std::vector<std::uint8_t>& labels,
                   const std::vector<std::int64_t>& indices);

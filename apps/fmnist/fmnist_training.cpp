@@ -6,10 +6,12 @@
 #include <mtk/base/error.hpp>
 #include <mtk/checkpoint/checkpoint.hpp>
 #include <mtk/config/config.hpp>
+#include <mtk/config/training_config.hpp>
 #include <mtk/files/files.hpp>
 #include <mtk/metrics/metrics.hpp>
 #include <mtk/signals/stop_signals.hpp>
 
+#include "checkpoint_match.hpp"
 #include "fmnist_results.hpp"
 #include "say.hpp"
 #include "training.hpp"
@@ -110,6 +112,11 @@ std::string resume(Job& job, CheckpointManager& ckpt) {
   }
   if (!restored.empty()) {
     agree_on_failure(job.mesh.comm(), [&] { check_same_run(job, meta, restored); });
+    config::TrainingSettings now;  // the program and checkpoint settings the apps share
+    now.program = job.s.program;
+    now.checkpoint_fletcher32 = job.s.checkpoint_fletcher32;
+    if (job.mesh.rank() == 0)
+      app::tell_setting_changes(meta, now, restored);
     job.step = meta.step;
     app::say(cat("  resumed from ", restored, " at step ", job.step, "\n"));
   }
@@ -226,7 +233,9 @@ int train_steps(Job& job, CheckpointManager& ckpt, bool saved) {
 
 // run_training after the lock: restore, the resolved config, the training loop.
 int run_locked(Job& job) {
-  CheckpointManager ckpt(job.o.run_dir, job.s.checkpoint_keep, job.mesh);
+  CheckpointOptions written;
+  written.fletcher32 = job.s.checkpoint_fletcher32;  // checkpoint.fletcher32
+  CheckpointManager ckpt(job.o.run_dir, job.s.checkpoint_keep, job.mesh, written);
   ckpt.set_logger([](const std::string& m) { app::say(m + "\n"); });
   const std::string restored = resume(job, ckpt);
   agree_on_failure(job.mesh.comm(), [&] {

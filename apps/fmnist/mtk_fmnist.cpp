@@ -8,6 +8,7 @@
 #include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
 #include <mtk/parallel/environment.hpp>
+#include <mtk/parallel/node_reducer.hpp>
 #include <mtk/signals/stop_signals.hpp>
 
 #include "cli.hpp"
@@ -96,7 +97,8 @@ int train_main(const Communicator& world, const std::vector<std::string>& args) 
   app::say("  %lld training and %lld test images from %s\n",
            static_cast<long long>(data.train_images.count),
            static_cast<long long>(data.test_images.count), s.data_dir.c_str());
-  fmnist::Trainer trainer(s.model, mesh, rules);
+  set_node_allreduce(s.program.node_allreduce);  // program.node_allreduce
+  fmnist::Trainer trainer(s.model, s.program, mesh, rules);
   return fmnist::run_training(
       s, mesh, data, trainer,
       {o.run_dir, o.restore, o.json_path, o.resolved_yaml, rules.to_string()});

@@ -1,14 +1,12 @@
 // mtk-layout calibrate: split halo exchanges — see calibrate_halo.hpp.
 #include "calibrate_halo.hpp"
 
-#include <mtk/base/runtime_options.hpp>
 #include <mtk/lower/lowering.hpp>
 #include <mtk/ops/ops.hpp>
 #include <mtk/parallel/node_halo.hpp>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -19,13 +17,15 @@ namespace {
 
 // Seconds per run of the start and finish steps of one lowered exchange along `axis` (periodic,
 // strips of kHaloRateStrip floats: a [P, 16, strip] tensor split in blocks), forward or its
-// adjoint, with MTK_OVERLAP_HALO on and a product of ~33 MFLOP between its start and its finish:
-// the program's own packing, publishing and placing while the neighbours compute, the waits
+// adjoint, with program.overlap_halo on and a product of ~33 MFLOP between its start and its
+// finish: the program's own packing, publishing and placing while the neighbours compute, the waits
 // hidden. The median over `reps` rounds of the most over the ranks.
 double exchange_steps_seconds(const Communicator& world, const Mesh& mesh, int axis, bool adjoint,
                               int reps) {
   const std::int64_t P = mesh.shape()[axis].size, n = 16, strip = kHaloRateStrip, k = 256;
-  Graph g;
+  ProgramOptions overlapped;
+  overlapped.overlap_halo = true;  // the exchange split into its start and finish steps
+  Graph g(overlapped);
   const Tensor x = placeholder(g, "x", Shape({{"b", P}, {"n", adjoint ? n + 2 : n}, {"i", strip}}));
   const Tensor xs = x + x;  // computed by a step, as in a layer (and not timed with the feeds)
   const Tensor y = adjoint ? halo_reduce(xs, "b", "n", 1, 1, HaloBoundary::periodic)
@@ -34,15 +34,7 @@ double exchange_steps_seconds(const Communicator& world, const Mesh& mesh, int a
   const Tensor c = placeholder(g, "c", Shape({{"k", k}, {"s", k}}));
   const Tensor w = einsum({a, c}, Shape({{"r", k}, {"s", k}}));  // independent of the exchange
   const Tensor loss = reduce_sum(y) + reduce_sum(w);
-  const std::string was = std::getenv("MTK_OVERLAP_HALO") ? std::getenv("MTK_OVERLAP_HALO") : "";
-  setenv("MTK_OVERLAP_HALO", "1", 1);
-  reload_runtime_options();
   auto program = lower(g, mesh, LayoutRules::parse("b:" + mesh.shape()[axis].name));
-  if (was.empty())
-    unsetenv("MTK_OVERLAP_HALO");
-  else
-    setenv("MTK_OVERLAP_HALO", was.c_str(), 1);
-  reload_runtime_options();
   std::map<int, HostTensor> feeds;
   for (const Tensor& t : {x, a, c})
     feeds.emplace(t.id(), HostTensor::floats(

@@ -7,8 +7,10 @@
 
 #include <mtk/app/app_main.hpp>
 #include <mtk/base/error.hpp>
+#include <mtk/base/runtime_options.hpp>
 #include <mtk/config/config.hpp>
 #include <mtk/config/model_config.hpp>
+#include <mtk/config/program_config.hpp>
 #include <mtk/cost/internode.hpp>
 #include <mtk/cost/step_time.hpp>
 #include <mtk/lower/lowering.hpp>
@@ -74,6 +76,10 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
     return mtk::layout_app::run_search(world, {args.begin() + 1, args.end()});
   if (!args.empty() && args[0] == "calibrate")
     return mtk::layout_app::run_calibrate(world, {args.begin() + 1, args.end()});
+  if (args.size() == 1 && args[0] == "runtime-options") {  // docs/runtime-options.md's tables
+    std::printf("%s", mtk::runtime_options_markdown().c_str());
+    return 0;
+  }
   std::string config_path, preset, mesh_text, layout_text, optimizer = "adafactor";
   std::vector<std::string> sets;
   bool explain = false, strict_layout = false;
@@ -121,7 +127,8 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
       config.has("mesh") ? config.mesh_shape() : mtk::MeshShape::parse("all:1");
   const mtk::LayoutRules rules = config.layout_rules();
 
-  mtk::Graph g;
+  // Lowered as the run config's program.* settings would lower it.
+  mtk::Graph g(mtk::config::program_schema().read(config, "program"));
   mtk::nn::ModelGraph m = mtk::nn::build_transformer(g, model, true);
   mtk::app::check_layout_rules(g, rules, mtk::app::transformer_dim_names, strict_layout,
                                "mtk-layout");

@@ -5,7 +5,6 @@
 
 #include <mtk/app/exit_status.hpp>
 #include <mtk/base/error.hpp>
-#include <mtk/base/runtime_options.hpp>
 #include <mtk/config/config.hpp>
 #include <mtk/config/machine_config.hpp>
 #include <mtk/config/model_config.hpp>
@@ -67,8 +66,6 @@ void add_search_options(CLI::App& app, SearchArgs& a) {
   app.add_option("--optimizer", a.optimizer, "adafactor | adam | sgd (default: the config's)")
       ->check(CLI::IsMember(config::optimizer_names()));
   app.add_flag("--bf16", options.time.bf16, "Time matmuls at the machine's bf16 rate");
-  // The programs are lowered with MTK_OVERLAP_HALO's setting; price their exchanges the same way.
-  options.time.overlap_halo = runtime_options().overlap_halo();
   app.add_option("--set", a.sets, "Overrides one setting (repeatable), e.g. model.d_model=512")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false)
@@ -232,8 +229,11 @@ int run_search(const Communicator& world, const std::vector<std::string>& args) 
   if (!a.optimizer.empty())
     config.apply_override("train.optimizer=" + a.optimizer);
   // The config's optimizer with its hyperparameters (Adafactor's factoring sizes its slots).
-  const config::OptimizerSettings optimizer_settings =
-      config::read_training_settings(config).optimizer;
+  const config::TrainingSettings training = config::read_training_settings(config);
+  const config::OptimizerSettings optimizer_settings = training.optimizer;
+  // The config's program.* settings: lowered with them, exchanges priced as they will run.
+  options.program = training.program;
+  options.time.overlap_halo = training.program.overlap_halo;
   const cost::Machine machine =
       a.machine_file.empty() ? cost::reference_machine() : machine_from_file(a.machine_file);
   if (!memory_given)
@@ -241,8 +241,7 @@ int run_search(const Communicator& world, const std::vector<std::string>& args) 
 
   const auto t0 = std::chrono::steady_clock::now();
   const nn::TransformerConfig model = transformer_config_from(config);
-  const cost::MemorySettings configured{
-      model.recompute, config::read_training_settings(config).microbatches, model.loss_chunks};
+  const cost::MemorySettings configured{model.recompute, training.microbatches, model.loss_chunks};
   const cost::MemoryPlanSearch search = cost::search_with_memory_settings(
       model, configured, [&] { return config::make_optimizer(optimizer_settings); }, machine,
       options);

@@ -12,7 +12,7 @@ using config::Schema;
 
 // The top-level sections; those after `layout` are on field tables.
 const std::vector<std::string> kSections = {"mesh", "layout",     "model", "train",
-                                            "data", "checkpoint", "eval"};
+                                            "data", "checkpoint", "eval",  "program"};
 
 Schema<Settings> make_data_schema() {
   Schema<Settings> s;

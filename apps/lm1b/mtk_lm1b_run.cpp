@@ -20,6 +20,7 @@
 #include <mtk/nn/training_graph.hpp>
 #include <mtk/nn/transformer.hpp>
 #include <mtk/optim/optim.hpp>
+#include <mtk/parallel/node_reducer.hpp>
 #include <mtk/signals/stop_signals.hpp>
 
 #include "auto_plan.hpp"
@@ -189,6 +190,7 @@ int start(Start& st, const Communicator& world, const std::vector<std::string>& 
         (plan.planned() ? plan.yaml_comment() : "") +
         effective_config(st.o.config, st.settings, st.s.model, world.size()).dump();
   });
+  set_node_allreduce(st.settings.program.node_allreduce);  // program.node_allreduce
   return -1;
 }
 
@@ -221,7 +223,7 @@ int train_main(const std::vector<std::string>& args) {
   const std::uint64_t seed = settings.seed;
 
   Mesh mesh(s.mesh_shape, world);
-  Graph g;
+  Graph g(settings.program);
   nn::ModelGraph m;
   Tensor lr, gradient_norm;  // what training logs besides the losses
   auto optimizer = config::make_optimizer(settings.optimizer);
@@ -291,7 +293,7 @@ int eval_main(const std::vector<std::string>& args) {
       o.logit_scale > 0 ? o.logit_scale : start_state.settings.eval_logit_scale;
   const std::int64_t max_batches = start_state.settings.eval_max_batches;
   Mesh mesh(s.mesh_shape, world);
-  Graph g;
+  Graph g(start_state.settings.program);
   auto m = agree_on_failure(
       mesh.comm(), [&] { return nn::build_transformer(g, s.model, false, 1, logit_scale); });
   check_cost(g, s, mesh);
@@ -377,7 +379,7 @@ int sample_main(const std::vector<std::string>& args) {
   Options& o = start_state.o;
   Setup& s = start_state.s;
   Mesh mesh(s.mesh_shape, world);
-  Graph g;
+  Graph g(start_state.settings.program);
   auto m = agree_on_failure(mesh.comm(), [&] { return nn::build_transformer(g, s.model, false); });
   check_cost(g, s, mesh);
   auto program = lower(g, mesh, s.rules);

@@ -11,8 +11,8 @@ namespace {
 using config::Schema;
 
 // The top-level sections; those after `layout` are on field tables.
-const std::vector<std::string> kSections = {"mesh", "layout",     "model",    "train",
-                                            "data", "checkpoint", "translate"};
+const std::vector<std::string> kSections = {"mesh", "layout",     "model",     "train",
+                                            "data", "checkpoint", "translate", "program"};
 
 Schema<DataSettings> make_data_schema() {
   using D = DataSettings;

@@ -10,6 +10,7 @@
 #include <mtk/decode/decode.hpp>
 #include <mtk/files/files.hpp>
 #include <mtk/nn/training_graph.hpp>
+#include <mtk/parallel/node_reducer.hpp>
 #include <mtk/signals/stop_signals.hpp>
 #include <mtk/text/bleu.hpp>
 #include <mtk/text/sgm.hpp>
@@ -35,10 +36,12 @@ struct Setup {
   nn::TransformerConfig model;
   MeshShape mesh_shape;
   LayoutRules rules;
+  ProgramOptions program;  ///< program.*
 };
 
 Setup setup(const app::RunOptions& o, const Settings& settings, int ranks) {
   Setup s;
+  s.program = settings.train.program;
   s.data.dir = settings.data.dir;
   if (s.data.dir.empty())
     fail("mtk-wmt", cat(o.config.origin(),
@@ -106,6 +109,7 @@ int start(CLI::App& app, app::RunOptions& o, Settings& settings, Setup& s,
     o.resolved_yaml = (plan.planned() ? plan.yaml_comment() : "") +
                       effective_config(o.config, settings, s.model, world.size()).dump();
   });
+  set_node_allreduce(settings.train.program.node_allreduce);  // program.node_allreduce
   return -1;
 }
 
@@ -199,7 +203,7 @@ Translator load_decoder(const Communicator& world, const app::RunOptions& o, con
                         const nn::DecodingShape& shape, std::string& path,
                         CheckpointMetadata& meta) {
   Mesh mesh(s.mesh_shape, world);
-  Graph g;
+  Graph g(s.program);
   agree_on_failure(world, [&] {
     nn::build_transformer(g, s.model, false);  // the checkpoint's variables, by name
   });
@@ -209,9 +213,10 @@ Translator load_decoder(const Communicator& world, const app::RunOptions& o, con
   agree_on_failure(world, [&] {
     app::batch_slice(s.rules, mesh, shape.batch, "the translate batch", "mtk-wmt translate");
     if (s.model.moe_every > 0)
-      t.full = std::make_unique<decode::FullDecoder>(s.model, shape, mesh, s.rules);
+      t.full = std::make_unique<decode::FullDecoder>(s.model, shape, mesh, s.rules, s.program);
     else
-      t.incremental = std::make_unique<decode::IncrementalDecoder>(s.model, shape, mesh, s.rules);
+      t.incremental =
+          std::make_unique<decode::IncrementalDecoder>(s.model, shape, mesh, s.rules, s.program);
   });
   if (t.full) {
     app::say(cat("  model.moe_every = ", s.model.moe_every,
@@ -346,7 +351,7 @@ int train_main(const Communicator& world, const std::vector<std::string>& args) 
   if (const int status = start(app, o, settings, s, world, args); status >= 0)
     return status;
   Mesh mesh(s.mesh_shape, world);
-  Graph g;
+  Graph g(s.program);
   nn::ModelGraph m;
   Tensor lr, gradient_norm;  // what training logs besides the losses
   auto optimizer = config::make_optimizer(settings.train.optimizer);

@@ -632,20 +632,19 @@ TEST(Checkpoint, Hdf5ToolsReadEveryTensor) {
   EXPECT_TRUE(contains_text(value, want)) << value << " lacks " << want;
 }
 
-// With MTK_CKPT_FLETCHER32=1 chunked datasets carry HDF5's Fletcher32 checksum (issue 15, item
-// 5): a byte flipped inside a chunk makes plain HDF5 readers (h5dump) fail as well as MTK's verify
-// and restore. A checkpoint saved without it (the default) verifies and restores as ever.
+// With checkpoint.fletcher32 (CheckpointOptions) chunked datasets carry HDF5's Fletcher32 checksum
+// (issue 15, item 5): a byte flipped inside a chunk makes plain HDF5 readers (h5dump) fail as well
+// as MTK's verify and restore. A checkpoint saved without it (the default) verifies and restores as
+// ever.
 TEST(Checkpoint, CorruptChunkFailsHdf5ReadersAndMtkAlike) {
   TempDir dir(MPI_COMM_WORLD);
   Mesh mesh(checkpoint_test_mesh(world_size()), MPI_COMM_WORLD);
   TinyModel a = make_tiny_model(mesh, rules_a());
   a.train_step();
-  ::setenv("MTK_CKPT_FLETCHER32", "1", 1);
-  reload_runtime_options();  // read once per process otherwise
+  CheckpointOptions fletcher32;
+  fletcher32.fletcher32 = true;
   const std::string path =
-      CheckpointManager(dir.path(), 1, mesh).save(*a.program, sample_metadata());
-  ::unsetenv("MTK_CKPT_FLETCHER32");
-  reload_runtime_options();
+      CheckpointManager(dir.path(), 1, mesh, fletcher32).save(*a.program, sample_metadata());
   const auto values = all_values(*a.program);
   const bool tools =
       std::system("command -v h5dump >/dev/null 2>&1") == 0;  // every rank: same answer

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""The config reference tables of docs/configuration.md against the field tables they come from.
+"""Generated reference tables in docs/ against the tables in the code they come from.
 
     config_docs.py check DOC TOOL...   fails when a table in DOC differs from what TOOL config-schema
                                        prints (each TOOL: mtk-lm1b, mtk-wmt, mtk-fmnist), naming the table
     config_docs.py write DOC TOOL...   rewrites the tables in DOC (between their markers)
+
+A TOOL given as "PATH:SUBCOMMAND" runs that subcommand instead of config-schema
+(docs/runtime-options.md: "mtk-layout:runtime-options").
 
 Each table sits between "<!-- BEGIN GENERATED: id -->" and "<!-- END GENERATED: id -->"; a table
 two tools print (model, train, checkpoint) must be the same from both.
@@ -19,8 +22,9 @@ BLOCK = re.compile(r"<!-- BEGIN GENERATED: (\S+) -->\n(.*?)<!-- END GENERATED: \
 def generated(tools):
     tables, origin = {}, {}
     for tool in tools:
-        out = subprocess.run([tool, "config-schema"], check=True, capture_output=True, text=True,
-                             timeout=120).stdout
+        path, _, command = tool.partition(":")
+        out = subprocess.run([path, command or "config-schema"], check=True, capture_output=True,
+                             text=True, timeout=120).stdout
         for name, table in BLOCK.findall(out):
             if name in tables and tables[name] != table:
                 sys.exit(f"config_docs: '{name}' differs between {origin[name]} and {tool}")

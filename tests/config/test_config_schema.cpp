@@ -196,7 +196,8 @@ TEST(ConfigSchema, UnknownKeysAreErrorsWithASuggestion) {
   EXPECT_TRUE(contains(e, "unknown key 'train.stepz'; did you mean 'train.steps'?")) << e;
   // Nothing near: no suggestion.
   e = error_of([] { config::read_training_settings(yaml("checkpoint: {frequency: 3}\n")); });
-  EXPECT_TRUE(contains(e, "unknown key 'checkpoint.frequency' (known: every, keep)")) << e;
+  EXPECT_TRUE(contains(e, "unknown key 'checkpoint.frequency' (known: every, keep, fletcher32)"))
+      << e;
   e = error_of([] { reject_unknown_sections(yaml("trian: {}\n"), "mtk-x", {"model", "train"}); });
   EXPECT_TRUE(contains(e, "mtk-x: run.yaml: unknown section 'trian'; did you mean 'train'?")) << e;
   // Another optimizer's hyperparameters would do nothing: an error naming both.
@@ -278,4 +279,51 @@ TEST(ConfigSchema, ValueTextReadsBackExactly) {
   EXPECT_EQ(config::value_text(1e-30), "1e-30");
   EXPECT_EQ(config::value_text(std::int64_t{-3}), "-3");
   EXPECT_EQ(config::value_text(true), "true");
+}
+
+// program.*: the defaults are ProgramOptions' (what MTK did before the section existed), every
+// key round-trips, unknown keys and bad values are named, and a recorded config compares key by
+// key with whether each change can change numerics.
+TEST(ConfigSchema, ProgramSectionDefaultsRoundTripAndChanges) {
+  const auto s = config::read_training_settings(yaml("{}"));
+  EXPECT_TRUE(s.program == ProgramOptions());
+  EXPECT_FALSE(s.checkpoint_fletcher32);
+  EXPECT_TRUE(s.program.overlap_collectives && s.program.node_allreduce && s.program.buffer_reuse);
+  EXPECT_FALSE(s.program.overlap_halo);
+  EXPECT_EQ(s.program.allreduce_bucket_mib, 4);
+  EXPECT_EQ(s.program.bf16_activations, Bf16Activations::automatic);
+  const auto set = config::read_training_settings(
+      yaml("program: {overlap_halo: true, bf16_activations: never, allreduce_bucket_mib: 16}\n"
+           "checkpoint: {fletcher32: true}\n"));
+  EXPECT_TRUE(set.program.overlap_halo);
+  EXPECT_EQ(set.program.bf16_activations, Bf16Activations::off);
+  EXPECT_EQ(set.program.allreduce_bucket_mib, 16);
+  EXPECT_TRUE(set.checkpoint_fletcher32);
+  Config c = Config::from_string("{}");
+  config::write_training_settings(c, set);
+  for (const auto& key : config::program_schema().keys())
+    EXPECT_TRUE(c.has("program." + key)) << key;
+  const auto back = config::read_training_settings(Config::from_string(c.dump()));
+  EXPECT_TRUE(back.program == set.program);
+  EXPECT_TRUE(back.checkpoint_fletcher32);
+  std::string e =
+      error_of([] { config::read_training_settings(yaml("program: {overlap_hallo: true}\n")); });
+  EXPECT_TRUE(contains(e, "program.overlap_hallo")) << e;
+  EXPECT_TRUE(contains(e, "overlap_halo")) << e;
+  e = error_of([] { config::read_training_settings(yaml("program: {bf16_activations: 1}\n")); });
+  EXPECT_TRUE(contains(e, "program.bf16_activations")) << e;
+  EXPECT_TRUE(config::program_changes(c, set.program).empty());
+  ProgramOptions now = set.program;
+  now.node_allreduce = false;
+  now.buffer_plan = false;
+  const auto changes = config::program_changes(c, now);
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[0].key, "program.node_allreduce");
+  EXPECT_EQ(changes[0].was, "true");
+  EXPECT_EQ(changes[0].now, "false");
+  EXPECT_FALSE(changes[0].numerics.empty());
+  EXPECT_EQ(changes[1].key, "program.buffer_plan");
+  EXPECT_TRUE(changes[1].numerics.empty());
+  // A record from before the section: its defaults.
+  EXPECT_EQ(config::program_changes(yaml("{}"), ProgramOptions()).size(), 0u);
 }

@@ -48,7 +48,7 @@ struct TrainedRun {
 };
 
 TrainedRun train(const ModelConfig& c, const Mesh& mesh, const LayoutRules& rules) {
-  Trainer trainer(c, mesh, rules);
+  Trainer trainer(c, ProgramOptions(), mesh, rules);
   TrainedRun r;
   const auto order = epoch_order(64, c.seed, 0);
   for (std::int64_t s = 0; s < 3; ++s) {

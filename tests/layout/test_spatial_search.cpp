@@ -16,7 +16,6 @@
 #include <gtest/gtest.h>
 
 #include "model_fixtures.hpp"
-#include "option_scope.hpp"
 #include "program_fixtures.hpp"
 #include "test_machine.hpp"
 #include <algorithm>
@@ -26,7 +25,6 @@
 #include <vector>
 
 using namespace mtk;
-using mtk::test::OptionScope;
 
 namespace {
 
@@ -134,12 +132,13 @@ TEST(SpatialCost, HaloStepsAreTheSplitExchangesKernelsAndTheirExposedTransfer) {
       cost::predict_step_time(local->counters(), mesh, m, cost::StepTimeOptions()).halo_steps_s, 0);
 }
 
-// MTK_OVERLAP_HALO: each exchange runs behind the products between its start and its finish
+// program.overlap_halo: each exchange runs behind the products between its start and its finish
 // (Counters::halo_exchanges), so the model hides min(exchange, those products) per exchange and
 // counts the rest; without the overlap all of it.
 TEST(SpatialCost, OverlapHidesEachExchangeBehindItsProducts) {
-  const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});  // read by nn::conv and by lower()
-  Graph g;
+  ProgramOptions overlap;
+  overlap.overlap_halo = true;
+  Graph g(overlap);  // read by nn::conv and by analyze()
   build_cnn(g, 2);
   const MeshShape mesh = MeshShape::parse("rows:2;cols:2");
   const auto p = analyze(g, mesh, LayoutRules::parse("hb:rows;wb:cols"));
@@ -186,15 +185,16 @@ TEST(SpatialCost, OverlapHidesEachExchangeBehindItsProducts) {
 // posted before the interior's product (outputs 1 to 6 of each block, one gemm of
 // [b, lb, l] x [kl, c] x [co]) and waited for after it.
 TEST(SpatialCost, TheProductsBetweenAnExchangesStartAndFinish) {
-  auto lowered = [](const char* overlap) {
-    const OptionScope o({{"MTK_OVERLAP_HALO", overlap}});
-    Graph g;
+  auto lowered = [](bool overlap) {
+    ProgramOptions options;
+    options.overlap_halo = overlap;
+    Graph g(options);
     Tensor x = placeholder(g, "x", {{"b", 2}, {"lb", 2}, {"l", 8}, {"c", 4}});
     Tensor f = variable(g, "f", {{"kl", 3}, {"c", 4}, {"co", 4}}, Initializer::normal(0.1f));
     reduce_sum(nn::conv(x, f, {{"l", "kl", 1, 1, "lb", 0}}, "c", "co"));
     return analyze(g, MeshShape::parse("rows:2"), LayoutRules::parse("lb:rows"));
   };
-  const auto on = lowered("1"), off = lowered("0");
+  const auto on = lowered(true), off = lowered(false);
   ASSERT_EQ(on->counters().halo_exchanges.size(), 1u);
   const Counters::Exchange& e = on->counters().halo_exchanges.front();
   EXPECT_EQ(e.group, (Counters::CommGroup{Collective::halo, {0}}));
@@ -442,8 +442,9 @@ TEST(SpatialSearch, LocalAttentionOffersTheLengthAndASplitLengthIsPriced) {
 // With the overlap, every candidate (each order of the mesh dims, whose links differ) prices its
 // exchanges over the links of their renumbered mesh dims: the records add up to the halo time.
 TEST(SpatialSearch, RanksWithThePerExchangeBound) {
-  const OptionScope o({{"MTK_OVERLAP_HALO", "1"}});
-  Graph g;
+  ProgramOptions overlap;
+  overlap.overlap_halo = true;
+  Graph g(overlap);
   build_cnn(g, 1);
   cost::SearchOptions so;
   so.processors = 4;

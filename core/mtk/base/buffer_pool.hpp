@@ -6,7 +6,7 @@
 //
 // Without a plan a buffer is reused only for a request of the same type and size, so the pool holds
 // per size the most buffers of that size ever alive at once. With a plan (set_planning,
-// MTK_BUFFER_PLAN) the first run is recorded: each acquire's type, size and the acquire before
+// program.buffer_plan) the first run is recorded: each acquire's type, size and the acquire before
 // which its buffer was seen free (the pool drops its copy then, so the run holds the live bytes
 // only). Its end places every buffer at an offset in an arena (mtk/base/buffer_plan.hpp,
 // plan_placement: one arena per element type, or one per shared object where that is smaller),
@@ -78,8 +78,8 @@ class BufferPool {
   /// How much larger than asked a reused buffer may be (1, the default: exact sizes only).
   void set_fit_ratio(double r) { fit_ratio_ = r < 1 ? 1 : r; }
   double fit_ratio() const { return fit_ratio_; }
-  /// Planned sharing (off by default; Program turns it on with MTK_BUFFER_PLAN): the next run is
-  /// recorded and planned. Turning it off drops the plan; its arenas are freed once no range of
+  /// Planned sharing (off by default; Program turns it on with program.buffer_plan): the next run
+  /// is recorded and planned. Turning it off drops the plan; its arenas are freed once no range of
   /// them is held.
   void set_planning(bool on);
   bool planning() const { return planning_; }

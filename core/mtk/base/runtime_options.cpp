@@ -1,6 +1,6 @@
 // The table of run-time options and their reading (runtime_options.hpp). Adding an option: a row
-// here, a member and accessor in the header, a line in from_environment(), a row in
-// docs/runtime-options.md.
+// here, a member and accessor in the header, a line in from_environment(); docs/runtime-options.md
+// is generated from the table (`mtk-layout runtime-options`, ctest runtime_options_docs).
 #include <mtk/base/error.hpp>
 #include <mtk/base/runtime_options.hpp>
 
@@ -29,42 +29,6 @@ const std::vector<RuntimeOptionSpec>& runtime_option_specs() {
       {"MTK_COLLECTIVE_WAIT", T::choice, "auto", "auto|spin|yield",
        "how a rank waits in a blocking collective: spin (MPI's busy poll), yield (test and yield "
        "the core), auto (yield where a node runs more ranks than it has cores)"},
-      {"MTK_BUFFER_REUSE", T::flag, "1", "0|1",
-       "Program::run draws its temporaries from the program's buffer pool; 0: fresh allocations"},
-      {"MTK_BUFFER_PLAN", T::flag, "1", "0|1",
-       "the buffer pool records a program's first run and plans shared buffers holding about the "
-       "most bytes alive at once; 0: one pooled buffer per size and concurrent use"},
-      {"MTK_OVERLAP_COLLECTIVES", T::flag, "1", "0|1",
-       "the allreduce of a pending sum (a weight gradient) starts as soon as its tensor is final "
-       "and is waited for where it is first read; 0: one blocking allreduce there"},
-      {"MTK_OVERLAP_ALLGATHER", T::flag, "1", "0|1",
-       "with MTK_OVERLAP_COLLECTIVES=1, the sharded optimizer's allgather of a new variable "
-       "starts after its update and is waited for before the variable is next touched, else at "
-       "the end of the run; 0: blocking"},
-      {"MTK_BF16_COPIES", T::flag, "1", "0|1",
-       "a tensor that several bf16 contractions read close together (a weight; an output "
-       "gradient) is converted to bf16 once per run and the copy kept until its last reader; 0: "
-       "every contraction converts its operands"},
-      {"MTK_BF16_ACTIVATIONS", T::choice, "auto", "auto|1|0",
-       "an activation that only bf16 contractions read after a distance (the backward's weight "
-       "gradients) is kept there as its bf16 values, half its bytes, and made float32 again "
-       "before those readers: the same results; auto: where that lowers the predicted peak; 1: "
-       "always; 0: kept in float32"},
-      {"MTK_IN_PLACE_UPDATES", T::flag, "1", "0|1",
-       "an optimizer writes a float32 variable's and its slots' new values into their storage "
-       "when nothing later in the run reads the old ones; 0: new buffers, swapped in at the end of "
-       "the run"},
-      {"MTK_OVERLAP_HALO", T::flag, "0", "0|1",
-       "1: a split halo exchange is posted as soon as its input is final and waited for where its "
-       "output is first read, convolutions computing their interior meanwhile (more, smaller "
-       "steps: a gain only where ranks have cores of their own); 0: blocking"},
-      {"MTK_NODE_ALLREDUCE", T::flag, "1", "0|1",
-       "a non-blocking float allreduce among ranks that all share one node's memory runs through "
-       "shared memory (each rank sums its part of the values, then copies the others' parts), and "
-       "so do a halo exchange site's exchanges from its ninth on; 0: through MPI"},
-      {"MTK_ALLREDUCE_BUCKET_MIB", T::choice, "4", "0|1|2|4|8|16|32|64",
-       "overlapped allreduces of tensors under this many MiB share buckets of at most this size "
-       "(one call each); larger ones go alone; 0: every tensor alone"},
       {"MTK_PROFILE_STEPS", T::flag, "0", "0|1",
        "a profiled Program (set_profiling) also times every step by its full label"},
       {"MTK_MEMORY_REPORT", T::flag, "0", "0|1",
@@ -72,9 +36,6 @@ const std::vector<RuntimeOptionSpec>& runtime_option_specs() {
        "moment, by the step that wrote them, and the planned pool's objects (stderr)"},
       {"MTK_CKPT_TIMING", T::flag, "0", "0|1",
        "rank 0 prints the time of each phase of every checkpoint save and restore (stderr)"},
-      {"MTK_CKPT_FLETCHER32", T::flag, "0", "0|1",
-       "chunked checkpoint datasets also carry HDF5's Fletcher32 checksum (saves take 2-6x as "
-       "long with HDF5 1.10; writes become collective)"},
       {"MTK_CKPT_MPIIO", T::choice, "auto", "auto|collective|independent",
        "checkpoint write mode: auto is independent MPI-IO when every rank shares one node, "
        "collective across nodes (always collective with Fletcher32)"},
@@ -85,9 +46,49 @@ const std::vector<RuntimeOptionSpec>& runtime_option_specs() {
   return specs;
 }
 
+const std::vector<MovedRuntimeOption>& moved_runtime_options() {
+  static const std::vector<MovedRuntimeOption> moved = {
+      {"MTK_OVERLAP_COLLECTIVES", "program.overlap_collectives"},
+      {"MTK_OVERLAP_ALLGATHER", "program.overlap_allgather"},
+      {"MTK_ALLREDUCE_BUCKET_MIB", "program.allreduce_bucket_mib"},
+      {"MTK_BF16_COPIES", "program.bf16_copies"},
+      {"MTK_BF16_ACTIVATIONS", "program.bf16_activations"},
+      {"MTK_IN_PLACE_UPDATES", "program.in_place_updates"},
+      {"MTK_OVERLAP_HALO", "program.overlap_halo"},
+      {"MTK_NODE_ALLREDUCE", "program.node_allreduce"},
+      {"MTK_BUFFER_PLAN", "program.buffer_plan"},
+      {"MTK_BUFFER_REUSE", "program.buffer_reuse"},
+      {"MTK_CKPT_FLETCHER32", "checkpoint.fletcher32"},
+  };
+  return moved;
+}
+
 namespace {
 
 const char* const kWhere = "mtk::runtime_options";
+
+// The config value of a moved variable's value: flags become true/false, the bf16 activations'
+// 1/0 always/never; anything else is given as it was.
+std::string key_value(const MovedRuntimeOption& m, const std::string& v) {
+  if (std::string(m.variable) == "MTK_ALLREDUCE_BUCKET_MIB")
+    return v;
+  if (std::string(m.variable) == "MTK_BF16_ACTIVATIONS")
+    return v == "1" ? "always" : v == "0" ? "never" : v;
+  return v == "1" ? "true" : v == "0" ? "false" : v;
+}
+
+// A variable that became a config key is refused, not ignored: the run would differ silently.
+std::string moved_variables_set() {
+  std::string bad;
+  for (const auto& m : moved_runtime_options()) {
+    const char* v = std::getenv(m.variable);
+    if (v != nullptr && *v != '\0')
+      bad += cat(bad.empty() ? "" : "; ", m.variable, " moved to ", m.key,
+                 " in the run config (docs/configuration.md): unset ", m.variable,
+                 " and set the key instead, e.g. --set ", m.key, "=", key_value(m, v));
+  }
+  return bad;
+}
 
 std::vector<std::string> split(const std::string& text, char sep) {
   std::vector<std::string> parts;
@@ -161,7 +162,7 @@ RuntimeOptions RuntimeOptions::from_environment() {
   const auto& specs = runtime_option_specs();
   RuntimeOptions o;
   o.raw_.resize(specs.size());
-  std::string bad;
+  std::string bad = moved_variables_set();
   for (size_t i = 0; i < specs.size(); ++i) {
     Raw& r = o.raw_[i];
     const char* v = std::getenv(specs[i].name);
@@ -177,19 +178,8 @@ RuntimeOptions RuntimeOptions::from_environment() {
   o.bf16_gemm_ = o.text("MTK_BF16_GEMM");
   o.fp32_gemm_ = o.text("MTK_FP32_GEMM");
   o.collective_wait_ = o.text("MTK_COLLECTIVE_WAIT");
-  o.buffer_reuse_ = o.text("MTK_BUFFER_REUSE") == "1";
-  o.buffer_plan_ = o.text("MTK_BUFFER_PLAN") == "1";
-  o.overlap_collectives_ = o.text("MTK_OVERLAP_COLLECTIVES") == "1";
-  o.overlap_allgather_ = o.text("MTK_OVERLAP_ALLGATHER") == "1";
-  o.bf16_copies_ = o.text("MTK_BF16_COPIES") == "1";
-  o.bf16_activations_ = o.text("MTK_BF16_ACTIVATIONS");
-  o.in_place_updates_ = o.text("MTK_IN_PLACE_UPDATES") == "1";
-  o.overlap_halo_ = o.text("MTK_OVERLAP_HALO") == "1";
-  o.node_allreduce_ = o.text("MTK_NODE_ALLREDUCE") == "1";
-  o.allreduce_bucket_mib_ = std::stoll(o.text("MTK_ALLREDUCE_BUCKET_MIB"));
   o.profile_steps_ = o.text("MTK_PROFILE_STEPS") == "1";
   o.ckpt_timing_ = o.text("MTK_CKPT_TIMING") == "1";
-  o.ckpt_fletcher32_ = o.text("MTK_CKPT_FLETCHER32") == "1";
   o.ckpt_mpiio_ = o.text("MTK_CKPT_MPIIO");
   parse_hints(o.text("MTK_CKPT_MPIIO_HINTS"), o.ckpt_mpiio_hints_);
   return o;
@@ -228,6 +218,35 @@ std::string describe_runtime_options() {
     text += cat("\n  ", spec.name, "=", o.text(spec.name),
                 o.is_set(spec.name) ? " (set)" : " (default)");
   return text;
+}
+
+}  // namespace mtk
+
+namespace mtk {
+
+std::string runtime_options_markdown() {
+  auto block = [](const char* id, const std::string& table) {
+    return cat("<!-- BEGIN GENERATED: ", id, " -->\n", table, "<!-- END GENERATED: ", id, " -->\n");
+  };
+  auto words = [](const RuntimeOptionSpec& spec) {
+    if (spec.type == RuntimeOptionType::text)
+      return cat("`", spec.allowed, "`");
+    std::string out;
+    for (const auto& w : split(spec.allowed, '|'))
+      out += cat(out.empty() ? "" : ", ", "`", w, "`");
+    return out;
+  };
+  const char* types[] = {"flag", "choice", "text"};
+  std::string table =
+      "| variable | type | default | allowed | what it does |\n| --- | --- | --- | --- | --- |\n";
+  for (const auto& spec : runtime_option_specs())
+    table += cat("| `", spec.name, "` | ", types[static_cast<int>(spec.type)], " | ",
+                 *spec.default_value ? cat("`", spec.default_value, "`") : "(none)", " | ",
+                 words(spec), " | ", spec.doc, " |\n");
+  std::string moved = "| variable (refused) | run-config key |\n| --- | --- |\n";
+  for (const auto& m : moved_runtime_options())
+    moved += cat("| `", m.variable, "` | `", m.key, "` |\n");
+  return block("runtime-options", table) + block("moved-runtime-options", moved);
 }
 
 }  // namespace mtk

@@ -1,14 +1,17 @@
 #pragma once
 // MTK's run-time switches: environment variables read once per process, all listed in one table
-// (runtime_options.cpp; docs/runtime-options.md), with typed accessors. Nothing in core/, io/ or
-// apps/ reads an MTK_* variable any other way.
+// (runtime_options.cpp; docs/runtime-options.md, generated from it), with typed accessors. They
+// choose backends and diagnostics only: what shapes a program or a checkpoint is in the run config
+// (mtk::ProgramOptions, program.*; checkpoint.fletcher32), and a variable that moved there
+// (moved_runtime_options()) is an error. Nothing in core/, io/ or apps/ reads an MTK_* variable
+// any other way.
 //
 //   if (mtk::runtime_options().ckpt_timing()) ...
 //
 // They are read when mtk::Environment starts (before MPI and Kokkos), or on first use in a
 // program without one (thread-safe). A value outside the allowed ones is an mtk::Error naming the
 // variable, its value and the allowed values. Code-level setters (kernels::set_bf16_gemm,
-// set_collective_wait, Program::set_buffer_reuse, ...) still override what the environment asked.
+// set_collective_wait, ...) still override what the environment asked.
 
 #include <string>
 #include <utility>
@@ -36,11 +39,21 @@ struct RuntimeOptionSpec {
 /// Every run-time option MTK has, in the order docs/runtime-options.md lists them.
 const std::vector<RuntimeOptionSpec>& runtime_option_specs();
 
+/// A variable that became a run-config key.
+struct MovedRuntimeOption {
+  const char* variable;  ///< "MTK_OVERLAP_HALO"
+  const char* key;       ///< "program.overlap_halo"
+};
+/// The variables that moved to the run config; setting one makes reading the options fail
+/// ("MTK_OVERLAP_HALO moved to program.overlap_halo in the run config ...").
+const std::vector<MovedRuntimeOption>& moved_runtime_options();
+
 /// The values in force, each checked against the table when read.
 class RuntimeOptions {
  public:
   /// Reads every variable of runtime_option_specs() from the environment; throws mtk::Error
-  /// naming each bad variable, its value and the allowed values.
+  /// naming each bad variable, its value and the allowed values, and each moved variable that is
+  /// set with the config key that replaced it.
   static RuntimeOptions from_environment();
 
   /// MTK_EINSUM_IN_PLACE: host BLAS contractions read operands in place (else transposed copies).
@@ -51,38 +64,10 @@ class RuntimeOptions {
   const std::string& fp32_gemm() const { return fp32_gemm_; }
   /// MTK_COLLECTIVE_WAIT: "auto", "spin" or "yield".
   const std::string& collective_wait() const { return collective_wait_; }
-  /// MTK_BUFFER_REUSE: Program::run draws temporaries from its buffer pool.
-  bool buffer_reuse() const { return buffer_reuse_; }
-  /// MTK_BUFFER_PLAN: the buffer pool shares planned objects after a recorded run
-  /// (mtk/base/buffer_pool.hpp, buffer_plan.hpp).
-  bool buffer_plan() const { return buffer_plan_; }
-  /// MTK_OVERLAP_COLLECTIVES: lowered programs overlap the allreduces of pending sums with the
-  /// steps that follow (mtk/lower/overlap.hpp).
-  bool overlap_collectives() const { return overlap_collectives_; }
-  /// MTK_OVERLAP_ALLGATHER: with overlap_collectives(), the sharded optimizer's in-place
-  /// allgathers are overlapped too (docs/sharded-optimizer.md).
-  bool overlap_allgather() const { return overlap_allgather_; }
-  /// MTK_BF16_COPIES (mtk/lower/bf16_reuse.hpp).
-  bool bf16_copies() const { return bf16_copies_; }
-  /// MTK_BF16_ACTIVATIONS: auto, 1 or 0 (mtk/lower/bf16_activations.hpp).
-  const std::string& bf16_activations() const { return bf16_activations_; }
-  /// MTK_IN_PLACE_UPDATES: optimizer updates write into the variables' storage
-  /// (mtk/lower/in_place_updates.hpp).
-  bool in_place_updates() const { return in_place_updates_; }
-  /// MTK_OVERLAP_HALO: split halo exchanges run while the steps that do not need them run, and
-  /// convolutions compute their interior before their halos arrive (docs/spatial.md).
-  bool overlap_halo() const { return overlap_halo_; }
-  /// MTK_NODE_ALLREDUCE: non-blocking float allreduces and halo exchanges among the ranks of one
-  /// node go through shared memory (mtk/parallel/node_reducer.hpp, node_halo.hpp).
-  bool node_allreduce() const { return node_allreduce_; }
-  /// MTK_ALLREDUCE_BUCKET_MIB: the bucket size of overlapped allreduces, MiB (0: no buckets).
-  long long allreduce_bucket_mib() const { return allreduce_bucket_mib_; }
   /// MTK_PROFILE_STEPS: a profiled Program also times every step by its full label.
   bool profile_steps() const { return profile_steps_; }
   /// MTK_CKPT_TIMING: rank 0 prints the phases of each checkpoint save and restore.
   bool ckpt_timing() const { return ckpt_timing_; }
-  /// MTK_CKPT_FLETCHER32: chunked checkpoint datasets carry HDF5's Fletcher32 checksum.
-  bool ckpt_fletcher32() const { return ckpt_fletcher32_; }
   /// MTK_CKPT_MPIIO: "auto", "collective" or "independent".
   const std::string& ckpt_mpiio() const { return ckpt_mpiio_; }
   /// MTK_CKPT_MPIIO_HINTS: MPI-IO hints as (key, value) pairs, in the variable's order.
@@ -105,19 +90,8 @@ class RuntimeOptions {
   std::string bf16_gemm_ = "auto";
   std::string fp32_gemm_ = "auto";
   std::string collective_wait_ = "auto";
-  bool buffer_reuse_ = true;
-  bool buffer_plan_ = true;
-  bool overlap_collectives_ = true;
-  bool overlap_allgather_ = true;
-  bool bf16_copies_ = true;
-  std::string bf16_activations_ = "auto";
-  bool in_place_updates_ = true;
-  bool overlap_halo_ = false;
-  bool node_allreduce_ = true;
-  long long allreduce_bucket_mib_ = 4;
   bool profile_steps_ = false;
   bool ckpt_timing_ = false;
-  bool ckpt_fletcher32_ = false;
   std::string ckpt_mpiio_ = "auto";
   std::vector<std::pair<std::string, std::string>> ckpt_mpiio_hints_;
 };
@@ -134,5 +108,10 @@ void reload_runtime_options();
 /// One line per option: "  NAME=value (set)" or "  NAME=value (default)", after a heading line
 /// (what `--version` prints).
 std::string describe_runtime_options();
+
+/// docs/runtime-options.md's generated blocks: the table of runtime_option_specs() and the moved
+/// variables with their keys, each between "<!-- BEGIN GENERATED: id -->" and its END line
+/// (`mtk-layout runtime-options` prints them; ctest runtime_options_docs compares).
+std::string runtime_options_markdown();
 
 }  // namespace mtk

@@ -51,6 +51,9 @@ struct SearchOptions {
   /// either way less the dims an op needs whole (OpDef::unsplittable).
   std::vector<std::string> dims;
   StepTimeOptions time;
+  /// The program options of the graphs the memory-setting searches build (memory_plans.hpp;
+  /// search_layouts() lowers with its graph's own, Graph::options()).
+  ProgramOptions program;
   /// When every valid layout is over memory_bytes: throw (true), or return no candidates with
   /// over_memory and min_peak_bytes set (false; fail_over_memory() throws the same error later).
   bool over_memory_fails = true;

@@ -57,7 +57,7 @@ MemoryPlan search_setting(const nn::TransformerConfig& model, const MemorySettin
                           const OptimizerFactory& make_optimizer, const Machine& machine,
                           const SearchOptions& options) {
   MemoryPlan plan{settings, {}};
-  Graph g;
+  Graph g(options.program);
   build_training_graph(g, model, settings, make_optimizer);
   try {
     plan.result = search_layouts(g, machine, options);
@@ -79,7 +79,7 @@ MemoryPlanSearch search_memory_settings_share(const nn::TransformerConfig& model
   quiet.over_memory_fails = false;
   out.configured.settings = configured;
   {
-    Graph g;
+    Graph g(options.program);
     build_training_graph(g, model, configured, make_optimizer);
     out.configured.result = search_layouts(g, machine, quiet);  // throws when none is valid
   }

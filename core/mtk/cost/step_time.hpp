@@ -21,8 +21,8 @@ inline constexpr double kElementwiseBytesPerFlop = 12.0;
 
 struct StepTimeOptions {
   bool bf16 = false;  ///< matmuls at matmul_bf16_flops (when the machine has it)
-  /// Halo exchanges overlap the interior computation (MTK_OVERLAP_HALO=1; off by default): only
-  /// the part of their time that the compute between start and finish cannot cover is counted.
+  /// Halo exchanges overlap the interior computation (program.overlap_halo: true; off by default):
+  /// only the part of their time that the compute between start and finish cannot cover is counted.
   bool overlap_halo = false;
 };
 

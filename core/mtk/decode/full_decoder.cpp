@@ -8,11 +8,11 @@
 namespace mtk::decode {
 
 FullDecoder::FullDecoder(const nn::TransformerConfig& config, const nn::DecodingShape& shape,
-                         const Mesh& mesh, const LayoutRules& rules)
+                         const Mesh& mesh, const LayoutRules& rules, const ProgramOptions& options)
     : config_(config), shape_(shape.resolved(config)) {
   nn::TransformerConfig c = config;
   c.batch = shape_.batch * shape_.beam;
-  graph_ = std::make_unique<Graph>();
+  graph_ = std::make_unique<Graph>(options);
   model_ = nn::build_transformer(*graph_, c, false);
   program_ = lower(*graph_, mesh, rules);
   prefixes_.assign(static_cast<size_t>(c.batch), {});

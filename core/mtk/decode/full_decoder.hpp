@@ -3,6 +3,7 @@
 // build_transformer (encoder included) over the full prefix of every hypothesis and reads the
 // logits at the current position. Same interface as IncrementalDecoder.
 
+#include <mtk/base/program_options.hpp>
 #include <mtk/decode/beam_search.hpp>
 #include <mtk/nn/decoding_graphs.hpp>
 #include <mtk/nn/transformer.hpp>
@@ -20,9 +21,9 @@ namespace mtk::decode {
 class FullDecoder {
  public:
   /// Lowers build_transformer(config, training = false) with batch = shape.batch x shape.beam
-  /// rows of config.length positions. Collective.
+  /// rows of config.length positions, with `options` (program.*). Collective.
   FullDecoder(const nn::TransformerConfig& config, const nn::DecodingShape& shape, const Mesh& mesh,
-              const LayoutRules& rules);
+              const LayoutRules& rules, const ProgramOptions& options = {});
   void load_weights(Program& source);
   /// Keeps the sources (encoder-decoder only) for every later step.
   void encode(const std::vector<std::vector<std::int32_t>>& sources);

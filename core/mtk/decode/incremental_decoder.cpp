@@ -24,12 +24,12 @@ void check_ids(const std::vector<std::int32_t>& ids, std::int64_t count, std::in
 
 IncrementalDecoder::IncrementalDecoder(const nn::TransformerConfig& config,
                                        const nn::DecodingShape& shape, const Mesh& mesh,
-                                       const LayoutRules& rules)
+                                       const LayoutRules& rules, const ProgramOptions& options)
     : config_(config), shape_(shape.resolved(config)) {
-  step_graph_ = std::make_unique<Graph>();
+  step_graph_ = std::make_unique<Graph>(options);
   step_ = nn::build_decoder_step(*step_graph_, config_, shape_);
   if (config_.num_encoder_layers > 0) {
-    encoder_graph_ = std::make_unique<Graph>();
+    encoder_graph_ = std::make_unique<Graph>(options);
     encoder_ = nn::build_decoding_encoder(*encoder_graph_, config_, shape_);
     encoder_program_ = lower(*encoder_graph_, mesh, rules);
   }

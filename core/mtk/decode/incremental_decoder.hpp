@@ -6,6 +6,7 @@
 // and layout rules, so any layout works (batch split over data-parallel processors,
 // heads/d_ff/vocab over model-parallel ones).
 
+#include <mtk/base/program_options.hpp>
 #include <mtk/decode/beam_search.hpp>
 #include <mtk/nn/decoding_graphs.hpp>
 #include <mtk/nn/transformer_config.hpp>
@@ -24,9 +25,10 @@ class IncrementalDecoder {
   /// Builds and lowers the step program (and, for an encoder-decoder, the encoder program) for
   /// `shape` (batch rows x beam hypotheses; the batch must divide over the mesh dims that split
   /// `batch`). Weights start from their initializers; load trained ones with load_weights().
-  /// Collective over the mesh.
+  /// Lowered with `options` (program.*). Collective over the mesh.
   IncrementalDecoder(const nn::TransformerConfig& config, const nn::DecodingShape& shape,
-                     const Mesh& mesh, const LayoutRules& rules);
+                     const Mesh& mesh, const LayoutRules& rules,
+                     const ProgramOptions& options = {});
 
   /// Copies the model weights by name from `source` (a training or evaluation program of the
   /// same config, or one a checkpoint was restored into; see copy_weights). Collective.

@@ -6,6 +6,7 @@
 
 #include <mtk/base/dtype.hpp>
 #include <mtk/base/precision.hpp>
+#include <mtk/base/program_options.hpp>
 #include <mtk/base/shape.hpp>
 #include <mtk/graph/op_def.hpp>
 
@@ -95,6 +96,9 @@ struct TensorInfo {
 class Graph {
  public:
   Graph() = default;
+  /// A graph built, and by default lowered, with `options` (program.*): builders read them
+  /// (nn::conv splits its layers under overlap_halo).
+  explicit Graph(const ProgramOptions& options) : options_(options) {}
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
 
@@ -128,6 +132,9 @@ class Graph {
     return add_named_op(kind, name, inputs, {{shape, dtype}}, std::move(attrs)).front();
   }
 
+  /// The program options the graph is built with and lower() lowers it with by default.
+  const ProgramOptions& options() const { return options_; }
+  void set_options(const ProgramOptions& options) { options_ = options; }
   int num_ops() const { return static_cast<int>(ops_.size()); }
   int num_tensors() const { return static_cast<int>(tensors_.size()); }
   const Operation& op(int i) const { return ops_.at(static_cast<size_t>(i)); }
@@ -183,6 +190,7 @@ class Graph {
                                     const std::vector<std::pair<Shape, DType>>& outputs,
                                     std::shared_ptr<const void> attrs);
   std::string unique_name(const std::string& base);
+  ProgramOptions options_;
   // Deques: references to ops and tensors stay valid while the graph grows.
   std::deque<Operation> ops_;
   std::deque<TensorInfo> tensors_;

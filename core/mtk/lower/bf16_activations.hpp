@@ -1,5 +1,5 @@
 #pragma once
-// bfloat16 storage of activations (MTK_BF16_ACTIVATIONS): a float32 activation that only bf16
+// bfloat16 storage of activations (program.bf16_activations): a float32 activation that only bf16
 // contractions read from some step on, the next of them more than a few steps later (the
 // backward's weight-gradient products reading the forward's layer-norm outputs, queries, keys,
 // values and attention contexts), is kept across that distance as its bf16 values: a step after

@@ -1,5 +1,4 @@
 // mtk/lower/bf16_reuse.hpp
-#include <mtk/base/runtime_options.hpp>
 #include <mtk/kernels/einsum.hpp>
 #include <mtk/lower/bf16_reuse.hpp>
 #include <mtk/lower/lowering_context.hpp>
@@ -139,7 +138,7 @@ void Lowering::plan_bf16_copies() {
   bool any = false;
   for (const auto& st : p_->steps_)
     any = any || !st.bf16_reads.empty();
-  if (!any || !runtime_options().bf16_copies() || !kernels::bf16_copies_used())
+  if (!any || !options_.bf16_copies || !kernels::bf16_copies_used())
     return;
   std::set<int> variables;
   for (const auto& [t, storage] : p_->variables_)
@@ -147,10 +146,10 @@ void Lowering::plan_bf16_copies() {
   std::vector<std::int64_t> elements(p_->layouts_.size());
   for (size_t t = 0; t < elements.size(); ++t)
     elements[t] = local(static_cast<int>(t)).num_elements();
-  // A gradient held as its bits alone is a bf16 activation too: MTK_BF16_ACTIVATIONS=0 keeps it
+  // A gradient held as its bits alone is a bf16 activation too: bf16_activations off keeps it
   // float32, its copy beside it. Only oneDNN's body reads such an operand from its copy (others
   // would widen it back, kernels/impl/einsum_spec.hpp).
-  const bool bits_only = runtime_options().bf16_activations() != "0" &&
+  const bool bits_only = options_.bf16_activations != Bf16Activations::off &&
                          kernels::bf16_gemm() == kernels::Bf16Gemm::onednn;
   std::set<int> fixed(keep_to_end_.begin(), keep_to_end_.end());
   fixed.insert(p_->placeholders_.begin(), p_->placeholders_.end());

@@ -1,9 +1,9 @@
 #pragma once
-// bf16 operand copies kept between contractions (MTK_BF16_COPIES, kernels/bf16_copies.hpp): which
-// tensors of a lowered program keep the bf16 copy their first bf16 contraction makes, and when the
-// copy goes. A tensor keeps it when several bf16 contractions read it and either it is a variable
-// (constant within a run: one conversion per weight and step instead of one per use) or its
-// readers lie within a few steps (an output gradient read by both of its gradient products, the
+// bf16 operand copies kept between contractions (program.bf16_copies, kernels/bf16_copies.hpp):
+// which tensors of a lowered program keep the bf16 copy their first bf16 contraction makes, and
+// when the copy goes. A tensor keeps it when several bf16 contractions read it and either it is a
+// variable (constant within a run: one conversion per weight and step instead of one per use) or
+// its readers lie within a few steps (an output gradient read by both of its gradient products, the
 // logits' gradient), so the copy costs memory only briefly. An activation read in the forward and
 // again far later in the backward keeps no copy beside its float32 buffer (half of its bytes more
 // at the peak); where only bf16 contractions read it there, mtk/lower/bf16_activations.hpp keeps

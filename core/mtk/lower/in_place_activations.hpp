@@ -1,5 +1,5 @@
 #pragma once
-// In-place elementwise steps (MTK_IN_PLACE_UPDATES): an elementwise step whose input dies there
+// In-place elementwise steps (program.in_place_updates): an elementwise step whose input dies there
 // writes its output into that input's buffer instead of a new one, so the two are never alive
 // together (the logits and their gradient, a gradient and its running sum over microbatches, the
 // residual stream). A step may overwrite an input (Program::Step::may_overwrite, declared where

@@ -1,5 +1,5 @@
 #pragma once
-// In-place optimizer updates (MTK_IN_PLACE_UPDATES): which update steps write a variable's new
+// In-place optimizer updates (program.in_place_updates): which update steps write a variable's new
 // value into its storage instead of a new buffer. Without it the new values of every variable and
 // optimizer slot live next to the old ones until the run's assignments swap them in: the
 // optimizer's second copy of its state is the floor of every step's peak. A step may overwrite an

@@ -1,6 +1,5 @@
 #include <mtk/base/checked.hpp>
 #include <mtk/base/error.hpp>
-#include <mtk/base/runtime_options.hpp>
 #include <mtk/lower/bf16_rewiden.hpp>
 #include <mtk/lower/impl/step_kinds.hpp>
 #include <mtk/lower/in_place_activations.hpp>
@@ -24,14 +23,15 @@ namespace mtk {
 using namespace lowering_kinds;
 
 Lowering::Lowering(Graph& g, const Mesh& mesh, const LayoutRules& rules, const MeshShape& shape,
-                   const std::vector<int>& coords, bool dry)
+                   const std::vector<int>& coords, bool dry, const ProgramOptions& options)
     : g_(g),
       mesh_(mesh),
       shape_(shape),
       coords_(coords),
       dry_(dry),
+      options_(options),
       rules_(rules),
-      p_(new Program(mesh)) {
+      p_(new Program(mesh, options)) {
   p_->dry_ = dry;
 }
 
@@ -52,12 +52,12 @@ std::unique_ptr<Program> Lowering::run() {
   p_->pending_ = pending_;
   recompute();
   rewiden_bf16_variables();
-  if (runtime_options().overlap_collectives())  // MTK_OVERLAP_COLLECTIVES
+  if (options_.overlap_collectives)
     p_->overlap_ = overlap_reductions(
         p_->steps_, mesh_, shape_, [&](int t) { return local(t).num_elements(); },
-        runtime_options().allreduce_bucket_mib() << 20, dry_, scatters_,
-        runtime_options().overlap_allgather() ? gathers_ : GatherSpecs());  // MTK_OVERLAP_ALLGATHER
-  if (runtime_options().overlap_halo())                                     // MTK_OVERLAP_HALO
+        options_.allreduce_bucket_mib << 20, dry_, scatters_,
+        options_.overlap_allgather ? gathers_ : GatherSpecs());
+  if (options_.overlap_halo)
     p_->overlapped_halos_ = overlap_halos(p_->steps_);
   plan_buffers();
   return std::move(p_);
@@ -68,7 +68,7 @@ std::unique_ptr<Program> Lowering::run() {
 // copies (under `auto` the weights' copies made again in the backward where that lowers it), the
 // in-place updates, the lifetimes and the prediction.
 void Lowering::plan_buffers() {
-  const std::string& mode = runtime_options().bf16_activations();  // MTK_BF16_ACTIVATIONS
+  const Bf16Activations mode = options_.bf16_activations;
   const std::vector<Program::Step> steps = p_->steps_;
   auto plan = [&](bool store, bool windows) {
     p_->steps_ = steps;
@@ -85,8 +85,8 @@ void Lowering::plan_buffers() {
   bool exact = false;
   for (const auto& st : steps)
     exact = exact || !st.bf16_exact_reads.empty();
-  if (!exact || mode != "auto") {
-    plan(exact && mode == "1", false);
+  if (!exact || mode != Bf16Activations::automatic) {
+    plan(exact && mode == Bf16Activations::on, false);
     return;
   }
   const std::int64_t float32 = plan(false, false), stored = plan(true, false);
@@ -131,8 +131,8 @@ void Lowering::recompute() {
 // bfloat16 variables widened again at distant readers (mtk/lower/bf16_rewiden.hpp), after
 // recomputation has placed the backward's steps.
 void Lowering::rewiden_bf16_variables() {
-  if (widened_variables_.empty() || !runtime_options().in_place_updates())
-    return;  // with MTK_IN_PLACE_UPDATES=0 one copy lives to the update (bitwise the same)
+  if (widened_variables_.empty() || !options_.in_place_updates)
+    return;  // with program.in_place_updates false one copy lives to the update (bitwise the same)
   const auto& steps = p_->steps_;
   std::map<int, int> reads, stores;
   for (int t : widened_variables_) {
@@ -156,7 +156,7 @@ void Lowering::rewiden_bf16_variables() {
 
 // In-place optimizer updates (mtk/lower/in_place_updates.hpp), after every pass that moves steps.
 void Lowering::plan_in_place_updates() {
-  if (!runtime_options().in_place_updates())  // MTK_IN_PLACE_UPDATES
+  if (!options_.in_place_updates)
     return;
   InPlaceInputs in;
   for (int t : p_->persistent_)
@@ -200,7 +200,7 @@ void Lowering::finish() {
   lifetimes.persistent = p_->persistent_;
   for (const auto& [stored, elements] : stored_)
     lifetimes.stored.push_back({stored, elements});
-  lifetimes.planned = runtime_options().buffer_plan();  // MTK_BUFFER_PLAN
+  lifetimes.planned = options_.buffer_plan;
   lifetimes.slots.resize(static_cast<size_t>(n));
   for (int t = 0; t < n; ++t)
     lifetimes.slots[static_cast<size_t>(t)] = {
@@ -221,12 +221,13 @@ void Lowering::finish() {
   c.halo_exchanges = record_halo_exchanges(p_->steps_);  // the steps' final order
 }
 
-std::unique_ptr<Program> lower(Graph& graph, const Mesh& mesh, const LayoutRules& rules) {
+std::unique_ptr<Program> lower(Graph& graph, const Mesh& mesh, const LayoutRules& rules,
+                               const ProgramOptions& options) {
   Kokkos::Profiling::pushRegion("mtk::lower");
   std::unique_ptr<Program> program;
   std::string failure;
   try {
-    program = Lowering(graph, mesh, rules, mesh.shape(), mesh.coordinates(), false).run();
+    program = Lowering(graph, mesh, rules, mesh.shape(), mesh.coordinates(), false, options).run();
   } catch (const std::exception& e) {
     failure = e.what();
   }
@@ -236,9 +237,9 @@ std::unique_ptr<Program> lower(Graph& graph, const Mesh& mesh, const LayoutRules
 }
 
 std::unique_ptr<Program> analyze(Graph& graph, const MeshShape& mesh, const LayoutRules& rules,
-                                 int processor) {
+                                 const ProgramOptions& options, int processor) {
   static const Mesh self(MeshShape::parse("self:1"), MPI_COMM_SELF);
-  return Lowering(graph, self, rules, mesh, mesh.coordinates_of(processor), true).run();
+  return Lowering(graph, self, rules, mesh, mesh.coordinates_of(processor), true, options).run();
 }
 
 }  // namespace mtk

@@ -20,14 +20,24 @@
 
 namespace mtk {
 
-/// Lowers every op of `graph` (which must outlive the program). Variables are initialised from
-/// their initializers. Collective over the mesh.
-std::unique_ptr<Program> lower(Graph& graph, const Mesh& mesh, const LayoutRules& rules);
+/// Lowers every op of `graph` (which must outlive the program) with `options` (program.*).
+/// Variables are initialised from their initializers. Collective over the mesh.
+std::unique_ptr<Program> lower(Graph& graph, const Mesh& mesh, const LayoutRules& rules,
+                               const ProgramOptions& options);
+/// The same with the options the graph was built with (graph.options()).
+inline std::unique_ptr<Program> lower(Graph& graph, const Mesh& mesh, const LayoutRules& rules) {
+  return lower(graph, mesh, rules, graph.options());
+}
 
 /// Lowers for processor `processor` of a mesh of any size without the ranks, allocating nothing:
 /// its counters() and explain() describe the real program (FLOPs, communication, memory), but it
 /// cannot run. For sizing the paper's models on a laptop. Not collective.
 std::unique_ptr<Program> analyze(Graph& graph, const MeshShape& mesh, const LayoutRules& rules,
-                                 int processor = 0);
+                                 const ProgramOptions& options, int processor = 0);
+/// The same with the options the graph was built with (graph.options()).
+inline std::unique_ptr<Program> analyze(Graph& graph, const MeshShape& mesh,
+                                        const LayoutRules& rules, int processor = 0) {
+  return analyze(graph, mesh, rules, graph.options(), processor);
+}
 
 }  // namespace mtk

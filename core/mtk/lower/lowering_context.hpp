@@ -77,7 +77,7 @@ class Lowering {
   // `shape`/`coords`: the mesh and the processor to lower for. They equal `mesh`'s own unless
   // `dry` (analysis only: nothing is allocated and the program must not run).
   Lowering(Graph& g, const Mesh& mesh, const LayoutRules& rules, const MeshShape& shape,
-           const std::vector<int>& coords, bool dry);
+           const std::vector<int>& coords, bool dry, const ProgramOptions& options);
   /// Lowers every op (through its OpDef::lower) and returns the program.
   std::unique_ptr<Program> run();
 
@@ -116,6 +116,8 @@ class Lowering {
   const std::vector<int>& coords() const { return coords_; }
   /// Lowering for analysis only: allocate nothing.
   bool dry() const { return dry_; }
+  /// The program options lowered with (program.*).
+  const ProgramOptions& options() const { return options_; }
   /// The execution space instance the program runs on (variables are initialised on it).
   const ExecSpace& space() const { return p_->exec_space(); }
 
@@ -235,6 +237,7 @@ class Lowering {
   MeshShape shape_;
   std::vector<int> coords_;
   bool dry_ = false;
+  ProgramOptions options_;
   ScatterSpecs scatters_;              // the reduce-scatter steps, by output (overlap_reductions)
   GatherSpecs gathers_;                // mark_overlappable_gather()
   std::set<int> in_variable_storage_;  // mark_in_variable_storage()

@@ -6,12 +6,13 @@
 // pool. Without a plan it keeps every buffer it ever allocated and hands a free one out again only
 // for a request of the same element type and size, so it holds, per (type, size), as many buffers
 // as were ever alive at once: the sum over sizes of the most live buffers of each size, not the
-// most live bytes at once. With a plan (MTK_BUFFER_PLAN, the default) the temporaries that die in
-// the run share objects placed by the same planner over these lifetimes (mtk/base/buffer_plan.hpp),
-// at step granularity where the pool sees acquires. All are deterministic functions of the step
-// list. Scratch buffers a step's kernels allocate and free inside the step count when the lowering
-// declares them (Program::Step::scratch); the others are not seen (tests/test_memory_prediction.cpp
-// holds the whole within 10% of Kokkos' high-water mark).
+// most live bytes at once. With a plan (program.buffer_plan, the default) the temporaries that die
+// in the run share objects placed by the same planner over these lifetimes
+// (mtk/base/buffer_plan.hpp), at step granularity where the pool sees acquires. All are
+// deterministic functions of the step list. Scratch buffers a step's kernels allocate and free
+// inside the step count when the lowering declares them (Program::Step::scratch); the others are
+// not seen (tests/test_memory_prediction.cpp holds the whole within 10% of Kokkos' high-water
+// mark).
 
 #include <mtk/base/dtype.hpp>
 #include <mtk/runtime/program.hpp>
@@ -40,7 +41,7 @@ struct ProgramLifetimes {
   /// Variable storage outside the slots, held for the whole run: bfloat16 variables, whose slot
   /// is the float32 copy a step of the program reads from it.
   std::vector<SlotSize> stored;
-  /// Whether the pool plans shared objects (MTK_BUFFER_PLAN): which pool pool_bytes describes.
+  /// Whether the pool plans shared objects (program.buffer_plan): which pool pool_bytes describes.
   bool planned = true;
 };
 

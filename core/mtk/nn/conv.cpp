@@ -1,7 +1,6 @@
 // Convolution, transposed convolution and pooling layers: halo_exchange on blocked dims, then
 // extract_patches (im2col) and an einsum or a reduction; see conv.hpp.
 #include <mtk/base/error.hpp>
-#include <mtk/base/runtime_options.hpp>
 #include <mtk/nn/conv.hpp>
 #include <mtk/nn/impl/conv_overlap.hpp>
 #include <mtk/ops/einsum.hpp>
@@ -228,10 +227,12 @@ struct TransposeCore {
   }
 };
 
-// Under MTK_OVERLAP_HALO, a blocked layer with an interior is built split (impl/conv_overlap.hpp).
-std::vector<Border> overlap_borders(const Shape& s, const std::vector<SpatialDim>& dims,
+// Under program.overlap_halo (the graph's options), a blocked layer with an interior is built
+// split (impl/conv_overlap.hpp).
+std::vector<Border> overlap_borders(const Graph& g, const Shape& s,
+                                    const std::vector<SpatialDim>& dims,
                                     const std::vector<DimPlan>& plans) {
-  if (!runtime_options().overlap_halo())
+  if (!g.options().overlap_halo)
     return {};
   return impl::plan_borders(s, dims, plans);
 }
@@ -251,7 +252,7 @@ std::vector<DimPlan> pool_plans(const Tensor& x, const std::vector<SpatialDim>& 
 // core(x with its halos, filled with `fill` at the image's edges), split or plain.
 Tensor pooled(const impl::PatchCore& core, const Tensor& x, const std::vector<SpatialDim>& dims,
               const std::vector<DimPlan>& plans, double fill) {
-  const auto borders = overlap_borders(x.shape(), dims, plans);
+  const auto borders = overlap_borders(x.graph(), x.shape(), dims, plans);
   if (!borders.empty())
     return impl::overlapped_patches(core, x, dims, plans, borders, fill);
   return core(exchange_halos(x, dims, plans, fill), patch_dims(plans));
@@ -266,8 +267,8 @@ Tensor conv(const Tensor& x, const Tensor& filter, const std::vector<SpatialDim>
   offer_splits(x.graph(), dims, out_channels);
   const ConvCore core{filter, dims, in_channels, out_channels, describe(x), where};
   const std::vector<DimPlan> plans = plan_dims(x, filter, dims, padding, where);
-  // MTK_OVERLAP_HALO: interior first, then the border
-  if (const auto borders = overlap_borders(x.shape(), dims, plans); !borders.empty())
+  // program.overlap_halo: interior first, then the border
+  if (const auto borders = overlap_borders(x.graph(), x.shape(), dims, plans); !borders.empty())
     return impl::overlapped_patches(core, x, dims, plans, borders, 0.0);
   return core(exchange_halos(x, dims, plans, 0.0), patch_dims(plans));
 }
@@ -300,8 +301,8 @@ Tensor conv_transpose(const Tensor& x, const Tensor& filter, const std::vector<S
     widened[static_cast<size_t>(i)].size += plans.back().halo_left + plans.back().halo_right;
   }
   const TransposeCore fold{filter, dims, in_channels, out_channels, describe(x), where};
-  // MTK_OVERLAP_HALO: the border's halo_reduce runs while the interior is folded
-  if (const auto borders = overlap_borders(y_shape, dims, plans); !borders.empty())
+  // program.overlap_halo: the border's halo_reduce runs while the interior is folded
+  if (const auto borders = overlap_borders(x.graph(), y_shape, dims, plans); !borders.empty())
     return impl::overlapped_fold(fold, x, Shape(widened), dims, plans, borders);
   Tensor y = fold(x, Shape(widened), patch_dims(plans));
   for (size_t k = 0; k < dims.size(); ++k)

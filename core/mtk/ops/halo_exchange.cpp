@@ -226,7 +226,7 @@ struct SplitExchange {
 
 // Split over a mesh dim: a start step (pack the strips, post the transfers), the local step
 // (add_local_step) and a finish step (SplitExchange::finish). Adjacent they compute what
-// halo_forward and halo_adjoint do, bitwise; MTK_OVERLAP_HALO moves the start up and the finish
+// halo_forward and halo_adjoint do, bitwise; program.overlap_halo moves the start up and the finish
 // down (overlap_halos). `token`: the receive buffer, which ties the finish to its start.
 void add_split_steps(Lowering& l, HaloPlan p, bool adjoint, int xin, int token, int mid) {
   const HaloAttrs a = p.a;

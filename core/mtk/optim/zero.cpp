@@ -72,7 +72,7 @@ Tensor zero_view(const Tensor& x, const Shape& shape, const std::string& name) {
 // the assignment after it has nothing to copy and no second copy of the variable lives to the
 // end of the run (analysis alike: nothing runs). Otherwise (bfloat16 storage, a shard dim that is
 // not outermost) the relayout's allgather into a new buffer. The overlap pass may start it here and
-// wait for it at the end of the run (MTK_OVERLAP_ALLGATHER).
+// wait for it at the end of the run (program.overlap_allgather).
 void lower_zero_gather(Lowering& l, const NoAttrs&) {
   const int var = l.op().inputs[0], x = l.op().inputs[1], y = l.op().outputs[0];
   const Graph& g = l.graph();

@@ -12,7 +12,6 @@
 // (the same decision on every rank), and written once every rank consumed them.
 
 #include <mtk/base/error.hpp>
-#include <mtk/base/runtime_options.hpp>
 #include <mtk/parallel/collective_wait.hpp>
 #include <mtk/parallel/node_reducer.hpp>
 #include <mtk/parallel/shared_block.hpp>
@@ -28,7 +27,7 @@
 namespace mtk {
 namespace {
 
-std::atomic<int> g_node_allreduce{-1};  // -1: as runtime_options() says
+std::atomic<bool> g_node_allreduce{true};  // program.node_allreduce (set_node_allreduce)
 
 // Smaller reductions go through MPI: their copies cost less than the phases' checks.
 constexpr std::size_t kMinBytes = std::size_t{16} << 10;
@@ -43,12 +42,11 @@ struct Control {
 }  // namespace
 
 bool node_allreduce() {
-  const int v = g_node_allreduce.load(std::memory_order_relaxed);
-  return v < 0 ? runtime_options().node_allreduce() : v == 1;
+  return g_node_allreduce.load(std::memory_order_relaxed);
 }
 
 void set_node_allreduce(bool on) {
-  g_node_allreduce.store(on ? 1 : 0, std::memory_order_relaxed);
+  g_node_allreduce.store(on, std::memory_order_relaxed);
 }
 
 namespace detail {

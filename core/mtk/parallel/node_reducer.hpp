@@ -27,8 +27,9 @@ namespace mtk {
 class Communicator;  // owns a NodeReducerSlot (communicator.cpp); declared only, no include cycle
 
 /// Whether non-blocking float allreduces among the ranks of one node go through shared memory
-/// (MTK_NODE_ALLREDUCE, default on; never in a build for a CUDA-aware MPI, which is handed device
-/// memory). Set it alike on every rank.
+/// (program.node_allreduce, default on; never in a build for a CUDA-aware MPI, which is handed
+/// device memory). The applications set it from their run config before the first reducer is
+/// made; set it alike on every rank.
 bool node_allreduce();
 void set_node_allreduce(bool on);
 

@@ -22,9 +22,9 @@ void Program::Buffer::fail_dtype(DType asked) const {
        cat("buffer holds ", dtype_name(dtype_), " values, not ", dtype_name(asked)));
 }
 
-Program::Program(const Mesh& mesh) : mesh_(mesh) {
-  reuse_buffers_ = runtime_options().buffer_reuse();     // MTK_BUFFER_REUSE
-  pool_->set_planning(runtime_options().buffer_plan());  // MTK_BUFFER_PLAN
+Program::Program(const Mesh& mesh, const ProgramOptions& options)
+    : mesh_(mesh), reuse_buffers_(options.buffer_reuse) {
+  pool_->set_planning(options.buffer_plan);
 }
 
 void Program::set_buffer_reuse(bool on) {

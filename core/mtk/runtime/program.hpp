@@ -4,6 +4,7 @@
 
 #include <mtk/base/buffer_pool.hpp>
 #include <mtk/base/exec_space.hpp>
+#include <mtk/base/program_options.hpp>
 #include <mtk/graph/graph.hpp>
 #include <mtk/kernels/bf16_copies.hpp>
 #include <mtk/parallel/layout.hpp>
@@ -122,7 +123,7 @@ class Program {
   void set_profiling(bool on) { profiling_ = on; }
   const std::map<std::string, double>& time_split() const { return time_split_; }
   /// Seconds per step kind ("einsum", "softmax", "allreduce", ...) while profiling. Overlapped
-  /// reductions (MTK_OVERLAP_COLLECTIVES) show as "allreduce_start", "allreduce_progress" (the
+  /// reductions (program.overlap_collectives) show as "allreduce_start", "allreduce_progress" (the
   /// MPI_Test calls between steps) and "allreduce_wait" (the exposed part); all three are also in
   /// time_split()'s "collectives", the waits alone in its "collective waits".
   const std::map<std::string, double>& time_by_kind() const { return time_by_kind_; }
@@ -131,15 +132,15 @@ class Program {
     time_by_kind_.clear();
   }
 
-  /// Buffer reuse (on by default, off with MTK_BUFFER_REUSE=0): run() draws its temporaries from
-  /// a pool that keeps the previous run's buffers, so a step allocates nothing after the first
-  /// (mtk/base/buffer_pool.hpp). The pool holds at most one run's buffers; turning reuse off frees
-  /// them.
+  /// Buffer reuse (on by default, off with program.buffer_reuse: false): run() draws its
+  /// temporaries from a pool that keeps the previous run's buffers, so a step allocates nothing
+  /// after the first (mtk/base/buffer_pool.hpp). The pool holds at most one run's buffers; turning
+  /// reuse off frees them.
   void set_buffer_reuse(bool on);
   bool buffer_reuse() const { return reuse_buffers_; }
-  /// Planned sharing in the pool (on by default, off with MTK_BUFFER_PLAN=0): the next run is
-  /// recorded and later runs share buffers whose lifetimes do not overlap (buffer_pool.hpp).
-  /// counters() predict the pool MTK_BUFFER_PLAN asked for when the program was lowered.
+  /// Planned sharing in the pool (on by default, off with program.buffer_plan: false): the next run
+  /// is recorded and later runs share buffers whose lifetimes do not overlap (buffer_pool.hpp).
+  /// counters() predict the pool program.buffer_plan asked for when the program was lowered.
   void set_buffer_plan(bool on) { pool_->set_planning(on); }
   const BufferPool& buffer_pool() const { return *pool_; }
 
@@ -150,10 +151,10 @@ class Program {
   /// bucket at run time (overlapped_reductions()).
   const Counters& counters() const { return counters_; }
   /// How many non-blocking allreduce calls (buckets of pending sums) one run makes; 0 with
-  /// MTK_OVERLAP_COLLECTIVES=0.
+  /// program.overlap_collectives: false.
   std::int64_t overlapped_reductions() const;
   /// How many split halo exchanges run with other steps between their start and their finish
-  /// (MTK_OVERLAP_HALO, mtk/lower/overlap.hpp); 0 when off.
+  /// (program.overlap_halo, mtk/lower/overlap.hpp); 0 when off.
   int overlapped_halos() const { return overlapped_halos_; }
   /// Readable summary of the lowered program for this rank: layouts, FLOPs per op kind, bytes per
   /// collective kind, peak memory.
@@ -163,7 +164,7 @@ class Program {
   /// Steps that run a forward step again for recomputation (TransformerConfig::recompute).
   std::int64_t recomputed_steps() const { return recomputed_steps_; }
   /// For a bf16 contraction step reading tensors a and b: where to find and keep their bf16
-  /// copies (MTK_BF16_COPIES, mtk/lower/bf16_reuse.hpp); copies == nullptr when off.
+  /// copies (program.bf16_copies, mtk/lower/bf16_reuse.hpp); copies == nullptr when off.
   kernels::Bf16Reuse bf16_reuse(int a, int b) const;
   /// For a step producing tensor t (Step::bf16_writes): where to leave t's bf16 copy when the
   /// plan keeps one (it then calls keep() with t's address), else null.
@@ -177,7 +178,7 @@ class Program {
   int bf16_bits_only_tensors() const;
   /// The most bf16 copies of one weight a run makes: 1 when each is held from its forward reader
   /// through the backward, 2 or more when it is made again after a gap (Lowering::plan_buffers,
-  /// under MTK_BF16_ACTIVATIONS=auto where that lowers the peak), 0 when none is kept.
+  /// under program.bf16_activations: auto where that lowers the peak), 0 when none is kept.
   int bf16_weight_conversions() const {
     return bf16_kept_tensors_ ? bf16_variable_conversions_ : 0;
   }
@@ -185,10 +186,10 @@ class Program {
   const kernels::Bf16Copies& bf16_copies() const { return *bf16_copies_; }
   /// Tensors whose bf16 copy is kept between contractions.
   int bf16_kept_tensors() const { return bf16_kept_tensors_; }
-  /// Activations kept as bf16 across a distance (MTK_BF16_ACTIVATIONS,
+  /// Activations kept as bf16 across a distance (program.bf16_activations,
   /// mtk/lower/bf16_activations.hpp), by tensor id (graph tensors and the lowering's temporaries).
   const std::vector<int>& bf16_stored_activations() const { return bf16_stored_; }
-  /// Variables whose update step writes into their storage (MTK_IN_PLACE_UPDATES,
+  /// Variables whose update step writes into their storage (program.in_place_updates,
   /// mtk/lower/in_place_updates.hpp); a run that fetches one keeps its old value instead.
   int in_place_updates() const { return static_cast<int>(in_place_aliases_.size()); }
   /// Elementwise steps that write their output over an input that dies there
@@ -216,7 +217,7 @@ class Program {
 
  private:
   friend class Lowering;
-  Program(const Mesh& mesh);
+  Program(const Mesh& mesh, const ProgramOptions& options);  // buffer_reuse, buffer_plan
   HostTensor gather_global(int tensor, const Buffer& b);
   void feed_placeholders(Buffers& buffers, const std::map<int, HostTensor>& feeds,
                          const std::map<int, HostTensor>& local_feeds) const;

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <future>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,16 @@ namespace mtk {
 
 /// Version of the on-disk layout described in docs/checkpoint-format.md.
 inline constexpr int kCheckpointFormatVersion = 1;
+
+/// How checkpoints are written (the run config's checkpoint.* keys that change the files).
+struct CheckpointOptions {
+  /// checkpoint.fletcher32: chunked datasets also carry HDF5's Fletcher32 checksum (saves take
+  /// 2-6x as long with HDF5 1.10; writes become collective). Readers need nothing: HDF5 checks it.
+  bool fletcher32 = false;
+  /// Collective (true) or independent (false) MPI-IO data writes; unset: as MTK_CKPT_MPIIO says
+  /// (auto: independent when every rank shares one node). Fletcher32 writes are always collective.
+  std::optional<bool> collective;
+};
 
 /// What a checkpoint records besides the variables. The caller fills what it knows; save() fills
 /// the rest. Strings are stored as YAML strings (any bytes but NUL; binary state is best hex- or
@@ -91,7 +102,8 @@ class CheckpointManager {
   /// `keep_last_k` >= 1: older checkpoints are deleted after each successful save (renamed out of
   /// the way at once, their files removed in the background until the next save or the
   /// manager's destruction).
-  CheckpointManager(std::string run_dir, int keep_last_k, const Mesh& mesh);
+  CheckpointManager(std::string run_dir, int keep_last_k, const Mesh& mesh,
+                    const CheckpointOptions& options = {});
 
   /// Writes every variable of `program` (slots included) and `metadata` to
   /// checkpoints/step-<step>/ and commits it atomically; returns its path. A checkpoint of the
@@ -118,6 +130,9 @@ class CheckpointManager {
   /// run_dir/checkpoints
   const std::string& checkpoint_root() const { return root_; }
 
+  /// How the next saves write (CheckpointOptions).
+  void set_options(const CheckpointOptions& options) { options_ = options; }
+
   /// Where rank 0's notes go (skipped checkpoints, removals). Default: stderr with an
   /// "[mtk checkpoint]" prefix.
   void set_logger(std::function<void(const std::string&)> log) { log_ = std::move(log); }
@@ -126,6 +141,7 @@ class CheckpointManager {
   void log(const std::string& message) const;
   std::string run_dir_, root_;
   int keep_last_k_;
+  CheckpointOptions options_;
   Mesh mesh_;
   std::function<void(const std::string&)> log_;
   std::future<void> cleanup_;  // rank 0: deletion of old checkpoints, overlapping training
@@ -135,7 +151,8 @@ class CheckpointManager {
 /// without the commit protocol (no rename, no `latest`). Collective. CheckpointManager::save is
 /// the usual entry; this one serves tools and tests.
 void write_checkpoint_directory(Program& program, const std::string& dir,
-                                const CheckpointMetadata& metadata);
+                                const CheckpointMetadata& metadata,
+                                const CheckpointOptions& options = {});
 
 /// Restores every variable of `program` from checkpoint directory `path`, whatever mesh and
 /// layout it was saved with: each rank reads its own hyperslab. Shapes must match (an error names

@@ -172,10 +172,12 @@ std::pair<bool, std::vector<std::string>> restore_candidates(const std::string& 
 
 }  // namespace
 
-CheckpointManager::CheckpointManager(std::string run_dir, int keep_last_k, const Mesh& mesh)
+CheckpointManager::CheckpointManager(std::string run_dir, int keep_last_k, const Mesh& mesh,
+                                     const CheckpointOptions& options)
     : run_dir_(strip_trailing_slashes(std::move(run_dir))),
       root_(run_dir_ + "/checkpoints"),
       keep_last_k_(keep_last_k),
+      options_(options),
       mesh_(mesh) {
   if (keep_last_k < 1)
     fail("mtk::CheckpointManager", cat("keep_last_k must be >= 1, got ", keep_last_k));
@@ -215,7 +217,7 @@ std::string CheckpointManager::save(Program& program, const CheckpointMetadata& 
   tmp = comm.broadcast(std::move(tmp));
   add_time("cleanup", wall_seconds() - t_start);
   try {
-    write_directory(program, tmp, meta, where);
+    write_directory(program, tmp, meta, options_, where);
   } catch (const Error&) {
     // Every rank failed together (agreed); the partial directory goes now rather than at the
     // next save.

@@ -2,7 +2,6 @@
 // hashes, metadata and manifest by rank 0 (docs/checkpoint-format.md).
 
 #include <mtk/base/error.hpp>
-#include <mtk/base/runtime_options.hpp>
 #include <mtk/checkpoint/impl/format.hpp>
 #include <mtk/checkpoint/impl/hashes.hpp>
 #include <mtk/checkpoint/impl/hdf5.hpp>
@@ -75,14 +74,6 @@ std::vector<hsize_t> chunk_dims(const Shape& slice) {
     *it = (*it + 1) / 2;
   }
   return c;
-}
-
-// Fletcher32 on every chunked dataset with MTK_CKPT_FLETCHER32=1. Off by default: parallel HDF5
-// 1.10 allocates chunks at creation and passes each through the filter then (every chunk is
-// written twice), and filtered writes must be collective: saves took 2-6x as long
-// (docs/checkpoint-format.md#performance).
-bool fletcher32_enabled() {
-  return runtime_options().ckpt_fletcher32();
 }
 
 // This rank's slice of one variable on the host, and whether this rank writes it (one member of
@@ -208,9 +199,13 @@ void write_dataset(hid_t file, hid_t lcpl, hid_t dxpl, const CheckpointVariable&
 
 // Collective: creates variables.h5 and writes every variable, each slice by its replica group's
 // first member. Returns the SHA-256 records of the slices this rank wrote.
+// Fletcher32 (checkpoint.fletcher32) is off by default: parallel HDF5 1.10 allocates chunks at
+// creation and passes each through the filter then (every chunk is written twice), and filtered
+// writes must be collective: saves took 2-6x as long (docs/checkpoint-format.md#performance).
 std::vector<SliceRecord> write_variables(Program& program,
                                          const std::vector<CheckpointVariable>& vars,
-                                         const std::string& path, const std::string& where) {
+                                         const std::string& path, const CheckpointOptions& options,
+                                         const std::string& where) {
   const std::vector<HostSlice> slices = host_slices(program, vars);
   std::vector<SliceRecord> mine;
   std::vector<size_t> mine_of;  // index in `slices` of each record of `mine`
@@ -238,13 +233,15 @@ std::vector<SliceRecord> write_variables(Program& program,
   double tc = wall_seconds();
   bool collective = true;
   H5Id fapl = write_fapl(program.mesh().comm(), &collective, where);
+  if (options.collective)  // the caller's choice over MTK_CKPT_MPIIO's
+    collective = *options.collective;
+  const bool fletcher32 = options.fletcher32;
   H5Id file(h5(H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl), where,
                cat("creating '", path, "'")),
             H5Fclose);
   H5Id lcpl(h5(H5Pcreate(H5P_LINK_CREATE), where, "H5Pcreate(link create)"), H5Pclose);
   h5ok(H5Pset_create_intermediate_group(lcpl, 1), where, "H5Pset_create_intermediate_group");
   h5ok(H5Pset_char_encoding(lcpl, H5T_CSET_UTF8), where, "H5Pset_char_encoding");
-  const bool fletcher32 = fletcher32_enabled();
   // Parallel HDF5 writes filtered datasets only with collective transfers.
   if (fletcher32)
     collective = true;
@@ -279,7 +276,7 @@ std::vector<SliceRecord> write_variables(Program& program,
 }  // namespace
 
 void write_directory(Program& program, const std::string& dir, const CheckpointMetadata& meta_in,
-                     const std::string& where) {
+                     const CheckpointOptions& options, const std::string& where) {
   quiet_hdf5();
   const Mesh& mesh = program.mesh();
   const Communicator& comm = mesh.comm();
@@ -321,8 +318,8 @@ void write_directory(Program& program, const std::string& dir, const CheckpointM
   test_hook("created_dir");
   add_time("prepare", wall_seconds() - t0);
   const std::string h5path = dir + "/" + kVariablesFile;
-  const std::vector<SliceRecord> mine =
-      agree_on_failure(comm, [&] { return write_variables(program, vars, h5path, where); });
+  const std::vector<SliceRecord> mine = agree_on_failure(
+      comm, [&] { return write_variables(program, vars, h5path, options, where); });
   test_hook("wrote_data");
   t0 = wall_seconds();
 
@@ -374,8 +371,9 @@ std::string checkpoint_dir_name(std::int64_t step) {
 }
 
 void write_checkpoint_directory(Program& program, const std::string& dir,
-                                const CheckpointMetadata& metadata) {
-  ckpt::write_directory(program, strip_trailing_slashes(dir), metadata,
+                                const CheckpointMetadata& metadata,
+                                const CheckpointOptions& options) {
+  ckpt::write_directory(program, strip_trailing_slashes(dir), metadata, options,
                         "mtk::write_checkpoint_directory");
 }
 

@@ -1,4 +1,4 @@
-// The interior/border split of the spatial layers under MTK_OVERLAP_HALO; see conv_overlap.hpp.
+// The interior/border split of the spatial layers under program.overlap_halo; see conv_overlap.hpp.
 #include <mtk/nn/impl/conv_overlap.hpp>
 #include <mtk/ops/elementwise.hpp>
 #include <mtk/ops/halo_exchange.hpp>

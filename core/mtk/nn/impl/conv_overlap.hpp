@@ -1,6 +1,6 @@
 #pragma once
 // The interior/border split of convolutions, transposed convolutions and pooling under
-// MTK_OVERLAP_HALO (docs/spatial.md#overlap): along one blocked dim, the outputs that need no
+// program.overlap_halo (docs/spatial.md#overlap): along one blocked dim, the outputs that need no
 // halo (the interior) are built so that the halo exchange's start and finish can be moved around
 // them (overlap_halos), the border outputs from the exchanged halos.
 

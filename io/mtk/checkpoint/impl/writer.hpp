@@ -11,6 +11,6 @@ namespace mtk::ckpt {
 /// Collective: creates `dir` (which must not exist) and writes the checkpoint of `program` into
 /// it, each file fsynced. Every rank throws the same error when any rank fails.
 void write_directory(Program& program, const std::string& dir, const CheckpointMetadata& meta_in,
-                     const std::string& where);
+                     const CheckpointOptions& options, const std::string& where);
 
 }  // namespace mtk::ckpt
