@@ -57,8 +57,9 @@ int parse_train_options(Options& o, const std::vector<std::string>& args, bool p
                        "Starts from this checkpoint instead of the run's newest");
   app.add_option("--data-dir", o.data_dir, "Fashion-MNIST's IDX files (overrides data.dir)")
       ->type_name("DIR");
-  app.add_option("--json", o.json_path, "A copy of RUN_DIR/result.json goes here too")
+  app.add_option("--out", o.json_path, "A copy of RUN_DIR/result.json goes here too")
       ->type_name("FILE");
+  cli::deprecated_alias(app, "--json", "--out", o.json_path);  // 0.4's spelling, for a release
   app.add_flag("--print-config", o.print_config,
                "Prints the resolved config (file, --set, --mesh, --layout) as YAML and exits");
   return cli::parse(app, args, print);

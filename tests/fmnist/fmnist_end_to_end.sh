@@ -63,7 +63,7 @@ for case in "train_limit=5000 5000 small/train-images-idx3-ubyte.gz 1000" \
   read -r set limit file count <<<"$case"
   set +e
   err=$(mpirun -n 1 "$fmnist" train --config "$config" --mesh "rows:1;cols:1" --data-dir small \
-        --set train.steps=2 --set "data.$set" --run-dir limit --json limit.json 2>&1)
+        --set train.steps=2 --set "data.$set" --run-dir limit --out limit.json 2>&1)
   status=$?
   set -e
   [ $status = 1 ] || fail "data.$set on $count images: exit $status, want 1: $err"
@@ -80,14 +80,15 @@ fi
 short=(--config "$config" --set train.steps=20 --set train.log_every=10
        --set data.test_limit=1000 --set train.epochs=1)
 mpirun -n 4 "$fmnist" train "${short[@]}" --mesh "rows:2;cols:2" --layout "hb:rows;wb:cols" \
-  --run-dir four --json four.json | tee four.log
-mpirun -n 1 "$fmnist" train "${short[@]}" --mesh "rows:1;cols:1" --run-dir one --json one.json > one.log
+  --run-dir four --out four.json | tee four.log
+mpirun -n 1 "$fmnist" train "${short[@]}" --mesh "rows:1;cols:1" --run-dir one --json one.json > one.log 2> one.err
+grep -q -- "--json is deprecated" one.err || fail "--json (0.4's --out) gave no deprecation warning: $(cat one.err)"
 grep -q "mesh rows:2;cols:2, layout hb:rows;wb:cols, 4 ranks" four.log || fail "no mesh line: $(cat four.log)"
 for f in status.json config.resolved.yaml metrics.jsonl result.json checkpoints/latest; do
   [ -s "four/$f" ] || fail "the run directory lacks $f"
 done
 grep -q '"state": "completed"' four/status.json || fail "status: $(cat four/status.json)"
-cmp -s four/result.json four.json || fail "--json is not a copy of four/result.json"
+cmp -s four/result.json four.json || fail "--out is not a copy of four/result.json"
 python3 - <<'PY' || fail "the results differ or are wrong: $(cat four.json) $(cat one.json)"
 import json
 def strict(path):  # NaN and Infinity are not JSON: refused
