@@ -35,7 +35,8 @@ const std::vector<RuntimeOptionSpec>& runtime_option_specs() {
        "the memory prediction (analyze(), lower()) prints the buffers alive at the most live "
        "moment, by the step that wrote them, and the planned pool's objects (stderr)"},
       {"MTK_CKPT_TIMING", T::flag, "0", "0|1",
-       "rank 0 prints the time of each phase of every checkpoint save and restore (stderr)"},
+       "rank 0 prints the time of each phase of every checkpoint save and restore, and the "
+       "MPI-IO a save used as HDF5 reports it (`mpiio=collective(hdf5:...)`) (stderr)"},
       {"MTK_CKPT_MPIIO", T::choice, "auto", "auto|collective|independent",
        "checkpoint write mode: auto is independent MPI-IO when every rank shares one node, "
        "collective across nodes (always collective with Fletcher32)"},
