@@ -12,7 +12,7 @@
 // Run with OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 (one core). Options: --reps N (default 5; the
 // best counts), --ceiling-size N (default 2048).
 #include <mtk/kernels/bfloat16_convert.hpp>
-#include <mtk/kernels/impl/cublas_gemm.hpp>
+#include <mtk/kernels/impl/gpu_blas.hpp>
 #include <mtk/kernels/impl/onednn_matmul.hpp>
 #include <mtk/kernels/kernels.hpp>
 #include <mtk/parallel/environment.hpp>
@@ -60,10 +60,10 @@ k::FView filled(std::int64_t n, unsigned seed) {
 }
 
 // The kernel set OpenBLAS chose ("Haswell", "SkylakeX", ...; OPENBLAS_CORETYPE overrides it),
-// "cuBLAS" on a GPU, or "unknown" when the BLAS library is not OpenBLAS.
+// "cuBLAS" / "rocBLAS" on a GPU, or "unknown" when the BLAS library is not OpenBLAS.
 std::string blas_core() {
-  if (k::impl::cublas_available())
-    return "cuBLAS";
+  if (k::impl::gpu_blas_available())
+    return k::impl::gpu_blas_vendor();
   using Fn = char* (*)();
   auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
   return fn ? std::string(fn()) : std::string("unknown");
@@ -92,12 +92,12 @@ k::impl::BatchedGemm batched(const Case& c) {
   return g;
 }
 
-// The library's bf16 matmul alone (oneDNN's, or cuBLAS's on a GPU) on the case's matrices (nb
+// The library's bf16 matmul alone (oneDNN's, or the GPU BLAS's on a GPU) on the case's matrices (nb
 // contiguous entries, as the raw gemm reads them), converted to bf16 beforehand.
 void run_raw_bf16(const Case& c, const k::FView& a, const k::FView& b, int reps) {
-  const bool cublas = k::impl::cublas_available();
-  if (!cublas && (!k::impl::onednn_available() || !k::impl::onednn_has_bf16() ||
-                  !Kokkos::SpaceAccessibility<Kokkos::HostSpace, mtk::MemSpace>::accessible))
+  const bool gpu_blas = k::impl::gpu_blas_available();
+  if (!gpu_blas && (!k::impl::onednn_available() || !k::impl::onednn_has_bf16() ||
+                    !Kokkos::SpaceAccessibility<Kokkos::HostSpace, mtk::MemSpace>::accessible))
     return;
   using Bits = Kokkos::View<std::uint16_t*>;
   const Bits a16("bench::a16", a.extent(0)), b16("bench::b16", b.extent(0));
@@ -115,12 +115,12 @@ void run_raw_bf16(const Case& c, const k::FView& a, const k::FView& b, int reps)
   p.a_strides[1] = c.ta == 'N' ? c.kk : 1, p.a_strides[2] = c.ta == 'N' ? 1 : c.m;
   p.b_strides[1] = c.tb == 'N' ? c.n : 1, p.b_strides[2] = c.tb == 'N' ? 1 : c.kk;
   p.c_strides[1] = c.n, p.c_strides[2] = 1;
-  const std::string impl = cublas ? k::impl::cublas_name() : k::impl::onednn_matmul_impl(p);
+  const std::string impl = gpu_blas ? k::impl::gpu_blas_name() : k::impl::onednn_matmul_impl(p);
   if (impl.empty())
     return;
   const double t = best_of(reps, [&] {
-    if (cublas)
-      k::impl::cublas_gemm_bf16(space, batched(c), a16.data(), b16.data(), out.data());
+    if (gpu_blas)
+      k::impl::gpu_blas_gemm_bf16(space, batched(c), a16.data(), b16.data(), out.data());
     else
       k::impl::onednn_matmul(p, a16.data(), b16.data(), out.data());
   });
@@ -145,8 +145,8 @@ void run_case(const Case& c, int reps, const std::string& core) {
   const char ta[2] = {c.ta, 0}, tb[2] = {c.tb, 0};
   const int m = static_cast<int>(c.m), n = static_cast<int>(c.n), kk = static_cast<int>(c.kk);
   auto raw = [&] {
-    if constexpr (k::impl::cublas_available()) {  // the batch in one call, as einsum makes it
-      k::impl::cublas_gemm(mtk::ExecSpace(), batched(c), a.data(), b.data(), c_raw.data());
+    if constexpr (k::impl::gpu_blas_available()) {  // the batch in one call, as einsum makes it
+      k::impl::gpu_blas_gemm(mtk::ExecSpace(), batched(c), a.data(), b.data(), c_raw.data());
     } else {
       for (std::int64_t i = 0; i < c.nb; ++i) {
         const CMat ai(a.data() + i * c.m * c.kk, c.ta == 'N' ? m : kk, c.ta == 'N' ? kk : m);

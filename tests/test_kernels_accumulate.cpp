@@ -10,7 +10,7 @@
 // test_kernels_accumulate_avx2, starts the dot product from the sum).
 
 #include <mtk/kernels/einsum_accumulate.hpp>
-#include <mtk/kernels/impl/cublas_gemm.hpp>
+#include <mtk/kernels/impl/gpu_blas.hpp>
 #include <mtk/kernels/impl/onednn_matmul.hpp>
 
 #include "kernel_contract_util.hpp"
@@ -70,10 +70,11 @@ std::vector<Path> paths() {
     v.push_back(
         {"bf16 oneDNN", P::bfloat16, [] { k::set_bf16_gemm(k::Bf16Gemm::onednn); }, bf16, bf16});
   }
-  // cuBLAS may split K and add each part's product into the sum in turn: within reassociation.
-  if (mtk::kernels::impl::cublas_available())
-    v.push_back(
-        {"bf16 cuBLAS", P::bfloat16, [] { k::set_bf16_gemm(k::Bf16Gemm::cublas); }, false, false});
+  // The GPU BLAS may split K and add each part's product into the sum in turn: within
+  // reassociation.
+  if (mtk::kernels::impl::gpu_blas_available())
+    v.push_back({"bf16 GPU BLAS", P::bfloat16, [] { k::set_bf16_gemm(k::Bf16Gemm::gpu_blas); },
+                 false, false});
   return v;
 }
 

@@ -1,6 +1,7 @@
 // Contractions: einsum in float32 and bfloat16, against host references.
 
 #include <mtk/kernels/bfloat16_convert.hpp>
+#include <mtk/kernels/impl/gpu_blas.hpp>
 
 #include "kernel_contract_util.hpp"
 #include <array>
@@ -520,21 +521,22 @@ TEST(EinsumBf16, AnOperandHeldAsItsBitsAloneGivesItsBf16Product) {
   }
 }
 
-// cuBLAS's bf16 matmul (GPU builds): the same contract as every other path; elsewhere asking for
-// it is a clear error.
-TEST(EinsumBf16, CublasMatchesReference) {
+// The GPU BLAS's bf16 matmul (cuBLAS, rocBLAS; GPU builds): the same contract as every other path;
+// elsewhere asking for it is a clear error.
+TEST(EinsumBf16, GpuBlasMatchesReference) {
   try {
-    k::set_bf16_gemm(k::Bf16Gemm::cublas);
+    k::set_bf16_gemm(k::Bf16Gemm::gpu_blas);
   } catch (const mtk::Error& e) {
     EXPECT_NE(std::string(e.what()).find("cuBLAS"), std::string::npos) << e.what();
     k::set_bf16_gemm(k::Bf16Gemm::automatic);
     GTEST_SKIP() << e.what();
   }
-  Bf16PathScope scope(k::Bf16Gemm::cublas);
-  EXPECT_EQ(k::bf16_gemm(), k::Bf16Gemm::cublas);
+  Bf16PathScope scope(k::Bf16Gemm::gpu_blas);
+  EXPECT_EQ(k::bf16_gemm(), k::Bf16Gemm::gpu_blas);
   EXPECT_FALSE(k::bf16_gemm_is_emulated());
   EXPECT_FALSE(k::bf16_copies_used());
-  EXPECT_NE(k::bf16_gemm_description().find("cuBLAS"), std::string::npos)
+  EXPECT_NE(k::bf16_gemm_description().find(mtk::kernels::impl::gpu_blas_vendor()),
+            std::string::npos)
       << k::bf16_gemm_description();
   std::printf("bf16 path: %s\n", k::bf16_gemm_description().c_str());
   bf16_cases();
@@ -547,7 +549,7 @@ TEST(EinsumBf16, AutomaticPathSaysWhatItDoes) {
   // Set by the ctest that holds oneDNN to AVX2: the forced non-native path must be the one taken
   // (on the host: a GPU build multiplies on the tensor cores whatever the CPU has).
   const char* expect = std::getenv("MTK_TEST_EXPECT_NATIVE_BF16");
-  if (expect && std::string(expect) == "0" && k::bf16_gemm() != k::Bf16Gemm::cublas) {
+  if (expect && std::string(expect) == "0" && k::bf16_gemm() != k::Bf16Gemm::gpu_blas) {
     EXPECT_EQ(k::bf16_gemm(), k::Bf16Gemm::emulate) << d;
     EXPECT_TRUE(k::bf16_gemm_is_emulated()) << d;
   }

@@ -127,7 +127,7 @@ TEST(RuntimeOptions, BadValuesNameTheVariableAndTheAllowedValues) {
        {Bad{"MTK_COLLECTIVE_WAIT", "sometimes",
             "MTK_COLLECTIVE_WAIT is 'sometimes'; allowed: auto, spin, yield ("},
         Bad{"MTK_BF16_GEMM", "fast",
-            "MTK_BF16_GEMM is 'fast'; allowed: auto, onednn, emulate, cublas ("},
+            "MTK_BF16_GEMM is 'fast'; allowed: auto, onednn, emulate, gpu_blas, cublas ("},
         Bad{"MTK_CKPT_TIMING", "yes", "MTK_CKPT_TIMING is 'yes'; allowed: 0, 1 ("},
         Bad{"MTK_EINSUM_IN_PLACE", "off", "MTK_EINSUM_IN_PLACE is 'off'; allowed: 0, 1 ("},
         Bad{"MTK_CKPT_MPIIO_HINTS", "romio_cb_write",

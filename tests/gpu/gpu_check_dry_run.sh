@@ -30,7 +30,13 @@ done
 expect "[summary] $out/summary.md"
 plan_np="$(bash "$script" --dry-run --build "$build" --out "$out" --skip-profile)" || fail "--skip-profile exited $?"
 ! grep -q "MTK_PROFILE_STEPS" <<<"$plan_np" || fail "--skip-profile still profiles"
-for bad in "--steps 0" "--rounds x" "--peak-tflops fast" "--frobnicate" "--out"; do
+plan_b="$(bash "$script" --dry-run --build "$build" --out "$out" --budget 420 --rounds 1)" ||
+  fail "--budget exited $?"
+grep -qF "[ctest] timeout --signal=TERM --kill-after=10 168 ctest --test-dir $build" <<<"$plan_b" ||
+  fail "--budget 420 does not hold the tests to 168 s"
+grep -qF "[bench_einsum] timeout --signal=TERM --kill-after=10 4" <<<"$plan_b" ||
+  fail "--budget does not limit the benchmarks"
+for bad in "--budget -1" "--budget soon" "--steps 0" "--rounds x" "--peak-tflops fast" "--frobnicate" "--out"; do
   # shellcheck disable=SC2086
   bash "$script" --dry-run $bad >/dev/null 2>&1
   rc=$?

@@ -16,10 +16,12 @@ const std::vector<RuntimeOptionSpec>& runtime_option_specs() {
   using T = RuntimeOptionType;
   static const std::vector<RuntimeOptionSpec> specs = {
       {"MTK_EINSUM_IN_PLACE", T::flag, "1", "0|1",
-       "host BLAS and cuBLAS contractions read and write operands in place through leading "
+       "host BLAS and GPU BLAS (cuBLAS, rocBLAS) contractions read and write operands in place "
+       "through leading "
        "dimensions; 0: transposed copies (the path every backend has)"},
-      {"MTK_BF16_GEMM", T::choice, "auto", "auto|onednn|emulate|cublas",
-       "how bfloat16 contractions run: auto picks cuBLAS's bf16 matmul on an NVIDIA GPU, oneDNN "
+      {"MTK_BF16_GEMM", T::choice, "auto", "auto|onednn|emulate|gpu_blas|cublas",
+       "how bfloat16 contractions run: auto picks the GPU BLAS's bf16 matmul on a GPU (cuBLAS, "
+       "rocBLAS; cublas is gpu_blas's earlier name), oneDNN "
        "where this CPU has a native bf16 matmul, else emulate (bf16-rounded operands through the "
        "fp32 gemm)"},
       {"MTK_FP32_GEMM", T::choice, "auto", "auto|onednn|blas",

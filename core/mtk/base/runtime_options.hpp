@@ -58,7 +58,7 @@ class RuntimeOptions {
 
   /// MTK_EINSUM_IN_PLACE: host BLAS contractions read operands in place (else transposed copies).
   bool einsum_in_place() const { return einsum_in_place_; }
-  /// MTK_BF16_GEMM: "auto", "onednn", "emulate" or "cublas".
+  /// MTK_BF16_GEMM: "auto", "onednn", "emulate", "gpu_blas" or "cublas" (the same).
   const std::string& bf16_gemm() const { return bf16_gemm_; }
   /// MTK_FP32_GEMM: auto | onednn | blas.
   const std::string& fp32_gemm() const { return fp32_gemm_; }

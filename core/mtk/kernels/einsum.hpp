@@ -37,15 +37,17 @@ FView einsum(const ExecSpace& space, const Shape& a_shape, const FView& a, const
 void set_einsum_in_place(bool on);
 /// One operand: sums the dims out_shape lacks and reorders the rest.
 FView einsum(const ExecSpace& space, const Shape& a_shape, const FView& a, const Shape& out_shape);
-/// How bfloat16 contractions run. automatic: on an NVIDIA GPU (Kokkos' CUDA space) cuBLAS's bf16
-/// matmul on the tensor cores; on the host oneDNN when it was built in and picks a native
-/// (non-reference) bf16 matmul on this CPU; otherwise emulated (operands rounded to bf16 values,
-/// the fp32 gemm). All multiply the same bf16 values and accumulate in float32.
-enum class Bf16Gemm { automatic, onednn, emulate, cublas };
+/// How bfloat16 contractions run. automatic: on a GPU the vendor BLAS's bf16 matmul (cuBLAS on
+/// Kokkos' CUDA space, rocBLAS on its HIP space, impl/gpu_blas.hpp) on the matrix cores; on the
+/// host oneDNN when it was built in and picks a native (non-reference) bf16 matmul on this CPU;
+/// otherwise emulated (operands rounded to bf16 values, the fp32 gemm). All multiply the same bf16
+/// values and accumulate in float32.
+enum class Bf16Gemm { automatic, onednn, emulate, gpu_blas };
 /// Forces a path (tests, benchmarks); the default comes from the environment variable
-/// MTK_BF16_GEMM = auto | onednn | emulate | cublas. A path this build lacks throws.
+/// MTK_BF16_GEMM = auto | onednn | emulate | gpu_blas (cublas: the same, its earlier name). A path
+/// this build lacks throws.
 void set_bf16_gemm(Bf16Gemm path);
-/// The path bf16 contractions take now: onednn, emulate or cublas (automatic resolved).
+/// The path bf16 contractions take now: onednn, emulate or gpu_blas (automatic resolved).
 Bf16Gemm bf16_gemm();
 /// One line saying how bf16 contractions run here, e.g. "oneDNN bf16 matmul (brg:avx512_core_amx)"
 /// or "emulated: operands rounded to bf16 and multiplied by the fp32 gemm (oneDNN: ref:any)".

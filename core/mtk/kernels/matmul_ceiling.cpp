@@ -2,7 +2,7 @@
 #include <mtk/base/error.hpp>
 #include <mtk/kernels/bfloat16_convert.hpp>
 #include <mtk/kernels/einsum.hpp>
-#include <mtk/kernels/impl/cublas_gemm.hpp>
+#include <mtk/kernels/impl/gpu_blas.hpp>
 #include <mtk/kernels/impl/launch.hpp>
 #include <mtk/kernels/impl/onednn_matmul.hpp>
 #include <mtk/kernels/matmul_ceiling.hpp>
@@ -28,7 +28,7 @@ FView filled(std::int64_t n, float scale) {
   return v;
 }
 
-// The library's own bf16 matmul (oneDNN's, or cuBLAS's on a GPU) on [n, n] x [n, n] bf16
+// The library's own bf16 matmul (oneDNN's, or the GPU BLAS's on a GPU) on [n, n] x [n, n] bf16
 // operands into a float32 result written before: its rate as a program that keeps its operands in
 // bf16 gets it. (Through einsum the float32 operands' conversion counted too: on an AMX Xeon
 // 647-672 GFLOP/s where oneDNN runs at 720-797.)
@@ -53,8 +53,8 @@ double library_bf16_seconds(const ExecSpace& space, std::int64_t n, const FView&
   double best = std::numeric_limits<double>::infinity();
   for (int r = 0; r <= reps; ++r) {  // r == 0 warms up (the primitive)
     const auto t0 = std::chrono::steady_clock::now();
-    if constexpr (impl::cublas_available())
-      impl::cublas_gemm_bf16(space, g, a16.data(), b16.data(), c.data());
+    if constexpr (impl::gpu_blas_available())
+      impl::gpu_blas_gemm_bf16(space, g, a16.data(), b16.data(), c.data());
     else
       impl::onednn_matmul(p, a16.data(), b16.data(), c.data());
     space.fence();
@@ -76,7 +76,7 @@ struct PathsRestored {
 }  // namespace
 
 std::int64_t matmul_ceiling_size() {
-  return impl::cublas_available() ? 8192 : 2048;
+  return impl::gpu_blas_available() ? 8192 : 2048;
 }
 
 std::vector<MatmulRate> measure_matmul_rates(const ExecSpace& space, std::int64_t n, int reps) {
@@ -102,8 +102,9 @@ std::vector<MatmulRate> measure_matmul_rates(const ExecSpace& space, std::int64_
   const PathsRestored restore;
   std::vector<MatmulRate> out;
   set_fp32_gemm(Fp32Gemm::blas);
-  out.push_back({impl::cublas_available() ? cat("cuBLAS sgemm (", impl::cublas_name(), ")")
-                                          : host_blas_name(),
+  out.push_back({impl::gpu_blas_available()
+                     ? cat(impl::gpu_blas_vendor(), " sgemm (", impl::gpu_blas_name(), ")")
+                     : host_blas_name(),
                  Precision::float32, rate(Precision::float32)});
   if (impl::onednn_available() &&
       Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible) {
@@ -117,9 +118,9 @@ std::vector<MatmulRate> measure_matmul_rates(const ExecSpace& space, std::int64_
     out.push_back({cat("oneDNN bf16 (", impl::onednn_bf16_impl(), ")"), Precision::bfloat16,
                    flops / library_bf16_seconds(space, n, a, b, reps) * 1e-9});
   }
-  if constexpr (impl::cublas_available())
-    out.push_back({cat("cuBLAS bf16 (", impl::cublas_name(), ")"), Precision::bfloat16,
-                   flops / library_bf16_seconds(space, n, a, b, reps) * 1e-9});
+  if constexpr (impl::gpu_blas_available())
+    out.push_back({cat(impl::gpu_blas_vendor(), " bf16 (", impl::gpu_blas_name(), ")"),
+                   Precision::bfloat16, flops / library_bf16_seconds(space, n, a, b, reps) * 1e-9});
   set_bf16_gemm(Bf16Gemm::emulate);
   out.push_back({"emulated bf16 (rounded operands, fp32 gemm)", Precision::bfloat16,
                  rate(Precision::bfloat16)});

@@ -5,6 +5,8 @@
 #include <Kokkos_Core.hpp>
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <cuda_runtime_api.h>
+#elif defined(KOKKOS_ENABLE_HIP)
+#include <hip/hip_runtime_api.h>
 #endif
 
 #include <cstdlib>
@@ -88,6 +90,10 @@ std::string pci_bus_id(int id) {
 #if defined(KOKKOS_ENABLE_CUDA)
   char bus[32] = {0};
   if (cudaDeviceGetPCIBusId(bus, sizeof bus, id) == cudaSuccess)
+    return bus;
+#elif defined(KOKKOS_ENABLE_HIP)
+  char bus[32] = {0};
+  if (hipDeviceGetPCIBusId(bus, sizeof bus, id) == hipSuccess)
     return bus;
 #endif
   (void)id;

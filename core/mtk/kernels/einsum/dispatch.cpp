@@ -6,8 +6,8 @@
 #include <mtk/base/runtime_options.hpp>
 #include <mtk/kernels/bfloat16_convert.hpp>
 #include <mtk/kernels/einsum.hpp>
-#include <mtk/kernels/impl/cublas_gemm.hpp>
 #include <mtk/kernels/impl/einsum_spec.hpp>
+#include <mtk/kernels/impl/gpu_blas.hpp>
 #include <mtk/kernels/impl/onednn_matmul.hpp>
 
 #include <atomic>
@@ -36,10 +36,10 @@ Bf16Gemm requested_bf16_gemm() {
   if (g_bf16_forced.load(std::memory_order_relaxed))
     return g_bf16_path.load(std::memory_order_relaxed);
   const std::string& s = runtime_options().bf16_gemm();
-  return s == "onednn"    ? Bf16Gemm::onednn
-         : s == "emulate" ? Bf16Gemm::emulate
-         : s == "cublas"  ? Bf16Gemm::cublas
-                          : Bf16Gemm::automatic;
+  return s == "onednn"                      ? Bf16Gemm::onednn
+         : s == "emulate"                   ? Bf16Gemm::emulate
+         : s == "gpu_blas" || s == "cublas" ? Bf16Gemm::gpu_blas
+                                            : Bf16Gemm::automatic;
 }
 
 Fp32Gemm requested_fp32_gemm() {
@@ -69,8 +69,8 @@ bool onednn_is_native() {
 }  // namespace
 
 Backend choose_backend(Precision precision) {
-  if (impl::cublas_available() && in_place_enabled())
-    return Backend::cublas_in_place;
+  if (impl::gpu_blas_available() && in_place_enabled())
+    return Backend::gpu_blas_in_place;
   if (precision == Precision::bfloat16 && host_space && bf16_gemm() == Bf16Gemm::onednn)
     return Backend::onednn_in_place;
   if (precision == Precision::float32 && host_space && fp32_gemm() == Fp32Gemm::onednn)
@@ -83,8 +83,8 @@ Backend choose_backend(Precision precision) {
 bool converts_bf16_operands(Backend backend) {
   if (backend == Backend::onednn_in_place)
     return true;
-  return (backend == Backend::packed_kokkos_gemm || backend == Backend::cublas_in_place) &&
-         impl::cublas_available() && bf16_gemm() == Bf16Gemm::cublas;
+  return (backend == Backend::packed_kokkos_gemm || backend == Backend::gpu_blas_in_place) &&
+         impl::gpu_blas_available() && bf16_gemm() == Bf16Gemm::gpu_blas;
 }
 
 FView contract(const ExecSpace& space, Backend backend, const Operand& a, const Operand& b,
@@ -112,10 +112,10 @@ FView contract(const ExecSpace& space, Backend backend, const Operand& a, const 
         return host_blas_in_place(space, x, y, out_shape, plan, sizes, into);
       return packed_gemm(space, x, y, out_shape, plan, sizes, into);
     }
-    case Backend::cublas_in_place:
-      return cublas_in_place(space, a, b, out_shape, plan, sizes, into,
-                             precision == Precision::bfloat16 && converts_bf16_operands(backend),
-                             sources);
+    case Backend::gpu_blas_in_place:
+      return gpu_blas_in_place(space, a, b, out_shape, plan, sizes, into,
+                               precision == Precision::bfloat16 && converts_bf16_operands(backend),
+                               sources);
     case Backend::packed_kokkos_gemm:
       break;
   }
@@ -142,10 +142,11 @@ void set_bf16_gemm(Bf16Gemm path) {
     fail("mtk::kernels::set_bf16_gemm",
          "the oneDNN path was asked for but this MTK was built without oneDNN "
          "(MTK_ENABLE_ONEDNN; Debian package libdnnl-dev)");
-  if (path == Bf16Gemm::cublas && !impl::cublas_available())
+  if (path == Bf16Gemm::gpu_blas && !impl::gpu_blas_available())
     fail("mtk::kernels::set_bf16_gemm",
-         "the cuBLAS path was asked for but this MTK does not run on an NVIDIA GPU (a build for "
-         "Kokkos' CUDA space with Kokkos Kernels' cuBLAS, docs/building.md#cuda)");
+         "the GPU BLAS path was asked for but this MTK does not run on a GPU with one (a build "
+         "for Kokkos' CUDA space with Kokkos Kernels' cuBLAS, or its HIP space with rocBLAS: "
+         "docs/building.md#cuda, #hip)");
   einsum_impl::g_bf16_path.store(path, std::memory_order_relaxed);
   einsum_impl::g_bf16_forced.store(true, std::memory_order_relaxed);
 }
@@ -183,10 +184,10 @@ Fp32Gemm fp32_gemm() {
 std::string fp32_gemm_description() {
   using namespace einsum_impl;
   const std::string blas = host_blas_name();
-  if (impl::cublas_available())
+  if (impl::gpu_blas_available())
     return cat("cuBLAS sgemm, ",
                in_place_enabled() ? "operands in place (pointer-batched)" : "strided-batched", " (",
-               impl::cublas_name(), ")");
+               impl::gpu_blas_name(), ")");
   if (!host_space)
     return "Kokkos Kernels gemm on this execution space";
   if (fp32_gemm() == Fp32Gemm::onednn)
@@ -204,39 +205,40 @@ Bf16Gemm bf16_gemm() {
   if (r == Bf16Gemm::onednn && !impl::onednn_available())
     fail("mtk::kernels::einsum",
          "MTK_BF16_GEMM=onednn but this MTK was built without oneDNN (MTK_ENABLE_ONEDNN)");
-  if (r == Bf16Gemm::cublas && !impl::cublas_available())
+  if (r == Bf16Gemm::gpu_blas && !impl::gpu_blas_available())
     fail("mtk::kernels::einsum",
-         "MTK_BF16_GEMM=cublas but this MTK does not run on an NVIDIA GPU (docs/building.md#cuda)");
+         "MTK_BF16_GEMM=gpu_blas but this MTK does not run on a GPU with cuBLAS or rocBLAS "
+         "(docs/building.md#cuda, #hip)");
   if (r == Bf16Gemm::onednn && !host_space)
     return Bf16Gemm::emulate;  // oneDNN reads host memory only
   if (r != Bf16Gemm::automatic)
     return r;
-  if (impl::cublas_available())
-    return Bf16Gemm::cublas;
+  if (impl::gpu_blas_available())
+    return Bf16Gemm::gpu_blas;
   return onednn_is_native() ? Bf16Gemm::onednn : Bf16Gemm::emulate;
 }
 
 bool bf16_gemm_is_emulated() {
   using namespace einsum_impl;
-  if (impl::cublas_available())
-    return bf16_gemm() != Bf16Gemm::cublas;
+  if (impl::gpu_blas_available())
+    return bf16_gemm() != Bf16Gemm::gpu_blas;
   return !host_space || bf16_gemm() == Bf16Gemm::emulate || !onednn_is_native();
 }
 
 bool bf16_copies_used() {
   using namespace einsum_impl;
-  if (impl::cublas_available())  // the in-place cuBLAS body reads operands at their sources
-    return bf16_gemm() == Bf16Gemm::cublas && in_place_enabled();
+  if (impl::gpu_blas_available())  // the in-place GPU BLAS body reads operands at their sources
+    return bf16_gemm() == Bf16Gemm::gpu_blas && in_place_enabled();
   return host_space && bf16_gemm() == Bf16Gemm::onednn && onednn_is_native();
 }
 
 std::string bf16_gemm_description() {
   using namespace einsum_impl;
   const std::string chosen = impl::onednn_available() ? impl::onednn_bf16_impl() : "not built in";
-  if (bf16_gemm() == Bf16Gemm::cublas)
-    return cat("cuBLAS bf16 matmul on the tensor cores, ",
+  if (bf16_gemm() == Bf16Gemm::gpu_blas)
+    return cat(impl::gpu_blas_vendor(), " bf16 matmul on the matrix cores, ",
                in_place_enabled() ? "operands in place (pointer-batched)" : "strided-batched", " (",
-               impl::cublas_name(), "); operands converted on the GPU");
+               impl::gpu_blas_name(), "); operands converted on the GPU");
   if (!host_space)
     return "emulated on this execution space: operands rounded to bf16, fp32 gemm";
   if (bf16_gemm() == Bf16Gemm::onednn && !impl::onednn_has_bf16())

@@ -1,12 +1,12 @@
 // einsum body: operands packed into gemm order, then KokkosBlas::gemm per batch entry, or on an
-// NVIDIA GPU one strided-batched cuBLAS call for the whole batch (impl/einsum_spec.hpp). Each
+// GPU one strided-batched GPU BLAS call for the whole batch (impl/einsum_spec.hpp). Each
 // operand is used in place when its memory order is [batch][M][K] / [batch][K][M] (a) or
 // [batch][K][N] / [batch][N][K] (b), as gemm's "N" / "T"; otherwise a transposed copy is made. The
 // result is written straight into out when out's order is [batch][M][N], or [batch][N][M]
 // (computing C^T = B^T A^T); otherwise into a temporary that is transposed into out.
 #include <mtk/kernels/bfloat16_convert.hpp>
-#include <mtk/kernels/impl/cublas_gemm.hpp>
 #include <mtk/kernels/impl/einsum_spec.hpp>
+#include <mtk/kernels/impl/gpu_blas.hpp>
 #include <mtk/kernels/impl/launch.hpp>
 
 #include <KokkosBlas3_gemm.hpp>
@@ -87,10 +87,10 @@ void kokkos_gemm_batch(const ExecSpace& space, const Plan& p, const FView& a, ch
   }
 }
 
-// The batch in one cuBLAS call (swapped: the operands exchanged and their ops flipped, as above);
+// The batch in one GPU BLAS call (swapped: the operands exchanged and their ops flipped, as above);
 // bf16: the packed operands converted to bf16 storage first.
-void cublas_batch(const ExecSpace& space, const Plan& p, const FView& a, char ta, const FView& b,
-                  char tb, const FView& c, bool swapped, float beta, bool bf16) {
+void gpu_blas_batch(const ExecSpace& space, const Plan& p, const FView& a, char ta, const FView& b,
+                    char tb, const FView& c, bool swapped, float beta, bool bf16) {
   impl::BatchedGemm g;
   g.nb = p.nb;
   g.k = p.k;
@@ -102,7 +102,7 @@ void cublas_batch(const ExecSpace& space, const Plan& p, const FView& a, char ta
   const float* x = swapped ? b.data() : a.data();
   const float* y = swapped ? a.data() : b.data();
   if (!bf16)
-    return impl::cublas_gemm(space, g, x, y, c.data());
+    return impl::gpu_blas_gemm(space, g, x, y, c.data());
   const char* label = "mtk::kernels::einsum bf16 operand";
   const std::int64_t nx = g.nb * g.m * g.k, ny = g.nb * g.k * g.n;
   const auto x16 = impl::alloc<std::uint16_t>(label, nx);
@@ -110,7 +110,7 @@ void cublas_batch(const ExecSpace& space, const Plan& p, const FView& a, char ta
   const char* conversion = "mtk::kernels::einsum bf16 conversion";  // as the oneDNN body's
   convert_to_bfloat16_bits(space, conversion, x, x16.data(), nx);
   convert_to_bfloat16_bits(space, conversion, y, y16.data(), ny);
-  impl::cublas_gemm_bf16(space, g, x16.data(), y16.data(), c.data());
+  impl::gpu_blas_gemm_bf16(space, g, x16.data(), y16.data(), c.data());
 }
 
 }  // namespace
@@ -127,8 +127,8 @@ FView packed_gemm(const ExecSpace& space, Operand a, Operand b, const Shape& out
   // Accumulating (beta = 1) straight into `into` when the result lies in out's order.
   const bool add = into.data() && (direct || swapped);
   FView c = add ? into : impl::alloc<float>("mtk::kernels::einsum", out_shape.num_elements());
-  if constexpr (impl::cublas_available())
-    cublas_batch(space, plan, a.x, ta, b.x, tb, c, swapped, add ? 1.0f : 0.0f, bf16);
+  if constexpr (impl::gpu_blas_available())
+    gpu_blas_batch(space, plan, a.x, ta, b.x, tb, c, swapped, add ? 1.0f : 0.0f, bf16);
   else
     kokkos_gemm_batch(space, plan, a.x, ta, b.x, tb, c, swapped, add ? 1.0f : 0.0f);
   if (!direct && !swapped)

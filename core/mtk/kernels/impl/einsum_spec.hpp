@@ -7,15 +7,15 @@
 //                        operands and result read and written in place through leading dims
 //   packed_kokkos_gemm   einsum/packed.cpp: operands copied into [batch][M][K] / [batch][K][N]
 //                        order where they are not stored so, KokkosBlas::gemm per batch entry
-//                        (on an NVIDIA GPU one strided-batched cuBLAS call, impl/cublas_gemm.hpp,
-//                        in bf16 on the tensor cores where bf16_gemm() is cublas)
+//                        (on a GPU one strided-batched GPU BLAS call, impl/gpu_blas.hpp,
+//                        in bf16 on the matrix cores where bf16_gemm() is gpu_blas)
 //   onednn_in_place      einsum/onednn_in_place.cpp: one oneDNN matmul (f32 or bf16) with every
 //                        operand read in place through its strides (kernels/onednn_matmul.cpp)
-//   cublas_in_place      einsum/cublas_in_place.cpp: on an NVIDIA GPU one pointer-batched cuBLAS
+//   gpu_blas_in_place      einsum/gpu_blas_in_place.cpp: on a GPU one pointer-batched GPU BLAS
 //                        call (sgemm, or bf16 on the tensor cores) with operands and result in
 //                        place through leading dims, as host_blas_in_place
 // bfloat16 operands are rounded before the fp32 bodies (einsum/bf16_operands.cpp) and converted to
-// bf16 storage by the oneDNN and cuBLAS bf16 bodies: every body multiplies the same bf16 values.
+// bf16 storage by the oneDNN and GPU BLAS bf16 bodies: every body multiplies the same bf16 values.
 // `into` (einsum_accumulate): a body whose result lies in out's order adds the product into it
 // (gemm beta = 1, oneDNN's sum post-op) and returns it; otherwise it returns a new result and the
 // entry adds that.
@@ -37,17 +37,17 @@ constexpr bool have_host_blas = true;
 constexpr bool have_host_blas = false;
 #endif
 
-enum class Backend { host_blas_in_place, packed_kokkos_gemm, onednn_in_place, cublas_in_place };
+enum class Backend { host_blas_in_place, packed_kokkos_gemm, onednn_in_place, gpu_blas_in_place };
 
-/// The body a two-operand contraction in `precision` takes here and now: on an NVIDIA GPU cuBLAS
+/// The body a two-operand contraction in `precision` takes here and now: on a GPU the GPU BLAS
 /// in place unless in place is switched off (set_einsum_in_place, MTK_EINSUM_IN_PLACE); on the
 /// host oneDNN where bf16_gemm() / fp32_gemm() say so, else the host BLAS in place where it is
-/// built in and not switched off; else the packed KokkosBlas gemm (cuBLAS strided-batched). A
+/// built in and not switched off; else the packed KokkosBlas gemm (GPU BLAS strided-batched). A
 /// product oneDNN declines (its reference code; under fp32 `automatic`, any kernel but its brgemm)
 /// takes the host BLAS / packed path instead, decided in contract().
 Backend choose_backend(Precision precision);
 
-/// Where the oneDNN and cuBLAS in-place bf16 bodies find and keep operand copies
+/// Where the oneDNN and GPU BLAS in-place bf16 bodies find and keep operand copies
 /// (kernels/bf16_copies.hpp): only for an operand still at its source address (no presum or
 /// transposed copy in between).
 struct Sources {
@@ -55,8 +55,8 @@ struct Sources {
   const float *a = nullptr, *b = nullptr;  // the caller's operands
 };
 
-/// Whether `backend` converts bf16 operands to bf16 storage itself (oneDNN; the cuBLAS bodies
-/// where bf16_gemm() is cublas), so they reach it unrounded.
+/// Whether `backend` converts bf16 operands to bf16 storage itself (oneDNN; the GPU BLAS bodies
+/// where bf16_gemm() is gpu_blas), so they reach it unrounded.
 bool converts_bf16_operands(Backend backend);
 
 /// a x b -> out through `backend` (a plan with nb, m, n, k > 0 and no elementwise special case).
@@ -70,16 +70,17 @@ FView contract(const ExecSpace& space, Backend backend, const Operand& a, const 
 /// The host BLAS in place (only where Kokkos Kernels has a BLAS TPL; host memory).
 FView host_blas_in_place(const ExecSpace& space, Operand a, Operand b, const Shape& out_shape,
                          const Plan& plan, const Sizes& sizes, const FView& into = {});
-/// Packed operands, then KokkosBlas::gemm per batch entry (any execution space; cuBLAS on a
-/// GPU). bf16: the operands go to cuBLAS's bf16 matmul as bf16 storage (GPU builds only).
+/// Packed operands, then KokkosBlas::gemm per batch entry (any execution space; the GPU BLAS on a
+/// GPU). bf16: the operands go to the GPU BLAS's bf16 matmul as bf16 storage (GPU builds only).
 FView packed_gemm(const ExecSpace& space, Operand a, Operand b, const Shape& out_shape,
                   const Plan& plan, const Sizes& sizes, const FView& into = {}, bool bf16 = false);
-/// One pointer-batched cuBLAS call on the operands in place (CUDA builds; elsewhere it fails).
+/// One pointer-batched GPU BLAS call on the operands in place (CUDA / HIP builds with cuBLAS /
+/// rocBLAS; elsewhere it fails).
 /// bf16: the operands converted to bf16 storage whole (or their kept copies, `sources`), the
 /// product on the tensor cores.
-FView cublas_in_place(const ExecSpace& space, Operand a, Operand b, const Shape& out_shape,
-                      const Plan& plan, const Sizes& sizes, const FView& into, bool bf16,
-                      const Sources& sources = {});
+FView gpu_blas_in_place(const ExecSpace& space, Operand a, Operand b, const Shape& out_shape,
+                        const Plan& plan, const Sizes& sizes, const FView& into, bool bf16,
+                        const Sources& sources = {});
 /// One oneDNN matmul on the operands in place (host memory): true with the result in `out`, or
 /// false when oneDNN declines the product (no descriptor, its reference code, or not its brgemm
 /// kernels when `only_brgemm`); a and b are left arranged (impl/einsum_in_place.hpp) either way,

@@ -1,12 +1,12 @@
-// einsum body on an NVIDIA GPU: one pointer-batched cuBLAS call with every operand and the result
-// read and written in place through leading dims (the arrangement the host BLAS body uses,
-// impl/einsum_in_place.hpp), so attention's [batch, length, heads, d_kv] operands need no
+// einsum body on a GPU: one pointer-batched GPU BLAS call (cuBLAS, rocBLAS) with every operand and
+// the result read and written in place through leading dims (the arrangement the host BLAS body
+// uses, impl/einsum_in_place.hpp), so attention's [batch, length, heads, d_kv] operands need no
 // transposed copies; bf16 operands converted whole (their layout kept; a weight's copy kept for
 // the run where the program's bf16 reuse plan says so) and multiplied on the tensor cores.
 #include <mtk/kernels/bf16_copies.hpp>
-#include <mtk/kernels/impl/cublas_gemm.hpp>
 #include <mtk/kernels/impl/einsum_in_place.hpp>
 #include <mtk/kernels/impl/einsum_spec.hpp>
+#include <mtk/kernels/impl/gpu_blas.hpp>
 #include <mtk/kernels/impl/launch.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -37,9 +37,9 @@ Kokkos::View<std::uintptr_t*> addresses(const ExecSpace& space, const InPlacePro
 
 }  // namespace
 
-FView cublas_in_place(const ExecSpace& space, Operand a, Operand b, const Shape& out_shape,
-                      const Plan& plan, const Sizes& sizes, const FView& into, bool bf16,
-                      const Sources& sources) {
+FView gpu_blas_in_place(const ExecSpace& space, Operand a, Operand b, const Shape& out_shape,
+                        const Plan& plan, const Sizes& sizes, const FView& into, bool bf16,
+                        const Sources& sources) {
   const char* where = "mtk::kernels::einsum";
   const InPlaceProduct p = arrange_in_place(space, a, b, out_shape, plan, sizes);
   // Accumulating (beta = 1) straight into `into` when the result lies in out's order.
@@ -64,9 +64,9 @@ FView cublas_in_place(const ExecSpace& space, Operand a, Operand b, const Shape&
     const auto* at = reinterpret_cast<const float* const*>(ptr.data());
     const auto* ct = reinterpret_cast<float* const*>(ptr.data() + 2 * nb);
     if (p.swapped)
-      impl::cublas_gemm_pointers(space, g, at, at + nb, ct);
+      impl::gpu_blas_gemm_pointers(space, g, at, at + nb, ct);
     else
-      impl::cublas_gemm_pointers(space, g, at + nb, at, ct);
+      impl::gpu_blas_gemm_pointers(space, g, at + nb, at, ct);
   } else {
     // Converted whole (layout kept), or the copy a bf16 reuse plan keeps of the source.
     const auto a16 = bf16_operand(space, a.x, sources.a, sources.reuse, false);
@@ -75,9 +75,9 @@ FView cublas_in_place(const ExecSpace& space, Operand a, Operand b, const Shape&
     const auto* at = reinterpret_cast<const std::uint16_t* const*>(ptr.data());
     const auto* ct = reinterpret_cast<float* const*>(ptr.data() + 2 * nb);
     if (p.swapped)
-      impl::cublas_gemm_pointers_bf16(space, g, at, at + nb, ct);
+      impl::gpu_blas_gemm_pointers_bf16(space, g, at, at + nb, ct);
     else
-      impl::cublas_gemm_pointers_bf16(space, g, at + nb, at, ct);
+      impl::gpu_blas_gemm_pointers_bf16(space, g, at + nb, at, ct);
   }
   if (!(p.c_shape == out_shape))
     c = permuted(space, p.c_shape, c, out_shape);
