@@ -138,7 +138,7 @@ void check_cost(Graph& g, const MeshShape& mesh_shape, const LayoutRules& rules,
                 "of collectives per step\n",
                 c.variable_bytes / 1048576.0, c.peak_bytes / 1048576.0, c.total_flops(),
                 c.total_comm_bytes() / 1e6);
-  say(line);
+  say(std::string(line));  // as is: a char array would pick the printf form
   check_memory_fits(mesh.comm(), c.peak_bytes,
                     cat("the model (", model_text, ") on mesh ", mesh_shape.to_string()));
 }
@@ -439,7 +439,7 @@ int train_steps(const TrainingJob& job, CheckpointManager& ckpt, bool saved) {
                   "%s: %s: %lld steps in this job (%lld -> %lld), %lld of %lld overall, in %s\n",
                   tool.c_str(), what, ll(step - first_step), ll(first_step), ll(step), ll(step),
                   ll(steps), format_duration(meter.elapsed_s()).c_str());
-    say(line);
+    say(std::string(line));  // as is: a char array would pick the printf form
   };
   LossWindow window;
   std::int64_t last_saved = saved ? step : -1;

@@ -372,7 +372,7 @@ int train_main(const Communicator& world, const std::vector<std::string>& args) 
   std::snprintf(line, sizeof line, "  parameters %.2fM (formula %.2fM); mesh %s; layout %s\n",
                 nn::count_parameters(g) / 1e6, s.model.analytic_parameter_count() / 1e6,
                 s.mesh_shape.to_string().c_str(), s.rules.to_string().c_str());
-  app::say(line);
+  app::say(std::string(line));  // as is: a char array would pick the printf form
   app::say_precision("mtk-wmt", s.model, settings.train.optimizer);
   // With the sharded update its slots are stored split: the optimizer's per-tensor rules.
   app::check_cost(g, s.mesh_shape, optimizer->layout_rules(s.rules), mesh, s.model.to_string());

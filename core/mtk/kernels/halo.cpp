@@ -105,7 +105,7 @@ void for_each_element(const char* label, const ExecSpace& space, const Frame& f,
 }
 
 // Whether the host forms run: on host spaces unless a test forces the GPU forms (device_paths).
-inline bool host_lines() {
+[[maybe_unused]] inline bool host_lines() {
   if constexpr (impl::host_exec)
     return !impl::device_paths();
   return false;

@@ -24,7 +24,8 @@ void matrix_strides(char op, std::int64_t ld, std::int64_t* s) {
   s[1] = op == 'N' ? 1 : ld;
 }
 
-impl::StridedMatmul describe(const InPlaceProduct& p, const Plan& plan, bool bf16) {
+[[maybe_unused]] impl::StridedMatmul describe(const InPlaceProduct& p, const Plan& plan,
+                                              bool bf16) {
   impl::StridedMatmul d;
   d.bf16 = bf16;
   d.batch_rank = p.ia.batch.rank;

@@ -89,8 +89,9 @@ void kokkos_gemm_batch(const ExecSpace& space, const Plan& p, const FView& a, ch
 
 // The batch in one GPU BLAS call (swapped: the operands exchanged and their ops flipped, as above);
 // bf16: the packed operands converted to bf16 storage first.
-void gpu_blas_batch(const ExecSpace& space, const Plan& p, const FView& a, char ta, const FView& b,
-                    char tb, const FView& c, bool swapped, float beta, bool bf16) {
+[[maybe_unused]] void gpu_blas_batch(const ExecSpace& space, const Plan& p, const FView& a, char ta,
+                                     const FView& b, char tb, const FView& c, bool swapped,
+                                     float beta, bool bf16) {
   impl::BatchedGemm g;
   g.nb = p.nb;
   g.k = p.k;
