@@ -23,7 +23,7 @@ expect "$hip" "-DKokkos_ENABLE_HIP=ON"
 expect "$hip" "-DKokkos_ARCH_AMD_GFX90A=ON"
 expect "$hip" "-DKokkosKernels_ENABLED_COMPONENTS=BLAS"
 expect "$hip" "-DMTK_WARNINGS_AS_ERRORS=ON -DMTK_ENABLE_TESTS=ON -DMTK_ENABLE_BENCHMARKS=ON"
-expect "$hip" "cmake --build $scratch/work-hip/mtk -j 3 --target all"
+expect "$hip" "cmake --build $scratch/work-hip/mtk -j 3 --target all -- -k"
 expect "$hip" "core/mtk/kernels/rocblas_gemm.cpp -DKOKKOSKERNELS_ENABLE_TPL_ROCBLAS -I$scratch/rocblas"
 ! grep -q cuda13 <<<"$hip" || fail "the HIP plan patches Kokkos for CUDA 13"
 [ ! -e "$scratch/work-hip" ] || fail "--dry-run created the work folder"
@@ -36,6 +36,15 @@ expect "$cuda" "-DKokkos_ENABLE_CUDA=ON"
 expect "$cuda" "-DKokkos_ARCH_AMPERE80=ON"
 expect "$cuda" "-DKokkosKernels_ENABLE_TPL_CUBLAS=ON"
 expect "$cuda" "-DCMAKE_CXX_COMPILER=$scratch/work-cuda/kokkos-prefix/bin/nvcc_wrapper"
+for pkg in Kokkos KokkosKernels; do  # an installed prefix, as --prefix takes one
+  mkdir -p "$scratch/p/lib/cmake/$pkg" && touch "$scratch/p/lib/cmake/$pkg/${pkg}Config.cmake"
+done
+files="$(bash "$script" --dry-run --backend cuda --prefix "$scratch/p" --work "$scratch/work-f" \
+  --files core/mtk/kernels/cublas_gemm.cpp,io/mtk/app/device_report.cpp)" || fail "--files exited $?"
+expect "$files" "compile_one.py $scratch/work-f/mtk/compile_commands.json core/mtk/kernels/cublas_gemm.cpp"
+expect "$files" "compile_one.py $scratch/work-f/mtk/compile_commands.json io/mtk/app/device_report.cpp"
+! grep -q "cmake --build $scratch/work-f/mtk" <<<"$files" || fail "--files still builds every target"
+! grep -q "kokkos-configure\|kernels-configure" <<<"$files" || fail "an installed prefix is rebuilt"
 root="$(cd "$(dirname "$script")/.." && pwd)"
 for bad in "--backend sycl" "--backend hip --arch HOPPER90" "--backend hip" \
   "--backend hip --prefix /p --jobs 0" "--backend cuda --prefix /p --rocblas-include /r" \
