@@ -8,29 +8,131 @@
 
 #include <gtest/gtest.h>
 
+#include "float64_twin.hpp"
 #include "mtk_graph_test_cases.hpp"
 #include "mtk_invariance_check.hpp"
 #include "mtk_test_util.hpp"
 #include <algorithm>
 #include <cmath>
+#include <gtest/gtest-spi.h>
+#include <map>
+#include <optional>
 
 using namespace mtk;
 using namespace mtk::test;
 
 class LayoutInvariance : public ::testing::TestWithParam<int> {};
 
+namespace {
+
+// The case's outputs, loss and gradients (run_case's order) in its float64 twin, from the sources
+// of a one-processor float32 run; nothing where the twin does not evaluate an op of the case
+// (named in *why).
+std::optional<std::vector<TwinTensor>> float64_reference(const GraphCase& c, std::string* why) {
+  Graph g;
+  BuiltGraph built = c.build(g);
+  auto vars = g.trainable_variables();
+  auto grads = gradients(built.loss, vars);
+  if (auto op = twin_unsupported_op(g)) {
+    *why = *op;
+    return std::nullopt;
+  }
+  std::map<int, HostTensor> sources;
+  std::vector<Tensor> fetch;
+  for (int i = 0; i < g.num_ops(); ++i) {
+    const Operation& op = g.op(i);
+    if (!twin_impl::is_source(op.kind()))
+      continue;
+    const int t = op.outputs.at(0);
+    if (built.feeds.count(t))
+      sources.emplace(t, built.feeds.at(t));
+    else
+      fetch.push_back(g.tensor(t));
+  }
+  auto program = lower(g, single_processor_mesh(), LayoutRules());
+  const auto values = program->run(built.feeds, fetch);
+  for (size_t k = 0; k < fetch.size(); ++k)
+    sources.emplace(fetch[k].id(), values[k]);
+  auto twin = evaluate_float64_twin(g, sources);
+  std::vector<TwinTensor> r;
+  for (const auto& t : built.outputs)
+    r.push_back(twin.at(t.id()));
+  r.push_back(twin.at(built.loss.id()));
+  for (const auto& t : grads)
+    r.push_back(twin.at(t.id()));
+  return r;
+}
+
+void expect_result_within_twin(const Result& got, const std::vector<TwinTensor>& twin,
+                        const std::string& where) {
+  ASSERT_EQ(got.values.size(), twin.size()) << where;
+  for (size_t t = 0; t < twin.size(); ++t)
+    expect_within_twin(got.values[t], twin[t], where + ": " + got.labels[t]);
+}
+
+}  // namespace
+
+// Where the float64 twin evaluates every op of a case, the one-processor run and every layout's
+// are each within float32 rounding of it (a bound from each value's sums, not a constant); else
+// every layout's within 1e-5 of the scale of the one-processor run.
 TEST_P(LayoutInvariance, ForwardAndGradientsMatchOneProcessor) {
   const GraphCase c = graph_cases().at(static_cast<size_t>(GetParam()));
   const Result reference = run_case(c, single_processor_mesh(), LayoutRules());
+  std::string why;
+  const auto twin = float64_reference(c, &why);
+  if (twin)
+    expect_result_within_twin(reference, *twin, c.name + " on one processor");
   for (const auto& mshape : meshes_of_size(world_size())) {
     Mesh mesh(mshape, MPI_COMM_WORLD);
     for (const auto& layout : c.layouts) {
       const LayoutRules rules = instantiate(layout, mshape);
       const std::string where =
           c.name + " on mesh " + mshape.to_string() + " layout \"" + rules.to_string() + "\"";
-      expect_close(run_case(c, mesh, rules), reference, where);
+      const Result got = run_case(c, mesh, rules);
+      if (twin)
+        expect_result_within_twin(got, *twin, where);
+      else
+        expect_close(got, reference, where);
     }
   }
+}
+
+// The twin covers the cases made of elementwise ops, reductions, contractions, softmax, scans and
+// reshapes; the others (gathers, slices, fused losses and norms) name the op it lacks.
+TEST(Float64Twin, CoversTheComputeCases) {
+  for (const char* name : {"einsum_matmul", "einsum_attention", "elementwise", "reductions",
+                           "softmax", "reshape_relayout", "cumsum_split",
+                           "broadcast_random_dropout"}) {
+    const auto cases = graph_cases();
+    const auto c = std::find_if(cases.begin(), cases.end(),
+                                [&](const GraphCase& g) { return g.name == name; });
+    ASSERT_NE(c, cases.end()) << name;
+    std::string why;
+    EXPECT_TRUE(float64_reference(*c, &why).has_value()) << name << ": " << why;
+  }
+}
+
+// The bound is tight enough to catch a wrong product: a contraction whose terms cancel to zero,
+// in float64 and float32, and the same result off by one unit of its largest term.
+TEST(Float64Twin, BoundFollowsTheSumNotItsScale) {
+  Graph g;
+  const Dimension i{"i", 4}, k{"k", 3};
+  Tensor a = var(g, "a", {i, k}), b = var(g, "b", {k});
+  Tensor y = einsum({a, b}, Shape{i});
+  std::map<int, HostTensor> sources;
+  sources.emplace(a.id(), HostTensor(a.shape(), std::vector<float>{1, 1, -2, 1e3f, -1e3f, 0, 0.5f,
+                                                                  0.5f, 1, 3, 0, 0}));
+  sources.emplace(b.id(), HostTensor(b.shape(), std::vector<float>{1, 1, 1}));
+  const auto twin = evaluate_float64_twin(g, sources);
+  const TwinTensor& t = twin.at(y.id());
+  EXPECT_EQ(t.value, (std::vector<double>{0, 0, 2, 3}));
+  // sum |terms| 4, 2000, 2, 3 over 3 terms: gamma(4) of each, whatever the largest value.
+  const std::vector<double> abs_sums = {4, 2000, 2, 3};
+  for (size_t e = 0; e < 4; ++e)
+    EXPECT_NEAR(t.bound[e], rounding_gamma(3 + 2 + 1) * abs_sums[e], 1e-15);
+  HostTensor wrong(y.shape(), std::vector<float>{0, 1e-3f, 2, 3});
+  EXPECT_NONFATAL_FAILURE(expect_within_twin(wrong, t, "off by 1e-3 at element 1"),
+                          "more than float32 rounding may");
 }
 
 TEST_P(LayoutInvariance, DeterministicBitwise) {

@@ -6,6 +6,7 @@
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/cumsum.hpp>
 #include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/impl/attributes.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
 #include <mtk/ops/reduce.hpp>
 #include <mtk/parallel/collectives.hpp>
@@ -19,11 +20,6 @@ using namespace ops_impl;
 using kernels::FView;
 
 // -------------------------------------------------------------------------------- cumsum
-struct CumsumAttrs {
-  std::string dim;
-  bool exclusive = false;
-};
-
 void cumsum_grad(GradientContext& c, const CumsumAttrs& a) {
   Tensor total = reduce_sum(c.dy(), {a.dim});
   c.add(0, total - cumsum(c.dy(), a.dim, !a.exclusive));

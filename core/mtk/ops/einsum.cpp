@@ -6,6 +6,7 @@
 #include <mtk/kernels/view.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/einsum.hpp>
+#include <mtk/ops/impl/attributes.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
 #include <mtk/ops/shape.hpp>
 
@@ -17,10 +18,6 @@ namespace mtk {
 namespace {
 
 using namespace ops_impl;
-
-struct EinsumAttrs {
-  Precision precision = Precision::float32;  ///< of a two-operand contraction
-};
 
 // Input i's gradient part xs[0] x xs[1]: contracted into the running sum it is added to, where
 // gradients() has one and the part needs no broadcast (GradientContext::running_sum).

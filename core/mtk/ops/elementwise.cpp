@@ -5,6 +5,7 @@
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/einsum.hpp>
 #include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/impl/attributes.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
 #include <mtk/ops/sources.hpp>
 
@@ -14,11 +15,6 @@ namespace {
 using namespace ops_impl;
 
 // --------------------------------------------------------------------------------- unary
-struct UnaryAttrs {
-  UnaryFn fn = UnaryFn::identity;
-  double p = 0.0;  ///< the scalar of pow_scalar / add_scalar / mul_scalar
-};
-
 Tensor unary_gradient(const UnaryAttrs& a, const Tensor& x, const Tensor& y, const Tensor& dy) {
   const double p = a.p;
   switch (a.fn) {
@@ -92,10 +88,6 @@ constexpr auto unary_op =
     make_op_kind<UnaryAttrs>("unary", {FlopClass::elementwise}, lower_unary, unary_grad);
 
 // -------------------------------------------------------------------------------- binary
-struct BinaryAttrs {
-  BinaryFn fn = BinaryFn::add;
-};
-
 void binary_grad(GradientContext& c, const BinaryAttrs& attrs) {
   const Tensor a = c.input(0), b = c.input(1), y = c.output(0), dy = c.dy();
   const bool da = c.needs(0), db = c.needs(1);  // e.g. no op for a mask's or a bias's gradient
@@ -186,10 +178,6 @@ constexpr auto binary_op =
     make_op_kind<BinaryAttrs>("binary", {FlopClass::elementwise}, lower_binary, binary_grad);
 
 // ------------------------------------------------------------------------------- compare
-struct CompareAttrs {
-  CompareFn fn = CompareFn::equal;
-};
-
 void lower_compare(Lowering& l, const CompareAttrs& attrs) {
   const Operation& o = l.op();
   const int a = o.inputs[0], c = o.inputs[1], y = o.outputs[0];

@@ -5,6 +5,7 @@
 #include <mtk/kernels/view.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/impl/attributes.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
 #include <mtk/ops/indexing.hpp>
 #include <mtk/ops/reduce.hpp>
@@ -21,10 +22,6 @@ using namespace ops_impl;
 using kernels::FView;
 
 // -------------------------------------------------------------------------------- reduce
-struct ReduceAttrs {
-  ReduceFn fn = ReduceFn::sum;
-};
-
 void reduce_grad(GradientContext& c, const ReduceAttrs& attrs) {
   const Tensor x = c.input(0);
   if (attrs.fn == ReduceFn::sum)

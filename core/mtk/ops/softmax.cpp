@@ -6,6 +6,7 @@
 #include <mtk/kernels/view.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/elementwise.hpp>
+#include <mtk/ops/impl/attributes.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
 #include <mtk/ops/reduce.hpp>
 #include <mtk/ops/softmax.hpp>
@@ -20,10 +21,6 @@ using namespace ops_impl;
 using kernels::FView;
 
 // ------------------------------------------------------------------- softmax, log_softmax
-struct SoftmaxAttrs {
-  std::string dim;
-};
-
 void softmax_grad(GradientContext& c, const SoftmaxAttrs& attrs);
 void log_softmax_grad(GradientContext& c, const SoftmaxAttrs& attrs);
 
@@ -92,11 +89,6 @@ constexpr auto log_softmax_op = make_op_kind<SoftmaxAttrs>("log_softmax", {FlopC
 // One op for dx = y * (dy - sum(dy * y)) (softmax) or dx = dy - exp(y) * sum(dy) (log-softmax):
 // one pass per row where the dim is whole, instead of four elementwise and reduction passes over
 // [batch, heads, length, memory_length]; it writes the bf16 copy its two gradient products read.
-struct SoftmaxGradAttrs {
-  std::string dim;
-  bool log = false;
-};
-
 // The dim is split: the row sums are partial, summed over the mesh axis before the update.
 void lower_split_softmax_grad(Lowering& l, int y, int dy, int dx, int d, int axis, bool log) {
   const Shape ly = l.local(y);
