@@ -5,10 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include "float64_twin.hpp"
 #include "mtk_graph_test_cases.hpp"
 #include "mtk_test_util.hpp"
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace mtk::test {
 
@@ -90,6 +95,53 @@ inline void expect_close(const Result& got, const Result& want, const std::strin
 inline const Mesh& single_processor_mesh() {
   static Mesh mesh(MeshShape::parse("x:1"), MPI_COMM_SELF);
   return mesh;
+}
+
+// The case's outputs, loss and gradients (run_case's order) in its float64 twin, from the sources
+// of a one-processor float32 run; nothing where the twin does not evaluate an op of the case
+// (named in *why).
+inline std::optional<std::vector<TwinTensor>> float64_reference(const GraphCase& c,
+                                                                std::string* why) {
+  Graph g;
+  BuiltGraph built = c.build(g);
+  auto vars = g.trainable_variables();
+  auto grads = gradients(built.loss, vars);
+  if (auto op = twin_unsupported_op(g)) {
+    *why = *op;
+    return std::nullopt;
+  }
+  std::map<int, HostTensor> sources;
+  std::vector<Tensor> fetch;
+  for (int i = 0; i < g.num_ops(); ++i) {
+    const Operation& op = g.op(i);
+    if (!twin_impl::is_source(op.kind()))
+      continue;
+    const int t = op.outputs.at(0);
+    if (built.feeds.count(t))
+      sources.emplace(t, built.feeds.at(t));
+    else
+      fetch.push_back(g.tensor(t));
+  }
+  auto program = lower(g, single_processor_mesh(), LayoutRules());
+  const auto values = program->run(built.feeds, fetch);
+  for (size_t k = 0; k < fetch.size(); ++k)
+    sources.emplace(fetch[k].id(), values[k]);
+  auto twin = evaluate_float64_twin(g, sources);
+  std::vector<TwinTensor> r;
+  for (const auto& t : built.outputs)
+    r.push_back(twin.at(t.id()));
+  r.push_back(twin.at(built.loss.id()));
+  for (const auto& t : grads)
+    r.push_back(twin.at(t.id()));
+  return r;
+}
+
+// Every value of `got` within its bound of the twin's.
+inline void expect_result_within_twin(const Result& got, const std::vector<TwinTensor>& twin,
+                                      const std::string& where) {
+  ASSERT_EQ(got.values.size(), twin.size()) << where;
+  for (size_t t = 0; t < twin.size(); ++t)
+    expect_within_twin(got.values[t], twin[t], where + ": " + got.labels[t]);
 }
 
 }  // namespace mtk::test

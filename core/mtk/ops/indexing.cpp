@@ -5,6 +5,7 @@
 #include <mtk/kernels/view.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/einsum.hpp>
+#include <mtk/ops/impl/attributes.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
 #include <mtk/ops/indexing.hpp>
 
@@ -17,11 +18,6 @@ namespace {
 using namespace ops_impl;
 
 // ------------------------------------------------------------------------------- one_hot
-struct OneHotAttrs {
-  std::string dim;
-  double on = 1.0, off = 0.0;
-};
-
 void lower_one_hot(Lowering& l, const OneHotAttrs& a) {
   const Operation& o = l.op();
   const int ids = o.inputs[0], y = o.outputs[0];
@@ -42,10 +38,6 @@ constexpr auto one_hot_op =
     make_op_kind<OneHotAttrs>("one_hot", {FlopClass::elementwise}, lower_one_hot);
 
 // -------------------------------------------------------------------- gather, scatter_add
-struct GatherAttrs {
-  std::string dim;  ///< the table dim the ids index
-};
-
 void gather_grad(GradientContext& c, const GatherAttrs& attrs) {
   const Tensor table = c.input(0), ids = c.input(1);
   if (c.needs(0))  // no table-sized op when only the rows' gradient is asked for

@@ -4,6 +4,7 @@
 #include <mtk/kernels/loss.hpp>
 #include <mtk/kernels/view.hpp>
 #include <mtk/lower/lowering_context.hpp>
+#include <mtk/ops/impl/attributes.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
 #include <mtk/ops/loss.hpp>
 #include <mtk/parallel/collectives.hpp>
@@ -13,12 +14,6 @@ namespace {
 
 using namespace ops_impl;
 using kernels::FView;
-
-struct CrossEntropyAttrs {
-  std::string dim;  ///< the vocabulary dim of the logits
-  double label_smoothing = 0.0;
-  double z_loss = 0.0;
-};
 
 // Fused cross-entropy: row statistics of the local vocabulary slice in one read of the logits,
 // combined over the mesh axis that splits the vocabulary (the max, then the sum of exponentials

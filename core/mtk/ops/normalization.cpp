@@ -4,6 +4,7 @@
 #include <mtk/kernels/normalization.hpp>
 #include <mtk/kernels/view.hpp>
 #include <mtk/lower/lowering_context.hpp>
+#include <mtk/ops/impl/attributes.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
 #include <mtk/ops/normalization.hpp>
 #include <mtk/ops/reduce.hpp>
@@ -14,11 +15,6 @@ namespace {
 
 using namespace ops_impl;
 using kernels::FView;
-
-struct LayerNormAttrs {
-  std::string dim;  ///< the normalised dim
-  double epsilon = 0.0;
-};
 
 // What both lowerings need: the normalised dim's index, the mesh axis splitting it (-1: whole),
 // its global size, and the scale laid out like that dim of x.

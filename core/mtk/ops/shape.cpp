@@ -5,6 +5,7 @@
 #include <mtk/kernels/view.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/einsum.hpp>
+#include <mtk/ops/impl/attributes.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
 #include <mtk/ops/shape.hpp>
 
@@ -120,11 +121,6 @@ void lower_along_dim(Lowering& l, const std::string& dim, Kernel kernel) {
   l.add_alias(l.relayout(mid, l.axes(y)), y);
 }
 
-struct SliceAttrs {
-  std::string dim;
-  std::int64_t begin = 0, size = 0;
-};
-
 void slice_grad(GradientContext& c, const SliceAttrs& a) {
   const Shape& xs = c.input(0).shape();
   const std::int64_t full = xs.size_of(a.dim);
@@ -143,11 +139,6 @@ void lower_slice(Lowering& l, const SliceAttrs& a) {
 constexpr auto slice_op =
     make_op_kind<SliceAttrs>("slice", {FlopClass::elementwise}, lower_slice, slice_grad);
 
-struct PadAttrs {
-  std::string dim;
-  std::int64_t before = 0, after = 0;
-};
-
 void pad_grad(GradientContext& c, const PadAttrs& a) {
   const int i = c.input(0).shape().index_of(a.dim);
   c.add(0, slice(c.dy(), c.output(0).shape()[i].name, a.before, c.input(0).shape()[i].size, a.dim));
@@ -164,12 +155,6 @@ void lower_pad(Lowering& l, const PadAttrs& a) {
 constexpr auto pad_op =
     make_op_kind<PadAttrs>("pad", {FlopClass::elementwise}, lower_pad, pad_grad);
 
-struct ShiftAttrs {
-  std::string dim;
-  std::int64_t offset = 0;
-  bool wrap = false;
-};
-
 void shift_grad(GradientContext& c, const ShiftAttrs& a) {
   c.add(0, shift(c.dy(), a.dim, -a.offset, a.wrap));
 }
@@ -184,10 +169,6 @@ void lower_shift(Lowering& l, const ShiftAttrs& a) {
 
 constexpr auto shift_op =
     make_op_kind<ShiftAttrs>("shift", {FlopClass::elementwise}, lower_shift, shift_grad);
-
-struct ConcatAttrs {
-  std::string dim;
-};
 
 void concat_grad(GradientContext& c, const ConcatAttrs& attrs) {
   const std::string& dim = attrs.dim;

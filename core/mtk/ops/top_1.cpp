@@ -5,6 +5,7 @@
 #include <mtk/kernels/view.hpp>
 #include <mtk/lower/lowering_context.hpp>
 #include <mtk/ops/einsum.hpp>
+#include <mtk/ops/impl/attributes.hpp>
 #include <mtk/ops/impl/builder_checks.hpp>
 #include <mtk/ops/indexing.hpp>
 #include <mtk/ops/top_1.hpp>
@@ -18,10 +19,6 @@ using namespace ops_impl;
 using kernels::FView;
 
 // --------------------------------------------------------------------------------- top_1
-struct Top1Attrs {
-  std::string dim;
-};
-
 void top_1_grad(GradientContext& c, const Top1Attrs& attrs) {
   const Tensor x = c.input(0);
   Tensor hot = one_hot(c.output(1), x.shape().dim(attrs.dim));
