@@ -69,9 +69,7 @@ std::unique_ptr<Program> Lowering::run() {
 // in-place updates, the lifetimes and the prediction.
 void Lowering::plan_buffers() {
   const Bf16Activations mode = options_.bf16_activations;
-  const std::vector<Program::Step> steps = p_->steps_;
-  auto plan = [&](bool store, bool windows) {
-    p_->steps_ = steps;
+  auto plan_steps = [&](bool store, bool windows) {
     bf16_stored_.clear();
     p_->bf16_stored_.clear();
     bf16_variable_windows_ = windows;
@@ -83,12 +81,18 @@ void Lowering::plan_buffers() {
     return p_->counters_.peak_bytes;
   };
   bool exact = false;
-  for (const auto& st : steps)
+  for (const auto& st : p_->steps_)
     exact = exact || !st.bf16_exact_reads.empty();
   if (!exact || mode != Bf16Activations::automatic) {
-    plan(exact && mode == Bf16Activations::on, false);
+    plan_steps(exact && mode == Bf16Activations::on, false);  // one plan: the steps as they are
     return;
   }
+  // Several plans, each from the steps as lowered.
+  const std::vector<Program::Step> steps = p_->steps_;
+  auto plan = [&](bool store, bool windows) {
+    p_->steps_ = steps;
+    return plan_steps(store, windows);
+  };
   const std::int64_t float32 = plan(false, false), stored = plan(true, false);
   const bool store = stored < float32 && !bf16_stored_.empty();
   // The weights' bf16 copies made again by their backward readers instead of held from the
