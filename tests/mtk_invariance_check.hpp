@@ -144,4 +144,53 @@ inline void expect_result_within_twin(const Result& got, const std::vector<TwinT
     expect_within_twin(got.values[t], twin[t], where + ": " + got.labels[t]);
 }
 
+// On one processor, every op of case c (its gradient ops included) against the float64 twin of
+// that op alone: the op's rule applied to the float32 values its inputs had in the same run, the
+// output within the rounding that op makes (no bound carried from the ops before, so the bound is
+// as tight for the last op of a deep model as for the first). Every kernel of the program, on this
+// CPU and its matmul backend, checked against float64. Ops without a rule are named in *skipped.
+inline void expect_every_op_within_rounding(const GraphCase& c, const std::string& where,
+                                            std::vector<std::string>* skipped = nullptr) {
+  Graph g;
+  BuiltGraph built = c.build(g);
+  auto vars = g.trainable_variables();
+  gradients(built.loss, vars);
+  std::vector<Tensor> all;
+  for (int t = 0; t < g.num_tensors(); ++t)
+    all.push_back(g.tensor(t));
+  auto program = lower(g, single_processor_mesh(), LayoutRules());
+  const auto values = program->run(built.feeds, all);
+  const auto as_twin = [&](int t) {
+    TwinTensor x = twin_impl::zeros(g.tensor_info(t).shape);
+    for (std::int64_t k = 0; k < values[static_cast<size_t>(t)].size(); ++k)
+      x.value[static_cast<size_t>(k)] = values[static_cast<size_t>(t)].at(k);
+    return x;
+  };
+  for (int i = 0; i < g.num_ops(); ++i) {
+    const Operation& op = g.op(i);
+    if (twin_impl::is_source(op.kind()))
+      continue;
+    if (!twin_impl::has_rule(op.kind()) || op.precision != Precision::float32) {
+      if (skipped)
+        skipped->push_back(std::string(op.kind()) + " '" + op.name + "'");
+      continue;
+    }
+    std::vector<TwinTensor> inputs;
+    for (int x : op.inputs)
+      inputs.push_back(as_twin(x));
+    twin_impl::Ins in;
+    for (const auto& x : inputs)
+      in.push_back(&x);
+    twin_impl::Outs out;
+    for (int y : op.outputs)
+      out.push_back(twin_impl::zeros(g.tensor_info(y).shape));
+    const bool integer = g.tensor_info(op.outputs.at(0)).dtype == DType::int32;
+    ASSERT_TRUE(twin_impl::evaluate(op, in, out, integer)) << op.name;
+    for (size_t k = 0; k < op.outputs.size(); ++k)
+      expect_within_twin(
+          values[static_cast<size_t>(op.outputs[k])], out[k],
+          where + ": op " + op.name + " (" + op.kind() + ") output " + std::to_string(k));
+  }
+}
+
 }  // namespace mtk::test

@@ -79,6 +79,13 @@ TEST(Float64Twin, BoundFollowsTheSumNotItsScale) {
                           "more than float32 rounding may");
 }
 
+TEST_P(LayoutInvariance, EveryOpWithinRoundingOfFloat64) {
+  const GraphCase c = graph_cases().at(static_cast<size_t>(GetParam()));
+  std::vector<std::string> skipped;
+  expect_every_op_within_rounding(c, c.name, &skipped);
+  EXPECT_TRUE(skipped.empty()) << c.name << ": no rule for " << skipped.front();
+}
+
 TEST_P(LayoutInvariance, DeterministicBitwise) {
   const GraphCase c = graph_cases().at(static_cast<size_t>(GetParam()));
   const auto mshape = meshes_of_size(world_size()).back();

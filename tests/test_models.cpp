@@ -14,6 +14,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <tuple>
 
 using namespace mtk;
 using namespace mtk::test;
@@ -90,6 +91,18 @@ TEST(Models, DenseLanguageModelIsLayoutInvariant) {
                        "batch:@0;vocab:@1;d_ff:@1;heads:@1",    // the paper's 2-D layout
                        "batch:@1;d_ff:@0;heads:@2;vocab:@0"});  // mixed
   expect_layout_invariant(c);
+}
+
+// Every op of each model, its backward included, within float32 rounding of float64 given its
+// inputs (tests/float64_twin.hpp): each kernel, on this CPU and matmul backend, checked per op.
+TEST(Models, EveryOpIsWithinRoundingOfFloat64) {
+  for (const auto& [name, moe, encdec] :
+       {std::tuple{"dense_lm", false, false}, std::tuple{"moe_lm", true, false},
+        std::tuple{"encdec", false, true}}) {
+    std::vector<std::string> skipped;
+    expect_every_op_within_rounding(model_case(name, moe, encdec, {}), name, &skipped);
+    EXPECT_TRUE(skipped.empty()) << name << ": no rule for " << skipped.front();
+  }
 }
 
 TEST(Models, MixtureOfExpertsLanguageModelIsLayoutInvariant) {
