@@ -35,7 +35,6 @@ class Placer {
   explicit Placer(const std::vector<PlannedBuffer>& buffers) : buffers_(buffers) {
     plan_.object_of.assign(buffers.size(), -1);
   }
-  bool placed(size_t i) const { return plan_.object_of[i] >= 0; }
 
   // Into the smallest free object at least as large, else the largest free one (grown), else a
   // new one.
