@@ -2,10 +2,11 @@
 // A float64 twin of a graph: every op, the gradient ops autodiff added included, evaluated on the
 // host in double, each value with a bound on how far a float32 evaluation of the same op may be
 // from it in any summation order and on any CPU (running error analysis, Higham ch. 3; the rule
-// of each op kind in tests/float64_twin_rules.hpp). The sources (variables, placeholders,
-// constants, ranges, random tensors) are taken from a float32 run, so the twin and MTK start from
-// the same numbers. A test compares MTK's float32 results against the twin's values within the
-// twin's bounds: a tolerance from each value's sums and functions, not a constant.
+// of each op kind in tests/float64_twin_rules.hpp and float64_twin_row_rules.hpp). The sources
+// (variables, placeholders, constants, ranges, random tensors) are taken from a float32 run, so the
+// twin and MTK start from the same numbers. A test compares MTK's float32 results against the
+// twin's values within the twin's bounds: a tolerance from each value's sums and functions, not a
+// constant.
 //
 // twin_unsupported_op() names the first op of a graph the twin cannot evaluate (an optimizer
 // update, a halo exchange, a bf16 contraction); a test then keeps its float32 comparison.
@@ -15,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "float64_twin_row_rules.hpp"
 #include "float64_twin_rules.hpp"
 #include <cmath>
 #include <map>
