@@ -126,7 +126,7 @@ std::function<void(const cost::SearchProgress&)> progress_printer(const AutoPlan
 }
 
 // The search, its settings shared out over the ranks (each rank searches the configured setting,
-// and when nothing fits it, every comm.size()-th other setting): the fastest (mesh, layout) that
+// and when nothing fits it, its share of the other settings): the fastest (mesh, layout) that
 // fits, with recomputation, loss chunks and microbatches when nothing fits as configured. Every
 // rank gathers every share and chooses alike: the plan of the fastest share (ties as
 // cost::sort_plans breaks them), which is the single search's. A stop signal (polled before each

@@ -67,6 +67,15 @@ MemoryPlan search_setting(const nn::TransformerConfig& model, const MemorySettin
   return plan;
 }
 
+// The searcher of the i-th setting: dealt out back and forth (0, 1, ..., count-1, count-1, ...,
+// 0, 0, ...). The settings cost more the more microbatches and loss chunks they have, in that
+// order, so a plain round robin left one rank with the dearer of every pair (2-rank planning: 18.0
+// against 14.5 s of searching).
+int searcher_of(size_t i, int count) {
+  const size_t n = static_cast<size_t>(count), round = i / n, at = i % n;
+  return static_cast<int>(round % 2 == 0 ? at : n - 1 - at);
+}
+
 }  // namespace
 
 MemoryPlanSearch search_memory_settings_share(const nn::TransformerConfig& model,
@@ -97,7 +106,7 @@ MemoryPlanSearch search_memory_settings_share(const nn::TransformerConfig& model
   SearchProgress done;
   done.settings = static_cast<std::int64_t>(settings.size());
   for (size_t i = 0; i < settings.size(); ++i) {
-    if (count > 1 && static_cast<int>(i % static_cast<size_t>(count)) != index)
+    if (count > 1 && searcher_of(i, count) != index)
       continue;
     const MemorySettings& s = settings[i];
     if (options.stop && options.stop())

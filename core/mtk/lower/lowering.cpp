@@ -42,6 +42,11 @@ std::unique_ptr<Program> Lowering::run() {
     p_->layouts_.emplace_back(info.shape, rules_, shape_, info.name);
   }
   pending_.assign(static_cast<size_t>(g_.num_tensors()), {});
+  // About one step per op (relayouts and reductions add some): reserved, the steps are not moved
+  // as the list doubles; untouched capacity costs no memory.
+  const size_t expected = static_cast<size_t>(g_.num_ops()) * 3 / 2 + 64;
+  p_->steps_.reserve(expected);
+  origins_.reserve(expected);
   for (int i = 0; i < g_.num_ops(); ++i) {
     op_index_ = i;
     const Operation& o = op();
@@ -118,7 +123,7 @@ void Lowering::recompute() {
     tags.push_back(o.tag);
   const RecomputePlan plan =
       plan_recomputation(p_->steps_, tags, static_cast<int>(p_->layouts_.size()));
-  p_->steps_ = apply_recomputation(p_->steps_, plan);
+  p_->steps_ = apply_recomputation(std::move(p_->steps_), plan);
   for (size_t i = 0; i < plan.source.size(); ++i) {
     if (!plan.copy[i])
       continue;

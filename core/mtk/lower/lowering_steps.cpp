@@ -62,13 +62,15 @@ void Lowering::add_step(const std::string& what, std::vector<int> reads, std::ve
 void Lowering::add_step_of(StepKind kind, const std::string& what, std::vector<int> reads,
                            std::vector<int> writes, Program::StepFn fn, double flops,
                            Program::Category category) {
+  // An analysis (analyze()) never runs its steps: their kernels' closures, most of a lowered
+  // step's memory, are dropped here instead of being carried through every pass.
   p_->steps_.push_back({kind,
                         what,
                         category,
                         communicates_,
                         std::move(reads),
                         std::move(writes),
-                        std::move(fn),
+                        dry_ ? Program::StepFn() : std::move(fn),
                         {},
                         std::move(scratch_),
                         {},

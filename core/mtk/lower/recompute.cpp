@@ -151,12 +151,21 @@ RecomputePlan plan_recomputation(const std::vector<Program::Step>& steps,
   return plan;
 }
 
-std::vector<Program::Step> apply_recomputation(const std::vector<Program::Step>& steps,
+std::vector<Program::Step> apply_recomputation(std::vector<Program::Step>&& steps,
                                                const RecomputePlan& plan) {
+  // Copying every step doubled the lowering's largest allocation at start-up; only the
+  // recomputed ones are needed twice.
+  std::vector<size_t> last_use(steps.size(), plan.source.size());
+  for (size_t i = 0; i < plan.source.size(); ++i)
+    last_use[static_cast<size_t>(plan.source[i])] = i;
   std::vector<Program::Step> out;
   out.reserve(plan.source.size());
   for (size_t i = 0; i < plan.source.size(); ++i) {
-    out.push_back(steps[static_cast<size_t>(plan.source[i])]);
+    auto& from = steps[static_cast<size_t>(plan.source[i])];
+    if (last_use[static_cast<size_t>(plan.source[i])] == i)
+      out.push_back(std::move(from));
+    else
+      out.push_back(from);
     if (plan.copy[i])
       out.back().what = "recompute " + out.back().what;
   }

@@ -33,8 +33,9 @@ struct RecomputePlan {
 RecomputePlan plan_recomputation(const std::vector<Program::Step>& steps,
                                  const std::vector<RecomputeTag>& tags, int num_buffers);
 
-/// The steps of the new list `plan` describes (copies of `steps`).
-std::vector<Program::Step> apply_recomputation(const std::vector<Program::Step>& steps,
+/// The steps of the new list `plan` describes (each step moved to its last place in it, copied to
+/// the others).
+std::vector<Program::Step> apply_recomputation(std::vector<Program::Step>&& steps,
                                                const RecomputePlan& plan);
 
 /// Per step, the buffers whose value dies after it: the last step that reads or updates a value
