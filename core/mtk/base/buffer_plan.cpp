@@ -323,33 +323,29 @@ class PlacedRanges {
       if (hi & 1)
         tile(--hi);
     }
-    // The union of the sets' ranges in address order: its gaps, and its top.
-    heap_.clear();
-    for (size_t k = 0; k < sets_.size(); ++k)
-      if (!sets_[k]->ranges().empty())
-        heap_.push_back({sets_[k]->ranges().begin()->first, k});
-    iters_.assign(sets_.size(), {});
-    for (size_t k = 0; k < sets_.size(); ++k)
-      iters_[k] = sets_[k]->ranges().begin();
-    auto later = [](const std::pair<std::int64_t, size_t>& x,
-                    const std::pair<std::int64_t, size_t>& y) { return x > y; };
-    std::make_heap(heap_.begin(), heap_.end(), later);
+    // The union of the sets' ranges in address order: its gaps, and its top. The sets are few
+    // (about 11 not empty), so the next range is found by looking at every set's next.
+    heads_.clear();
+    for (const Ranges* set : sets_)
+      if (!set->ranges().empty())
+        heads_.push_back({set->ranges().data(), set->ranges().data() + set->ranges().size()});
     std::int64_t end = 0, best = -1, best_gap = 0;
-    while (!heap_.empty()) {
-      std::pop_heap(heap_.begin(), heap_.end(), later);
-      const size_t k = heap_.back().second;
-      heap_.pop_back();
-      auto& it = iters_[k];
-      const std::int64_t gap = it->first - end;
+    while (!heads_.empty()) {
+      size_t k = 0;
+      for (size_t j = 1; j < heads_.size(); ++j)
+        if (heads_[j].first->first < heads_[k].first->first)
+          k = j;
+      const auto& range = *heads_[k].first;
+      const std::int64_t gap = range.first - end;
       if (gap >= size && (best < 0 || gap < best_gap)) {
         std::tie(best, best_gap) = std::make_pair(end, gap);
         if (gap == size)
           return best;  // no smaller gap fits; later ones are higher
       }
-      end = std::max(end, it->second);
-      if (++it != sets_[k]->ranges().end()) {
-        heap_.push_back({it->first, k});
-        std::push_heap(heap_.begin(), heap_.end(), later);
+      end = std::max(end, range.second);
+      if (++heads_[k].first == heads_[k].second) {
+        heads_[k] = heads_.back();
+        heads_.pop_back();
       }
     }
     return best >= 0 ? best : end;
@@ -378,8 +374,8 @@ class PlacedRanges {
   std::vector<const Ranges*> sets_;
   std::vector<std::uint64_t> seen_;  // per node: the last add or query that met it
   std::uint64_t stamp_ = 0;
-  std::vector<std::pair<std::int64_t, size_t>> heap_;
-  std::vector<Ranges::List::const_iterator> iters_;
+  using Range = Ranges::List::value_type;
+  std::vector<std::pair<const Range*, const Range*>> heads_;  // (next, end) of each set left
 };
 
 // Offsets for the buffers in `order`: each into the smallest gap between the buffers of its type
