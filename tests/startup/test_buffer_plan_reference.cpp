@@ -289,23 +289,4 @@ TEST(BufferPlanReference, LayeredLivesPlanAsBefore) {
     expect_same(layered_lives(layers));
 }
 
-// Programs large enough for plan_placement's second thread: the same plans on one thread and on
-// two (mtk::Environment chooses by the node's CPUs, so a test run may take either).
-TEST(BufferPlanReference, LargeProgramsPlanAsBeforeOnOneAndTwoThreads) {
-  std::mt19937 rng(5);
-  const std::vector<std::vector<PlannedBuffer>> programs = {
-      layered_lives(300), random_lives(rng, 3000, 2, 4000, 9, false)};
-  const int before = mtk::placement_threads();
-  for (int threads : {1, 2}) {
-    SCOPED_TRACE(threads);
-    mtk::set_placement_threads(threads);
-    EXPECT_EQ(mtk::placement_threads(), threads);
-    for (const auto& in : programs) {
-      ASSERT_GE(in.size(), 2000u);
-      expect_same(in);
-    }
-  }
-  mtk::set_placement_threads(before);
-}
-
 }  // namespace

@@ -1,14 +1,11 @@
 #include <mtk/base/buffer_plan.hpp>
 
 #include <algorithm>
-#include <atomic>
-#include <future>
 #include <iterator>
 #include <map>
 #include <numeric>
 #include <set>
 #include <tuple>
-
 
 namespace mtk {
 
@@ -414,41 +411,17 @@ std::int64_t OffsetPlan::total() const {
   return arena_total(arenas);
 }
 
-namespace {
-
-// The smallest of the offset plans of `orders`, the first on ties.
-OffsetPlan smallest_offsets(const std::vector<PlannedBuffer>& buffers, const Events& ev,
-                            const std::vector<std::vector<size_t>>& orders) {
-  OffsetPlan best;
-  for (size_t k = 0; k < orders.size(); ++k) {
-    OffsetPlan plan = offsets_in_order(buffers, ev, orders[k]);
-    if (k == 0 || plan.total() < best.total())
-      best = std::move(plan);
-  }
-  return best;
-}
-
-// Below this many buffers a plan takes less than a millisecond: not worth a thread.
-constexpr size_t kPlanOnTwoThreadsFrom = 2000;
-
-std::atomic<int> g_placement_threads{1};
-
-}  // namespace
-
 OffsetPlan plan_offsets(const std::vector<PlannedBuffer>& buffers) {
   // Greedy by size is Pisarchyk and Lee's; by breadth or by lifetime packs tighter on some
   // programs (microbatches, chunked loss heads): the smallest of the three.
   const Events ev(buffers);
-  return smallest_offsets(buffers, ev,
-                          {by_size(buffers), by_breadth(buffers), by_duration(buffers)});
-}
-
-void set_placement_threads(int threads) {
-  g_placement_threads.store(threads > 1 ? 2 : 1, std::memory_order_relaxed);
-}
-
-int placement_threads() {
-  return g_placement_threads.load(std::memory_order_relaxed);
+  OffsetPlan best = offsets_in_order(buffers, ev, by_size(buffers));
+  for (const auto& order : {by_breadth(buffers), by_duration(buffers)}) {
+    OffsetPlan plan = offsets_in_order(buffers, ev, order);
+    if (plan.total() < best.total())
+      best = std::move(plan);
+  }
+  return best;
 }
 
 std::int64_t Placement::total() const {
@@ -457,24 +430,8 @@ std::int64_t Placement::total() const {
 
 Placement plan_placement(const std::vector<PlannedBuffer>& buffers) {
   Placement out;
-  // The five plans are independent (Lowering::finish makes them for every lowering, a third of
-  // the start-up of a large model): with placement_threads() 2, two of the offset plans are made
-  // on a second thread. Each plan and the choice are the same either way.
-  const Events ev(buffers);
-  std::vector<size_t> sized = by_size(buffers);
-  std::vector<std::vector<size_t>> first_orders{sized, by_breadth(buffers)};
-  auto first_two = [&] { return smallest_offsets(buffers, ev, first_orders); };
-  std::future<OffsetPlan> beside;
-  if (placement_threads() > 1 && buffers.size() >= kPlanOnTwoThreadsFrom)
-    beside = std::async(std::launch::async, first_two);
-  BufferPlan objects = objects_in_order(buffers, sized);
-  BufferPlan breadth = objects_in_order(buffers, first_orders[1]);
-  if (breadth.total() < objects.total())  // as plan_buffers chooses
-    objects = std::move(breadth);
-  OffsetPlan third = offsets_in_order(buffers, ev, by_duration(buffers));
-  OffsetPlan offsets = beside.valid() ? beside.get() : first_two();
-  if (third.total() < offsets.total())  // as plan_offsets chooses
-    offsets = std::move(third);
+  const BufferPlan objects = plan_buffers(buffers);
+  OffsetPlan offsets = plan_offsets(buffers);
   if (offsets.total() < objects.total()) {
     // Arenas in type order, as plan_offsets lists them.
     std::map<int, int> arena_of_type;

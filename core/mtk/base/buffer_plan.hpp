@@ -58,11 +58,6 @@ struct Placement {
 };
 Placement plan_placement(const std::vector<PlannedBuffer>& buffers);
 
-/// Threads plan_placement may use, 1 or 2 (the same plan either way); 1 until set. mtk::Environment
-/// sets 2 where every rank of the node has two CPUs to run on.
-void set_placement_threads(int threads);
-int placement_threads();
-
 /// The most `size` alive at once: a lower bound of any plan's total (for tests and reports).
 std::int64_t most_live(const std::vector<PlannedBuffer>& buffers);
 

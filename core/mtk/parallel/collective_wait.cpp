@@ -1,11 +1,12 @@
 #include <mtk/base/runtime_options.hpp>
 #include <mtk/parallel/collective_wait.hpp>
-#include <mtk/parallel/node_cpus.hpp>
 
 #include <atomic>
 #include <cstdint>
+#include <sched.h>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace mtk {
 
@@ -32,7 +33,20 @@ const char* to_string(CollectiveWait wait) {
 
 bool node_oversubscribed(const Communicator& comm) {
   const Communicator node = comm.split_node();
-  const std::int64_t cpus = node_cpus(node);
+#if defined(__linux__)
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  std::vector<int> cpu(CPU_SETSIZE, 0);  // 1 where this rank may run
+  if (sched_getaffinity(0, sizeof mine, &mine) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      cpu[static_cast<size_t>(c)] = CPU_ISSET(c, &mine) ? 1 : 0;
+  std::int64_t cpus = 0;  // in the union over the node's ranks
+  for (int any : node.max(cpu))
+    cpus += any;
+#else
+  const std::int64_t cpus =
+      node.max(static_cast<std::int64_t>(std::thread::hardware_concurrency()));
+#endif
   return cpus > 0 && node.size() > cpus;
 }
 

@@ -1,10 +1,8 @@
-#include <mtk/base/buffer_plan.hpp>
 #include <mtk/base/runtime_options.hpp>
 #include <mtk/kernels/matmul_check.hpp>
 #include <mtk/parallel/collective_wait.hpp>
 #include <mtk/parallel/environment.hpp>
 #include <mtk/parallel/mpi_interop.hpp>
-#include <mtk/parallel/node_cpus.hpp>
 
 #include <Kokkos_Core.hpp>
 #include <mpi.h>
@@ -33,10 +31,6 @@ Environment::Environment(int& argc, char**& argv) {
   char** kokkos_argv = kokkos_args.data();
   Kokkos::initialize(kokkos_argc, kokkos_argv);
   set_collective_wait(choose_collective_wait(borrow(MPI_COMM_WORLD)));
-  // Start-up planning takes a second thread only where every rank of the node has two CPUs: on a
-  // node full of ranks it would take a core from a rank's partner.
-  const Communicator node = borrow(MPI_COMM_WORLD).split_node();
-  set_placement_threads(node_cpus(node) >= 2 * static_cast<std::int64_t>(node.size()) ? 2 : 1);
   // A float32 matmul backend that is wrong on this CPU is never used (docs/numerics.md).
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
