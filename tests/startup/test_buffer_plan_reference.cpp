@@ -289,4 +289,13 @@ TEST(BufferPlanReference, LayeredLivesPlanAsBefore) {
     expect_same(layered_lives(layers));
 }
 
+// Larger programs, where the plans that stop early (once larger than a finished one) stop after
+// many buffers: still the reference's choice.
+TEST(BufferPlanReference, LargeProgramsPlanAsBefore) {
+  std::mt19937 rng(5);
+  expect_same(layered_lives(300));
+  for (int types : {1, 3})
+    expect_same(random_lives(rng, 2000, types, 3000, 9, false));
+}
+
 }  // namespace

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -89,16 +91,22 @@ class Placer {
       objects.erase({plan_.object_size[static_cast<size_t>(chosen)], chosen});
     }
     auto& size = plan_.object_size[static_cast<size_t>(chosen)];
-    size = std::max(size, b.size);
+    if (b.size > size) {
+      total_ += b.size - size;
+      size = b.size;
+    }
     objects.insert({size, chosen});
     add_life(lives_[static_cast<size_t>(chosen)], b.first, b.last);
     plan_.object_of[i] = chosen;
   }
   BufferPlan take() { return std::move(plan_); }
+  // The plan's total so far; it only grows.
+  std::int64_t total() const { return total_; }
 
  private:
   const std::vector<PlannedBuffer>& buffers_;
   BufferPlan plan_;
+  std::int64_t total_ = 0;
   std::vector<Intervals> lives_;
   std::map<int, std::set<std::pair<std::int64_t, int>>> by_type_;
 };
@@ -206,13 +214,21 @@ std::vector<size_t> by_duration(const std::vector<PlannedBuffer>& buffers) {
   return order;
 }
 
+// No bound: a plan placed to the end.
+constexpr std::int64_t kNoBound = std::numeric_limits<std::int64_t>::max();
+
 // Objects for the buffers in `order` (Placer::place). Largest first, no object grows (every
-// object is at least as large as the buffer placed); by breadth, a free smaller one may.
-BufferPlan objects_in_order(const std::vector<PlannedBuffer>& buffers,
-                            const std::vector<size_t>& order) {
+// object is at least as large as the buffer placed); by breadth, a free smaller one may. Nothing
+// once the total passes `bound` (a plan's total only grows as buffers are placed).
+std::optional<BufferPlan> objects_in_order(const std::vector<PlannedBuffer>& buffers,
+                                           const std::vector<size_t>& order,
+                                           std::int64_t bound = kNoBound) {
   Placer placer(buffers);
-  for (size_t i : order)
+  for (size_t i : order) {
     placer.place(i);
+    if (placer.total() > bound)
+      return std::nullopt;
+  }
   return placer.take();
 }
 
@@ -377,8 +393,10 @@ class PlacedRanges {
 
 // Offsets for the buffers in `order`: each into the smallest gap between the buffers of its type
 // already placed that are alive with it (the lowest such gap on ties), else above them all.
-OffsetPlan offsets_in_order(const std::vector<PlannedBuffer>& buffers, const Events& ev,
-                            const std::vector<size_t>& order) {
+// Nothing once the total passes `bound` (the arenas only grow as buffers are placed).
+std::optional<OffsetPlan> offsets_in_order(const std::vector<PlannedBuffer>& buffers,
+                                           const Events& ev, const std::vector<size_t>& order,
+                                           std::int64_t bound = kNoBound) {
   for (const auto& b : buffers)
     if (b.size <= 0 || b.first >= b.last)
       return offsets_by_scan(buffers, order);
@@ -386,11 +404,18 @@ OffsetPlan offsets_in_order(const std::vector<PlannedBuffer>& buffers, const Eve
   plan.offset.assign(buffers.size(), 0);
   std::map<int, std::int64_t> arena;  // by type: its size so far
   std::map<int, PlacedRanges> put;    // by type: the buffers placed
+  std::int64_t total = 0;
   for (size_t i : order) {
     const PlannedBuffer& b = buffers[i];
     PlacedRanges& placed = put.try_emplace(b.type, ev.at.size()).first->second;
     plan.offset[i] = placed.offset_for(ev.span[i], b.size);
-    arena[b.type] = std::max(arena[b.type], plan.offset[i] + b.size);
+    std::int64_t& top = arena[b.type];
+    if (plan.offset[i] + b.size > top) {
+      total += plan.offset[i] + b.size - top;
+      top = plan.offset[i] + b.size;
+      if (total > bound)
+        return std::nullopt;
+    }
     placed.add(ev.span[i], plan.offset[i], b.size);
   }
   for (const auto& [type, size] : arena)
@@ -402,26 +427,64 @@ OffsetPlan offsets_in_order(const std::vector<PlannedBuffer>& buffers, const Eve
 
 BufferPlan plan_buffers(const std::vector<PlannedBuffer>& buffers) {
   // Neither strategy is best on every program (Pisarchyk and Lee): the smaller total.
-  BufferPlan size = objects_in_order(buffers, by_size(buffers));
-  BufferPlan breadth = objects_in_order(buffers, by_breadth(buffers));
-  return breadth.total() < size.total() ? breadth : size;
+  BufferPlan size = *objects_in_order(buffers, by_size(buffers));
+  std::optional<BufferPlan> breadth = objects_in_order(buffers, by_breadth(buffers), size.total());
+  return breadth && breadth->total() < size.total() ? std::move(*breadth) : size;
 }
 
 std::int64_t OffsetPlan::total() const {
   return arena_total(arenas);
 }
 
+namespace {
+
+// The plans of both kinds, each stopped as soon as it is larger than the smallest plan finished
+// before it: such a plan cannot be chosen, and the plans that can (the smallest) always finish.
+// On the lowering's programs by breadth is mostly the smallest offset plan and the others stop
+// after a tenth to a half of their buffers: placed first, it saves most of the placement's time.
+// Each kind's plan is then chosen as if all had finished (a stopped plan counts as infinite).
+struct Plans {
+  std::optional<OffsetPlan> offsets;  // the smallest of by size, by breadth, by duration
+  std::optional<BufferPlan> objects;  // the smaller of by size, by breadth
+};
+
+template <class Plan>
+void keep_smaller(std::optional<Plan>& best, std::optional<Plan>&& plan) {
+  if (plan && (!best || plan->total() < best->total()))
+    best = std::move(plan);
+}
+
+Plans smallest_plans(const std::vector<PlannedBuffer>& buffers, bool objects_too) {
+  const Events ev(buffers);
+  const std::vector<size_t> sized = by_size(buffers), broad = by_breadth(buffers);
+  std::optional<OffsetPlan> breadth = offsets_in_order(buffers, ev, broad);
+  std::int64_t bound = breadth->total();
+  auto lower = [&](std::int64_t total) { bound = std::min(bound, total); };
+  Plans out;
+  // Preference on ties as placed in this order: by size, then by breadth, then by duration.
+  out.offsets = offsets_in_order(buffers, ev, sized, bound);
+  if (out.offsets)
+    lower(out.offsets->total());
+  keep_smaller(out.offsets, std::move(breadth));
+  std::optional<OffsetPlan> duration = offsets_in_order(buffers, ev, by_duration(buffers), bound);
+  if (duration)
+    lower(duration->total());
+  keep_smaller(out.offsets, std::move(duration));
+  if (!objects_too)
+    return out;
+  out.objects = objects_in_order(buffers, sized, bound);
+  if (out.objects)
+    lower(out.objects->total());
+  keep_smaller(out.objects, objects_in_order(buffers, broad, bound));
+  return out;
+}
+
+}  // namespace
+
 OffsetPlan plan_offsets(const std::vector<PlannedBuffer>& buffers) {
   // Greedy by size is Pisarchyk and Lee's; by breadth or by lifetime packs tighter on some
   // programs (microbatches, chunked loss heads): the smallest of the three.
-  const Events ev(buffers);
-  OffsetPlan best = offsets_in_order(buffers, ev, by_size(buffers));
-  for (const auto& order : {by_breadth(buffers), by_duration(buffers)}) {
-    OffsetPlan plan = offsets_in_order(buffers, ev, order);
-    if (plan.total() < best.total())
-      best = std::move(plan);
-  }
-  return best;
+  return std::move(*smallest_plans(buffers, false).offsets);
 }
 
 std::int64_t Placement::total() const {
@@ -430,9 +493,10 @@ std::int64_t Placement::total() const {
 
 Placement plan_placement(const std::vector<PlannedBuffer>& buffers) {
   Placement out;
-  const BufferPlan objects = plan_buffers(buffers);
-  OffsetPlan offsets = plan_offsets(buffers);
-  if (offsets.total() < objects.total()) {
+  Plans plans = smallest_plans(buffers, true);
+  // The offset plan when strictly smaller, else the object plan; a kind stopped early lost.
+  if (plans.offsets && (!plans.objects || plans.offsets->total() < plans.objects->total())) {
+    OffsetPlan& offsets = *plans.offsets;
     // Arenas in type order, as plan_offsets lists them.
     std::map<int, int> arena_of_type;
     for (const auto& [type, size] : offsets.arenas) {
@@ -444,6 +508,7 @@ Placement plan_placement(const std::vector<PlannedBuffer>& buffers) {
     out.offset = std::move(offsets.offset);
     return out;
   }
+  const BufferPlan& objects = *plans.objects;
   out.arena_of = objects.object_of;
   out.offset.assign(buffers.size(), 0);
   for (size_t o = 0; o < objects.object_size.size(); ++o)
