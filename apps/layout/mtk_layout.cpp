@@ -26,6 +26,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 namespace {
 
 std::unique_ptr<mtk::optim::Optimizer> make_optimizer(const std::string& name) {
@@ -169,5 +173,12 @@ int run(const mtk::Communicator& world, const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#if defined(__GLIBC__)
+  // An analysis builds and drops step lists and planner tables of tens of MB; glibc would map each
+  // one afresh, every page a fault (a sixth of a 256-layer analysis on a VM). Kept in the heap,
+  // they reuse pages already touched: 62k -> 50k faults, 1.7-2.0 -> 1.5 s.
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
   return mtk::app_main(argc, argv, {"mtk-layout", /*every_rank_reports=*/true}, run);
 }
