@@ -75,10 +75,10 @@ void build_training_graph(Graph& g, nn::TransformerConfig model, const MemorySet
 
 /// One share of search_with_memory_settings for `count` searchers (ranks) splitting the work: the
 /// configured setting, and when nothing fits it, the other settings of memory_settings_to_try
-/// dealt to `index` of `count` (back and forth: 0..count-1, then count-1..0, and so on). No error when none of them fits (plans
-/// empty; smallest_peak and smallest_at of the share). The other settings are searched with
-/// skip_by_memory_bound: a candidate whose peak cannot be under the limit is not lowered.
-/// Throws SearchStopped when options.stop says so.
+/// dealt to `index` of `count` (back and forth: 0..count-1, then count-1..0, and so on). No error
+/// when none of them fits (plans empty; smallest_peak and smallest_at of the share). The other
+/// settings are searched with skip_by_memory_bound: a candidate whose peak cannot be under the
+/// limit is not lowered. Throws SearchStopped when options.stop says so.
 MemoryPlanSearch search_memory_settings_share(const nn::TransformerConfig& model,
                                               const MemorySettings& configured,
                                               const OptimizerFactory& make_optimizer,
