@@ -146,9 +146,10 @@ struct Events {
 // event's buffers not yet placed from the largest down (by_size's order). The bytes alive by
 // prefix sums; the buffers alive at an event from a segment tree over the events holding each
 // buffer in the nodes that tile its lifetime: every buffer of a node on the path to an event is
-// alive there, so a node's buffers are all taken the first time a path passes it.
-std::vector<size_t> by_breadth(const std::vector<PlannedBuffer>& buffers) {
-  const Events ev(buffers);
+// alive there, so a node's buffers are all taken the first time a path passes it. `ev` and `sized`
+// are the buffers' Events and by_size order.
+std::vector<size_t> by_breadth(const std::vector<PlannedBuffer>& buffers, const Events& ev,
+                               const std::vector<size_t>& sized) {
   const size_t E = ev.at.size();
   std::vector<std::int64_t> delta(E + 1, 0);
   for (size_t i = 0; i < buffers.size(); ++i) {
@@ -166,7 +167,6 @@ std::vector<size_t> by_breadth(const std::vector<PlannedBuffer>& buffers) {
   std::iota(order.begin(), order.end(), size_t(0));
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return events[a].second > events[b].second; });
-  const std::vector<size_t> sized = by_size(buffers);
   std::vector<size_t> rank(buffers.size());
   for (size_t r = 0; r < sized.size(); ++r)
     rank[sized[r]] = r;
@@ -205,9 +205,10 @@ std::vector<size_t> by_breadth(const std::vector<PlannedBuffer>& buffers) {
   return out;
 }
 
-// The longest lives first, each length's buffers from the largest down.
-std::vector<size_t> by_duration(const std::vector<PlannedBuffer>& buffers) {
-  std::vector<size_t> order = by_size(buffers);
+// The longest lives first, each length's buffers from the largest down (`sized`: by_size's order).
+std::vector<size_t> by_duration(const std::vector<PlannedBuffer>& buffers,
+                                std::vector<size_t> sized) {
+  std::vector<size_t> order = std::move(sized);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return buffers[a].last - buffers[a].first > buffers[b].last - buffers[b].first;
   });
@@ -427,8 +428,10 @@ std::optional<OffsetPlan> offsets_in_order(const std::vector<PlannedBuffer>& buf
 
 BufferPlan plan_buffers(const std::vector<PlannedBuffer>& buffers) {
   // Neither strategy is best on every program (Pisarchyk and Lee): the smaller total.
-  BufferPlan size = *objects_in_order(buffers, by_size(buffers));
-  std::optional<BufferPlan> breadth = objects_in_order(buffers, by_breadth(buffers), size.total());
+  const std::vector<size_t> sized = by_size(buffers);
+  BufferPlan size = *objects_in_order(buffers, sized);
+  std::optional<BufferPlan> breadth =
+      objects_in_order(buffers, by_breadth(buffers, Events(buffers), sized), size.total());
   return breadth && breadth->total() < size.total() ? std::move(*breadth) : size;
 }
 
@@ -456,7 +459,7 @@ void keep_smaller(std::optional<Plan>& best, std::optional<Plan>&& plan) {
 
 Plans smallest_plans(const std::vector<PlannedBuffer>& buffers, bool objects_too) {
   const Events ev(buffers);
-  const std::vector<size_t> sized = by_size(buffers), broad = by_breadth(buffers);
+  const std::vector<size_t> sized = by_size(buffers), broad = by_breadth(buffers, ev, sized);
   std::optional<OffsetPlan> breadth = offsets_in_order(buffers, ev, broad);
   std::int64_t bound = breadth->total();
   auto lower = [&](std::int64_t total) { bound = std::min(bound, total); };
@@ -466,7 +469,8 @@ Plans smallest_plans(const std::vector<PlannedBuffer>& buffers, bool objects_too
   if (out.offsets)
     lower(out.offsets->total());
   keep_smaller(out.offsets, std::move(breadth));
-  std::optional<OffsetPlan> duration = offsets_in_order(buffers, ev, by_duration(buffers), bound);
+  std::optional<OffsetPlan> duration =
+      offsets_in_order(buffers, ev, by_duration(buffers, sized), bound);
   if (duration)
     lower(duration->total());
   keep_smaller(out.offsets, std::move(duration));
